@@ -1,0 +1,213 @@
+"""`solve()`: instance -> formulation -> backend -> plan -> independent evaluator -> Result."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from distplan.errors import InfeasibleError, InputError, NoSolutionError, PlanCheckError
+from distplan.formulations.registry import Bound, RunContext, get_folder, get_formulation
+from distplan.models.common import Check, kind_spec
+from distplan.solvers.base import BackendError, SolveOptions, get_backend
+from distplan.solvers.result import LIMIT_TERMINATIONS, SolutionStatus, SolverResult, Termination, relative_gap
+
+#: relative tolerance under which objective and bound count as equal (proven optimal)
+OPTIMALITY_TOLERANCE = 1e-6
+
+
+@dataclass
+class Result:
+    """The outcome of `solve()`: a checked plan, its objective, the best proven bound.
+
+    ``objective`` is always the independent evaluator's value, never the formulation's own
+    claim. ``bound`` is the best proven lower bound (minimization) on the instance optimum,
+    or None; ``status`` is OPTIMAL only when the bound closes the gap or an exact program
+    was solved to optimality and the evaluator agrees.
+    """
+
+    instance: str
+    kind: str
+    formulation: str
+    backend: str
+    backend_version: str
+    termination: Termination
+    status: SolutionStatus
+    objective: float | None
+    bound: float | None
+    bound_source: str | None
+    plan: Any
+    check: Check | None
+    timings: dict[str, float]
+    solver_results: list[SolverResult] = field(default_factory=list)
+    bounds: list[Bound] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+    objective_name: str = "objective"
+    objective_unit: str = ""
+
+    @property
+    def gap(self) -> float | None:
+        return relative_gap(self.objective, self.bound)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "instance": self.instance,
+            "kind": self.kind,
+            "formulation": self.formulation,
+            "backend": self.backend,
+            "backend_version": self.backend_version,
+            "termination": self.termination.value,
+            "status": self.status.value,
+            "objective": self.objective,
+            "objective_name": self.objective_name,
+            "objective_unit": self.objective_unit,
+            "bound": self.bound,
+            "bound_source": self.bound_source,
+            "gap": self.gap,
+            "bounds": [{"value": b.value, "source": b.source} for b in self.bounds],
+            "timings": self.timings,
+            "check": self.check.to_dict() if self.check else None,
+            "solver_results": [r.to_dict() for r in self.solver_results],
+            "plan": self.plan.to_dict() if self.plan is not None else None,
+            "info": self.info,
+        }
+
+
+def _load(instance: Any) -> Any:
+    if isinstance(instance, str | Path):
+        from distplan.instances import load_instance
+
+        return load_instance(instance)
+    return instance
+
+
+def solve(
+    instance: Any,
+    formulation: str,
+    backend: str | None = None,
+    time_limit: float | None = None,
+    mip_gap: float | None = None,
+    fold: bool = False,
+    *,
+    threads: int | None = None,
+    seed: int | None = None,
+    verbose: bool = False,
+    solver_options: dict[str, Any] | None = None,
+    **params: Any,
+) -> Result:
+    """Solve ``instance`` (an instance object, a file path or a bundled name) with a named
+    formulation on a backend (default: the formulation's, HiGHS for LP/MILP).
+
+    ``params`` go to the formulation (e.g. ``theta=0.1`` for ``baechi_sct``). The returned
+    plan has been re-checked by the kind's independent evaluator; a plan that fails the
+    check raises `PlanCheckError`. Times are seconds. Raises `InfeasibleError` when no plan
+    exists and `NoSolutionError` when none was found within the limits.
+    """
+    t_start = time.perf_counter()
+    inst = _load(instance)
+    spec = kind_spec(inst.kind)
+    form = get_formulation(inst.kind, formulation)
+    unknown = set(params) - set(form.params)
+    if unknown:
+        raise InputError(
+            f"params.{sorted(unknown)[0]}",
+            f"formulation {form.name!r} has no parameter {sorted(unknown)[0]!r}",
+            f"its parameters: {', '.join(sorted(form.params)) or '(none)'}",
+        )
+    be = get_backend(backend or form.default_backend)
+    if form.program == "convex":
+        be.check_can_take(None, convex=True)
+    elif form.program == "milp" and not be.capabilities.milp:
+        raise BackendError(f"formulation {form.name!r} is a MILP and backend {be.name!r} solves LPs only")
+    elif not be.available():
+        be.check_can_take(None)
+    options = SolveOptions(time_limit=time_limit, mip_gap=mip_gap, threads=threads, seed=seed, verbose=verbose, raw=dict(solver_options or {}))
+
+    target = inst
+    folding = None
+    t_fold = time.perf_counter()
+    if fold:
+        folder = get_folder(inst.kind)
+        folding = folder(inst, params)
+        target = folding.instance
+    fold_seconds = time.perf_counter() - t_fold
+
+    ctx = RunContext(be, options, {**form.params, **params})
+    t_run = time.perf_counter()
+    outcome = form.run(target, ctx)
+    run_seconds = time.perf_counter() - t_run
+    solver_results = outcome.solver_results or ctx.solver_results
+    last = solver_results[-1] if solver_results else None
+    termination = last.termination if (last is not None and form.program != "algorithm") else Termination.FINISHED
+
+    if outcome.plan is None:
+        if last is not None and last.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED):
+            raise InfeasibleError(f"{inst.name}: {form.name} found the problem infeasible ({last.raw_status})")
+        if last is not None and last.termination in LIMIT_TERMINATIONS:
+            raise NoSolutionError(f"{inst.name}: {form.name} found no solution before the limit ({last.termination.value})")
+        detail = f" ({last.raw_status}: {last.message})" if last is not None else ""
+        raise NoSolutionError(f"{inst.name}: {form.name} returned no plan{detail}")
+
+    plan = folding.unfold(outcome.plan) if folding is not None else outcome.plan
+    t_eval = time.perf_counter()
+    check = spec.evaluate(inst, plan)
+    eval_seconds = time.perf_counter() - t_eval
+    if not check.feasible:
+        raise PlanCheckError(
+            f"{inst.name}: formulation {form.name!r} returned a plan the evaluator rejects: "
+            + "; ".join(check.violations[:5])
+        )
+
+    bounds = list(outcome.bounds) if (folding is None or folding.exact) else []
+    from distplan.formulations.registry import solver_free_bounds
+
+    bounds.extend(solver_free_bounds(inst))
+    finite = [b for b in bounds if b.value is not None and math.isfinite(b.value)]
+    best = max(finite, key=lambda b: b.value) if finite else None
+    objective = check.objective
+    gap = relative_gap(objective, best.value if best else None)
+    proven = outcome.proven_optimal and (folding is None or folding.exact)
+    if best is not None and best.value > objective * (1 + OPTIMALITY_TOLERANCE) + 1e-9:
+        raise PlanCheckError(
+            f"{inst.name}: bound {best.value} ({best.source}) exceeds the evaluated objective {objective}: "
+            "a bound or the evaluator is wrong"
+        )
+    optimal = (gap is not None and gap <= OPTIMALITY_TOLERANCE) or (
+        proven
+        and outcome.claimed_objective is not None
+        and abs(outcome.claimed_objective - objective) <= OPTIMALITY_TOLERANCE * max(1.0, abs(objective))
+    )
+    timings = {
+        "build_seconds": sum(r.build_seconds for r in solver_results),
+        "handover_seconds": sum(r.handover_seconds for r in solver_results),
+        "solve_seconds": sum(r.solve_seconds for r in solver_results),
+        "fold_seconds": fold_seconds,
+        "formulation_seconds": run_seconds,
+        "evaluate_seconds": eval_seconds,
+        "wall_seconds": time.perf_counter() - t_start,
+    }
+    info = dict(outcome.info)
+    if folding is not None:
+        info["folding"] = folding.stats
+    return Result(
+        instance=inst.name,
+        kind=inst.kind,
+        formulation=form.name,
+        backend=be.name,
+        backend_version=be.version(),
+        termination=termination,
+        status=SolutionStatus.OPTIMAL if optimal else SolutionStatus.FEASIBLE,
+        objective=objective,
+        bound=best.value if best else None,
+        bound_source=best.source if best else None,
+        plan=plan,
+        check=check,
+        timings=timings,
+        solver_results=solver_results,
+        bounds=finite,
+        info=info,
+        objective_name=spec.objective_name,
+        objective_unit=spec.objective_unit,
+    )

@@ -1,0 +1,58 @@
+"""The `distplan` command line.
+
+Subcommands live in modules of this package; each exposes ``register(subparsers)`` and
+sets ``func`` on its parser. Exit codes: 0 solved, 1 internal error, 2 bad input,
+3 infeasible, 4 no solution within the time limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+
+from distplan.errors import DistplanError
+from distplan.solvers.base import BackendError
+
+COMMAND_MODULES = (
+    "distplan.cli.core",
+    "distplan.cli.plot",
+    "distplan.cli.make",
+    "distplan.cli.bench",
+    "distplan.cli.importers",
+    "distplan.cli.codecs",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="distplan", description="Plan distributed deep-learning execution with optimization.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for mod in COMMAND_MODULES:
+        if importlib.util.find_spec(mod) is not None:
+            importlib.import_module(mod).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except DistplanError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except BackendError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

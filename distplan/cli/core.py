@@ -1,0 +1,217 @@
+"""Core commands: solve, list, inspect, validate, export, evaluate, verify."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from distplan.api import Result, solve
+from distplan.errors import InputError
+from distplan.formulations.registry import formulations, get_formulation, solver_free_bounds
+from distplan.instances import bundled, load_document, load_instance
+from distplan.models.common import kind_spec, read_json, write_json
+from distplan.solvers.base import all_backends
+
+
+def _fmt(value: float | None, unit: str = "") -> str:
+    if value is None:
+        return "-"
+    if unit == "s":
+        return f"{value * 1e3:.3f} ms" if abs(value) < 10 else f"{value:.3f} s"
+    return f"{value:.6g}{(' ' + unit) if unit else ''}"
+
+
+def _params(pairs: list[str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, raw = pair.partition("=")
+        if not sep:
+            raise InputError("--param", f"{pair!r} is not KEY=VALUE", "write e.g. --param theta=0.1")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def print_result(res: Result, instance: Any) -> None:
+    unit = res.objective_unit
+    print(f"instance     {res.instance} ({res.kind})")
+    print(f"formulation  {res.formulation}   backend {res.backend} {res.backend_version}")
+    print(f"termination  {res.termination.value}   status {res.status.value}")
+    print(f"{res.objective_name:<12} {_fmt(res.objective, unit)}")
+    src = f"  [{res.bound_source}]" if res.bound_source else ""
+    print(f"bound        {_fmt(res.bound, unit)}{src}")
+    print(f"gap          {'-' if res.gap is None else f'{100 * res.gap:.2f} %'}")
+    t = res.timings
+    print(
+        f"time         build {t['build_seconds']:.3f} s, hand-over {t['handover_seconds']:.3f} s, "
+        f"solve {t['solve_seconds']:.3f} s, total {t['wall_seconds']:.3f} s"
+    )
+    spec = kind_spec(res.kind)
+    if spec.describe is not None and res.check is not None:
+        for line in spec.describe(instance, res.plan, res.check):
+            print(line)
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    inst = load_instance(args.instance)
+    if not args.json:
+        print(f"solving {inst.name} with {args.formulation} ...", file=sys.stderr, flush=True)
+    res = solve(
+        inst,
+        formulation=args.formulation,
+        backend=args.backend,
+        time_limit=args.time_limit,
+        mip_gap=args.mip_gap,
+        fold=args.fold,
+        threads=args.threads,
+        verbose=args.verbose,
+        **_params(args.param),
+    )
+    if args.out:
+        write_json({"format": "distplan/1", "kind": f"{inst.kind}-plan", "instance": inst.name, **res.plan.to_dict()}, args.out)
+    if args.result:
+        write_json(res.to_dict(), args.result)
+    if args.json:
+        json.dump(res.to_dict(), sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print_result(res, inst)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    what = args.what
+    if what in (None, "formulations"):
+        print("formulations:")
+        for f in sorted(formulations(args.kind), key=lambda f: (f.kind, f.name)):
+            params = ", ".join(f"{k}={v!r}" for k, v in f.params.items())
+            print(f"  {f.kind:<12} {f.name:<24} {f.program:<9} {f.description}" + (f"  [{params}]" if params else ""))
+    if what in (None, "backends"):
+        print("backends:")
+        for b in all_backends():
+            caps = ",".join(k for k, v in vars(b.capabilities).items() if v is True)
+            state = b.version() if b.available() else f"not installed (pip install 'distplan[{b.extra}]')" if b.extra else "not installed"
+            print(f"  {b.name:<16} {state:<28} {caps}")
+    if what in (None, "instances"):
+        print("instances:")
+        for name, entry in sorted(bundled().items()):
+            if args.kind and entry.get("kind") != args.kind:
+                continue
+            print(f"  {name:<28} {entry.get('kind', ''):<12} {entry.get('size', ''):<24} {entry.get('description', '')}")
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    inst = load_instance(args.instance)
+    summary = inst.summary()
+    bounds = solver_free_bounds(inst)
+    if args.json:
+        json.dump({"summary": summary, "bounds": [{"value": b.value, "source": b.source} for b in bounds]}, sys.stdout, default=str)
+        sys.stdout.write("\n")
+        return 0
+    for key, value in summary.items():
+        print(f"{key:<24} {value}")
+    for b in bounds:
+        print(f"bound{'':<19} {b.value:.6g}  [{b.source}]")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from distplan.models.schema import validate_document
+
+    doc = load_document(args.instance)
+    validate_document(doc)
+    inst = load_instance(args.instance)
+    print(f"{args.instance}: valid {inst.kind} instance {inst.name!r}")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    inst = load_instance(args.instance)
+    form = get_formulation(inst.kind, args.formulation)
+    model, _ = form.build(inst, {**form.params, **_params(args.param)})
+    model.write(args.to)
+    st = model.stats()
+    print(f"wrote {args.to}: {st['variables']} variables ({st['binaries']} binary), {st['rows']} rows, {st['nonzeros']} nonzeros")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    inst = load_instance(args.instance)
+    spec = kind_spec(inst.kind)
+    plan = spec.plan_from_dict(inst, read_json(args.plan))
+    check = spec.evaluate(inst, plan)
+    if args.json:
+        json.dump(check.to_dict(), sys.stdout, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(f"feasible     {check.feasible}")
+        print(f"{spec.objective_name:<12} {_fmt(check.objective, spec.objective_unit)}")
+        for v in check.violations[:20]:
+            print(f"violation    {v}")
+        if spec.describe is not None:
+            for line in spec.describe(inst, plan, check):
+                print(line)
+    return 0 if check.feasible else 3
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from distplan.verify import verify_path
+
+    report = verify_path(args.path, instance=args.instance)
+    for line in report.lines():
+        print(line)
+    return 0 if report.ok else 1
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("solve", help="solve an instance (file or bundled name) with a formulation")
+    p.add_argument("instance", help="instance file (.json / .json.gz) or bundled name")
+    p.add_argument("--formulation", "-f", required=True)
+    p.add_argument("--backend", "-b", default=None, help="solver backend (default: the formulation's, HiGHS)")
+    p.add_argument("--time-limit", type=float, default=None, help="seconds")
+    p.add_argument("--mip-gap", type=float, default=None)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--fold", action="store_true", help="fold/coarsen the instance first")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="formulation parameter (repeatable)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--out", help="write the plan to this JSON file")
+    p.add_argument("--result", help="write the whole result (plan, bounds, timings) to this JSON file")
+    p.add_argument("--verbose", action="store_true", help="stream the solver log")
+    p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("list", help="list formulations, backends and bundled instances")
+    p.add_argument("what", nargs="?", choices=["formulations", "backends", "instances"])
+    p.add_argument("--kind", default=None)
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("inspect", help="sizes, totals and solver-free bounds of an instance")
+    p.add_argument("instance")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_inspect)
+
+    p = sub.add_parser("validate", help="check an instance file against the JSON schema and the format rules")
+    p.add_argument("instance")
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("export", help="write the model of a formulation to an MPS or LP file")
+    p.add_argument("instance")
+    p.add_argument("--formulation", "-f", required=True)
+    p.add_argument("--to", required=True, help="output file (.mps or .lp)")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("evaluate", help="check a user's plan with the independent evaluator")
+    p.add_argument("instance")
+    p.add_argument("plan", help="plan JSON (placement: {'device': {op: device}} with optional 'start')")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("verify", help="re-check stored results: evaluator, objective, termination claims")
+    p.add_argument("path", help="result JSON written by `solve --result`, or a benchmark database")
+    p.add_argument("--instance", default=None, help="instance for a result file (default: the name stored in it)")
+    p.set_defaults(func=cmd_verify)

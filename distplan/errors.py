@@ -1,0 +1,49 @@
+"""Errors users see. Each names the field or the device and says what to do."""
+
+from __future__ import annotations
+
+
+class DistplanError(Exception):
+    """Base class of every error distplan raises on purpose."""
+
+    exit_code = 1
+
+
+class InputError(DistplanError, ValueError):
+    """Bad input: the message starts with the JSON path of the field and says the fix.
+
+    >>> raise InputError("graph.edges[12].dst", "unknown op 'foo'", "name an op listed in graph.ops")
+    """
+
+    exit_code = 2
+
+    def __init__(self, path: str, problem: str, fix: str | None = None):
+        self.path = path
+        self.problem = problem
+        self.fix = fix
+        msg = f"{path}: {problem}" if path else problem
+        if fix:
+            msg += f" ({fix})"
+        super().__init__(msg)
+
+
+class InfeasibleError(DistplanError):
+    """No plan exists (or none was found) under the constraints; says where and by how much."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, details: dict[str, object] | None = None):
+        self.details = details or {}
+        super().__init__(message)
+
+
+class NoSolutionError(DistplanError):
+    """The solver stopped (time limit, error) without any feasible solution."""
+
+    exit_code = 4
+
+
+class PlanCheckError(DistplanError):
+    """A formulation returned a plan that the independent evaluator rejects: a bug, never a result."""
+
+    exit_code = 1

@@ -1,0 +1,277 @@
+"""Named formulations, declared as data.
+
+A formulation is its problem kind, a one-line description, the paper it comes from, the
+kind of program it solves (``lp``, ``milp``, ``convex`` or ``algorithm``) and a ``run``
+function. Model-based formulations are *declared* from blocks with `from_blocks`: a list
+of pure block functions that add named variable/constraint blocks, and a decoder that
+turns solver values into a plan. Algorithmic formulations (list scheduling, closed-form
+baselines) register the same way with their own ``run``.
+
+    my_variant = register(from_blocks(
+        "placement", "milp_no_memory", "placement MILP without memory rows",
+        blocks=[assignment, start_times, precedence, no_overlap, makespan],
+        decode=decode_placement, program="milp", exact=True))
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from distplan.errors import InputError
+from distplan.formulations.model import Model
+from distplan.solvers.base import Backend, SolveOptions
+from distplan.solvers.result import SolverResult
+
+Program = Literal["lp", "milp", "convex", "algorithm"]
+
+
+@dataclass
+class Bound:
+    """A proven lower bound (minimization) on the instance's optimum, and where it comes from."""
+
+    value: float
+    source: str
+
+
+@dataclass
+class Outcome:
+    """What a formulation's run returns: a plan (kind-specific), proven bounds, solver records."""
+
+    plan: Any
+    bounds: list[Bound] = field(default_factory=list)
+    solver_results: list[SolverResult] = field(default_factory=list)
+    #: the formulation's own objective for the plan (cross-checked against the evaluator)
+    claimed_objective: float | None = None
+    #: True when the formulation proved the plan optimal for the instance it was given
+    proven_optimal: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class RunContext:
+    """Everything a formulation needs to run: backend, options, and a way to solve models.
+
+    ``solve_model`` assembles a `Model`, hands it to the chosen backend, and records build,
+    hand-over and solve times; every solver call of a run is kept in ``solver_results``.
+    """
+
+    def __init__(self, backend: Backend, options: SolveOptions, params: dict[str, Any] | None = None):
+        self.backend = backend
+        self.options = options
+        self.params: dict[str, Any] = dict(params or {})
+        self.solver_results: list[SolverResult] = []
+        self._deadline = None if options.time_limit is None else time.perf_counter() + options.time_limit
+
+    def param(self, key: str, default: Any) -> Any:
+        return self.params.get(key, default)
+
+    def remaining_time(self) -> float | None:
+        if self._deadline is None:
+            return None
+        return max(0.0, self._deadline - time.perf_counter())
+
+    def solve_model(self, model: Model, warm_start: np.ndarray | None = None, build_seconds: float = 0.0) -> SolverResult:
+        t0 = time.perf_counter()
+        arrays = model.to_arrays()
+        assemble = time.perf_counter() - t0
+        remaining = self.remaining_time()
+        opts = self.options if remaining is None else self.options.with_(time_limit=max(remaining, 0.01))
+        result = self.backend.solve(arrays, opts, warm_start)
+        result.build_seconds = build_seconds + assemble
+        if result.values is not None:
+            result.values_by_block = model.values_by_block(result.values)
+        result.extra.setdefault("model", model.stats())
+        self.solver_results.append(result)
+        return result
+
+    def solve_convex(self, problem: Any, build_seconds: float = 0.0) -> SolverResult:
+        remaining = self.remaining_time()
+        opts = self.options if remaining is None else self.options.with_(time_limit=max(remaining, 0.01))
+        result = self.backend.solve_convex(problem, opts)
+        result.build_seconds = build_seconds
+        self.solver_results.append(result)
+        return result
+
+
+#: A block adds variables/constraints for an instance: block(model, instance, data).
+#: ``data`` is a dict shared by the blocks of one build (index arrays, horizons, ...).
+Block = Callable[[Model, Any, dict[str, Any]], None]
+Decoder = Callable[[Any, SolverResult, dict[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class Formulation:
+    kind: str
+    name: str
+    description: str
+    program: Program
+    run: Callable[[Any, RunContext], Outcome]
+    #: an optimal solve of this program is an optimum of the instance (its bound is valid)
+    exact: bool = False
+    reference: str = ""
+    #: backend used when the caller names none
+    default_backend: str = "highs"
+    #: the blocks it is declared from (empty for algorithms)
+    blocks: tuple[Block, ...] = ()
+    #: parameters it understands, with defaults: shown in `distplan list`
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def build(self, instance: Any, params: dict[str, Any] | None = None) -> tuple[Model, dict[str, Any]]:
+        """Assemble the model of a block-declared formulation (for export and inspection)."""
+        if not self.blocks:
+            raise InputError("formulation", f"{self.name!r} is an algorithm, not a model", "export a model-based formulation")
+        return build_model(self.name, self.blocks, instance, params or {})
+
+
+def build_model(name: str, blocks: Sequence[Block], instance: Any, params: dict[str, Any]) -> tuple[Model, dict[str, Any]]:
+    model = Model(name)
+    data: dict[str, Any] = {"params": params}
+    for block in blocks:
+        block(model, instance, data)
+    return model, data
+
+
+def from_blocks(
+    kind: str,
+    name: str,
+    description: str,
+    *,
+    blocks: Sequence[Block],
+    decode: Decoder,
+    program: Program,
+    exact: bool,
+    reference: str = "",
+    params: dict[str, Any] | None = None,
+    warm_start: Callable[[Any, Model, dict[str, Any], RunContext], np.ndarray | None] | None = None,
+    bounds: Callable[[Any, SolverResult, dict[str, Any]], list[Bound]] | None = None,
+) -> Formulation:
+    """Declare a model-based formulation from blocks and a decoder.
+
+    When ``exact`` is True the solver's proven bound is a bound of the instance; otherwise
+    ``bounds`` says which bounds (if any) the solve proves.
+    """
+    block_tuple = tuple(blocks)
+    defaults = dict(params or {})
+
+    def run(instance: Any, ctx: RunContext) -> Outcome:
+        t0 = time.perf_counter()
+        model, data = build_model(name, block_tuple, instance, {**defaults, **ctx.params})
+        build = time.perf_counter() - t0
+        start = warm_start(instance, model, data, ctx) if warm_start is not None else None
+        result = ctx.solve_model(model, warm_start=start, build_seconds=build)
+        out_bounds: list[Bound] = []
+        if exact and result.bound is not None:
+            out_bounds.append(Bound(result.bound, f"{name} dual bound ({result.backend})"))
+        if bounds is not None:
+            out_bounds.extend(bounds(instance, result, data))
+        if not result.has_solution:
+            return Outcome(plan=None, bounds=out_bounds, solver_results=list(ctx.solver_results), info={"data": data})
+        plan = decode(instance, result, data)
+        return Outcome(
+            plan=plan,
+            bounds=out_bounds,
+            solver_results=list(ctx.solver_results),
+            claimed_objective=result.objective if exact else None,
+            proven_optimal=exact and result.termination.value == "optimal",
+        )
+
+    return Formulation(
+        kind=kind,
+        name=name,
+        description=description,
+        program=program,
+        run=run,
+        exact=exact,
+        reference=reference,
+        blocks=block_tuple,
+        params=defaults,
+    )
+
+
+_FORMULATIONS: dict[tuple[str, str], Formulation] = {}
+_KIND_PACKAGES = {
+    "placement": "distplan.formulations.placement",
+    "sharding": "distplan.formulations.sharding",
+    "compression": "distplan.formulations.compression",
+    "pipeline": "distplan.formulations.pipeline",
+    "bandwidth": "distplan.formulations.bandwidth",
+}
+_loaded: set[str] = set()
+
+
+def register(formulation: Formulation) -> Formulation:
+    key = (formulation.kind, formulation.name)
+    if key in _FORMULATIONS:
+        raise ValueError(f"formulation {formulation.name!r} of kind {formulation.kind!r} registered twice")
+    _FORMULATIONS[key] = formulation
+    return formulation
+
+
+def _load(kind: str | None = None) -> None:
+    for k, pkg in _KIND_PACKAGES.items():
+        if (kind is None or k == kind) and k not in _loaded and importlib.util.find_spec(pkg) is not None:
+            _loaded.add(k)
+            importlib.import_module(pkg)
+
+
+def formulations(kind: str | None = None) -> list[Formulation]:
+    """Registered formulations (of one kind, or all)."""
+    _load(kind)
+    return [f for (k, _), f in _FORMULATIONS.items() if kind is None or k == kind]
+
+
+def get_formulation(kind: str, name: str) -> Formulation:
+    _load(kind)
+    f = _FORMULATIONS.get((kind, name))
+    if f is None:
+        valid = ", ".join(sorted(n for (k, n) in _FORMULATIONS if k == kind)) or "(none)"
+        raise InputError("formulation", f"unknown {kind} formulation {name!r}", f"use one of: {valid}")
+    return f
+
+
+@dataclass
+class Folding:
+    """A folded (coarsened) instance and the way back.
+
+    ``exact`` is True when the folded optimum equals the original optimum (so bounds proven
+    on the folded instance hold for the original); coarsening that forces co-location is
+    not exact.
+    """
+
+    instance: Any
+    unfold: Callable[[Any], Any]
+    exact: bool
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+_FOLDERS: dict[str, Callable[[Any, dict[str, Any]], Folding]] = {}
+_BOUNDS: dict[str, Callable[[Any], list[Bound]]] = {}
+
+
+def register_folder(kind: str, folder: Callable[[Any, dict[str, Any]], Folding]) -> None:
+    """Declare how instances of a kind are folded by ``solve(..., fold=True)``."""
+    _FOLDERS[kind] = folder
+
+
+def get_folder(kind: str) -> Callable[[Any, dict[str, Any]], Folding]:
+    _load(kind)
+    if kind not in _FOLDERS:
+        raise InputError("fold", f"no folding is defined for {kind} instances", "solve without fold=True")
+    return _FOLDERS[kind]
+
+
+def register_bounds(kind: str, fn: Callable[[Any], list[Bound]]) -> None:
+    """Declare the solver-free bounds of a kind (combined into every result's bound)."""
+    _BOUNDS[kind] = fn
+
+
+def solver_free_bounds(instance: Any) -> list[Bound]:
+    _load(instance.kind)
+    fn = _BOUNDS.get(instance.kind)
+    return fn(instance) if fn is not None else []

@@ -1,0 +1,54 @@
+"""Bundled instances, generators and importers.
+
+`load_instance(path_or_name)` reads a distplan/1 JSON file (optionally gzip-compressed) or a
+bundled instance by name; `bundled()` lists the bundled ones. Each bundled file lives in
+``distplan/instances/data/`` and is listed in ``data/index.json`` with its kind, size and a
+one-line description. Each kind keeps its own index file ``data/index-<kind>.json``; all
+``data/index*.json`` files are merged.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from distplan.errors import InputError
+from distplan.models.common import instance_from_dict, read_json
+
+DATA = resources.files("distplan.instances") / "data"
+
+
+@lru_cache(maxsize=1)
+def bundled() -> dict[str, dict[str, Any]]:
+    """Bundled instances by name: {"kind", "file", "description", "size"}."""
+    merged: dict[str, dict[str, Any]] = {}
+    for entry in sorted(DATA.iterdir(), key=lambda e: e.name):
+        if entry.name.startswith("index") and entry.name.endswith(".json"):
+            merged.update(json.loads(entry.read_text()))
+    return merged
+
+
+def bundled_path(name: str) -> Path:
+    entry = bundled().get(name)
+    if entry is None:
+        raise InputError("instance", f"no file and no bundled instance named {name!r}", f"use a file path or one of: {', '.join(sorted(bundled()))}")
+    return Path(str(DATA / entry["file"]))
+
+
+def load_instance(path_or_name: str | Path) -> Any:
+    """An instance from a JSON file (``.json`` or ``.json.gz``) or a bundled name."""
+    p = Path(path_or_name)
+    if not p.is_file():
+        p = bundled_path(str(path_or_name))
+    return instance_from_dict(read_json(p))
+
+
+def load_document(path_or_name: str | Path) -> Any:
+    """The raw JSON document of a file or bundled instance (no validation)."""
+    p = Path(path_or_name)
+    if not p.is_file():
+        p = bundled_path(str(path_or_name))
+    return read_json(p)

@@ -1,0 +1,165 @@
+"""Shared pieces of the domain layer: the evaluator verdict, the kind registry, JSON I/O."""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+import importlib.util
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from distplan.errors import InputError
+
+FORMAT = "distplan/1"
+
+
+@dataclass
+class Check:
+    """The independent evaluator's verdict on a plan.
+
+    ``objective`` is recomputed from the instance and the plan (e.g. makespan in seconds);
+    ``violations`` lists every broken constraint in words; ``details`` holds per-device
+    figures (memory peaks, busy time, ...).
+    """
+
+    feasible: bool
+    objective: float
+    violations: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"feasible": self.feasible, "objective": self.objective, "violations": self.violations, "details": self.details}
+
+
+class Instance(Protocol):
+    kind: str
+    name: str
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+    def summary(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class KindSpec:
+    """A problem kind: how to read its instances and plans and how to judge a plan."""
+
+    kind: str
+    from_dict: Callable[[Mapping[str, Any]], Any]
+    plan_from_dict: Callable[[Any, Mapping[str, Any]], Any]
+    evaluate: Callable[..., Check]
+    objective_name: str
+    objective_unit: str
+    #: human-readable lines about a checked plan (ops and memory per device, ...)
+    describe: Callable[[Any, Any, Check], list[str]] | None = None
+
+
+_KIND_MODULES = {
+    "placement": "distplan.models.placement",
+    "sharding": "distplan.models.sharding",
+    "compression": "distplan.models.compression",
+    "pipeline": "distplan.models.pipeline",
+    "bandwidth": "distplan.models.bandwidth",
+}
+_KINDS: dict[str, KindSpec] = {}
+
+
+def register_kind(spec: KindSpec) -> KindSpec:
+    _KINDS[spec.kind] = spec
+    return spec
+
+
+def kind_spec(kind: str) -> KindSpec:
+    if kind not in _KINDS:
+        mod = _KIND_MODULES.get(kind)
+        if mod is None or importlib.util.find_spec(mod) is None:
+            raise InputError("kind", f"unknown kind {kind!r}", f"use one of: {', '.join(known_kinds())}")
+        importlib.import_module(mod)
+    return _KINDS[kind]
+
+
+def known_kinds() -> list[str]:
+    return [k for k, m in _KIND_MODULES.items() if importlib.util.find_spec(m) is not None]
+
+
+def read_json(path: str | Path) -> Any:
+    p = Path(path)
+    opener = gzip.open if p.suffix == ".gz" else open
+    with opener(p, "rt") as fh:  # type: ignore[operator]
+        try:
+            return json.load(fh)
+        except json.JSONDecodeError as exc:
+            raise InputError(str(p), f"not valid JSON: {exc}", "fix the syntax at that line/column") from None
+
+
+def write_json(data: Any, path: str | Path) -> None:
+    p = Path(path)
+    opener = gzip.open if p.suffix == ".gz" else open
+    with opener(p, "wt") as fh:  # type: ignore[operator]
+        json.dump(data, fh, indent=1 if p.suffix != ".gz" else None)
+        fh.write("\n")
+
+
+def instance_from_dict(data: Mapping[str, Any]) -> Any:
+    """Build an instance of the kind named in the document (validating it)."""
+    if not isinstance(data, Mapping):
+        raise InputError("", "an instance must be a JSON object", 'start with {"format": "distplan/1", "kind": ...}')
+    fmt = data.get("format")
+    if fmt != FORMAT:
+        raise InputError("format", f"expected {FORMAT!r}, got {fmt!r}", f'add "format": "{FORMAT}"')
+    kind = data.get("kind")
+    if not isinstance(kind, str):
+        raise InputError("kind", "missing", f"add \"kind\": one of {', '.join(known_kinds())}")
+    return kind_spec(kind).from_dict(data)
+
+
+# -- small validation helpers shared by every kind -----------------------------------------
+
+def need(data: Mapping[str, Any], key: str, path: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise InputError(path, "expected an object")
+    if key not in data:
+        raise InputError(f"{path}.{key}" if path else key, "missing", "add this field")
+    return data[key]
+
+
+def number(value: Any, path: str, *, positive: bool = False, nonneg: bool = True, integer: bool = False) -> float:
+    """A finite number (>= 0 unless nonneg=False; > 0 if positive)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InputError(path, f"expected a number, got {value!r}")
+    v = float(value)
+    if math.isnan(v) or math.isinf(v):
+        raise InputError(path, f"{value!r} is not a finite number", "give a finite value")
+    if positive and v <= 0:
+        raise InputError(path, f"{value!r} must be > 0")
+    if nonneg and v < 0:
+        raise InputError(path, f"{value!r} is negative", "give a value >= 0")
+    if integer and v != int(v):
+        raise InputError(path, f"{value!r} must be an integer")
+    return v
+
+
+def name_list(items: Any, path: str, what: str) -> list[str]:
+    """Names of a list of objects, each with a unique non-empty "name"."""
+    if not isinstance(items, list):
+        raise InputError(path, f"expected a list of {what}")
+    names: list[str] = []
+    seen: dict[str, int] = {}
+    for k, item in enumerate(items):
+        nm = need(item, "name", f"{path}[{k}]")
+        if not isinstance(nm, str) or not nm:
+            raise InputError(f"{path}[{k}].name", f"expected a non-empty string, got {nm!r}")
+        if nm in seen:
+            raise InputError(f"{path}[{k}].name", f"duplicate name {nm!r} (also {path}[{seen[nm]}])", "give every entry a unique name")
+        seen[nm] = k
+        names.append(nm)
+    return names
+
+
+def import_object(spec: str) -> Any:
+    mod, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(mod), attr)

@@ -1,0 +1,167 @@
+"""Backend interface: capabilities as data, options, availability and the registry."""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from distplan.formulations.model import ModelArrays
+from distplan.solvers.result import SolverResult
+
+
+class BackendError(RuntimeError):
+    """A backend cannot take a model, or is not installed."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do. Routing and tests read these flags."""
+
+    lp: bool = True
+    milp: bool = False
+    convex: bool = False  # takes cvxpy problems (conic / QP)
+    reports_bound: bool = False  # reports a proven MIP dual bound
+    warm_start: bool = False
+    time_limit: bool = True  # honours time_limit itself
+    in_process: bool = True  # runs inside this Python process
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    """Options every backend understands. Times in seconds; mip_gap relative."""
+
+    time_limit: float | None = None
+    mip_gap: float | None = None
+    threads: int | None = None
+    seed: int | None = None
+    verbose: bool = False
+    #: extra seconds after time_limit before a solver process is killed
+    grace: float = 5.0
+    #: backend-specific raw options passed through unchanged
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def with_(self, **kwargs: Any) -> SolveOptions:
+        return replace(self, **kwargs)
+
+
+SolveFn = Callable[[ModelArrays, SolveOptions, "np.ndarray | None"], SolverResult]
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A solver backend: a name, its capabilities, what it needs installed, and how to run.
+
+    ``solve(arrays, options, warm_start)`` takes an assembled model; ``warm_start`` is a
+    full solution vector or None. ``solve_convex(problem, options)`` (convex backends only)
+    takes a cvxpy problem.
+    """
+
+    name: str
+    description: str
+    capabilities: Capabilities
+    requires: tuple[str, ...]  # importable modules
+    extra: str | None  # pip extra that installs them
+    solve_fn: SolveFn
+    version_fn: Callable[[], str]
+    status_map: dict[Any, Any] = field(default_factory=dict)
+    availability_fn: Callable[[], bool] | None = None
+    solve_convex_fn: Callable[[Any, SolveOptions], SolverResult] | None = None
+
+    def available(self) -> bool:
+        return _available(self.name, self.requires, self.availability_fn)
+
+    def version(self) -> str:
+        if not self.available():
+            return "not installed"
+        try:
+            return self.version_fn()
+        except Exception:  # version lookups never fail a solve
+            return "unknown"
+
+    def check_can_take(self, arrays: ModelArrays | None = None, convex: bool = False) -> None:
+        if not self.available():
+            hint = f"pip install 'distplan[{self.extra}]'" if self.extra else f"install {', '.join(self.requires)}"
+            raise BackendError(f"backend {self.name!r} is not available here: {hint}")
+        if convex and not self.capabilities.convex:
+            raise BackendError(
+                f"backend {self.name!r} cannot take a convex (conic) program; "
+                f"use one of: {', '.join(b.name for b in all_backends() if b.capabilities.convex and b.available())}"
+            )
+        if arrays is not None and arrays.is_mip and not self.capabilities.milp:
+            raise BackendError(
+                f"backend {self.name!r} solves LPs only and this model has integer variables; "
+                f"use one of: {', '.join(b.name for b in all_backends() if b.capabilities.milp and b.available())}"
+            )
+
+    def solve(self, arrays: ModelArrays, options: SolveOptions | None = None, warm_start: np.ndarray | None = None) -> SolverResult:
+        options = options or SolveOptions()
+        self.check_can_take(arrays)
+        if warm_start is not None and not self.capabilities.warm_start:
+            warm_start = None
+        return self.solve_fn(arrays, options, warm_start)
+
+    def solve_convex(self, problem: Any, options: SolveOptions | None = None) -> SolverResult:
+        options = options or SolveOptions()
+        self.check_can_take(None, convex=True)
+        assert self.solve_convex_fn is not None
+        return self.solve_convex_fn(problem, options)
+
+
+@functools.lru_cache(maxsize=None)
+def _available(name: str, requires: tuple[str, ...], extra_check: Callable[[], bool] | None) -> bool:
+    for mod in requires:
+        if importlib.util.find_spec(mod) is None:
+            return False
+    if extra_check is not None:
+        try:
+            return bool(extra_check())
+        except Exception:
+            return False
+    return True
+
+
+_REGISTRY: dict[str, Backend] = {}
+_BACKEND_MODULES = (
+    "distplan.solvers.highs",
+    "distplan.solvers.pulp_backend",
+    "distplan.solvers.pyomo_backend",
+    "distplan.solvers.cvxpy_backend",
+    "distplan.solvers.scip_backend",
+)
+_loaded = False
+
+
+def register_backend(backend: Backend) -> Backend:
+    if backend.name in _REGISTRY:
+        raise ValueError(f"backend {backend.name!r} registered twice")
+    _REGISTRY[backend.name] = backend
+    return backend
+
+
+def _load() -> None:
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for mod in _BACKEND_MODULES:
+        if importlib.util.find_spec(mod) is not None:
+            importlib.import_module(mod)
+
+
+def all_backends() -> list[Backend]:
+    """Every registered backend, available or not."""
+    _load()
+    return list(_REGISTRY.values())
+
+
+def get_backend(name: str) -> Backend:
+    _load()
+    if name not in _REGISTRY:
+        raise BackendError(f"unknown backend {name!r}; known backends: {', '.join(sorted(_REGISTRY))}")
+    return _REGISTRY[name]

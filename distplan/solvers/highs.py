@@ -1,0 +1,158 @@
+"""HiGHS through highspy, in memory: the embedded default backend.
+
+The assembled arrays are handed over directly as a column-wise sparse matrix
+(no LP/MPS files).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+import highspy
+import numpy as np
+
+from distplan.formulations.model import ModelArrays
+from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
+from distplan.solvers.result import SolutionStatus, SolverResult, Termination
+
+_S = highspy.HighsModelStatus
+STATUS_MAP: dict[object, Termination] = {
+    _S.kNotset: Termination.UNKNOWN,
+    _S.kLoadError: Termination.ERROR,
+    _S.kModelError: Termination.ERROR,
+    _S.kPresolveError: Termination.ERROR,
+    _S.kSolveError: Termination.ERROR,
+    _S.kPostsolveError: Termination.ERROR,
+    _S.kModelEmpty: Termination.OPTIMAL,
+    _S.kOptimal: Termination.OPTIMAL,
+    _S.kInfeasible: Termination.INFEASIBLE,
+    _S.kUnboundedOrInfeasible: Termination.INFEASIBLE_OR_UNBOUNDED,
+    _S.kUnbounded: Termination.UNBOUNDED,
+    _S.kObjectiveBound: Termination.OBJECTIVE_LIMIT,
+    _S.kObjectiveTarget: Termination.OBJECTIVE_LIMIT,
+    _S.kTimeLimit: Termination.TIME_LIMIT,
+    _S.kIterationLimit: Termination.ITERATION_LIMIT,
+    _S.kUnknown: Termination.UNKNOWN,
+    _S.kSolutionLimit: Termination.SOLUTION_LIMIT,
+    _S.kInterrupt: Termination.INTERRUPTED,
+    _S.kMemoryLimit: Termination.ERROR,
+}
+
+
+def _version() -> str:
+    h = highspy.Highs()
+    return str(h.version())
+
+
+def to_highs_lp(arrays: ModelArrays) -> highspy.HighsLp:
+    """The arrays as a HighsLp (column-wise matrix); infinities map to HiGHS's infinity."""
+    inf = highspy.kHighsInf
+    lp = highspy.HighsLp()
+    lp.num_col_ = arrays.num_vars
+    lp.num_row_ = arrays.num_rows
+    sign = -1.0 if arrays.sense == "max" else 1.0
+    lp.sense_ = highspy.ObjSense.kMinimize
+    lp.col_cost_ = sign * arrays.c
+    lp.offset_ = sign * arrays.offset
+    lp.col_lower_ = np.where(np.isfinite(arrays.col_lo), arrays.col_lo, -inf)
+    lp.col_upper_ = np.where(np.isfinite(arrays.col_hi), arrays.col_hi, inf)
+    lp.row_lower_ = np.where(np.isfinite(arrays.row_lo), arrays.row_lo, -inf)
+    lp.row_upper_ = np.where(np.isfinite(arrays.row_hi), arrays.row_hi, inf)
+    A = arrays.A.tocsc()
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.num_col_ = arrays.num_vars
+    lp.a_matrix_.num_row_ = arrays.num_rows
+    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = A.indices.astype(np.int32)
+    lp.a_matrix_.value_ = A.data.astype(np.float64)
+    if arrays.is_mip:
+        lp.integrality_ = [highspy.HighsVarType.kInteger if v else highspy.HighsVarType.kContinuous for v in arrays.integrality]
+    return lp
+
+
+def solve(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
+    t0 = time.perf_counter()
+    h = highspy.Highs()
+    fd, log_path = tempfile.mkstemp(prefix="distplan-highs-", suffix=".log")
+    os.close(fd)
+    h.setOptionValue("output_flag", True)
+    h.setOptionValue("log_to_console", bool(options.verbose))
+    h.setOptionValue("log_file", log_path)
+    if options.time_limit is not None:
+        h.setOptionValue("time_limit", float(options.time_limit))
+    if options.mip_gap is not None:
+        h.setOptionValue("mip_rel_gap", float(options.mip_gap))
+    if options.threads is not None:
+        h.setOptionValue("threads", int(options.threads))
+    if options.seed is not None:
+        h.setOptionValue("random_seed", int(options.seed))
+    for key, value in options.raw.items():
+        h.setOptionValue(key, value)
+    h.passModel(to_highs_lp(arrays))
+    if warm_start is not None and arrays.is_mip:
+        sol = highspy.HighsSolution()
+        sol.col_value = list(np.asarray(warm_start, dtype=float))
+        sol.value_valid = True
+        h.setSolution(sol)
+    t1 = time.perf_counter()
+    h.run()
+    t2 = time.perf_counter()
+    raw = h.getModelStatus()
+    info = h.getInfo()
+    termination = STATUS_MAP.get(raw, Termination.UNKNOWN)
+    sign = -1.0 if arrays.sense == "max" else 1.0
+    has_primal = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    values = np.asarray(h.getSolution().col_value, dtype=float) if has_primal else None
+    if values is not None and values.size != arrays.num_vars:
+        values = None
+    objective = sign * float(info.objective_function_value) if values is not None else None
+    bound: float | None = None
+    if arrays.is_mip:
+        mdb = float(info.mip_dual_bound)
+        if np.isfinite(mdb) and termination not in (Termination.ERROR, Termination.UNKNOWN):
+            bound = sign * mdb
+    elif termination is Termination.OPTIMAL and objective is not None:
+        bound = objective  # an optimal LP: primal = dual objective within tolerances
+    if termination is Termination.OPTIMAL and values is not None:
+        status = SolutionStatus.OPTIMAL
+    elif values is not None:
+        status = SolutionStatus.FEASIBLE
+    else:
+        status = SolutionStatus.NONE
+    if termination is Termination.OPTIMAL and values is None and arrays.num_vars > 0:
+        termination = Termination.UNKNOWN
+    with open(log_path, errors="replace") as fh:
+        log = fh.read()
+    os.unlink(log_path)
+    nodes = int(info.mip_node_count) if arrays.is_mip and info.mip_node_count >= 0 else None
+    return SolverResult(
+        backend="highs",
+        backend_version=_version(),
+        termination=termination,
+        status=status,
+        objective=objective,
+        bound=bound,
+        handover_seconds=t1 - t0,
+        solve_seconds=t2 - t1,
+        nodes=nodes,
+        iterations=int(info.simplex_iteration_count) if info.simplex_iteration_count >= 0 else None,
+        raw_status=h.modelStatusToString(raw),
+        log=log,
+        values=values,
+    )
+
+
+BACKEND = register_backend(
+    Backend(
+        name="highs",
+        description="HiGHS via highspy, arrays handed over in memory (default)",
+        capabilities=Capabilities(lp=True, milp=True, reports_bound=True, warm_start=True, time_limit=True),
+        requires=("highspy",),
+        extra=None,
+        solve_fn=solve,
+        version_fn=_version,
+        status_map=STATUS_MAP,
+    )
+)
