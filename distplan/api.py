@@ -142,6 +142,9 @@ def solve(
     last = solver_results[-1] if solver_results else None
     termination = last.termination if (last is not None and form.program != "algorithm") else Termination.FINISHED
 
+    if form.bound_only:
+        return _bound_only_result(inst, form.name, be.name, be.version(), outcome.bounds, spec, time.perf_counter() - t_start)
+
     if outcome.plan is None:
         if last is not None and last.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED):
             raise InfeasibleError(f"{inst.name}: {form.name} found the problem infeasible ({last.raw_status})")
@@ -208,6 +211,31 @@ def solve(
         solver_results=solver_results,
         bounds=finite,
         info=info,
+        objective_name=spec.objective_name,
+        objective_unit=spec.objective_unit,
+    )
+
+
+def _bound_only_result(inst: Any, formulation: str, backend: str, version: str, bounds: list[Bound], spec: Any, wall: float) -> Result:
+    from distplan.formulations.registry import solver_free_bounds
+
+    allb = [b for b in [*bounds, *solver_free_bounds(inst)] if math.isfinite(b.value)]
+    best = max(allb, key=lambda b: b.value) if allb else None
+    return Result(
+        instance=inst.name,
+        kind=inst.kind,
+        formulation=formulation,
+        backend=backend,
+        backend_version=version,
+        termination=Termination.FINISHED,
+        status=SolutionStatus.NONE,
+        objective=None,
+        bound=best.value if best else None,
+        bound_source=best.source if best else None,
+        plan=None,
+        check=None,
+        timings={"build_seconds": 0.0, "handover_seconds": 0.0, "solve_seconds": 0.0, "wall_seconds": wall},
+        bounds=allb,
         objective_name=spec.objective_name,
         objective_unit=spec.objective_unit,
     )

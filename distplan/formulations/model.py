@@ -494,6 +494,16 @@ class Model:
         """Split a solution vector into arrays shaped like the variable blocks."""
         return {b.name: np.asarray(x[b.start : b.stop]).reshape(b.shape) for b in self.var_blocks.values()}
 
+    def vector(self, values: dict[str, ArrayLike]) -> np.ndarray:
+        """A full solution vector from values per variable block (others at their lower
+        bound, or 0 when unbounded below); used for warm starts."""
+        lo, hi = self.col_bounds()
+        x = np.where(np.isfinite(lo), lo, np.minimum(0.0, hi))
+        for name, vals in values.items():
+            b = self.var_blocks[name]
+            x[b.start : b.stop] = np.broadcast_to(np.asarray(vals, dtype=float), b.shape).reshape(-1)
+        return x
+
     def stats(self) -> dict[str, object]:
         """Sizes per block: variables, binaries, integers, rows and nonzeros."""
         integ = np.concatenate(self._int) if self._int else np.zeros(0)

@@ -121,6 +121,8 @@ class Formulation:
     blocks: tuple[Block, ...] = ()
     #: parameters it understands, with defaults: shown in `distplan list`
     params: dict[str, Any] = field(default_factory=dict)
+    #: reports proven bounds only, no plan
+    bound_only: bool = False
 
     def build(self, instance: Any, params: dict[str, Any] | None = None) -> tuple[Model, dict[str, Any]]:
         """Assemble the model of a block-declared formulation (for export and inspection)."""
@@ -145,7 +147,7 @@ def from_blocks(
     blocks: Sequence[Block],
     decode: Decoder,
     program: Program,
-    exact: bool,
+    exact: bool | Callable[[Any], bool],
     reference: str = "",
     params: dict[str, Any] | None = None,
     warm_start: Callable[[Any, Model, dict[str, Any], RunContext], np.ndarray | None] | None = None,
@@ -165,8 +167,9 @@ def from_blocks(
         build = time.perf_counter() - t0
         start = warm_start(instance, model, data, ctx) if warm_start is not None else None
         result = ctx.solve_model(model, warm_start=start, build_seconds=build)
+        is_exact = exact(instance) if callable(exact) else exact
         out_bounds: list[Bound] = []
-        if exact and result.bound is not None:
+        if is_exact and result.bound is not None:
             out_bounds.append(Bound(result.bound, f"{name} dual bound ({result.backend})"))
         if bounds is not None:
             out_bounds.extend(bounds(instance, result, data))
@@ -177,8 +180,8 @@ def from_blocks(
             plan=plan,
             bounds=out_bounds,
             solver_results=list(ctx.solver_results),
-            claimed_objective=result.objective if exact else None,
-            proven_optimal=exact and result.termination.value == "optimal",
+            claimed_objective=result.objective if is_exact else None,
+            proven_optimal=is_exact and result.termination.value == "optimal",
         )
 
     return Formulation(
@@ -187,7 +190,7 @@ def from_blocks(
         description=description,
         program=program,
         run=run,
-        exact=exact,
+        exact=bool(exact),
         reference=reference,
         blocks=block_tuple,
         params=defaults,

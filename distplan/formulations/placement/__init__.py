@@ -1,0 +1,111 @@
+"""Operator placement with memory limits: Baechi's m-TOPO, m-ETF, m-SCT, the exact MILP,
+the single-device baseline and solver-free bounds (Jeon et al., SoCC 2020; arXiv 2301.08695)."""
+
+from __future__ import annotations
+
+from distplan.formulations.placement import heuristics, milp, sct
+from distplan.formulations.placement.bounds import placement_bounds
+from distplan.formulations.placement.coarsen import coarsen
+from distplan.formulations.registry import Formulation, Outcome, RunContext, from_blocks, register, register_bounds, register_folder
+from distplan.models.placement import PlacementInstance
+
+BAECHI = "Jeon et al., Baechi: Fast Device Placement of Machine Learning Graphs, SoCC 2020 (arXiv 2301.08695)"
+
+register(
+    Formulation(
+        kind="placement",
+        name="single_device",
+        description="every op on the one device that fits everything and finishes first (the baseline)",
+        program="algorithm",
+        run=heuristics.run_single_device,
+    )
+)
+register(
+    Formulation(
+        kind="placement",
+        name="baechi_topo",
+        description="m-TOPO: topological order fills devices one after another (real memory limit checked)",
+        program="algorithm",
+        run=heuristics.run_topo,
+        reference=BAECHI,
+        params={"uniform": True},
+    )
+)
+register(
+    Formulation(
+        kind="placement",
+        name="baechi_etf",
+        description="m-ETF: memory-aware earliest-task-first list scheduling",
+        program="algorithm",
+        run=heuristics.run_etf,
+        reference=BAECHI + "; Hwang et al., SIAM J. Comput. 1989",
+    )
+)
+register(
+    from_blocks(
+        "placement",
+        "baechi_sct",
+        "m-SCT: Hanen-Munier small-communication LP, favorite children, favorite-aware list scheduling",
+        blocks=sct.SCT_BLOCKS,
+        decode=sct.decode,
+        program="lp",
+        exact=False,
+        bounds=sct.lp_bounds,
+        reference=BAECHI + "; Hanen & Munier, Discrete Applied Math. 108 (2001)",
+        params={"theta": 0.5},
+    )
+)
+
+_milp = from_blocks(
+    "placement",
+    "placement_milp",
+    "exact MILP: assignment, start times, disjunctive no-overlap, memory; warm-started from heuristics",
+    blocks=milp.MILP_BLOCKS,
+    decode=milp.decode,
+    program="milp",
+    exact=milp.exact_for,
+    warm_start=milp.warm_start,
+    params={"default_time_limit": 60.0},
+)
+
+
+def _run_milp(inst: PlacementInstance, ctx: RunContext) -> Outcome:
+    """Without a time limit the MILP gets ``default_time_limit`` seconds (incumbent + bound)."""
+    if ctx.options.time_limit is None:
+        limit = float(ctx.param("default_time_limit", 60.0))
+        ctx = RunContext(ctx.backend, ctx.options.with_(time_limit=limit), ctx.params)
+    return _milp.run(inst, ctx)
+
+
+register(
+    Formulation(
+        kind=_milp.kind,
+        name=_milp.name,
+        description=_milp.description,
+        program=_milp.program,
+        run=_run_milp,
+        exact=True,
+        blocks=_milp.blocks,
+        params=_milp.params,
+    )
+)
+
+
+def _run_bounds(inst: PlacementInstance, ctx: RunContext) -> Outcome:
+    return Outcome(plan=None, bounds=placement_bounds(inst))
+
+
+register(
+    Formulation(
+        kind="placement",
+        name="placement_bounds",
+        description="solver-free lower bounds only: critical path, work / devices",
+        program="algorithm",
+        run=_run_bounds,
+        bound_only=True,
+    )
+)
+
+
+register_bounds("placement", placement_bounds)
+register_folder("placement", coarsen)

@@ -1,0 +1,46 @@
+"""Solver-free lower bounds on the placement makespan (seconds).
+
+Valid for every memory and communication model: each relaxes memory and communication.
+* critical path: the longest chain with every op at its fastest device time;
+* work / m: the total fastest-device time spread evenly over the m devices.
+(The single-device time is an upper bound, not a lower one: it is the `single_device` plan.)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from distplan.formulations.registry import Bound
+from distplan.models.placement import PlacementInstance
+
+
+def critical_path(inst: PlacementInstance, times: np.ndarray | None = None) -> float:
+    """Longest path length (seconds) with op weights ``times`` (default fastest device)."""
+    p = inst.time.min(axis=1) if times is None else times
+    order = inst.topo_order()
+    finish = p.copy()
+    # relax edges in topological order of their source
+    pos = np.empty(inst.n_ops, dtype=np.int64)
+    pos[order] = np.arange(inst.n_ops)
+    eorder = np.argsort(pos[inst.src], kind="stable")
+    src, dst = inst.src[eorder], inst.dst[eorder]
+    head = np.zeros(inst.n_ops)  # earliest start
+    # process sources in order; numpy over groups of edges sharing a source position
+    bounds_idx = np.searchsorted(pos[src], np.arange(inst.n_ops + 1))
+    for k in range(inst.n_ops):
+        lo, hi = bounds_idx[k], bounds_idx[k + 1]
+        if lo == hi:
+            continue
+        v = order[k]
+        f = head[v] + p[v]
+        np.maximum.at(head, dst[lo:hi], f)
+    finish = head + p
+    return float(finish.max()) if inst.n_ops else 0.0
+
+
+def placement_bounds(inst: PlacementInstance) -> list[Bound]:
+    p = inst.time.min(axis=1)
+    return [
+        Bound(critical_path(inst, p), "critical path without communication"),
+        Bound(float(p.sum()) / inst.n_devices, "total work / number of devices"),
+    ]

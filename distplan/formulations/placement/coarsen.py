@@ -1,0 +1,211 @@
+"""Coarsening for placement (Baechi's preprocessing as a reusable graph transform).
+
+1. Grouping: ops sharing a ``colocate`` name form a group; *co-placement* then merges an
+   op that has exactly one consumer into its consumer's group.
+2. Fusion: every edge inside a group is contracted unless another path joins its ends
+   (which would create a cycle). Unlike Baechi's conservative skip (outdeg > 1 and
+   indeg > 1), the test here is exact reachability in the current fused graph.
+3. A fused op runs its members back to back: time = sum, memory = sum, temporary = the
+   largest member temporary plus the outputs consumed only inside the fused op, output =
+   the outputs leaving it. Parallel edges between fused ops merge, keeping the largest
+   transfer (independent delays run in parallel).
+
+`unfold` maps a coarse plan back to every original op (members start back to back from
+the fused op's start, in topological order); the result is re-evaluated on the original
+instance. Coarsening restricts the plans (members share a device and run together), so it
+is not exact: bounds proven on the coarse instance are not kept.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from distplan.formulations.registry import Folding
+from distplan.models.placement import PlacementInstance, PlacementPlan, make_plan
+
+
+class _UnionFind:
+    def __init__(self, n: int):
+        self.parent = np.arange(n)
+
+    def find(self, a: int) -> int:
+        p = self.parent
+        root = a
+        while p[root] != root:
+            root = p[root]
+        while p[a] != root:
+            p[a], a = root, p[a]
+        return int(root)
+
+    def union(self, a: int, b: int) -> int:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[rb] = ra
+        return ra
+
+
+def coplacement_groups(inst: PlacementInstance) -> np.ndarray:
+    """Group id per op: colocation names, then single-consumer ops join their consumer."""
+    uf = _UnionFind(inst.n_ops)
+    first: dict[str, int] = {}
+    for v, g in enumerate(inst.colocate):
+        if g is not None:
+            if g in first:
+                uf.union(first[g], v)
+            else:
+                first[g] = v
+    consumers: list[set[int]] = [set() for _ in range(inst.n_ops)]
+    for a, b in zip(inst.src.tolist(), inst.dst.tolist()):
+        consumers[a].add(b)
+    for v in range(inst.n_ops):
+        if len(consumers[v]) == 1:
+            uf.union(next(iter(consumers[v])), v)
+    roots = np.array([uf.find(v) for v in range(inst.n_ops)])
+    _, ids = np.unique(roots, return_inverse=True)
+    return ids
+
+
+def fuse(inst: PlacementInstance, groups: np.ndarray) -> np.ndarray:
+    """Fused-node id per op: contract intra-group edges that close no other path."""
+    n = inst.n_ops
+    uf = _UnionFind(n)
+    succ: list[set[int]] = [set() for _ in range(n)]
+    pred: list[set[int]] = [set() for _ in range(n)]
+    for a, b in zip(inst.src.tolist(), inst.dst.tolist()):
+        succ[a].add(b)
+        pred[b].add(a)
+    pos = np.empty(n, dtype=np.int64)
+    pos[inst.topo_order()] = np.arange(n)
+    intra = np.flatnonzero(groups[inst.src] == groups[inst.dst])
+    intra = intra[np.argsort(pos[inst.src[intra]], kind="stable")]
+    for e in intra.tolist():
+        a, b = uf.find(int(inst.src[e])), uf.find(int(inst.dst[e]))
+        if a == b:
+            continue
+        if len(succ[a]) > 1 and len(pred[b]) > 1 and _other_path(succ, a, b):
+            continue
+        # contract b into a
+        r = uf.union(a, b)
+        other = b if r == a else a
+        for w in succ[other]:
+            pred[w].discard(other)
+            if w != r:
+                pred[w].add(r)
+        for w in pred[other]:
+            succ[w].discard(other)
+            if w != r:
+                succ[w].add(r)
+        succ[r] = (succ[a] | succ[b]) - {a, b}
+        pred[r] = (pred[a] | pred[b]) - {a, b}
+        succ[other] = set()
+        pred[other] = set()
+    roots = np.array([uf.find(v) for v in range(n)])
+    # number fused nodes by their first member's topological position
+    first_pos: dict[int, int] = {}
+    for v in np.argsort(pos).tolist():
+        first_pos.setdefault(int(roots[v]), len(first_pos))
+    return np.array([first_pos[int(r)] for r in roots], dtype=np.int64)
+
+
+def _other_path(succ: list[set[int]], a: int, b: int) -> bool:
+    """Is b reachable from a without using the direct edge a -> b?"""
+    seen = {a}
+    queue = deque(w for w in succ[a] if w != b)
+    seen.update(queue)
+    while queue:
+        v = queue.popleft()
+        for w in succ[v]:
+            if w == b:
+                return True
+            if w not in seen:
+                seen.add(w)
+                queue.append(w)
+    return False
+
+
+def coarsen(inst: PlacementInstance, params: dict[str, Any] | None = None) -> Folding:
+    """Co-placement grouping + exact fusion; returns the coarse instance and the way back."""
+    groups = coplacement_groups(inst)
+    fused = fuse(inst, groups)
+    k = int(fused.max()) + 1 if inst.n_ops else 0
+    pos = np.empty(inst.n_ops, dtype=np.int64)
+    pos[inst.topo_order()] = np.arange(inst.n_ops)
+    members = [np.empty(0, dtype=np.int64)] * k
+    order = np.lexsort((pos, fused))
+    bounds = np.searchsorted(fused[order], np.arange(k + 1))
+    members = [order[bounds[f] : bounds[f + 1]] for f in range(k)]
+
+    time = np.zeros((k, inst.n_devices))
+    np.add.at(time, fused, inst.time)
+    memory = np.bincount(fused, weights=inst.memory, minlength=k)
+    fs, fd = fused[inst.src], fused[inst.dst]
+    leaves = np.zeros(inst.n_ops, dtype=bool)
+    leaves[inst.src[fs != fd]] = True
+    has_consumer = np.zeros(inst.n_ops, dtype=bool)
+    has_consumer[inst.src] = True
+    leaves |= ~has_consumer
+    output = np.bincount(fused, weights=np.where(leaves, inst.output, 0.0), minlength=k)
+    internal = np.bincount(fused, weights=np.where(leaves, 0.0, inst.output), minlength=k)
+    temp_max = np.zeros(k)
+    np.maximum.at(temp_max, fused, inst.temporary)
+    temporary = temp_max + internal
+
+    cross = np.flatnonzero(fs != fd)
+    key = fs[cross] * k + fd[cross]
+    uniq, inv = np.unique(key, return_inverse=True)
+    ebytes = np.zeros(uniq.size)
+    np.maximum.at(ebytes, inv, inst.edge_bytes[cross])
+    src, dst = uniq // k, uniq % k
+
+    group_of_fused = np.zeros(k, dtype=np.int64)
+    group_of_fused[fused] = groups
+    counts = np.bincount(group_of_fused)
+    colocate = [f"group{int(g)}" if counts[g] > 1 else None for g in group_of_fused]
+    names = []
+    for f in range(k):
+        first = inst.op_names[int(members[f][0])]
+        names.append(first if members[f].size == 1 else f"{first}[+{members[f].size - 1}]")
+
+    coarse = PlacementInstance(
+        name=f"{inst.name}-coarse",
+        op_names=names,
+        time=time,
+        memory=memory,
+        temporary=temporary,
+        output=output,
+        colocate=colocate,
+        src=src.astype(np.int64),
+        dst=dst.astype(np.int64),
+        edge_bytes=ebytes,
+        device_names=inst.device_names,
+        device_memory=inst.device_memory,
+        device_types=inst.device_types,
+        bandwidth=inst.bandwidth,
+        latency=inst.latency,
+        memory_model=inst.memory_model,
+        communication=inst.communication,
+        meta={"coarsened_from": inst.name},
+    )
+
+    def unfold(plan: PlacementPlan) -> PlacementPlan:
+        device = plan.device[fused]
+        if plan.start is None:
+            return make_plan(inst, device)
+        start = np.empty(inst.n_ops)
+        for f in range(k):
+            mem = members[f]
+            dur = inst.time[mem, plan.device[f]]
+            start[mem] = plan.start[f] + np.concatenate([[0.0], np.cumsum(dur)[:-1]])
+        return make_plan(inst, device, start)
+
+    stats = {
+        "ops": inst.n_ops,
+        "edges": inst.n_edges,
+        "groups": int(groups.max()) + 1 if inst.n_ops else 0,
+        "coarse_ops": k,
+        "coarse_edges": int(src.size),
+    }
+    return Folding(instance=coarse, unfold=unfold, exact=False, stats=stats)

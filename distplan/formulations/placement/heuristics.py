@@ -1,0 +1,95 @@
+"""Placement heuristics: single device, m-TOPO and m-ETF (Baechi, Jeon et al., SoCC 2020)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from distplan.errors import InfeasibleError
+from distplan.formulations.placement.listsched import Schedule, list_schedule
+from distplan.formulations.registry import Outcome, RunContext
+from distplan.models.placement import PlacementInstance, make_plan
+
+
+def outcome_of(inst: PlacementInstance, sched: Schedule, **info: object) -> Outcome:
+    return Outcome(plan=make_plan(inst, sched.device, sched.start), claimed_objective=sched.makespan, info=dict(info))
+
+
+def single_device_schedule(inst: PlacementInstance) -> Schedule:
+    """Every op on the one device that holds all memory and finishes first (seconds)."""
+    need = inst.memory_need().sum()
+    fits = inst.device_memory >= need
+    if not fits.any():
+        best = int(np.argmax(inst.device_memory))
+        raise InfeasibleError(
+            f"{inst.name}: no single device holds all {int(need)} bytes; the largest, {inst.device_names[best]!r}, "
+            f"is short by {int(need - inst.device_memory[best])} bytes",
+            {"device": inst.device_names[best], "shortfall_bytes": float(need - inst.device_memory[best])},
+        )
+    total = inst.time.sum(axis=0)
+    d = int(np.flatnonzero(fits)[np.argmin(total[fits])])
+    order = inst.topo_order()
+    dur = inst.time[order, d]
+    start = np.empty(inst.n_ops)
+    start[order] = np.concatenate([[0.0], np.cumsum(dur)[:-1]]) if inst.n_ops else []
+    return Schedule(device=np.full(inst.n_ops, d, dtype=np.int64), start=start, makespan=float(total[d]))
+
+
+def run_single_device(inst: PlacementInstance, ctx: RunContext) -> Outcome:
+    return outcome_of(inst, single_device_schedule(inst))
+
+
+def topo_assignment(inst: PlacementInstance, uniform: bool = True) -> np.ndarray:
+    """m-TOPO: walk ops in topological order, filling device 0, then 1, ... .
+
+    The uniform variant caps each device at floor(total memory / m) + the largest op's
+    memory. Unlike Baechi's reference code, the real device memory limit is always
+    checked as well (its uniform variant ignores it and "succeeds" with plans that do not
+    fit); an op that fits no remaining device raises InfeasibleError.
+    """
+    need = inst.memory_need()
+    groups = inst.colocation_groups()
+    group_need = np.bincount(groups, weights=need)
+    cap = inst.device_memory.astype(float).copy()
+    if uniform:
+        cap = np.minimum(cap, np.floor(need.sum() / inst.n_devices) + need.max())
+    device = np.full(inst.n_ops, -1, dtype=np.int64)
+    group_dev: dict[int, int] = {}
+    used = np.zeros(inst.n_devices)
+    d = 0
+    for v in inst.topo_order().tolist():
+        g = int(groups[v])
+        if g in group_dev:
+            device[v] = group_dev[g]
+            continue
+        while d < inst.n_devices and used[d] + group_need[g] > cap[d]:
+            d += 1
+        if d == inst.n_devices:
+            # the uniform cap may be too tight at the end: fall back to any device with room
+            room = inst.device_memory - used
+            ok = np.flatnonzero(room >= group_need[g])
+            if ok.size == 0:
+                best = int(np.argmax(room))
+                raise InfeasibleError(
+                    f"{inst.name}: m-TOPO cannot place op {inst.op_names[v]!r} ({int(group_need[g])} bytes with its group); "
+                    f"device {inst.device_names[best]!r} has {int(room[best])} free (short by {int(group_need[g] - room[best])} bytes)",
+                    {"op": inst.op_names[v], "device": inst.device_names[best], "shortfall_bytes": float(group_need[g] - room[best])},
+                )
+            dd = int(ok[0])
+            used[dd] += group_need[g]
+            device[v] = dd
+            group_dev[g] = dd
+            d = inst.n_devices
+            continue
+        used[d] += group_need[g]
+        device[v] = d
+        group_dev[g] = d
+    return device
+
+
+def run_topo(inst: PlacementInstance, ctx: RunContext) -> Outcome:
+    device = topo_assignment(inst, uniform=bool(ctx.param("uniform", True)))
+    return outcome_of(inst, list_schedule(inst, assignment=device))
+
+
+def run_etf(inst: PlacementInstance, ctx: RunContext) -> Outcome:
+    return outcome_of(inst, list_schedule(inst))

@@ -1,0 +1,202 @@
+"""Memory-aware list scheduling: the engine behind m-ETF and m-SCT.
+
+Event-driven Earliest-Task-First (Hwang, Chow, Anger & Lee, SIAM J. Comput. 1989) with
+Baechi's memory awareness (Jeon et al., SoCC 2020, arXiv 2301.08695): at time ``t`` every
+free device proposes the ready op with the smallest (earliest start, topological position)
+that fits its remaining memory; the globally smallest proposal starts if its start is
+``<= t``, otherwise time jumps to the next event. Ties go to the lowest device id.
+
+With ``favorite`` (m-SCT), a device that just ran op ``i`` reserves itself for i's
+favorite child ``f`` when f is ready and this device is among f's earliest starts; a
+reserved device runs only f, unless some ready op is *urgent* (its latest earliest-start
+over devices is ``<= t``).
+
+Memory accounting (conservative for every memory model): each device holds the sum of
+`memory_need` of its ops. Colocation groups move together: the first op placed drags its
+group to that device. Times in seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from distplan.errors import InfeasibleError
+from distplan.models.placement import PlacementInstance
+
+
+@dataclass
+class Schedule:
+    device: np.ndarray  # (n,) device id per op
+    start: np.ndarray  # (n,) seconds
+    makespan: float
+
+
+def _adjacency(inst: PlacementInstance) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    n = inst.n_ops
+    order = np.argsort(inst.dst, kind="stable")
+    starts = np.searchsorted(inst.dst[order], np.arange(n + 1))
+    in_edges = [order[starts[v] : starts[v + 1]] for v in range(n)]
+    order_o = np.argsort(inst.src, kind="stable")
+    starts_o = np.searchsorted(inst.src[order_o], np.arange(n + 1))
+    out_edges = [order_o[starts_o[v] : starts_o[v + 1]] for v in range(n)]
+    return in_edges, out_edges
+
+
+def list_schedule(inst: PlacementInstance, favorite: np.ndarray | None = None, assignment: np.ndarray | None = None) -> Schedule:
+    """Schedule every op; raises InfeasibleError naming the op and the memory shortfall.
+
+    ``favorite[i]`` is op i's favorite child (-1 for none); ``assignment`` fixes the device of
+    every op (only the start times are chosen then).
+    """
+    n, nd = inst.n_ops, inst.n_devices
+    in_edges, out_edges = _adjacency(inst)
+    topo_pos = np.empty(n, dtype=np.int64)
+    topo_pos[inst.topo_order()] = np.arange(n)
+    need = inst.memory_need()
+    groups = inst.colocation_groups()
+    group_need = np.bincount(groups, weights=need)
+    group_members: dict[int, np.ndarray] = {}
+    if np.any(np.bincount(groups) > 1):
+        for g in np.flatnonzero(np.bincount(groups) > 1):
+            group_members[int(g)] = np.flatnonzero(groups == g)
+    fixed = np.full(n, -1, dtype=np.int64)  # device forced by a placed group member
+    if assignment is not None:
+        fixed = np.asarray(assignment, dtype=np.int64).copy()
+        group_members = {}
+    used = np.zeros(nd)
+    cap = inst.device_memory
+    # per-edge delay on every device pair, precomputed lazily per op
+    inv_bw = 1.0 / inst.bandwidth
+    lat = inst.latency
+
+    device = np.full(n, -1, dtype=np.int64)
+    start = np.zeros(n)
+    end = np.zeros(n)
+    remaining = np.bincount(inst.dst, minlength=n).astype(np.int64)
+    dev_free = np.zeros(nd)
+    reserved = np.full(nd, -1, dtype=np.int64)  # favorite child a device waits for
+
+    ready_ids: list[int] = []
+    placed_groups: set[int] = set()
+    ready_rt: list[np.ndarray] = []
+
+    def arrival_times(v: int) -> np.ndarray:
+        rt = np.zeros(nd)
+        for e in in_edges[v]:
+            u = int(inst.src[e])
+            du = device[u]
+            arr = end[u] + lat[du] + inst.edge_bytes[e] * inv_bw[du]
+            arr[du] = end[u]
+            np.maximum(rt, arr, out=rt)
+        return rt
+
+    def add_ready(v: int) -> None:
+        ready_ids.append(v)
+        ready_rt.append(arrival_times(v))
+
+    def place(v: int, d: int) -> None:
+        s = max(float(ready_rt[ready_ids.index(v)][d]), float(dev_free[d]))
+        idx = ready_ids.index(v)
+        ready_ids.pop(idx)
+        ready_rt.pop(idx)
+        g = int(groups[v])
+        if fixed[v] < 0 or (assignment is not None and g not in placed_groups):
+            placed_groups.add(g)
+            used[d] += group_need[g]
+            if g in group_members:
+                fixed[group_members[g]] = d
+        device[v] = d
+        start[v] = s
+        end[v] = s + times[v, d]
+        dev_free[d] = end[v]
+        if favorite is not None:
+            reserved[reserved == v] = -1
+        for e in out_edges[v]:
+            w = int(inst.dst[e])
+            remaining[w] -= 1
+            if remaining[w] == 0:
+                add_ready(w)
+        if favorite is not None and favorite[v] >= 0:
+            f = int(favorite[v])
+            if remaining[f] == 0 and device[f] < 0 and f in ready_ids:
+                rtf = ready_rt[ready_ids.index(f)]
+                sf = np.maximum(rtf, dev_free)
+                ok = (used + group_need[groups[f]] <= cap * (1 + 1e-12)) if fixed[f] < 0 else (np.arange(nd) == fixed[f])
+                if ok[d] and sf[d] <= sf[ok].min() + 1e-12 and d not in set(np.flatnonzero(reserved >= 0).tolist()):
+                    reserved[d] = f
+
+    for v in np.flatnonzero(remaining == 0).tolist():
+        add_ready(v)
+
+    t = 0.0
+    placed = 0
+    times = inst.time
+    while placed < n:
+        ids = np.asarray(ready_ids, dtype=np.int64)
+        rt = np.vstack(ready_rt)  # (r, nd)
+        sched = np.maximum(rt, dev_free[None, :])
+        # memory / colocation feasibility of (op, device)
+        gid = groups[ids]
+        fits = np.empty_like(sched, dtype=bool)
+        forced = fixed[ids]
+        ok_mem = (used[None, :] + np.where(forced[:, None] >= 0, 0.0, group_need[gid][:, None])) <= cap[None, :] * (1 + 1e-12)
+        fits[:] = ok_mem
+        if np.any(forced >= 0):
+            rows = np.flatnonzero(forced >= 0)
+            mask = np.zeros((rows.size, nd), dtype=bool)
+            mask[np.arange(rows.size), forced[rows]] = True
+            fits[rows] &= mask
+        free_dev = dev_free <= t + 1e-15
+        if favorite is not None and np.any(reserved >= 0):
+            # urgent: the latest earliest-start over devices is already due
+            big = np.where(fits, sched, np.inf)
+            urgent = np.where(np.isfinite(big), big, -np.inf).max(axis=1) <= t
+            for d in np.flatnonzero(reserved >= 0).tolist():
+                f = int(reserved[d])
+                keep = (ids == f) | urgent
+                fits[~keep, d] = False
+            # a reserved child is not taken by other devices
+            for d in np.flatnonzero(reserved >= 0).tolist():
+                f = int(reserved[d])
+                rows = np.flatnonzero(ids == f)
+                if rows.size:
+                    others = np.ones(nd, dtype=bool)
+                    others[d] = False
+                    fits[np.ix_(rows, others)] = False
+        cand = np.where(fits & free_dev[None, :], sched, np.inf)
+        if np.isfinite(cand).any():
+            best_start = cand.min()
+            if best_start <= t + 1e-12 * max(1.0, t):
+                # smallest (start, topo position, device id)
+                rows, cols = np.nonzero(cand <= best_start)
+                k = np.lexsort((cols, topo_pos[ids[rows]]))[0]
+                r, d = int(rows[k]), int(cols[k])
+                v = int(ids[r])
+                place(v, d)
+                placed += 1
+                continue
+            t_next = best_start
+        else:
+            t_next = np.inf
+        busy = dev_free[dev_free > t + 1e-15]
+        if busy.size:
+            t_next = min(t_next, float(busy.min()))
+        if not np.isfinite(t_next):
+            # nothing fits anywhere: report the smallest shortfall of a ready op
+            free = cap - used
+            r = int(np.argmin(topo_pos[ids]))
+            v = int(ids[r])
+            want = group_need[groups[v]]
+            d = int(fixed[v]) if fixed[v] >= 0 else int(np.argmax(free))
+            raise InfeasibleError(
+                f"{inst.name}: op {inst.op_names[v]!r} needs {int(want)} bytes but device "
+                f"{inst.device_names[d]!r} has only {int(free[d])} free (short by {int(want - free[d])} bytes); "
+                f"{placed} of {n} ops were placed",
+                {"op": inst.op_names[v], "device": inst.device_names[d], "shortfall_bytes": float(want - free[d])},
+            )
+        t = t_next
+        continue
+
+    return Schedule(device=device, start=start, makespan=float(end.max()) if n else 0.0)

@@ -1,0 +1,120 @@
+"""m-SCT: Hanen & Munier's small-communication-time LP, rounded to favorite children, then
+list scheduling that keeps a device for its op's favorite child.
+
+References: C. Hanen, A. Munier, "An approximation algorithm for scheduling dependent tasks
+on m processors with small communication delays", Discrete Applied Mathematics 108 (2001);
+Baechi (Jeon et al., SoCC 2020; arXiv 2301.08695), ``placer/m_sct.py``.
+
+LP (times in seconds): x_ij in [0, 1] per edge (x = 0 makes j the favorite child of i),
+s_i >= 0, makespan w:
+    s_i + p_i + c_ij x_ij <= s_j            every edge
+    sum_{j in succ(i)} x_ij >= outdeg(i) - 1  (at most one favorite child)
+    sum_{i in pred(j)} x_ij >= indeg(j) - 1   (favorite child of at most one parent)
+    s_i + p_i <= w
+p_i is the op's fastest device time and c_ij the edge's largest transfer delay.
+The LP value is a lower bound on the optimum only under the small-communication
+precondition (homogeneous devices and links, max c <= min p); it is reported as a bound
+only then.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from distplan.formulations.model import Model
+from distplan.formulations.placement.listsched import list_schedule
+from distplan.formulations.registry import Bound
+from distplan.models.placement import PlacementInstance, PlacementPlan, make_plan
+from distplan.solvers.result import SolverResult
+
+
+def sct_data(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
+    """Per-op times p (fastest device) and per-edge delays c (largest over device pairs)."""
+    data["p"] = inst.time.min(axis=1)
+    data["c"] = inst.max_delay()
+
+
+def sct_variables(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
+    data["x"] = model.add_vars("sct-x", inst.n_edges, lb=0.0, ub=1.0)
+    data["s"] = model.add_vars("start", inst.n_ops, lb=0.0)
+    data["w"] = model.add_vars("makespan", (), lb=0.0)
+
+
+def sct_precedence(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
+    """s_i + p_i + c_ij x_ij <= s_j for every edge."""
+    if inst.n_edges == 0:
+        return
+    s, x, p, c = data["s"], data["x"], data["p"], data["c"]
+    model.add_constraints("sct-precedence", s[inst.src] - s[inst.dst] + c * x <= -p[inst.src])
+
+
+def sct_favorite_rules(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
+    """At most one favorite child per op and one favorite parent per op."""
+    if inst.n_edges == 0:
+        return
+    x = data["x"]
+    outdeg = np.bincount(inst.src, minlength=inst.n_ops)
+    indeg = np.bincount(inst.dst, minlength=inst.n_ops)
+    by_src = x.group_sum(inst.src, inst.n_ops)
+    by_dst = x.group_sum(inst.dst, inst.n_ops)
+    has_out = np.flatnonzero(outdeg > 1)
+    has_in = np.flatnonzero(indeg > 1)
+    if has_out.size:
+        model.add_constraints("sct-one-favorite-child", by_src[has_out] >= outdeg[has_out] - 1)
+    if has_in.size:
+        model.add_constraints("sct-one-favorite-parent", by_dst[has_in] >= indeg[has_in] - 1)
+
+
+def makespan_objective(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
+    """s_i + p_i <= w; minimize w."""
+    s, w, p = data["s"], data["w"], data["p"]
+    model.add_constraints("makespan", s - w <= -p)
+    model.minimize(w)
+
+
+SCT_BLOCKS = (sct_data, sct_variables, sct_precedence, sct_favorite_rules, makespan_objective)
+
+
+def favorites_from_lp(inst: PlacementInstance, x: np.ndarray, theta: float) -> np.ndarray:
+    """Round x_hat = round(x - theta + 0.5) (half to even, as Baechi), then walk edges in id
+    order: x_hat = 0 makes dst the favorite of src; a child keeps only its last parent."""
+    fav = np.full(inst.n_ops, -1, dtype=np.int64)
+    parent = np.full(inst.n_ops, -1, dtype=np.int64)
+    xhat = np.round(np.asarray(x) - theta + 0.5)  # numpy rounds halves to even, like Python
+    for e in np.flatnonzero(xhat <= 0).tolist():
+        i, j = int(inst.src[e]), int(inst.dst[e])
+        if fav[i] >= 0:
+            parent[fav[i]] = -1
+        if parent[j] >= 0:
+            fav[parent[j]] = -1
+        fav[i] = j
+        parent[j] = i
+    return fav
+
+
+def lp_bound_valid(inst: PlacementInstance, data: dict[str, Any]) -> bool:
+    """Hanen–Munier's precondition for the LP value to bound the optimum."""
+    homogeneous = bool(np.all(inst.time == inst.time[:, :1]))
+    nd = inst.n_devices
+    off = ~np.eye(nd, dtype=bool)
+    links = nd == 1 or (np.ptp(inst.bandwidth[off]) == 0 and np.ptp(inst.latency[off]) == 0)
+    c, p = data["c"], data["p"]
+    small = inst.n_edges == 0 or float(c.max()) <= float(p.min())
+    return homogeneous and links and small
+
+
+def decode(inst: PlacementInstance, result: SolverResult, data: dict[str, Any]) -> PlacementPlan:
+    """Favorites from the LP solution, then favorite-aware list scheduling."""
+    theta = float(data["params"].get("theta", 0.5))
+    fav = favorites_from_lp(inst, result.values_by_block["sct-x"], theta)
+    sched = list_schedule(inst, favorite=fav)
+    return make_plan(inst, sched.device, sched.start)
+
+
+def lp_bounds(inst: PlacementInstance, result: SolverResult, data: dict[str, Any]) -> list[Bound]:
+    """The LP value, only when it is proven optimal and the SCT precondition holds."""
+    if result.termination.value == "optimal" and result.bound is not None and lp_bound_valid(inst, data):
+        return [Bound(float(result.bound), "SCT LP value (small-communication precondition holds)")]
+    return []

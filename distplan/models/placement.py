@@ -1,0 +1,719 @@
+"""Operator placement with memory limits: instance, plan and the independent evaluator.
+
+Units: seconds, bytes, bytes/second. The instance is the ``distplan/1`` document of kind
+``placement`` (see README); internally ops and devices are numbered in document order and
+all per-op / per-edge data are numpy arrays.
+
+Communication delay of an edge whose ends run on different devices is
+``latency[a, b] + bytes / bandwidth[a, b]``; zero on the same device ("independent" model).
+Baechi's channel model (``"communication": "channels"``) serializes every transfer on one
+channel per device shared by sends and receives, and caches a tensor received once.
+
+Memory models: ``"simple"`` (default): the sum of ``memory`` of the ops on a device must
+fit its capacity. ``"liveness"`` (Baechi, Jeon et al. SoCC 2020): ``memory`` is persistent,
+``temporary`` is held while the op runs, ``output`` from the op's start until its last
+consumer finished (sink outputs stay); the peak per device must fit.
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from distplan.errors import InputError
+from distplan.models.common import FORMAT, Check, KindSpec, name_list, need, number, register_kind, write_json
+
+MEMORY_MODELS = ("simple", "liveness")
+COMMUNICATION_MODELS = ("independent", "channels")
+TOL = 1e-9
+
+
+def find_cycle(n: int, src: np.ndarray, dst: np.ndarray) -> list[int] | None:
+    """One directed cycle as a list of node ids, or None (iterative DFS)."""
+    adj: list[list[int]] = [[] for _ in range(n)]
+    for a, b in zip(src.tolist(), dst.tolist()):
+        adj[a].append(b)
+    color = [0] * n
+    parent = [-1] * n
+    for root in range(n):
+        if color[root]:
+            continue
+        stack = [(root, 0)]
+        color[root] = 1
+        while stack:
+            v, k = stack[-1]
+            if k < len(adj[v]):
+                stack[-1] = (v, k + 1)
+                w = adj[v][k]
+                if color[w] == 0:
+                    color[w] = 1
+                    parent[w] = v
+                    stack.append((w, 0))
+                elif color[w] == 1:
+                    cyc = [v]
+                    while cyc[-1] != w:
+                        cyc.append(parent[cyc[-1]])
+                    return cyc[::-1]
+            else:
+                color[v] = 2
+                stack.pop()
+    return None
+
+
+def topological_order(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """Kahn's order, smallest id first among ready nodes (deterministic)."""
+    indeg = np.bincount(dst, minlength=n).astype(np.int64)
+    order_e = np.argsort(src, kind="stable")
+    starts = np.searchsorted(src[order_e], np.arange(n + 1))
+    heap = [int(v) for v in np.flatnonzero(indeg == 0)]
+    heapq.heapify(heap)
+    out: list[int] = []
+    while heap:
+        v = heapq.heappop(heap)
+        out.append(v)
+        for e in order_e[starts[v] : starts[v + 1]]:
+            w = int(dst[e])
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                heapq.heappush(heap, w)
+    return np.asarray(out, dtype=np.int64)
+
+
+@dataclass
+class PlacementInstance:
+    """A DAG of ops and a cluster of devices. Arrays are indexed by op / edge / device id."""
+
+    name: str
+    op_names: list[str]
+    time: np.ndarray  # (n_ops, n_devices) seconds
+    memory: np.ndarray  # (n_ops,) bytes held on the device the op runs on (persistent)
+    temporary: np.ndarray  # (n_ops,) bytes while the op runs
+    output: np.ndarray  # (n_ops,) bytes of outputs, held until the last consumer ran
+    colocate: list[str | None]
+    src: np.ndarray  # (n_edges,) op ids
+    dst: np.ndarray
+    edge_bytes: np.ndarray  # (n_edges,) bytes
+    device_names: list[str]
+    device_memory: np.ndarray  # (n_devices,) bytes
+    device_types: list[str]
+    bandwidth: np.ndarray  # (n_devices, n_devices) bytes/second
+    latency: np.ndarray  # (n_devices, n_devices) seconds
+    memory_model: str = "simple"
+    communication: str = "independent"
+    meta: dict[str, Any] = field(default_factory=dict)
+    document: dict[str, Any] | None = None
+    kind: str = "placement"
+
+    # -- sizes ----------------------------------------------------------------------------
+    @property
+    def n_ops(self) -> int:
+        return len(self.op_names)
+
+    @property
+    def n_devices(self) -> int:
+        return len(self.device_names)
+
+    @property
+    def n_edges(self) -> int:
+        return int(self.src.size)
+
+    @property
+    def op_index(self) -> dict[str, int]:
+        return {n: k for k, n in enumerate(self.op_names)}
+
+    # -- derived quantities ---------------------------------------------------------------
+    def delay(self, edges: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Transfer delay (seconds) of edges from device a to device b; zero where a == b."""
+        d = self.latency[a, b] + self.edge_bytes[edges] / self.bandwidth[a, b]
+        return np.where(a == b, 0.0, d)
+
+    def max_delay(self) -> np.ndarray:
+        """Per edge, the largest delay over all device pairs (seconds)."""
+        if self.n_devices == 1:
+            return np.zeros(self.n_edges)
+        off = ~np.eye(self.n_devices, dtype=bool)
+        inv_bw = (1.0 / self.bandwidth)[off]
+        lat = self.latency[off]
+        return np.max(lat[None, :] + self.edge_bytes[:, None] * inv_bw[None, :], axis=1)
+
+    def min_delay(self) -> np.ndarray:
+        """Per edge, the smallest nonzero-pair delay (seconds)."""
+        if self.n_devices == 1:
+            return np.zeros(self.n_edges)
+        off = ~np.eye(self.n_devices, dtype=bool)
+        inv_bw = (1.0 / self.bandwidth)[off]
+        lat = self.latency[off]
+        return np.min(lat[None, :] + self.edge_bytes[:, None] * inv_bw[None, :], axis=1)
+
+    def memory_need(self) -> np.ndarray:
+        """Bytes an op needs on its device under the instance's memory model (alone)."""
+        if self.memory_model == "liveness":
+            return self.memory + self.temporary + self.output
+        return self.memory.copy()
+
+    def topo_order(self) -> np.ndarray:
+        return topological_order(self.n_ops, self.src, self.dst)
+
+    def colocation_groups(self) -> np.ndarray:
+        """Group id per op: ops sharing a ``colocate`` name share an id; others are alone."""
+        ids: dict[str, int] = {}
+        out = np.empty(self.n_ops, dtype=np.int64)
+        nxt = 0
+        for k, g in enumerate(self.colocate):
+            if g is None:
+                out[k] = nxt
+                nxt += 1
+            else:
+                if g not in ids:
+                    ids[g] = nxt
+                    nxt += 1
+                out[k] = ids[g]
+        return out
+
+    def with_models(self, memory_model: str | None = None, communication: str | None = None) -> PlacementInstance:
+        """A copy with other memory/communication models."""
+        inst = copy.copy(self)
+        if memory_model is not None:
+            if memory_model not in MEMORY_MODELS:
+                raise InputError("model.memory", f"unknown memory model {memory_model!r}", f"use one of {MEMORY_MODELS}")
+            inst.memory_model = memory_model
+        if communication is not None:
+            if communication not in COMMUNICATION_MODELS:
+                raise InputError("model.communication", f"unknown model {communication!r}", f"use one of {COMMUNICATION_MODELS}")
+            inst.communication = communication
+        inst.document = None
+        return inst
+
+    def with_device_memory(self, memory: float | np.ndarray) -> PlacementInstance:
+        """A copy with another memory capacity per device (bytes)."""
+        inst = copy.copy(self)
+        inst.device_memory = np.broadcast_to(np.asarray(memory, dtype=float), (self.n_devices,)).copy()
+        inst.document = None
+        return inst
+
+    # -- I/O ------------------------------------------------------------------------------
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> PlacementInstance:
+        return _parse(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.document is not None:
+            return copy.deepcopy(self.document)
+        return _serialize(self)
+
+    def to_json(self, path: str | Path) -> None:
+        write_json(self.to_dict(), path)
+
+    def summary(self) -> dict[str, Any]:
+        tmin = self.time.min(axis=1)
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "ops": self.n_ops,
+            "edges": self.n_edges,
+            "devices": self.n_devices,
+            "device memory (bytes)": ", ".join(f"{n}={int(m)}" for n, m in zip(self.device_names, self.device_memory)),
+            "total op time, fastest device (s)": float(tmin.sum()),
+            "total memory (bytes)": float(self.memory_need().sum()),
+            "total edge bytes": float(self.edge_bytes.sum()),
+            "memory model": self.memory_model,
+            "communication model": self.communication,
+        }
+
+
+def _parse(data: Mapping[str, Any]) -> PlacementInstance:
+    name = data.get("name", "unnamed")
+    if not isinstance(name, str):
+        raise InputError("name", f"expected a string, got {name!r}")
+    cluster = need(data, "cluster", "")
+    devs = need(cluster, "devices", "cluster")
+    if not isinstance(devs, list) or not devs:
+        raise InputError("cluster.devices", "the device list is empty", "list at least one device")
+    dev_names = name_list(devs, "cluster.devices", "devices")
+    dev_mem = np.array([number(need(d, "memory", f"cluster.devices[{k}]"), f"cluster.devices[{k}].memory", positive=True) for k, d in enumerate(devs)])
+    dev_types = [str(d.get("type", "default")) for d in devs]
+    nd = len(dev_names)
+    bw0 = number(cluster.get("bandwidth", math.inf) if nd > 1 else cluster.get("bandwidth", 1.0), "cluster.bandwidth", positive=True) if ("bandwidth" in cluster or nd == 1) else None
+    if bw0 is None:
+        raise InputError("cluster.bandwidth", "missing", "give the default bandwidth between devices in bytes/second")
+    lat0 = number(cluster.get("latency", 0.0), "cluster.latency")
+    bandwidth = np.full((nd, nd), bw0)
+    latency = np.full((nd, nd), lat0)
+    dix = {n: k for k, n in enumerate(dev_names)}
+    for k, link in enumerate(cluster.get("links", []) or []):
+        path = f"cluster.links[{k}]"
+        a, b = need(link, "src", path), need(link, "dst", path)
+        for key, v in (("src", a), ("dst", b)):
+            if v not in dix:
+                raise InputError(f"{path}.{key}", f"unknown device {v!r}", f"use one of: {', '.join(dev_names)}")
+        bw = number(link.get("bandwidth", bw0), f"{path}.bandwidth", positive=True)
+        lat = number(link.get("latency", lat0), f"{path}.latency")
+        bandwidth[dix[a], dix[b]] = bw
+        latency[dix[a], dix[b]] = lat
+        if not link.get("directed", False):
+            bandwidth[dix[b], dix[a]] = bw
+            latency[dix[b], dix[a]] = lat
+
+    graph = need(data, "graph", "")
+    ops = need(graph, "ops", "graph")
+    if not isinstance(ops, list) or not ops:
+        raise InputError("graph.ops", "the op list is empty", "list at least one op")
+    op_names = name_list(ops, "graph.ops", "ops")
+    n = len(op_names)
+    time = np.zeros((n, nd))
+    memory = np.zeros(n)
+    temporary = np.zeros(n)
+    output = np.zeros(n)
+    colocate: list[str | None] = []
+    for k, op in enumerate(ops):
+        path = f"graph.ops[{k}]"
+        t = need(op, "time", path)
+        if isinstance(t, Mapping):
+            for d in range(nd):
+                if dev_types[d] not in t:
+                    raise InputError(f"{path}.time", f"no time for device type {dev_types[d]!r} (device {dev_names[d]!r})", "add an entry for every device type in the cluster")
+                time[k, d] = number(t[dev_types[d]], f"{path}.time.{dev_types[d]}")
+        else:
+            time[k, :] = number(t, f"{path}.time")
+        memory[k] = number(op.get("memory", 0), f"{path}.memory")
+        temporary[k] = number(op.get("temporary", 0), f"{path}.temporary")
+        output[k] = number(op.get("output", 0), f"{path}.output")
+        g = op.get("colocate")
+        if g is not None and not isinstance(g, str):
+            raise InputError(f"{path}.colocate", f"expected a group name (string), got {g!r}")
+        colocate.append(g)
+
+    edges = graph.get("edges", [])
+    if not isinstance(edges, list):
+        raise InputError("graph.edges", "expected a list of edges")
+    oix = {nm: k for k, nm in enumerate(op_names)}
+    src = np.zeros(len(edges), dtype=np.int64)
+    dst = np.zeros(len(edges), dtype=np.int64)
+    nbytes = np.zeros(len(edges))
+    for k, e in enumerate(edges):
+        path = f"graph.edges[{k}]"
+        for key, arr in (("src", src), ("dst", dst)):
+            v = need(e, key, path)
+            if v not in oix:
+                raise InputError(f"{path}.{key}", f"unknown op {v!r}", "name an op listed in graph.ops")
+            arr[k] = oix[v]
+        if src[k] == dst[k]:
+            raise InputError(path, f"self-loop on op {op_names[src[k]]!r}", "remove the edge")
+        nbytes[k] = number(e.get("bytes", 0), f"{path}.bytes")
+    cyc = find_cycle(n, src, dst)
+    if cyc is not None:
+        shown = " -> ".join(op_names[v] for v in cyc + [cyc[0]])
+        raise InputError("graph.edges", f"the graph has a cycle: {shown}", "remove an edge of this cycle")
+
+    model = data.get("model", {}) or {}
+    mem_model = model.get("memory", "simple")
+    comm = model.get("communication", "independent")
+    if mem_model not in MEMORY_MODELS:
+        raise InputError("model.memory", f"unknown memory model {mem_model!r}", f"use one of {MEMORY_MODELS}")
+    if comm not in COMMUNICATION_MODELS:
+        raise InputError("model.communication", f"unknown communication model {comm!r}", f"use one of {COMMUNICATION_MODELS}")
+
+    inst = PlacementInstance(
+        name=name,
+        op_names=op_names,
+        time=time,
+        memory=memory,
+        temporary=temporary,
+        output=output,
+        colocate=colocate,
+        src=src,
+        dst=dst,
+        edge_bytes=nbytes,
+        device_names=dev_names,
+        device_memory=dev_mem,
+        device_types=dev_types,
+        bandwidth=bandwidth,
+        latency=latency,
+        memory_model=mem_model,
+        communication=comm,
+        meta=dict(data.get("meta", {}) or {}),
+        document=copy.deepcopy(dict(data)),
+    )
+    _check_fits(inst)
+    return inst
+
+
+def _check_fits(inst: PlacementInstance) -> None:
+    need_ = inst.memory_need()
+    biggest = int(np.argmax(inst.device_memory))
+    cap = inst.device_memory[biggest]
+    over = np.flatnonzero(need_ > cap)
+    if over.size:
+        k = int(over[0])
+        raise InputError(
+            f"graph.ops[{k}].memory",
+            f"op {inst.op_names[k]!r} needs {int(need_[k])} bytes but the largest device "
+            f"{inst.device_names[biggest]!r} has {int(cap)} (short by {int(need_[k] - cap)} bytes)",
+            "give the cluster a larger device or split the op",
+        )
+    groups = inst.colocation_groups()
+    gmem = np.bincount(groups, weights=inst.memory)
+    bad = np.flatnonzero(gmem > cap + TOL)
+    if bad.size:
+        g = int(bad[0])
+        members = np.flatnonzero(groups == g)
+        raise InputError(
+            f"graph.ops[{int(members[0])}].colocate",
+            f"colocation group {inst.colocate[int(members[0])]!r} holds {int(gmem[g])} bytes but the largest device "
+            f"{inst.device_names[biggest]!r} has {int(cap)} (short by {int(gmem[g] - cap)} bytes)",
+            "split the group or use larger devices",
+        )
+
+
+def _serialize(inst: PlacementInstance) -> dict[str, Any]:
+    types = inst.device_types
+    ops = []
+    for k, nm in enumerate(inst.op_names):
+        row = inst.time[k]
+        if np.all(row == row[0]):
+            t: Any = float(row[0])
+        else:
+            t = {}
+            for d, ty in enumerate(types):
+                t[ty] = float(row[d])
+        op: dict[str, Any] = {"name": nm, "time": t, "memory": float(inst.memory[k])}
+        if inst.temporary[k]:
+            op["temporary"] = float(inst.temporary[k])
+        if inst.output[k]:
+            op["output"] = float(inst.output[k])
+        if inst.colocate[k] is not None:
+            op["colocate"] = inst.colocate[k]
+        ops.append(op)
+    edges = [
+        {"src": inst.op_names[a], "dst": inst.op_names[b], "bytes": float(x)}
+        for a, b, x in zip(inst.src.tolist(), inst.dst.tolist(), inst.edge_bytes.tolist())
+    ]
+    nd = inst.n_devices
+    off = ~np.eye(nd, dtype=bool)
+    bw0 = float(np.median(inst.bandwidth[off])) if nd > 1 else float(inst.bandwidth[0, 0])
+    lat0 = float(np.median(inst.latency[off])) if nd > 1 else float(inst.latency[0, 0])
+    links = []
+    for a in range(nd):
+        for b in range(nd):
+            if a != b and (inst.bandwidth[a, b] != bw0 or inst.latency[a, b] != lat0):
+                links.append({"src": inst.device_names[a], "dst": inst.device_names[b], "bandwidth": float(inst.bandwidth[a, b]), "latency": float(inst.latency[a, b]), "directed": True})
+    doc: dict[str, Any] = {
+        "format": FORMAT,
+        "kind": "placement",
+        "name": inst.name,
+        "graph": {"ops": ops, "edges": edges},
+        "cluster": {
+            "devices": [{"name": n, "memory": float(m), "type": t} for n, m, t in zip(inst.device_names, inst.device_memory, types)],
+            "bandwidth": bw0,
+            "latency": lat0,
+            "links": links,
+        },
+    }
+    if inst.memory_model != "simple" or inst.communication != "independent":
+        doc["model"] = {"memory": inst.memory_model, "communication": inst.communication}
+    if inst.meta:
+        doc["meta"] = inst.meta
+    return doc
+
+
+# -- plans -----------------------------------------------------------------------------------
+
+
+@dataclass
+class PlacementPlan:
+    """Device id per op and, optionally, start time per op (seconds)."""
+
+    device: np.ndarray  # (n_ops,) int
+    start: np.ndarray | None = None  # (n_ops,) seconds
+    op_names: list[str] = field(default_factory=list)
+    device_names: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"device": {o: self.device_names[int(d)] for o, d in zip(self.op_names, self.device)}}
+        if self.start is not None:
+            out["start"] = {o: float(s) for o, s in zip(self.op_names, self.start)}
+        return out
+
+
+def make_plan(inst: PlacementInstance, device: np.ndarray, start: np.ndarray | None = None) -> PlacementPlan:
+    return PlacementPlan(
+        device=np.asarray(device, dtype=np.int64),
+        start=None if start is None else np.asarray(start, dtype=float),
+        op_names=inst.op_names,
+        device_names=inst.device_names,
+    )
+
+
+def plan_from_dict(inst: PlacementInstance, data: Mapping[str, Any]) -> PlacementPlan:
+    """A plan from {"device": {op: device name}, "start": {op: seconds}?} (or a solve result)."""
+    if "plan" in data and isinstance(data["plan"], Mapping):
+        data = data["plan"]
+    devmap = need(data, "device", "plan")
+    if not isinstance(devmap, Mapping):
+        raise InputError("plan.device", "expected an object mapping op name to device name")
+    dix = {n: k for k, n in enumerate(inst.device_names)}
+    oix = inst.op_index
+    device = np.full(inst.n_ops, -1, dtype=np.int64)
+    for op, dev in devmap.items():
+        if op not in oix:
+            raise InputError(f"plan.device.{op}", f"unknown op {op!r}", "use op names of the instance")
+        if dev not in dix:
+            raise InputError(f"plan.device.{op}", f"unknown device {dev!r}", f"use one of: {', '.join(inst.device_names)}")
+        device[oix[op]] = dix[dev]
+    missing = np.flatnonzero(device < 0)
+    if missing.size:
+        raise InputError("plan.device", f"op {inst.op_names[int(missing[0])]!r} has no device ({missing.size} ops missing)", "place every op")
+    start = None
+    if "start" in data and data["start"] is not None:
+        start = np.full(inst.n_ops, np.nan)
+        for op, s in data["start"].items():
+            if op not in oix:
+                raise InputError(f"plan.start.{op}", f"unknown op {op!r}", "use op names of the instance")
+            start[oix[op]] = number(s, f"plan.start.{op}")
+        if np.isnan(start).any():
+            k = int(np.flatnonzero(np.isnan(start))[0])
+            raise InputError("plan.start", f"op {inst.op_names[k]!r} has no start time", "give every op a start time, or none")
+    return make_plan(inst, device, start)
+
+
+# -- the independent evaluator -----------------------------------------------------------------
+
+
+def schedule_fixed_placement(inst: PlacementInstance, device: np.ndarray, order_key: np.ndarray | None = None) -> np.ndarray:
+    """Start times (seconds) for a fixed device per op.
+
+    Without ``order_key``: ETF order — repeatedly start the ready op with the earliest
+    possible start on its device (ties: topological position). With ``order_key``: each
+    device runs its ops in increasing key order (as soon as inputs arrive). Honours the
+    instance's communication model.
+    """
+    n, nd = inst.n_ops, inst.n_devices
+    dur = inst.time[np.arange(n), device]
+    preds: list[list[int]] = [[] for _ in range(n)]
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for e, (a, b) in enumerate(zip(inst.src.tolist(), inst.dst.tolist())):
+        preds[b].append(e)
+        succs[a].append(e)
+    topo_pos = np.empty(n, dtype=np.int64)
+    topo_pos[inst.topo_order()] = np.arange(n)
+    channels = inst.communication == "channels"
+    chan_free = np.zeros(nd)
+    arrived: dict[tuple[int, int], float] = {}  # (producer op, device) -> arrival (channels cache)
+    end = np.full(n, np.nan)
+    start = np.full(n, np.nan)
+    dev_free = np.zeros(nd)
+    remaining = np.array([len(p) for p in preds])
+    if order_key is not None:
+        queues = [sorted(np.flatnonzero(device == d).tolist(), key=lambda v: (order_key[v], topo_pos[v])) for d in range(nd)]
+        qpos = [0] * nd
+
+    def ready_time(v: int, commit: bool) -> float:
+        d = int(device[v])
+        t = 0.0
+        local_chan = chan_free.copy() if (channels and not commit) else chan_free
+        for e in preds[v]:
+            u = int(inst.src[e])
+            du = int(device[u])
+            if du == d:
+                t = max(t, end[u])
+                continue
+            if channels:
+                key = (u, d)
+                if key in arrived:
+                    t = max(t, arrived[key])
+                    continue
+                c = inst.latency[du, d] + inst.edge_bytes[e] / inst.bandwidth[du, d]
+                send = max(end[u], local_chan[du])
+                recv = max(send, local_chan[d])
+                arr = recv + c
+                local_chan[du] = local_chan[d] = arr
+                if commit:
+                    arrived[key] = arr
+                t = max(t, arr)
+            else:
+                t = max(t, end[u] + inst.latency[du, d] + inst.edge_bytes[e] / inst.bandwidth[du, d])
+        return t
+
+    done = 0
+    ready = {v for v in range(n) if remaining[v] == 0}
+    while done < n:
+        if order_key is not None:
+            cands = []
+            for d in range(nd):
+                if qpos[d] < len(queues[d]):
+                    v = queues[d][qpos[d]]
+                    if remaining[v] == 0:
+                        cands.append(v)
+            if not cands:
+                raise InputError("plan.start", "the per-device order contradicts the dependencies (deadlock)", "order ops consistently with the graph")
+        else:
+            cands = list(ready)
+        best = None
+        for v in cands:
+            s = max(ready_time(v, False), dev_free[device[v]])
+            key = (s, topo_pos[v], v)
+            if best is None or key < best[0]:
+                best = (key, v)
+        assert best is not None
+        v = best[1]
+        s = max(ready_time(v, True), dev_free[device[v]])
+        start[v] = s
+        end[v] = s + dur[v]
+        dev_free[device[v]] = end[v]
+        done += 1
+        if order_key is not None:
+            qpos[int(device[v])] += 1
+        else:
+            ready.discard(v)
+        for e in succs[v]:
+            w = int(inst.dst[e])
+            remaining[w] -= 1
+            if remaining[w] == 0 and order_key is None:
+                ready.add(w)
+    return start
+
+
+def memory_peaks(inst: PlacementInstance, device: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Peak bytes per device under the instance's memory model."""
+    nd = inst.n_devices
+    if inst.memory_model == "simple":
+        return np.bincount(device, weights=inst.memory, minlength=nd)
+    n = inst.n_ops
+    dur = inst.time[np.arange(n), device]
+    end = start + dur
+    last_use = end.copy()  # outputs live at least until the op ends
+    has_succ = np.zeros(n, dtype=bool)
+    for a, b in zip(inst.src.tolist(), inst.dst.tolist()):
+        last_use[a] = max(last_use[a], end[b])
+        has_succ[a] = True
+    peaks = np.zeros(nd)
+    for d in range(nd):
+        ops = np.flatnonzero(device == d)
+        events: list[tuple[float, int, float]] = []  # (time, 0 free / 1 alloc, bytes)
+        for v in ops.tolist():
+            events.append((start[v], 1, inst.memory[v] + inst.temporary[v] + inst.output[v]))
+            events.append((end[v], 0, -inst.temporary[v]))
+            if has_succ[v]:
+                events.append((last_use[v], 0, -inst.output[v]))
+        events.sort(key=lambda x: (x[0], x[1]))
+        cur = 0.0
+        peak = 0.0
+        for _, _, delta in events:
+            cur += delta
+            peak = max(peak, cur)
+        peaks[d] = peak
+    return peaks
+
+
+def evaluate(inst: PlacementInstance, plan: PlacementPlan) -> Check:
+    """Check a plan and recompute its makespan (seconds), independently of any formulation.
+
+    Checks: every op placed once on a known device; colocation groups together; start
+    times non-negative; precedence with communication delay; no two ops overlapping on a
+    device; memory per device under its capacity (instance memory model). With the
+    channel communication model, or when the plan has no start times, the schedule is
+    re-simulated from the plan's device assignment (and per-device order).
+    """
+    n, nd = inst.n_ops, inst.n_devices
+    violations: list[str] = []
+    device = np.asarray(plan.device)
+    if device.shape != (n,):
+        return Check(False, math.inf, [f"plan has {device.size} device entries for {n} ops"])
+    if np.any((device < 0) | (device >= nd)):
+        k = int(np.flatnonzero((device < 0) | (device >= nd))[0])
+        return Check(False, math.inf, [f"op {inst.op_names[k]!r} has invalid device id {int(device[k])}"])
+    groups = inst.colocation_groups()
+    for g in np.unique(groups):
+        members = np.flatnonzero(groups == g)
+        if members.size > 1 and np.unique(device[members]).size > 1:
+            violations.append(f"colocation group {inst.colocate[int(members[0])]!r} is split over several devices")
+    simulated = plan.start is None or inst.communication == "channels"
+    if plan.start is None:
+        start = schedule_fixed_placement(inst, device)
+    elif inst.communication == "channels":
+        start = schedule_fixed_placement(inst, device, order_key=np.asarray(plan.start))
+    else:
+        start = np.asarray(plan.start, dtype=float)
+        if start.shape != (n,) or not np.all(np.isfinite(start)):
+            return Check(False, math.inf, ["start times missing or not finite"])
+    dur = inst.time[np.arange(n), device]
+    end = start + dur
+    scale = max(1.0, float(np.max(end))) if n else 1.0
+    tol = 1e-7 * scale
+    if np.any(start < -tol):
+        k = int(np.flatnonzero(start < -tol)[0])
+        violations.append(f"op {inst.op_names[k]!r} starts at {start[k]} < 0")
+    if not simulated and inst.n_edges:
+        a, b = inst.src, inst.dst
+        need_t = end[a] + inst.delay(np.arange(inst.n_edges), device[a], device[b])
+        late = np.flatnonzero(start[b] < need_t - tol)
+        for e in late[:10].tolist():
+            violations.append(
+                f"edge {inst.op_names[a[e]]!r} -> {inst.op_names[b[e]]!r}: starts at {start[b[e]]:.9g} s before "
+                f"its input arrives at {need_t[e]:.9g} s"
+            )
+        if late.size > 10:
+            violations.append(f"... {late.size - 10} more precedence violations")
+    for d in range(nd):
+        ops = np.flatnonzero(device == d)
+        if ops.size < 2:
+            continue
+        order = ops[np.lexsort((end[ops], start[ops]))]
+        overlap = np.flatnonzero(start[order[1:]] < end[order[:-1]] - tol)
+        for k in overlap[:5].tolist():
+            u, v = int(order[k]), int(order[k + 1])
+            violations.append(
+                f"device {inst.device_names[d]!r}: ops {inst.op_names[u]!r} [{start[u]:.9g}, {end[u]:.9g}] s and "
+                f"{inst.op_names[v]!r} [{start[v]:.9g}, {end[v]:.9g}] s overlap"
+            )
+    peaks = memory_peaks(inst, device, start)
+    for d in range(nd):
+        if peaks[d] > inst.device_memory[d] * (1 + 1e-12):
+            violations.append(
+                f"device {inst.device_names[d]!r}: memory peak {int(peaks[d])} bytes exceeds its capacity "
+                f"{int(inst.device_memory[d])} by {int(peaks[d] - inst.device_memory[d])} bytes"
+            )
+    makespan = float(end.max()) if n else 0.0
+    details = {
+        "makespan_seconds": makespan,
+        "start": start,
+        "simulated": simulated,
+        "ops_per_device": np.bincount(device, minlength=nd).tolist(),
+        "busy_seconds": np.bincount(device, weights=dur, minlength=nd).tolist(),
+        "memory_peak_bytes": peaks.tolist(),
+        "memory_capacity_bytes": inst.device_memory.tolist(),
+        "cross_device_edges": int(np.sum(device[inst.src] != device[inst.dst])),
+    }
+    return Check(not violations, makespan, violations, details)
+
+
+def describe(inst: PlacementInstance, plan: PlacementPlan, check: Check) -> list[str]:
+    d = check.details
+    lines = [f"{'device':<14} {'ops':>6} {'busy':>12} {'memory peak':>16} {'capacity':>16}"]
+    for k, name in enumerate(inst.device_names):
+        lines.append(
+            f"{name:<14} {d['ops_per_device'][k]:>6} {d['busy_seconds'][k] * 1e3:>9.3f} ms "
+            f"{d['memory_peak_bytes'][k] / 1e6:>13.1f} MB {d['memory_capacity_bytes'][k] / 1e6:>13.1f} MB"
+        )
+    lines.append(f"cross-device edges {d['cross_device_edges']} of {inst.n_edges}")
+    return lines
+
+
+SPEC = register_kind(
+    KindSpec(
+        kind="placement",
+        from_dict=PlacementInstance.from_dict,
+        plan_from_dict=plan_from_dict,  # type: ignore[arg-type]
+        evaluate=evaluate,
+        objective_name="makespan",
+        objective_unit="s",
+        describe=describe,  # type: ignore[arg-type]
+    )
+)

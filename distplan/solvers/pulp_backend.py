@@ -1,0 +1,682 @@
+"""PuLP backends: `pulp-cbc` (the CBC binary that PuLP bundles) and `pulp-highs` (PuLP's HiGHS API).
+
+`pulp-cbc` writes the arrays as a free-format MPS file with vectorized string building and
+runs PuLP's bundled CBC binary on it directly: building a PuLP `LpProblem` and letting PuLP
+write the MPS costs about 10x more for the same file (see benchmarks/bench_backends.py).
+Statuses are read the way PuLP reads them (`COIN_CMD.get_status` on CBC's solution file,
+giving PuLP's `LpStatus` / `LpSolution` pair) and then made exact with CBC's own
+``Result - ...`` log line, because PuLP reports "Optimal" for a time-limited incumbent.
+CBC's dual bound comes from its log; the log prints it rounded, so the reported bound is
+weakened by the rounding error and stays a proven bound.
+
+`pulp-highs` builds a PuLP `LpProblem` (PuLP's own modeling objects) and solves it with
+PuLP's HiGHS API; the exact HiGHS model status and MIP dual bound are read from the
+`highspy.Highs` object PuLP keeps in ``problem.solverModel``.
+
+Both backends minimize ``sign * c @ x`` (sign -1 for maximization) without the objective
+offset; `finish_result` maps objective and bound back. The helpers here (MPS writer, CBC log
+parser, result assembly) are shared with the Pyomo and SCIP backends.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from distplan.formulations.model import ModelArrays
+from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
+from distplan.solvers.isolation import run_isolated
+from distplan.solvers.result import SolutionStatus, SolverResult, Termination
+
+# -- status vocabulary -------------------------------------------------------------------
+
+#: PuLP's (LpStatus, LpSolution) pair, by their names in ``pulp.LpStatus`` / ``pulp.LpSolution``,
+#: to a termination. PuLP folds every limit into ("Optimal", "Solution Found") or
+#: ("Not Solved", "No Solution Found"), so those pairs map to INTERRUPTED / UNKNOWN and the
+#: solver's own status (CBC's result line, HiGHS's model status) names the exact limit.
+_LP_STATUS = ("Not Solved", "Optimal", "Infeasible", "Unbounded", "Undefined")
+_LP_SOLUTION = ("No Solution Found", "Optimal Solution Found", "Solution Found", "No Solution Exists", "Solution is Unbounded")
+PULP_STATUS_MAP: dict[tuple[str, str], Termination] = {(s, q): Termination.UNKNOWN for s in _LP_STATUS for q in _LP_SOLUTION}
+PULP_STATUS_MAP.update(
+    {
+        ("Optimal", "Optimal Solution Found"): Termination.OPTIMAL,
+        ("Optimal", "Solution Found"): Termination.INTERRUPTED,  # a limit stopped the search with an incumbent
+        ("Not Solved", "No Solution Found"): Termination.UNKNOWN,  # a limit stopped it before any solution
+        ("Not Solved", "No Solution Exists"): Termination.UNKNOWN,
+        ("Infeasible", "No Solution Exists"): Termination.INFEASIBLE,
+        ("Unbounded", "Solution is Unbounded"): Termination.INFEASIBLE_OR_UNBOUNDED,  # dual infeasible
+        ("Undefined", "No Solution Exists"): Termination.UNKNOWN,
+        ("Undefined", "No Solution Found"): Termination.UNKNOWN,
+    }
+)
+
+#: CBC's ``Result - <primary><secondary>`` line (CbcSolver: statusName[] x minor[]). The
+#: primary prefix decides first; with an empty or "Stopped on " prefix the secondary part
+#: names the outcome or the limit.
+CBC_PRIMARY_MAP: dict[str, Termination | None] = {
+    "": None,  # finished: see the secondary part
+    "Stopped on ": None,  # a limit: the secondary part names it
+    "Run abandoned": Termination.ERROR,
+    "User ctrl-c": Termination.INTERRUPTED,
+}
+CBC_SECONDARY_MAP: dict[str, Termination] = {
+    "Optimal solution found": Termination.OPTIMAL,
+    "Linear relaxation infeasible": Termination.INFEASIBLE,
+    "Optimal solution found (within gap tolerance)": Termination.OPTIMAL,
+    "node limit": Termination.NODE_LIMIT,
+    "time limit": Termination.TIME_LIMIT,
+    "user ctrl-c": Termination.INTERRUPTED,
+    "solution limit": Termination.SOLUTION_LIMIT,
+    "Linear relaxation unbounded": Termination.INFEASIBLE_OR_UNBOUNDED,
+    "Problem proven infeasible": Termination.INFEASIBLE,
+}
+
+PULP_CBC_STATUS_MAP: dict[Any, Termination | None] = {**PULP_STATUS_MAP, **CBC_PRIMARY_MAP, **CBC_SECONDARY_MAP}
+
+
+# -- shared helpers ----------------------------------------------------------------------
+
+
+def objective_sign(arrays: ModelArrays) -> float:
+    """-1.0 for maximization (we always hand solvers ``min sign * c @ x``), else 1.0."""
+    return -1.0 if arrays.sense == "max" else 1.0
+
+
+def primal_feasible(arrays: ModelArrays, x: np.ndarray, tol: float = 1e-6) -> bool:
+    """True if x satisfies bounds, rows and integrality within an absolute/relative tol."""
+    if x.shape != (arrays.num_vars,) or not np.all(np.isfinite(x)):
+        return False
+    scale_c = tol * np.maximum(1.0, np.abs(x))
+    if np.any(x < arrays.col_lo - scale_c) or np.any(x > arrays.col_hi + scale_c):
+        return False
+    ints = arrays.integrality.astype(bool)
+    if np.any(np.abs(x[ints] - np.round(x[ints])) > tol):
+        return False
+    ax = arrays.A @ x
+    scale_r = tol * np.maximum(1.0, np.abs(ax))
+    return not (np.any(ax < arrays.row_lo - scale_r) or np.any(ax > arrays.row_hi + scale_r))
+
+
+def finish_result(
+    *,
+    backend: str,
+    version: str,
+    arrays: ModelArrays,
+    termination: Termination,
+    values: np.ndarray | None,
+    bound_min: float | None,
+    raw_status: str,
+    log: str,
+    handover_seconds: float,
+    solve_seconds: float,
+    nodes: int | None = None,
+    iterations: int | None = None,
+    message: str = "",
+    proven_optimal_bound: bool = True,
+    extra: dict[str, Any] | None = None,
+) -> SolverResult:
+    """Assemble a SolverResult from a solve of ``min sign * c @ x`` (no offset).
+
+    ``bound_min`` is a proven lower bound of that minimization or None; it is mapped to the
+    original sense and offset. The objective is recomputed from the values. When the run
+    ended OPTIMAL and ``proven_optimal_bound`` holds (no relative gap was allowed) and no
+    explicit bound was given, the optimum itself is the bound. An "unbounded" claim backed
+    by an integer-feasible point stays UNBOUNDED; without one it becomes
+    INFEASIBLE_OR_UNBOUNDED.
+    """
+    sign = objective_sign(arrays)
+    if values is not None:
+        values = np.asarray(values, dtype=float)
+        if values.shape != (arrays.num_vars,) or not np.all(np.isfinite(values)):
+            values = None
+    if termination in (Termination.UNBOUNDED, Termination.INFEASIBLE_OR_UNBOUNDED):
+        # a feasible point plus a dual-infeasible relaxation proves unboundedness
+        feasible_point = values is not None and primal_feasible(arrays, values)
+        termination = Termination.UNBOUNDED if feasible_point else Termination.INFEASIBLE_OR_UNBOUNDED
+        values = None  # a point of an unbounded program is not a solution of it
+    if termination in (Termination.INFEASIBLE, Termination.ERROR):
+        values = None
+    objective = float(arrays.c @ values + arrays.offset) if values is not None else None
+    bound: float | None = None
+    if bound_min is not None and math.isfinite(bound_min) and termination not in (Termination.ERROR, Termination.UNKNOWN):
+        bound = sign * float(bound_min) + arrays.offset
+    if termination is Termination.OPTIMAL and values is None and arrays.num_vars > 0:
+        termination = Termination.UNKNOWN
+    if termination is Termination.OPTIMAL and objective is not None:
+        if bound is None and proven_optimal_bound:
+            bound = objective
+        status = SolutionStatus.OPTIMAL
+    elif values is not None:
+        status = SolutionStatus.FEASIBLE
+    else:
+        status = SolutionStatus.NONE
+    if termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED, Termination.UNBOUNDED):
+        bound = None
+    return SolverResult(
+        backend=backend,
+        backend_version=version,
+        termination=termination,
+        status=status,
+        objective=objective,
+        bound=bound,
+        handover_seconds=handover_seconds,
+        solve_seconds=solve_seconds,
+        nodes=nodes,
+        iterations=iterations,
+        raw_status=raw_status,
+        log=log,
+        message=message,
+        values=values,
+        extra=extra or {},
+    )
+
+
+def error_result(backend: str, version: str, message: str, log: str = "", seconds: float = 0.0) -> SolverResult:
+    """A SolverResult for a solver run that failed outright (no solution, no bound)."""
+    return SolverResult(
+        backend=backend,
+        backend_version=version,
+        termination=Termination.ERROR,
+        status=SolutionStatus.NONE,
+        solve_seconds=seconds,
+        raw_status="error",
+        log=log,
+        message=message,
+    )
+
+
+def _fmt(values: np.ndarray) -> list[str]:
+    return [repr(v) for v in np.asarray(values, dtype=float).tolist()]
+
+
+def write_min_mps(arrays: ModelArrays, path: str) -> None:
+    """Write ``min sign * c @ x`` (no offset) as free MPS: columns C<j>, rows R<i>, objective OBJ.
+
+    Built with whole-array string formatting (no per-nonzero numpy indexing). Free rows
+    (both sides infinite) are left out; ranged rows use RANGES; integer columns sit between
+    MARKER lines and always carry explicit bounds (readers differ on integer defaults).
+    """
+    n = arrays.num_vars
+    c = objective_sign(arrays) * arrays.c
+    lo_r, hi_r = arrays.row_lo, arrays.row_hi
+    keep = np.flatnonzero(np.isfinite(lo_r) | np.isfinite(hi_r))
+    A = arrays.A[keep].tocsc() if keep.size < arrays.num_rows else arrays.A.tocsc()
+    A.sort_indices()
+    lo_k, hi_k = lo_r[keep], hi_r[keep]
+    eq = lo_k == hi_k
+    has_hi = np.isfinite(hi_k)
+    kinds = np.where(eq, "E", np.where(has_hi, "L", "G"))
+    row_names = [f"R{i}" for i in keep.tolist()]
+    out: list[str] = ["NAME distplan", "ROWS", " N OBJ"]
+    out.extend(f" {k} {r}" for k, r in zip(kinds.tolist(), row_names))
+    out.append("COLUMNS")
+    # entries: objective first within each column, then rows in order
+    counts = np.diff(A.indptr)
+    obj_cols = np.flatnonzero((c != 0) | (counts == 0))
+    ent_col = np.concatenate([obj_cols, np.repeat(np.arange(n), counts)])
+    ent_row = np.concatenate([np.full(obj_cols.size, -1), A.indices.astype(np.int64)])
+    ent_val = np.concatenate([c[obj_cols], A.data])
+    order = np.argsort(ent_col, kind="stable")
+    ent_col, ent_row, ent_val = ent_col[order], ent_row[order], ent_val[order]
+    names_by_pos = ["OBJ", *row_names]
+    lines = [
+        f"    C{j} {names_by_pos[r + 1]} {v}" for j, r, v in zip(ent_col.tolist(), ent_row.tolist(), _fmt(ent_val))
+    ]
+    integ = arrays.integrality.astype(bool)
+    if integ.any():
+        run_starts = np.concatenate([[0], np.flatnonzero(np.diff(integ.astype(np.int8))) + 1, [n]])
+        bounds_at = np.searchsorted(ent_col, run_starts)
+        for k in range(run_starts.size - 1):
+            chunk = lines[bounds_at[k] : bounds_at[k + 1]]
+            if integ[run_starts[k]]:
+                out.append(f"    M{k} 'MARKER' 'INTORG'")
+                out.extend(chunk)
+                out.append(f"    M{k} 'MARKER' 'INTEND'")
+            else:
+                out.extend(chunk)
+    else:
+        out.extend(lines)
+    out.append("RHS")
+    rhs = np.where(eq | ~has_hi, lo_k, hi_k)
+    nz = np.flatnonzero(rhs != 0)
+    out.extend(f"    RHS {row_names[i]} {v}" for i, v in zip(nz.tolist(), _fmt(rhs[nz])))
+    ranged = np.flatnonzero(~eq & has_hi & np.isfinite(lo_k))
+    if ranged.size:
+        out.append("RANGES")
+        out.extend(f"    RNG {row_names[i]} {v}" for i, v in zip(ranged.tolist(), _fmt(hi_k[ranged] - lo_k[ranged])))
+    out.append("BOUNDS")
+    lo, hi = arrays.col_lo, arrays.col_hi
+    fin_lo, fin_hi = np.isfinite(lo), np.isfinite(hi)
+    binary = integ & (lo == 0) & (hi == 1)
+    fixed = ~binary & (lo == hi)
+    free = ~fin_lo & ~fin_hi
+    rest = ~binary & ~fixed & ~free
+    out.extend(f" BV BND C{j}" for j in np.flatnonzero(binary).tolist())
+    fx = np.flatnonzero(fixed)
+    out.extend(f" FX BND C{j} {v}" for j, v in zip(fx.tolist(), _fmt(lo[fx])))
+    out.extend(f" FR BND C{j}" for j in np.flatnonzero(free).tolist())
+    mi = np.flatnonzero(rest & ~fin_lo)
+    out.extend(f" MI BND C{j}" for j in mi.tolist())
+    lo_set = np.flatnonzero(rest & fin_lo & ((lo != 0) | integ))
+    out.extend(f" LO BND C{j} {v}" for j, v in zip(lo_set.tolist(), _fmt(lo[lo_set])))
+    up = np.flatnonzero(rest & fin_hi)
+    out.extend(f" UP BND C{j} {v}" for j, v in zip(up.tolist(), _fmt(hi[up])))
+    pl = np.flatnonzero(rest & fin_lo & ~fin_hi & integ)
+    out.extend(f" PL BND C{j}" for j in pl.tolist())
+    out.append("ENDATA")
+    with open(path, "w") as fh:
+        fh.write("\n".join(out))
+        fh.write("\n")
+
+
+def write_cbc_start(path: str, x: np.ndarray) -> None:
+    """A CBC MIP start file (``-mips``) in CBC's own solution format, columns named C<j>."""
+    vals = _fmt(x)
+    with open(path, "w") as fh:
+        fh.write("Stopped on time - objective value 0\n")
+        fh.write("".join(f"{j:>7} C{j} {v:>15} {0:>23}\n" for j, v in enumerate(vals)))
+
+
+# -- CBC log ------------------------------------------------------------------------------
+
+
+@dataclass
+class CbcLog:
+    """What CBC's log says about a run (objective values are CBC's, i.e. of the min problem)."""
+
+    result_line: str | None  # the text after "Result - "
+    termination: Termination | None
+    has_solution: bool | None  # None when the log has no summary block
+    objective: float | None
+    lower_bound: float | None  # proven lower bound, weakened by the printed rounding
+    nodes: int | None
+    iterations: int | None
+
+
+_FLOAT = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|inf|nan)"
+
+
+def rounding_slack(text: str, significant: bool) -> float:
+    """Half a unit in the last printed place of ``text`` (a number CBC printed rounded).
+
+    ``significant``: printed with ``%g`` (6 significant digits) rather than fixed decimals.
+    """
+    value = float(text)
+    if not math.isfinite(value):
+        return 0.0
+    if significant:
+        if value == 0.0:
+            return 5e-7
+        return 0.5 * 10.0 ** (math.floor(math.log10(abs(value))) - 5)
+    mantissa = text.lower().split("e")[0]
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    return 0.5 * 10.0 ** (-decimals)
+
+
+def parse_cbc_result(line: str) -> Termination | None:
+    """Map the text after ``Result - `` to a termination (None if unrecognized)."""
+    text = line.strip()
+    for prefix in ("Stopped on ", "Run abandoned", "User ctrl-c"):
+        if text.startswith(prefix):
+            fixed = CBC_PRIMARY_MAP[prefix]
+            if fixed is not None:
+                return fixed
+            return CBC_SECONDARY_MAP.get(text[len(prefix) :].strip())
+    return CBC_SECONDARY_MAP.get(text)
+
+
+def parse_cbc_log(log: str) -> CbcLog:
+    """Read CBC's final summary (``Result - ...``, ``Objective value:``, ``Lower bound:``,
+    ``Enumerated nodes:``, ``Total iterations:``) and the best "best possible" it printed.
+
+    Every bound read is made conservative by its printing precision, so it stays proven.
+    """
+    result_line: str | None = None
+    termination: Termination | None = None
+    has_solution: bool | None = None
+    objective: float | None = None
+    lower: float | None = None
+    nodes: int | None = None
+    iterations: int | None = None
+    best_possible: list[float] = []
+    for line in log.splitlines():
+        s = line.strip()
+        if s.startswith("Result - "):
+            result_line = s[len("Result - ") :]
+            termination = parse_cbc_result(result_line)
+            has_solution = False
+            objective = lower = None
+        elif result_line is not None and s.startswith("Objective value:"):
+            m = re.search(_FLOAT, s[len("Objective value:") :])
+            if m:
+                objective = float(m.group(0))
+                has_solution = True
+        elif result_line is not None and s.startswith("No feasible solution found"):
+            has_solution = False
+        elif result_line is not None and s.startswith("Lower bound:"):
+            m = re.search(_FLOAT, s[len("Lower bound:") :])
+            if m:
+                lower = float(m.group(0)) - rounding_slack(m.group(0), significant=False)
+        elif s.startswith("Enumerated nodes:"):
+            m = re.search(r"\d+", s)
+            nodes = int(m.group(0)) if m else None
+        elif s.startswith("Total iterations:"):
+            m = re.search(r"\d+", s)
+            iterations = int(m.group(0)) if m else None
+        else:
+            m = re.search(r"best possible (" + _FLOAT + r")", s)
+            if m and ("Cbc0010I" in s or "Cbc0005I" in s or "Partial search" in s or "After" in s):
+                text = m.group(1)
+                best_possible.append(float(text) - rounding_slack(text, significant=True))
+    if termination is not None and termination not in (Termination.OPTIMAL,) and best_possible:
+        # the last "best possible" printed is the tightest proven so far (CBC's bound only rises)
+        candidates = [v for v in (lower, best_possible[-1]) if v is not None and math.isfinite(v)]
+        lower = max(candidates) if candidates else lower
+    return CbcLog(result_line, termination, has_solution, objective, lower, nodes, iterations)
+
+
+def read_cbc_solution(path: str, n: int) -> tuple[str, np.ndarray | None]:
+    """CBC's solution file: the status line and the values of columns C0..C<n-1>."""
+    if not os.path.exists(path):
+        return "", None
+    with open(path) as fh:
+        first = fh.readline().strip()
+        x = np.zeros(n)
+        seen = np.zeros(n, dtype=bool)
+        for line in fh:
+            parts = line.split()
+            if len(parts) < 3:
+                continue
+            if parts[0] == "**":
+                parts = parts[1:]
+            name = parts[1]
+            if name[:1] == "C" and name[1:].isdigit():
+                j = int(name[1:])
+                if j < n:
+                    x[j] = float(parts[2])
+                    seen[j] = True
+    if n and not seen.all():
+        return first, None
+    return first, x
+
+
+def cbc_path() -> str:
+    """The CBC binary PuLP bundles (PULP_CBC_CMD's), without constructing the deprecated solver."""
+    from pulp.apis.coin_api import PULP_CBC_CMD
+
+    return str(PULP_CBC_CMD.pulp_cbc_path)
+
+
+def _cbc_available() -> bool:
+    path = cbc_path()
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def _cbc_version() -> str:
+    proc = subprocess.run([cbc_path(), "-quit"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
+    m = re.search(r"Version:\s*(\S+)", proc.stdout)
+    import pulp
+
+    return f"CBC {m.group(1) if m else 'unknown'} (PuLP {pulp.__version__})"
+
+
+def pulp_status_of_solution_file(path: str) -> tuple[str, str]:
+    """PuLP's own reading of a CBC solution file, as names of (LpStatus, LpSolution)."""
+    import pulp
+    from pulp.apis.coin_api import COIN_CMD
+
+    status, sol_status = COIN_CMD(path=cbc_path(), msg=False).get_status(path)
+    return pulp.LpStatus[status], pulp.LpSolution[sol_status]
+
+
+def cbc_arguments(options: SolveOptions, is_mip: bool) -> list[str]:
+    """CBC command-line options for time limit, gap, threads, seed and raw extras."""
+    args: list[str] = []
+    if options.time_limit is not None:
+        args += ["-sec", repr(float(max(options.time_limit, 0.0))), "-timeMode", "elapsed"]
+    if options.mip_gap is not None and is_mip:
+        args += ["-ratioGap", repr(float(options.mip_gap))]
+    if options.threads is not None:
+        args += ["-threads", str(int(options.threads))]
+    if options.seed is not None:
+        args += ["-randomSeed", str(int(options.seed)), "-randomCbcSeed", str(int(options.seed))]
+    for key, value in options.raw.items():
+        args += [f"-{key}"] + ([] if value is None or value == "" else [str(value)])
+    return args
+
+
+def run_logged(args: list[str], log_path: str, verbose: bool) -> int:
+    """Run a solver binary, its output captured in ``log_path`` and echoed when verbose."""
+    with open(log_path, "w") as log_fh:
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log_fh.write(line)
+            if verbose:
+                sys.stdout.write(line)
+                sys.stdout.flush()
+        return proc.wait()
+
+
+# -- pulp-cbc ----------------------------------------------------------------------------
+
+
+def _solve_cbc_in_process(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
+    t0 = time.perf_counter()
+    version = _cbc_version()
+    workdir = tempfile.mkdtemp(prefix="distplan-cbc-")
+    try:
+        mps, sol, log_path, start = (os.path.join(workdir, f) for f in ("model.mps", "model.sol", "cbc.log", "start.sol"))
+        write_min_mps(arrays, mps)
+        args = [cbc_path(), mps, *cbc_arguments(options, arrays.is_mip)]
+        if warm_start is not None and arrays.is_mip:
+            write_cbc_start(start, np.asarray(warm_start, dtype=float))
+            args += ["-mips", start]
+        args += ["-solve", "-printingOptions", "all", "-solution", sol]
+        t1 = time.perf_counter()
+        rc = run_logged(args, log_path, options.verbose)
+        t2 = time.perf_counter()
+        with open(log_path, errors="replace") as fh:
+            log = fh.read()
+        if rc != 0 or not os.path.exists(sol):
+            return error_result("pulp-cbc", version, f"CBC exited with code {rc} and no solution file", log, t2 - t1)
+        first_line, values = read_cbc_solution(sol, arrays.num_vars)
+        pulp_pair = pulp_status_of_solution_file(sol)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    parsed = parse_cbc_log(log)
+    if parsed.termination is not None:
+        termination = parsed.termination
+        has_solution = bool(parsed.has_solution)
+        raw = f"Result - {parsed.result_line}; {first_line}"
+    else:  # no branch-and-bound summary (e.g. the LP was settled before it): PuLP's reading
+        termination = PULP_STATUS_MAP.get(pulp_pair, Termination.UNKNOWN)
+        has_solution = termination is Termination.OPTIMAL
+        if first_line.startswith("Unbounded"):
+            has_solution = True  # keep the point: finish_result checks whether it proves unboundedness
+        raw = first_line
+    bound_min = parsed.lower_bound if arrays.is_mip else None
+    return finish_result(
+        backend="pulp-cbc",
+        version=version,
+        arrays=arrays,
+        termination=termination,
+        values=values if has_solution else None,
+        bound_min=bound_min,
+        raw_status=f"{raw} [PuLP: {pulp_pair[0]} / {pulp_pair[1]}]",
+        log=log,
+        handover_seconds=t1 - t0,
+        solve_seconds=t2 - t1,
+        nodes=parsed.nodes,
+        iterations=parsed.iterations,
+        proven_optimal_bound=options.mip_gap is None or not arrays.is_mip,
+    )
+
+
+def solve_cbc(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
+    """pulp-cbc; with a time limit the run is isolated in a child process with a hard wall clock."""
+    if options.time_limit is not None:
+        return run_isolated(_solve_cbc_in_process, arrays, options, warm_start, backend="pulp-cbc")
+    return _solve_cbc_in_process(arrays, options, warm_start)
+
+
+# -- pulp-highs --------------------------------------------------------------------------
+
+
+def build_pulp_problem(arrays: ModelArrays) -> tuple[Any, list[Any]]:
+    """A PuLP LpProblem for ``min sign * c @ x`` (ranged rows become two rows, free rows are
+    dropped) and its variables in column order."""
+    import pulp
+
+    n = arrays.num_vars
+    prob = pulp.LpProblem("distplan", pulp.LpMinimize)
+    integ = arrays.integrality.astype(bool).tolist()
+    lo = [None if not math.isfinite(v) else v for v in arrays.col_lo.tolist()]
+    hi = [None if not math.isfinite(v) else v for v in arrays.col_hi.tolist()]
+    cont, intg = pulp.LpContinuous, pulp.LpInteger
+    xs = [pulp.LpVariable(f"x{j}", lo[j], hi[j], intg if integ[j] else cont) for j in range(n)]
+    prob.addVariables(xs)
+    c = objective_sign(arrays) * arrays.c
+    nz = np.flatnonzero(c)
+    prob.setObjective(pulp.LpAffineExpression([(xs[j], v) for j, v in zip(nz.tolist(), c[nz].tolist())]))
+    A = arrays.A.tocsr()
+    indptr, indices, data = A.indptr.tolist(), A.indices.tolist(), A.data.tolist()
+    row_lo, row_hi = arrays.row_lo.tolist(), arrays.row_hi.tolist()
+    LE, GE, EQ = pulp.LpConstraintLE, pulp.LpConstraintGE, pulp.LpConstraintEQ
+    for i in range(arrays.num_rows):
+        lo_i, hi_i = row_lo[i], row_hi[i]
+        if not (math.isfinite(lo_i) or math.isfinite(hi_i)):
+            continue
+        s, e = indptr[i], indptr[i + 1]
+        terms = [(xs[j], v) for j, v in zip(indices[s:e], data[s:e])]
+        if lo_i == hi_i:
+            prob.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms), EQ, f"r{i}", lo_i))
+            continue
+        if math.isfinite(hi_i):
+            prob.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms), LE, f"r{i}_hi", hi_i))
+        if math.isfinite(lo_i):
+            prob.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms), GE, f"r{i}_lo", lo_i))
+    return prob, xs
+
+
+def _pulp_highs_version() -> str:
+    import highspy
+    import pulp
+
+    return f"HiGHS {highspy.Highs().version()} (PuLP {pulp.__version__})"
+
+
+def solve_pulp_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
+    """pulp-highs: PuLP's own model objects, solved by PuLP's HiGHS API."""
+    import highspy
+    import pulp
+
+    from distplan.solvers.highs import STATUS_MAP as HIGHS_STATUS_MAP
+
+    t0 = time.perf_counter()
+    prob, xs = build_pulp_problem(arrays)
+    fd, log_path = tempfile.mkstemp(prefix="distplan-pulp-highs-", suffix=".log")
+    os.close(fd)
+    params: dict[str, Any] = {"output_flag": True, "log_to_console": bool(options.verbose), "log_file": log_path}
+    if options.seed is not None:
+        params["random_seed"] = int(options.seed)
+    params.update(options.raw)
+    start = None if warm_start is None or not arrays.is_mip else np.asarray(warm_start, dtype=float)
+
+    class _HighsWithStart(pulp.HiGHS):  # type: ignore[misc,name-defined]
+        """PuLP's HiGHS API plus a MIP start handed to the Highs object before it runs."""
+
+        def callSolver(self, lp: Any) -> None:  # noqa: N802 (PuLP's name)
+            if start is not None:
+                col = np.zeros(lp.solverModel.getNumCol())
+                for j, var in enumerate(xs):
+                    col[var.index] = start[j]
+                sol = highspy.HighsSolution()
+                sol.col_value = col.tolist()
+                sol.value_valid = True
+                lp.solverModel.setSolution(sol)
+            lp.solverModel.run()
+
+    solver = _HighsWithStart(
+        mip=True,
+        msg=bool(options.verbose),
+        gapRel=options.mip_gap,
+        threads=options.threads,
+        timeLimit=options.time_limit,
+        **params,
+    )
+    t1 = time.perf_counter()
+    try:
+        prob.solve(solver)
+    except pulp.PulpSolverError as exc:
+        return error_result("pulp-highs", _pulp_highs_version(), str(exc), seconds=time.perf_counter() - t1)
+    t2 = time.perf_counter()
+    with open(log_path, errors="replace") as fh:
+        log = fh.read()
+    os.unlink(log_path)
+    pair = (pulp.LpStatus[prob.status], pulp.LpSolution[prob.sol_status])
+    highs = prob.solverModel
+    raw = highs.getModelStatus()
+    info = highs.getInfo()
+    termination = HIGHS_STATUS_MAP.get(raw, PULP_STATUS_MAP.get(pair, Termination.UNKNOWN))
+    if termination is Termination.OPTIMAL and raw == highspy.HighsModelStatus.kModelEmpty:
+        termination = Termination.OPTIMAL
+    values = None
+    if info.primal_solution_status == 2 or arrays.num_vars == 0:
+        values = np.array([0.0 if v.varValue is None else float(v.varValue) for v in xs])
+    bound_min: float | None = None
+    if arrays.is_mip and np.isfinite(info.mip_dual_bound):
+        bound_min = float(info.mip_dual_bound)
+    nodes = int(info.mip_node_count) if arrays.is_mip and info.mip_node_count >= 0 else None
+    return finish_result(
+        backend="pulp-highs",
+        version=_pulp_highs_version(),
+        arrays=arrays,
+        termination=termination,
+        values=values,
+        bound_min=bound_min,
+        raw_status=f"{highs.modelStatusToString(raw)} [PuLP: {pair[0]} / {pair[1]}]",
+        log=log,
+        handover_seconds=t1 - t0,
+        solve_seconds=t2 - t1,
+        nodes=nodes,
+        iterations=int(info.simplex_iteration_count) if info.simplex_iteration_count >= 0 else None,
+    )
+
+
+PULP_CBC = register_backend(
+    Backend(
+        name="pulp-cbc",
+        description="CBC binary bundled with PuLP, fed a vectorized MPS file",
+        capabilities=Capabilities(lp=True, milp=True, reports_bound=True, warm_start=True, time_limit=False, in_process=False),
+        requires=("pulp",),
+        extra=None,
+        solve_fn=solve_cbc,
+        version_fn=_cbc_version,
+        status_map=PULP_CBC_STATUS_MAP,
+        availability_fn=_cbc_available,
+    )
+)
+
+PULP_HIGHS = register_backend(
+    Backend(
+        name="pulp-highs",
+        description="PuLP model objects solved by PuLP's HiGHS API (highspy)",
+        capabilities=Capabilities(lp=True, milp=True, reports_bound=True, warm_start=True, time_limit=True),
+        requires=("pulp", "highspy"),
+        extra=None,
+        solve_fn=solve_pulp_highs,
+        version_fn=_pulp_highs_version,
+        status_map=PULP_STATUS_MAP,
+    )
+)
