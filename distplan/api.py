@@ -192,6 +192,8 @@ def solve(
         "wall_seconds": time.perf_counter() - t_start,
     }
     info = dict(outcome.info)
+    if outcome.claimed_objective is not None and folding is None:
+        info["claimed_objective"] = outcome.claimed_objective
     if folding is not None:
         info["folding"] = folding.stats
     return Result(

@@ -108,12 +108,14 @@ def write_mps(arrays: ModelArrays, path: str) -> None:
 def write_lp(arrays: ModelArrays, path: str) -> None:
     """CPLEX LP format; two-sided rows are written as two rows."""
     cols, rows = _names(arrays)
+    cols = [c.replace("[", "_").replace("]", "") for c in cols]
+    rows = [r.replace("[", "_").replace("]", "") for r in rows]
     A = arrays.A.tocsr()
 
     def terms(idx: np.ndarray, vals: np.ndarray) -> str:
         if idx.size == 0:
             return "0 " + cols[0] if cols else "0"
-        return " ".join(f"{'+' if v >= 0 else '-'} {abs(v)!r} {cols[j]}" for j, v in zip(idx, vals))
+        return " ".join(f"{'+' if v >= 0 else '-'} {_num(abs(v))} {cols[j]}" for j, v in zip(idx, vals))
 
     nz = np.flatnonzero(arrays.c)
     out = ["\\ " + arrays.name, "Maximize" if arrays.sense == "max" else "Minimize", " obj: " + terms(nz, arrays.c[nz])]
@@ -124,12 +126,12 @@ def write_lp(arrays: ModelArrays, path: str) -> None:
         lo, hi = arrays.row_lo[i], arrays.row_hi[i]
         body = terms(idx, vals)
         if lo == hi:
-            out.append(f" {rows[i]}: {body} = {lo!r}")
+            out.append(f" {rows[i]}: {body} = {_num(lo)}")
             continue
         if np.isfinite(lo):
-            out.append(f" {rows[i]}_lo: {body} >= {lo!r}")
+            out.append(f" {rows[i]}_lo: {body} >= {_num(lo)}")
         if np.isfinite(hi):
-            out.append(f" {rows[i]}_hi: {body} <= {hi!r}")
+            out.append(f" {rows[i]}_hi: {body} <= {_num(hi)}")
     out.append("Bounds")
     for j in range(arrays.num_vars):
         lo, hi = arrays.col_lo[j], arrays.col_hi[j]

@@ -101,6 +101,7 @@ class RunContext:
 
 #: A block adds variables/constraints for an instance: block(model, instance, data).
 #: ``data`` is a dict shared by the blocks of one build (index arrays, horizons, ...).
+#: A decoder returns the plan, or (plan, the formulation's own objective for it).
 Block = Callable[[Model, Any, dict[str, Any]], None]
 Decoder = Callable[[Any, SolverResult, dict[str, Any]], Any]
 
@@ -175,12 +176,13 @@ def from_blocks(
             out_bounds.extend(bounds(instance, result, data))
         if not result.has_solution:
             return Outcome(plan=None, bounds=out_bounds, solver_results=list(ctx.solver_results), info={"data": data})
-        plan = decode(instance, result, data)
+        decoded = decode(instance, result, data)
+        plan, claimed = decoded if isinstance(decoded, tuple) else (decoded, None)
         return Outcome(
             plan=plan,
             bounds=out_bounds,
             solver_results=list(ctx.solver_results),
-            claimed_objective=result.objective if is_exact else None,
+            claimed_objective=claimed if claimed is not None else (result.objective if is_exact else None),
             proven_optimal=is_exact and result.termination.value == "optimal",
         )
 

@@ -48,13 +48,20 @@ class _UnionFind:
 
 
 def coplacement_groups(inst: PlacementInstance) -> np.ndarray:
-    """Group id per op: colocation names, then single-consumer ops join their consumer."""
+    """Group id per op: colocation names, then single-consumer ops join their consumer
+    (unless the merged group would no longer fit the smallest device)."""
     uf = _UnionFind(inst.n_ops)
+    need = inst.memory_need()
+    group_need = need.copy()  # indexed by union-find root
+    limit = float(inst.device_memory.min())
     first: dict[str, int] = {}
     for v, g in enumerate(inst.colocate):
         if g is not None:
             if g in first:
-                uf.union(first[g], v)
+                ra, rb = uf.find(first[g]), uf.find(v)
+                if ra != rb:
+                    total = group_need[ra] + group_need[rb]
+                    group_need[uf.union(ra, rb)] = total
             else:
                 first[g] = v
     consumers: list[set[int]] = [set() for _ in range(inst.n_ops)]
@@ -62,7 +69,10 @@ def coplacement_groups(inst: PlacementInstance) -> np.ndarray:
         consumers[a].add(b)
     for v in range(inst.n_ops):
         if len(consumers[v]) == 1:
-            uf.union(next(iter(consumers[v])), v)
+            ra, rb = uf.find(next(iter(consumers[v]))), uf.find(v)
+            if ra != rb and group_need[ra] + group_need[rb] <= limit:
+                total = group_need[ra] + group_need[rb]
+                group_need[uf.union(ra, rb)] = total
     roots = np.array([uf.find(v) for v in range(inst.n_ops)])
     _, ids = np.unique(roots, return_inverse=True)
     return ids

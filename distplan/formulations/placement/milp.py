@@ -165,11 +165,36 @@ def makespan(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> Non
 MILP_BLOCKS = (horizon, assignment, start_times, precedence_with_communication, no_overlap, memory_capacity, makespan)
 
 
-def decode(inst: PlacementInstance, result: SolverResult, data: dict[str, Any]) -> PlacementPlan:
+def compact(inst: PlacementInstance, device: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Earliest start times (seconds) keeping each device's order of ``start``: removes the
+    slack a solver leaves within its tolerances (never lengthens the schedule)."""
+    pos = np.empty(inst.n_ops, dtype=np.int64)
+    pos[inst.topo_order()] = np.arange(inst.n_ops)
+    order = np.lexsort((pos, start))
+    preds: list[list[int]] = [[] for _ in range(inst.n_ops)]
+    for e, b in enumerate(inst.dst.tolist()):
+        preds[b].append(e)
+    new = np.zeros(inst.n_ops)
+    end = np.zeros(inst.n_ops)
+    free = np.zeros(inst.n_devices)
+    for v in order.tolist():
+        d = int(device[v])
+        t = free[d]
+        for e in preds[v]:
+            u = int(inst.src[e])
+            du = int(device[u])
+            t = max(t, end[u] if du == d else end[u] + inst.latency[du, d] + inst.edge_bytes[e] / inst.bandwidth[du, d])
+        new[v] = t
+        end[v] = t + inst.time[v, d]
+        free[d] = end[v]
+    return new
+
+
+def decode(inst: PlacementInstance, result: SolverResult, data: dict[str, Any]) -> tuple[PlacementPlan, float]:
     x = result.values_by_block["assign"]
     device = np.argmax(x, axis=1)
-    start = np.maximum(result.values_by_block["start"], 0.0)
-    return make_plan(inst, device, start)
+    start = compact(inst, device, result.values_by_block["start"])
+    return make_plan(inst, device, start), float((start + inst.time[np.arange(inst.n_ops), device]).max())
 
 
 def warm_start(inst: PlacementInstance, model: Model, data: dict[str, Any], ctx: RunContext) -> np.ndarray | None:

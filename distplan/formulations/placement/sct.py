@@ -105,12 +105,12 @@ def lp_bound_valid(inst: PlacementInstance, data: dict[str, Any]) -> bool:
     return homogeneous and links and small
 
 
-def decode(inst: PlacementInstance, result: SolverResult, data: dict[str, Any]) -> PlacementPlan:
+def decode(inst: PlacementInstance, result: SolverResult, data: dict[str, Any]) -> tuple[PlacementPlan, float]:
     """Favorites from the LP solution, then favorite-aware list scheduling."""
     theta = float(data["params"].get("theta", 0.5))
     fav = favorites_from_lp(inst, result.values_by_block["sct-x"], theta)
     sched = list_schedule(inst, favorite=fav)
-    return make_plan(inst, sched.device, sched.start)
+    return make_plan(inst, sched.device, sched.start), sched.makespan
 
 
 def lp_bounds(inst: PlacementInstance, result: SolverResult, data: dict[str, Any]) -> list[Bound]:

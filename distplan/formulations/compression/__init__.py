@@ -1,0 +1,82 @@
+"""Compression selection (TAG): which gradients travel by sufficient-factor broadcasting,
+a lossless codec or all-reduce, and in which order on the shared channel.
+
+Formulations: ``tag_sfb`` (TAG's MILP, Zhang et al. arXiv 2302.06126), ``tag_sfb_maxflow``
+(the same program as one minimum cut), ``codec_select`` (a scheduling MILP over codecs with
+overlap), and the baselines ``allreduce_all``, ``sfb_poseidon_rule`` and ``greedy_by_saving``.
+"""
+
+from __future__ import annotations
+
+from distplan.formulations.compression import baselines, select, tag
+from distplan.formulations.registry import Formulation, register
+
+TAG = "Zhang et al., Expediting Distributed DNN Training with Device Topology-Aware Graph Deployment, arXiv 2302.06126 (ylxdzsw/tag search/sfb.jl)"
+POSEIDON = "Zhang et al., Poseidon, USENIX ATC 2017; Xie et al., Lighter-Communication Distributed Machine Learning via Sufficient Factor Broadcasting, UAI 2016"
+
+register(
+    Formulation(
+        kind="compression",
+        name="tag_sfb",
+        description="TAG's SFB selection MILP: duplicate ops, broadcast inputs, avoid all-reduce (LP relaxation checked)",
+        program="milp",
+        run=tag.run_tag_sfb,
+        exact=False,
+        reference=TAG,
+        blocks=tag.TAG_BLOCKS,
+        params={"alpha": tag.DEFAULT_ALPHA, "relaxation": True},
+    )
+)
+register(
+    Formulation(
+        kind="compression",
+        name="tag_sfb_maxflow",
+        description="TAG's SFB selection solved exactly as one minimum s-t cut (networkx)",
+        program="algorithm",
+        run=tag.run_tag_sfb_maxflow,
+        exact=False,
+        reference=TAG,
+        params={"alpha": tag.DEFAULT_ALPHA},
+    )
+)
+register(
+    Formulation(
+        kind="compression",
+        name="codec_select",
+        description="scheduling MILP: per gradient all-reduce / SFB / sparse-index / entropy codec, channel order, overlap",
+        program="milp",
+        run=select.run_codec_select,
+        exact=True,
+        reference=TAG + "; extended with codecs and channel scheduling",
+        blocks=select.SELECT_BLOCKS,
+        params={"window": None},
+    )
+)
+register(
+    Formulation(
+        kind="compression",
+        name="allreduce_all",
+        description="every gradient by ring all-reduce (the baseline)",
+        program="algorithm",
+        run=baselines.run_allreduce_all,
+    )
+)
+register(
+    Formulation(
+        kind="compression",
+        name="sfb_poseidon_rule",
+        description="Poseidon's rule: SFB whenever batch < M*N/(M+N) for an MxN weight",
+        program="algorithm",
+        run=baselines.run_poseidon,
+        reference=POSEIDON,
+    )
+)
+register(
+    Formulation(
+        kind="compression",
+        name="greedy_by_saving",
+        description="per gradient the method with the largest serial saving, by decreasing saving, while memory fits",
+        program="algorithm",
+        run=baselines.run_greedy,
+    )
+)

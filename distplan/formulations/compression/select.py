@@ -1,0 +1,555 @@
+"""``codec_select``: choose, per gradient, all-reduce / sufficient factors / sparse-index /
+entropy coding, and the order on the shared channel, minimizing the iteration time.
+
+Beyond TAG (Zhang et al., arXiv 2302.06126): TAG sums costs; here communication overlaps the
+backward pass. The MILP is the evaluator's iteration model (`distplan.models.compression`)
+written as a scheduling program, per device class k (devices with one type and one set of
+ops share a timeline):
+
+* F_k(g) = C_k(p_g) - sum_{eligible j <= p_g on k} t_jk x_j          release of g on k
+* c_g >= F_k(g);  e_gk >= F_k(g) - H (1 - coded_g);  c_g >= e_gk + enc_gk   channel start
+* u_gk >= c_g + tau_g;  u_gk >= End_k;  T >= u_gk + w_gk;  T >= End_k         sync stream
+* order binaries y_gh (one per pair, g released first) make the channel, each encode stream
+  and each sync stream disjunctive in one common order (big-M = a horizon bound H);
+* tau_g = sum_m z_gm tau_gm + sum_{e into g's tree} b_e c_e,
+  w_gk = sum_m z_gm dec_gmk + update_gk + sum_{j in g's tree} M_j t_jk x_j;
+* sum_m z_gm + x_{p_g} = 1; b_e >= x_j - x_i; x_i <= x_consumer(i) (duplicated ops feed
+  duplicated ops); memory rows where duplication can overflow a device.
+
+For fixed choices the least schedule of these rows is the evaluator's simulation, so the
+objectives agree; TAG's plan (all-reduce or sfb, channel in release order) is one point of
+this program, which therefore is never worse than ``tag_sfb``. ``window`` (an int) fixes the
+order of gradients more than ``window`` apart in release order to first-come-first-served;
+then the dual bound holds only for that restricted program and is not reported.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from distplan.formulations.compression.costs import CostData, cost_data, horizon, memory_can_bind, memory_terms
+from distplan.formulations.model import LinExpr, Model, linear_sum
+from distplan.formulations.registry import Bound, Outcome, RunContext, build_model
+from distplan.models.compression import CompressionInstance, CompressionPlan, make_plan
+from distplan.solvers.result import SolverResult, Termination
+
+# -- index structures -------------------------------------------------------------------------
+
+
+@dataclass
+class SelectIndex:
+    """Index arrays of one codec_select build."""
+
+    elig: np.ndarray  # op ids of eligible ops (x variables)
+    x_of_op: np.ndarray  # op id -> x index or -1
+    opt_grad: np.ndarray  # option -> gradient
+    opt_coded: np.ndarray  # option has an encode stage (a codec)
+    grad_coded: np.ndarray  # gradient has at least one codec option
+    pair_g: np.ndarray  # (gradient, class) pairs
+    pair_k: np.ndarray
+    pair_of: np.ndarray  # [G, n_classes] -> pair id or -1
+    enc_pairs: np.ndarray  # pair ids of coded gradients
+    enc_of_pair: np.ndarray  # pair id -> encode variable index or -1
+    stream_const: np.ndarray  # [n_ops, n_classes] C_k(i): stream time up to op i with nothing duplicated
+    stream_end: np.ndarray  # [n_classes]
+    rank: np.ndarray  # gradients in release order
+    H: float
+    release_lb: np.ndarray  # [G] earliest possible channel start (everything eligible duplicated)
+    sync_lb: np.ndarray  # [n_classes] earliest possible end of backward
+
+
+def select_index(inst: CompressionInstance, cd: CostData) -> SelectIndex:
+    elig = np.flatnonzero(cd.eligible)
+    x_of_op = np.full(cd.n_ops, -1, dtype=np.int64)
+    x_of_op[elig] = np.arange(elig.size)
+    opt_grad = np.array([o.gradient for o in cd.options], dtype=np.int64)
+    opt_coded = np.array([o.method != "allreduce" for o in cd.options], dtype=bool)
+    grad_coded = np.zeros(cd.n_gradients, dtype=bool)
+    grad_coded[opt_grad[opt_coded]] = True
+    nk = cd.n_classes
+    pair_g_list, pair_k_list = [], []
+    for g, ks in enumerate(cd.grad_classes):
+        pair_g_list.extend([g] * ks.size)
+        pair_k_list.extend(ks.tolist())
+    pair_g = np.array(pair_g_list, dtype=np.int64)
+    pair_k = np.array(pair_k_list, dtype=np.int64)
+    pair_of = np.full((cd.n_gradients, nk), -1, dtype=np.int64)
+    pair_of[pair_g, pair_k] = np.arange(pair_g.size)
+    enc_pairs = np.flatnonzero(grad_coded[pair_g])
+    enc_of_pair = np.full(pair_g.size, -1, dtype=np.int64)
+    enc_of_pair[enc_pairs] = np.arange(enc_pairs.size)
+    stream_t = cd.class_time * (~inst.is_update)[:, None]
+    stream_const = np.cumsum(stream_t, axis=0)
+    stream_end = stream_const[-1] if cd.n_ops else np.zeros(nk)
+    rank = np.lexsort((np.arange(cd.n_gradients), cd.grad_op))
+    all_dup = np.cumsum(cd.class_time * cd.eligible[:, None], axis=0)
+    fastest = stream_const - all_dup
+    release_lb = np.zeros(cd.n_gradients)
+    np.maximum.at(release_lb, pair_g, fastest[cd.grad_op[pair_g], pair_k])
+    sync_lb = fastest[-1] if cd.n_ops else np.zeros(nk)
+    return SelectIndex(
+        elig, x_of_op, opt_grad, opt_coded, grad_coded, pair_g, pair_k, pair_of, enc_pairs, enc_of_pair,
+        stream_const, stream_end, rank, horizon(inst), release_lb, sync_lb,
+    )
+
+
+def _index(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> tuple[CostData, SelectIndex]:
+    if "si" not in data:
+        data["cd"] = cost_data(inst)
+        data["si"] = select_index(inst, data["cd"])
+    return data["cd"], data["si"]
+
+
+def _dup_time_triplets(inst: CompressionInstance, cd: CostData, si: SelectIndex, pairs: np.ndarray, upto: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Triplets (row, x index, seconds) of sum_{eligible j (<= upto) hosted on class k} t_jk x_j
+    for each pair (gradient, class) in ``pairs`` (row = position in ``pairs``)."""
+    rows_out, cols_out, vals_out = [], [], []
+    for k in np.unique(si.pair_k[pairs]).tolist():
+        sel = np.flatnonzero(si.pair_k[pairs] == k)
+        ops_k = si.elig[cd.class_host[si.elig, k]]  # sorted op ids
+        if ops_k.size == 0 or sel.size == 0:
+            continue
+        if upto is None:
+            counts = np.full(sel.size, ops_k.size)
+        else:
+            counts = np.searchsorted(ops_k, upto[sel], side="right")
+        total = int(counts.sum())
+        if total == 0:
+            continue
+        rows = np.repeat(sel, counts)
+        offs = np.arange(total) - np.repeat(np.cumsum(counts) - counts, counts)
+        ops = ops_k[offs]
+        rows_out.append(rows)
+        cols_out.append(si.x_of_op[ops])
+        vals_out.append(cd.class_time[ops, k])
+    if not rows_out:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    return np.concatenate(rows_out), np.concatenate(cols_out), np.concatenate(vals_out)
+
+
+# -- blocks -----------------------------------------------------------------------------------
+
+
+def select_choice(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> None:
+    """x (duplicate eligible op), b (broadcast), z (method per gradient) and their links."""
+    cd, si = _index(model, inst, data)
+    x = model.add_vars("duplicate", si.elig.size, vtype="binary")
+    b = model.add_vars("broadcast", cd.cand_edges.size, vtype="binary")
+    z = model.add_vars("method", len(cd.options), vtype="binary")
+    G = cd.n_gradients
+    # one method per gradient: sum_m z_gm + x_{p_g} = 1
+    rows = [si.opt_grad]
+    cols = [z.index]
+    prod_x = si.x_of_op[cd.grad_op]
+    has = np.flatnonzero(prod_x >= 0)
+    rows.append(has)
+    cols.append(x.index[prod_x[has]])
+    expr = linear_sum(np.concatenate(cols), np.ones(sum(c.size for c in cols)), np.concatenate(rows), G, model.num_vars)
+    model.add_constraints("one-method", expr == 1.0)
+    # closure: b_e >= x_dst - x_src
+    n = cd.cand_edges.size
+    if n:
+        src_x = si.x_of_op[cd.cand_src]
+        r = np.arange(n)
+        keep = src_x >= 0
+        expr = linear_sum(
+            np.concatenate([b.index, x.index[si.x_of_op[cd.cand_dst]], x.index[src_x[keep]]]),
+            np.concatenate([np.ones(n), -np.ones(n), np.ones(int(keep.sum()))]),
+            np.concatenate([r, r, r[keep]]),
+            n,
+            model.num_vars,
+        )
+        model.add_constraints("broadcast-closure", expr >= 0.0)
+    # duplicated ops feed duplicated ops: x_i <= x_consumer(i)
+    cons = inst.consumer[si.elig]
+    inner = np.flatnonzero((cons >= 0) & cd.eligible[np.maximum(cons, 0)])
+    if inner.size:
+        m = inner.size
+        r = np.arange(m)
+        expr = linear_sum(
+            np.concatenate([x.index[inner], x.index[si.x_of_op[cons[inner]]]]),
+            np.concatenate([np.ones(m), -np.ones(m)]),
+            np.concatenate([r, r]),
+            m,
+            model.num_vars,
+        )
+        model.add_constraints("duplicate-closure", expr <= 0.0)
+
+
+def select_memory(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> None:
+    """Memory rows for the devices where duplication can overflow (none otherwise)."""
+    cd, si = _index(model, inst, data)
+    bind = memory_can_bind(inst)
+    if not bind.any():
+        return
+    devs = np.flatnonzero(bind)
+    dup_bytes, bcast_bytes = memory_terms(inst)
+    A_dup = dup_bytes[devs][:, si.elig]
+    A_b = bcast_bytes[devs]
+    r1, c1 = np.nonzero(A_dup)
+    r2, c2 = np.nonzero(A_b)
+    x, b = model["duplicate"], model["broadcast"]
+    expr = linear_sum(
+        np.concatenate([x.index[c1], b.index[c2]]),
+        np.concatenate([A_dup[r1, c1], A_b[r2, c2]]),
+        np.concatenate([r1, r2]),
+        devs.size,
+        model.num_vars,
+    )
+    model.add_constraints("memory", expr <= cd.memory_capacity[devs] - cd.memory_base[devs])
+
+
+def _durations(model: Model, inst: CompressionInstance, cd: CostData, si: SelectIndex) -> tuple[LinExpr, LinExpr, LinExpr]:
+    """tau (channel seconds per gradient), enc (encode seconds per encode pair), w (sync
+    seconds per pair) as expressions of z, b and x."""
+    x, b, z = model["duplicate"], model["broadcast"], model["method"]
+    G = cd.n_gradients
+    nv = model.num_vars
+    chan = np.array([o.channel_seconds for o in cd.options])
+    cg = cd.cand_gradient
+    tau = linear_sum(np.concatenate([z.index, b.index]), np.concatenate([chan, cd.cand_seconds]), np.concatenate([si.opt_grad, cg]), G, nv)
+    # encode seconds per encode pair
+    er, ec, ev = [], [], []
+    dr, dc, dv = [], [], []
+    for o_idx, opt in enumerate(cd.options):
+        g = opt.gradient
+        for k in cd.grad_classes[g].tolist():
+            p = si.pair_of[g, k]
+            if opt.encode_seconds[k] > 0:
+                er.append(si.enc_of_pair[p])
+                ec.append(z.index[o_idx])
+                ev.append(opt.encode_seconds[k])
+            if opt.decode_seconds[k] > 0:
+                dr.append(p)
+                dc.append(z.index[o_idx])
+                dv.append(opt.decode_seconds[k])
+    enc = linear_sum(np.array(ec, dtype=np.int64), np.array(ev), np.array(er, dtype=np.int64), si.enc_pairs.size, nv)
+    # duplicated work of a gradient's tree on the sync stream: M_j t_jk x_j
+    tree_ops = si.elig[inst.tree[si.elig] >= 0]
+    tr, tc, tv = [], [], []
+    for k in range(cd.n_classes):
+        on_k = tree_ops[cd.class_host[tree_ops, k]]
+        if on_k.size == 0:
+            continue
+        tr.append(si.pair_of[inst.tree[on_k], k])
+        tc.append(x.index[si.x_of_op[on_k]])
+        tv.append(inst.replicas[on_k] * cd.class_time[on_k, k])
+    rows = np.concatenate([np.array(dr, dtype=np.int64), *tr]) if tr else np.array(dr, dtype=np.int64)
+    cols = np.concatenate([np.array(dc, dtype=np.int64), *tc]) if tc else np.array(dc, dtype=np.int64)
+    vals = np.concatenate([np.array(dv, dtype=float), *tv]) if tv else np.array(dv, dtype=float)
+    w = linear_sum(cols, vals, rows, si.pair_g.size, nv) + cd.update_seconds[si.pair_g, si.pair_k]
+    return tau, enc, w
+
+
+def select_timing(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> None:
+    """Release, encode, channel, sync-stream and iteration-time rows (no order yet)."""
+    cd, si = _index(model, inst, data)
+    P = si.pair_g.size
+    G = cd.n_gradients
+    nk = cd.n_classes
+    c = model.add_vars("channel_start", G)
+    e = model.add_vars("encode_start", si.enc_pairs.size)
+    u = model.add_vars("sync_start", P)
+    T = model.add_vars("iteration", 1)
+    x = model["duplicate"]
+    H = si.H
+    nv = model.num_vars
+    tau, enc, w = _durations(model, inst, cd, si)
+    data["tau"], data["enc"], data["w"] = tau, enc, w
+    z = model["method"]
+    # release per pair: R = sum t x over eligible ops up to the producer
+    prod = cd.grad_op[si.pair_g]
+    rr, rc, rv = _dup_time_triplets(inst, cd, si, np.arange(P), prod)
+    R = linear_sum(x.index[rc], rv, rr, P, nv)
+    C = si.stream_const[prod, si.pair_k]
+    model.add_constraints("channel-release", c.expr()[si.pair_g] + R >= C)
+    if si.enc_pairs.size:
+        ep = si.enc_pairs
+        coded_opts = np.flatnonzero(si.opt_coded)
+        # coded_g = sum of z over the gradient's codec options, one row per encode pair
+        row_of_grad = {}
+        for q, p in enumerate(ep.tolist()):
+            row_of_grad.setdefault(int(si.pair_g[p]), []).append(q)
+        cr, cc = [], []
+        for o in coded_opts.tolist():
+            for q in row_of_grad.get(int(si.opt_grad[o]), []):
+                cr.append(q)
+                cc.append(z.index[o])
+        coded = linear_sum(np.array(cc, dtype=np.int64), np.ones(len(cc)), np.array(cr, dtype=np.int64), ep.size, nv)
+        model.add_constraints("encode-release", e.expr() + R[ep] - coded * H >= C[ep] - H)
+        model.add_constraints("encode-before-channel", c.expr()[si.pair_g[ep]] - e.expr() - enc >= 0.0)
+    model.add_constraints("sync-after-channel", u.expr() - c.expr()[si.pair_g] - tau[si.pair_g] >= 0.0)
+    # End_k = stream_end_k - sum over eligible ops on k of t x
+    er_, ec_, ev_ = _dup_time_triplets(inst, cd, si, np.arange(P), None)
+    End_sub = linear_sum(x.index[ec_], ev_, er_, P, nv)
+    model.add_constraints("sync-after-backward", u.expr() + End_sub >= si.stream_end[si.pair_k])
+    model.add_constraints("iteration-after-sync", T.expr()[np.zeros(P, dtype=np.int64)] - u.expr() - w >= 0.0)
+    cls = np.arange(nk)
+    ops_rows, ops_cols, ops_vals = [], [], []
+    for k in cls.tolist():
+        on_k = si.elig[cd.class_host[si.elig, k]]
+        ops_rows.append(np.full(on_k.size, k))
+        ops_cols.append(x.index[si.x_of_op[on_k]])
+        ops_vals.append(cd.class_time[on_k, k])
+    End_all = linear_sum(np.concatenate(ops_cols), np.concatenate(ops_vals), np.concatenate(ops_rows), nk, nv)
+    model.add_constraints("iteration-after-backward", T.expr()[np.zeros(nk, dtype=np.int64)] + End_all >= si.stream_end)
+    # valid inequalities (implied by the disjunctive rows, not by their LP relaxation):
+    # each sync stream starts after its backward pass and runs its items one at a time ...
+    load = w.group_sum(si.pair_k, nk)
+    model.add_constraints("sync-load", T.expr()[np.zeros(nk, dtype=np.int64)] - load + End_all >= si.stream_end)
+    # ... and the channel carries every transfer after the earliest release, then one update
+    first = float(si.release_lb.min(initial=0.0))
+    tail = float(cd.update_seconds[si.pair_g, si.pair_k].min(initial=0.0))
+    model.add_constraints("channel-load", T.expr() - tau.sum() >= first + tail)
+    model.minimize(T.expr())
+
+
+def select_order(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> None:
+    """One order binary per pair of gradients (within ``window`` in release order; the others
+    stay first-come-first-served): disjunctive channel, encode and sync streams."""
+    cd, si = _index(model, inst, data)
+    window = data["params"].get("window")
+    G = cd.n_gradients
+    ia, ib = np.triu_indices(G, k=1)
+    a, bb = si.rank[ia], si.rank[ib]  # a is released first
+    free = np.ones(ia.size, dtype=bool) if window is None else (ib - ia) <= int(window)
+    data["pairs"] = (a, bb, free)
+    nfree = int(free.sum())
+    y = model.add_vars("order", nfree, vtype="binary")
+    data["order_free"] = np.flatnonzero(free)
+    H = si.H
+    yslot = np.full(ia.size, -1, dtype=np.int64)
+    yslot[free] = np.arange(nfree)
+    c = model["channel_start"].expr()
+    u = model["sync_start"].expr()
+    e = model["encode_start"].expr()
+    tau, enc, w = data["tau"], data["enc"], data["w"]
+    ye = y.expr()
+
+    def disjunctive(name: str, start: LinExpr, dur: LinExpr, ra: np.ndarray, rb: np.ndarray, pair_ids: np.ndarray, lb: np.ndarray) -> None:
+        """Rows start_b >= start_a + dur_a - M (1 - y) and start_a >= start_b + dur_b - M y;
+        M = H - (earliest start of the later item) per row."""
+        if pair_ids.size == 0:
+            return
+        ra, rb = ra[pair_ids], rb[pair_ids]
+        fr = free[pair_ids]
+        fx = np.flatnonzero(~fr)
+        fi = np.flatnonzero(fr)
+        if fi.size:
+            yy = ye[yslot[pair_ids[fi]]]
+            m_after = H - lb[rb[fi]]
+            m_before = H - lb[ra[fi]]
+            model.add_constraints(f"{name}-after", start[rb[fi]] - start[ra[fi]] - dur[ra[fi]] - yy * m_after >= -m_after)
+            model.add_constraints(f"{name}-before", start[ra[fi]] - start[rb[fi]] - dur[rb[fi]] + yy * m_before >= 0.0)
+        if fx.size:
+            model.add_constraints(f"{name}-fcfs", start[rb[fx]] - start[ra[fx]] - dur[ra[fx]] >= 0.0)
+
+    all_pairs = np.arange(ia.size)
+    disjunctive("channel", c, tau, a, bb, all_pairs, si.release_lb)
+    sync_lb = si.sync_lb[si.pair_k]
+    enc_lb = np.zeros(si.enc_pairs.size)
+    for k in range(cd.n_classes):
+        pa, pb = si.pair_of[a, k], si.pair_of[bb, k]
+        both = np.flatnonzero((pa >= 0) & (pb >= 0))
+        disjunctive(f"sync{k}", u, w, pa, pb, both, sync_lb)
+        ea = np.where(pa >= 0, si.enc_of_pair[np.maximum(pa, 0)], -1)
+        eb = np.where(pb >= 0, si.enc_of_pair[np.maximum(pb, 0)], -1)
+        both_e = np.flatnonzero((ea >= 0) & (eb >= 0))
+        disjunctive(f"encode{k}", e, enc, ea, eb, both_e, enc_lb)
+
+
+SELECT_BLOCKS = (select_choice, select_memory, select_timing, select_order)
+
+
+# -- the least schedule of fixed choices (warm start, candidate comparison) -------------------
+
+
+@dataclass
+class Choice:
+    """Fixed decisions: duplicated ops (mask over ops), option index per gradient (-1 = sfb),
+    channel order (gradient indices)."""
+
+    dup: np.ndarray
+    option: np.ndarray
+    order: np.ndarray
+
+
+def least_schedule(inst: CompressionInstance, ch: Choice, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The earliest schedule of fixed choices under the model's rows: iteration seconds and
+    every time variable (the MILP's values for a warm start)."""
+    cd = cost_data(inst)
+    si = data["si"] if data is not None and "si" in data else select_index(inst, cd)
+    dupf = (ch.dup & cd.eligible).astype(float)
+    sub = np.cumsum(cd.class_time * dupf[:, None], axis=0)
+    F = si.stream_const - sub
+    End = si.stream_end - (sub[-1] if cd.n_ops else 0.0)
+    nk = cd.n_classes
+    b = np.maximum(0.0, dupf[cd.cand_dst] - dupf[cd.cand_src])
+    sfb_chan = np.bincount(cd.cand_gradient[cd.cand_gradient >= 0], weights=(b * cd.cand_seconds)[cd.cand_gradient >= 0], minlength=cd.n_gradients)
+    tree_work = np.zeros((cd.n_gradients, nk))
+    elig = np.flatnonzero(cd.eligible & ch.dup & (inst.tree >= 0))
+    np.add.at(tree_work, inst.tree[elig], inst.replicas[elig][:, None] * cd.class_time[elig])
+    enc_free = np.zeros(nk)
+    sync_free = np.zeros(nk)
+    chan_free = 0.0
+    c = np.zeros(cd.n_gradients)
+    e = np.zeros(si.enc_pairs.size)
+    u = np.zeros(si.pair_g.size)
+    for g in ch.order.tolist():
+        ks = cd.grad_classes[g]
+        p = cd.grad_op[g]
+        o = int(ch.option[g])
+        opt = cd.options[o] if o >= 0 else None
+        coded = opt is not None and opt.method != "allreduce"
+        chan = opt.channel_seconds if opt is not None else float(sfb_chan[g])
+        ready = 0.0
+        for k in ks.tolist():
+            q = si.enc_of_pair[si.pair_of[g, k]]
+            if coded:
+                s = max(enc_free[k], F[p, k])
+                e[q] = s
+                enc_free[k] = s + opt.encode_seconds[k]  # type: ignore[union-attr]
+                ready = max(ready, enc_free[k])
+            else:
+                if q >= 0:
+                    e[q] = enc_free[k]
+                ready = max(ready, F[p, k])
+        start = max(chan_free, ready)
+        c[g] = start
+        chan_free = start + chan
+        for k in ks.tolist():
+            work = cd.update_seconds[g, k] + tree_work[g, k] + (opt.decode_seconds[k] if opt is not None else 0.0)
+            s = max(sync_free[k], chan_free, End[k])
+            u[si.pair_of[g, k]] = s
+            sync_free[k] = s + work
+    T = float(max(End.max(initial=0.0), sync_free.max(initial=0.0), chan_free))
+    return {"iteration": T, "channel_start": c, "encode_start": e, "sync_start": u, "broadcast": b}
+
+
+def warm_vector(model: Model, inst: CompressionInstance, data: dict[str, Any], ch: Choice) -> np.ndarray:
+    """A full solution vector of the codec_select model for fixed choices."""
+    cd, si = data["cd"], data["si"]
+    sched = least_schedule(inst, ch, data)
+    vals: dict[str, np.ndarray] = {
+        "duplicate": (ch.dup[si.elig]).astype(float),
+        "broadcast": sched["broadcast"],
+        "method": np.zeros(len(cd.options)),
+        "channel_start": sched["channel_start"],
+        "encode_start": sched["encode_start"],
+        "sync_start": sched["sync_start"],
+        "iteration": np.array([sched["iteration"]]),
+    }
+    has = ch.option >= 0
+    vals["method"][ch.option[has]] = 1.0
+    a, bb, free = data["pairs"]
+    pos = np.empty(cd.n_gradients, dtype=np.int64)
+    pos[ch.order] = np.arange(ch.order.size)
+    vals["order"] = (pos[a] < pos[bb])[free].astype(float)
+    out = np.zeros(model.num_vars)
+    for name, blk in model.var_blocks.items():
+        out[blk.start : blk.stop] = np.asarray(vals[name], dtype=float).reshape(-1)
+    return out
+
+
+def decode_choice(inst: CompressionInstance, result: SolverResult, data: dict[str, Any]) -> Choice:
+    cd, si = data["cd"], data["si"]
+    vb = result.values_by_block
+    dup = np.zeros(cd.n_ops, dtype=bool)
+    dup[si.elig[vb["duplicate"] > 0.5]] = True
+    option = np.full(cd.n_gradients, -1, dtype=np.int64)
+    zval = vb["method"]
+    for g in range(cd.n_gradients):
+        if dup[cd.grad_op[g]]:
+            continue
+        opts = np.flatnonzero(si.opt_grad == g)
+        option[g] = opts[int(np.argmax(zval[opts]))]
+    a, bb, free = data["pairs"]
+    before = np.ones(a.size, dtype=bool)
+    before[free] = vb["order"] > 0.5
+    preds = np.zeros(cd.n_gradients)
+    np.add.at(preds, bb, before.astype(float))
+    np.add.at(preds, a, (~before).astype(float))
+    order = np.lexsort((np.arange(cd.n_gradients), vb["channel_start"], preds))
+    return Choice(dup, option, order)
+
+
+def choice_to_plan(inst: CompressionInstance, ch: Choice) -> CompressionPlan:
+    cd = cost_data(inst)
+    methods = ["sfb" if ch.option[g] < 0 else cd.options[int(ch.option[g])].method for g in range(cd.n_gradients)]
+    return make_plan(inst, ch.dup, methods, ch.order.tolist())
+
+
+def fifo_order(inst: CompressionInstance) -> np.ndarray:
+    return np.lexsort((np.arange(inst.n_gradients), inst.grad_op))
+
+
+def choice_from_plan(inst: CompressionInstance, plan: CompressionPlan) -> Choice:
+    """The fixed choices of a plan (for warm starts); the order defaults to release order."""
+    cd = cost_data(inst)
+    dup = np.array([o.name in set(plan.duplicated) for o in inst.ops], dtype=bool)
+    option = np.full(cd.n_gradients, -1, dtype=np.int64)
+    for o_idx, opt in enumerate(cd.options):
+        if plan.sync[inst.gradients[opt.gradient].name] == opt.method:
+            option[opt.gradient] = o_idx
+    order = np.array([inst.gradient_index[n] for n in plan.order], dtype=np.int64) if plan.order is not None else fifo_order(inst)
+    return Choice(dup, option, order)
+
+
+def run_codec_select(inst: CompressionInstance, ctx: RunContext) -> Outcome:
+    """Solve the scheduling MILP, warm-started with the best of all-reduce, TAG's plan and the
+    greedy plan (each in release order); return the best plan found."""
+    from distplan.formulations.compression.baselines import allreduce_plan, greedy_plan
+    from distplan.formulations.compression.tag import DEFAULT_ALPHA, min_cut_duplicated, plan_from_duplicated, run_tag_sfb
+
+    inst.check_base_memory()
+    window = ctx.param("window", None)
+    candidates: dict[str, CompressionPlan] = {"allreduce_all": allreduce_plan(inst), "greedy_by_saving": greedy_plan(inst)}
+    if memory_can_bind(inst).any():
+        tag_ctx = RunContext(ctx.backend, ctx.options, {"relaxation": False})
+        tag_out = run_tag_sfb(inst, tag_ctx)
+        if tag_out.plan is not None:
+            candidates["tag_sfb"] = tag_out.plan
+    else:
+        dup, _, _ = min_cut_duplicated(inst, DEFAULT_ALPHA)
+        candidates["tag_sfb"] = plan_from_duplicated(inst, dup)
+    scored = {}
+    for name, plan in candidates.items():
+        ch = choice_from_plan(inst, plan)
+        scored[name] = (least_schedule(inst, ch)["iteration"], ch)
+    start_name = min(scored, key=lambda n: scored[n][0])
+    t0 = time.perf_counter()
+    model, data = build_model("codec_select", SELECT_BLOCKS, inst, {"window": window})
+    build = time.perf_counter() - t0
+    start = warm_vector(model, inst, data, scored[start_name][1])
+    res = ctx.solve_model(model, warm_start=start, build_seconds=build)
+    info: dict[str, Any] = {
+        "candidates": {n: v[0] for n, v in scored.items()},
+        "warm_start": start_name,
+        "window": window,
+        "order_binaries": int(model.var_blocks["order"].stop - model.var_blocks["order"].start),
+        "milp_objective": res.objective,
+        "milp_bound": res.bound,
+    }
+    exact = window is None or int(window) >= inst.n_gradients - 1
+    bounds = [Bound(res.bound, f"codec_select dual bound ({res.backend})")] if exact and res.bound is not None else []
+    best_name, (best_seconds, best_ch) = start_name, scored[start_name]
+    if res.has_solution:
+        ch = decode_choice(inst, res, data)
+        seconds = least_schedule(inst, ch, data)["iteration"]
+        info["milp_plan_iteration"] = seconds
+        if seconds <= best_seconds + 1e-12:
+            best_name, best_seconds, best_ch = "milp", seconds, ch
+    info["chosen"] = best_name
+    optimal = exact and res.termination is Termination.OPTIMAL and res.objective is not None and best_seconds <= res.objective + 1e-9 * max(1.0, abs(res.objective))
+    return Outcome(
+        plan=choice_to_plan(inst, best_ch),
+        bounds=bounds,
+        solver_results=list(ctx.solver_results),
+        claimed_objective=best_seconds,
+        proven_optimal=optimal,
+        info=info,
+    )

@@ -1,0 +1,441 @@
+"""Classic pipeline schedules as sequence generators: GPipe, 1F1B, interleaved 1F1B,
+ZB-H1 and ZB-H2.
+
+Each schedule fixes the order of operations on every device; start times are the
+earliest the dependencies (with their delays) and the orders allow (`common.asap`). On a
+device, the operations of one micro-batch are grouped in *units*: its forward blocks
+(F), its backward blocks (B, and with them the W blocks unless the schedule splits them)
+in the order of their dependency depth. Warm-up counts are derived from the placement:
+a device's 1F1B warm-up is the number of other devices its forward blocks feed (p-1-s for
+stage s of a plain pipeline); devices that share a multi-device block use one common
+warm-up so that the shared block has the same place in every sequence.
+
+References: GPipe (Huang et al., NeurIPS 2019); 1F1B (PipeDream-Flush, Narayanan et al.,
+ICML 2021); interleaved 1F1B (Narayanan et al., SC'21, Megatron's virtual-stage order);
+ZB-H1 / ZB-H2 (Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+
+import numpy as np
+
+from distplan.errors import InfeasibleError, InputError
+from distplan.formulations.pipeline.common import Orders, SequenceCycleError, asap, block_depth, check_capacity, memory_peaks
+from distplan.formulations.registry import Outcome, RunContext
+from distplan.models.pipeline import PipelineInstance, PipelinePlan, make_plan
+
+F, B, W = 0, 1, 2
+
+
+class DeviceUnits:
+    """Per device: the blocks of each unit kind, in dependency-depth order."""
+
+    def __init__(self, inst: PipelineInstance):
+        depth = block_depth(inst)
+        self.inst = inst
+        self.depth = depth
+        key = np.lexsort((np.arange(inst.n_blocks), depth))
+        rank = np.empty(inst.n_blocks, dtype=np.int64)
+        rank[key] = np.arange(inst.n_blocks)
+        self.rank = rank
+        self.blocks: list[dict[int, list[int]]] = []
+        for d in range(inst.n_devices):
+            on = [b for b in key.tolist() if inst.device_mask[b, d]]
+            self.blocks.append({r: [b for b in on if inst.role_code[b] == r] for r in (F, B, W)})
+
+    def unit(self, d: int, kinds: tuple[int, ...], m: int) -> list[int]:
+        """Operations of micro-batch ``m`` on device ``d`` of the given roles, in depth order."""
+        n = self.inst.micro_batches
+        blocks = sorted((b for r in kinds for b in self.blocks[d][r]), key=lambda b: self.rank[b])
+        return [b * n + m for b in blocks]
+
+
+def downstream_devices(inst: PipelineInstance) -> np.ndarray:
+    """(D,) number of other devices holding forward blocks reachable from the device's
+    forward blocks (the 1F1B warm-up of a plain pipeline's stage: p - 1 - s)."""
+    fwd = inst.role_code == F
+    out = np.zeros(inst.n_devices, dtype=np.int64)
+    for d in range(inst.n_devices):
+        mine = np.flatnonzero(fwd & inst.device_mask[:, d])
+        if mine.size == 0:
+            continue
+        reach = inst.reach[mine].any(axis=0) & fwd
+        devs = inst.device_mask[reach].any(axis=0)
+        devs[d] = False
+        out[d] = int(devs.sum())
+    return out
+
+
+def device_groups(inst: PipelineInstance) -> np.ndarray:
+    """(D,) group id: devices connected through multi-device blocks share a group."""
+    parent = list(range(inst.n_devices))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for b in range(inst.n_blocks):
+        devs = np.flatnonzero(inst.device_mask[b])
+        for d in devs[1:].tolist():
+            parent[find(int(d))] = find(int(devs[0]))
+    return np.array([find(d) for d in range(inst.n_devices)])
+
+
+def _group_max(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    out = values.copy()
+    for g in np.unique(groups):
+        out[groups == g] = values[groups == g].max()
+    return out
+
+
+def _pattern(queues: dict[str, list[list[int]]], tokens: list[str]) -> list[int]:
+    """Concatenate units popped from the named queues in token order (empty queues skip)."""
+    seq: list[int] = []
+    pos = dict.fromkeys(queues, 0)
+    for tok in tokens:
+        q = queues[tok]
+        if pos[tok] < len(q):
+            seq.extend(q[pos[tok]])
+            pos[tok] += 1
+    return seq
+
+
+# -- GPipe / 1F1B -----------------------------------------------------------------------------
+
+
+def gpipe_orders(inst: PipelineInstance) -> Orders:
+    """All forward units (micro-batch order), then all backward units."""
+    units = DeviceUnits(inst)
+    n = inst.micro_batches
+    orders: Orders = []
+    for d in range(inst.n_devices):
+        seq: list[int] = []
+        for m in range(n):
+            seq.extend(units.unit(d, (F,), m))
+        for m in range(n):
+            seq.extend(units.unit(d, (B, W), m))
+        orders.append(seq)
+    return orders
+
+
+def one_f_one_b_orders(inst: PipelineInstance, warmup: np.ndarray) -> Orders:
+    """``warmup[d]`` forward units, then one forward and one backward unit alternately,
+    then the remaining backward units."""
+    units = DeviceUnits(inst)
+    n = inst.micro_batches
+    orders: Orders = []
+    for d in range(inst.n_devices):
+        w = int(min(warmup[d], n))
+        queues = {"F": [units.unit(d, (F,), m) for m in range(n)], "B": [units.unit(d, (B, W), m) for m in range(n)]}
+        tokens = ["F"] * w + ["F", "B"] * (n - w) + ["B"] * w
+        orders.append(_pattern(queues, tokens))
+    return orders
+
+
+def _timed(inst: PipelineInstance, orders: Orders) -> np.ndarray:
+    return asap(inst, orders)
+
+
+def _fits(inst: PipelineInstance, orders: Orders) -> tuple[bool, np.ndarray]:
+    peaks = memory_peaks(inst, orders)
+    return bool(np.all(peaks <= inst.capacity * (1 + 1e-12) + 1e-12)), peaks
+
+
+def _memory_error(inst: PipelineInstance, name: str, peaks: np.ndarray) -> InfeasibleError:
+    cap = inst.capacity
+    d = int(np.argmax(peaks - cap))
+    return InfeasibleError(
+        f"{inst.name}: the {name} schedule needs memory {peaks[d]:.6g} on device {inst.devices[d]} "
+        f"(capacity {cap[d]:.6g}, over by {peaks[d] - cap[d]:.6g})",
+        details={"schedule": name, "peak_memory": {inst.devices[k]: float(peaks[k]) for k in range(inst.n_devices)}},
+    )
+
+
+def gpipe(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
+    orders = gpipe_orders(inst)
+    ok, peaks = _fits(inst, orders)
+    if not ok:
+        raise _memory_error(inst, "gpipe", peaks)
+    return _timed(inst, orders), {"schedule": "gpipe"}
+
+
+def one_f_one_b(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
+    """1F1B with the placement's warm-up; when memory is short the warm-up shrinks (all
+    devices together, down to one micro-batch in flight)."""
+    natural = _group_max(downstream_devices(inst), device_groups(inst))
+    warm = natural.copy()
+    while True:
+        candidates = [warm]
+        if np.ptp(warm) > 0:
+            candidates.append(np.full_like(warm, warm.min()))
+        for cand in candidates:
+            orders = one_f_one_b_orders(inst, cand)
+            ok, peaks = _fits(inst, orders)
+            if not ok:
+                continue
+            try:
+                return _timed(inst, orders), {"schedule": "1f1b", "warmup": [int(x) for x in cand]}
+            except SequenceCycleError:
+                continue
+        if warm.max() == 0:
+            orders = one_f_one_b_orders(inst, warm)
+            _, peaks = _fits(inst, orders)
+            raise _memory_error(inst, "1f1b", peaks)
+        warm = np.maximum(warm - 1, 0)
+
+
+# -- interleaved 1F1B (Megatron virtual stages) ------------------------------------------------
+
+
+def interleaved_orders(inst: PipelineInstance) -> tuple[Orders, int]:
+    """Megatron's interleaved order: forward virtual micro-batches in groups of p
+    micro-batches per chunk, backward with chunks reversed, warm-up
+    ``2 (p - r - 1) + (v - 1) p`` for the device of pipeline rank r."""
+    units = DeviceUnits(inst)
+    n, p = inst.micro_batches, inst.n_devices
+    counts = {(len(units.blocks[d][F]), len(units.blocks[d][B])) for d in range(p)}
+    if len(counts) != 1 or next(iter(counts))[0] != next(iter(counts))[1] or next(iter(counts))[0] < 1:
+        raise InputError(
+            "schedule", f"{inst.name}: interleaved 1F1B needs the same number of forward and backward chunks on every device",
+            "build the instance with make_pipeline('interleaved', ...)",
+        )
+    v = next(iter(counts))[0]
+    first_depth = np.array([units.depth[units.blocks[d][F][0]] for d in range(p)])
+    rank = np.empty(p, dtype=np.int64)
+    rank[np.argsort(first_depth, kind="stable")] = np.arange(p)
+    groups = [list(range(g, min(g + p, n))) for g in range(0, n, p)]
+    orders: Orders = []
+    for d in range(p):
+        fq: list[list[int]] = []
+        bq: list[list[int]] = []
+        fb = units.blocks[d][F]
+        bb = units.blocks[d][B]
+        wb = units.blocks[d][W]
+        for grp in groups:
+            for c in range(v):
+                for m in grp:
+                    fq.append([fb[c] * n + m])
+            for c in range(v):
+                for m in grp:
+                    ops = [bb[c] * n + m]
+                    ops += [w * n + m for w in wb if inst.reach[bb[c], w] and inst.device_mask[w, d]]
+                    bq.append(ops)
+        total = len(fq)
+        warm = min(2 * (p - int(rank[d]) - 1) + (v - 1) * p, total)
+        tokens = ["F"] * warm + ["F", "B"] * (total - warm) + ["B"] * warm
+        seq = _pattern({"F": fq, "B": bq}, tokens)
+        if wb:
+            listed = set(seq)
+            seq += [w * n + m for m in range(n) for w in wb if w * n + m not in listed]
+        orders.append(seq)
+    return orders, v
+
+
+def interleaved_1f1b(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
+    orders, v = interleaved_orders(inst)
+    ok, peaks = _fits(inst, orders)
+    if not ok:
+        raise _memory_error(inst, "interleaved_1f1b", peaks)
+    try:
+        start = _timed(inst, orders)
+    except SequenceCycleError:
+        raise InputError("schedule", f"{inst.name}: the interleaved order deadlocks on this placement", "use 1f1b") from None
+    return start, {"schedule": "interleaved_1f1b", "chunks": v}
+
+
+# -- Zero Bubble handcrafted schedules -----------------------------------------------------------
+
+
+def _need_split(inst: PipelineInstance, name: str) -> None:
+    if not np.any(inst.role_code == W):
+        raise InputError(
+            "schedule", f"{inst.name}: {name} needs backward blocks split into B and W", "build with make_pipeline(..., weight_time=...)"
+        )
+
+
+def zb_h1_orders(inst: PipelineInstance) -> Orders:
+    """ZB-H1 on stage i of p: p-i-1 warm-up F, then i times (F, B) with W deferred, then
+    (F, B, W) while forwards remain, then (B, W), then the remaining W (same in-flight
+    micro-batches as 1F1B; Qi et al. 2024, Sec. 2.1)."""
+    units = DeviceUnits(inst)
+    n = inst.micro_batches
+    down = _group_max(downstream_devices(inst), device_groups(inst))
+    p = int(down.max()) + 1
+    orders: Orders = []
+    for d in range(inst.n_devices):
+        i = p - 1 - int(down[d])
+        fq = [units.unit(d, (F,), m) for m in range(n)]
+        bq = [units.unit(d, (B,), m) for m in range(n)]
+        wq = [units.unit(d, (W,), m) for m in range(n)]
+        seq: list[int] = []
+        f = b = w = 0
+        for _ in range(p - i - 1):
+            if f < n:
+                seq += fq[f]
+                f += 1
+        for _ in range(i):
+            if f < n:
+                seq += fq[f] + bq[b]
+                f += 1
+                b += 1
+        while f < n:
+            seq += fq[f] + bq[b] + wq[w]
+            f += 1
+            b += 1
+            w += 1
+        while b < n:
+            seq += bq[b] + wq[w]
+            b += 1
+            w += 1
+        while w < n:
+            seq += wq[w]
+            w += 1
+        orders.append(seq)
+    return orders
+
+
+def zb_h1(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
+    _need_split(inst, "zb_h1")
+    orders = zb_h1_orders(inst)
+    ok, peaks = _fits(inst, orders)
+    if not ok:
+        raise _memory_error(inst, "zb_h1", peaks)
+    try:
+        start = _timed(inst, orders)
+    except SequenceCycleError:
+        raise InputError("schedule", f"{inst.name}: the ZB-H1 order deadlocks on this placement", "use 1f1b") from None
+    return start, {"schedule": "zb_h1"}
+
+
+def greedy(
+    inst: PipelineInstance,
+    priority: Callable[[int, int], tuple],
+    limit: np.ndarray,
+) -> np.ndarray:
+    """Event-driven list scheduling of single-device blocks: whenever a device is free it
+    starts its ready operation of best ``priority(block, micro)`` whose memory fits under
+    ``limit`` (bytes per device); each block runs its micro-batches in order."""
+    n, nb = inst.micro_batches, inst.n_blocks
+    if np.any(inst.device_mask.sum(axis=1) != 1):
+        raise InputError("schedule", f"{inst.name}: this greedy schedule needs every block on one device", "use 1f1b")
+    dev_of = inst.device_mask.argmax(axis=1)
+    src, dst, lag = inst.edges
+    preds: list[list[tuple[int, float]]] = [[] for _ in range(nb)]
+    for a, b, g in zip(src.tolist(), dst.tolist(), lag.tolist()):
+        preds[b].append((a, g))
+    start = np.full((nb, n), np.nan)
+    nxt = np.zeros(nb, dtype=np.int64)
+    free_at = np.zeros(inst.n_devices)
+    mem = np.zeros(inst.n_devices)
+    dur = inst.duration
+    on_dev = [np.flatnonzero(dev_of == d).tolist() for d in range(inst.n_devices)]
+    events = [0.0]
+    done = 0
+    t = 0.0
+    while done < nb * n:
+        if not events:
+            raise InfeasibleError(f"{inst.name}: the greedy schedule deadlocks under the memory limit", details={})
+        t = heapq.heappop(events)
+        while events and events[0] <= t + 1e-12:
+            heapq.heappop(events)
+        for d in range(inst.n_devices):
+            if free_at[d] > t + 1e-12:
+                continue
+            best = None
+            for b in on_dev[d]:
+                m = int(nxt[b])
+                if m >= n:
+                    continue
+                ready = 0.0
+                ok = True
+                for a, g in preds[b]:
+                    if np.isnan(start[a, m]):
+                        ok = False
+                        break
+                    ready = max(ready, start[a, m] + dur[a] + g)
+                if not ok:
+                    continue
+                if ready > t + 1e-12:
+                    heapq.heappush(events, ready)
+                    continue
+                if inst.memory[b] > 0 and mem[d] + inst.memory[b] > limit[d] + 1e-12:
+                    continue
+                key = priority(b, m)
+                if best is None or key < best[0]:
+                    best = (key, b, m)
+            if best is not None:
+                _, b, m = best
+                start[b, m] = t
+                nxt[b] += 1
+                mem[d] += inst.memory[b]
+                free_at[d] = t + dur[b]
+                heapq.heappush(events, free_at[d])
+                done += 1
+    return start
+
+
+def zb_h2(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
+    """ZB-H2: up to 2p-1 micro-batches in flight per device (Qi et al. 2024, Sec. 2.2):
+    every free device starts a ready B first, else a forward while its memory stays
+    within (2p-1) micro-batches' activations, else a deferred W (filling the tail)."""
+    _need_split(inst, "zb_h2")
+    down = _group_max(downstream_devices(inst), device_groups(inst))
+    p = int(down.max()) + 1
+    fwd_mem = np.array([inst.memory[(inst.role_code == F) & inst.device_mask[:, d]].clip(min=0).sum() for d in range(inst.n_devices)])
+    limit = np.minimum(inst.capacity, (2 * p - 1) * fwd_mem)
+    rank = {F: 1, B: 0, W: 2}
+    start = greedy(inst, lambda b, m: (rank[int(inst.role_code[b])], m, b), limit)
+    orders = _orders_of(inst, start)
+    return asap(inst, orders), {"schedule": "zb_h2"}
+
+
+def _orders_of(inst: PipelineInstance, start: np.ndarray) -> Orders:
+    from distplan.formulations.pipeline.common import orders_from_starts
+
+    return orders_from_starts(inst, start)
+
+
+SCHEDULES: dict[str, Callable[[PipelineInstance], tuple[np.ndarray, dict]]] = {
+    "gpipe": gpipe,
+    "1f1b": one_f_one_b,
+    "interleaved_1f1b": interleaved_1f1b,
+    "zb_h1": zb_h1,
+    "zb_h2": zb_h2,
+}
+
+
+def baseline_plan(inst: PipelineInstance, name: str) -> PipelinePlan:
+    """The plan of one classic schedule (raises when it does not fit in memory)."""
+    check_capacity(inst)
+    start, info = SCHEDULES[name](inst)
+    start = start - start.min()
+    return make_plan(inst, start, info)
+
+
+def best_baseline(inst: PipelineInstance) -> tuple[str, PipelinePlan] | None:
+    """The classic schedule with the least objective that fits in memory (or None)."""
+    from distplan.models.pipeline import evaluate
+
+    best: tuple[float, str, PipelinePlan] | None = None
+    for name in SCHEDULES:
+        try:
+            plan = baseline_plan(inst, name)
+        except (InfeasibleError, InputError):
+            continue
+        chk = evaluate(inst, plan)
+        if chk.feasible and (best is None or chk.objective < best[0] - 1e-12):
+            best = (chk.objective, name, plan)
+    return None if best is None else (best[1], best[2])
+
+
+def make_run(name: str) -> Callable[[PipelineInstance, RunContext], Outcome]:
+    def run(inst: PipelineInstance, ctx: RunContext) -> Outcome:
+        return Outcome(plan=baseline_plan(inst, name))
+
+    run.__name__ = f"run_{name}"
+    return run

@@ -1,0 +1,218 @@
+"""Shared machinery of the pipeline formulations: operations, device sequences, timing.
+
+An *operation* is one (block, micro-batch) pair, numbered ``op = block * N + micro``.
+A schedule is represented by one sequence of operations per device (a block on several
+devices appears in each of their sequences); `asap` turns sequences into the earliest
+start times that respect dependencies (with their delays) and the sequences, and
+`retime` picks the times that are optimal for the instance's objective given the
+sequences (earliest starts for the makespan, an LP for the longest device span).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from distplan.errors import InfeasibleError
+from distplan.formulations.model import Model
+from distplan.formulations.registry import RunContext
+from distplan.models.pipeline import PipelineInstance
+
+Orders = list[list[int]]
+
+
+class SequenceCycleError(ValueError):
+    """Device sequences that contradict the dependencies (a schedule would deadlock)."""
+
+
+@dataclass
+class OpArcs:
+    """Precedence arcs between operations: ``start[dst] >= start[src] + gap`` (seconds)."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    gap: np.ndarray
+
+
+def op_index(inst: PipelineInstance, block: int | np.ndarray, micro: int | np.ndarray) -> np.ndarray:
+    return np.asarray(block) * inst.micro_batches + np.asarray(micro)
+
+
+def dependency_arcs(inst: PipelineInstance, micro_batches: int | None = None) -> OpArcs:
+    """Dependency arcs of every micro-batch (gap = duration of the source + delay)."""
+    n = inst.micro_batches if micro_batches is None else micro_batches
+    src, dst, lag = inst.edges
+    m = np.arange(n)
+    s = (src[:, None] * n + m[None, :]).reshape(-1)
+    t = (dst[:, None] * n + m[None, :]).reshape(-1)
+    g = np.repeat(inst.duration[src] + lag, n)
+    return OpArcs(s, t, g)
+
+
+def block_depth(inst: PipelineInstance) -> np.ndarray:
+    """(B,) earliest start (seconds) of each block when one micro-batch runs alone with
+    unlimited devices: the longest dependency path (durations + delays) to the block."""
+    src, dst, lag = inst.edges
+    depth = np.zeros(inst.n_blocks)
+    preds: list[list[tuple[int, float]]] = [[] for _ in range(inst.n_blocks)]
+    for a, b, d in zip(src.tolist(), dst.tolist(), lag.tolist()):
+        preds[b].append((a, d))
+    for v in inst.topo_order.tolist():
+        for a, d in preds[v]:
+            depth[v] = max(depth[v], depth[a] + inst.duration[a] + d)
+    return depth
+
+
+def block_tail(inst: PipelineInstance) -> np.ndarray:
+    """(B,) least time (seconds) from a block's end to the end of its micro-batch."""
+    src, dst, lag = inst.edges
+    tail = np.zeros(inst.n_blocks)
+    succ: list[list[tuple[int, float]]] = [[] for _ in range(inst.n_blocks)]
+    for a, b, d in zip(src.tolist(), dst.tolist(), lag.tolist()):
+        succ[a].append((b, d))
+    for v in inst.topo_order[::-1].tolist():
+        for b, d in succ[v]:
+            tail[v] = max(tail[v], d + inst.duration[b] + tail[b])
+    return tail
+
+
+def asap(inst: PipelineInstance, orders: Orders, release: np.ndarray | None = None) -> np.ndarray:
+    """Earliest start times (B, N) in seconds for the given device sequences.
+
+    Every operation must appear in the sequence of each device of its block. Raises
+    `SequenceCycleError` when the sequences and the dependencies form a cycle.
+    """
+    nb, n = inst.n_blocks, inst.micro_batches
+    nops = nb * n
+    arcs = dependency_arcs(inst)
+    src = [arcs.src]
+    dst = [arcs.dst]
+    gap = [arcs.gap]
+    dur_op = np.repeat(inst.duration, n)
+    for seq in orders:
+        if len(seq) > 1:
+            a = np.asarray(seq[:-1], dtype=np.int64)
+            b = np.asarray(seq[1:], dtype=np.int64)
+            src.append(a)
+            dst.append(b)
+            gap.append(dur_op[a])
+    s_all = np.concatenate(src)
+    d_all = np.concatenate(dst)
+    g_all = np.concatenate(gap)
+    start = np.zeros(nops) if release is None else np.asarray(release, dtype=float).reshape(-1).copy()
+    order = np.argsort(s_all, kind="stable")
+    s_all, d_all, g_all = s_all[order], d_all[order], g_all[order]
+    ptr = np.searchsorted(s_all, np.arange(nops + 1))
+    indeg = np.bincount(d_all, minlength=nops)
+    stack = list(np.flatnonzero(indeg == 0)[::-1])
+    done = 0
+    d_list = d_all.tolist()
+    g_list = g_all.tolist()
+    st = start.tolist()
+    indeg_l = indeg.tolist()
+    while stack:
+        v = stack.pop()
+        done += 1
+        sv = st[v]
+        for k in range(ptr[v], ptr[v + 1]):
+            w = d_list[k]
+            cand = sv + g_list[k]
+            if cand > st[w]:
+                st[w] = cand
+            indeg_l[w] -= 1
+            if indeg_l[w] == 0:
+                stack.append(w)
+    if done < nops:
+        raise SequenceCycleError("the device sequences contradict the dependencies (the schedule would deadlock)")
+    return np.asarray(st).reshape(nb, n)
+
+
+def orders_from_starts(inst: PipelineInstance, start: np.ndarray) -> Orders:
+    """Per device, the operations sorted by start time (ties by block topological rank)."""
+    n = inst.micro_batches
+    rank = np.empty(inst.n_blocks, dtype=np.int64)
+    rank[inst.topo_order] = np.arange(inst.n_blocks)
+    out: Orders = []
+    flat = np.asarray(start, dtype=float).reshape(-1)
+    for d in range(inst.n_devices):
+        blocks = np.flatnonzero(inst.device_mask[:, d])
+        ops = (blocks[:, None] * n + np.arange(n)[None, :]).reshape(-1)
+        key = np.lexsort((rank[ops // n], flat[ops]))
+        out.append(ops[key].tolist())
+    return out
+
+
+def memory_peaks(inst: PipelineInstance, orders: Orders) -> np.ndarray:
+    """(D,) peak of the memory prefix (bytes) along each device sequence."""
+    n = inst.micro_batches
+    peaks = np.zeros(inst.n_devices)
+    for d, seq in enumerate(orders):
+        if seq:
+            pref = np.cumsum(inst.memory[np.asarray(seq) // n])
+            peaks[d] = max(0.0, float(pref.max()))
+    return peaks
+
+
+def check_capacity(inst: PipelineInstance) -> None:
+    """Raise `InfeasibleError` when a device's capacity is below the least memory any
+    schedule needs there (one micro-batch at a time, best order)."""
+    need, exact = inst.minimum_memory()
+    cap = inst.capacity
+    short = [(d, need[d], cap[d]) for d in range(inst.n_devices) if exact[d] and need[d] > cap[d] * (1 + 1e-12) + 1e-12]
+    if short:
+        parts = [f"device {inst.devices[d]} needs at least {nd:.6g} (capacity {cd:.6g}, short by {nd - cd:.6g})" for d, nd, cd in short]
+        raise InfeasibleError(
+            f"{inst.name}: memory capacity below what any schedule needs: " + "; ".join(parts),
+            details={
+                "minimum_memory": {inst.devices[d]: float(need[d]) for d in range(inst.n_devices)},
+                "capacity": {inst.devices[d]: (float(cap[d]) if math.isfinite(cap[d]) else None) for d in range(inst.n_devices)},
+            },
+        )
+
+
+def integral_data(inst: PipelineInstance) -> bool:
+    """True when all durations and delays are integers (then optimal times are integers)."""
+    _, _, lag = inst.edges
+    vals = np.concatenate([inst.duration, lag])
+    return bool(np.all(np.abs(vals - np.round(vals)) < 1e-12))
+
+
+def retime(inst: PipelineInstance, orders: Orders, ctx: RunContext | None = None) -> np.ndarray:
+    """Start times (B, N) optimal for the instance objective given the device sequences.
+
+    Makespan: the earliest starts. Longest device span: an LP over the start times with
+    the sequences fixed (solved on the context's backend); without a context, earliest.
+    """
+    start = asap(inst, orders)
+    if inst.objective != "device_span" or ctx is None:
+        return start
+    n = inst.micro_batches
+    nops = inst.n_blocks * n
+    arcs = dependency_arcs(inst)
+    dur_op = np.repeat(inst.duration, n)
+    seq_src = np.concatenate([np.asarray(s[:-1], dtype=np.int64) for s in orders if len(s) > 1] or [np.zeros(0, np.int64)])
+    seq_dst = np.concatenate([np.asarray(s[1:], dtype=np.int64) for s in orders if len(s) > 1] or [np.zeros(0, np.int64)])
+    src = np.concatenate([arcs.src, seq_src])
+    dst = np.concatenate([arcs.dst, seq_dst])
+    gap = np.concatenate([arcs.gap, dur_op[seq_src]])
+    horizon = float((start + inst.duration[:, None]).max())
+    from distplan.formulations.blocks.scheduling import precedence_with_lag
+
+    model = Model(f"{inst.name}-retime")
+    s = model.add_vars("start", nops, lb=0.0, ub=horizon)
+    precedence_with_lag(model, s, src, dst, gap, "precedence")
+    firsts = np.array([seq[0] for seq in orders if seq])
+    lasts = np.array([seq[-1] for seq in orders if seq])
+    span = model.add_vars("span", (), lb=0.0)
+    model.add_constraints("device-span", s[lasts] - s[firsts] + dur_op[lasts] - span <= 0)
+    model.minimize(span)
+    warm = model.vector({"start": start.reshape(-1), "span": float(np.max(start.reshape(-1)[lasts] + dur_op[lasts] - start.reshape(-1)[firsts]))})
+    res = ctx.solve_model(model, warm_start=warm)
+    if res.values is None:
+        return start
+    lp = np.asarray(res.values_by_block["start"], dtype=float)
+    # snap to the exact longest-path times of the LP's own tight arcs: keep LP times, but
+    # re-run the earliest-start pass from them as release times so every arc holds exactly.
+    return asap(inst, orders, release=lp)

@@ -1,0 +1,326 @@
+"""Alpa's intra-operator sharding ILP, built from vectorized blocks.
+
+Zheng et al., "Alpa: Automating Inter- and Intra-Operator Parallelism for Distributed
+Deep Learning", OSDI 2022, section 4 (the formulation of XLA's auto-sharding solver):
+
+    min  sum_i s_i . (c_i)  +  sum_(i,j) e_ij . r_ij
+    s.t. sum_p s_i[p] = 1                          (one strategy per node)
+         sum_(p,q) e_ij[p,q] = 1                   (one strategy pair per edge)
+         sum_q e_ij[p,q] <= s_i[p],  sum_p e_ij[p,q] <= s_j[q]   (e_ij = s_i s_j^T)
+         sum_i s_i . m_i <= M                      (memory per device)
+
+``s`` is binary; ``e`` may stay continuous (with binary ``s`` the rows force the product).
+Nodes with one strategy are constants (their edges become node costs of the other end);
+choices of infinite cost are fixed to 0. The memory row moves every node's smallest
+memory to the right-hand side (as XLA does) and is checked before solving: memory is a
+sum of per-node terms, so the plan of least memory is known exactly and an infeasible
+budget is reported with the shortfall. The objective is scaled to microseconds and the
+memory row to GiB for the solver; results are reported in seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from distplan.errors import InfeasibleError
+from distplan.formulations.model import Model, linear_sum
+from distplan.formulations.registry import Bound, Formulation, Outcome, RunContext
+from distplan.formulations.sharding.costgraph import CostGraph, build_cost_graph
+from distplan.models.sharding import GB, TIGHTEST_POINT, ShardingInstance, ShardingPlan
+from distplan.solvers.result import SolverResult, Termination
+
+#: objective coefficients are microseconds
+OBJECTIVE_SCALE = 1e6
+#: memory row coefficients are GiB
+MEMORY_SCALE = 1.0 / 1024**3
+#: costs at or above this many seconds count as infinite (never chosen)
+INFINITE_SECONDS = 1e9
+#: relative MIP gap used when the caller sets none (the formulation is exact)
+DEFAULT_MIP_GAP = 1e-9
+REFERENCE = "Zheng et al., Alpa, OSDI 2022 (intra-operator pass; XLA auto-sharding solver)"
+
+
+class FoldedSharding:
+    """A folded sharding problem: the cost graph over representatives (kind ``sharding``).
+
+    Produced by the folder registered for ``solve(..., fold=True)``; `alpa_ilp` solves it
+    like any instance and the folder unfolds the plan."""
+
+    kind = "sharding"
+
+    def __init__(self, graph: CostGraph, original: ShardingInstance, stats: dict[str, Any]):
+        self.graph = graph
+        self.original = original
+        self.name = original.name
+        self.stats = stats
+
+
+def graph_of(instance: ShardingInstance | FoldedSharding) -> CostGraph:
+    return instance.graph if isinstance(instance, FoldedSharding) else build_cost_graph(instance)
+
+
+# -- blocks ---------------------------------------------------------------------------------
+
+def cost_graph_block(model: Model, instance: Any, data: dict[str, Any]) -> None:
+    """Build (or take) the cost graph; flatten node vectors into arrays."""
+    if "graph" not in data:
+        data["graph"] = graph_of(instance)
+    g: CostGraph = data["graph"]
+    sizes = g.strategy_counts()
+    offset = np.concatenate([[0], np.cumsum(sizes)])
+    data["sizes"] = sizes
+    data["node_offset"] = offset
+    data["flat_cost"] = np.concatenate(g.node_cost) if g.num_nodes else np.zeros(0)
+    data["flat_memory"] = np.concatenate(g.node_memory) if g.num_nodes else np.zeros(0)
+    data["flat_node"] = np.repeat(np.arange(g.num_nodes), sizes)
+    data["constant"] = 0.0
+
+
+def _edge_entries(g: CostGraph, sizes: np.ndarray) -> dict[str, np.ndarray]:
+    """Every entry of every edge matrix as flat arrays: edge id, row p, column q, cost."""
+    nu, nv = sizes[g.edge_u], sizes[g.edge_v]
+    count = nu * nv
+    edge = np.repeat(np.arange(len(count)), count)
+    start = np.concatenate([[0], np.cumsum(count)])[:-1]
+    local = np.arange(int(count.sum())) - np.repeat(start, count)
+    p = local // np.repeat(nv, count)
+    q = local % np.repeat(nv, count)
+    cost = np.concatenate([m.ravel() for m in g.edge_cost]) if g.edge_cost else np.zeros(0)
+    return {"edge": edge, "p": p, "q": q, "cost": cost}
+
+
+def node_choice_block(model: Model, instance: Any, data: dict[str, Any]) -> None:
+    """One-hot strategy vector ``s`` for every node with more than one strategy.
+
+    Edges with a single-strategy end are folded into the other end's cost vector here."""
+    g: CostGraph = data["graph"]
+    sizes, offset = data["sizes"], data["node_offset"]
+    cost = data["flat_cost"].copy()
+    ent = _edge_entries(g, sizes)
+    free = sizes > 1
+    eu, ev = g.edge_u[ent["edge"]], g.edge_v[ent["edge"]]
+    fu, fv = free[eu], free[ev]
+    to_v = ~fu & fv
+    np.add.at(cost, offset[ev[to_v]] + ent["q"][to_v], ent["cost"][to_v])
+    to_u = fu & ~fv
+    np.add.at(cost, offset[eu[to_u]] + ent["p"][to_u], ent["cost"][to_u])
+    both_fixed = ~fu & ~fv
+    data["constant"] += float(ent["cost"][both_fixed].sum())
+    fixed_nodes = np.flatnonzero(~free)
+    data["constant"] += float(cost[offset[fixed_nodes]].sum())
+    if not np.isfinite(data["constant"]) or data["constant"] >= INFINITE_SECONDS:
+        raise InfeasibleError(f"{g.name}: two single-strategy ops are joined by a resharding that is not allowed (mesh.all_to_all false)")
+
+    flat_free = free[data["flat_node"]]
+    s_cost = cost[flat_free]
+    s_node = data["flat_node"][flat_free]
+    infinite = ~np.isfinite(s_cost) | (s_cost >= INFINITE_SECONDS)
+    if infinite.any():
+        blocked = np.bincount(s_node[infinite], minlength=g.num_nodes)
+        dead = np.flatnonzero((blocked == sizes) & free)
+        if dead.size:
+            op = g.instance.ops[g.node_ops[int(dead[0])][0]].name
+            raise InfeasibleError(f"{g.name}: every strategy of op {op!r} needs a resharding this mesh does not allow")
+    s_cost = np.where(infinite, 0.0, s_cost)
+    n_free = int(flat_free.sum())
+    relax = bool(data["params"].get("relax", False))
+    s = model.add_vars("s", n_free, lb=0, ub=np.where(infinite, 0.0, 1.0), vtype="continuous" if relax else "binary")
+    free_ids = np.flatnonzero(free)
+    rank = np.full(g.num_nodes, -1)
+    rank[free_ids] = np.arange(free_ids.size)
+    model.add_constraints("one-strategy", s.group_sum(rank[s_node], free_ids.size) == 1)
+    s_offset = np.zeros(g.num_nodes, dtype=np.int64)
+    s_offset[free_ids] = np.concatenate([[0], np.cumsum(sizes[free_ids])])[:-1]
+    data.update(s=s, s_cost=s_cost, s_node=s_node, s_offset=s_offset, free=free, edge_entries=ent)
+
+
+def edge_product_block(model: Model, instance: Any, data: dict[str, Any]) -> None:
+    """Edge variables ``e`` linearizing s_i s_j^T for edges whose ends are both free."""
+    g: CostGraph = data["graph"]
+    sizes, free, ent = data["sizes"], data["free"], data["edge_entries"]
+    s: Any = data["s"]
+    keep_edge = free[g.edge_u] & free[g.edge_v]
+    kept = np.flatnonzero(keep_edge)
+    mask = keep_edge[ent["edge"]]
+    edge = ent["edge"][mask]
+    p, q, cost = ent["p"][mask], ent["q"][mask], ent["cost"][mask]
+    n_e = int(mask.sum())
+    infinite = ~np.isfinite(cost) | (cost >= INFINITE_SECONDS)
+    e = model.add_vars("e", n_e, lb=0, ub=np.where(infinite, 0.0, 1.0), vtype="continuous")
+    data.update(e=e, e_cost=np.where(infinite, 0.0, cost))
+    if n_e == 0:
+        return
+    rank = np.full(len(g.edge_u), -1)
+    rank[kept] = np.arange(kept.size)
+    r = rank[edge]
+    n_s = s.size
+    ncols = model.num_vars
+    e_col = e.index.reshape(-1)
+    s_col = s.index.reshape(-1)
+    model.add_constraints("edge-one", linear_sum(e_col, np.ones(n_e), r, kept.size, ncols) == 1)
+    su, sv = sizes[g.edge_u[kept]], sizes[g.edge_v[kept]]
+    row_start_u = np.concatenate([[0], np.cumsum(su)])[:-1]
+    row_start_v = np.concatenate([[0], np.cumsum(sv)])[:-1]
+    # sum_q e[p, q] - s_u[p] <= 0
+    rows_u = row_start_u[r] + p
+    own_u = np.arange(int(su.sum())) - np.repeat(row_start_u, su)
+    s_u = s_col[data["s_offset"][np.repeat(g.edge_u[kept], su)] + own_u]
+    cols = np.concatenate([e_col, s_u])
+    coeffs = np.concatenate([np.ones(n_e), -np.ones(s_u.size)])
+    rows = np.concatenate([rows_u, np.arange(int(su.sum()))])
+    model.add_constraints("edge-row", linear_sum(cols, coeffs, rows, int(su.sum()), ncols) <= 0)
+    rows_v = row_start_v[r] + q
+    own_v = np.arange(int(sv.sum())) - np.repeat(row_start_v, sv)
+    s_v = s_col[data["s_offset"][np.repeat(g.edge_v[kept], sv)] + own_v]
+    cols = np.concatenate([e_col, s_v])
+    coeffs = np.concatenate([np.ones(n_e), -np.ones(s_v.size)])
+    rows = np.concatenate([rows_v, np.arange(int(sv.sum()))])
+    model.add_constraints("edge-col", linear_sum(cols, coeffs, rows, int(sv.sum()), ncols) <= 0)
+    del n_s
+
+
+def memory_shortfall(g: CostGraph) -> tuple[float, float, list[tuple[float, str]]]:
+    """(least memory per device over all plans, budget, largest per-node minimums), bytes."""
+    least = [float(np.min(m[np.isfinite(c) & (c < INFINITE_SECONDS)])) if m.size else 0.0 for m, c in zip(g.node_memory, g.node_cost)]
+    names = [g.instance.ops[ops[0]].name + (f" (x{int(k)} copies)" if k > 1 else "") for ops, k in zip(g.node_ops, g.multiplicity)]
+    top = sorted(zip(least, names), reverse=True)[:3]
+    return float(sum(least)), g.memory_budget, top
+
+
+def memory_block(model: Model, instance: Any, data: dict[str, Any]) -> None:
+    """The per-device memory row at the tightest point (end of the forward pass)."""
+    g: CostGraph = data["graph"]
+    least, budget, top = memory_shortfall(g)
+    if least > budget * (1 + 1e-12):
+        inst = g.instance
+        mesh = "x".join(str(x) for x in inst.mesh.shape)
+        raise InfeasibleError(
+            f"{g.name}: memory: device 0 (like every device of the {mesh} mesh of {inst.mesh.device}; shards are equal) "
+            f"needs at least {least / GB:.3f} GB at {TIGHTEST_POINT} even with the most memory-saving strategy of every op, "
+            f"but has {budget / GB:.3f} GB: {(least - budget) / GB:.3f} GB missing. "
+            f"Largest needs: {', '.join(f'{n} {m / GB:.3f} GB' for m, n in top)}",
+            details={"device": 0, "point": "end of forward", "needed_bytes": least, "budget_bytes": budget, "missing_bytes": least - budget},
+        )
+    s: Any = data["s"]
+    if s.size == 0:
+        return
+    mem = data["flat_memory"]
+    node_min = np.array([float(np.min(m)) for m in g.node_memory])
+    free = data["free"]
+    flat_free = free[data["flat_node"]]
+    coeff = (mem[flat_free] - node_min[data["s_node"]]) * MEMORY_SCALE
+    rhs = (budget - float(node_min.sum())) * MEMORY_SCALE
+    model.add_constraints("memory", (s * coeff).sum() <= rhs)
+    data["memory_rhs_gib"] = rhs
+
+
+def objective_block(model: Model, instance: Any, data: dict[str, Any]) -> None:
+    """Node costs + edge resharding costs (+ constants), in microseconds."""
+    s: Any = data["s"]
+    e: Any = data["e"]
+    expr = (s * (data["s_cost"] * OBJECTIVE_SCALE)).sum() + data["constant"] * OBJECTIVE_SCALE
+    if e.size:
+        expr = expr + (e * (data["e_cost"] * OBJECTIVE_SCALE)).sum()
+    model.minimize(expr)
+
+
+BLOCKS = (cost_graph_block, node_choice_block, edge_product_block, memory_block, objective_block)
+
+
+def build_sharding_model(graph: CostGraph, *, relax: bool = False, name: str = "alpa_ilp") -> tuple[Model, dict[str, Any]]:
+    """Assemble the ILP (or its LP relaxation) of a cost graph from the blocks."""
+    model = Model(name)
+    data: dict[str, Any] = {"params": {"relax": relax}, "graph": graph}
+    for block in BLOCKS:
+        block(model, None, data)
+    return model, data
+
+
+def decode_choice(result: SolverResult, data: dict[str, Any]) -> np.ndarray:
+    """Strategy index per node: argmax of each node's ``s`` segment (0 for fixed nodes)."""
+    g: CostGraph = data["graph"]
+    choice = np.zeros(g.num_nodes, dtype=np.int64)
+    values = result.values_by_block.get("s")
+    if values is None or values.size == 0:
+        return choice
+    node = data["s_node"]
+    order = np.lexsort((-values, node))
+    first = np.concatenate([[True], node[order][1:] != node[order][:-1]])
+    best = order[first]
+    nodes = node[best]
+    choice[nodes] = best - data["s_offset"][nodes]
+    return choice
+
+
+def is_integral(result: SolverResult, tol: float = 1e-6) -> bool:
+    values = result.values_by_block.get("s")
+    return values is None or bool(np.all(np.minimum(np.abs(values), np.abs(1 - values)) <= tol))
+
+
+def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seconds: float, name: str) -> tuple[SolverResult | None, np.ndarray | None, dict[str, Any]]:
+    """Solve the ILP of a cost graph (optionally its LP relaxation first). Returns the
+    deciding solver result, the strategy index per node (None without a solution) and
+    information (LP relaxation objective and integrality, bounds in seconds)."""
+    if ctx.options.mip_gap is None:
+        ctx.options = ctx.options.with_(mip_gap=DEFAULT_MIP_GAP)
+    info: dict[str, Any] = {}
+    if lp_first:
+        t0 = time.perf_counter()
+        lp, lp_data = build_sharding_model(graph, relax=True, name=name + "_lp")
+        res = ctx.solve_model(lp, build_seconds=time.perf_counter() - t0 + build_seconds)
+        build_seconds = 0.0
+        if res.termination is Termination.OPTIMAL and res.objective is not None:
+            integral = is_integral(res)
+            info["lp_relaxation"] = {"objective": res.objective / OBJECTIVE_SCALE, "integral": integral}
+            info["bound_seconds"] = res.objective / OBJECTIVE_SCALE
+            if integral:
+                info["objective_seconds"] = res.objective / OBJECTIVE_SCALE
+                info["optimal"] = True
+                return res, decode_choice(res, lp_data), info
+    t0 = time.perf_counter()
+    model, data = build_sharding_model(graph, name=name)
+    res = ctx.solve_model(model, build_seconds=time.perf_counter() - t0 + build_seconds)
+    if res.bound is not None:
+        info["bound_seconds"] = max(res.bound / OBJECTIVE_SCALE, info.get("bound_seconds", -np.inf))
+    if not res.has_solution:
+        return res, None, info
+    info["objective_seconds"] = res.objective / OBJECTIVE_SCALE if res.objective is not None else None
+    info["optimal"] = res.termination is Termination.OPTIMAL
+    return res, decode_choice(res, data), info
+
+
+def run_alpa_ilp(instance: ShardingInstance | FoldedSharding, ctx: RunContext) -> Outcome:
+    t0 = time.perf_counter()
+    graph = graph_of(instance)
+    graph_seconds = time.perf_counter() - t0
+    res, choice, info = solve_graph(graph, ctx, lp_first=bool(ctx.param("lp_first", False)), build_seconds=graph_seconds, name="alpa_ilp")
+    info["cost_graph_seconds"] = graph_seconds
+    info["cost_graph"] = {"nodes": graph.num_nodes, "edges": len(graph.edge_cost), "strategies": int(graph.strategy_counts().sum())}
+    bounds = [Bound(info["bound_seconds"], f"alpa_ilp dual bound ({ctx.backend.name})")] if "bound_seconds" in info else []
+    if choice is None:
+        return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info)
+    plan = ShardingPlan(graph.plan(choice))
+    return Outcome(
+        plan=plan,
+        bounds=bounds,
+        solver_results=list(ctx.solver_results),
+        claimed_objective=info.get("objective_seconds"),
+        proven_optimal=bool(info.get("optimal")),
+        info=info,
+    )
+
+
+ALPA_ILP = Formulation(
+    kind="sharding",
+    name="alpa_ilp",
+    description="Alpa's intra-op sharding ILP: one-hot strategy per op, linearized edge products, memory row",
+    program="milp",
+    run=run_alpa_ilp,
+    exact=True,
+    reference=REFERENCE,
+    blocks=BLOCKS,
+    params={"lp_first": False},
+)

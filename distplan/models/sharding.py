@@ -1,0 +1,524 @@
+"""Tensor sharding of a training graph over a device mesh: instance, plan, evaluator.
+
+Units: seconds, bytes, bytes/second. The instance is the ``distplan/1`` document of kind
+``sharding``::
+
+    {"format": "distplan/1", "kind": "sharding", "name": "gpt-1layer",
+     "mesh": {"shape": [8], "bandwidth": [2.4e11], "latency": [2e-6], "device": "A100-80GB"},
+     "training": {"batch_dim": "b", "optimizer_bytes_per_param": 16, "backward_factor": 2},
+     "graph": {"dims": {"b": 8, "s": 1024, "h": 1024, "f": 4096},
+               "never_split": ["s"], "tensor_parallel_dims": ["f"], "dtype": "fp16",
+               "ops": [{"name": "x", "type": "input", "out": ["b", "s", "h"]},
+                       {"name": "fc1", "type": "linear", "inputs": ["x"], "out": ["b", "s", "f"],
+                        "params": [{"name": "w", "dims": ["h", "f"]}]}, ...]}}
+
+Tensors have named dims whose sizes are in ``graph.dims``; ops are listed in topological
+order (inputs name earlier ops). ``mesh.memory`` (bytes per device) defaults to the
+device's memory. The plan names one strategy per op ("R" or "S(dim)" per mesh axis, e.g.
+"S(b)S(f)"). The cost model is `distplan.models.sharding_costs`.
+
+The evaluator recomputes, from the instance and the plan only, the iteration time (sum of
+every op's compute and collectives plus the resharding of every edge) and the memory per
+device (parameters with optimizer state plus all activations, live together at the end of
+the forward pass), and checks that every op has one valid strategy and memory fits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from distplan.errors import InputError
+from distplan.models.catalogue import DeviceSpec, device
+from distplan.models.common import FORMAT, Check, KindSpec, need, number, register_kind, write_json
+from distplan.models.sharding_costs import (
+    DIM_NAME,
+    DTYPE_BYTES,
+    FLOAT_DTYPES,
+    CostContext,
+    InputTensor,
+    OpSemantics,
+    Strategy,
+    make_semantics,
+    op_cost,
+    parse_strategy,
+    reshard_seconds,
+    strategy_name,
+    strategy_problem,
+    tensor_spec,
+)
+
+GB = 1e9
+#: where the memory row is taken: with all activations kept for the backward pass, the
+#: per-device peak of a training step is at the end of the forward pass
+TIGHTEST_POINT = "the end of the forward pass (parameters, optimizer state and all activations live)"
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    dims: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Op:
+    """One tensor operator. ``out``: output dim names; ``inputs``: producer op names."""
+
+    name: str
+    type: str
+    out: tuple[str, ...]
+    inputs: tuple[str, ...] = ()
+    params: tuple[Param, ...] = ()
+    dtype: str | None = None
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """A 1-D or 2-D device mesh; bandwidth (bytes/s) and latency (s per ring step) per axis."""
+
+    shape: tuple[int, ...]
+    bandwidth: tuple[float, ...]
+    latency: tuple[float, ...]
+    device: str
+    memory: float | None = None
+    all_to_all: bool = True
+
+    @property
+    def num_devices(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass(frozen=True)
+class Training:
+    batch_dim: str
+    optimizer_bytes_per_param: float = 16.0
+    backward_factor: float = 2.0
+
+
+def _str_list(value: Any, path: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InputError(path, f"expected a list of names, got {value!r}")
+    return tuple(value)
+
+
+def _number_list(value: Any, path: str, n: int, *, positive: bool = True) -> tuple[float, ...]:
+    if not isinstance(value, list) or len(value) != n:
+        raise InputError(path, f"expected a list of {n} numbers (one per mesh axis), got {value!r}")
+    return tuple(number(v, f"{path}[{k}]", positive=positive) for k, v in enumerate(value))
+
+
+@dataclass
+class ShardingInstance:
+    """A training graph, a device mesh and training constants (kind ``sharding``)."""
+
+    name: str
+    mesh: Mesh
+    training: Training
+    dims: dict[str, int]
+    ops: list[Op]
+    dtype: str = "fp16"
+    never_split: tuple[str, ...] = ()
+    tensor_parallel_dims: tuple[str, ...] = ()
+    description: str = ""
+    kind: str = field(default="sharding", init=False)
+
+    def __post_init__(self) -> None:
+        self.index: dict[str, int] = {}
+        for k, op in enumerate(self.ops):
+            if op.name in self.index:
+                raise InputError(f"graph.ops[{k}].name", f"duplicate op name {op.name!r} (also graph.ops[{self.index[op.name]}])", "give every op a unique name")
+            self.index[op.name] = k
+        self._semantics: list[OpSemantics] = []
+        self._signatures: list[str] = []
+        cache: dict[str, OpSemantics] = {}
+        never = frozenset(self.never_split)
+        for k, op in enumerate(self.ops):
+            path = f"graph.ops[{k}]"
+            ins: list[InputTensor] = []
+            for j, src in enumerate(op.inputs):
+                p = self.index.get(src)
+                if p is None or p >= k:
+                    fix = "list ops in topological order" if p is not None else "name an op listed in graph.ops"
+                    raise InputError(f"{path}.inputs[{j}]", f"{'op ' + repr(src) + ' comes later' if p is not None else 'unknown op ' + repr(src)}", fix)
+                prod = self._semantics[p].output
+                producer_dims = self.ops[p].out
+                ins.append(InputTensor(producer_dims, prod.dtype, prod.grad))
+            dtype = op.dtype or self.dtype
+            if dtype not in DTYPE_BYTES:
+                raise InputError(f"{path}.dtype", f"unknown dtype {dtype!r}", f"use one of: {', '.join(DTYPE_BYTES)}")
+            signature = repr((op.type, tuple((t.dims, t.dtype, t.grad) for t in ins), op.out, tuple(p.dims for p in op.params), sorted(op.attrs.items()), dtype))
+            sem = cache.get(signature)
+            if sem is None:
+                sem = make_semantics(op.type, ins, op.out, [p.dims for p in op.params], op.attrs, dtype, self.dims, never, path)
+                cache[signature] = sem
+            self._semantics.append(sem)
+            self._signatures.append(signature)
+        if self.training.batch_dim not in self.dims:
+            raise InputError("training.batch_dim", f"{self.training.batch_dim!r} is not a dim of graph.dims", "name the batch dimension")
+        for k, d in enumerate(self.tensor_parallel_dims):
+            if d not in self.dims:
+                raise InputError(f"graph.tensor_parallel_dims[{k}]", f"unknown dim {d!r}", "name dims of graph.dims")
+
+    # -- derived data ---------------------------------------------------------------------
+    def semantics(self, k: int) -> OpSemantics:
+        """Cost-model view of op ``k`` (shared by ops with equal signatures)."""
+        return self._semantics[k]
+
+    def signature(self, k: int) -> str:
+        """A string equal for ops whose costs are identical (type, shapes, dtypes, attrs)."""
+        return self._signatures[k]
+
+    @property
+    def device_spec(self) -> DeviceSpec:
+        return device(self.mesh.device)
+
+    @property
+    def memory_budget(self) -> float:
+        """Bytes per device."""
+        return float(self.mesh.memory) if self.mesh.memory is not None else float(self.device_spec.memory_bytes)
+
+    @cached_property
+    def cost_context(self) -> CostContext:
+        return CostContext(
+            axis_sizes=self.mesh.shape,
+            bandwidth=self.mesh.bandwidth,
+            latency=self.mesh.latency,
+            device=self.device_spec,
+            all_to_all=self.mesh.all_to_all,
+            backward_factor=self.training.backward_factor,
+            optimizer_bytes_per_param=self.training.optimizer_bytes_per_param,
+            batch_dim=self.training.batch_dim,
+        )
+
+    def with_memory(self, memory: float | None, name: str | None = None) -> ShardingInstance:
+        """A copy with another per-device memory budget (bytes; None: the device's)."""
+        mesh = Mesh(self.mesh.shape, self.mesh.bandwidth, self.mesh.latency, self.mesh.device, memory, self.mesh.all_to_all)
+        return ShardingInstance(
+            name=name or self.name,
+            mesh=mesh,
+            training=self.training,
+            dims=dict(self.dims),
+            ops=list(self.ops),
+            dtype=self.dtype,
+            never_split=self.never_split,
+            tensor_parallel_dims=self.tensor_parallel_dims,
+            description=self.description,
+        )
+
+    # -- I/O ------------------------------------------------------------------------------
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> ShardingInstance:
+        """Read and validate a ``distplan/1`` sharding document."""
+        name = need(data, "name", "")
+        if not isinstance(name, str) or not name:
+            raise InputError("name", f"expected a non-empty string, got {name!r}")
+        m = need(data, "mesh", "")
+        shape_raw = need(m, "shape", "mesh")
+        if not isinstance(shape_raw, list) or not 1 <= len(shape_raw) <= 3:
+            raise InputError("mesh.shape", f"expected 1 to 3 axis sizes, got {shape_raw!r}", "e.g. [8] or [2, 4]")
+        shape = tuple(int(number(v, f"mesh.shape[{k}]", positive=True, integer=True)) for k, v in enumerate(shape_raw))
+        bandwidth = _number_list(need(m, "bandwidth", "mesh"), "mesh.bandwidth", len(shape))
+        latency = _number_list(need(m, "latency", "mesh"), "mesh.latency", len(shape), positive=False)
+        dev = need(m, "device", "mesh")
+        if not isinstance(dev, str):
+            raise InputError("mesh.device", f"expected a device name, got {dev!r}")
+        try:
+            device(dev)
+        except InputError as exc:
+            raise InputError("mesh.device", exc.problem, exc.fix) from None
+        memory = m.get("memory")
+        if memory is not None:
+            memory = number(memory, "mesh.memory", positive=True)
+        a2a = m.get("all_to_all", True)
+        if not isinstance(a2a, bool):
+            raise InputError("mesh.all_to_all", f"expected true or false, got {a2a!r}")
+        mesh = Mesh(shape, bandwidth, latency, dev, memory, a2a)
+
+        t = need(data, "training", "")
+        batch_dim = need(t, "batch_dim", "training")
+        if not isinstance(batch_dim, str):
+            raise InputError("training.batch_dim", f"expected a dim name, got {batch_dim!r}")
+        training = Training(
+            batch_dim=batch_dim,
+            optimizer_bytes_per_param=number(t.get("optimizer_bytes_per_param", 16.0), "training.optimizer_bytes_per_param"),
+            backward_factor=number(t.get("backward_factor", 2.0), "training.backward_factor"),
+        )
+
+        g = need(data, "graph", "")
+        dims_raw = need(g, "dims", "graph")
+        if not isinstance(dims_raw, Mapping) or not dims_raw:
+            raise InputError("graph.dims", "expected an object {dim name: size}", 'e.g. {"b": 8, "h": 1024}')
+        dims: dict[str, int] = {}
+        for d, v in dims_raw.items():
+            if not DIM_NAME.fullmatch(d):
+                raise InputError(f"graph.dims.{d}", "dim names are identifiers (letters, digits, _)")
+            dims[d] = int(number(v, f"graph.dims.{d}", positive=True, integer=True))
+        dtype = g.get("dtype", "fp16")
+        if dtype not in DTYPE_BYTES:
+            raise InputError("graph.dtype", f"unknown dtype {dtype!r}", f"use one of: {', '.join(DTYPE_BYTES)}")
+        never = _str_list(g.get("never_split", []), "graph.never_split")
+        tp = _str_list(g.get("tensor_parallel_dims", []), "graph.tensor_parallel_dims")
+        for k, d in enumerate(never):
+            if d not in dims:
+                raise InputError(f"graph.never_split[{k}]", f"unknown dim {d!r}")
+        ops_raw = need(g, "ops", "graph")
+        if not isinstance(ops_raw, list) or not ops_raw:
+            raise InputError("graph.ops", "expected a non-empty list of ops")
+        ops: list[Op] = []
+        for k, o in enumerate(ops_raw):
+            path = f"graph.ops[{k}]"
+            nm = need(o, "name", path)
+            if not isinstance(nm, str) or not nm:
+                raise InputError(f"{path}.name", f"expected a non-empty string, got {nm!r}")
+            typ = need(o, "type", path)
+            if not isinstance(typ, str):
+                raise InputError(f"{path}.type", f"expected a string, got {typ!r}")
+            out = _str_list(need(o, "out", path), f"{path}.out")
+            inputs = _str_list(o.get("inputs", []), f"{path}.inputs")
+            params_raw = o.get("params", [])
+            if not isinstance(params_raw, list):
+                raise InputError(f"{path}.params", "expected a list of {name, dims}")
+            params = []
+            for j, p in enumerate(params_raw):
+                pn = need(p, "name", f"{path}.params[{j}]")
+                if not isinstance(pn, str):
+                    raise InputError(f"{path}.params[{j}].name", f"expected a string, got {pn!r}")
+                params.append(Param(pn, _str_list(need(p, "dims", f"{path}.params[{j}]"), f"{path}.params[{j}].dims")))
+            op_dtype = o.get("dtype")
+            if op_dtype is not None and not isinstance(op_dtype, str):
+                raise InputError(f"{path}.dtype", f"expected a dtype name, got {op_dtype!r}")
+            attrs = o.get("attrs", {})
+            if not isinstance(attrs, Mapping):
+                raise InputError(f"{path}.attrs", f"expected an object, got {attrs!r}")
+            ops.append(Op(nm, typ, out, inputs, tuple(params), op_dtype, dict(attrs)))
+        desc = data.get("description", "")
+        return ShardingInstance(
+            name=name,
+            mesh=mesh,
+            training=training,
+            dims=dims,
+            ops=ops,
+            dtype=dtype,
+            never_split=never,
+            tensor_parallel_dims=tp,
+            description=desc if isinstance(desc, str) else "",
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        mesh: dict[str, Any] = {
+            "shape": list(self.mesh.shape),
+            "bandwidth": list(self.mesh.bandwidth),
+            "latency": list(self.mesh.latency),
+            "device": self.mesh.device,
+        }
+        if self.mesh.memory is not None:
+            mesh["memory"] = self.mesh.memory
+        if not self.mesh.all_to_all:
+            mesh["all_to_all"] = False
+        ops: list[dict[str, Any]] = []
+        for op in self.ops:
+            d: dict[str, Any] = {"name": op.name, "type": op.type}
+            if op.inputs:
+                d["inputs"] = list(op.inputs)
+            d["out"] = list(op.out)
+            if op.params:
+                d["params"] = [{"name": p.name, "dims": list(p.dims)} for p in op.params]
+            if op.dtype is not None:
+                d["dtype"] = op.dtype
+            if op.attrs:
+                d["attrs"] = dict(op.attrs)
+            ops.append(d)
+        doc: dict[str, Any] = {"format": FORMAT, "kind": "sharding", "name": self.name}
+        if self.description:
+            doc["description"] = self.description
+        doc["mesh"] = mesh
+        doc["training"] = {
+            "batch_dim": self.training.batch_dim,
+            "optimizer_bytes_per_param": self.training.optimizer_bytes_per_param,
+            "backward_factor": self.training.backward_factor,
+        }
+        graph: dict[str, Any] = {"dims": dict(self.dims), "dtype": self.dtype}
+        if self.never_split:
+            graph["never_split"] = list(self.never_split)
+        if self.tensor_parallel_dims:
+            graph["tensor_parallel_dims"] = list(self.tensor_parallel_dims)
+        graph["ops"] = ops
+        doc["graph"] = graph
+        return doc
+
+    def to_json(self, path: str | Path) -> None:
+        write_json(self.to_dict(), path)
+
+    def summary(self) -> dict[str, Any]:
+        types: dict[str, int] = {}
+        for op in self.ops:
+            types[op.type] = types.get(op.type, 0) + 1
+        n_params = sum(t.numel for k in range(len(self.ops)) for t in self.semantics(k).params)
+        flops = sum(self.semantics(k).flops for k in range(len(self.ops)))
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "ops": len(self.ops),
+            "op types": ", ".join(f"{t}:{n}" for t, n in sorted(types.items())),
+            "parameters": n_params,
+            "forward FLOPs": f"{flops:.4g}",
+            "mesh": "x".join(str(s) for s in self.mesh.shape) + f" {self.mesh.device}",
+            "bandwidth (GB/s per axis)": ", ".join(f"{b / GB:.4g}" for b in self.mesh.bandwidth),
+            "memory per device (GB)": round(self.memory_budget / GB, 3),
+            "batch": self.dims[self.training.batch_dim],
+            "dims": ", ".join(f"{d}={s}" for d, s in self.dims.items()),
+        }
+
+
+@dataclass
+class ShardingPlan:
+    """One strategy name per op ("R" / "S(dim)" per mesh axis)."""
+
+    strategies: dict[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"strategies": dict(self.strategies)}
+
+
+def plan_from_dict(inst: ShardingInstance, data: Mapping[str, Any]) -> ShardingPlan:
+    strategies = need(data, "strategies", "")
+    if not isinstance(strategies, Mapping):
+        raise InputError("strategies", "expected an object {op name: strategy}")
+    out: dict[str, str] = {}
+    for k, v in strategies.items():
+        if not isinstance(v, str):
+            raise InputError(f"strategies.{k}", f"expected a strategy name such as 'S(b)', got {v!r}")
+        out[str(k)] = v
+    return ShardingPlan(out)
+
+
+def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
+    """Check a plan and recompute its iteration time (seconds) and memory per device.
+
+    Sums, for every op, compute and collectives under its strategy, and for every edge the
+    resharding from the producer's output layout to the consumer's required layout. Memory:
+    parameters with optimizer state plus all saved activations, per device.
+    """
+    ctx = inst.cost_context
+    ndim = len(inst.mesh.shape)
+    violations: list[str] = []
+    chosen: list[Strategy] = []
+    for k, op in enumerate(inst.ops):
+        name = plan.strategies.get(op.name)
+        if name is None:
+            violations.append(f"op {op.name!r} has no strategy")
+            chosen.append(tuple([None] * ndim))
+            continue
+        try:
+            st = parse_strategy(name, ndim)
+        except ValueError as exc:
+            violations.append(f"op {op.name!r}: strategy {exc}")
+            chosen.append(tuple([None] * ndim))
+            continue
+        problem = strategy_problem(inst.semantics(k), st, ctx)
+        if problem is not None:
+            violations.append(f"op {op.name!r}: strategy {name!r} {problem}")
+        chosen.append(st)
+    for extra in sorted(set(plan.strategies) - set(inst.index)):
+        violations.append(f"the plan names an unknown op {extra!r}")
+    if violations:
+        return Check(False, float("inf"), violations)
+
+    compute = comm = reshard = 0.0
+    param_bytes = act_bytes = 0.0
+    per_op: list[tuple[float, str]] = []
+    for k, op in enumerate(inst.ops):
+        sem = inst.semantics(k)
+        c = op_cost(sem, chosen[k], ctx)
+        compute += c.compute
+        comm += c.communication
+        param_bytes += c.param_bytes
+        act_bytes += c.activation_bytes
+        edge_t = 0.0
+        for j, src in enumerate(op.inputs):
+            p = inst.index[src]
+            psem = inst.semantics(p)
+            edge_t += reshard_seconds(psem.output, tensor_spec(psem.output, chosen[p]), tensor_spec(sem.inputs[j], chosen[k]), ctx)
+        reshard += edge_t
+        per_op.append((c.seconds + edge_t, op.name))
+    objective = compute + comm + reshard
+    memory = param_bytes + act_bytes
+    budget = inst.memory_budget
+    if objective == float("inf"):
+        violations.append("a resharding needs an all-to-all, which this mesh does not allow (mesh.all_to_all false)")
+    if memory > budget * (1 + 1e-9):
+        violations.append(
+            f"memory: every device needs {memory / GB:.3f} GB at {TIGHTEST_POINT}, "
+            f"the budget is {budget / GB:.3f} GB ({(memory - budget) / GB:.3f} GB missing)"
+        )
+    per_op.sort(reverse=True)
+    details = {
+        "compute_seconds": compute,
+        "collective_seconds": comm,
+        "resharding_seconds": reshard,
+        "memory_bytes": memory,
+        "param_state_bytes": param_bytes,
+        "activation_bytes": act_bytes,
+        "memory_budget_bytes": budget,
+        "devices": inst.mesh.num_devices,
+        "slowest_ops": [{"op": n, "seconds": t} for t, n in per_op[:5]],
+    }
+    return Check(not violations, objective, violations, details)
+
+
+def describe(inst: ShardingInstance, plan: ShardingPlan, check: Check) -> list[str]:
+    d = check.details
+    lines = [
+        f"time         compute {d['compute_seconds'] * 1e3:.3f} ms + collectives {d['collective_seconds'] * 1e3:.3f} ms"
+        f" + resharding {d['resharding_seconds'] * 1e3:.3f} ms",
+        f"memory       {d['memory_bytes'] / GB:.3f} GB per device (parameters+optimizer {d['param_state_bytes'] / GB:.3f} GB,"
+        f" activations {d['activation_bytes'] / GB:.3f} GB) of {d['memory_budget_bytes'] / GB:.3f} GB",
+    ]
+    counts: dict[tuple[str, str], int] = {}
+    for op in inst.ops:
+        key = (op.type, plan.strategies.get(op.name, "?"))
+        counts[key] = counts.get(key, 0) + 1
+    lines.append("strategies   " + ", ".join(f"{t} {s} x{n}" for (t, s), n in sorted(counts.items())))
+    return lines
+
+
+def strategy_of(inst: ShardingInstance, plan: ShardingPlan, op_name: str) -> Strategy:
+    """The parsed strategy of one op of a plan."""
+    return parse_strategy(plan.strategies[op_name], len(inst.mesh.shape))
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOAT_DTYPES
+
+
+SPEC = register_kind(
+    KindSpec(
+        kind="sharding",
+        from_dict=ShardingInstance.from_dict,
+        plan_from_dict=plan_from_dict,  # type: ignore[arg-type]
+        evaluate=evaluate,
+        objective_name="iteration",
+        objective_unit="s",
+        describe=describe,  # type: ignore[arg-type]
+    )
+)
+
+__all__ = [
+    "GB",
+    "Mesh",
+    "Op",
+    "Param",
+    "ShardingInstance",
+    "ShardingPlan",
+    "Training",
+    "evaluate",
+    "plan_from_dict",
+    "strategy_name",
+]
