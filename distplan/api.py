@@ -140,7 +140,8 @@ def solve(
     run_seconds = time.perf_counter() - t_run
     solver_results = outcome.solver_results or ctx.solver_results
     last = solver_results[-1] if solver_results else None
-    termination = last.termination if (last is not None and form.program != "algorithm") else Termination.FINISHED
+    # exact programs report their solver's termination; heuristics (even LP-based) "finished"
+    termination = last.termination if (last is not None and form.exact) else Termination.FINISHED
 
     if form.bound_only:
         return _bound_only_result(inst, form.name, be.name, be.version(), outcome.bounds, spec, time.perf_counter() - t_start)
@@ -192,6 +193,8 @@ def solve(
         "wall_seconds": time.perf_counter() - t_start,
     }
     info = dict(outcome.info)
+    if isinstance(instance, str | Path):
+        info["source"] = str(instance)
     if outcome.claimed_objective is not None and folding is None:
         info["claimed_objective"] = outcome.claimed_objective
     if folding is not None:

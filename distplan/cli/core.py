@@ -11,7 +11,7 @@ from distplan.api import Result, solve
 from distplan.errors import InputError
 from distplan.formulations.registry import formulations, get_formulation, solver_free_bounds
 from distplan.instances import bundled, load_document, load_instance
-from distplan.models.common import kind_spec, read_json, write_json
+from distplan.models.common import json_default, kind_spec, read_json, write_json
 from distplan.solvers.base import all_backends
 
 
@@ -69,14 +69,16 @@ def cmd_solve(args: argparse.Namespace) -> int:
         fold=args.fold,
         threads=args.threads,
         verbose=args.verbose,
+        solver_options=_params(args.solver_option),
         **_params(args.param),
     )
+    res.info["source"] = str(args.instance)
     if args.out:
         write_json({"format": "distplan/1", "kind": f"{inst.kind}-plan", "instance": inst.name, **res.plan.to_dict()}, args.out)
     if args.result:
         write_json(res.to_dict(), args.result)
     if args.json:
-        json.dump(res.to_dict(), sys.stdout)
+        json.dump(res.to_dict(), sys.stdout, default=json_default)
         sys.stdout.write("\n")
     else:
         print_result(res, inst)
@@ -110,7 +112,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     summary = inst.summary()
     bounds = solver_free_bounds(inst)
     if args.json:
-        json.dump({"summary": summary, "bounds": [{"value": b.value, "source": b.source} for b in bounds]}, sys.stdout, default=str)
+        json.dump({"summary": summary, "bounds": [{"value": b.value, "source": b.source} for b in bounds]}, sys.stdout, default=json_default)
         sys.stdout.write("\n")
         return 0
     for key, value in summary.items():
@@ -146,7 +148,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     plan = spec.plan_from_dict(inst, read_json(args.plan))
     check = spec.evaluate(inst, plan)
     if args.json:
-        json.dump(check.to_dict(), sys.stdout, default=str)
+        json.dump(check.to_dict(), sys.stdout, default=json_default)
         sys.stdout.write("\n")
     else:
         print(f"feasible     {check.feasible}")
@@ -178,6 +180,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--fold", action="store_true", help="fold/coarsen the instance first")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="formulation parameter (repeatable)")
+    p.add_argument("--solver-option", action="append", metavar="KEY=VALUE", help="raw backend option, e.g. mip_max_nodes=0 (repeatable)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--out", help="write the plan to this JSON file")
     p.add_argument("--result", help="write the whole result (plan, bounds, timings) to this JSON file")

@@ -96,11 +96,32 @@ def read_json(path: str | Path) -> Any:
             raise InputError(str(p), f"not valid JSON: {exc}", "fix the syntax at that line/column") from None
 
 
+def json_default(obj: Any) -> Any:
+    """JSON encoding of numpy values (arrays as lists) and enums (their value)."""
+    import enum
+
+    import numpy as np
+
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
 def write_json(data: Any, path: str | Path) -> None:
     p = Path(path)
     opener = gzip.open if p.suffix == ".gz" else open
     with opener(p, "wt") as fh:  # type: ignore[operator]
-        json.dump(data, fh, indent=1 if p.suffix != ".gz" else None)
+        json.dump(data, fh, indent=1 if p.suffix != ".gz" else None, default=json_default)
         fh.write("\n")
 
 

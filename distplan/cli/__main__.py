@@ -1,0 +1,5 @@
+import sys
+
+from distplan.cli import main
+
+sys.exit(main())

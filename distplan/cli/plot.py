@@ -1,0 +1,55 @@
+"""`distplan plot`: charts of plans (Gantt of a placement or a pipeline schedule, ...)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import Any
+
+from distplan.api import solve
+from distplan.errors import InputError
+from distplan.instances import load_instance
+from distplan.models.common import kind_spec, read_json
+
+#: kind -> "module:function" drawing (instance, plan, path)
+PLOTTERS = {
+    "placement": "distplan.models.placement_plot:gantt",
+    "pipeline": "distplan.models.pipeline_plot:gantt",
+}
+
+
+def plotter(kind: str) -> Any:
+    spec = PLOTTERS.get(kind)
+    if spec is None:
+        raise InputError("kind", f"no chart is defined for {kind} plans", f"plot one of: {', '.join(PLOTTERS)}")
+    mod, _, fn = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(mod), fn)
+    except ImportError as exc:
+        raise InputError("plot", f"charts need matplotlib ({exc})", "pip install 'distplan[plot]'") from None
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    inst = load_instance(args.instance)
+    draw = plotter(inst.kind)
+    if args.plan:
+        plan = kind_spec(inst.kind).plan_from_dict(inst, read_json(args.plan))
+    elif args.formulation:
+        plan = solve(inst, formulation=args.formulation, backend=args.backend, time_limit=args.time_limit, fold=args.fold).plan
+    else:
+        raise InputError("plot", "nothing to plot", "give a PLAN.json or --formulation F")
+    out = draw(inst, plan, args.out)
+    print(f"wrote {out}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("plot", help="Gantt chart (PNG) of a plan, given or solved")
+    p.add_argument("instance")
+    p.add_argument("plan", nargs="?", help="plan JSON (from `solve --out`); or use --formulation")
+    p.add_argument("--formulation", "-f", default=None)
+    p.add_argument("--backend", "-b", default=None)
+    p.add_argument("--time-limit", type=float, default=None)
+    p.add_argument("--fold", action="store_true")
+    p.add_argument("--out", "-o", required=True, help="output PNG")
+    p.set_defaults(func=cmd_plot)
