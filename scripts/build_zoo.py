@@ -80,12 +80,12 @@ def build() -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
         largest = max(d["memory"] for d in devices)
         fits_one = total <= largest
         kind = "training" if opts.get("backward", True) else "inference"
-        mem_note = f"{total / 1e9:.1f} GB held, devices {largest / GiB:.2f} GiB" + ("" if fits_one else ": does not fit one device")
+        mem_note = f"{total / 1e9:.1f} GB held, {largest / GiB:.2f} GiB per device" + ("" if fits_one else ", does not fit one device")
         docs[name] = doc
         index[name] = {
             "kind": "placement",
             "file": f"placement/{name}.json.gz",
-            "description": f"{model} {kind} on {spec.description.split(':')[0]} ({len(devices)} devices); {mem_note}",
+            "description": f"{model} {kind} on {spec.description.split(':')[0]}; {mem_note}",
             "size": f"{len(doc['graph']['ops'])} ops, {len(doc['graph']['edges'])} edges, {len(devices)} devices",
         }
     return docs, index

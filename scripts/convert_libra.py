@@ -137,10 +137,10 @@ def verify(src: dict[str, Any], inst: BandwidthInstance) -> None:
                     raise SystemExit(f"{inst.name}: layer {layer.name} {phase}: traffic {got} != reference {want}")
     for k, dim in enumerate(inst.dimensions):
         unit = {d.name: (GB if d.name == dim.name else 0.0) for d in inst.dimensions}
-        got = network_cost(inst, unit)[0]
-        want = src["network_cost_coeff_per_dim"][k]
-        if not math.isclose(got, want, rel_tol=1e-12):
-            raise SystemExit(f"{inst.name}: cost per GB/s of {dim.name} {got} != reference {want}")
+        cost = network_cost(inst, unit)[0]
+        ref = src["network_cost_coeff_per_dim"][k]
+        if not math.isclose(cost, ref, rel_tol=1e-12):
+            raise SystemExit(f"{inst.name}: cost per GB/s of {dim.name} {cost} != reference {ref}")
 
 
 def main(argv: list[str] | None = None) -> int:

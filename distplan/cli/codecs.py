@@ -7,7 +7,7 @@ import argparse
 
 from distplan.errors import InputError
 from distplan.instances import load_document
-from distplan.instances.codec_measure import DEFAULT_CODECS, measure_instance
+from distplan.instances.codec_measure import DEFAULT_CODECS, CodecSpec, measure_instance
 from distplan.models.common import instance_from_dict, write_json
 
 
@@ -16,7 +16,7 @@ def cmd_measure_codecs(args: argparse.Namespace) -> int:
     inst = instance_from_dict(doc)
     if inst.kind != "compression":
         raise InputError("kind", f"{args.instance} is a {inst.kind} instance", "measure codecs of a compression instance")
-    specs = DEFAULT_CODECS
+    specs: tuple[CodecSpec, ...] = DEFAULT_CODECS
     if args.codecs:
         wanted = [c.strip() for c in args.codecs.split(",") if c.strip()]
         known = {s.name: s for s in DEFAULT_CODECS}

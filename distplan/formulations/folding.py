@@ -11,11 +11,15 @@ label (equal labels = interchangeable nodes, e.g. equal cost vectors) and whose 
 carry a hashable label, and is meant for every kind (sharding, placement, pipeline).
 
 1. Canonical colours by directed Weisfeiler-Lehman refinement over both edge directions
-   with edge labels (deterministic colour ids in node order).
-2. Seeds: a colour class with at least ``min_copies`` members. Regions grow in lock step
-   from the seeds: a neighbour (same direction, edge label and node label) joins every
-   copy at once, or none; nodes belong to at most one copy. The seed class giving the
-   largest coverage (copies x region size) is kept; repeat on the remaining nodes.
+   with edge labels (deterministic colour ids in node order); level r distinguishes nodes
+   whose radius-r surroundings differ.
+2. Seeds: a colour class with at least ``min_copies`` members, deepest level first, so
+   copies have identical surroundings (the first and last layer of a stack, next to the
+   embedding or the head, are left unfolded: their optimal decisions often differ).
+   Regions grow in lock step from the seeds: a neighbour joins every copy at once, or
+   none; first only neighbours of equal colour (strict), else of equal label; nodes
+   belong to at most one copy. The seed class giving the largest coverage (copies x
+   region size) is kept; repeat on the remaining nodes.
 3. Each family is confirmed by an exact isomorphism check: the position-wise bijection
    between every copy and the representative (copy 0) preserves node labels and the
    labelled induced edges.
@@ -100,10 +104,20 @@ def wl_colors(G: nx.DiGraph, node_label: str = "label", edge_label: str = "label
     Colour ids are assigned in order of first appearance in ``G.nodes``, so they are
     deterministic for a given node order.
     """
+    out, inn = _adjacency(G, edge_label, {})
+    return _wl_levels(G, node_label, out, inn, iterations)[-1]
+
+
+def _wl_levels(
+    G: nx.DiGraph,
+    node_label: str,
+    out: Mapping[Hashable, list[tuple[int, Hashable]]],
+    inn: Mapping[Hashable, list[tuple[int, Hashable]]],
+    iterations: int,
+) -> list[dict[Hashable, int]]:
     ids: dict[Any, int] = {}
-    color = {n: ids.setdefault(("label", G.nodes[n][node_label]), len(ids)) for n in G.nodes}
-    edge_ids: dict[Hashable, int] = {}
-    out, inn = _adjacency(G, edge_label, edge_ids)
+    color = {n: ids.setdefault(G.nodes[n][node_label], len(ids)) for n in G.nodes}
+    levels = [color]
     for _ in range(iterations):
         ids = {}
         new: dict[Hashable, int] = {}
@@ -115,32 +129,40 @@ def wl_colors(G: nx.DiGraph, node_label: str = "label", edge_label: str = "label
             )
             new[n] = ids.setdefault(sig, len(ids))
         color = new
-    return color
+        levels.append(color)
+    return levels
 
 
 def check_family(G: nx.DiGraph, family: Family, node_label: str = "label", edge_label: str = "label") -> None:
     """Exact isomorphism check: the position-wise map from copy 0 to every copy preserves
     node labels and the labelled edges of the induced subgraphs. Raises FoldingError."""
+    label_ids: dict[Any, int] = {}
+    label_id = {n: label_ids.setdefault(G.nodes[n][node_label], len(label_ids)) for n in G.nodes}
+    out, _ = _adjacency(G, edge_label, {})
+    _check(family.copies, label_id, out)
+
+
+def _check(copies: list[list[Hashable]], label_id: Mapping[Hashable, int], out: Mapping[Hashable, list[tuple[int, Hashable]]]) -> None:
+    """`check_family` on integer node and edge labels."""
+    first = copies[0]
     seen: set[Hashable] = set()
-    first = family.copies[0]
-    for c, copy in enumerate(family.copies):
+    for c, copy in enumerate(copies):
         if len(copy) != len(first):
             raise FoldingError(f"copy {c} has {len(copy)} nodes, copy 0 has {len(first)}")
         if seen.intersection(copy) or len(set(copy)) != len(copy):
             raise FoldingError(f"copy {c} overlaps another copy")
         seen.update(copy)
-    pos0 = {n: j for j, n in enumerate(first)}
-    ref_labels = [G.nodes[n][node_label] for n in first]
-    ref_edges = sorted(
-        (pos0[u], pos0[v], repr(lab)) for u, v, lab in G.subgraph(first).edges(data=edge_label)
-    )
-    for c, copy in enumerate(family.copies[1:], start=1):
-        labels = [G.nodes[n][node_label] for n in copy]
-        if labels != ref_labels:
-            raise FoldingError(f"copy {c} has node labels that differ from copy 0")
+
+    def inner_edges(copy: list[Hashable]) -> list[tuple[int, int, int]]:
         pos = {n: j for j, n in enumerate(copy)}
-        edges = sorted((pos[u], pos[v], repr(lab)) for u, v, lab in G.subgraph(copy).edges(data=edge_label))
-        if edges != ref_edges:
+        return sorted((pos[u], pos[v], e) for u in copy for e, v in out[u] if v in pos)
+
+    ref_labels = [label_id[n] for n in first]
+    ref_edges = inner_edges(first)
+    for c, copy in enumerate(copies[1:], start=1):
+        if [label_id[n] for n in copy] != ref_labels:
+            raise FoldingError(f"copy {c} has node labels that differ from copy 0")
+        if inner_edges(copy) != ref_edges:
             raise FoldingError(f"copy {c} is not isomorphic to copy 0 under the position map")
 
 
@@ -168,8 +190,8 @@ def _grow(
                 for e, m in adj[copies[c][j]]:
                     if m in claimed or m in local:
                         continue
-                    key = (direction, e, label_id[m], color[m]) if strict else (direction, e, label_id[m])
-                    groups.setdefault(key, []).append(m)
+                    node_key: tuple[int, ...] = (direction, e, label_id[m], color[m]) if strict else (direction, e, label_id[m])
+                    groups.setdefault(node_key, []).append(m)
                 per_copy.append(groups)
             for key, cands0 in per_copy[0].items():
                 lists = [pc.get(key) for pc in per_copy]
@@ -195,7 +217,7 @@ def find_repeated_subgraphs(
     min_copies: int = 2,
     min_size: int = 2,
     iterations: int = 2,
-    max_seed_trials: int = 4,
+    max_seed_trials: int = 6,
 ) -> FoldMap:
     """Families of disjoint isomorphic regions of ``G`` and every node's representative.
 
@@ -206,45 +228,55 @@ def find_repeated_subgraphs(
     order = {n: k for k, n in enumerate(nodes)}
     label_ids: dict[Any, int] = {}
     label_id = {n: label_ids.setdefault(G.nodes[n][node_label], len(label_ids)) for n in nodes}
-    color = wl_colors(G, node_label, edge_label, iterations)
     edge_ids: dict[Hashable, int] = {}
     out, inn = _adjacency(G, edge_label, edge_ids)
+    levels = _wl_levels(G, node_label, out, inn, iterations)
+    color = levels[-1]
 
     claimed: set[Hashable] = set()
     families: list[Family] = []
-    rejected: set[int] = set()
+    rejected: set[tuple[int, int]] = set()
     while True:
-        classes: dict[int, list[Hashable]] = {}
-        for n in nodes:
-            if n not in claimed and color[n] not in rejected:
-                classes.setdefault(color[n], []).append(n)
-        candidates = sorted((c for c, members in classes.items() if len(members) >= min_copies), key=lambda c: (-len(classes[c]), order[classes[c][0]]))
-        if not candidates:
+        classes: dict[tuple[int, int], list[Hashable]] = {}
+        for level, colors in enumerate(levels):
+            for n in nodes:
+                key = (level, colors[n])
+                if n not in claimed and key not in rejected:
+                    classes.setdefault(key, []).append(n)
+        seen_sets: set[tuple[Hashable, ...]] = set()
+        candidates: list[tuple[int, int]] = []
+        for key in sorted(classes, key=lambda k: (-k[0], -len(classes[k]), order[classes[k][0]])):
+            members = tuple(classes[key])
+            if len(members) >= min_copies and members not in seen_sets:
+                seen_sets.add(members)
+                candidates.append(key)
+        if not candidates or len(nodes) - len(claimed) < min_copies * min_size:
             break
-        eligible = sum(len(classes[c]) for c in candidates)
+        eligible = len(nodes) - len(claimed)
         best: list[list[Hashable]] | None = None
         best_cover = 0
-        for col in candidates[:max_seed_trials]:
-            seeds = classes[col]
+        tried = candidates[:max_seed_trials]
+        for key in tried:
+            seeds = classes[key]
             copies = None
-            for strict in (False, True):
+            for strict in (True, False):
                 trial = _grow(seeds, claimed, label_id, color, order, out, inn, strict)
                 try:
-                    check_family(G, Family(trial), node_label, edge_label)
+                    _check(trial, label_id, out)
                 except FoldingError:
                     continue
                 copies = trial
                 break
-            if copies is None:
-                rejected.add(col)
+            if copies is None or len(copies[0]) < min_size:
+                rejected.add(key)
                 continue
             cover = len(copies) * len(copies[0])
-            if len(copies[0]) >= min_size and cover > best_cover:
+            if cover > best_cover:
                 best, best_cover = copies, cover
             if best_cover >= 0.9 * eligible:
                 break
         if best is None:
-            rejected.update(candidates[:max_seed_trials])
+            rejected.update(tried)
             continue
         families.append(Family(best))
         for copy in best:

@@ -326,8 +326,23 @@ class ModelArrays:
     col_hi: np.ndarray
     integrality: np.ndarray  # 0 continuous, 1 integer
     sense: Literal["min", "max"]
-    col_names: list[str] = field(default_factory=list)
-    row_names: list[str] = field(default_factory=list)
+    #: (name, size) of the variable and constraint blocks, in order: names are made lazily
+    var_blocks: list[tuple[str, int, bool]] = field(default_factory=list)
+    con_blocks: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def col_names(self) -> list[str]:
+        names: list[str] = []
+        for name, size, scalar in self.var_blocks:
+            names.extend([name] if scalar else (f"{name}[{k}]" for k in range(size)))
+        return names
+
+    @property
+    def row_names(self) -> list[str]:
+        names: list[str] = []
+        for name, size in self.con_blocks:
+            names.extend(f"{name}[{k}]" for k in range(size))
+        return names
 
     @property
     def num_vars(self) -> int:
@@ -473,22 +488,9 @@ class Model:
             col_hi=hi,
             integrality=integ,
             sense=self.sense,
-            col_names=self.column_names(),
-            row_names=self.row_names(),
+            var_blocks=[(b.name, math.prod(b.shape), not b.shape) for b in self.var_blocks.values()],
+            con_blocks=[(b.name, b.stop - b.start) for b in self.con_blocks.values()],
         )
-
-    def column_names(self) -> list[str]:
-        names: list[str] = []
-        for b in self.var_blocks.values():
-            size = math.prod(b.shape)
-            names.extend(f"{b.name}[{k}]" for k in range(size)) if b.shape else names.append(b.name)
-        return names
-
-    def row_names(self) -> list[str]:
-        names: list[str] = []
-        for b in self.con_blocks.values():
-            names.extend(f"{b.name}[{k}]" for k in range(b.stop - b.start))
-        return names
 
     def values_by_block(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Split a solution vector into arrays shaped like the variable blocks."""

@@ -33,8 +33,8 @@ STATE_BYTES_PER_PARAM = 16
 
 def tag_cluster(gpus_per_node: int = 2, types: Iterable[str] = ("V100", "P100", "1080Ti")) -> dict[str, Any]:
     """The ``cluster`` section: one node per type with ``gpus_per_node`` GPUs each."""
-    devices = []
-    links = []
+    devices: list[dict[str, Any]] = []
+    links: list[dict[str, Any]] = []
     for n, t in enumerate(types):
         names = [f"{t.lower()}-{n}.{k}" for k in range(gpus_per_node)]
         devices.extend({"name": nm, "type": t, "node": f"node{n}"} for nm in names)
@@ -298,7 +298,7 @@ def gpt2_medium(batch: int = 1, seq: int = 256, layers: int = 24, cluster: dict[
     )
 
 
-VGG16 = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
+VGG16: tuple[int | str, ...] = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
 
 
 def vgg16(batch: int = 16, image: int = 224, classes: int = 1000, cluster: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -313,7 +313,7 @@ def vgg16(batch: int = 16, image: int = 224, classes: int = 1000, cluster: dict[
             x = b.elementwise(f"pool{k}.fwd", x, batch * hw * hw * cin, "forward")
             convs.append({"pool": x, "hw": hw, "c": cin})
             continue
-        cout = int(layer)
+        cout = int(str(layer))
         rows = batch * hw * hw
         b.count_params(9 * cin * cout + cout)
         op = b.op(f"conv{k}.fwd", 2.0 * rows * 9 * cin * cout, F32 * (rows * (cin + cout) + 9 * cin * cout), "forward", memory=F32 * rows * cout)
@@ -375,7 +375,7 @@ def synthetic(ops: int, seed: int = 0, cluster: dict[str, Any] | None = None) ->
     rng = np.random.default_rng(seed)
     b = GraphBuilder(cluster or tag_cluster())
     batch = int(rng.integers(8, 64))
-    widths = [int(w) for w in rng.choice([256, 512, 1024, 2048, 4096], size=max(2, ops // 7 + 1))]
+    widths = [int(w) for w in rng.choice([64, 128, 256, 512, 1024], size=max(2, ops // 6 + 1))]
     x = b.op("input", 0.0, F32 * batch * widths[0], "forward", memory=F32 * batch * widths[0])
     ins = []
     for k in range(len(widths) - 1):

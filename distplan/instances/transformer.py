@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from distplan.errors import InputError
 from distplan.models.sharding import Mesh, Op, Param, ShardingInstance, Training
 
 NVLINK = (240e9, 2e-6)
@@ -77,7 +78,10 @@ def transformer(
     ``latency`` (s) are per mesh axis (default: NVLink inside a node, InfiniBand across).
     """
     if hidden % heads:
-        raise ValueError(f"hidden {hidden} is not a multiple of heads {heads}")
+        raise InputError("heads", f"hidden {hidden} is not a multiple of heads {heads}", "choose heads dividing hidden")
+    for key, value in (("layers", layers), ("hidden", hidden), ("heads", heads), ("seq", seq), ("batch", batch), ("vocab", vocab)):
+        if not isinstance(value, int) or value < (0 if key == "layers" else 1):
+            raise InputError(key, f"expected a positive integer, got {value!r}")
     shape = (mesh,) if isinstance(mesh, int) else tuple(int(m) for m in mesh)
     ffn = 4 * hidden if ffn is None else ffn
     if pad_vocab:
@@ -140,8 +144,8 @@ def preset(model: str, batch: int = 8, mesh: int | tuple[int, ...] = 8, device: 
     """A named model shape (``gpt2-xl``, ``gpt3-175b``); ``kwargs`` override its fields
     (e.g. ``layers=4`` for a GPT-3-shaped model of 4 layers) or go to `transformer`."""
     if model not in PRESETS:
-        raise ValueError(f"unknown preset {model!r}; known: {', '.join(PRESETS)}")
-    shape = {**PRESETS[model]}
+        raise InputError("model", f"unknown preset {model!r}", f"use one of: {', '.join(PRESETS)}")
+    shape: dict[str, Any] = {**PRESETS[model]}
     for key in list(kwargs):
         if key in shape:
             shape[key] = kwargs.pop(key)

@@ -123,8 +123,8 @@ class LayerGraph:
             pairs.append((k, float(self.ops[k].output if nbytes is None else nbytes)))
         moved = (sum(b for _, b in pairs) + output + params + extra_read) if bytes_moved is None else bytes_moved
         k = self.add_op(LayerOp(name, type, float(flops), float(moved), float(params), float(output), info=dict(info)))
-        for src, nbytes in pairs:
-            self.edges.append(Edge(src, k, nbytes))
+        for src_id, nbytes_in in pairs:
+            self.edges.append(Edge(src_id, k, nbytes_in))
         return name
 
     def connect(self, src: str, dst: str, nbytes: float, gradient: bool = False) -> None:

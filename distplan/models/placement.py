@@ -7,7 +7,9 @@ all per-op / per-edge data are numpy arrays.
 Communication delay of an edge whose ends run on different devices is
 ``latency[a, b] + bytes / bandwidth[a, b]``; zero on the same device ("independent" model).
 Baechi's channel model (``"communication": "channels"``) serializes every transfer on one
-channel per device shared by sends and receives, and caches a tensor received once.
+channel per device shared by sends and receives (a transfer occupies the sender's and the
+receiver's channel from its start to its arrival), and caches a tensor received once (a
+tensor is identified by its producer and its size in bytes).
 
 Memory models: ``"simple"`` (default): the sum of ``memory`` of the ops on a device must
 fit its capacity. ``"liveness"`` (Baechi, Jeon et al. SoCC 2020): ``memory`` is persistent,
@@ -505,7 +507,8 @@ def schedule_fixed_placement(inst: PlacementInstance, device: np.ndarray, order_
     topo_pos[inst.topo_order()] = np.arange(n)
     channels = inst.communication == "channels"
     chan_free = np.zeros(nd)
-    arrived: dict[tuple[int, int], float] = {}  # (producer op, device) -> arrival (channels cache)
+    # channels cache: a tensor (producer op, bytes) received once on a device is reused there
+    arrived: dict[tuple[int, int, float], float] = {}
     end = np.full(n, np.nan)
     start = np.full(n, np.nan)
     dev_free = np.zeros(nd)
@@ -525,7 +528,7 @@ def schedule_fixed_placement(inst: PlacementInstance, device: np.ndarray, order_
                 t = max(t, end[u])
                 continue
             if channels:
-                key = (u, d)
+                key = (u, d, float(inst.edge_bytes[e]))
                 if key in arrived:
                     t = max(t, arrived[key])
                     continue

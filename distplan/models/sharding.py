@@ -15,7 +15,10 @@ Units: seconds, bytes, bytes/second. The instance is the ``distplan/1`` document
 Tensors have named dims whose sizes are in ``graph.dims``; ops are listed in topological
 order (inputs name earlier ops). ``mesh.memory`` (bytes per device) defaults to the
 device's memory. The plan names one strategy per op ("R" or "S(dim)" per mesh axis, e.g.
-"S(b)S(f)"). The cost model is `distplan.models.sharding_costs`.
+"S(b)S(f)"). Elementwise ops whose first input has their dims, and views, *follow* that
+input: their strategy is the one that keeps the input's layout (Alpa merges them into
+their producer), so the plan space is the one every formulation searches. The cost model
+is `distplan.models.sharding_costs`.
 
 The evaluator recomputes, from the instance and the plan only, the iteration time (sum of
 every op's compute and collectives plus the resharding of every edge) and the memory per
@@ -37,11 +40,11 @@ from distplan.models.common import FORMAT, Check, KindSpec, need, number, regist
 from distplan.models.sharding_costs import (
     DIM_NAME,
     DTYPE_BYTES,
-    FLOAT_DTYPES,
     CostContext,
     InputTensor,
     OpSemantics,
     Strategy,
+    follow_strategy,
     make_semantics,
     op_cost,
     parse_strategy,
@@ -402,7 +405,7 @@ def plan_from_dict(inst: ShardingInstance, data: Mapping[str, Any]) -> ShardingP
 def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     """Check a plan and recompute its iteration time (seconds) and memory per device.
 
-    Sums, for every op, compute and collectives under its strategy, and for every edge the
+    Checks one valid strategy per op (followers keep their input's layout). Sums, for every op, compute and collectives under its strategy, and for every edge the
     resharding from the producer's output layout to the consumer's required layout. Memory:
     parameters with optimizer state plus all saved activations, per device.
     """
@@ -422,9 +425,15 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
             violations.append(f"op {op.name!r}: strategy {exc}")
             chosen.append(tuple([None] * ndim))
             continue
-        problem = strategy_problem(inst.semantics(k), st, ctx)
+        sem = inst.semantics(k)
+        problem = strategy_problem(sem, st, ctx)
         if problem is not None:
             violations.append(f"op {op.name!r}: strategy {name!r} {problem}")
+        elif sem.follows and op.inputs:
+            p = inst.index[op.inputs[0]]
+            want = follow_strategy(sem, tensor_spec(inst.semantics(p).output, chosen[p]), ctx)
+            if want != st:
+                violations.append(f"op {op.name!r} ({op.type}) follows its input {op.inputs[0]!r}: its strategy is {strategy_name(want)!r}, not {name!r}")
         chosen.append(st)
     for extra in sorted(set(plan.strategies) - set(inst.index)):
         violations.append(f"the plan names an unknown op {extra!r}")
@@ -487,15 +496,6 @@ def describe(inst: ShardingInstance, plan: ShardingPlan, check: Check) -> list[s
         counts[key] = counts.get(key, 0) + 1
     lines.append("strategies   " + ", ".join(f"{t} {s} x{n}" for (t, s), n in sorted(counts.items())))
     return lines
-
-
-def strategy_of(inst: ShardingInstance, plan: ShardingPlan, op_name: str) -> Strategy:
-    """The parsed strategy of one op of a plan."""
-    return parse_strategy(plan.strategies[op_name], len(inst.mesh.shape))
-
-
-def is_float(dtype: str) -> bool:
-    return dtype in FLOAT_DTYPES
 
 
 SPEC = register_kind(

@@ -531,7 +531,9 @@ def make_semantics(
         head = attrs.get("head_dim", o[-1])
         if seq not in o or head not in o or seq == head:
             raise InputError(f"{path}.attrs", f"seq_dim {seq!r} and head_dim {head!r} must be two different output dims", f"choose among {list(o)}")
-        causal = bool(attrs.get("causal", True))
+        for flag in ("causal", "flash"):
+            if not isinstance(attrs.get(flag, False), bool):
+                raise InputError(f"{path}.attrs.{flag}", f"expected true or false, got {attrs[flag]!r}")
         flash = bool(attrs.get("flash", False))
         kv_seq = seq + "'"
         labels = union(q)
@@ -548,8 +550,8 @@ def make_semantics(
             prob_labels = tuple(d for d in o if d != head) + (kv_seq,)
             shape = tuple(size[d] for d in o if d != head) + (size[seq],)
             saved.append(TensorSem(prob_labels, shape, dtype, True))
+        # FLOPs follow the Megatron convention (full score matrix, also when causal)
         flops = 4.0 * math.prod(size[d] for d in o) * size[seq]
-        del causal  # FLOPs follow the Megatron convention (full score matrix)
         return finish(labels, in_t, o, flops, splittable=splittable, saved=saved)
 
     if op_type == "elementwise":
@@ -596,26 +598,26 @@ def make_semantics(
             raise InputError(f"{path}.out", f"cannot reshape {list(src)} into {list(out)}: element counts or factors differ")
         in_labels = [f"~i{k}" for k in range(len(src))]
         out_labels = [f"~o{k}" for k in range(len(out))]
-        labels: dict[str, int] = {}
-        splittable: list[str] = []
+        view_labels: dict[str, int] = {}
+        view_split: list[str] = []
         for (i0, i1), (o0, o1) in groups:
             for k in range(i0, i1):
-                labels[in_labels[k]] = size[src[k]]
+                view_labels[in_labels[k]] = size[src[k]]
             for k in range(o0, o1):
-                labels[out_labels[k]] = size[out[k]]
+                view_labels[out_labels[k]] = size[out[k]]
             if i1 > i0 and o1 > o0:
-                lead = src[i0]
+                lead = out[o0]  # named after the view's own output dim
                 in_labels[i0] = out_labels[o0] = lead
-                labels.pop(f"~i{i0}", None)
-                labels.pop(f"~o{o0}", None)
-                labels[lead] = math.gcd(size[src[i0]], size[out[o0]])
+                view_labels.pop(f"~i{i0}", None)
+                view_labels.pop(f"~o{o0}", None)
+                view_labels[lead] = math.gcd(size[src[i0]], size[out[o0]])
                 if src[i0] not in never_split and out[o0] not in never_split:
-                    splittable.append(lead)
+                    view_split.append(lead)
         in_t = [TensorSem(tuple(in_labels), tuple(size[d] for d in src), inputs[0].dtype, inputs[0].grad)]
         return OpSemantics(
             type=op_type,
-            label_size=tuple(labels.items()),
-            split_labels=tuple(splittable),
+            label_size=tuple(view_labels.items()),
+            split_labels=tuple(view_split),
             inputs=tuple(in_t),
             output=TensorSem(tuple(out_labels), tuple(size[d] for d in out), dtype, out_grad),
             params=(),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -150,8 +151,12 @@ def _load() -> None:
         return
     _loaded = True
     for mod in _BACKEND_MODULES:
-        if importlib.util.find_spec(mod) is not None:
+        if importlib.util.find_spec(mod) is None:
+            continue
+        try:
             importlib.import_module(mod)
+        except ImportError as exc:  # a backend whose package is broken is unavailable, not fatal
+            warnings.warn(f"solver backends in {mod} are unavailable: {exc}", RuntimeWarning, stacklevel=2)
 
 
 def all_backends() -> list[Backend]:

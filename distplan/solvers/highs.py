@@ -46,30 +46,29 @@ def _version() -> str:
     return str(h.version())
 
 
-def to_highs_lp(arrays: ModelArrays) -> highspy.HighsLp:
-    """The arrays as a HighsLp (column-wise matrix); infinities map to HiGHS's infinity."""
+def pass_arrays(h: highspy.Highs, arrays: ModelArrays) -> None:
+    """Hand the arrays to HiGHS in memory (addVars / addRows with the CSR buffers); HiGHS
+    always minimizes here, a maximization is negated."""
     inf = highspy.kHighsInf
-    lp = highspy.HighsLp()
-    lp.num_col_ = arrays.num_vars
-    lp.num_row_ = arrays.num_rows
+    n = arrays.num_vars
     sign = -1.0 if arrays.sense == "max" else 1.0
-    lp.sense_ = highspy.ObjSense.kMinimize
-    lp.col_cost_ = sign * arrays.c
-    lp.offset_ = sign * arrays.offset
-    lp.col_lower_ = np.where(np.isfinite(arrays.col_lo), arrays.col_lo, -inf)
-    lp.col_upper_ = np.where(np.isfinite(arrays.col_hi), arrays.col_hi, inf)
-    lp.row_lower_ = np.where(np.isfinite(arrays.row_lo), arrays.row_lo, -inf)
-    lp.row_upper_ = np.where(np.isfinite(arrays.row_hi), arrays.row_hi, inf)
-    A = arrays.A.tocsc()
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.num_col_ = arrays.num_vars
-    lp.a_matrix_.num_row_ = arrays.num_rows
-    lp.a_matrix_.start_ = A.indptr.astype(np.int32)
-    lp.a_matrix_.index_ = A.indices.astype(np.int32)
-    lp.a_matrix_.value_ = A.data.astype(np.float64)
+    lo = np.where(np.isfinite(arrays.col_lo), arrays.col_lo, -inf)
+    hi = np.where(np.isfinite(arrays.col_hi), arrays.col_hi, inf)
+    h.addVars(n, lo, hi)
+    cols = np.arange(n, dtype=np.int32)
+    if n:
+        h.changeColsCost(n, cols, sign * arrays.c)
+    if arrays.offset:
+        h.changeObjectiveOffset(sign * arrays.offset)
+    if arrays.num_rows:
+        A = arrays.A
+        rl = np.where(np.isfinite(arrays.row_lo), arrays.row_lo, -inf)
+        rh = np.where(np.isfinite(arrays.row_hi), arrays.row_hi, inf)
+        h.addRows(arrays.num_rows, rl, rh, A.nnz, A.indptr.astype(np.int32), A.indices.astype(np.int32), A.data.astype(np.float64))
     if arrays.is_mip:
-        lp.integrality_ = [highspy.HighsVarType.kInteger if v else highspy.HighsVarType.kContinuous for v in arrays.integrality]
-    return lp
+        ints = np.flatnonzero(arrays.integrality).astype(np.int32)
+        kinds = np.full(ints.size, highspy.HighsVarType.kInteger)
+        h.changeColsIntegrality(ints.size, ints, kinds)
 
 
 def solve(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
@@ -90,7 +89,7 @@ def solve(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | N
         h.setOptionValue("random_seed", int(options.seed))
     for key, value in options.raw.items():
         h.setOptionValue(key, value)
-    h.passModel(to_highs_lp(arrays))
+    pass_arrays(h, arrays)
     if warm_start is not None and arrays.is_mip:
         sol = highspy.HighsSolution()
         sol.col_value = list(np.asarray(warm_start, dtype=float))

@@ -2,7 +2,8 @@
 
 `pulp-cbc` writes the arrays as a free-format MPS file with vectorized string building and
 runs PuLP's bundled CBC binary on it directly: building a PuLP `LpProblem` and letting PuLP
-write the MPS costs about 10x more for the same file (see benchmarks/bench_backends.py).
+write the MPS costs 4-5x more for the same file (0.90 s against 0.18 s at 10k columns, 20k
+rows, 60k nonzeros; benchmarks/bench_backends.py, section 1).
 Statuses are read the way PuLP reads them (`COIN_CMD.get_status` on CBC's solution file,
 giving PuLP's `LpStatus` / `LpSolution` pair) and then made exact with CBC's own
 ``Result - ...`` log line, because PuLP reports "Optimal" for a time-limited incumbent.
@@ -20,6 +21,7 @@ parser, result assembly) are shared with the Pyomo and SCIP backends.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -31,10 +33,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import highspy
 import numpy as np
 
 from distplan.formulations.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
+from distplan.solvers.highs import STATUS_MAP as HIGHS_STATUS_MAP
 from distplan.solvers.isolation import run_isolated
 from distplan.solvers.result import SolutionStatus, SolverResult, Termination
 
@@ -54,6 +58,7 @@ PULP_STATUS_MAP.update(
         ("Not Solved", "No Solution Found"): Termination.UNKNOWN,  # a limit stopped it before any solution
         ("Not Solved", "No Solution Exists"): Termination.UNKNOWN,
         ("Infeasible", "No Solution Exists"): Termination.INFEASIBLE,
+        ("Infeasible", "No Solution Found"): Termination.INFEASIBLE,  # CBC's "Integer infeasible"
         ("Unbounded", "Solution is Unbounded"): Termination.INFEASIBLE_OR_UNBOUNDED,  # dual infeasible
         ("Undefined", "No Solution Exists"): Termination.UNKNOWN,
         ("Undefined", "No Solution Found"): Termination.UNKNOWN,
@@ -83,6 +88,13 @@ CBC_SECONDARY_MAP: dict[str, Termination] = {
 
 PULP_CBC_STATUS_MAP: dict[Any, Termination | None] = {**PULP_STATUS_MAP, **CBC_PRIMARY_MAP, **CBC_SECONDARY_MAP}
 
+#: pulp-highs reads HiGHS's own model status from PuLP's Highs object (plus PuLP's pair as
+#: a fallback); kHighsInterrupt ("interrupted by HiGHS", highspy >= 1.12) is added here
+#: because the shared highs map predates it
+PULP_HIGHS_STATUS_MAP: dict[Any, Termination] = {**PULP_STATUS_MAP, **HIGHS_STATUS_MAP}
+if hasattr(highspy.HighsModelStatus, "kHighsInterrupt"):
+    PULP_HIGHS_STATUS_MAP.setdefault(highspy.HighsModelStatus.kHighsInterrupt, Termination.INTERRUPTED)
+
 
 # -- shared helpers ----------------------------------------------------------------------
 
@@ -105,6 +117,17 @@ def primal_feasible(arrays: ModelArrays, x: np.ndarray, tol: float = 1e-6) -> bo
     ax = arrays.A @ x
     scale_r = tol * np.maximum(1.0, np.abs(ax))
     return not (np.any(ax < arrays.row_lo - scale_r) or np.any(ax > arrays.row_hi + scale_r))
+
+
+def fill_unmentioned(values: np.ndarray, arrays: ModelArrays) -> np.ndarray:
+    """Give variables a modeling layer left out (NaN: no row and no objective term mentions
+    them) a value within their bounds: any such value is optimal."""
+    out = np.array(values, dtype=float)
+    missing = np.isnan(out)
+    if missing.any():
+        lo, hi = arrays.col_lo[missing], arrays.col_hi[missing]
+        out[missing] = np.where(np.isfinite(lo), lo, np.where(np.isfinite(hi), hi, 0.0))
+    return out
 
 
 def finish_result(
@@ -140,10 +163,12 @@ def finish_result(
         if values.shape != (arrays.num_vars,) or not np.all(np.isfinite(values)):
             values = None
     if termination in (Termination.UNBOUNDED, Termination.INFEASIBLE_OR_UNBOUNDED):
-        # a feasible point plus a dual-infeasible relaxation proves unboundedness
+        # a feasible point plus a dual-infeasible relaxation proves unboundedness; the point
+        # is kept (as HiGHS does) as a feasible, not optimal, solution
         feasible_point = values is not None and primal_feasible(arrays, values)
         termination = Termination.UNBOUNDED if feasible_point else Termination.INFEASIBLE_OR_UNBOUNDED
-        values = None  # a point of an unbounded program is not a solution of it
+        if not feasible_point:
+            values = None
     if termination in (Termination.INFEASIBLE, Termination.ERROR):
         values = None
     objective = float(arrays.c @ values + arrays.offset) if values is not None else None
@@ -337,7 +362,8 @@ def parse_cbc_result(line: str) -> Termination | None:
 
 def parse_cbc_log(log: str) -> CbcLog:
     """Read CBC's final summary (``Result - ...``, ``Objective value:``, ``Lower bound:``,
-    ``Enumerated nodes:``, ``Total iterations:``) and the best "best possible" it printed.
+    ``Enumerated nodes:``, ``Total iterations:``) and the final "Partial search ... best
+    possible" line of a stopped search.
 
     Every bound read is made conservative by its printing precision, so it stays proven.
     """
@@ -348,7 +374,7 @@ def parse_cbc_log(log: str) -> CbcLog:
     lower: float | None = None
     nodes: int | None = None
     iterations: int | None = None
-    best_possible: list[float] = []
+    partial: float | None = None
     for line in log.splitlines():
         s = line.strip()
         if s.startswith("Result - "):
@@ -373,14 +399,14 @@ def parse_cbc_log(log: str) -> CbcLog:
         elif s.startswith("Total iterations:"):
             m = re.search(r"\d+", s)
             iterations = int(m.group(0)) if m else None
-        else:
+        elif result_line is None and "Partial search - best objective" in s:
+            # the main search's final message (printed with %g); heuristics' sub-searches
+            # are quiet at the default log level, and the last one before "Result" wins
             m = re.search(r"best possible (" + _FLOAT + r")", s)
-            if m and ("Cbc0010I" in s or "Cbc0005I" in s or "Partial search" in s or "After" in s):
-                text = m.group(1)
-                best_possible.append(float(text) - rounding_slack(text, significant=True))
-    if termination is not None and termination not in (Termination.OPTIMAL,) and best_possible:
-        # the last "best possible" printed is the tightest proven so far (CBC's bound only rises)
-        candidates = [v for v in (lower, best_possible[-1]) if v is not None and math.isfinite(v)]
+            if m:
+                partial = float(m.group(1)) - rounding_slack(m.group(1), significant=True)
+    if termination is not None and termination is not Termination.OPTIMAL and partial is not None:
+        candidates = [v for v in (lower, partial) if v is not None and math.isfinite(v)]
         lower = max(candidates) if candidates else lower
     return CbcLog(result_line, termination, has_solution, objective, lower, nodes, iterations)
 
@@ -422,6 +448,7 @@ def _cbc_available() -> bool:
     return os.path.isfile(path) and os.access(path, os.X_OK)
 
 
+@functools.cache
 def _cbc_version() -> str:
     proc = subprocess.run([cbc_path(), "-quit"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
     m = re.search(r"Version:\s*(\S+)", proc.stdout)
@@ -502,10 +529,10 @@ def _solve_cbc_in_process(arrays: ModelArrays, options: SolveOptions, warm_start
     else:  # no branch-and-bound summary (e.g. the LP was settled before it): PuLP's reading
         termination = PULP_STATUS_MAP.get(pulp_pair, Termination.UNKNOWN)
         has_solution = termination is Termination.OPTIMAL
-        if first_line.startswith("Unbounded"):
-            has_solution = True  # keep the point: finish_result checks whether it proves unboundedness
         raw = first_line
     bound_min = parsed.lower_bound if arrays.is_mip else None
+    if termination in (Termination.UNBOUNDED, Termination.INFEASIBLE_OR_UNBOUNDED):
+        has_solution = True  # finish_result keeps the point only if it proves unboundedness
     return finish_result(
         backend="pulp-cbc",
         version=version,
@@ -519,7 +546,9 @@ def _solve_cbc_in_process(arrays: ModelArrays, options: SolveOptions, warm_start
         solve_seconds=t2 - t1,
         nodes=parsed.nodes,
         iterations=parsed.iterations,
-        proven_optimal_bound=options.mip_gap is None or not arrays.is_mip,
+        # "Optimal solution found" means the search completed; "(within gap tolerance)"
+        # does not, and then only the printed lower bound counts
+        proven_optimal_bound=parsed.result_line != "Optimal solution found (within gap tolerance)",
     )
 
 
@@ -544,8 +573,10 @@ def build_pulp_problem(arrays: ModelArrays) -> tuple[Any, list[Any]]:
     lo = [None if not math.isfinite(v) else v for v in arrays.col_lo.tolist()]
     hi = [None if not math.isfinite(v) else v for v in arrays.col_hi.tolist()]
     cont, intg = pulp.LpContinuous, pulp.LpInteger
-    xs = [pulp.LpVariable(f"x{j}", lo[j], hi[j], intg if integ[j] else cont) for j in range(n)]
-    prob.addVariables(xs)
+    # PuLP >= 3.3 creates variables through the problem (PuLP 4.0 API); older PuLP directly.
+    # Variables no row or objective mentions stay out of PuLP's model (see `fill_unmentioned`).
+    make = getattr(prob, "add_variable", None) or pulp.LpVariable
+    xs = [make(f"x{j}", lo[j], hi[j], intg if integ[j] else cont) for j in range(n)]
     c = objective_sign(arrays) * arrays.c
     nz = np.flatnonzero(c)
     prob.setObjective(pulp.LpAffineExpression([(xs[j], v) for j, v in zip(nz.tolist(), c[nz].tolist())]))
@@ -569,8 +600,8 @@ def build_pulp_problem(arrays: ModelArrays) -> tuple[Any, list[Any]]:
     return prob, xs
 
 
+@functools.cache
 def _pulp_highs_version() -> str:
-    import highspy
     import pulp
 
     return f"HiGHS {highspy.Highs().version()} (PuLP {pulp.__version__})"
@@ -578,10 +609,7 @@ def _pulp_highs_version() -> str:
 
 def solve_pulp_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
     """pulp-highs: PuLP's own model objects, solved by PuLP's HiGHS API."""
-    import highspy
     import pulp
-
-    from distplan.solvers.highs import STATUS_MAP as HIGHS_STATUS_MAP
 
     t0 = time.perf_counter()
     prob, xs = build_pulp_problem(arrays)
@@ -594,18 +622,25 @@ def solve_pulp_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np.
     start = None if warm_start is None or not arrays.is_mip else np.asarray(warm_start, dtype=float)
 
     class _HighsWithStart(pulp.HiGHS):  # type: ignore[misc,name-defined]
-        """PuLP's HiGHS API plus a MIP start handed to the Highs object before it runs."""
+        """PuLP's HiGHS API plus a MIP start handed to the Highs object before it runs, and
+        tolerant of HiGHS statuses PuLP's own table does not list."""
 
         def callSolver(self, lp: Any) -> None:  # noqa: N802 (PuLP's name)
             if start is not None:
                 col = np.zeros(lp.solverModel.getNumCol())
-                for j, var in enumerate(xs):
-                    col[var.index] = start[j]
+                for var in lp.variables():  # PuLP numbered them in buildSolverModel
+                    col[var.index] = start[int(var.name[1:])]
                 sol = highspy.HighsSolution()
                 sol.col_value = col.tolist()
                 sol.value_valid = True
                 lp.solverModel.setSolution(sol)
             lp.solverModel.run()
+
+        def findSolutionValues(self, lp: Any) -> Any:  # noqa: N802 (PuLP's name)
+            try:
+                return super().findSolutionValues(lp)
+            except KeyError:  # PuLP's table lacks newer HiGHS statuses (e.g. kSolutionLimit of a node limit)
+                return pulp.LpStatusNotSolved, pulp.LpSolutionNoSolutionFound
 
     solver = _HighsWithStart(
         mip=True,
@@ -628,12 +663,11 @@ def solve_pulp_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np.
     highs = prob.solverModel
     raw = highs.getModelStatus()
     info = highs.getInfo()
-    termination = HIGHS_STATUS_MAP.get(raw, PULP_STATUS_MAP.get(pair, Termination.UNKNOWN))
-    if termination is Termination.OPTIMAL and raw == highspy.HighsModelStatus.kModelEmpty:
-        termination = Termination.OPTIMAL
+    # HiGHS's own status names the exact limit PuLP folds into ("Optimal", "Solution Found")
+    termination = PULP_HIGHS_STATUS_MAP.get(raw, PULP_STATUS_MAP.get(pair, Termination.UNKNOWN))
     values = None
     if info.primal_solution_status == 2 or arrays.num_vars == 0:
-        values = np.array([0.0 if v.varValue is None else float(v.varValue) for v in xs])
+        values = fill_unmentioned(np.array([np.nan if v.varValue is None else float(v.varValue) for v in xs]), arrays)
     bound_min: float | None = None
     if arrays.is_mip and np.isfinite(info.mip_dual_bound):
         bound_min = float(info.mip_dual_bound)
@@ -677,6 +711,6 @@ PULP_HIGHS = register_backend(
         extra=None,
         solve_fn=solve_pulp_highs,
         version_fn=_pulp_highs_version,
-        status_map=PULP_STATUS_MAP,
+        status_map=PULP_HIGHS_STATUS_MAP,
     )
 )

@@ -9,11 +9,15 @@ bound" step and the boundedness check; they run on whatever backend the run uses
 
 from __future__ import annotations
 
+import time
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from distplan.formulations.bandwidth.data import Program, Row
+from distplan.formulations.bandwidth.data import Program, Row, bandwidth_scale
 from distplan.formulations.model import Model, Variable
 from distplan.formulations.registry import RunContext
 from distplan.solvers.result import SolverResult, Termination
@@ -52,9 +56,10 @@ def optimize_linear(
     """Optimize ``objective @ B`` over the feasible bandwidths (GB/s).
 
     ``fixed`` pins dimensions to values; ``at_least`` adds B >= at_least (NaN entries free).
-    Returns the solver record and B (or None without a solution).
+    Returns the solver record and B (or None without a solution). On a backend that takes
+    cvxpy problems the LP is a cached parametrized cvxpy problem (compiled once per shape);
+    otherwise a `Model` handed to ``ctx.solve_model``.
     """
-    model = Model(name)
     lb = prog.lb.copy()
     ub = prog.ub.copy()
     if at_least is not None:
@@ -63,9 +68,13 @@ def optimize_linear(
     if fixed:
         for k, v in fixed.items():
             lb[k] = ub[k] = v
+    c = np.asarray(objective, dtype=float)
+    if ctx.backend.capabilities.convex:
+        return _optimize_linear_cvxpy(ctx, prog, c, sense, lb, ub)
+    model = Model(name)
     B = model.add_vars("bandwidth", prog.num_dims, lb=lb, ub=ub)
     constraint_rows(model, prog, B)
-    expr = (B * np.asarray(objective, dtype=float)).sum()
+    expr = (B * c).sum()
     if sense == "min":
         model.minimize(expr)
     else:
@@ -75,6 +84,82 @@ def optimize_linear(
     return result, None if values is None else np.asarray(values, dtype=float)
 
 
+@dataclass
+class _LinearProblem:
+    problem: Any
+    x: Any
+    params: dict[str, Any]
+    finite_ub: np.ndarray
+    eq: np.ndarray
+    le: np.ndarray
+    ge: np.ndarray
+
+
+_LINEAR: OrderedDict[tuple[Any, ...], _LinearProblem] = OrderedDict()
+
+
+def _linear_problem(prog: Program, lo: np.ndarray, hi: np.ndarray, ub: np.ndarray, sense: str) -> _LinearProblem:
+    import cvxpy as cp
+
+    D = prog.num_dims
+    eq = np.flatnonzero(lo == hi)
+    le = np.flatnonzero(np.isfinite(hi) & (lo != hi))
+    ge = np.flatnonzero(np.isfinite(lo) & (lo != hi))
+    finite_ub = np.flatnonzero(np.isfinite(ub))
+    key = (D, tuple(eq), tuple(le), tuple(ge), tuple(finite_ub), sense)
+    cached = _LINEAR.get(key)
+    if cached is not None:
+        _LINEAR.move_to_end(key)
+        return cached
+    x = cp.Variable(D, name="bandwidth")
+    params: dict[str, Any] = {"lb": cp.Parameter(D, name="lb"), "c": cp.Parameter(D, name="objective")}
+    cons: list[Any] = [params["lb"] <= x]
+    if finite_ub.size:
+        params["ub"] = cp.Parameter(finite_ub.size, name="ub")
+        cons.append(x[finite_ub] <= params["ub"])
+    for tag, idx in (("eq", eq), ("le", le), ("ge", ge)):
+        if idx.size:
+            params[f"A_{tag}"] = cp.Parameter((idx.size, D), name=f"A_{tag}")
+            rhs = params[f"b_{tag}"] = cp.Parameter(idx.size, name=f"b_{tag}")
+            lhs = params[f"A_{tag}"] @ x
+            cons.append(lhs == rhs if tag == "eq" else (lhs <= rhs if tag == "le" else lhs >= rhs))
+    obj = params["c"] @ x
+    problem = cp.Problem(cp.Minimize(obj) if sense == "min" else cp.Maximize(obj), cons)
+    lp = _LinearProblem(problem, x, params, finite_ub, eq, le, ge)
+    _LINEAR[key] = lp
+    if len(_LINEAR) > 64:
+        _LINEAR.popitem(last=False)
+    return lp
+
+
+def _optimize_linear_cvxpy(
+    ctx: RunContext, prog: Program, c: np.ndarray, sense: str, lb: np.ndarray, ub: np.ndarray
+) -> tuple[SolverResult, np.ndarray | None]:
+    """The LP as a parametrized cvxpy problem, scaled so that x and the objective are O(1)."""
+    t0 = time.perf_counter()
+    A, lo, hi = prog.rows_matrix()
+    lp = _linear_problem(prog, lo, hi, ub, sense)
+    sigma = bandwidth_scale(prog)
+    cscale = float(np.max(np.abs(c))) or 1.0
+    p = lp.params
+    p["lb"].value = lb / sigma
+    p["c"].value = c / cscale
+    if lp.finite_ub.size:
+        p["ub"].value = ub[lp.finite_ub] / sigma
+    for tag, idx, rhs in (("eq", lp.eq, hi), ("le", lp.le, hi), ("ge", lp.ge, lo)):
+        if idx.size:
+            p[f"A_{tag}"].value = A[idx]
+            p[f"b_{tag}"].value = rhs[idx] / sigma
+    result = ctx.solve_convex(lp.problem, build_seconds=time.perf_counter() - t0)
+    for attr in ("objective", "bound"):
+        value = getattr(result, attr)
+        if value is not None:
+            setattr(result, attr, value * cscale * sigma)
+    if not result.has_solution or lp.x.value is None:
+        return result, None
+    return result, np.asarray(lp.x.value, dtype=float) * sigma
+
+
 def max_bandwidths(ctx: RunContext, prog: Program, dims: Sequence[int]) -> dict[int, float]:
     """Largest feasible B_d (GB/s) for each listed dimension; inf when unbounded."""
     out: dict[int, float] = {}
@@ -82,6 +167,10 @@ def max_bandwidths(ctx: RunContext, prog: Program, dims: Sequence[int]) -> dict[
         e = np.zeros(prog.num_dims)
         e[k] = 1.0
         result, b = optimize_linear(ctx, prog, e, "max", name=f"max-bandwidth-{prog.dims[k]}")
+        if result.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED, Termination.NUMERICAL):
+            from distplan.formulations.bandwidth.diagnose import raise_if_infeasible
+
+            raise_if_infeasible(ctx, prog, "bandwidth range")
         if result.termination in (Termination.UNBOUNDED, Termination.INFEASIBLE_OR_UNBOUNDED):
             out[k] = np.inf
         elif b is not None:

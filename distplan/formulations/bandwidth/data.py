@@ -129,8 +129,8 @@ def prepare(inst: BandwidthInstance) -> Program:
         for coll in layer.collectives:
             if coll.bytes <= 0 or all(n == 1 for n in coll.npus):
                 continue
-            key = (coll.type, coll.npus)
-            groups[key] = groups.get(key, 0.0) + coll.bytes / GB
+            group = (coll.type, coll.npus)
+            groups[group] = groups.get(group, 0.0) + coll.bytes / GB
     vectors: list[np.ndarray] = []
     weights: list[float] = []
     index: dict[tuple[float, ...], int] = {}
@@ -146,7 +146,7 @@ def prepare(inst: BandwidthInstance) -> Program:
             vectors.append(unit)
             weights.append(size_gb * top)
     terms = np.vstack(vectors) if vectors else np.zeros((0, D))
-    used = (terms > 0).any(axis=0) if vectors else np.zeros(D, dtype=bool)
+    used: np.ndarray = np.asarray((terms > 0).any(axis=0)) if vectors else np.zeros(D, dtype=bool)
     n_total = math.prod(d.size for d in inst.dimensions)
     cost = np.array([n_total * (d.price_link + (d.price_switch + d.price_nic if d.block == "switch" else 0.0)) * GB for d in inst.dimensions])
     lb = np.array([d.min_bandwidth / GB for d in inst.dimensions])
@@ -168,11 +168,20 @@ def prepare(inst: BandwidthInstance) -> Program:
         instance=inst, dims=dims, compute_seconds=compute, terms=terms, weights=np.asarray(weights, dtype=float), used=used,
         cost_per_gbps=cost, lb=lb, ub=ub, rows=rows, options=options,
     )
-    for k in np.flatnonzero(~used):
+    for idle in np.flatnonzero(~used):
+        k = int(idle)
         prog.warnings.append(
             f"dimension {dims[k]} carries no traffic: it gets the smallest bandwidth the constraints allow (min_bandwidth {lb[k]:g} GB/s when free)"
         )
     return prog
+
+
+def bandwidth_scale(prog: Program) -> float:
+    """A typical per-dimension bandwidth (GB/s): the largest bandwidth number of the instance over D."""
+    values = [abs(r.rhs * r.scale) for r in prog.rows if r.unit == "GB/s" and r.rhs]
+    values += [float(v) for v in prog.ub if np.isfinite(v)]
+    values += [float(v) for v in prog.lb if v > 0]
+    return max(values) / prog.num_dims if values else 100.0
 
 
 def syntactically_bounded(prog: Program) -> np.ndarray:

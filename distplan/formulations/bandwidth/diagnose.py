@@ -6,8 +6,8 @@ rows) and, for every dimension that carries traffic, the requirement B_d > 0 (a 
 dimension without bandwidth makes the training time infinite; checked as B_d >= eps).
 Starting from all elements, drop one at a time and keep it dropped when the rest is still
 infeasible: what remains is an irreducible infeasible subset. An elastic LP on that
-subset then gives the smallest relaxation of each of its constraints that restores
-feasibility ("by how much"). Each test is one small LP on the run's backend.
+subset then gives, for each of its constraints, the smallest relaxation of that
+constraint alone that restores feasibility ("by how much"). Each test is one small LP on the run's backend.
 """
 
 from __future__ import annotations
@@ -55,23 +55,12 @@ def elements(prog: Program) -> list[Element]:
     return out
 
 
-def _model(prog: Program, subset: list[Element], elastic: bool = False) -> Model:
+def _model(prog: Program, subset: list[Element]) -> Model:
     model = Model("bandwidth-feasibility")
     B = model.add_vars("bandwidth", prog.num_dims, lb=0.0)
-    if not elastic:
-        for k, el in enumerate(subset):
-            row_block(model, B, el.row, name=f"e{k}")
-        model.minimize(0.0 * B.sum())
-        return model
-    n = len(subset)
-    up = model.add_vars("relax_up", n, lb=0.0)  # lets a row's value rise above its rhs
-    down = model.add_vars("relax_down", n, lb=0.0)
     for k, el in enumerate(subset):
-        expr = (B * el.row.coeffs).sum() - up[k] + down[k]
-        r = el.row
-        spec = expr <= r.rhs if r.sense == "<=" else (expr >= r.rhs if r.sense == ">=" else expr == r.rhs)
-        model.add_constraints(f"e{k}", spec)
-    model.minimize(up.sum() + down.sum())
+        row_block(model, B, el.row, name=f"e{k}")
+    model.minimize(0.0 * B.sum())
     return model
 
 
@@ -84,8 +73,29 @@ def _infeasible(ctx: RunContext, prog: Program, subset: list[Element]) -> bool |
     return None
 
 
+def _relaxation(ctx: RunContext, prog: Program, subset: list[Element], free: int) -> float | None:
+    """Smallest amount (original units) by which element ``free`` alone must be relaxed."""
+    model = Model("bandwidth-relax-one")
+    B = model.add_vars("bandwidth", prog.num_dims, lb=0.0)
+    slack = model.add_vars("relax", 2, lb=0.0)
+    for k, el in enumerate(subset):
+        r = el.row
+        expr = (B * r.coeffs).sum()
+        if k == free:
+            expr = expr - slack[0] + slack[1]
+        spec = expr <= r.rhs if r.sense == "<=" else (expr >= r.rhs if r.sense == ">=" else expr == r.rhs)
+        model.add_constraints(f"e{k}", spec)
+    model.minimize(slack.sum())
+    result = ctx.solve_model(model)
+    if not result.has_solution or result.objective is None:
+        return None
+    return float(result.objective) * subset[free].row.scale
+
+
 def find_conflict(ctx: RunContext, prog: Program) -> tuple[list[Element], list[tuple[Element, float]]] | None:
-    """An irreducible infeasible subset and per-element relaxations (original units), or None."""
+    """An irreducible infeasible subset, and for each of its elements the smallest relaxation
+    of that element alone that restores feasibility (original units; absent when relaxing it
+    alone cannot help), or None when the linear system is feasible."""
     current = elements(prog)
     if _infeasible(ctx, prog, current) is not True:
         return None
@@ -97,14 +107,10 @@ def find_conflict(ctx: RunContext, prog: Program) -> tuple[list[Element], list[t
         else:
             k += 1
     relax: list[tuple[Element, float]] = []
-    result = ctx.solve_model(_model(prog, current, elastic=True))
-    if result.has_solution:
-        up = result.values_by_block["relax_up"]
-        down = result.values_by_block["relax_down"]
-        for el, a, b in zip(current, up, down, strict=True):
-            amount = float(a + b) * el.row.scale
-            if amount > 1e-9 * max(1.0, abs(el.row.rhs * el.row.scale)):
-                relax.append((el, amount))
+    for k, el in enumerate(current):
+        amount = _relaxation(ctx, prog, current, k)
+        if amount is not None and amount > 0:
+            relax.append((el, amount))
     return current, relax
 
 
@@ -115,10 +121,10 @@ def raise_if_infeasible(ctx: RunContext, prog: Program, what: str) -> None:
         return
     subset, relax = found
     names = "; ".join(f"{el.label} [{el.path}]" for el in subset)
-    how = ", ".join(f"{el.label} by {amount:.6g} {el.row.unit}" for el, amount in relax)
+    how = "; or ".join(f"{el.label} by {amount:.6g} {el.row.unit}" for el, amount in relax)
     msg = f"{prog.instance.name}: {what}: no bandwidth allocation satisfies these constraints together: {names}"
     if how:
-        msg += f". Smallest fix: relax {how}"
+        msg += f". Any one of these relaxations fixes it: {how}"
     raise InfeasibleError(
         msg,
         details={

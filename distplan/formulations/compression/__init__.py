@@ -9,7 +9,8 @@ overlap), and the baselines ``allreduce_all``, ``sfb_poseidon_rule`` and ``greed
 from __future__ import annotations
 
 from distplan.formulations.compression import baselines, select, tag
-from distplan.formulations.registry import Formulation, register
+from distplan.formulations.compression.bounds import compression_bounds
+from distplan.formulations.registry import Formulation, register, register_bounds
 
 TAG = "Zhang et al., Expediting Distributed DNN Training with Device Topology-Aware Graph Deployment, arXiv 2302.06126 (ylxdzsw/tag search/sfb.jl)"
 POSEIDON = "Zhang et al., Poseidon, USENIX ATC 2017; Xie et al., Lighter-Communication Distributed Machine Learning via Sufficient Factor Broadcasting, UAI 2016"
@@ -49,7 +50,7 @@ register(
         exact=True,
         reference=TAG + "; extended with codecs and channel scheduling",
         blocks=select.SELECT_BLOCKS,
-        params={"window": None},
+        params={"window": None, "improve_seconds": 5.0},
     )
 )
 register(
@@ -80,3 +81,4 @@ register(
         run=baselines.run_greedy,
     )
 )
+register_bounds("compression", compression_bounds)

@@ -25,11 +25,13 @@ then the dual bound holds only for that restricted program and is not reported.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from distplan.formulations.compression.costs import CostData, cost_data, horizon, memory_can_bind, memory_terms
 from distplan.formulations.model import LinExpr, Model, linear_sum
@@ -60,9 +62,14 @@ class SelectIndex:
     H: float
     release_lb: np.ndarray  # [G] earliest possible channel start (everything eligible duplicated)
     sync_lb: np.ndarray  # [n_classes] earliest possible end of backward
+    #: seconds per model time unit: the MILP measures time in units of H so its values are
+    #: O(1) and solver tolerances (absolute gap 1e-6, feasibility 1e-7) are relative
+    unit: float
 
 
-def select_index(inst: CompressionInstance, cd: CostData) -> SelectIndex:
+def select_index(inst: CompressionInstance, cd: CostData, upper: float | None = None) -> SelectIndex:
+    """Index arrays; ``upper`` (seconds) is an iteration time some plan reaches: every time of
+    a solution that is at least as good is below it, so it serves as the big-M."""
     elig = np.flatnonzero(cd.eligible)
     x_of_op = np.full(cd.n_ops, -1, dtype=np.int64)
     x_of_op[elig] = np.arange(elig.size)
@@ -86,6 +93,7 @@ def select_index(inst: CompressionInstance, cd: CostData) -> SelectIndex:
     stream_const = np.cumsum(stream_t, axis=0)
     stream_end = stream_const[-1] if cd.n_ops else np.zeros(nk)
     rank = np.lexsort((np.arange(cd.n_gradients), cd.grad_op))
+    H = horizon(inst) if upper is None else upper
     all_dup = np.cumsum(cd.class_time * cd.eligible[:, None], axis=0)
     fastest = stream_const - all_dup
     release_lb = np.zeros(cd.n_gradients)
@@ -93,14 +101,14 @@ def select_index(inst: CompressionInstance, cd: CostData) -> SelectIndex:
     sync_lb = fastest[-1] if cd.n_ops else np.zeros(nk)
     return SelectIndex(
         elig, x_of_op, opt_grad, opt_coded, grad_coded, pair_g, pair_k, pair_of, enc_pairs, enc_of_pair,
-        stream_const, stream_end, rank, horizon(inst), release_lb, sync_lb,
+        stream_const, stream_end, rank, H, release_lb, sync_lb, max(H, 1e-12),
     )
 
 
 def _index(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> tuple[CostData, SelectIndex]:
     if "si" not in data:
         data["cd"] = cost_data(inst)
-        data["si"] = select_index(inst, data["cd"])
+        data["si"] = select_index(inst, data["cd"], data["params"].get("_upper"))
     return data["cd"], data["si"]
 
 
@@ -200,7 +208,8 @@ def select_memory(model: Model, inst: CompressionInstance, data: dict[str, Any])
         devs.size,
         model.num_vars,
     )
-    model.add_constraints("memory", expr <= cd.memory_capacity[devs] - cd.memory_base[devs])
+    scale = 1.0 / cd.memory_capacity[devs]
+    model.add_constraints("memory", expr * scale <= (cd.memory_capacity[devs] - cd.memory_base[devs]) * scale)
 
 
 def _durations(model: Model, inst: CompressionInstance, cd: CostData, si: SelectIndex) -> tuple[LinExpr, LinExpr, LinExpr]:
@@ -209,9 +218,10 @@ def _durations(model: Model, inst: CompressionInstance, cd: CostData, si: Select
     x, b, z = model["duplicate"], model["broadcast"], model["method"]
     G = cd.n_gradients
     nv = model.num_vars
-    chan = np.array([o.channel_seconds for o in cd.options])
+    k_ = 1.0 / si.unit
+    chan = np.array([o.channel_seconds for o in cd.options]) * k_
     cg = cd.cand_gradient
-    tau = linear_sum(np.concatenate([z.index, b.index]), np.concatenate([chan, cd.cand_seconds]), np.concatenate([si.opt_grad, cg]), G, nv)
+    tau = linear_sum(np.concatenate([z.index, b.index]), np.concatenate([chan, cd.cand_seconds * k_]), np.concatenate([si.opt_grad, cg]), G, nv)
     # encode seconds per encode pair
     er, ec, ev = [], [], []
     dr, dc, dv = [], [], []
@@ -222,11 +232,11 @@ def _durations(model: Model, inst: CompressionInstance, cd: CostData, si: Select
             if opt.encode_seconds[k] > 0:
                 er.append(si.enc_of_pair[p])
                 ec.append(z.index[o_idx])
-                ev.append(opt.encode_seconds[k])
+                ev.append(opt.encode_seconds[k] * k_)
             if opt.decode_seconds[k] > 0:
                 dr.append(p)
                 dc.append(z.index[o_idx])
-                dv.append(opt.decode_seconds[k])
+                dv.append(opt.decode_seconds[k] * k_)
     enc = linear_sum(np.array(ec, dtype=np.int64), np.array(ev), np.array(er, dtype=np.int64), si.enc_pairs.size, nv)
     # duplicated work of a gradient's tree on the sync stream: M_j t_jk x_j
     tree_ops = si.elig[inst.tree[si.elig] >= 0]
@@ -237,11 +247,11 @@ def _durations(model: Model, inst: CompressionInstance, cd: CostData, si: Select
             continue
         tr.append(si.pair_of[inst.tree[on_k], k])
         tc.append(x.index[si.x_of_op[on_k]])
-        tv.append(inst.replicas[on_k] * cd.class_time[on_k, k])
+        tv.append(inst.replicas[on_k] * cd.class_time[on_k, k] * k_)
     rows = np.concatenate([np.array(dr, dtype=np.int64), *tr]) if tr else np.array(dr, dtype=np.int64)
     cols = np.concatenate([np.array(dc, dtype=np.int64), *tc]) if tc else np.array(dc, dtype=np.int64)
     vals = np.concatenate([np.array(dv, dtype=float), *tv]) if tv else np.array(dv, dtype=float)
-    w = linear_sum(cols, vals, rows, si.pair_g.size, nv) + cd.update_seconds[si.pair_g, si.pair_k]
+    w = linear_sum(cols, vals, rows, si.pair_g.size, nv) + cd.update_seconds[si.pair_g, si.pair_k] * k_
     return tau, enc, w
 
 
@@ -251,12 +261,13 @@ def select_timing(model: Model, inst: CompressionInstance, data: dict[str, Any])
     P = si.pair_g.size
     G = cd.n_gradients
     nk = cd.n_classes
-    c = model.add_vars("channel_start", G)
-    e = model.add_vars("encode_start", si.enc_pairs.size)
-    u = model.add_vars("sync_start", P)
-    T = model.add_vars("iteration", 1)
+    k_ = 1.0 / si.unit
+    H = si.H * k_
+    c = model.add_vars("channel_start", G, ub=H)
+    e = model.add_vars("encode_start", si.enc_pairs.size, ub=H)
+    u = model.add_vars("sync_start", P, ub=H)
+    T = model.add_vars("iteration", 1, ub=H)
     x = model["duplicate"]
-    H = si.H
     nv = model.num_vars
     tau, enc, w = _durations(model, inst, cd, si)
     data["tau"], data["enc"], data["w"] = tau, enc, w
@@ -264,14 +275,14 @@ def select_timing(model: Model, inst: CompressionInstance, data: dict[str, Any])
     # release per pair: R = sum t x over eligible ops up to the producer
     prod = cd.grad_op[si.pair_g]
     rr, rc, rv = _dup_time_triplets(inst, cd, si, np.arange(P), prod)
-    R = linear_sum(x.index[rc], rv, rr, P, nv)
-    C = si.stream_const[prod, si.pair_k]
+    R = linear_sum(x.index[rc], rv * k_, rr, P, nv)
+    C = si.stream_const[prod, si.pair_k] * k_
     model.add_constraints("channel-release", c.expr()[si.pair_g] + R >= C)
     if si.enc_pairs.size:
         ep = si.enc_pairs
         coded_opts = np.flatnonzero(si.opt_coded)
         # coded_g = sum of z over the gradient's codec options, one row per encode pair
-        row_of_grad = {}
+        row_of_grad: dict[int, list[int]] = {}
         for q, p in enumerate(ep.tolist()):
             row_of_grad.setdefault(int(si.pair_g[p]), []).append(q)
         cr, cc = [], []
@@ -285,8 +296,9 @@ def select_timing(model: Model, inst: CompressionInstance, data: dict[str, Any])
     model.add_constraints("sync-after-channel", u.expr() - c.expr()[si.pair_g] - tau[si.pair_g] >= 0.0)
     # End_k = stream_end_k - sum over eligible ops on k of t x
     er_, ec_, ev_ = _dup_time_triplets(inst, cd, si, np.arange(P), None)
-    End_sub = linear_sum(x.index[ec_], ev_, er_, P, nv)
-    model.add_constraints("sync-after-backward", u.expr() + End_sub >= si.stream_end[si.pair_k])
+    End_sub = linear_sum(x.index[ec_], ev_ * k_, er_, P, nv)
+    stream_end = si.stream_end * k_
+    model.add_constraints("sync-after-backward", u.expr() + End_sub >= stream_end[si.pair_k])
     model.add_constraints("iteration-after-sync", T.expr()[np.zeros(P, dtype=np.int64)] - u.expr() - w >= 0.0)
     cls = np.arange(nk)
     ops_rows, ops_cols, ops_vals = [], [], []
@@ -294,17 +306,23 @@ def select_timing(model: Model, inst: CompressionInstance, data: dict[str, Any])
         on_k = si.elig[cd.class_host[si.elig, k]]
         ops_rows.append(np.full(on_k.size, k))
         ops_cols.append(x.index[si.x_of_op[on_k]])
-        ops_vals.append(cd.class_time[on_k, k])
+        ops_vals.append(cd.class_time[on_k, k] * k_)
     End_all = linear_sum(np.concatenate(ops_cols), np.concatenate(ops_vals), np.concatenate(ops_rows), nk, nv)
-    model.add_constraints("iteration-after-backward", T.expr()[np.zeros(nk, dtype=np.int64)] + End_all >= si.stream_end)
+    model.add_constraints("iteration-after-backward", T.expr()[np.zeros(nk, dtype=np.int64)] + End_all >= stream_end)
     # valid inequalities (implied by the disjunctive rows, not by their LP relaxation):
     # each sync stream starts after its backward pass and runs its items one at a time ...
     load = w.group_sum(si.pair_k, nk)
-    model.add_constraints("sync-load", T.expr()[np.zeros(nk, dtype=np.int64)] - load + End_all >= si.stream_end)
-    # ... and the channel carries every transfer after the earliest release, then one update
-    first = float(si.release_lb.min(initial=0.0))
-    tail = float(cd.update_seconds[si.pair_g, si.pair_k].min(initial=0.0))
-    model.add_constraints("channel-load", T.expr() - tau.sum() >= first + tail)
+    model.add_constraints("sync-load", T.expr()[np.zeros(nk, dtype=np.int64)] - load + End_all >= stream_end)
+    # ... and the channel carries, after the release of g, every transfer released no
+    # earlier than g, then at least one update: T >= F_k(g) + sum_{h >= g} tau_h + tail
+    tail = float(cd.update_seconds[si.pair_g, si.pair_k].min(initial=0.0)) * k_
+    pos = np.empty(G, dtype=np.int64)
+    pos[si.rank] = np.arange(G)
+    later = pos[None, :] >= pos[si.pair_g][:, None]  # [P, G]: h released no earlier than g
+    lr, lh = np.nonzero(later)
+    tau_rows = tau.A[lh]
+    suffix = LinExpr(sp.csr_matrix((np.ones(lr.size), (lr, np.arange(lr.size))), shape=(P, lr.size)) @ tau_rows, np.zeros(P), (P,))
+    model.add_constraints("channel-load", T.expr()[np.zeros(P, dtype=np.int64)] + R - suffix >= C + tail)
     model.minimize(T.expr())
 
 
@@ -321,7 +339,8 @@ def select_order(model: Model, inst: CompressionInstance, data: dict[str, Any]) 
     nfree = int(free.sum())
     y = model.add_vars("order", nfree, vtype="binary")
     data["order_free"] = np.flatnonzero(free)
-    H = si.H
+    k_ = 1.0 / si.unit
+    H = si.H * k_
     yslot = np.full(ia.size, -1, dtype=np.int64)
     yslot[free] = np.arange(nfree)
     c = model["channel_start"].expr()
@@ -349,8 +368,8 @@ def select_order(model: Model, inst: CompressionInstance, data: dict[str, Any]) 
             model.add_constraints(f"{name}-fcfs", start[rb[fx]] - start[ra[fx]] - dur[ra[fx]] >= 0.0)
 
     all_pairs = np.arange(ia.size)
-    disjunctive("channel", c, tau, a, bb, all_pairs, si.release_lb)
-    sync_lb = si.sync_lb[si.pair_k]
+    disjunctive("channel", c, tau, a, bb, all_pairs, si.release_lb * k_)
+    sync_lb = si.sync_lb[si.pair_k] * k_
     enc_lb = np.zeros(si.enc_pairs.size)
     for k in range(cd.n_classes):
         pa, pb = si.pair_of[a, k], si.pair_of[bb, k]
@@ -396,6 +415,7 @@ def least_schedule(inst: CompressionInstance, ch: Choice, data: dict[str, Any] |
     enc_free = np.zeros(nk)
     sync_free = np.zeros(nk)
     chan_free = 0.0
+    busy = 0.0
     c = np.zeros(cd.n_gradients)
     e = np.zeros(si.enc_pairs.size)
     u = np.zeros(si.pair_g.size)
@@ -421,27 +441,125 @@ def least_schedule(inst: CompressionInstance, ch: Choice, data: dict[str, Any] |
         start = max(chan_free, ready)
         c[g] = start
         chan_free = start + chan
+        busy += chan
         for k in ks.tolist():
             work = cd.update_seconds[g, k] + tree_work[g, k] + (opt.decode_seconds[k] if opt is not None else 0.0)
             s = max(sync_free[k], chan_free, End[k])
             u[si.pair_of[g, k]] = s
             sync_free[k] = s + work
     T = float(max(End.max(initial=0.0), sync_free.max(initial=0.0), chan_free))
-    return {"iteration": T, "channel_start": c, "encode_start": e, "sync_start": u, "broadcast": b}
+    return {"iteration": T, "channel_start": c, "encode_start": e, "sync_start": u, "broadcast": b, "channel_busy": busy}
+
+
+def _memory_ok(inst: CompressionInstance, dup: np.ndarray, terms: tuple[np.ndarray, np.ndarray]) -> bool:
+    cd = cost_data(inst)
+    dup_bytes, bcast_bytes = terms
+    b = dup[cd.cand_dst] & ~dup[cd.cand_src]
+    used = cd.memory_base + dup_bytes @ dup.astype(float) + bcast_bytes @ b.astype(float)
+    return bool(np.all(used <= cd.memory_capacity * (1 + 1e-9)))
+
+
+def _sfb_variants(inst: CompressionInstance, g: int) -> list[np.ndarray]:
+    """Duplicated sets for sfb of gradient g: its whole eligible tree, and its producer alone."""
+    p = int(inst.grad_op[g])
+    if not inst.eligible[p]:
+        return []
+    tree = inst.eligible & (inst.tree == g)
+    root = np.zeros(inst.n_ops, dtype=bool)
+    root[p] = True
+    return [tree] if np.array_equal(tree, root) else [tree, root]
+
+
+def min_channel_choice(inst: CompressionInstance) -> Choice:
+    """Per gradient the way with the least channel time (sfb as its whole tree), taken in
+    order of saving while memory fits; release order."""
+    cd = cost_data(inst)
+    terms = memory_terms(inst)
+    best = np.full(cd.n_gradients, -1, dtype=np.int64)
+    best_tau = np.full(cd.n_gradients, np.inf)
+    for o, opt in enumerate(cd.options):
+        if opt.channel_seconds < best_tau[opt.gradient]:
+            best[opt.gradient], best_tau[opt.gradient] = o, opt.channel_seconds
+    fallback = best.copy()
+    trees: dict[int, np.ndarray] = {}
+    for g in range(cd.n_gradients):
+        variants = _sfb_variants(inst, g)
+        if not variants:
+            continue
+        tree = variants[0]
+        into = tree[cd.cand_dst] & ~tree[cd.cand_src]
+        tau = float(cd.cand_seconds[into].sum())
+        if tau < best_tau[g]:
+            best[g], best_tau[g], trees[g] = -1, tau, tree
+    dup = np.zeros(inst.n_ops, dtype=bool)
+    for g in np.argsort(best_tau - cd.grad_allreduce_seconds, kind="stable").tolist():
+        if best[g] >= 0:
+            continue
+        trial = dup | trees[g]
+        if _memory_ok(inst, trial, terms):
+            dup = trial
+        else:
+            best[g] = fallback[g]
+    return Choice(dup, best, fifo_order(inst))
+
+
+def improve_choice(inst: CompressionInstance, ch: Choice, data: dict[str, Any] | None, deadline: float, max_sweeps: int = 4) -> tuple[Choice, int]:
+    """Coordinate descent on the way each gradient is synchronized (options, sfb as whole
+    tree or producer alone), keeping the order: a change is kept when it lowers (iteration
+    time, channel busy time). Stops after ``max_sweeps`` sweeps without change or at
+    ``deadline`` (perf_counter seconds). Returns the choice and the number of changes."""
+    cd = cost_data(inst)
+    terms = memory_terms(inst)
+    opts_of = [np.flatnonzero(np.array([o.gradient == g for o in cd.options])) for g in range(cd.n_gradients)]
+
+    def score(c: Choice) -> tuple[float, float]:
+        sched = least_schedule(inst, c, data)
+        return (round(sched["iteration"], 12), round(sched["channel_busy"], 12))
+
+    cur = Choice(ch.dup.copy(), ch.option.copy(), ch.order.copy())
+    cur_score = score(cur)
+    changes = 0
+    grads = np.argsort(-cd.grad_allreduce_seconds, kind="stable").tolist()
+    for _ in range(max_sweeps):
+        changed = False
+        for g in grads:
+            if time.perf_counter() > deadline:
+                return cur, changes
+            tree = inst.eligible & (inst.tree == g)
+            base_dup = cur.dup & ~tree
+            alternatives: list[tuple[int, np.ndarray]] = [(int(o), base_dup) for o in opts_of[g].tolist()]
+            alternatives += [(-1, base_dup | v) for v in _sfb_variants(inst, g)]
+            for o, dup in alternatives:
+                if o == cur.option[g] and np.array_equal(dup, cur.dup):
+                    continue
+                if o < 0 and not _memory_ok(inst, dup, terms):
+                    continue
+                option = cur.option.copy()
+                option[g] = o
+                trial = Choice(dup, option, cur.order)
+                sc = score(trial)
+                if sc < cur_score:
+                    cur, cur_score = trial, sc
+                    changes += 1
+                    changed = True
+        if not changed:
+            break
+    return cur, changes
 
 
 def warm_vector(model: Model, inst: CompressionInstance, data: dict[str, Any], ch: Choice) -> np.ndarray:
     """A full solution vector of the codec_select model for fixed choices."""
     cd, si = data["cd"], data["si"]
     sched = least_schedule(inst, ch, data)
+    k_ = 1.0 / si.unit
     vals: dict[str, np.ndarray] = {
         "duplicate": (ch.dup[si.elig]).astype(float),
         "broadcast": sched["broadcast"],
         "method": np.zeros(len(cd.options)),
-        "channel_start": sched["channel_start"],
-        "encode_start": sched["encode_start"],
-        "sync_start": sched["sync_start"],
-        "iteration": np.array([sched["iteration"]]),
+        "channel_start": sched["channel_start"] * k_,
+        "encode_start": sched["encode_start"] * k_,
+        "sync_start": sched["sync_start"] * k_,
+        "iteration": np.array([sched["iteration"] * k_]),
     }
     has = ch.option >= 0
     vals["method"][ch.option[has]] = 1.0
@@ -502,7 +620,8 @@ def choice_from_plan(inst: CompressionInstance, plan: CompressionPlan) -> Choice
 def run_codec_select(inst: CompressionInstance, ctx: RunContext) -> Outcome:
     """Solve the scheduling MILP, warm-started with the best of all-reduce, TAG's plan and the
     greedy plan (each in release order); return the best plan found."""
-    from distplan.formulations.compression.baselines import allreduce_plan, greedy_plan
+    from distplan.errors import InfeasibleError
+    from distplan.formulations.compression.baselines import allreduce_plan, greedy_plan, poseidon_plan
     from distplan.formulations.compression.tag import DEFAULT_ALPHA, min_cut_duplicated, plan_from_duplicated, run_tag_sfb
 
     inst.check_base_memory()
@@ -516,19 +635,45 @@ def run_codec_select(inst: CompressionInstance, ctx: RunContext) -> Outcome:
     else:
         dup, _, _ = min_cut_duplicated(inst, DEFAULT_ALPHA)
         candidates["tag_sfb"] = plan_from_duplicated(inst, dup)
+    with contextlib.suppress(InfeasibleError):  # when the rule overflows memory it is no candidate
+        candidates["sfb_poseidon_rule"] = poseidon_plan(inst)
+    sched_data = {"si": select_index(inst, cost_data(inst))}
     scored = {}
     for name, plan in candidates.items():
         ch = choice_from_plan(inst, plan)
-        scored[name] = (least_schedule(inst, ch)["iteration"], ch)
+        scored[name] = (least_schedule(inst, ch, sched_data)["iteration"], ch)
+    ch = min_channel_choice(inst)
+    scored["min_channel"] = (least_schedule(inst, ch, sched_data)["iteration"], ch)
+    best0 = min(scored, key=lambda n: scored[n][0])
+    remaining = ctx.remaining_time()
+    budget = float(ctx.param("improve_seconds", 5.0))
+    if remaining is not None:
+        budget = min(budget, 0.25 * remaining)
+    improved, changes = improve_choice(inst, scored[best0][1], sched_data, time.perf_counter() + budget)
+    scored["improved"] = (least_schedule(inst, improved, sched_data)["iteration"], improved)
     start_name = min(scored, key=lambda n: scored[n][0])
+    upper = scored[start_name][0] * (1 + 1e-6) + 1e-12
     t0 = time.perf_counter()
-    model, data = build_model("codec_select", SELECT_BLOCKS, inst, {"window": window})
+    model, data = build_model("codec_select", SELECT_BLOCKS, inst, {"window": window, "_upper": upper})
     build = time.perf_counter() - t0
     start = warm_vector(model, inst, data, scored[start_name][1])
-    res = ctx.solve_model(model, warm_start=start, build_seconds=build)
+    saved = ctx.options
+    if saved.mip_gap is None:  # prove optimality, not HiGHS's default 0.01 % gap
+        ctx.options = saved.with_(mip_gap=1e-7)
+    try:
+        res = ctx.solve_model(model, warm_start=start, build_seconds=build)
+    finally:
+        ctx.options = saved
+    unit = data["si"].unit
+    res.extra["time_unit_seconds"] = unit  # time variables in res.values are in this unit
+    if res.objective is not None:
+        res.objective *= unit
+    if res.bound is not None:
+        res.bound *= unit
     info: dict[str, Any] = {
         "candidates": {n: v[0] for n, v in scored.items()},
         "warm_start": start_name,
+        "improvement_changes": changes,
         "window": window,
         "order_binaries": int(model.var_blocks["order"].stop - model.var_blocks["order"].start),
         "milp_objective": res.objective,

@@ -123,17 +123,29 @@ def gpipe_orders(inst: PipelineInstance) -> Orders:
     return orders
 
 
-def one_f_one_b_orders(inst: PipelineInstance, warmup: np.ndarray) -> Orders:
+def one_f_one_b_orders(inst: PipelineInstance, warmup: np.ndarray, per_block: bool = False) -> Orders:
     """``warmup[d]`` forward units, then one forward and one backward unit alternately,
-    then the remaining backward units."""
+    then the remaining backward units. With ``per_block`` a unit is a single block (a
+    device holding several stages, e.g. the X shape, alternates per block) and the
+    warm-up counts blocks."""
     units = DeviceUnits(inst)
     n = inst.micro_batches
     orders: Orders = []
     for d in range(inst.n_devices):
-        w = int(min(warmup[d], n))
-        queues = {"F": [units.unit(d, (F,), m) for m in range(n)], "B": [units.unit(d, (B, W), m) for m in range(n)]}
-        tokens = ["F"] * w + ["F", "B"] * (n - w) + ["B"] * w
-        orders.append(_pattern(queues, tokens))
+        if per_block:
+            # blocks in the order of an ideal pipelined run: depth + m * (busiest device's work)
+            period = float(inst.device_work().max())
+            fops = [op for m in range(n) for op in units.unit(d, (F,), m)]
+            bops = [op for m in range(n) for op in units.unit(d, (B, W), m)]
+            fq = [[op] for op in sorted(fops, key=lambda op: (units.depth[op // n] + (op % n) * period, op))]
+            bq = [[op] for op in sorted(bops, key=lambda op: (units.depth[op // n] + (op % n) * period, op))]
+        else:
+            fq = [units.unit(d, (F,), m) for m in range(n)]
+            bq = [units.unit(d, (B, W), m) for m in range(n)]
+        total = len(fq)
+        w = int(min(warmup[d], total))
+        tokens = ["F"] * w + ["F", "B"] * max(total, len(bq)) + ["B"] * len(bq)
+        orders.append(_pattern({"F": fq, "B": bq}, tokens))
     return orders
 
 
@@ -165,28 +177,40 @@ def gpipe(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
 
 
 def one_f_one_b(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
-    """1F1B with the placement's warm-up; when memory is short the warm-up shrinks (all
-    devices together, down to one micro-batch in flight)."""
+    """1F1B with the placement's warm-up, per micro-batch unit and per block (the better
+    of the two); when memory is short the warm-up shrinks (all devices together, down to
+    one unit in flight)."""
     natural = _group_max(downstream_devices(inst), device_groups(inst))
-    warm = natural.copy()
-    while True:
-        candidates = [warm]
-        if np.ptp(warm) > 0:
-            candidates.append(np.full_like(warm, warm.min()))
-        for cand in candidates:
-            orders = one_f_one_b_orders(inst, cand)
-            ok, peaks = _fits(inst, orders)
-            if not ok:
-                continue
-            try:
-                return _timed(inst, orders), {"schedule": "1f1b", "warmup": [int(x) for x in cand]}
-            except SequenceCycleError:
-                continue
-        if warm.max() == 0:
-            orders = one_f_one_b_orders(inst, warm)
-            _, peaks = _fits(inst, orders)
-            raise _memory_error(inst, "1f1b", peaks)
-        warm = np.maximum(warm - 1, 0)
+    nf = np.array([len(DeviceUnits(inst).blocks[d][F]) for d in range(inst.n_devices)])
+    found: list[tuple[float, np.ndarray, dict]] = []
+    peaks_seen = np.zeros(inst.n_devices)
+    for per_block in (False, True):
+        warm = natural * (nf if per_block else 1) + (nf - 1 if per_block else 0)
+        warm = np.maximum(warm, 0)
+        while True:
+            candidates = [warm] if np.ptp(warm) == 0 else [warm, np.full_like(warm, warm.min())]
+            done = False
+            for cand in candidates:
+                orders = one_f_one_b_orders(inst, cand, per_block)
+                ok, peaks = _fits(inst, orders)
+                peaks_seen = peaks
+                if not ok:
+                    continue
+                try:
+                    start = _timed(inst, orders)
+                except SequenceCycleError:
+                    continue
+                span = float((start + inst.duration[:, None]).max() - start.min())
+                found.append((span, start, {"schedule": "1f1b", "per_block": per_block, "warmup": [int(x) for x in cand]}))
+                done = True
+                break
+            if done or warm.max() == 0:
+                break
+            warm = np.maximum(warm - 1, 0)
+    if not found:
+        raise _memory_error(inst, "1f1b", peaks_seen)
+    best = min(found, key=lambda f: f[0])
+    return best[1], best[2]
 
 
 # -- interleaved 1F1B (Megatron virtual stages) ------------------------------------------------

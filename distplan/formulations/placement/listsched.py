@@ -11,6 +11,9 @@ favorite child ``f`` when f is ready and this device is among f's earliest start
 reserved device runs only f, unless some ready op is *urgent* (its latest earliest-start
 over devices is ``<= t``).
 
+With Baechi's channel model the ready times account for transfers queued on the sender's
+and receiver's channels, and received tensors are cached per device.
+
 Memory accounting (conservative for every memory model): each device holds the sum of
 `memory_need` of its ops. Colocation groups move together: the first op placed drags its
 group to that device. Times in seconds.
@@ -82,7 +85,39 @@ def list_schedule(inst: PlacementInstance, favorite: np.ndarray | None = None, a
     placed_groups: set[int] = set()
     ready_rt: list[np.ndarray] = []
 
+    channels = inst.communication == "channels"
+    chan_free = np.zeros(nd)
+    arrived: dict[tuple[int, int, float], float] = {}
+
+    def channel_arrival(v: int, d: int, commit: bool) -> float:
+        """Ready time of v on d when transfers queue on the per-device channels."""
+        t = 0.0
+        local = chan_free if commit else chan_free.copy()
+        for e in in_edges[v]:
+            u = int(inst.src[e])
+            du = int(device[u])
+            if du == d:
+                t = max(t, end[u])
+                continue
+            key = (u, d, float(inst.edge_bytes[e]))
+            if key in arrived:
+                t = max(t, arrived[key])
+                continue
+            send = max(end[u], local[du])
+            arr = max(send, local[d]) + lat[du, d] + inst.edge_bytes[e] * inv_bw[du, d]
+            local[du] = local[d] = arr
+            if commit:
+                arrived[key] = arr
+            t = max(t, arr)
+        return t
+
     def arrival_times(v: int) -> np.ndarray:
+        if channels:
+            if fixed[v] >= 0:  # only its device matters
+                rt = np.full(nd, np.inf)
+                rt[fixed[v]] = channel_arrival(v, int(fixed[v]), False)
+                return rt
+            return np.array([channel_arrival(v, d, False) for d in range(nd)])
         rt = np.zeros(nd)
         for e in in_edges[v]:
             u = int(inst.src[e])
@@ -97,7 +132,8 @@ def list_schedule(inst: PlacementInstance, favorite: np.ndarray | None = None, a
         ready_rt.append(arrival_times(v))
 
     def place(v: int, d: int) -> None:
-        s = max(float(ready_rt[ready_ids.index(v)][d]), float(dev_free[d]))
+        ready_at = channel_arrival(v, d, True) if channels else float(ready_rt[ready_ids.index(v)][d])
+        s = max(ready_at, float(dev_free[d]))
         idx = ready_ids.index(v)
         ready_ids.pop(idx)
         ready_rt.pop(idx)
@@ -135,6 +171,8 @@ def list_schedule(inst: PlacementInstance, favorite: np.ndarray | None = None, a
     times = inst.time
     while placed < n:
         ids = np.asarray(ready_ids, dtype=np.int64)
+        if channels:  # channel state changes with every transfer: recompute
+            ready_rt[:] = [arrival_times(v) for v in ready_ids]
         rt = np.vstack(ready_rt)  # (r, nd)
         sched = np.maximum(rt, dev_free[None, :])
         # memory / colocation feasibility of (op, device)

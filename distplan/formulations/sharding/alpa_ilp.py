@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from distplan.errors import InfeasibleError
+from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.model import Model, linear_sum
 from distplan.formulations.registry import Bound, Formulation, Outcome, RunContext
 from distplan.formulations.sharding.costgraph import CostGraph, build_cost_graph
@@ -56,6 +56,13 @@ class FoldedSharding:
         self.original = original
         self.name = original.name
         self.stats = stats
+
+
+def unfolded(instance: Any, formulation: str) -> ShardingInstance:
+    """The instance itself; InputError for a folded one (only alpa_ilp takes those)."""
+    if isinstance(instance, FoldedSharding):
+        raise InputError("fold", f"{formulation} does not take a folded instance", "solve without fold=True (tap folds by itself), or use alpa_ilp")
+    return instance
 
 
 def graph_of(instance: ShardingInstance | FoldedSharding) -> CostGraph:
@@ -156,7 +163,6 @@ def edge_product_block(model: Model, instance: Any, data: dict[str, Any]) -> Non
     rank = np.full(len(g.edge_u), -1)
     rank[kept] = np.arange(kept.size)
     r = rank[edge]
-    n_s = s.size
     ncols = model.num_vars
     e_col = e.index.reshape(-1)
     s_col = s.index.reshape(-1)
@@ -179,7 +185,6 @@ def edge_product_block(model: Model, instance: Any, data: dict[str, Any]) -> Non
     coeffs = np.concatenate([np.ones(n_e), -np.ones(s_v.size)])
     rows = np.concatenate([rows_v, np.arange(int(sv.sum()))])
     model.add_constraints("edge-col", linear_sum(cols, coeffs, rows, int(sv.sum()), ncols) <= 0)
-    del n_s
 
 
 def memory_shortfall(g: CostGraph) -> tuple[float, float, list[tuple[float, str]]]:
@@ -198,10 +203,10 @@ def memory_block(model: Model, instance: Any, data: dict[str, Any]) -> None:
         inst = g.instance
         mesh = "x".join(str(x) for x in inst.mesh.shape)
         raise InfeasibleError(
-            f"{g.name}: memory: device 0 (like every device of the {mesh} mesh of {inst.mesh.device}; shards are equal) "
-            f"needs at least {least / GB:.3f} GB at {TIGHTEST_POINT} even with the most memory-saving strategy of every op, "
-            f"but has {budget / GB:.3f} GB: {(least - budget) / GB:.3f} GB missing. "
-            f"Largest needs: {', '.join(f'{n} {m / GB:.3f} GB' for m, n in top)}",
+            f"{g.name}: memory: device 0 of the {inst.mesh.num_devices}-device {mesh} mesh of {inst.mesh.device} "
+            f"(every device holds an equal shard) needs at least {least / GB:.3f} GB at {TIGHTEST_POINT}, "
+            f"even with the most memory-saving strategy of every op; it has {budget / GB:.3f} GB: "
+            f"{(least - budget) / GB:.3f} GB missing. Largest needs: {', '.join(f'{n} {m / GB:.3f} GB' for m, n in top)}",
             details={"device": 0, "point": "end of forward", "needed_bytes": least, "budget_bytes": budget, "missing_bytes": least - budget},
         )
     s: Any = data["s"]
@@ -213,7 +218,9 @@ def memory_block(model: Model, instance: Any, data: dict[str, Any]) -> None:
     flat_free = free[data["flat_node"]]
     coeff = (mem[flat_free] - node_min[data["s_node"]]) * MEMORY_SCALE
     rhs = (budget - float(node_min.sum())) * MEMORY_SCALE
-    model.add_constraints("memory", (s * coeff).sum() <= rhs)
+    cols = s.index.reshape(-1)
+    row = linear_sum(cols, coeff, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars)
+    model.add_constraints("memory", row <= rhs)
     data["memory_rhs_gib"] = rhs
 
 
@@ -221,10 +228,10 @@ def objective_block(model: Model, instance: Any, data: dict[str, Any]) -> None:
     """Node costs + edge resharding costs (+ constants), in microseconds."""
     s: Any = data["s"]
     e: Any = data["e"]
-    expr = (s * (data["s_cost"] * OBJECTIVE_SCALE)).sum() + data["constant"] * OBJECTIVE_SCALE
-    if e.size:
-        expr = expr + (e * (data["e_cost"] * OBJECTIVE_SCALE)).sum()
-    model.minimize(expr)
+    cols = np.concatenate([s.index.reshape(-1), e.index.reshape(-1)])
+    coeffs = np.concatenate([data["s_cost"], data["e_cost"]]) * OBJECTIVE_SCALE
+    expr = linear_sum(cols, coeffs, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars)
+    model.minimize(expr.sum() + data["constant"] * OBJECTIVE_SCALE)
 
 
 BLOCKS = (cost_graph_block, node_choice_block, edge_product_block, memory_block, objective_block)

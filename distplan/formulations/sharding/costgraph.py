@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import networkx as nx
 import numpy as np
@@ -54,9 +54,6 @@ class Skeleton:
     @property
     def num_nodes(self) -> int:
         return len(self.node_ops)
-
-    def edge_label(self, e: int) -> Hashable:
-        return self.edge_links[e]
 
     def to_networkx(self) -> nx.DiGraph:
         """The skeleton as a DiGraph with ``label`` on nodes and edges (for folding)."""
@@ -227,7 +224,7 @@ class CostGraph:
     def strategy_counts(self) -> np.ndarray:
         return np.array([len(c) for c in self.node_cost], dtype=np.int64)
 
-    def plan(self, choice: Sequence[int]) -> dict[str, str]:
+    def plan(self, choice: Sequence[int] | np.ndarray) -> dict[str, str]:
         """Strategy names of the member ops of every node, for a choice per node."""
         ops = self.instance.ops
         out: dict[str, str] = {}
@@ -271,7 +268,8 @@ def build_folded_cost_graph(sk: Skeleton, fold: FoldMap, tables: CostTables | No
     """
     inst = sk.instance
     tables = tables or CostTables(inst)
-    reps = [i for i in range(sk.num_nodes) if fold.representative[i] == i]
+    rep_of = [cast(int, fold.representative[i]) for i in range(sk.num_nodes)]
+    reps = [i for i in range(sk.num_nodes) if rep_of[i] == i]
     index = {r: j for j, r in enumerate(reps)}
     mult = np.array([fold.multiplicity[r] for r in reps], dtype=np.int64)
     nodes = [tables.node(sk, r) for r in reps]
@@ -285,11 +283,11 @@ def build_folded_cost_graph(sk: Skeleton, fold: FoldMap, tables: CostTables | No
                 continue  # counted through the representative copy
             M = tables.edge(sk, e) * fold.multiplicity[u]
         else:
-            unfolded = fold.multiplicity[fold.representative[u]] == 1 and fold.multiplicity[fold.representative[v]] == 1
+            unfolded = fold.multiplicity[rep_of[u]] == 1 and fold.multiplicity[rep_of[v]] == 1
             if not boundary_edges and not unfolded:
                 continue
             M = tables.edge(sk, e)
-        a, b = index[fold.representative[u]], index[fold.representative[v]]
+        a, b = index[rep_of[u]], index[rep_of[v]]
         if a == b:
             node_cost[a] = node_cost[a] + np.diag(M)
             continue
@@ -319,7 +317,7 @@ def unfold_plan(sk: Skeleton, fold: FoldMap, folded_plan: ShardingPlan) -> Shard
     ops = sk.instance.ops
     out: dict[str, str] = {}
     for i in range(sk.num_nodes):
-        rep = fold.representative[i]
+        rep = cast(int, fold.representative[i])
         for m, k in enumerate(sk.node_ops[i]):
             out[ops[k].name] = folded_plan.strategies[ops[sk.node_ops[rep][m]].name]
     return ShardingPlan(out)

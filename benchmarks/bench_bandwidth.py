@@ -1,0 +1,158 @@
+"""Benchmark of the bandwidth (LIBRA) formulations on the bundled cases.
+
+    python benchmarks/bench_bandwidth.py [--repeat 5] [--quick]
+
+Three tables:
+
+1. speed of ``libra_perf`` (end to end through ``distplan.solve``): the first solve of a
+   case in this process ("cold": cvxpy compiles the parametrized program for that shape)
+   and the median of repeated solves ("warm": the compiled program is reused), with the
+   formulation build, canonicalization (hand-over) and solver times reported separately;
+   the baseline is a straightforward cvxpy model of the same program (one
+   ``t >= m * inv_pos(B_d)`` row per layer, phase and dimension, as LIBRA's Gurobi model
+   has), built and solved with CLARABEL in the same run; ratio = baseline / ours;
+2. ``libra_perf_per_cost``: cold and warm wall time and the number of convex solves;
+3. quality: speedup of libra_perf over equal_bw (same constraints, hence the same total
+   bandwidth), perf-per-cost gains, libra_perf vs libra_perf_lp agreement and the
+   conic duality gap.
+
+Times are wall-clock seconds on this machine, shown in ms; the machine may be shared, so
+medians of repeats are the figures to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from distplan.api import solve  # noqa: E402
+from distplan.instances import bundled, load_instance  # noqa: E402
+from distplan.models.bandwidth import BandwidthInstance, collective_traffic  # noqa: E402
+
+
+def naive_cvxpy_seconds(inst: BandwidthInstance) -> tuple[float, float]:
+    """Build + solve a straightforward (non-aggregated, non-parametrized) cvxpy model."""
+    import cvxpy as cp
+
+    t0 = time.perf_counter()
+    D = inst.num_dims
+    B = cp.Variable(D, nonneg=True)
+    cons: list[Any] = []
+    times: list[Any] = []
+    for layer in inst.layers:
+        for coll in layer.collectives:
+            m = np.asarray(collective_traffic(coll.type, coll.bytes, coll.npus)) / 1e9  # GB
+            if not (m > 0).any():
+                continue
+            t = cp.Variable(nonneg=True)
+            for d in np.flatnonzero(m > 0):
+                cons.append(t >= m[d] * cp.inv_pos(B[d]))
+            times.append(t)
+    names = [d.name for d in inst.dimensions]
+    if inst.total_bandwidth is not None:
+        sense, value = inst.total_bandwidth
+        expr = cp.sum(B)
+        cons.append(expr == value / 1e9 if sense == "==" else (expr <= value / 1e9 if sense == "<=" else expr >= value / 1e9))
+    for con in inst.linear:
+        expr = sum(c * B[names.index(n)] for n, c in con.coeffs)
+        rhs = con.rhs / 1e9
+        cons.append(expr == rhs if con.sense == "==" else (expr <= rhs if con.sense == "<=" else expr >= rhs))
+    prob = cp.Problem(cp.Minimize(cp.sum(cp.hstack(times))), cons)
+    prob.solve(solver="CLARABEL")
+    total = time.perf_counter() - t0
+    return total, float(prob.value)
+
+
+def ms(x: float) -> str:
+    return f"{x * 1e3:8.2f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="3 cases only")
+    args = ap.parse_args(argv)
+    names = sorted(n for n, e in bundled().items() if e["kind"] == "bandwidth")
+    if args.quick:
+        names = names[:3]
+    warnings.simplefilter("ignore")
+    import cvxpy  # noqa: F401  (import time is not part of any solve)
+
+    # warm the interpreter paths (not the per-shape compiled programs) on a throwaway instance
+    solve(load_instance(names[0]), "equal_bw")
+
+    print("== libra_perf: end to end (ms); cold = first solve of the case in this process ==")
+    print(f"{'case':<28} {'naive cvxpy':>11} {'cold':>8} {'warm':>8} {'build':>8} {'canon':>8} {'solve':>8} {'naive/warm':>10}")
+    perf: dict[str, Any] = {}
+    for name in names:
+        inst = load_instance(name)
+        t0 = time.perf_counter()
+        first = solve(inst, "libra_perf")
+        cold = time.perf_counter() - t0
+        walls, builds, canons, solves = [], [], [], []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            res = solve(inst, "libra_perf")
+            walls.append(time.perf_counter() - t0)
+            builds.append(res.timings["build_seconds"])
+            canons.append(res.timings["handover_seconds"])
+            solves.append(res.timings["solve_seconds"])
+        naive = [naive_cvxpy_seconds(inst) for _ in range(max(2, args.repeat // 2))]
+        naive_t = statistics.median(n[0] for n in naive)
+        warm = statistics.median(walls)
+        perf[name] = {"res": first, "cold": cold, "warm": warm, "naive_value": naive[0][1]}
+        print(f"{name:<28} {ms(naive_t):>11} {ms(cold)} {ms(warm)} {ms(statistics.median(builds))} "
+              f"{ms(statistics.median(canons))} {ms(statistics.median(solves))} {naive_t / warm:10.1f}")
+    colds = [v["cold"] for v in perf.values()]
+    warms = [v["warm"] for v in perf.values()]
+    print(f"max cold {max(colds) * 1e3:.1f} ms, max warm {max(warms) * 1e3:.1f} ms (target 20 ms)")
+
+    print("\n== libra_perf_per_cost: wall (ms) and convex solves ==")
+    print(f"{'case':<28} {'cold':>8} {'warm':>8} {'solves':>7} {'gap':>9}")
+    ppc: dict[str, Any] = {}
+    for name in names:
+        inst = load_instance(name)
+        t0 = time.perf_counter()
+        res = solve(inst, "libra_perf_per_cost")
+        cold = time.perf_counter() - t0
+        walls = []
+        for _ in range(max(1, args.repeat // 2)):
+            t0 = time.perf_counter()
+            solve(inst, "libra_perf_per_cost")
+            walls.append(time.perf_counter() - t0)
+        ppc[name] = res
+        print(f"{name:<28} {ms(cold)} {ms(statistics.median(walls))} {len(res.solver_results):7d} {res.gap or 0.0:9.2e}")
+
+    print("\n== quality: speedup over equal_bw, perf-per-cost gain, conic vs LP ==")
+    print(f"{'case':<28} {'T equal ms':>10} {'T perf ms':>10} {'speedup':>8} {'PxC gain':>8} {'vs perf':>8} "
+          f"{'LIBRA PPC':>10} {'perf-lp rel':>11} {'LP gap':>9} {'KKT gap':>9}")
+    for name in names:
+        inst = load_instance(name)
+        p = perf[name]["res"]
+        eq = solve(inst, "equal_bw")
+        lp = solve(inst, "libra_perf_lp")
+        best = ppc[name]
+        t_eq = eq.check.details["time_seconds"]
+        t_perf = p.check.details["time_seconds"]
+        pc_eq = eq.check.details["time_x_cost"]
+        pc_perf = p.check.details["time_x_cost"]
+        rel = abs(p.objective - lp.objective) / lp.objective
+        print(f"{name:<28} {t_eq * 1e3:10.3f} {t_perf * 1e3:10.3f} {t_eq / t_perf:8.3f} {pc_eq / best.objective:8.3f} "
+              f"{pc_perf / best.objective:8.3f} {best.objective / 10:10.4g} {rel:11.2e} {lp.info['relative_gap']:9.2e} "
+              f"{p.info.get('relative_duality_gap', float('nan')):9.2e}")
+    print("\nPxC gain = (time x cost of equal_bw) / (optimal time x cost); vs perf = same for the libra_perf allocation;")
+    print("LIBRA PPC = optimal time_ns * cost_usd / 1e10 (the reference's PerfPerCostOpt objective).")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

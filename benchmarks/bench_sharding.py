@@ -1,0 +1,151 @@
+"""Sharding benchmark: search time of Alpa's ILP vs TAP folding, plan costs, LP integrality.
+
+    python benchmarks/bench_sharding.py            # full run (a few minutes on 2 cores)
+    python benchmarks/bench_sharding.py --quick    # 12 and 96 layers only, fewer repeats
+
+Tables:
+1. Search time of ``alpa_ilp`` and ``tap`` on GPT-3 175B shapes (hidden 12288, 96 heads,
+   seq 2048, batch 8) with 12, 24, 48, 96 layers on 8 devices (1-D) and 64 devices (8x8),
+   memory not binding. Search = the formulation's run (cost graph / folding + model build
+   + solve + unfold), split into build and solve seconds; TAP's optional lower-bound LP
+   (``certify``) is timed separately and excluded from its search time. Variables before
+   and after folding. Speed as ratios within the same run; best of ``--repeat`` runs.
+2. Iteration time of the ``data_parallel``, ``megatron``, ``alpa_ilp`` and ``tap`` plans
+   (independent evaluator) for GPT-2 XL and a GPT-3-shaped model on 8 devices.
+3. How often the LP relaxation of Alpa's ILP is integral on the bundled instances.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import distplan  # noqa: E402
+from distplan.errors import InfeasibleError  # noqa: E402
+from distplan.formulations.registry import RunContext, get_formulation  # noqa: E402
+from distplan.instances import bundled  # noqa: E402
+from distplan.instances.transformer import gpt2_xl, gpt3_175b  # noqa: E402
+from distplan.models.sharding import evaluate  # noqa: E402
+from distplan.solvers.base import SolveOptions, get_backend  # noqa: E402
+
+
+def timed_run(formulation: str, layers: int, mesh: Any, backend: str, time_limit: float, params: dict[str, Any]) -> dict[str, Any]:
+    """One run of a formulation on a fresh instance; seconds and model sizes."""
+    inst = gpt3_175b(batch=8, mesh=mesh, layers=layers, memory=1e15)
+    form = get_formulation("sharding", formulation)
+    ctx = RunContext(get_backend(backend), SolveOptions(time_limit=time_limit), {**form.params, **params})
+    t0 = time.perf_counter()
+    out = form.run(inst, ctx)
+    wall = time.perf_counter() - t0
+    certify = float(out.info.get("certify_seconds", 0.0))
+    main = ctx.solver_results[0]
+    solve = main.handover_seconds + main.solve_seconds
+    check = evaluate(inst, out.plan)
+    return {
+        "search": wall - certify,
+        "build": wall - certify - solve,
+        "solve": solve,
+        "certify": certify,
+        "variables": main.extra.get("model", {}).get("variables"),
+        "unfolded": out.info.get("variables_unfolded", main.extra.get("model", {}).get("variables")),
+        "objective": check.objective,
+        "termination": main.termination.value,
+    }
+
+
+def best_of(n: int, *args: Any) -> dict[str, Any]:
+    runs = [timed_run(*args) for _ in range(n)]
+    return min(runs, key=lambda r: r["search"])
+
+
+def search_table(layer_counts: list[int], repeat: int, backend: str, time_limit: float) -> list[str]:
+    lines = [f"## 1. Search time, GPT-3 175B shapes, memory not binding (seconds; best of {repeat} for alpa_ilp, {repeat + 2} for tap)", ""]
+    header = f"{'mesh':>5} {'layers':>6} | {'alpa build':>10} {'alpa solve':>10} {'alpa total':>10} {'vars':>8} | {'tap build':>9} {'tap solve':>9} {'tap total':>9} {'vars':>6} {'(bound LP)':>10} | {'alpa/tap':>8} {'tap/tap12':>9} {'same obj':>8}"
+    lines += [header, "-" * len(header)]
+    # warm-up (imports, first HiGHS call)
+    timed_run("tap", 2, 8, backend, time_limit, {})
+    for mesh in (8, (8, 8)):
+        tap12 = None
+        for layers in layer_counts:
+            alpa = best_of(max(1, repeat - 1) if layers >= 48 else repeat, "alpa_ilp", layers, mesh, backend, time_limit, {})
+            tap = best_of(repeat + 2, "tap", layers, mesh, backend, time_limit, {"certify": True})
+            if tap12 is None:
+                tap12 = tap["search"]
+            same = abs(tap["objective"] - alpa["objective"]) <= 1e-6 * alpa["objective"]
+            m = "x".join(map(str, mesh)) if isinstance(mesh, tuple) else str(mesh)
+            lines.append(
+                f"{m:>5} {layers:>6} | {alpa['build']:>10.3f} {alpa['solve']:>10.3f} {alpa['search']:>10.3f} {alpa['variables']:>8} | "
+                f"{tap['build']:>9.3f} {tap['solve']:>9.3f} {tap['search']:>9.3f} {tap['variables']:>6} {tap['certify']:>10.3f} | "
+                f"{alpa['search'] / tap['search']:>8.1f} {tap['search'] / tap12:>9.2f} {'yes' if same else 'NO':>8}"
+            )
+            if alpa["termination"] != "optimal":
+                lines.append(f"      alpa_ilp stopped: {alpa['termination']}")
+    lines.append("")
+    lines.append("vars = variables of the ILP handed to the solver (alpa: unfolded; tap: folded).")
+    return lines
+
+
+def comparison_table(backend: str) -> list[str]:
+    cases = [
+        ("GPT-2 XL, 8x A100-40GB, batch 8", gpt2_xl(batch=8, mesh=8)),
+        ("GPT-3-shaped 4 layers, 8x A100-80GB, batch 8", gpt3_175b(batch=8, mesh=8, layers=4)),
+        ("GPT-3-shaped 8 layers, 8x A100-80GB, batch 8", gpt3_175b(batch=8, mesh=8, layers=8)),
+    ]
+    lines = ["## 2. Plan cost (iteration time in ms per the evaluator; memory GB per device)", ""]
+    header = f"{'model':<46} " + " ".join(f"{f:>22}" for f in ("data_parallel", "megatron", "alpa_ilp", "tap"))
+    lines += [header, "-" * len(header)]
+    for label, inst in cases:
+        cells = []
+        for f in ("data_parallel", "megatron", "alpa_ilp", "tap"):
+            try:
+                r = distplan.solve(inst, f, backend=None if f in ("data_parallel", "megatron") else backend, time_limit=300)
+                cells.append(f"{r.objective * 1e3:9.2f} ms {r.check.details['memory_bytes'] / 1e9:6.1f} GB")
+            except InfeasibleError as exc:
+                missing = exc.details.get("missing_bytes")
+                cells.append(f"OOM (+{missing / 1e9:.0f} GB)" if missing else "infeasible")
+        lines.append(f"{label:<46} " + " ".join(f"{c:>22}" for c in cells))
+    return lines
+
+
+def lp_table(backend: str) -> list[str]:
+    lines = ["## 3. LP relaxation of Alpa's ILP on the bundled sharding instances", ""]
+    integral = total = 0
+    for name, entry in sorted(bundled().items()):
+        if entry["kind"] != "sharding":
+            continue
+        r = distplan.solve(name, "alpa_ilp", backend=backend, lp_first=True, time_limit=300)
+        lp = r.info.get("lp_relaxation", {})
+        total += 1
+        integral += bool(lp.get("integral"))
+        lines.append(f"{name:<26} LP {lp.get('objective', float('nan')) * 1e3:10.4f} ms  ILP {r.objective * 1e3:10.4f} ms  integral: {lp.get('integral')}")
+    lines.append(f"integral on {integral} of {total} instances")
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="12 and 96 layers, 2 repeats")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--backend", default="highs")
+    ap.add_argument("--time-limit", type=float, default=600.0)
+    ap.add_argument("--only", choices=["search", "compare", "lp"], default=None)
+    args = ap.parse_args()
+    layers = [12, 96] if args.quick else [12, 24, 48, 96]
+    repeat = 2 if args.quick else args.repeat
+    out: list[str] = [f"# bench_sharding (backend {args.backend})", ""]
+    if args.only in (None, "search"):
+        out += search_table(layers, repeat, args.backend, args.time_limit) + [""]
+    if args.only in (None, "compare"):
+        out += comparison_table(args.backend) + [""]
+    if args.only in (None, "lp"):
+        out += lp_table(args.backend)
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Bandwidth provisioning formulations (kind ``bandwidth``), after LIBRA (Won et al., ISPASS 2024).
+
+| name | program | what |
+|---|---|---|
+| ``libra_perf`` | convex (SOC), cvxpy-CLARABEL | minimum training time |
+| ``libra_perf_lp`` | LPs (tangent cuts), HiGHS | the same, certified by LP bounds: backend cross-check |
+| ``libra_perf_per_cost`` | convex sweep, cvxpy-CLARABEL | global minimum of time x cost, plus the Pareto curve |
+| ``libra_discrete`` | MILP, HiGHS | each dimension picks a link speed from a menu |
+| ``equal_bw`` | LPs | equal bandwidth per dimension (max-min fair under constraints) |
+| ``proportional_to_traffic`` | LPs | bandwidth proportional to per-dimension traffic |
+"""
+
+from __future__ import annotations
+
+from distplan.formulations.bandwidth.baselines import run_equal_bw, run_proportional
+from distplan.formulations.bandwidth.convex import run_libra_perf, run_libra_perf_per_cost
+from distplan.formulations.bandwidth.discrete import run_libra_discrete
+from distplan.formulations.bandwidth.outer import run_libra_perf_lp
+from distplan.formulations.registry import Formulation, register
+
+REFERENCE = "Won et al., LIBRA, ISPASS 2024 (arXiv 2109.11762); github.com/astra-sim/libra"
+
+LIBRA_PERF = register(
+    Formulation(
+        kind="bandwidth",
+        name="libra_perf",
+        description="minimum training time: convex SOC program (epigraph of traffic * inv_pos(B))",
+        program="convex",
+        run=run_libra_perf,
+        exact=True,
+        reference=REFERENCE,
+        default_backend="cvxpy-CLARABEL",
+    )
+)
+
+LIBRA_PERF_LP = register(
+    Formulation(
+        kind="bandwidth",
+        name="libra_perf_lp",
+        description="minimum training time by LPs with tangent cuts of 1/B until the certified gap <= tolerance",
+        program="lp",
+        run=run_libra_perf_lp,
+        exact=True,
+        reference=REFERENCE + "; Kelley's cutting planes (1960)",
+        default_backend="highs",
+        params={"tolerance": 1e-7, "max_rounds": 500},
+    )
+)
+
+LIBRA_PERF_PER_COST = register(
+    Formulation(
+        kind="bandwidth",
+        name="libra_perf_per_cost",
+        description="global minimum of time x cost: certified branch-and-bound over the cost budget (convex per point), Pareto curve",
+        program="convex",
+        run=run_libra_perf_per_cost,
+        exact=True,
+        reference=REFERENCE,
+        default_backend="cvxpy-CLARABEL",
+        params={"tolerance": 1e-7, "curve_points": 8, "max_points": 400},
+    )
+)
+
+LIBRA_DISCRETE = register(
+    Formulation(
+        kind="bandwidth",
+        name="libra_discrete",
+        description="minimum training time when each dimension picks a link speed from a menu (exact MILP)",
+        program="milp",
+        run=run_libra_discrete,
+        exact=False,
+        reference=REFERENCE,
+        default_backend="highs",
+        params={"step": 12.5, "max_options": 400},
+    )
+)
+
+EQUAL_BW = register(
+    Formulation(
+        kind="bandwidth",
+        name="equal_bw",
+        description="baseline: equal bandwidth per dimension (max-min fair under the constraints)",
+        program="algorithm",
+        run=run_equal_bw,
+        exact=False,
+        reference=REFERENCE + " (its equal-bandwidth comparison point)",
+        default_backend="highs",
+    )
+)
+
+PROPORTIONAL = register(
+    Formulation(
+        kind="bandwidth",
+        name="proportional_to_traffic",
+        description="baseline: bandwidth proportional to the bytes each dimension carries (weighted max-min fair)",
+        program="algorithm",
+        run=run_proportional,
+        exact=False,
+        reference=REFERENCE,
+        default_backend="highs",
+    )
+)

@@ -1,0 +1,482 @@
+"""LIBRA's time objective as a convex (second-order cone) program, and the perf-per-cost sweep.
+
+LIBRA (Won et al., ISPASS 2024, arXiv 2109.11762) writes ``B_d * beta_d = 1`` and solves
+a nonconvex QCP with Gurobi. Minimizing time is convex: with s_d >= 1/B_d (``inv_pos``,
+a rotated second-order cone) and one epigraph variable per aggregated traffic term,
+
+    minimize  sum_k w_k t_k
+    s.t.      t_k >= u_kd s_d        for every (k, d) with u_kd > 0
+              s_d >= 1 / B_d         for every dimension with traffic
+              instance rows on B,  lb <= B <= ub
+
+The training time is C + the optimum (C = compute seconds). Perf-per-cost (time x cost)
+is not convex; `libra_perf_per_cost` minimizes ``c * T*(c)`` over the cost budget c,
+where T*(c) = min time s.t. cost(B) <= c is convex and nonincreasing, by an interval
+branch-and-bound whose bounds come from the convexity of T* (tangents from the budget's
+dual multiplier) and its monotonicity, so the answer is the certified global optimum.
+The budget is a cvxpy Parameter: the problem is compiled once (DPP) for the whole sweep.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from distplan.errors import InputError, NoSolutionError
+from distplan.formulations.bandwidth.blocks import lowest_unused, max_bandwidths, optimize_linear
+from distplan.formulations.bandwidth.data import Program, bandwidth_scale, prepare, syntactically_bounded, unbounded_error
+from distplan.formulations.bandwidth.diagnose import raise_if_infeasible
+from distplan.formulations.registry import Bound, Outcome, RunContext
+from distplan.models.bandwidth import GB, BandwidthInstance
+from distplan.solvers.result import SolverResult, Termination
+
+
+@dataclass
+class TimeProblem:
+    """A parametrized cvxpy problem: min scaled communication seconds over B (GB/s).
+
+    Every number of the instance (traffic, weights, rows, bounds, budget) is a cvxpy
+    Parameter, so problems of the same shape share one compiled (DPP) program: `load`
+    sets the values, and cvxpy skips canonicalization on every solve after the first.
+    """
+
+    problem: Any
+    bandwidth: Any
+    params: dict[str, Any]
+    #: which rows of `Program.rows_matrix` are ==, <=, >=; which dimensions have traffic / an upper bound
+    eq: np.ndarray
+    le: np.ndarray
+    ge: np.ndarray
+    used: np.ndarray
+    finite_ub: np.ndarray
+    nz_rows: np.ndarray
+    nz_cols: np.ndarray
+    budget_constraint: Any | None = None
+    #: seconds per objective unit, USD per normalized cost unit
+    time_scale: float = 1.0
+    cost_scale: float = 1.0
+    bandwidth_scale: float = 1.0
+
+    def load(self, prog: Program, *, time_scale: float, cost_scale: float | None = None) -> None:
+        """Set the parameters to ``prog``'s numbers.
+
+        The variable is x = B / bandwidth_scale(prog) and the objective is in units of
+        ``time_scale`` seconds, so every quantity the solver sees is O(1) (interior-point
+        tolerances are absolute: unscaled, a 1 ms objective would be known to 1e-5 only).
+        """
+        p = self.params
+        sigma = bandwidth_scale(prog)
+        A, lo, hi = prog.rows_matrix()
+        p["lb"].value = prog.lb / sigma
+        if self.finite_ub.size:
+            p["ub"].value = prog.ub[self.finite_ub] / sigma
+        if self.used.size:
+            terms = prog.terms[:, self.used]
+            p["traffic"].value = terms[self.nz_rows, self.nz_cols]
+            p["weights"].value = prog.weights / (time_scale * sigma)
+        for key, idx, rhs in (("eq", self.eq, hi), ("le", self.le, hi), ("ge", self.ge, lo)):
+            if idx.size:
+                p[f"A_{key}"].value = A[idx]
+                p[f"b_{key}"].value = rhs[idx] / sigma
+        if "cost" in p:
+            assert cost_scale is not None
+            p["cost"].value = prog.cost_per_gbps * sigma / cost_scale
+            self.cost_scale = cost_scale
+        self.time_scale = time_scale
+        self.bandwidth_scale = sigma
+
+    def bandwidth_gbps(self) -> np.ndarray | None:
+        """The solution B in GB/s (None before a successful solve)."""
+        x = self.bandwidth.value
+        return None if x is None else np.asarray(x, dtype=float) * self.bandwidth_scale
+
+    @property
+    def budget(self) -> Any:
+        return self.params.get("budget")
+
+
+def _signature(prog: Program, with_budget: bool) -> tuple[Any, ...]:
+    A, lo, hi = prog.rows_matrix()
+    used = np.flatnonzero(prog.used)
+    nz = np.nonzero(prog.terms[:, used]) if used.size else (np.zeros(0, int), np.zeros(0, int))
+    senses = tuple("eq" if lo[i] == hi[i] else ("le" if np.isfinite(hi[i]) else "ge") for i in range(lo.size))
+    return (prog.num_dims, tuple(used), prog.terms.shape[0], tuple(nz[0]), tuple(nz[1]), senses,
+            tuple(np.flatnonzero(np.isfinite(prog.ub))), with_budget)
+
+
+_COMPILED: OrderedDict[tuple[Any, ...], TimeProblem] = OrderedDict()
+_COMPILED_MAX = 64
+
+
+def build_time_problem(prog: Program, *, with_budget: bool = False) -> TimeProblem:
+    """The convex time program for problems shaped like ``prog`` (cached by shape; not loaded)."""
+    key = _signature(prog, with_budget)
+    cached = _COMPILED.get(key)
+    if cached is not None:
+        _COMPILED.move_to_end(key)
+        return cached
+    import cvxpy as cp
+
+    D = prog.num_dims
+    A, lo, hi = prog.rows_matrix()
+    eq = np.flatnonzero(lo == hi)
+    le = np.flatnonzero(np.isfinite(hi) & (lo != hi))
+    ge = np.flatnonzero(np.isfinite(lo) & (lo != hi))
+    used = np.flatnonzero(prog.used)
+    finite_ub = np.flatnonzero(np.isfinite(prog.ub))
+    params: dict[str, Any] = {"lb": cp.Parameter(D, name="lb")}
+    B = cp.Variable(D, name="bandwidth")
+    constraints: list[Any] = [params["lb"] <= B]
+    if finite_ub.size:
+        params["ub"] = cp.Parameter(finite_ub.size, name="ub")
+        constraints.append(B[finite_ub] <= params["ub"])
+    objective: Any = cp.Constant(0.0)
+    nz_rows = nz_cols = np.zeros(0, dtype=int)
+    if used.size:
+        s = cp.Variable(used.size, name="inv_bandwidth")
+        constraints.append(cp.inv_pos(B[used]) <= s)
+        nz_rows, nz_cols = np.nonzero(prog.terms[:, used])
+        t = cp.Variable(prog.terms.shape[0], name="term_time")
+        params["traffic"] = cp.Parameter(nz_rows.size, name="traffic", nonneg=True)
+        params["weights"] = cp.Parameter(prog.terms.shape[0], name="weights", nonneg=True)
+        constraints.append(t[nz_rows] >= cp.multiply(params["traffic"], s[nz_cols]))
+        objective = params["weights"] @ t
+    for sense, idx in (("eq", eq), ("le", le), ("ge", ge)):
+        if not idx.size:
+            continue
+        params[f"A_{sense}"] = cp.Parameter((idx.size, D), name=f"A_{sense}")
+        rhs = params[f"b_{sense}"] = cp.Parameter(idx.size, name=f"b_{sense}")
+        lhs = params[f"A_{sense}"] @ B
+        constraints.append(lhs == rhs if sense == "eq" else (lhs <= rhs if sense == "le" else lhs >= rhs))
+    budget_con = None
+    if with_budget:
+        params["cost"] = cp.Parameter(D, name="cost", nonneg=True)
+        params["budget"] = cp.Parameter(name="cost_budget", nonneg=True)
+        budget_con = params["cost"] @ B <= params["budget"]
+        constraints.append(budget_con)
+    problem = cp.Problem(cp.Minimize(objective), constraints)
+    tp = TimeProblem(problem, B, params, eq, le, ge, used, finite_ub, nz_rows, nz_cols, budget_con)
+    _COMPILED[key] = tp
+    if len(_COMPILED) > _COMPILED_MAX:
+        _COMPILED.popitem(last=False)
+    return tp
+
+
+def time_scale(prog: Program) -> float:
+    """A typical communication time (s), so the conic objective is O(1) (solver tolerances are absolute)."""
+    if not prog.terms.size:
+        return 1.0
+    return max(float(prog.weights @ prog.terms.max(axis=1)) / bandwidth_scale(prog), 1e-300)
+
+
+def _reject_menus(prog: Program, formulation: str) -> None:
+    for k, opt in enumerate(prog.options):
+        if opt is not None:
+            raise InputError(
+                f"network.dimensions[{k}].bandwidth_options",
+                f"dimension {prog.dims[k]} must use one of a menu of link speeds, which {formulation} (continuous) cannot honour",
+                "solve with formulation libra_discrete",
+            )
+
+
+def check_bounded(ctx: RunContext, prog: Program) -> None:
+    """Raise when a dimension with traffic can get unlimited bandwidth (no minimum exists)."""
+    open_dims = np.flatnonzero(prog.used & ~syntactically_bounded(prog))
+    if not open_dims.size:
+        return
+    highest = max_bandwidths(ctx, prog, list(open_dims))
+    unbounded = [k for k, v in highest.items() if not np.isfinite(v)]
+    if unbounded:
+        raise unbounded_error(prog, unbounded)
+
+
+def _no_solution(ctx: RunContext, prog: Program, result: SolverResult, what: str) -> None:
+    """After a failed solve: name the conflicting constraints, or report the solver failure."""
+    # a used dimension forced to B = 0 makes cone solvers fail numerically rather than
+    # report infeasibility, so solver errors are diagnosed too
+    if result.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED, Termination.NUMERICAL,
+                              Termination.UNKNOWN, Termination.ERROR):
+        raise_if_infeasible(ctx, prog, what)
+    if result.termination is Termination.ERROR:
+        raise NoSolutionError(f"{prog.instance.name}: {what}: backend {result.backend} failed: {result.message}")
+
+
+def _emit_warnings(prog: Program) -> None:
+    for text in prog.warnings:
+        warnings.warn(f"{prog.instance.name}: {text}", UserWarning, stacklevel=3)
+
+
+def solve_min_time(ctx: RunContext, prog: Program, what: str) -> tuple[SolverResult, np.ndarray | None, float]:
+    """Solve the convex time program once; returns the record (objective and bound in
+    communication seconds), B (GB/s) and the objective scale."""
+    t0 = time.perf_counter()
+    tp = build_time_problem(prog)
+    scale = time_scale(prog)
+    tp.load(prog, time_scale=scale)
+    build = time.perf_counter() - t0
+    result = ctx.solve_convex(tp.problem, build_seconds=build)
+    _unscale(result, scale)
+    if not result.has_solution:
+        _no_solution(ctx, prog, result, what)
+        return result, None, scale
+    return result, tp.bandwidth_gbps(), scale
+
+
+def _unscale(result: SolverResult, scale: float) -> None:
+    """Objective and bound of a scaled time program back to seconds."""
+    if result.objective is not None:
+        result.objective *= scale
+    if result.bound is not None:
+        result.bound *= scale
+    result.extra["objective_scale_seconds"] = scale
+
+
+def run_libra_perf(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
+    """``libra_perf``: minimum training time, convex program (default backend cvxpy-CLARABEL)."""
+    prog = prepare(inst)
+    _reject_menus(prog, "libra_perf")
+    check_bounded(ctx, prog)
+    _emit_warnings(prog)
+    result, B, _ = solve_min_time(ctx, prog, "libra_perf")
+    if B is None:
+        return Outcome(plan=None, solver_results=list(ctx.solver_results))
+    B = lowest_unused(ctx, prog, B)
+    bounds: list[Bound] = []
+    info: dict[str, Any] = {"terms": int(prog.terms.shape[0]), "warnings": list(prog.warnings)}
+    if result.bound is not None and result.objective is not None:
+        bounds.append(Bound(prog.compute_seconds + result.bound, f"libra_perf conic dual objective ({result.backend})"))
+        info["duality_gap_seconds"] = result.objective - result.bound
+        info["relative_duality_gap"] = (result.objective - result.bound) / max(prog.compute_seconds + result.objective, 1e-300)
+    claimed = prog.compute_seconds + result.objective if result.objective is not None else None
+    return Outcome(
+        plan=prog.to_plan(B, "time"),
+        bounds=bounds,
+        solver_results=list(ctx.solver_results),
+        claimed_objective=claimed,
+        proven_optimal=result.termination is Termination.OPTIMAL,
+        info=info,
+    )
+
+
+# -- perf-per-cost ------------------------------------------------------------------------------
+
+@dataclass
+class _Point:
+    """T*(c) at one budget c (normalized cost units): bound, value, multiplier, allocation."""
+
+    c: float
+    ok: bool
+    t_lower: float = math.inf  # lower bound on T*(c), seconds (compute included)
+    #: -dT*/dc >= 0 (seconds per normalized cost unit) from the budget's multiplier; None
+    #: when the backend returned no dual (then only monotonicity bounds T* near this point)
+    lam: float | None = None
+    bandwidth: np.ndarray | None = None
+    time: float = math.inf  # training time of `bandwidth` (s)
+    cost: float = math.inf  # its normalized cost
+    product: float = math.inf  # time x normalized cost
+
+
+@dataclass(order=True)
+class _Interval:
+    lower: float
+    seq: int
+    a: float = field(compare=False)
+    b: float = field(compare=False)
+    left: _Point | None = field(compare=False, default=None)
+    right: _Point | None = field(compare=False, default=None)
+    argmin: float = field(compare=False, default=math.nan)
+
+
+#: safety factors on the dual multipliers (conservative against solver tolerance)
+_LAM_SHRINK = 1 - 1e-6
+_LAM_GROW = 1 + 1e-6
+
+
+def interval_lower_bound(a: float, b: float, left: _Point | None, right: _Point | None) -> tuple[float, float]:
+    """Lower bound of min_{c in [a, b]} c * T*(c), and where it is attained.
+
+    T* is convex and nonincreasing, so T*(c) >= T*(p) - lam_p (c - p) for any evaluated
+    point p (lam_p = the budget's multiplier), and the right point's tangent also bounds
+    T* by monotonicity. c * (max of two lines) is concave on each piece, so its minimum
+    over [a, b] sits at a, b or the lines' crossing.
+    """
+    lines: list[tuple[float, float]] = []  # (value at c = 0, slope)
+    if right is not None and right.ok:
+        lam = (right.lam or 0.0) * _LAM_SHRINK  # lam = 0: T*(c) >= T*(b) for c <= b (monotone)
+        lines.append((right.t_lower + lam * right.c, -lam))
+    if left is not None and left.ok and left.lam is not None and math.isfinite(left.t_lower):
+        lam = left.lam * _LAM_GROW
+        lines.append((left.t_lower + lam * left.c, -lam))
+    if not lines:
+        return 0.0, 0.5 * (a + b)
+    candidates = [a, b]
+    if len(lines) == 2 and lines[0][1] != lines[1][1]:
+        x = (lines[1][0] - lines[0][0]) / (lines[0][1] - lines[1][1])
+        if a < x < b:
+            candidates.append(x)
+    best, where = math.inf, a
+    for c in candidates:
+        val = c * max(i + s * c for i, s in lines)
+        if val < best:
+            best, where = val, c
+    return best, where
+
+
+def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
+    """``libra_perf_per_cost``: global minimum of training time x network cost, plus the Pareto curve."""
+    tol = float(ctx.param("tolerance", 1e-7))
+    n_grid = int(ctx.param("curve_points", 8))
+    max_points = int(ctx.param("max_points", 400))
+    prog = prepare(inst)
+    _reject_menus(prog, "libra_perf_per_cost")
+    check_bounded(ctx, prog)
+    _emit_warnings(prog)
+    C = prog.compute_seconds
+
+    # the cost range: cheapest feasible network, and the cost of a fastest allocation
+    res_min, b_min = optimize_linear(ctx, prog, prog.cost_per_gbps, "min", name="min-cost")
+    if b_min is None:
+        _no_solution(ctx, prog, res_min, "libra_perf_per_cost")
+        return Outcome(plan=None, solver_results=list(ctx.solver_results))
+    c_min_usd = prog.cost(b_min)
+    res_fast, b_fast, _ = solve_min_time(ctx, prog, "libra_perf_per_cost")
+    if b_fast is None:
+        return Outcome(plan=None, solver_results=list(ctx.solver_results))
+    b_fast = lowest_unused(ctx, prog, b_fast)
+    c_max_usd = prog.cost(b_fast)
+    scale = max(c_max_usd, 1e-300)
+
+    def point_from(c: float, B: np.ndarray, t_lower: float, lam: float | None) -> _Point:
+        t = C + prog.comm_time(B)
+        cost = prog.cost(B) / scale
+        return _Point(c=c, ok=True, t_lower=t_lower, lam=lam, bandwidth=B, time=t, cost=cost, product=t * cost)
+
+    fast_lower = C + (res_fast.bound if res_fast.bound is not None else float(res_fast.objective or 0.0))
+    top = point_from(1.0, b_fast, fast_lower, None)
+    points: list[_Point] = [top]
+    lo_c = c_min_usd / scale
+    info: dict[str, Any] = {"warnings": list(prog.warnings)}
+
+    if lo_c >= 1.0 - 1e-12:
+        best = top
+        bound_value = best.product
+        certified = True
+        n_eval = 0
+    else:
+        t0 = time.perf_counter()
+        tp = build_time_problem(prog, with_budget=True)
+        tscale = time_scale(prog)
+        tp.load(prog, time_scale=tscale, cost_scale=scale)
+        build = time.perf_counter() - t0
+        counter = itertools.count()
+
+        def evaluate_at(c: float) -> _Point:
+            nonlocal build
+            tp.budget.value = c
+            res = ctx.solve_convex(tp.problem, build_seconds=build)
+            _unscale(res, tscale)
+            build = 0.0
+            B = tp.bandwidth_gbps()
+            if not res.has_solution or res.termination is not Termination.OPTIMAL or B is None:
+                return _Point(c=c, ok=False)
+            assert tp.budget_constraint is not None
+            dual = tp.budget_constraint.dual_value
+            lam = max(float(np.asarray(dual).reshape(-1)[0]) * tscale, 0.0) if dual is not None else None
+            lower = C + (res.bound if res.bound is not None else float(res.objective or 0.0))
+            return point_from(c, B, lower, lam)
+
+        heap: list[_Interval] = []
+
+        def push(a: float, b: float, left: _Point | None, right: _Point | None) -> None:
+            lower, where = interval_lower_bound(a, b, left, right)
+            heapq.heappush(heap, _Interval(lower, next(counter), a, b, left, right, where))
+
+        grid = [lo_c + (1.0 - lo_c) * i / n_grid for i in range(1, n_grid)]
+        prev_c, prev_point = lo_c, None
+        for c in grid:
+            p = evaluate_at(c)
+            points.append(p)
+            push(prev_c, c, prev_point, p if p.ok else top)
+            prev_c, prev_point = c, (p if p.ok else prev_point)
+        push(prev_c, 1.0, prev_point, top)
+        n_eval = len(grid)
+        certified = False
+        floor = math.inf  # bounds of intervals too narrow to split further
+        popped = None
+        while heap:
+            best = min((p for p in points if p.ok), key=lambda p: p.product)
+            popped = heapq.heappop(heap)
+            if popped.lower >= best.product * (1 - tol):
+                certified = True
+                heapq.heappush(heap, popped)
+                break
+            remaining = ctx.remaining_time()
+            if n_eval >= max_points or (remaining is not None and remaining <= 0):
+                heapq.heappush(heap, popped)
+                break
+            a, b = popped.a, popped.b
+            width = b - a
+            if width <= 1e-12 * max(b, 1e-300):
+                floor = min(floor, popped.lower)
+                continue
+            m = popped.argmin
+            if not (a + 0.02 * width < m < b - 0.02 * width):
+                m = 0.5 * (a + b)
+            p = evaluate_at(m)
+            n_eval += 1
+            points.append(p)
+            right_for_left = p if p.ok else popped.right
+            left_for_right = p if p.ok else popped.left
+            push(a, m, popped.left, right_for_left)
+            push(m, b, left_for_right, popped.right)
+        best = min((p for p in points if p.ok), key=lambda p: p.product)
+        open_lower = min([iv.lower for iv in heap] + [floor])
+        bound_value = min(open_lower, best.product)
+        if not heap and math.isinf(floor):
+            certified = True
+        info["budget_program"] = {"compiled_once": True, "evaluations": n_eval}
+    info["evaluations"] = n_eval
+
+    assert best.bandwidth is not None
+    ok_points = sorted((p for p in points if p.ok), key=lambda p: p.c)
+    curve = [
+        {
+            "cost_budget_usd": p.c * scale,
+            "cost_usd": p.cost * scale,
+            "time_seconds": p.time,
+            "time_lower_bound_seconds": p.t_lower,
+            "time_x_cost": p.product * scale,
+            "bandwidth": {n: float(v) * GB for n, v in zip(prog.dims, p.bandwidth, strict=True)},  # type: ignore[arg-type]
+        }
+        for p in ok_points
+    ]
+    gap = (best.product - bound_value) / best.product if best.product > 0 else 0.0
+    info.update(
+        {
+            "pareto": curve,
+            "fastest": {"time_seconds": top.time, "cost_usd": top.cost * scale,
+                        "bandwidth": {n: float(v) * GB for n, v in zip(prog.dims, b_fast, strict=True)}},
+            "cheapest_cost_usd": c_min_usd,
+            "chosen": {"time_seconds": best.time, "cost_usd": best.cost * scale, "time_x_cost": best.product * scale},
+            "certified": certified and gap <= tol,
+            "relative_gap": gap,
+            "tolerance": tol,
+            "libra_perf_per_cost_units": "LIBRA reports time_ns * cost_usd / 1e10 = time_x_cost / 10",
+        }
+    )
+    return Outcome(
+        plan=prog.to_plan(best.bandwidth, "time_x_cost"),
+        bounds=[Bound(bound_value * scale, "libra_perf_per_cost interval branch-and-bound over the cost budget")],
+        solver_results=list(ctx.solver_results),
+        claimed_objective=best.product * scale,
+        proven_optimal=certified and gap <= tol,
+        info=info,
+    )

@@ -1,0 +1,144 @@
+"""``libra_discrete``: each dimension picks its bandwidth from a menu of link speeds (MILP).
+
+With one binary z_dj per option b_dj (sum_j z_dj = 1), both B_d = sum_j b_dj z_dj and its
+reciprocal 1/B_d = sum_j z_dj / b_dj are linear, so LIBRA's minimum-time problem becomes
+an exact MILP (no approximation of 1/B):
+
+    minimize  sum_k w_k t_k
+    s.t.      t_k >= u_kd * sum_j z_dj / b_dj,   B_d = sum_j b_dj z_dj,   sum_j z_dj = 1
+              instance rows on B
+
+Menus come from the instance (``bandwidth_options``, then the MILP optimum is the
+instance optimum and its dual bound is reported) or, for dimensions without one, from
+the ``step`` parameter (multiples of ``step`` GB/s within the bounds; default 12.5 GB/s,
+one 100 Gb/s lane): a restriction of the continuous problem, so no instance bound.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from distplan.errors import InfeasibleError, InputError
+from distplan.formulations.bandwidth.blocks import constraint_rows, max_bandwidths
+from distplan.formulations.bandwidth.convex import _emit_warnings, _no_solution, check_bounded
+from distplan.formulations.bandwidth.data import Program, prepare
+from distplan.formulations.model import Model, linear_sum
+from distplan.formulations.registry import Bound, Outcome, RunContext
+from distplan.models.bandwidth import BandwidthInstance
+
+
+def menus(ctx: RunContext, prog: Program, step: float, max_options: int) -> list[np.ndarray]:
+    """Allowed bandwidths (GB/s) per dimension."""
+    need_top = [k for k in range(prog.num_dims) if prog.options[k] is None and not np.isfinite(prog.ub[k])]
+    top = max_bandwidths(ctx, prog, need_top) if need_top else {}
+    out: list[np.ndarray] = []
+    for k in range(prog.num_dims):
+        given = prog.options[k]
+        if given is not None:
+            vals = given[(given >= prog.lb[k] * (1 - 1e-12)) & (given <= prog.ub[k] * (1 + 1e-12))]
+        else:
+            hi = prog.ub[k] if np.isfinite(prog.ub[k]) else top.get(k, np.inf)
+            if not np.isfinite(hi):
+                raise InputError(
+                    "constraints", f"dimension {prog.dims[k]} has no upper bandwidth", "add max_bandwidth or a total_bandwidth constraint"
+                )
+            first = int(np.ceil(prog.lb[k] / step - 1e-9))
+            last = int(np.floor(hi / step + 1e-9))
+            vals = step * np.arange(max(first, 1), last + 1, dtype=float)
+            if not prog.used[k]:
+                vals = np.unique(np.concatenate([[prog.lb[k]], vals]))
+            if vals.size > max_options:
+                raise InputError(
+                    "params.step",
+                    f"{vals.size} options of {step:g} GB/s for dimension {prog.dims[k]} (more than max_options {max_options})",
+                    "use a larger step or raise max_options",
+                )
+        if prog.used[k]:
+            vals = vals[vals > 0]
+        if vals.size == 0:
+            raise InfeasibleError(
+                f"{prog.instance.name}: libra_discrete: no bandwidth option of dimension {prog.dims[k]} lies within its bounds "
+                f"[{prog.lb[k]:g}, {prog.ub[k]:g}] GB/s",
+                details={"dimension": prog.dims[k]},
+            )
+        out.append(vals)
+    return out
+
+
+def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
+    step = float(ctx.param("step", 12.5))
+    max_options = int(ctx.param("max_options", 400))
+    if step <= 0:
+        raise InputError("params.step", f"{step:g} must be > 0 GB/s", "give a link speed step such as 12.5")
+    prog = prepare(inst)
+    check_bounded(ctx, prog)
+    _emit_warnings(prog)
+    exact = all(o is not None for o in prog.options)
+    t0 = time.perf_counter()
+    menu = menus(ctx, prog, step, max_options)
+    D = prog.num_dims
+    sizes = np.array([m.size for m in menu])
+    owner = np.repeat(np.arange(D), sizes)
+    speeds = np.concatenate(menu)
+    model = Model("libra_discrete")
+    z = model.add_vars("choice", speeds.size, vtype="binary")
+    B = model.add_vars("bandwidth", D, lb=prog.lb, ub=prog.ub)
+    model.add_constraints("one-option", z.group_sum(owner, D) == 1.0)
+    model.add_constraints("bandwidth-is-option", (z * speeds).group_sum(owner, D) - B == 0.0)
+    constraint_rows(model, prog, B)
+    used = np.flatnonzero(prog.used)
+    K = prog.terms.shape[0]
+    if used.size:
+        t = model.add_vars("term_time", K, lb=0.0)
+        # t_k - sum_{j of d} u_kd / b_j z_j >= 0 for every (k, d) with u_kd > 0
+        kk, dd = np.nonzero(prog.terms)
+        row_parts, col_parts, coef_parts = [np.arange(kk.size)], [t.index[kk]], [np.ones(kk.size)]
+        for r, (k, d) in enumerate(zip(kk, dd, strict=True)):
+            opts = np.flatnonzero(owner == d)
+            row_parts.append(np.full(opts.size, r))
+            col_parts.append(z.index[opts])
+            coef_parts.append(-prog.terms[k, d] / speeds[opts])
+        expr = linear_sum(np.concatenate(col_parts), np.concatenate(coef_parts), np.concatenate(row_parts), kk.size, model.num_vars)
+        model.add_constraints("term_time", expr >= 0.0)
+        model.minimize((t * prog.weights).sum())
+    else:
+        model.minimize(0.0 * B.sum())
+    build = time.perf_counter() - t0
+    result = ctx.solve_model(model, build_seconds=build)
+    if not result.has_solution:
+        _no_solution(ctx, prog, result, "libra_discrete")
+        if result.termination.value in ("infeasible", "infeasible_or_unbounded"):
+            raise InfeasibleError(
+                f"{inst.name}: libra_discrete: the constraints can be met continuously but by no combination of menu options "
+                f"({result.termination.value}); use a finer step or more bandwidth_options",
+                details={"options_per_dimension": sizes.tolist()},
+            )
+        return Outcome(plan=None, solver_results=list(ctx.solver_results))
+    Bv = np.asarray(result.values_by_block["bandwidth"], dtype=float)
+    choice = np.asarray(result.values_by_block["choice"], dtype=float)
+    picked = np.array([speeds[np.flatnonzero(owner == d)][np.argmax(choice[owner == d])] for d in range(D)])
+    if np.allclose(picked, Bv, rtol=1e-6, atol=1e-9):
+        Bv = picked
+    bounds: list[Bound] = []
+    info: dict[str, Any] = {
+        "options_per_dimension": sizes.tolist(),
+        "menu_from_instance": exact,
+        "step_gbps": None if exact else step,
+        "warnings": list(prog.warnings),
+    }
+    if result.bound is not None:
+        info["menu_problem_bound_seconds"] = prog.compute_seconds + result.bound
+        if exact:
+            bounds.append(Bound(prog.compute_seconds + result.bound, f"libra_discrete MILP dual bound ({result.backend})"))
+    claimed = prog.compute_seconds + result.objective if (exact and result.objective is not None) else None
+    return Outcome(
+        plan=prog.to_plan(Bv, "time"),
+        bounds=bounds,
+        solver_results=list(ctx.solver_results),
+        claimed_objective=claimed,
+        proven_optimal=exact and result.termination.value == "optimal",
+        info=info,
+    )

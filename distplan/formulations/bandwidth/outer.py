@@ -1,0 +1,145 @@
+"""``libra_perf_lp``: LIBRA's minimum-time problem as LPs, by outer approximation of 1/B.
+
+Kelley's cutting-plane method (Kelley 1960) on the convex program of `convex.py`: the
+reciprocal s_d >= 1/B_d is replaced by tangent cuts s_d >= 2/b - B_d/b^2 (valid for every
+b > 0 since 1/B is convex), so each LP is a relaxation and its optimum is a proven lower
+bound on the training time; the LP's allocation, evaluated exactly, is an upper bound.
+Cuts at the LP's B are added until (upper - lower) / upper <= tolerance. Each LP goes
+through ``ctx.solve_model``, so HiGHS or any LP backend can solve it: this is the
+exchangeable-backend cross-check of the conic `libra_perf`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from distplan.formulations.bandwidth.blocks import constraint_rows, lowest_unused
+from distplan.formulations.bandwidth.convex import _emit_warnings, _no_solution, _reject_menus, check_bounded, time_scale
+from distplan.formulations.bandwidth.data import bandwidth_scale, prepare
+from distplan.formulations.model import Model, linear_sum
+from distplan.formulations.registry import Bound, Outcome, RunContext
+from distplan.models.bandwidth import BandwidthInstance
+from distplan.solvers.result import Termination
+
+
+def add_cuts(model: Model, s_cols: np.ndarray, b_cols: np.ndarray, dims: np.ndarray, at: np.ndarray, name: str) -> None:
+    """Tangents of 1/x at ``at``, scaled by the point: at*s_d + x_d/at >= 2 (one row per cut)."""
+    n = dims.size
+    rows = np.concatenate([np.arange(n), np.arange(n)])
+    cols = np.concatenate([s_cols[dims], b_cols[dims]])
+    coeffs = np.concatenate([at, 1.0 / at])
+    expr = linear_sum(cols, coeffs, rows, n, model.num_vars)
+    model.add_constraints(name, expr >= 2.0)
+
+
+def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
+    """Minimum training time by tangent-cut LPs; lower bound from the LP, upper from the allocation.
+
+    The LP is scaled so that every number is O(1) for any backend: x = B / sigma
+    (sigma = a typical bandwidth, GB/s), s >= 1/x, and the objective is in units of a
+    typical communication time.
+    """
+    tol = float(ctx.param("tolerance", 1e-7))
+    max_rounds = int(ctx.param("max_rounds", 500))
+    prog = prepare(inst)
+    _reject_menus(prog, "libra_perf_lp")
+    check_bounded(ctx, prog)
+    _emit_warnings(prog)
+    C = prog.compute_seconds
+    t0 = time.perf_counter()
+    sigma = bandwidth_scale(prog)
+    t_unit = time_scale(prog)
+    model = Model("libra_perf_lp")
+    x = model.add_vars("bandwidth", prog.num_dims, lb=prog.lb / sigma, ub=prog.ub / sigma)
+    constraint_rows(model, prog, x, [replace(r, rhs=r.rhs / sigma) for r in prog.rows])
+    used = np.flatnonzero(prog.used)
+    K = prog.terms.shape[0]
+    s_cols = np.full(prog.num_dims, -1)
+    x_cols = x.index.copy()
+    if used.size:
+        s = model.add_vars("inv_bandwidth", used.size, lb=0.0)
+        t = model.add_vars("term_time", K, lb=0.0)
+        terms = prog.terms[:, used]
+        r, c = np.nonzero(terms)
+        # t_k - u_kd s_d >= 0 (t in units of sigma * seconds per GB)
+        expr = linear_sum(
+            np.concatenate([t.index[r], s.index[c]]), np.concatenate([np.ones(r.size), -terms[r, c]]),
+            np.concatenate([np.arange(r.size), np.arange(r.size)]), r.size, model.num_vars,
+        )
+        model.add_constraints("term_time", expr >= 0.0)
+        model.minimize((t * (prog.weights / (sigma * t_unit))).sum())
+        s_cols[used] = s.index
+        first = np.logspace(-3, 3, 13, base=2.0)
+        dims = np.repeat(used, first.size)
+        add_cuts(model, s_cols, x_cols, dims, np.tile(first, used.size), "cuts-0")
+    else:
+        model.minimize(0.0 * x.sum())
+    build = time.perf_counter() - t0
+
+    lower, upper = -math.inf, math.inf
+    best: np.ndarray | None = None
+    rounds = 0
+    lowest_cut = dict.fromkeys((int(d) for d in used), 2.0**-3)
+    while rounds < max_rounds:
+        rounds += 1
+        result = ctx.solve_model(model, build_seconds=build)
+        build = 0.0
+        if not result.has_solution:
+            if rounds == 1:
+                _no_solution(ctx, prog, result, "libra_perf_lp")
+            break
+        values = result.values_by_block
+        xv = np.asarray(values["bandwidth"], dtype=float)
+        if result.termination is Termination.OPTIMAL and result.bound is not None:
+            lower = max(lower, C + result.bound * t_unit)  # a relaxation's proven dual bound
+        Bv = xv * sigma
+        comm = prog.comm_time(Bv)
+        if C + comm < upper:
+            upper, best = C + comm, Bv
+        if upper < math.inf and (upper - lower) <= tol * upper:
+            break
+        remaining = ctx.remaining_time()
+        if not used.size or (remaining is not None and remaining <= 0):
+            break
+        sv = np.asarray(values["inv_bandwidth"], dtype=float)
+        at: list[float] = []
+        cut_dims: list[int] = []
+        for j, d in enumerate(used):
+            xd = float(xv[d])
+            if xd <= 1e-12:
+                lowest_cut[int(d)] *= 0.5
+                at.append(lowest_cut[int(d)])
+                cut_dims.append(int(d))
+            elif 1.0 / xd > sv[j] * (1 + 0.1 * tol):
+                at.append(xd)
+                cut_dims.append(int(d))
+        if not cut_dims:
+            break
+        add_cuts(model, s_cols, x_cols, np.asarray(cut_dims), np.asarray(at), f"cuts-{rounds}")
+    if best is None:
+        return Outcome(plan=None, solver_results=list(ctx.solver_results))
+    best = lowest_unused(ctx, prog, best)
+    bounds = [Bound(lower, f"libra_perf_lp tangent-cut LP relaxation ({ctx.backend.name})")] if math.isfinite(lower) else []
+    gap = (upper - lower) / upper if math.isfinite(lower) and upper > 0 else math.inf
+    info: dict[str, Any] = {
+        "rounds": rounds,
+        "cuts": int(sum(b.stop - b.start for n, b in model.con_blocks.items() if n.startswith("cuts-"))),
+        "lower_bound_seconds": lower,
+        "upper_bound_seconds": upper,
+        "relative_gap": gap,
+        "tolerance": tol,
+        "warnings": list(prog.warnings),
+    }
+    return Outcome(
+        plan=prog.to_plan(best, "time"),
+        bounds=bounds,
+        solver_results=list(ctx.solver_results),
+        claimed_objective=upper,
+        proven_optimal=gap <= tol,
+        info=info,
+    )

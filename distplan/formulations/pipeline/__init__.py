@@ -1,0 +1,52 @@
+"""Pipeline scheduling: Tessel's repetend MILP, the exact whole-schedule MILP (Zero Bubble
+style) and the classic schedules (GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2)."""
+
+from __future__ import annotations
+
+from distplan.formulations.pipeline import baselines, milp, repetend
+from distplan.formulations.pipeline.bounds import pipeline_bounds
+from distplan.formulations.registry import Formulation, register, register_bounds
+
+TESSEL = "Lin et al., Tessel: Boosting Distributed Execution of Large DNN Models via Flexible Schedule Search, HPCA 2024 (arXiv 2311.15269)"
+ZB = "Qi, Wan, Huang, Lin, Zero Bubble (Almost) Pipeline Parallelism, ICLR 2024 (arXiv 2401.10241)"
+
+_BASELINES = {
+    "gpipe": ("GPipe: all forward passes, then all backward passes (Huang et al., NeurIPS 2019)", "Huang et al., GPipe, NeurIPS 2019"),
+    "1f1b": ("1F1B: warm-up forwards, then one forward one backward (warm-up shrinks to fit memory)", "Narayanan et al., PipeDream-Flush, ICML 2021"),
+    "interleaved_1f1b": ("interleaved 1F1B over v model chunks per device (Megatron virtual stages)", "Narayanan et al., SC'21"),
+    "zb_h1": ("ZB-H1: 1F1B order with W passes deferred, same in-flight memory as 1F1B", ZB),
+    "zb_h2": ("ZB-H2: up to 2p-1 micro-batches in flight, W passes fill the bubbles", ZB),
+}
+
+for _name, (_desc, _ref) in _BASELINES.items():
+    register(Formulation(kind="pipeline", name=_name, description=_desc, program="algorithm", run=baselines.make_run(_name), reference=_ref))
+
+register(
+    Formulation(
+        kind="pipeline",
+        name="pipeline_milp",
+        description="exact whole-schedule MILP: order binaries for unrelated same-device pairs, memory prefix sums, warm start",
+        program="milp",
+        run=milp.run_pipeline_milp,
+        exact=True,
+        reference=ZB,
+        blocks=milp.MILP_BLOCKS,
+        params={"energy_cuts": True},
+    )
+)
+
+register(
+    Formulation(
+        kind="pipeline",
+        name="tessel",
+        description="repetend (modulo schedule) MILP minimizing the period, warm-up/cool-down MILPs, unrolled to N",
+        program="milp",
+        run=repetend.run_tessel,
+        exact=False,
+        reference=TESSEL + "; Hanen & Munier, cyclic scheduling (1995)",
+        blocks=repetend.REPETEND_BLOCKS,
+        params=dict(repetend.DEFAULTS),
+    )
+)
+
+register_bounds("pipeline", pipeline_bounds)

@@ -1,0 +1,138 @@
+"""TAP: fold the repeated subgraphs of the sharding problem, solve once per family.
+
+Shi et al., "TAP: Accelerating Large-Scale DNN Training Through Tensor Automatic
+Parallelisation", arXiv 2302.00247 (TAPAS, ICPP 2025): the graph of a large network holds
+few distinct subgraphs, so the search is folded onto them and its cost grows
+sub-linearly with depth. Here the copies of a repeated region (found by
+`distplan.formulations.folding` on the cost-graph skeleton, confirmed by an exact
+isomorphism check) share one set of decision variables: node costs and memory are
+multiplied by the copy count, edges inside copies likewise, boundary edges are kept
+between representatives (meta-pytorch/autoparallel's variable sharing). Costs are
+computed only for distinct labels, so the unfolded cost graph is never built.
+
+The folded ILP is a restriction of Alpa's ILP (all copies pick the same strategies), so
+its optimum is an upper bound. A proven lower bound comes from the LP relaxation of the
+folded problem *without* boundary edges: once the edges leaving the copies are dropped
+(their costs are >= 0) the copies are interchangeable, the memory row is symmetric, and
+averaging any LP solution over permutations of the copies gives a symmetric one of equal
+cost, so the folded LP equals the unfolded LP of that relaxation (``certify=True``).
+When that bound meets the plan's cost the plan is proven optimal for the full problem.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from distplan.formulations.folding import FoldMap, find_repeated_subgraphs
+from distplan.formulations.registry import Bound, Folding, Formulation, Outcome, RunContext
+from distplan.formulations.sharding.alpa_ilp import (
+    OBJECTIVE_SCALE,
+    FoldedSharding,
+    build_sharding_model,
+    solve_graph,
+    unfolded,
+)
+from distplan.formulations.sharding.costgraph import (
+    CostTables,
+    Skeleton,
+    build_folded_cost_graph,
+    build_skeleton,
+    unfold_plan,
+)
+from distplan.models.sharding import ShardingInstance, ShardingPlan
+from distplan.solvers.result import Termination
+
+REFERENCE = "Shi et al., TAP, arXiv 2302.00247 (folded search over repeated subgraphs)"
+DEFAULTS: dict[str, Any] = {"certify": True, "lp_first": False, "min_copies": 2, "wl_iterations": 2}
+
+
+def fold_instance(inst: ShardingInstance, params: dict[str, Any]) -> tuple[Skeleton, FoldMap]:
+    """The skeleton of an instance and its repeated regions."""
+    sk = build_skeleton(inst)
+    fold = find_repeated_subgraphs(
+        sk.to_networkx(),
+        min_copies=int(params.get("min_copies", DEFAULTS["min_copies"])),
+        iterations=int(params.get("wl_iterations", DEFAULTS["wl_iterations"])),
+    )
+    return sk, fold
+
+
+def unfolded_size(sk: Skeleton, tables: CostTables) -> dict[str, int]:
+    """Variables of Alpa's ILP on the unfolded graph (free-node s entries + edge products)."""
+    counts = np.array([len(tables.node(sk, i).strategies) for i in range(sk.num_nodes)])
+    free = counts > 1
+    s = int(counts[free].sum())
+    e = sum(int(counts[u] * counts[v]) for u, v in sk.edges if free[u] and free[v])
+    return {"s": s, "e": e, "variables": s + e}
+
+
+def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
+    instance = unfolded(instance, "tap")
+    t0 = time.perf_counter()
+    sk, fold = fold_instance(instance, ctx.params)
+    t1 = time.perf_counter()
+    tables = CostTables(instance)
+    graph, _ = build_folded_cost_graph(sk, fold, tables)
+    t2 = time.perf_counter()
+    res, choice, info = solve_graph(graph, ctx, lp_first=bool(ctx.param("lp_first", False)), build_seconds=t2 - t0, name="tap")
+    info["fold_seconds"] = t1 - t0
+    info["cost_seconds"] = t2 - t1
+    info["folding"] = dict(fold.stats)
+    bounds: list[Bound] = []
+    if choice is None:
+        return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info)
+    t3 = time.perf_counter()
+    plan = unfold_plan(sk, fold, ShardingPlan(graph.plan(choice)))
+    info["unfold_seconds"] = time.perf_counter() - t3
+    if ctx.param("certify", True):
+        t4 = time.perf_counter()
+        relaxed, _ = build_folded_cost_graph(sk, fold, tables, boundary_edges=False)
+        lp, _ = build_sharding_model(relaxed, relax=True, name="tap_bound")
+        lb = ctx.solve_model(lp, build_seconds=time.perf_counter() - t4)
+        proven = lb.bound if lb.bound is not None else lb.objective
+        if lb.termination is Termination.OPTIMAL and proven is not None:
+            value = proven / OBJECTIVE_SCALE
+            bounds.append(Bound(value, f"tap: LP of the folded problem without boundary edges ({ctx.backend.name})"))
+            info["bound_seconds"] = value
+        info["certify_seconds"] = time.perf_counter() - t4
+    sizes = unfolded_size(sk, tables)
+    model_stats = res.extra.get("model", {}) if res is not None else {}
+    info["variables_unfolded"] = sizes["variables"]
+    info["variables_folded"] = model_stats.get("variables")
+    return Outcome(
+        plan=plan,
+        bounds=bounds,
+        solver_results=list(ctx.solver_results),
+        claimed_objective=info.get("objective_seconds"),
+        proven_optimal=False,
+        info=info,
+    )
+
+
+def fold_sharding(inst: ShardingInstance, params: dict[str, Any]) -> Folding:
+    """Folder for ``solve(instance, "alpa_ilp", fold=True)``: a `FoldedSharding` over the
+    representatives; not exact (copies are forced to agree), so no bound carries over."""
+    sk, fold = fold_instance(inst, params)
+    graph, _ = build_folded_cost_graph(sk, fold)
+    stats = dict(fold.stats)
+    folded = FoldedSharding(graph, inst, stats)
+
+    def unfold(plan: ShardingPlan) -> ShardingPlan:
+        return unfold_plan(sk, fold, plan)
+
+    return Folding(instance=folded, unfold=unfold, exact=False, stats=stats)
+
+
+TAP = Formulation(
+    kind="sharding",
+    name="tap",
+    description="TAP: Alpa's ILP folded over repeated subgraphs (copies share variables), unfolded plan",
+    program="milp",
+    run=run_tap,
+    exact=False,
+    reference=REFERENCE,
+    params=dict(DEFAULTS),
+)

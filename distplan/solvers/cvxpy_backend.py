@@ -1,0 +1,425 @@
+"""cvxpy backends: ``cvxpy-<SOLVER>`` for the solvers cvxpy drives.
+
+Each backend takes
+
+* an assembled model (`ModelArrays`, LP or MILP): it becomes ``x = cp.Variable(n,
+  integer=...)`` with variable bounds and the CSR rows split into ``==``, ``<=`` and ``>=``
+  blocks (``solve_fn``);
+* a cvxpy ``Problem`` built by a formulation (convex programs, ``solve_convex_fn``).
+
+Both go through cvxpy's documented three-step path (``get_problem_data`` ->
+``chain.solve_via_data`` -> ``unpack``), which separates canonicalization time (reported
+as hand-over seconds) from solver time and keeps the raw solver output, so the duality
+gap can be read where the solver reports it (Clarabel ``obj_val_dual``, SCS ``dobj``,
+ECOS ``dcost``, HiGHS / SciPy / SCIP MIP dual bounds). ``bound`` is that dual objective
+carried back to the original objective, or None when the solver does not report one.
+Parametrized (DPP) problems keep cvxpy's compiled program between calls, so a sweep
+over parameter values pays canonicalization once.
+
+cvxpy itself is imported lazily (it takes about a second): importing this module only
+registers the backends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from distplan.formulations.model import ModelArrays
+from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
+from distplan.solvers.result import SolutionStatus, SolverResult, Termination
+
+# OSQP's native library segfaults in ``setup`` when it is first loaded after PuLP (PuLP's
+# import pulls in highspy and pyscipopt; measured with osqp 1.1.3 / pulp 3.x): loading it
+# here, before any PuLP import, avoids that (about 20 ms once scipy is loaded). When PuLP
+# was imported first, cvxpy-OSQP reports itself unavailable instead of crashing the process.
+_OSQP_SAFE = True
+if importlib.util.find_spec("osqp") is not None and "osqp" not in sys.modules:
+    if "pulp" in sys.modules:
+        _OSQP_SAFE = False
+    else:
+        with contextlib.suppress(Exception):
+            import osqp  # noqa: F401
+
+#: cvxpy's status strings (cvxpy.settings) mapped to the shared vocabulary.
+#: USER_LIMIT is refined into TIME_LIMIT / ITERATION_LIMIT from the raw solver status.
+STATUS_MAP: dict[str, Termination] = {
+    "optimal": Termination.OPTIMAL,
+    "optimal_inaccurate": Termination.NUMERICAL,
+    "infeasible": Termination.INFEASIBLE,
+    "infeasible_inaccurate": Termination.NUMERICAL,
+    "unbounded": Termination.UNBOUNDED,
+    "unbounded_inaccurate": Termination.NUMERICAL,
+    "infeasible_or_unbounded": Termination.INFEASIBLE_OR_UNBOUNDED,
+    "user_limit": Termination.TIME_LIMIT,
+    "solver_error": Termination.ERROR,
+}
+
+
+@dataclass(frozen=True)
+class SolverSpec:
+    """What one cvxpy solver can do and how its options are spelled (data, not code).
+
+    ``cones`` lists the cone families it takes beyond linear rows; ``accuracy`` is
+    "high" for interior-point / simplex / branch-and-bound solvers and "low" for
+    first-order (ADMM) solvers, whose "optimal" means a 1e-4..1e-6 tolerance.
+    """
+
+    name: str
+    lp: bool
+    milp: bool
+    conic: bool
+    qp: bool
+    cones: tuple[str, ...]
+    accuracy: str
+    #: option key (or nested path) for a time limit in seconds; None: not supported
+    time_limit_key: tuple[str, ...] | None
+    threads_key: tuple[str, ...] | None = None
+    mip_gap_key: tuple[str, ...] | None = None
+    seed_key: tuple[str, ...] | None = None
+    #: raw statuses (str of the solver's own status) that mean "iteration limit"
+    iteration_limit_statuses: tuple[str, ...] = ()
+    #: solver options always passed (e.g. tighter tolerances than cvxpy's defaults)
+    defaults: dict[str, Any] = field(default_factory=dict)
+    #: reports a dual objective or MIP dual bound we can read
+    reports_bound: bool = False
+
+
+SOLVER_TABLE: tuple[SolverSpec, ...] = (
+    SolverSpec("CLARABEL", lp=True, milp=False, conic=True, qp=True, cones=("soc", "exp", "pow", "psd"), accuracy="high",
+               time_limit_key=("time_limit",), threads_key=("max_threads",), iteration_limit_statuses=("MaxIterations",),
+               reports_bound=True),
+    SolverSpec("SCS", lp=True, milp=False, conic=True, qp=True, cones=("soc", "exp", "pow", "psd"), accuracy="low",
+               time_limit_key=("time_limit_secs",),
+               defaults={"eps_abs": 1e-7, "eps_rel": 1e-7, "max_iters": 200000}, reports_bound=True),
+    SolverSpec("ECOS", lp=True, milp=False, conic=True, qp=False, cones=("soc", "exp"), accuracy="high",
+               time_limit_key=None, reports_bound=True),
+    SolverSpec("OSQP", lp=True, milp=False, conic=False, qp=True, cones=(), accuracy="low",
+               time_limit_key=("time_limit",), defaults={"eps_abs": 1e-7, "eps_rel": 1e-7, "max_iter": 200000}),
+    SolverSpec("HIGHS", lp=True, milp=True, conic=False, qp=True, cones=(), accuracy="high",
+               time_limit_key=("time_limit",), threads_key=("threads",), mip_gap_key=("mip_rel_gap",),
+               seed_key=("random_seed",), reports_bound=True),
+    SolverSpec("SCIP", lp=True, milp=True, conic=True, qp=True, cones=("soc",), accuracy="high",
+               time_limit_key=("scip_params", "limits/time"), mip_gap_key=("scip_params", "limits/gap"),
+               seed_key=("scip_params", "randomization/randomseedshift"), reports_bound=True),
+    SolverSpec("SCIPY", lp=True, milp=True, conic=False, qp=False, cones=(), accuracy="high",
+               time_limit_key=("scipy_options", "time_limit"), mip_gap_key=("scipy_options", "mip_rel_gap"),
+               reports_bound=True),
+    SolverSpec("GLPK_MI", lp=True, milp=True, conic=False, qp=False, cones=(), accuracy="high", time_limit_key=None),
+    SolverSpec("CBC", lp=True, milp=True, conic=False, qp=False, cones=(), accuracy="high", time_limit_key=None),
+)
+SOLVERS: dict[str, SolverSpec] = {s.name: s for s in SOLVER_TABLE}
+
+
+def solver_spec(backend_name: str) -> SolverSpec | None:
+    """The table entry behind a ``cvxpy-<SOLVER>`` backend name (None for other backends)."""
+    if not backend_name.startswith("cvxpy-"):
+        return None
+    return SOLVERS.get(backend_name[len("cvxpy-") :])
+
+
+@functools.lru_cache(maxsize=1)
+def _installed() -> frozenset[str]:
+    import cvxpy as cp
+
+    return frozenset(cp.installed_solvers())
+
+
+def _solver_available(solver: str) -> bool:
+    if solver == "OSQP" and not _OSQP_SAFE:
+        return False
+    return solver in _installed()
+
+
+@functools.cache
+def _version(solver: str) -> str:
+    import cvxpy as cp
+
+    module = {"CLARABEL": "clarabel", "SCS": "scs", "ECOS": "ecos", "OSQP": "osqp", "HIGHS": "highspy",
+              "SCIP": "pyscipopt", "SCIPY": "scipy", "GLPK_MI": "cvxopt", "CBC": "cylp"}.get(solver)
+    detail = ""
+    if module is not None and importlib.util.find_spec(module) is not None:
+        with contextlib.suppress(Exception):
+            from importlib.metadata import version
+
+            detail = f" {module} {version(module)}"
+    return f"cvxpy {cp.__version__}{detail}"
+
+
+def _set_path(opts: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    cur = opts
+    for key in path[:-1]:
+        cur = cur.setdefault(key, {})
+    cur[path[-1]] = value
+
+
+def _solver_options(spec: SolverSpec, options: SolveOptions) -> dict[str, Any]:
+    opts: dict[str, Any] = {k: (dict(v) if isinstance(v, dict) else v) for k, v in spec.defaults.items()}
+    if options.time_limit is not None and spec.time_limit_key is not None:
+        _set_path(opts, spec.time_limit_key, float(options.time_limit))
+    if options.threads is not None and spec.threads_key is not None:
+        _set_path(opts, spec.threads_key, int(options.threads))
+    if options.mip_gap is not None and spec.mip_gap_key is not None:
+        _set_path(opts, spec.mip_gap_key, float(options.mip_gap))
+    if options.seed is not None and spec.seed_key is not None:
+        _set_path(opts, spec.seed_key, int(options.seed))
+    for key, value in options.raw.items():
+        if isinstance(value, dict) and isinstance(opts.get(key), dict):
+            opts[key].update(value)
+        else:
+            opts[key] = value
+    return opts
+
+
+def _raw_status(raw: Any) -> str:
+    if isinstance(raw, dict):
+        info = raw.get("info")
+        if isinstance(info, dict) and "status" in info:
+            return str(info["status"])
+        for key in ("status", "model_status", "scip_status"):
+            if key in raw:
+                return str(raw[key])
+        return ""
+    for attr in ("status", "message"):
+        if hasattr(raw, attr):
+            return str(getattr(raw, attr))
+    return ""
+
+
+def _raw_primal_dual(spec: SolverSpec, raw: Any, is_mip: bool, termination: Termination) -> tuple[float, float] | None:
+    """(primal, dual) objective of the solver's own (minimization) problem, when reported."""
+    try:
+        if spec.name == "CLARABEL":
+            return float(raw.obj_val), float(raw.obj_val_dual)
+        if spec.name == "SCS":
+            return float(raw["info"]["pobj"]), float(raw["info"]["dobj"])
+        if spec.name == "ECOS":
+            return float(raw["info"]["pcost"]), float(raw["info"]["dcost"])
+        if spec.name == "HIGHS":
+            info = raw["info"]
+            primal = float(info.objective_function_value)
+            if is_mip:
+                return primal, float(info.mip_dual_bound)
+            return (primal, primal) if termination is Termination.OPTIMAL else None
+        if spec.name == "SCIPY":
+            primal = float(raw.fun)
+            if is_mip:
+                return primal, float(raw.mip_dual_bound)
+            return (primal, primal) if termination is Termination.OPTIMAL else None
+        if spec.name == "SCIP":
+            model = raw["model"]
+            return float(model.getPrimalbound()), float(model.getDualbound())
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+    return None
+
+
+def _is_mip(problem: Any) -> bool:
+    return any(v.attributes.get("integer") or v.attributes.get("boolean") for v in problem.variables())
+
+
+def _run(spec: SolverSpec, problem: Any, options: SolveOptions, backend_name: str) -> tuple[SolverResult, Any]:
+    """Canonicalize, solve and unpack ``problem``; returns the result and the raw output."""
+    import cvxpy as cp
+    from cvxpy.problems.problem import SolverStats
+
+    t0 = time.perf_counter()
+    solver_opts = _solver_options(spec, options)
+    version = _version(spec.name)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            data, chain, inverse = problem.get_problem_data(spec.name, solver_opts=dict(solver_opts))
+    except (cp.error.SolverError, cp.error.DCPError, cp.error.DPPError, ValueError) as exc:
+        hint = ""
+        if not spec.conic:
+            hint = f"; cvxpy-{spec.name} takes LPs{' and QPs' if spec.qp else ''} only: use a conic backend such as cvxpy-CLARABEL"
+        return SolverResult(backend=backend_name, backend_version=version, termination=Termination.ERROR,
+                            status=SolutionStatus.NONE, message=f"{exc}{hint}",
+                            handover_seconds=time.perf_counter() - t0), None
+    t1 = time.perf_counter()
+    is_mip = _is_mip(problem)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            raw = chain.solve_via_data(problem, data, False, bool(options.verbose), dict(solver_opts))
+    except cp.error.SolverError as exc:
+        return SolverResult(backend=backend_name, backend_version=version, termination=Termination.ERROR,
+                            status=SolutionStatus.NONE, message=str(exc), handover_seconds=t1 - t0,
+                            solve_seconds=time.perf_counter() - t1), None
+    t2 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        solution = chain.invert(raw, inverse)
+    cvx_status = str(solution.status)
+    termination = STATUS_MAP.get(cvx_status)
+    message = ""
+    if termination is None:
+        warnings.warn(f"cvxpy-{spec.name}: unmapped cvxpy status {cvx_status!r}", RuntimeWarning, stacklevel=2)
+        termination = Termination.UNKNOWN
+    raw_status = _raw_status(raw)
+    if cvx_status == "user_limit":
+        timed_out = options.time_limit is not None and (t2 - t1) >= 0.9 * options.time_limit
+        if not timed_out and (raw_status in spec.iteration_limit_statuses or options.time_limit is None):
+            termination = Termination.ITERATION_LIMIT
+    # values of an earlier solve must never survive into this one: cvxpy's `unpack` only
+    # overwrites the primal / dual values the solver returned (SCIP returns no duals for
+    # cone programs, so stale multipliers from another backend would remain).
+    for var in problem.variables():
+        var.save_value(None)
+    for con in problem.constraints:
+        for dual in con.dual_variables:
+            dual.save_value(None)
+    if cvx_status not in ("solver_error",):
+        problem.unpack(solution)
+        problem._solver_stats = SolverStats.from_dict(solution.attr, chain.solver.name())
+    has_values = cvx_status in ("optimal", "optimal_inaccurate", "user_limit") and all(
+        v.value is not None for v in problem.variables()
+    )
+    if termination is Termination.OPTIMAL and has_values:
+        status = SolutionStatus.OPTIMAL
+    elif has_values:
+        status = SolutionStatus.FEASIBLE
+        if cvx_status == "optimal_inaccurate":
+            message = "solver reached only a reduced accuracy (optimal_inaccurate)"
+    else:
+        status = SolutionStatus.NONE
+        if termination is Termination.OPTIMAL:
+            termination = Termination.UNKNOWN
+    objective = float(problem.value) if has_values and problem.value is not None and np.isfinite(problem.value) else None
+    bound: float | None = None
+    if objective is not None and termination in (Termination.OPTIMAL, Termination.TIME_LIMIT, Termination.ITERATION_LIMIT):
+        pd = _raw_primal_dual(spec, raw, is_mip, termination)
+        if pd is not None and all(np.isfinite(pd)) and (termination is Termination.OPTIMAL or is_mip):
+            gap = max(0.0, pd[0] - pd[1])
+            minimize = isinstance(problem.objective, cp.Minimize)
+            bound = objective - gap if minimize else objective + gap
+    stats = problem.solver_stats if has_values or status is SolutionStatus.NONE else None
+    iterations = getattr(stats, "num_iters", None) if stats is not None else None
+    nodes = None
+    if spec.name == "SCIPY" and is_mip and hasattr(raw, "mip_node_count"):
+        nodes = int(raw.mip_node_count)
+    extra: dict[str, Any] = {
+        "cvxpy_status": cvx_status,
+        "canonicalization_seconds": t1 - t0,
+        "unpack_seconds": time.perf_counter() - t2,
+        "solver_reported_seconds": getattr(stats, "solve_time", None) if stats is not None else None,
+        "dpp_cached": problem._cache.param_prog is not None,
+    }
+    result = SolverResult(
+        backend=backend_name,
+        backend_version=version,
+        termination=termination,
+        status=status,
+        objective=objective,
+        bound=bound,
+        handover_seconds=(t1 - t0) + (time.perf_counter() - t2),
+        solve_seconds=t2 - t1,
+        nodes=nodes,
+        iterations=int(iterations) if isinstance(iterations, int | np.integer) and iterations >= 0 else None,
+        raw_status=raw_status or cvx_status,
+        message=message,
+        extra=extra,
+    )
+    return result, raw
+
+
+def arrays_to_problem(arrays: ModelArrays) -> tuple[Any, Any]:
+    """The assembled model as a cvxpy problem: one vector variable with bounds, row blocks."""
+    import cvxpy as cp
+
+    n = arrays.num_vars
+    integer = np.flatnonzero(arrays.integrality)
+    lo = np.where(np.isfinite(arrays.col_lo), arrays.col_lo, -np.inf)
+    hi = np.where(np.isfinite(arrays.col_hi), arrays.col_hi, np.inf)
+    kwargs: dict[str, Any] = {"name": "x", "bounds": [lo, hi]}
+    if integer.size:
+        kwargs["integer"] = (integer,)
+    x = cp.Variable(max(n, 1), **kwargs) if n else cp.Variable(1, name="x", bounds=[np.zeros(1), np.zeros(1)])
+    A = arrays.A
+    rlo, rhi = arrays.row_lo, arrays.row_hi
+    eq = np.flatnonzero(np.isfinite(rlo) & np.isfinite(rhi) & (rlo == rhi))
+    le = np.flatnonzero(np.isfinite(rhi) & ~(np.isfinite(rlo) & (rlo == rhi)))
+    ge = np.flatnonzero(np.isfinite(rlo) & ~(np.isfinite(rhi) & (rlo == rhi)))
+    constraints = []
+    if n:
+        if eq.size:
+            constraints.append(A[eq] @ x == rhi[eq])
+        if le.size:
+            constraints.append(A[le] @ x <= rhi[le])
+        if ge.size:
+            constraints.append(A[ge] @ x >= rlo[ge])
+        expr = arrays.c @ x + arrays.offset
+    else:
+        expr = cp.Constant(arrays.offset) + 0 * cp.sum(x)
+    objective = cp.Maximize(expr) if arrays.sense == "max" else cp.Minimize(expr)
+    return cp.Problem(objective, constraints), x
+
+
+def _make_solve(spec: SolverSpec, backend_name: str) -> Callable[[ModelArrays, SolveOptions, np.ndarray | None], SolverResult]:
+    def solve(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
+        t0 = time.perf_counter()
+        problem, x = arrays_to_problem(arrays)
+        build = time.perf_counter() - t0
+        result, _ = _run(spec, problem, options, backend_name)
+        result.handover_seconds += build
+        result.extra["problem_build_seconds"] = build
+        if result.has_solution and arrays.num_vars:
+            result.values = np.asarray(x.value, dtype=float).reshape(-1)
+        elif result.has_solution:
+            result.values = np.zeros(0)
+        return result
+
+    return solve
+
+
+def _make_solve_convex(spec: SolverSpec, backend_name: str) -> Callable[[Any, SolveOptions], SolverResult]:
+    def solve_convex(problem: Any, options: SolveOptions) -> SolverResult:
+        result, _ = _run(spec, problem, options, backend_name)
+        if result.has_solution:
+            result.values_by_block = {
+                (v.name() or f"var{v.id}"): np.asarray(v.value, dtype=float) for v in problem.variables()
+            }
+        return result
+
+    return solve_convex
+
+
+def _register_all() -> None:
+    for spec in SOLVER_TABLE:
+        name = f"cvxpy-{spec.name}"
+        kinds = "/".join(k for k, ok in (("LP", spec.lp), ("MILP", spec.milp), ("conic", spec.conic), ("QP", spec.qp)) if ok)
+        register_backend(
+            Backend(
+                name=name,
+                description=f"{spec.name} through cvxpy ({kinds}; {spec.accuracy} accuracy)",
+                capabilities=Capabilities(
+                    lp=spec.lp,
+                    milp=spec.milp,
+                    convex=spec.conic or spec.qp,
+                    reports_bound=spec.reports_bound and spec.milp,
+                    warm_start=False,
+                    time_limit=spec.time_limit_key is not None,
+                    in_process=True,
+                ),
+                requires=("cvxpy",),
+                extra=None,
+                solve_fn=_make_solve(spec, name),
+                version_fn=functools.partial(_version, spec.name),
+                status_map=dict(STATUS_MAP),
+                availability_fn=functools.partial(_solver_available, spec.name),
+                solve_convex_fn=_make_solve_convex(spec, name),
+            )
+        )
+
+
+_register_all()

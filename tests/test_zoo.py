@@ -1,0 +1,417 @@
+"""The device/cluster catalogue, the analytic model zoo, the generators and the bundled zoo."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import distplan
+from distplan.errors import InputError
+from distplan.instances import bundled, load_document, load_instance
+from distplan.instances.generators import cached, chain_of_blocks, random_layered_dag, series_parallel
+from distplan.instances.zoo import MODELS, TRANSFORMERS, LayerGraph, make_placement, model_graph
+from distplan.models.catalogue import (
+    CLUSTERS,
+    DGX1_NVLINKS,
+    NVLINK2_LINK,
+    PCIE3_X16,
+    GiB,
+    Link,
+    cluster,
+    device,
+    dgx1,
+    libra_4d,
+    tpu_v4_torus,
+)
+from distplan.models.common import instance_from_dict
+
+ROOT = Path(__file__).resolve().parent.parent
+ZOO_INDEX = ROOT / "distplan" / "instances" / "data" / "index-placement-zoo.json"
+ZOO = json.loads(ZOO_INDEX.read_text())
+PROVENANCE = ("source", "parameters", "date", "generator", "generator_version")
+
+
+def _one_op_doc(cl: Any) -> dict[str, Any]:
+    types = cl.type_names()
+    return {
+        "format": "distplan/1",
+        "kind": "placement",
+        "name": "probe",
+        "graph": {"ops": [{"name": "a", "time": {t: 1e-3 for t in types}, "memory": 1.0}], "edges": []},
+        "cluster": cl.placement_section(),
+    }
+
+
+# -- catalogue -------------------------------------------------------------------------------------
+
+
+def test_devices_have_spec_numbers_and_roofline() -> None:
+    v100 = device("V100")
+    assert v100.name == "V100-16GB" and v100.memory_bytes == 16 * GiB
+    # compute-bound: 1 TFLOP at 125 TFLOP/s x 0.7
+    assert v100.roofline_seconds(1e12, 0) == pytest.approx(1e12 / (125e12 * 0.7) + v100.launch_floor)
+    # memory-bound: 1 GB at 900 GB/s x 0.7
+    assert v100.roofline_seconds(0, 1e9) == pytest.approx(1e9 / (900e9 * 0.7) + v100.launch_floor)
+    # a 1080Ti computes "fp16" at its fp32 rate (fp16 is 1/64 rate on that chip)
+    assert device("1080Ti").peak_flops("fp16") == device("1080Ti").peak_fp32_flops
+    assert device("A100-80GB").with_(efficiency=0.5).roofline_seconds(0, 1e9) > device("A100-80GB").roofline_seconds(0, 1e9)
+    with pytest.raises(InputError, match="unknown device"):
+        device("V200")
+
+
+def test_dgx1_hybrid_cube_mesh() -> None:
+    dgx = dgx1()
+    links_per_gpu: Counter[int] = Counter()
+    for a, b, n in DGX1_NVLINKS:
+        links_per_gpu[a] += n
+        links_per_gpu[b] += n
+    assert all(links_per_gpu[g] == 6 for g in range(8))  # V100: 6 NVLink ports
+    bw, lat = dgx.pair_matrices()
+    assert np.allclose(bw, bw.T)
+    assert bw[0, 3] == 2 * NVLINK2_LINK and bw[0, 1] == NVLINK2_LINK and bw[0, 5] == PCIE3_X16
+    # each GPU has NVLink to exactly 4 others; 12 pairs go over PCIe
+    off = ~np.eye(8, dtype=bool)
+    assert int(np.sum(bw[off] == PCIE3_X16)) == 2 * 12
+    quad = dgx.subset(4)
+    assert quad.n_devices == 4 and len(quad.links) == 6  # a fully connected NVLink quad
+
+
+def test_every_catalogue_cluster_is_a_valid_placement_cluster() -> None:
+    for name in CLUSTERS:
+        cl = cluster(name)
+        inst = instance_from_dict(_one_op_doc(cl))
+        assert inst.n_devices == cl.n_devices
+        bw, lat = cl.pair_matrices()
+        off = ~np.eye(cl.n_devices, dtype=bool)
+        assert np.allclose(inst.bandwidth[off], bw[off]) and np.allclose(inst.latency[off], lat[off])
+
+
+def test_multi_node_and_heterogeneous_clusters() -> None:
+    two = cluster("2xdgx1-ib")
+    bw, _ = two.pair_matrices()
+    assert two.n_devices == 16
+    assert bw[0, 8] == pytest.approx(12.5e9)  # EDR InfiniBand between nodes
+    assert bw[0, 3] == 2 * NVLINK2_LINK and bw[8, 11] == 2 * NVLINK2_LINK  # NVLink inside each node
+    mix = cluster("tag-mix")
+    assert Counter(mix.device_types) == {"V100-16GB": 4, "P100": 4, "1080Ti": 4}
+    bw, _ = mix.pair_matrices()
+    assert bw[0, 4] < bw[4, 5] < bw[0, 1]  # Ethernet < PCIe < NVLink
+    assert cluster("tag-mix-slow").bandwidth < mix.bandwidth
+
+
+def test_libra_multidimensional_network_pairs() -> None:
+    net = libra_4d()
+    assert net.n_npus == 4096 and net.shape() == (4, 8, 4, 32)
+    ids = np.array([0, 1, 2, 4, 32, 128])
+    bw, lat = net.pair_matrices(ids)
+    b = 500e9 / 4
+    # npu0-npu1, npu0-npu2: same ring of 4 (both directions); npu0-npu4: fully connected 8 (one of 7 links)
+    assert bw[0, 1] == b and bw[0, 2] == b
+    assert bw[0, 3] == pytest.approx(b / 7)
+    # npu0-npu128 differ in the switch dimension only; npu4-npu128 cross the FC dimension too
+    assert bw[0, 5] == b and bw[3, 5] == pytest.approx(b / 7)
+    assert lat[0, 2] == pytest.approx(2 * net.dims[0].latency)  # two ring hops
+    assert lat[0, 4] == pytest.approx(net.dims[2].latency)
+    with pytest.raises(InputError, match="device pairs"):
+        net.cluster()
+    assert len(net.dimensions()) == 4
+
+
+def test_tpu_torus_hops() -> None:
+    torus = tpu_v4_torus((4, 4, 4))
+    hops = torus.hop_matrix(np.arange(64))
+    assert hops.max() == 6  # 2 + 2 + 2 with wrap-around
+    assert hops[0, 3] == 1  # wrap-around neighbour on a ring of 4
+    cl = torus.cluster()
+    _, lat = cl.pair_matrices()
+    assert lat[0, 3] == pytest.approx(torus.hop_latency)
+    assert lat[0, 42] == pytest.approx(6 * torus.hop_latency)  # coordinates (2, 2, 2)
+
+
+def test_cluster_lookup_errors_and_memory_limit() -> None:
+    with pytest.raises(InputError, match="unknown cluster"):
+        cluster("dgx7")
+    with pytest.raises(InputError, match="outside"):
+        cluster("dgx1:9")
+    capped = cluster("dgx1:2").with_memory_limit(3 * GiB)
+    assert capped.memory() == [3 * GiB, 3 * GiB]
+    assert Link("a", "b", 1.0, 0.0, directed=True).to_dict()["directed"] is True
+
+
+# -- analytic zoo ----------------------------------------------------------------------------------
+
+KNOWN_PARAMS = {  # published / library parameter counts
+    "gpt2-small": 124_439_808,
+    "gpt2-medium": 354_823_168,
+    "gpt2-large": 774_030_080,
+    "gpt2-xl": 1_557_611_200,
+    "bert-base": 109_514_298,  # BertForMaskedLM without pooler
+    "resnet-50": 25_557_032,
+    "inception-v3": 23_834_568,  # torchvision inception_v3 minus the auxiliary head
+}
+
+
+@pytest.mark.parametrize("model", sorted(KNOWN_PARAMS))
+def test_zoo_parameter_counts(model: str) -> None:
+    g = model_graph(model)
+    assert g.total_params() / g.elem == KNOWN_PARAMS[model]
+
+
+@pytest.mark.parametrize("model", [m for m in TRANSFORMERS if m.startswith("gpt2")])
+def test_transformer_matmul_flops_match_the_analytic_formula(model: str) -> None:
+    cfg = TRANSFORMERS[model]
+    b, s = 2, 256
+    g = model_graph(model, batch=b, seq=s)
+    h, L, V = cfg.hidden, cfg.layers, cfg.vocab
+    analytic = L * (24 * b * s * h * h + 4 * b * s * s * h) + 2 * b * s * h * V
+    assert g.total_flops(types=["matmul", "bmm"]) == analytic
+
+
+def test_cnn_flops_per_image() -> None:
+    convs = ["conv_bn_relu", "conv_bn", "matmul"]
+    assert model_graph("resnet-50", batch=1).total_flops(types=convs) == pytest.approx(8.2e9, rel=0.01)  # 4.1 GMACs
+    assert model_graph("inception-v3", batch=1).total_flops(types=convs) == pytest.approx(11.46e9, rel=0.01)  # 5.73 GMACs
+
+
+def test_training_graph_structure() -> None:
+    fwd = model_graph("gpt2-small", batch=1, seq=64)
+    train = fwd.training("adam")
+    phases = Counter(op.phase for op in train.ops)
+    assert phases["forward"] == len(fwd)
+    assert phases["backward"] == len(fwd)  # every op of a GPT lies between the embedding and the loss
+    holders = [op for op in fwd.ops if op.params > 0]
+    assert phases["update"] == len(holders)
+    assert train.total_flops("backward") == pytest.approx(2 * fwd.total_flops("forward"))
+    grad_edges = [e for e in train.edges if e.gradient]
+    # one per parameter holder, plus the tied logits -> embedding update
+    assert len(grad_edges) == len(holders) + 1
+    for e in grad_edges:
+        dst = train.ops[e.dst]
+        assert dst.phase == "update"
+        assert e.bytes == fwd.ops[fwd.index[dst.info["forward"]]].params
+    # ZeRO accounting: 2 (weights) + 2 (gradients) + 12 (Adam) bytes per parameter, plus stashed activations
+    weights_grads_states = sum((op.memory or 0.0) for op in train.ops if op.phase != "forward")
+    assert weights_grads_states == pytest.approx(14 * fwd.total_params() / 2)
+    with pytest.raises(InputError, match="already"):
+        train.training()
+
+
+def test_layer_graph_rejects_unknown_inputs_and_duplicates() -> None:
+    g = LayerGraph("t")
+    g.add("a", "matmul", flops=1.0, output=4.0)
+    with pytest.raises(InputError, match="not an op yet"):
+        g.add("b", "add", inputs=["zzz"])
+    with pytest.raises(InputError, match="duplicate"):
+        g.add("a", "add")
+    with pytest.raises(InputError, match="unknown model"):
+        model_graph("gpt5")
+
+
+def test_make_placement_heterogeneous_times_and_memory_limit() -> None:
+    doc = make_placement("resnet-50", "tag-mix", 2 * GiB, batch=8)
+    inst = instance_from_dict(doc)
+    assert all(d["memory"] == 2 * GiB for d in doc["cluster"]["devices"])
+    t = doc["graph"]["ops"][1]["time"]
+    assert set(t) == {"V100-16GB", "P100", "1080Ti"}
+    assert t["V100-16GB"] < t["P100"] < t["1080Ti"]  # conv1 is compute-bound
+    assert inst.time.shape == (len(doc["graph"]["ops"]), 12)
+    for key in PROVENANCE:
+        assert key in doc["meta"]
+
+
+# -- bundled zoo -----------------------------------------------------------------------------------
+
+
+def test_zoo_index_entries_are_bundled() -> None:
+    names = bundled()
+    for name, entry in ZOO.items():
+        assert name in names and entry["kind"] == "placement"
+        assert (ROOT / "distplan" / "instances" / "data" / entry["file"]).is_file()
+        assert entry["description"] and entry["size"]
+    assert "gpt2-xl-dgx1" in ZOO
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_bundled_zoo_instance_validates_round_trips_and_solves(name: str, tmp_path: Path) -> None:
+    from distplan.models.schema import validate_document
+
+    doc = load_document(name)
+    validate_document(doc)
+    for key in PROVENANCE:
+        assert key in doc["meta"], f"{name}: meta.{key} missing"
+    inst = load_instance(name)
+    assert inst.to_dict() == doc
+    path = tmp_path / "copy.json"
+    inst.to_json(path)
+    again = load_instance(path)
+    assert again.to_dict() == doc
+    assert np.array_equal(again.time, inst.time) and np.array_equal(again.edge_bytes, inst.edge_bytes)
+    total = float(inst.memory.sum())
+    if "does not fit one device" in ZOO[name]["description"]:
+        assert total > inst.device_memory.max()
+    res = distplan.solve(inst, formulation="baechi_etf", time_limit=30)
+    assert res.check is not None and res.check.feasible
+    assert res.objective is not None
+    assert res.bound is None or res.bound <= res.objective * (1 + 1e-9)
+
+
+def test_bundled_zoo_is_reproducible_from_the_build_script() -> None:
+    spec = importlib.util.spec_from_file_location("build_zoo", ROOT / "scripts" / "build_zoo.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    docs, index = mod.build()
+    assert index == ZOO
+    for name, doc in docs.items():
+        with gzip.open(ROOT / "distplan" / "instances" / "data" / index[name]["file"], "rt") as fh:
+            stored = json.load(fh)
+        assert mod._strip_date(stored) == mod._strip_date(doc), f"{name} is stale: run python scripts/build_zoo.py"
+
+
+# -- generators ------------------------------------------------------------------------------------
+
+
+def _edges(doc: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    ix = {op["name"]: k for k, op in enumerate(doc["graph"]["ops"])}
+    src = np.array([ix[e["src"]] for e in doc["graph"]["edges"]], dtype=np.int64)
+    dst = np.array([ix[e["dst"]] for e in doc["graph"]["edges"]], dtype=np.int64)
+    return src, dst
+
+
+def test_random_layered_dag_shape_and_determinism() -> None:
+    doc = random_layered_dag(2000, n_devices=3, seed=5)
+    assert len(doc["graph"]["ops"]) == 2000 and len(doc["cluster"]["devices"]) == 3
+    src, dst = _edges(doc)
+    assert np.all(src < dst)  # ops are numbered in a topological order
+    assert 1.5 < src.size / 2000 < 2.5  # about two inputs per op by default
+    assert len(set(zip(src.tolist(), dst.tolist()))) == src.size  # no duplicate edges
+    assert random_layered_dag(2000, n_devices=3, seed=5)["graph"] == doc["graph"]
+    assert random_layered_dag(2000, n_devices=3, seed=6)["graph"] != doc["graph"]
+    for key in PROVENANCE:
+        assert key in doc["meta"]
+
+
+def test_generators_reach_100k_ops() -> None:
+    for doc in (random_layered_dag(100_000, seed=1), series_parallel(100_000, seed=1), chain_of_blocks(12_500, block_size=8, seed=1)):
+        assert len(doc["graph"]["ops"]) == 100_000
+        src, dst = _edges(doc)
+        assert np.all(src < dst)
+
+
+def _is_series_parallel(n: int, src: np.ndarray, dst: np.ndarray) -> bool:
+    """Reduce by series (in = out = 1) and parallel (multi-edge) steps to a single edge."""
+    edges = Counter(zip(src.tolist(), dst.tolist()))
+    alive = set(range(n))
+    changed = True
+    while changed:
+        changed = False
+        for v in list(alive):
+            ins = [(a, b) for (a, b) in edges if b == v]
+            outs = [(a, b) for (a, b) in edges if a == v]
+            if len(ins) == 1 and len(outs) == 1 and edges[ins[0]] == 1 and edges[outs[0]] == 1:
+                (u, _), (_, w) = ins[0], outs[0]
+                del edges[ins[0]], edges[outs[0]]
+                edges[(u, w)] += 1
+                alive.discard(v)
+                changed = True
+        for key in list(edges):
+            if edges[key] > 1:
+                edges[key] = 1
+                changed = True
+    return len(alive) == 2 and len(edges) == 1
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(2, 40), seed=st.integers(0, 10_000), p=st.floats(0.0, 1.0))
+def test_series_parallel_generator_builds_series_parallel_dags(n: int, seed: int, p: float) -> None:
+    doc = series_parallel(n, seed=seed, parallel_prob=p)
+    src, dst = _edges(doc)
+    assert np.all(src < dst)
+    assert _is_series_parallel(n, src, dst)
+    instance_from_dict(doc)
+
+
+def test_series_parallel_recognizer_rejects_a_non_sp_dag() -> None:
+    # the "N" graph (a->c, a->d, b->d) with a source and sink is the forbidden minor
+    src = np.array([0, 0, 1, 1, 2, 2, 3, 4])
+    dst = np.array([1, 2, 3, 4, 4, 5, 5, 5])
+    assert not _is_series_parallel(6, src, dst)
+
+
+@settings(max_examples=20, deadline=None)
+@given(blocks=st.integers(1, 6), size=st.integers(1, 9), seed=st.integers(0, 10_000))
+def test_chain_of_blocks_repeats_one_block(blocks: int, size: int, seed: int) -> None:
+    doc = chain_of_blocks(blocks, block_size=size, seed=seed)
+    ops = doc["graph"]["ops"]
+    assert len(ops) == blocks * size
+    times = np.array([op["time"] for op in ops]).reshape(blocks, size)
+    assert np.all(times == times[0])
+    src, dst = _edges(doc)
+    assert np.all(src < dst)
+    indeg = np.bincount(dst, minlength=len(ops)).reshape(blocks, size)
+    outdeg = np.bincount(src, minlength=len(ops)).reshape(blocks, size)
+    if size > 1:
+        assert np.all(indeg[:, 1:] >= 1) and np.all(outdeg[:, :-1] >= 1)
+    # blocks talk only through exit -> entry edges
+    cross = (src // size) != (dst // size)
+    assert np.all(src[cross] % size == size - 1) and np.all(dst[cross] % size == 0) and int(cross.sum()) == blocks - 1
+    instance_from_dict(doc)
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(1, 60), devices=st.integers(1, 5), seed=st.integers(0, 1000), frac=st.one_of(st.none(), st.floats(0.05, 2.0)))
+def test_generated_documents_validate_and_memory_fraction(n: int, devices: int, seed: int, frac: float | None) -> None:
+    doc = random_layered_dag(n, n_devices=devices, seed=seed, memory_fraction=frac)
+    inst = instance_from_dict(doc)
+    total = inst.memory.sum()
+    cap = inst.device_memory[0]
+    if frac is None:
+        assert cap >= total
+    else:
+        assert cap == pytest.approx(max(frac * total, inst.memory.max()), rel=1e-9, abs=1.0)
+
+
+def test_generator_input_errors() -> None:
+    with pytest.raises(InputError, match="n_ops"):
+        random_layered_dag(0)
+    with pytest.raises(InputError, match="edge_prob"):
+        random_layered_dag(10, edge_prob=1.5)
+    with pytest.raises(InputError, match="memory_fraction"):
+        series_parallel(10, memory_fraction=-1)
+    with pytest.raises(InputError, match="unknown generator"):
+        cached("nope", n_ops=3)
+
+
+def test_cached_generation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DISTPLAN_CACHE", str(tmp_path))
+    first = cached("random_layered_dag", n_ops=300, seed=3)
+    files = list(tmp_path.glob("*.json.gz"))
+    assert len(files) == 1
+    assert cached("random_layered_dag", n_ops=300, seed=3) == first
+    assert len(list(tmp_path.glob("*.json.gz"))) == 1
+
+
+# -- CLI -------------------------------------------------------------------------------------------
+
+
+def test_cli_make_placement_and_catalogue(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from distplan.cli import main
+
+    out = tmp_path / "inst.json"
+    assert main(["make", "placement", "--model", "bert-base", "--cluster", "dgx1:4", "--memory-limit", "3GiB", "--batch", "2", "-o", str(out)]) == 0
+    inst = load_instance(out)
+    assert inst.n_devices == 4 and inst.device_memory[0] == 3 * GiB
+    assert main(["make", "placement", "--model", "gpt9", "--cluster", "dgx1", "-o", str(out)]) == 2
+    assert "unknown model" in capsys.readouterr().err
+    assert main(["catalogue", "clusters"]) == 0
+    assert "dgx1" in capsys.readouterr().out
+    assert set(MODELS) >= {"gpt2-small", "gpt2-xl", "bert-large", "resnet-50", "inception-v3"}
