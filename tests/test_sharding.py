@@ -29,8 +29,8 @@ from distplan.models.sharding_costs import enumerate_strategies, parse_strategy,
 from distplan.solvers.base import all_backends
 
 MILP_BACKENDS = [b.name for b in all_backends() if b.available() and b.capabilities.milp]
-#: the backends the folding sweep runs on (the issue asks for highs and pulp-cbc)
-SWEEP_BACKENDS = [b for b in ("highs", "pulp-cbc") if b in MILP_BACKENDS]
+#: the backends the folding sweep runs on: highs and pulp-cbc (the issue's pair), else the next available
+SWEEP_BACKENDS = [b for b in ("highs", "pulp-cbc", "scip", "cvxpy-SCIPY", "pyomo-cbc") if b in MILP_BACKENDS][:2]
 BUNDLED = sorted(n for n, e in bundled().items() if e["kind"] == "sharding")
 A100 = device("A100-80GB")
 
@@ -434,6 +434,24 @@ def test_folding_finds_isomorphic_copies(blocks: int, labels: list[str], tweak: 
     assert sum(fold.multiplicity.values()) == G.number_of_nodes()
     unfolded = fold.unfold({r: r for r in fold.representatives})
     assert all(G.nodes[n]["label"] == G.nodes[unfolded[n]]["label"] for n in G.nodes)
+
+
+def test_folding_finds_two_different_stacks() -> None:
+    G = nx.DiGraph()
+    prev = None
+    for stack in ("enc", "dec"):
+        for k in range(6):
+            names = [f"{stack}{k}.{j}" for j in range(3)]
+            for j, n in enumerate(names):
+                G.add_node(n, label=f"{stack}{j}")
+            G.add_edge(names[0], names[1], label=0)
+            G.add_edge(names[1], names[2], label=0)
+            if prev is not None:
+                G.add_edge(prev, names[0], label=1)
+            prev = names[2]
+    fold = find_repeated_subgraphs(G, iterations=1)
+    assert sorted((f.num_copies, f.size) for f in fold.families) == [(5, 3), (5, 3)]
+    assert {fold.copy_of[n][0] for n in fold.copy_of if n.startswith("enc")} != {fold.copy_of[n][0] for n in fold.copy_of if n.startswith("dec")}
 
 
 def test_check_family_rejects_a_wrong_mapping() -> None:

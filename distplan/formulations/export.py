@@ -6,8 +6,6 @@ import numpy as np
 
 from distplan.formulations.model import ModelArrays
 
-_INF = 1e30
-
 
 def _num(v: float) -> str:
     return repr(float(v))
@@ -23,86 +21,109 @@ def _names(arrays: ModelArrays) -> tuple[list[str], list[str]]:
     return cols, rows
 
 
-def write_mps(arrays: ModelArrays, path: str) -> None:
-    """Free-format MPS; ranged rows use RANGES; the objective sense is written in OBJSENSE."""
-    cols, rows = _names(arrays)
-    A = arrays.A.tocsc()
-    lines = [f"NAME {_safe(arrays.name)}", "OBJSENSE", "    MAX" if arrays.sense == "max" else "    MIN", "ROWS", " N obj"]
-    kinds: list[str] = []
-    for i in range(arrays.num_rows):
-        lo, hi = arrays.row_lo[i], arrays.row_hi[i]
-        if lo == hi:
-            k = "E"
-        elif np.isfinite(hi) and np.isfinite(lo):
-            k = "L"  # with a range
-        elif np.isfinite(hi):
-            k = "L"
-        elif np.isfinite(lo):
-            k = "G"
-        else:
-            k = "N"
-        kinds.append(k)
-        lines.append(f" {k} {rows[i]}")
-    lines.append("COLUMNS")
-    in_int = False
-    for j in range(arrays.num_vars):
-        integer = bool(arrays.integrality[j])
-        if integer and not in_int:
-            lines.append("    MARKER INTORG 'MARKER' 'INTORG'")
-            in_int = True
-        if not integer and in_int:
-            lines.append("    MARKER INTEND 'MARKER' 'INTEND'")
-            in_int = False
-        if arrays.c[j] != 0:
-            lines.append(f"    {cols[j]} obj {_num(arrays.c[j])}")
-        for p in range(A.indptr[j], A.indptr[j + 1]):
-            lines.append(f"    {cols[j]} {rows[A.indices[p]]} {_num(A.data[p])}")
-        if arrays.c[j] == 0 and A.indptr[j] == A.indptr[j + 1]:
-            lines.append(f"    {cols[j]} obj 0")
-    if in_int:
-        lines.append("    MARKER INTEND 'MARKER' 'INTEND'")
-    lines.append("RHS")
-    if arrays.offset:
-        lines.append(f"    rhs obj {_num(-arrays.offset)}")
-    ranges = []
-    for i, k in enumerate(kinds):
-        lo, hi = arrays.row_lo[i], arrays.row_hi[i]
-        if k in ("E", "G"):
-            rhs = lo
-        elif k == "L":
-            rhs = hi
-        else:
-            continue
-        if rhs != 0:
-            lines.append(f"    rhs {rows[i]} {_num(rhs)}")
-        if k == "L" and np.isfinite(lo):
-            ranges.append(f"    rng {rows[i]} {_num(hi - lo)}")
-    if ranges:
-        lines.append("RANGES")
-        lines.extend(ranges)
-    lines.append("BOUNDS")
-    for j in range(arrays.num_vars):
-        lo, hi = arrays.col_lo[j], arrays.col_hi[j]
-        if arrays.integrality[j] and lo == 0 and hi == 1:
-            lines.append(f" BV bnd {cols[j]}")
-            continue
-        if lo == hi:
-            lines.append(f" FX bnd {cols[j]} {_num(lo)}")
-            continue
-        if not np.isfinite(lo) and not np.isfinite(hi):
-            lines.append(f" FR bnd {cols[j]}")
-            continue
-        if not np.isfinite(lo):
-            lines.append(f" MI bnd {cols[j]}")
-        elif lo != 0:
-            lines.append(f" LO bnd {cols[j]} {_num(lo)}")
-        if np.isfinite(hi):
-            lines.append(f" UP bnd {cols[j]} {_num(hi)}")
-        elif arrays.integrality[j]:
-            lines.append(f" PL bnd {cols[j]}")
-    lines.append("ENDATA")
+def generic_name(prefix: str, k: int) -> str:
+    """Solver-neutral column/row name, at least two digits (CBC's MPS reader rejects some
+    two-character names such as ``C0``)."""
+    return f"{prefix}{k:02d}"
+
+
+def mps_number_strings(values: np.ndarray) -> list[str]:
+    """Shortest round-trip decimal strings of the values."""
+    return [repr(v) for v in np.asarray(values, dtype=float).tolist()]
+
+
+def write_mps(arrays: ModelArrays, path: str, *, generic_names: bool = False, minimize: bool = False) -> None:
+    """Free-format MPS, built with whole-array string formatting.
+
+    ``minimize``: write ``min sign * c @ x`` without the offset (what backends hand to a
+    solver); otherwise the model's sense in OBJSENSE and its offset as the objective's RHS.
+    ``generic_names``: columns C<j> and rows R<i> (see `generic_name`) instead of the block
+    names. Free rows are left out; ranged rows use RANGES; integer columns sit between
+    MARKER lines and always carry explicit bounds (readers differ on integer defaults).
+    """
+    n = arrays.num_vars
+    sign = -1.0 if (minimize and arrays.sense == "max") else 1.0
+    c = sign * arrays.c
+    if generic_names:
+        cols = [generic_name("C", j) for j in range(n)]
+    else:
+        cols = [_safe(x) for x in arrays.col_names]
+    lo_r, hi_r = arrays.row_lo, arrays.row_hi
+    keep = np.flatnonzero(np.isfinite(lo_r) | np.isfinite(hi_r))
+    A = arrays.A[keep].tocsc() if keep.size < arrays.num_rows else arrays.A.tocsc()
+    A.sort_indices()
+    lo_k, hi_k = lo_r[keep], hi_r[keep]
+    eq = lo_k == hi_k
+    has_hi = np.isfinite(hi_k)
+    kinds = np.where(eq, "E", np.where(has_hi, "L", "G"))
+    if generic_names:
+        row_names = [generic_name("R", i) for i in keep.tolist()]
+    else:
+        all_rows = arrays.row_names
+        row_names = [_safe(all_rows[i]) for i in keep.tolist()]
+    out: list[str] = [f"NAME {_safe(arrays.name) or 'distplan'}"]
+    if not minimize and arrays.sense == "max":
+        out += ["OBJSENSE", "    MAX"]
+    out += ["ROWS", " N OBJ"]
+    out.extend(f" {k} {r}" for k, r in zip(kinds.tolist(), row_names))
+    out.append("COLUMNS")
+    # entries: objective first within each column, then rows in order
+    counts = np.diff(A.indptr)
+    obj_cols = np.flatnonzero((c != 0) | (counts == 0))
+    ent_col = np.concatenate([obj_cols, np.repeat(np.arange(n), counts)])
+    ent_row = np.concatenate([np.full(obj_cols.size, -1), A.indices.astype(np.int64)])
+    ent_val = np.concatenate([c[obj_cols], A.data])
+    order = np.argsort(ent_col, kind="stable")
+    ent_col, ent_row, ent_val = ent_col[order], ent_row[order], ent_val[order]
+    names_by_pos = ["OBJ", *row_names]
+    lines = [f"    {cols[j]} {names_by_pos[r + 1]} {v}" for j, r, v in zip(ent_col.tolist(), ent_row.tolist(), mps_number_strings(ent_val))]
+    integ = arrays.integrality.astype(bool)
+    if integ.any():
+        run_starts = np.concatenate([[0], np.flatnonzero(np.diff(integ.astype(np.int8))) + 1, [n]])
+        bounds_at = np.searchsorted(ent_col, run_starts)
+        for k in range(run_starts.size - 1):
+            chunk = lines[bounds_at[k] : bounds_at[k + 1]]
+            if integ[run_starts[k]]:
+                out.append(f"    M{k} 'MARKER' 'INTORG'")
+                out.extend(chunk)
+                out.append(f"    M{k} 'MARKER' 'INTEND'")
+            else:
+                out.extend(chunk)
+    else:
+        out.extend(lines)
+    out.append("RHS")
+    if not minimize and arrays.offset:
+        out.append(f"    RHS OBJ {-arrays.offset!r}")
+    rhs = np.where(eq | ~has_hi, lo_k, hi_k)
+    nz = np.flatnonzero(rhs != 0)
+    out.extend(f"    RHS {row_names[i]} {v}" for i, v in zip(nz.tolist(), mps_number_strings(rhs[nz])))
+    ranged = np.flatnonzero(~eq & has_hi & np.isfinite(lo_k))
+    if ranged.size:
+        out.append("RANGES")
+        out.extend(f"    RNG {row_names[i]} {v}" for i, v in zip(ranged.tolist(), mps_number_strings(hi_k[ranged] - lo_k[ranged])))
+    out.append("BOUNDS")
+    lo, hi = arrays.col_lo, arrays.col_hi
+    fin_lo, fin_hi = np.isfinite(lo), np.isfinite(hi)
+    binary = integ & (lo == 0) & (hi == 1)
+    fixed = ~binary & (lo == hi)
+    free = ~fin_lo & ~fin_hi
+    rest = ~binary & ~fixed & ~free
+    out.extend(f" BV BND {cols[j]}" for j in np.flatnonzero(binary).tolist())
+    fx = np.flatnonzero(fixed)
+    out.extend(f" FX BND {cols[j]} {v}" for j, v in zip(fx.tolist(), mps_number_strings(lo[fx])))
+    out.extend(f" FR BND {cols[j]}" for j in np.flatnonzero(free).tolist())
+    mi = np.flatnonzero(rest & ~fin_lo)
+    out.extend(f" MI BND {cols[j]}" for j in mi.tolist())
+    lo_set = np.flatnonzero(rest & fin_lo & ((lo != 0) | integ))
+    out.extend(f" LO BND {cols[j]} {v}" for j, v in zip(lo_set.tolist(), mps_number_strings(lo[lo_set])))
+    up = np.flatnonzero(rest & fin_hi)
+    out.extend(f" UP BND {cols[j]} {v}" for j, v in zip(up.tolist(), mps_number_strings(hi[up])))
+    pl = np.flatnonzero(rest & fin_lo & ~fin_hi & integ)
+    out.extend(f" PL BND {cols[j]}" for j in pl.tolist())
+    out.append("ENDATA")
     with open(path, "w") as fh:
-        fh.write("\n".join(lines) + "\n")
+        fh.write("\n".join(out))
+        fh.write("\n")
 
 
 def write_lp(arrays: ModelArrays, path: str) -> None:
@@ -118,7 +139,10 @@ def write_lp(arrays: ModelArrays, path: str) -> None:
         return " ".join(f"{'+' if v >= 0 else '-'} {_num(abs(v))} {cols[j]}" for j, v in zip(idx, vals))
 
     nz = np.flatnonzero(arrays.c)
-    out = ["\\ " + arrays.name, "Maximize" if arrays.sense == "max" else "Minimize", " obj: " + terms(nz, arrays.c[nz])]
+    obj = " obj: " + terms(nz, arrays.c[nz])
+    if arrays.offset:
+        obj += f" {'+' if arrays.offset > 0 else '-'} {_num(abs(arrays.offset))}"
+    out = ["\\ " + arrays.name, "Maximize" if arrays.sense == "max" else "Minimize", obj]
     out.append("Subject To")
     for i in range(arrays.num_rows):
         idx = A.indices[A.indptr[i] : A.indptr[i + 1]]

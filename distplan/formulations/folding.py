@@ -13,13 +13,13 @@ carry a hashable label, and is meant for every kind (sharding, placement, pipeli
 1. Canonical colours by directed Weisfeiler-Lehman refinement over both edge directions
    with edge labels (deterministic colour ids in node order); level r distinguishes nodes
    whose radius-r surroundings differ.
-2. Seeds: a colour class with at least ``min_copies`` members, deepest level first, so
-   copies have identical surroundings (the first and last layer of a stack, next to the
-   embedding or the head, are left unfolded: their optimal decisions often differ).
-   Regions grow in lock step from the seeds: a neighbour joins every copy at once, or
-   none; first only neighbours of equal colour (strict), else of equal label; nodes
-   belong to at most one copy. The seed class giving the largest coverage (copies x
-   region size) is kept; repeat on the remaining nodes.
+2. Seeds: a colour class (of the deepest level) with at least ``min_copies`` members,
+   so copies have identical surroundings: the first and last layer of a stack, next to
+   the embedding or the head, stay unfolded, as their optimal decisions often differ
+   (``iterations=0`` folds by labels alone). Regions grow in lock step from the seeds:
+   a neighbour (same direction, edge label, node label and colour) joins every copy at
+   once, or none; nodes belong to at most one copy. The seed class giving the largest
+   coverage (copies x region size) is kept; repeat on the remaining nodes.
 3. Each family is confirmed by an exact isomorphism check: the position-wise bijection
    between every copy and the representative (copy 0) preserves node labels and the
    labelled induced edges.
@@ -174,7 +174,6 @@ def _grow(
     order: Mapping[Hashable, int],
     out: Mapping[Hashable, list[tuple[int, Hashable]]],
     inn: Mapping[Hashable, list[tuple[int, Hashable]]],
-    strict: bool,
 ) -> list[list[Hashable]]:
     """Grow regions around the seeds in lock step (see the module docstring)."""
     k = len(seeds)
@@ -184,20 +183,19 @@ def _grow(
     while queue:
         j = queue.popleft()
         for direction, adj in enumerate((out, inn)):
-            per_copy: list[dict[tuple[int, ...], list[Hashable]]] = []
+            per_copy: list[dict[tuple[int, int, int, int], list[Hashable]]] = []
             for c in range(k):
-                groups: dict[tuple[int, ...], list[Hashable]] = {}
+                groups: dict[tuple[int, int, int, int], list[Hashable]] = {}
                 for e, m in adj[copies[c][j]]:
                     if m in claimed or m in local:
                         continue
-                    node_key: tuple[int, ...] = (direction, e, label_id[m], color[m]) if strict else (direction, e, label_id[m])
-                    groups.setdefault(node_key, []).append(m)
+                    groups.setdefault((direction, e, label_id[m], color[m]), []).append(m)
                 per_copy.append(groups)
             for key, cands0 in per_copy[0].items():
                 lists = [pc.get(key) for pc in per_copy]
                 if any(lst is None or len(lst) != len(cands0) for lst in lists):
                     continue
-                ordered = [sorted(lst, key=lambda m: (color[m], order[m])) for lst in lists]  # type: ignore[arg-type]
+                ordered = [sorted(lst, key=lambda m: order[m]) for lst in lists]  # type: ignore[arg-type]
                 for r in range(len(cands0)):
                     tup = [ordered[c][r] for c in range(k)]
                     if len(set(tup)) < k or any(m in local for m in tup):
@@ -235,40 +233,30 @@ def find_repeated_subgraphs(
 
     claimed: set[Hashable] = set()
     families: list[Family] = []
-    rejected: set[tuple[int, int]] = set()
-    while True:
-        classes: dict[tuple[int, int], list[Hashable]] = {}
-        for level, colors in enumerate(levels):
-            for n in nodes:
-                key = (level, colors[n])
-                if n not in claimed and key not in rejected:
-                    classes.setdefault(key, []).append(n)
-        seen_sets: set[tuple[Hashable, ...]] = set()
-        candidates: list[tuple[int, int]] = []
-        for key in sorted(classes, key=lambda k: (-k[0], -len(classes[k]), order[classes[k][0]])):
-            members = tuple(classes[key])
-            if len(members) >= min_copies and members not in seen_sets:
-                seen_sets.add(members)
-                candidates.append(key)
-        if not candidates or len(nodes) - len(claimed) < min_copies * min_size:
+    rejected: set[int] = set()
+    while len(nodes) - len(claimed) >= min_copies * min_size:
+        classes: dict[int, list[Hashable]] = {}
+        for n in nodes:
+            if n not in claimed and color[n] not in rejected:
+                classes.setdefault(color[n], []).append(n)
+        candidates = sorted((c for c, members in classes.items() if len(members) >= min_copies), key=lambda c: (-len(classes[c]), order[classes[c][0]]))
+        if not candidates:
             break
         eligible = len(nodes) - len(claimed)
         best: list[list[Hashable]] | None = None
         best_cover = 0
         tried = candidates[:max_seed_trials]
-        for key in tried:
-            seeds = classes[key]
-            copies = None
-            for strict in (True, False):
-                trial = _grow(seeds, claimed, label_id, color, order, out, inn, strict)
-                try:
-                    _check(trial, label_id, out)
-                except FoldingError:
-                    continue
-                copies = trial
-                break
-            if copies is None or len(copies[0]) < min_size:
-                rejected.add(key)
+        for col in tried:
+            copies = _grow(classes[col], claimed, label_id, color, order, out, inn)
+            if len(copies[0]) < min_size:
+                rejected.add(col)
+                continue
+            if len(copies) * len(copies[0]) <= best_cover:
+                continue  # may still fold in a later round
+            try:
+                _check(copies, label_id, out)
+            except FoldingError:
+                rejected.add(col)
                 continue
             cover = len(copies) * len(copies[0])
             if cover > best_cover:
@@ -276,7 +264,7 @@ def find_repeated_subgraphs(
             if best_cover >= 0.9 * eligible:
                 break
         if best is None:
-            rejected.update(tried)
+            rejected.update(tried)  # every class tried failed
             continue
         families.append(Family(best))
         for copy in best:

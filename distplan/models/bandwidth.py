@@ -615,8 +615,10 @@ SPEC = register_kind(
         from_dict=BandwidthInstance.from_dict,
         plan_from_dict=plan_from_dict,
         evaluate=evaluate,
-        objective_name="objective (plan.objective: time | time_x_cost)",
-        objective_unit="s | s*USD",
+        # training time (s) for plans with objective "time", time x cost (s*USD) for
+        # "time_x_cost"; the described lines name which one
+        objective_name="objective",
+        objective_unit="",
         describe=describe,
     )
 )

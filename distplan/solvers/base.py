@@ -114,7 +114,7 @@ class Backend:
         return self.solve_convex_fn(problem, options)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _available(name: str, requires: tuple[str, ...], extra_check: Callable[[], bool] | None) -> bool:
     for mod in requires:
         if importlib.util.find_spec(mod) is None:

@@ -25,7 +25,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import io
+import os
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -223,6 +226,100 @@ def _raw_primal_dual(spec: SolverSpec, raw: Any, is_mip: bool, termination: Term
     return None
 
 
+#: SCIP's status strings (pyscipopt ``Model.getStatus``)
+_SCIP_STATUS: dict[str, Termination] = {
+    "optimal": Termination.OPTIMAL,
+    "gaplimit": Termination.OPTIMAL,  # within limits/gap, as HiGHS's optimal within mip_rel_gap
+    "timelimit": Termination.TIME_LIMIT,
+    "nodelimit": Termination.NODE_LIMIT,
+    "totalnodelimit": Termination.NODE_LIMIT,
+    "stallnodelimit": Termination.NODE_LIMIT,
+    "sollimit": Termination.SOLUTION_LIMIT,
+    "bestsollimit": Termination.SOLUTION_LIMIT,
+    "restartlimit": Termination.ITERATION_LIMIT,
+    "userinterrupt": Termination.INTERRUPTED,
+    "terminate": Termination.INTERRUPTED,
+    "memlimit": Termination.ERROR,
+    "infeasible": Termination.INFEASIBLE,
+    "unbounded": Termination.UNBOUNDED,
+    "inforunbd": Termination.INFEASIBLE_OR_UNBOUNDED,
+}
+#: Clarabel's status names (str of clarabel.SolverStatus)
+_CLARABEL_STATUS: dict[str, Termination] = {
+    "MaxTime": Termination.TIME_LIMIT,
+    "MaxIterations": Termination.ITERATION_LIMIT,
+}
+
+
+def _refine(spec: SolverSpec, raw: Any) -> Termination | None:
+    """The solver's own status where it says more than cvxpy's (which limit stopped it).
+
+    cvxpy folds limits into ``user_limit`` or even ``optimal_inaccurate`` (SCIP, SciPy);
+    a time-limited incumbent must never pass for optimal.
+    """
+    try:
+        if spec.name == "SCIP":
+            return _SCIP_STATUS.get(str(raw.get("scip_status") or raw.get("status")))
+        if spec.name == "HIGHS":
+            from distplan.solvers.highs import STATUS_MAP as HIGHS_STATUS
+
+            return HIGHS_STATUS.get(raw["model_status"])
+        if spec.name == "SCIPY":
+            code, text = int(raw.status), str(raw.message).lower()
+            if code == 1:  # "Iteration or time limit reached"
+                return Termination.TIME_LIMIT if "time" in text else Termination.ITERATION_LIMIT
+            if code == 4 and "unbounded or infeasible" in text:
+                return Termination.INFEASIBLE_OR_UNBOUNDED
+            return None
+        if spec.name == "CLARABEL":
+            return _CLARABEL_STATUS.get(str(raw.status))
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None
+    return None
+
+
+class _Log:
+    text: str = ""
+
+
+@functools.cache
+def _libc() -> Any:
+    import ctypes
+
+    return ctypes.CDLL(None)
+
+
+def _flush_c_stdio() -> None:
+    with contextlib.suppress(Exception):
+        _libc().fflush(None)
+
+
+@contextlib.contextmanager
+def _captured_output() -> Any:
+    """Capture what the solver writes to stdout/stderr into ``.text``: file descriptors 1
+    and 2 (C libraries, flushed with fflush) and Python's sys.stdout / sys.stderr."""
+    log = _Log()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _flush_c_stdio()
+    saved = [os.dup(1), os.dup(2)]
+    py_out = io.StringIO()
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        try:
+            os.dup2(tmp.fileno(), 1)
+            os.dup2(tmp.fileno(), 2)
+            with contextlib.redirect_stdout(py_out), contextlib.redirect_stderr(py_out):
+                yield log
+        finally:
+            _flush_c_stdio()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+            tmp.seek(0)
+            log.text = tmp.read().decode(errors="replace") + py_out.getvalue()
+
+
 def _is_mip(problem: Any) -> bool:
     return any(v.attributes.get("integer") or v.attributes.get("boolean") for v in problem.variables())
 
@@ -249,14 +346,17 @@ def _run(spec: SolverSpec, problem: Any, options: SolveOptions, backend_name: st
     t1 = time.perf_counter()
     is_mip = _is_mip(problem)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), _captured_output() as log:
             warnings.simplefilter("ignore")
-            raw = chain.solve_via_data(problem, data, False, bool(options.verbose), dict(solver_opts))
-    except cp.error.SolverError as exc:
+            raw = chain.solve_via_data(problem, data, False, True, dict(solver_opts))
+    except Exception as exc:  # the solver (or cvxpy's adapter) failed: an ERROR result, never a crash
         return SolverResult(backend=backend_name, backend_version=version, termination=Termination.ERROR,
-                            status=SolutionStatus.NONE, message=str(exc), handover_seconds=t1 - t0,
-                            solve_seconds=time.perf_counter() - t1), None
+                            status=SolutionStatus.NONE, message=f"{type(exc).__name__}: {exc}", handover_seconds=t1 - t0,
+                            solve_seconds=time.perf_counter() - t1, log=log.text), None
     t2 = time.perf_counter()
+    if options.verbose and log.text:
+        sys.stdout.write(log.text)
+        sys.stdout.flush()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         solution = chain.invert(raw, inverse)
@@ -267,7 +367,10 @@ def _run(spec: SolverSpec, problem: Any, options: SolveOptions, backend_name: st
         warnings.warn(f"cvxpy-{spec.name}: unmapped cvxpy status {cvx_status!r}", RuntimeWarning, stacklevel=2)
         termination = Termination.UNKNOWN
     raw_status = _raw_status(raw)
-    if cvx_status == "user_limit":
+    refined = _refine(spec, raw)
+    if refined is not None:
+        termination = refined
+    elif cvx_status == "user_limit":
         timed_out = options.time_limit is not None and (t2 - t1) >= 0.9 * options.time_limit
         if not timed_out and (raw_status in spec.iteration_limit_statuses or options.time_limit is None):
             termination = Termination.ITERATION_LIMIT
@@ -297,16 +400,20 @@ def _run(spec: SolverSpec, problem: Any, options: SolveOptions, backend_name: st
             termination = Termination.UNKNOWN
     objective = float(problem.value) if has_values and problem.value is not None and np.isfinite(problem.value) else None
     bound: float | None = None
+    raw_gap: float | None = None
     if objective is not None and termination in (Termination.OPTIMAL, Termination.TIME_LIMIT, Termination.ITERATION_LIMIT):
         pd = _raw_primal_dual(spec, raw, is_mip, termination)
         if pd is not None and all(np.isfinite(pd)) and (termination is Termination.OPTIMAL or is_mip):
-            gap = max(0.0, pd[0] - pd[1])
+            # |primal - dual| of the solver's own problem: an interior-point dual objective can
+            # exceed the primal by the tolerance, so the gap's size (not its sign) weakens the bound
+            gap = abs(pd[0] - pd[1])
             minimize = isinstance(problem.objective, cp.Minimize)
             bound = objective - gap if minimize else objective + gap
+            raw_gap = pd[0] - pd[1]
     stats = problem.solver_stats if has_values or status is SolutionStatus.NONE else None
     iterations = getattr(stats, "num_iters", None) if stats is not None else None
     nodes = None
-    if spec.name == "SCIPY" and is_mip and hasattr(raw, "mip_node_count"):
+    if spec.name == "SCIPY" and is_mip and getattr(raw, "mip_node_count", None) is not None:
         nodes = int(raw.mip_node_count)
     extra: dict[str, Any] = {
         "cvxpy_status": cvx_status,
@@ -314,6 +421,7 @@ def _run(spec: SolverSpec, problem: Any, options: SolveOptions, backend_name: st
         "unpack_seconds": time.perf_counter() - t2,
         "solver_reported_seconds": getattr(stats, "solve_time", None) if stats is not None else None,
         "dpp_cached": problem._cache.param_prog is not None,
+        "solver_primal_minus_dual": raw_gap,
     }
     result = SolverResult(
         backend=backend_name,
@@ -328,6 +436,7 @@ def _run(spec: SolverSpec, problem: Any, options: SolveOptions, backend_name: st
         iterations=int(iterations) if isinstance(iterations, int | np.integer) and iterations >= 0 else None,
         raw_status=raw_status or cvx_status,
         message=message,
+        log=log.text,
         extra=extra,
     )
     return result, raw

@@ -39,6 +39,8 @@ STATUS_MAP: dict[object, Termination] = {
     _S.kInterrupt: Termination.INTERRUPTED,
     _S.kMemoryLimit: Termination.ERROR,
 }
+if hasattr(_S, "kHighsInterrupt"):  # highspy >= 1.12
+    STATUS_MAP[_S.kHighsInterrupt] = Termination.INTERRUPTED
 
 
 def _version() -> str:

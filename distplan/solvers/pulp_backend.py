@@ -36,11 +36,13 @@ from typing import Any
 import highspy
 import numpy as np
 
+from distplan.formulations.export import generic_name, mps_number_strings, write_mps
 from distplan.formulations.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
+from distplan.solvers.common import error_result, fill_unmentioned, finish_result, objective_sign
 from distplan.solvers.highs import STATUS_MAP as HIGHS_STATUS_MAP
 from distplan.solvers.isolation import run_isolated
-from distplan.solvers.result import SolutionStatus, SolverResult, Termination
+from distplan.solvers.result import SolverResult, Termination
 
 # -- status vocabulary -------------------------------------------------------------------
 
@@ -89,227 +91,16 @@ CBC_SECONDARY_MAP: dict[str, Termination] = {
 PULP_CBC_STATUS_MAP: dict[Any, Termination | None] = {**PULP_STATUS_MAP, **CBC_PRIMARY_MAP, **CBC_SECONDARY_MAP}
 
 #: pulp-highs reads HiGHS's own model status from PuLP's Highs object (plus PuLP's pair as
-#: a fallback); kHighsInterrupt ("interrupted by HiGHS", highspy >= 1.12) is added here
-#: because the shared highs map predates it
+#: a fallback)
 PULP_HIGHS_STATUS_MAP: dict[Any, Termination] = {**PULP_STATUS_MAP, **HIGHS_STATUS_MAP}
-if hasattr(highspy.HighsModelStatus, "kHighsInterrupt"):
-    PULP_HIGHS_STATUS_MAP.setdefault(highspy.HighsModelStatus.kHighsInterrupt, Termination.INTERRUPTED)
-
-
-# -- shared helpers ----------------------------------------------------------------------
-
-
-def objective_sign(arrays: ModelArrays) -> float:
-    """-1.0 for maximization (we always hand solvers ``min sign * c @ x``), else 1.0."""
-    return -1.0 if arrays.sense == "max" else 1.0
-
-
-def primal_feasible(arrays: ModelArrays, x: np.ndarray, tol: float = 1e-6) -> bool:
-    """True if x satisfies bounds, rows and integrality within an absolute/relative tol."""
-    if x.shape != (arrays.num_vars,) or not np.all(np.isfinite(x)):
-        return False
-    scale_c = tol * np.maximum(1.0, np.abs(x))
-    if np.any(x < arrays.col_lo - scale_c) or np.any(x > arrays.col_hi + scale_c):
-        return False
-    ints = arrays.integrality.astype(bool)
-    if np.any(np.abs(x[ints] - np.round(x[ints])) > tol):
-        return False
-    ax = arrays.A @ x
-    scale_r = tol * np.maximum(1.0, np.abs(ax))
-    return not (np.any(ax < arrays.row_lo - scale_r) or np.any(ax > arrays.row_hi + scale_r))
-
-
-def fill_unmentioned(values: np.ndarray, arrays: ModelArrays) -> np.ndarray:
-    """Give variables a modeling layer left out (NaN: no row and no objective term mentions
-    them) a value within their bounds: any such value is optimal."""
-    out = np.array(values, dtype=float)
-    missing = np.isnan(out)
-    if missing.any():
-        lo, hi = arrays.col_lo[missing], arrays.col_hi[missing]
-        out[missing] = np.where(np.isfinite(lo), lo, np.where(np.isfinite(hi), hi, 0.0))
-    return out
-
-
-def finish_result(
-    *,
-    backend: str,
-    version: str,
-    arrays: ModelArrays,
-    termination: Termination,
-    values: np.ndarray | None,
-    bound_min: float | None,
-    raw_status: str,
-    log: str,
-    handover_seconds: float,
-    solve_seconds: float,
-    nodes: int | None = None,
-    iterations: int | None = None,
-    message: str = "",
-    proven_optimal_bound: bool = True,
-    extra: dict[str, Any] | None = None,
-) -> SolverResult:
-    """Assemble a SolverResult from a solve of ``min sign * c @ x`` (no offset).
-
-    ``bound_min`` is a proven lower bound of that minimization or None; it is mapped to the
-    original sense and offset. The objective is recomputed from the values. When the run
-    ended OPTIMAL and ``proven_optimal_bound`` holds (no relative gap was allowed) and no
-    explicit bound was given, the optimum itself is the bound. An "unbounded" claim backed
-    by an integer-feasible point stays UNBOUNDED; without one it becomes
-    INFEASIBLE_OR_UNBOUNDED.
-    """
-    sign = objective_sign(arrays)
-    if values is not None:
-        values = np.asarray(values, dtype=float)
-        if values.shape != (arrays.num_vars,) or not np.all(np.isfinite(values)):
-            values = None
-    if termination in (Termination.UNBOUNDED, Termination.INFEASIBLE_OR_UNBOUNDED):
-        # a feasible point plus a dual-infeasible relaxation proves unboundedness; the point
-        # is kept (as HiGHS does) as a feasible, not optimal, solution
-        feasible_point = values is not None and primal_feasible(arrays, values)
-        termination = Termination.UNBOUNDED if feasible_point else Termination.INFEASIBLE_OR_UNBOUNDED
-        if not feasible_point:
-            values = None
-    if termination in (Termination.INFEASIBLE, Termination.ERROR):
-        values = None
-    objective = float(arrays.c @ values + arrays.offset) if values is not None else None
-    bound: float | None = None
-    if bound_min is not None and math.isfinite(bound_min) and termination not in (Termination.ERROR, Termination.UNKNOWN):
-        bound = sign * float(bound_min) + arrays.offset
-    if termination is Termination.OPTIMAL and values is None and arrays.num_vars > 0:
-        termination = Termination.UNKNOWN
-    if termination is Termination.OPTIMAL and objective is not None:
-        if bound is None and proven_optimal_bound:
-            bound = objective
-        status = SolutionStatus.OPTIMAL
-    elif values is not None:
-        status = SolutionStatus.FEASIBLE
-    else:
-        status = SolutionStatus.NONE
-    if termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED, Termination.UNBOUNDED):
-        bound = None
-    return SolverResult(
-        backend=backend,
-        backend_version=version,
-        termination=termination,
-        status=status,
-        objective=objective,
-        bound=bound,
-        handover_seconds=handover_seconds,
-        solve_seconds=solve_seconds,
-        nodes=nodes,
-        iterations=iterations,
-        raw_status=raw_status,
-        log=log,
-        message=message,
-        values=values,
-        extra=extra or {},
-    )
-
-
-def error_result(backend: str, version: str, message: str, log: str = "", seconds: float = 0.0) -> SolverResult:
-    """A SolverResult for a solver run that failed outright (no solution, no bound)."""
-    return SolverResult(
-        backend=backend,
-        backend_version=version,
-        termination=Termination.ERROR,
-        status=SolutionStatus.NONE,
-        solve_seconds=seconds,
-        raw_status="error",
-        log=log,
-        message=message,
-    )
-
-
-def _fmt(values: np.ndarray) -> list[str]:
-    return [repr(v) for v in np.asarray(values, dtype=float).tolist()]
-
-
-def write_min_mps(arrays: ModelArrays, path: str) -> None:
-    """Write ``min sign * c @ x`` (no offset) as free MPS: columns C<j>, rows R<i>, objective OBJ.
-
-    Built with whole-array string formatting (no per-nonzero numpy indexing). Free rows
-    (both sides infinite) are left out; ranged rows use RANGES; integer columns sit between
-    MARKER lines and always carry explicit bounds (readers differ on integer defaults).
-    """
-    n = arrays.num_vars
-    c = objective_sign(arrays) * arrays.c
-    lo_r, hi_r = arrays.row_lo, arrays.row_hi
-    keep = np.flatnonzero(np.isfinite(lo_r) | np.isfinite(hi_r))
-    A = arrays.A[keep].tocsc() if keep.size < arrays.num_rows else arrays.A.tocsc()
-    A.sort_indices()
-    lo_k, hi_k = lo_r[keep], hi_r[keep]
-    eq = lo_k == hi_k
-    has_hi = np.isfinite(hi_k)
-    kinds = np.where(eq, "E", np.where(has_hi, "L", "G"))
-    row_names = [f"R{i}" for i in keep.tolist()]
-    out: list[str] = ["NAME distplan", "ROWS", " N OBJ"]
-    out.extend(f" {k} {r}" for k, r in zip(kinds.tolist(), row_names))
-    out.append("COLUMNS")
-    # entries: objective first within each column, then rows in order
-    counts = np.diff(A.indptr)
-    obj_cols = np.flatnonzero((c != 0) | (counts == 0))
-    ent_col = np.concatenate([obj_cols, np.repeat(np.arange(n), counts)])
-    ent_row = np.concatenate([np.full(obj_cols.size, -1), A.indices.astype(np.int64)])
-    ent_val = np.concatenate([c[obj_cols], A.data])
-    order = np.argsort(ent_col, kind="stable")
-    ent_col, ent_row, ent_val = ent_col[order], ent_row[order], ent_val[order]
-    names_by_pos = ["OBJ", *row_names]
-    lines = [
-        f"    C{j} {names_by_pos[r + 1]} {v}" for j, r, v in zip(ent_col.tolist(), ent_row.tolist(), _fmt(ent_val))
-    ]
-    integ = arrays.integrality.astype(bool)
-    if integ.any():
-        run_starts = np.concatenate([[0], np.flatnonzero(np.diff(integ.astype(np.int8))) + 1, [n]])
-        bounds_at = np.searchsorted(ent_col, run_starts)
-        for k in range(run_starts.size - 1):
-            chunk = lines[bounds_at[k] : bounds_at[k + 1]]
-            if integ[run_starts[k]]:
-                out.append(f"    M{k} 'MARKER' 'INTORG'")
-                out.extend(chunk)
-                out.append(f"    M{k} 'MARKER' 'INTEND'")
-            else:
-                out.extend(chunk)
-    else:
-        out.extend(lines)
-    out.append("RHS")
-    rhs = np.where(eq | ~has_hi, lo_k, hi_k)
-    nz = np.flatnonzero(rhs != 0)
-    out.extend(f"    RHS {row_names[i]} {v}" for i, v in zip(nz.tolist(), _fmt(rhs[nz])))
-    ranged = np.flatnonzero(~eq & has_hi & np.isfinite(lo_k))
-    if ranged.size:
-        out.append("RANGES")
-        out.extend(f"    RNG {row_names[i]} {v}" for i, v in zip(ranged.tolist(), _fmt(hi_k[ranged] - lo_k[ranged])))
-    out.append("BOUNDS")
-    lo, hi = arrays.col_lo, arrays.col_hi
-    fin_lo, fin_hi = np.isfinite(lo), np.isfinite(hi)
-    binary = integ & (lo == 0) & (hi == 1)
-    fixed = ~binary & (lo == hi)
-    free = ~fin_lo & ~fin_hi
-    rest = ~binary & ~fixed & ~free
-    out.extend(f" BV BND C{j}" for j in np.flatnonzero(binary).tolist())
-    fx = np.flatnonzero(fixed)
-    out.extend(f" FX BND C{j} {v}" for j, v in zip(fx.tolist(), _fmt(lo[fx])))
-    out.extend(f" FR BND C{j}" for j in np.flatnonzero(free).tolist())
-    mi = np.flatnonzero(rest & ~fin_lo)
-    out.extend(f" MI BND C{j}" for j in mi.tolist())
-    lo_set = np.flatnonzero(rest & fin_lo & ((lo != 0) | integ))
-    out.extend(f" LO BND C{j} {v}" for j, v in zip(lo_set.tolist(), _fmt(lo[lo_set])))
-    up = np.flatnonzero(rest & fin_hi)
-    out.extend(f" UP BND C{j} {v}" for j, v in zip(up.tolist(), _fmt(hi[up])))
-    pl = np.flatnonzero(rest & fin_lo & ~fin_hi & integ)
-    out.extend(f" PL BND C{j}" for j in pl.tolist())
-    out.append("ENDATA")
-    with open(path, "w") as fh:
-        fh.write("\n".join(out))
-        fh.write("\n")
 
 
 def write_cbc_start(path: str, x: np.ndarray) -> None:
     """A CBC MIP start file (``-mips``) in CBC's own solution format, columns named C<j>."""
-    vals = _fmt(x)
+    vals = mps_number_strings(x)
     with open(path, "w") as fh:
         fh.write("Stopped on time - objective value 0\n")
-        fh.write("".join(f"{j:>7} C{j} {v:>15} {0:>23}\n" for j, v in enumerate(vals)))
+        fh.write("".join(f"{j:>7} {generic_name('C', j)} {v:>15} {0:>23}\n" for j, v in enumerate(vals)))
 
 
 # -- CBC log ------------------------------------------------------------------------------
@@ -504,7 +295,7 @@ def _solve_cbc_in_process(arrays: ModelArrays, options: SolveOptions, warm_start
     workdir = tempfile.mkdtemp(prefix="distplan-cbc-")
     try:
         mps, sol, log_path, start = (os.path.join(workdir, f) for f in ("model.mps", "model.sol", "cbc.log", "start.sol"))
-        write_min_mps(arrays, mps)
+        write_mps(arrays, mps, generic_names=True, minimize=True)
         args = [cbc_path(), mps, *cbc_arguments(options, arrays.is_mip)]
         if warm_start is not None and arrays.is_mip:
             write_cbc_start(start, np.asarray(warm_start, dtype=float))
@@ -655,10 +446,11 @@ def solve_pulp_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np.
         prob.solve(solver)
     except pulp.PulpSolverError as exc:
         return error_result("pulp-highs", _pulp_highs_version(), str(exc), seconds=time.perf_counter() - t1)
+    finally:
+        with open(log_path, errors="replace") as fh:
+            log = fh.read()
+        os.unlink(log_path)
     t2 = time.perf_counter()
-    with open(log_path, errors="replace") as fh:
-        log = fh.read()
-    os.unlink(log_path)
     pair = (pulp.LpStatus[prob.status], pulp.LpSolution[prob.sol_status])
     highs = prob.solverModel
     raw = highs.getModelStatus()

@@ -32,16 +32,9 @@ import numpy as np
 
 from distplan.formulations.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
+from distplan.solvers.common import error_result, fill_unmentioned, finish_result, objective_sign, primal_feasible
 from distplan.solvers.isolation import run_isolated
-from distplan.solvers.pulp_backend import (
-    cbc_path,
-    error_result,
-    fill_unmentioned,
-    finish_result,
-    objective_sign,
-    parse_cbc_log,
-    primal_feasible,
-)
+from distplan.solvers.pulp_backend import cbc_path, parse_cbc_log
 from distplan.solvers.result import SolverResult, Termination
 
 #: pyomo.contrib.solver.common.results.TerminationCondition member name -> termination

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
 
 
-class Termination(str, Enum):
+class Termination(StrEnum):
     OPTIMAL = "optimal"
     FINISHED = "finished"  # an algorithm (heuristic) ran to completion: no optimality claim
     TIME_LIMIT = "time_limit"
@@ -33,7 +33,7 @@ class Termination(str, Enum):
     UNKNOWN = "unknown"
 
 
-class SolutionStatus(str, Enum):
+class SolutionStatus(StrEnum):
     NONE = "none"
     FEASIBLE = "feasible"
     OPTIMAL = "optimal"

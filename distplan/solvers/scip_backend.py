@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from distplan.formulations.export import generic_name, write_mps
 from distplan.formulations.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
-from distplan.solvers.pulp_backend import error_result, finish_result, write_min_mps
+from distplan.solvers.common import error_result, finish_result
 from distplan.solvers.result import SolverResult, Termination
 
 #: the strings `pyscipopt.Model.getStatus()` returns (one per SCIP_STATUS member, lowercased,
@@ -68,12 +69,12 @@ def build_scip_model(arrays: ModelArrays, workdir: str) -> tuple[Any, list[Any]]
     import pyscipopt
 
     path = os.path.join(workdir, "model.mps")
-    write_min_mps(arrays, path)
+    write_mps(arrays, path, generic_names=True, minimize=True)
     model = pyscipopt.Model("distplan")
     model.hideOutput()
     model.readProblem(path)
     by_name = {v.name: v for v in model.getVars()}
-    xs = [by_name[f"C{j}"] for j in range(arrays.num_vars)]
+    xs = [by_name[generic_name("C", j)] for j in range(arrays.num_vars)]
     return model, xs
 
 

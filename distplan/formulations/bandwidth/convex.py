@@ -39,28 +39,39 @@ from distplan.models.bandwidth import GB, BandwidthInstance
 from distplan.solvers.result import SolverResult, Termination
 
 
+def _row_groups(prog: Program) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(A, lo, hi) of the instance rows and the indices of its ==, <= and >= rows."""
+    A, lo, hi = prog.rows_matrix()
+    eq = np.flatnonzero(lo == hi)
+    le = np.flatnonzero(np.isfinite(hi) & (lo != hi))
+    ge = np.flatnonzero(np.isfinite(lo) & (lo != hi))
+    return A, lo, hi, eq, le, ge
+
+
+def _padded(k: int) -> int:
+    """Number of term slots compiled for k terms (powers of two, so shapes are shared)."""
+    return 1 << max(0, (k - 1).bit_length())
+
+
 @dataclass
 class TimeProblem:
     """A parametrized cvxpy problem: min scaled communication seconds over B (GB/s).
 
     Every number of the instance (traffic, weights, rows, bounds, budget) is a cvxpy
-    Parameter, so problems of the same shape share one compiled (DPP) program: `load`
-    sets the values, and cvxpy skips canonicalization on every solve after the first.
+    Parameter, so instances of the same shape (dimensions, dimensions with traffic,
+    number of ==/<=/>= rows, padded number of terms) share one compiled (DPP) program:
+    `load` sets the values, and cvxpy skips canonicalization on every solve after the
+    first. Unused term slots get zero traffic and weight.
     """
 
     problem: Any
     bandwidth: Any
     params: dict[str, Any]
-    #: which rows of `Program.rows_matrix` are ==, <=, >=; which dimensions have traffic / an upper bound
-    eq: np.ndarray
-    le: np.ndarray
-    ge: np.ndarray
     used: np.ndarray
     finite_ub: np.ndarray
-    nz_rows: np.ndarray
-    nz_cols: np.ndarray
+    slots: int
     budget_constraint: Any | None = None
-    #: seconds per objective unit, USD per normalized cost unit
+    #: seconds per objective unit, USD per normalized cost unit, GB/s per variable unit
     time_scale: float = 1.0
     cost_scale: float = 1.0
     bandwidth_scale: float = 1.0
@@ -74,15 +85,19 @@ class TimeProblem:
         """
         p = self.params
         sigma = bandwidth_scale(prog)
-        A, lo, hi = prog.rows_matrix()
+        A, lo, hi, eq, le, ge = _row_groups(prog)
         p["lb"].value = prog.lb / sigma
         if self.finite_ub.size:
             p["ub"].value = prog.ub[self.finite_ub] / sigma
         if self.used.size:
-            terms = prog.terms[:, self.used]
-            p["traffic"].value = terms[self.nz_rows, self.nz_cols]
-            p["weights"].value = prog.weights / (time_scale * sigma)
-        for key, idx, rhs in (("eq", self.eq, hi), ("le", self.le, hi), ("ge", self.ge, lo)):
+            K = prog.terms.shape[0]
+            traffic = np.zeros((self.slots, self.used.size))
+            traffic[:K] = prog.terms[:, self.used]
+            weights = np.zeros(self.slots)
+            weights[:K] = prog.weights / (time_scale * sigma)
+            p["traffic"].value = traffic
+            p["weights"].value = weights
+        for key, idx, rhs in (("eq", eq, hi), ("le", le, hi), ("ge", ge, lo)):
             if idx.size:
                 p[f"A_{key}"].value = A[idx]
                 p[f"b_{key}"].value = rhs[idx] / sigma
@@ -104,12 +119,10 @@ class TimeProblem:
 
 
 def _signature(prog: Program, with_budget: bool) -> tuple[Any, ...]:
-    A, lo, hi = prog.rows_matrix()
-    used = np.flatnonzero(prog.used)
-    nz = np.nonzero(prog.terms[:, used]) if used.size else (np.zeros(0, int), np.zeros(0, int))
-    senses = tuple("eq" if lo[i] == hi[i] else ("le" if np.isfinite(hi[i]) else "ge") for i in range(lo.size))
-    return (prog.num_dims, tuple(used), prog.terms.shape[0], tuple(nz[0]), tuple(nz[1]), senses,
-            tuple(np.flatnonzero(np.isfinite(prog.ub))), with_budget)
+    _, _, _, eq, le, ge = _row_groups(prog)
+    used = tuple(int(k) for k in np.flatnonzero(prog.used))
+    finite_ub = tuple(int(k) for k in np.flatnonzero(np.isfinite(prog.ub)))
+    return (prog.num_dims, used, _padded(prog.terms.shape[0]), eq.size, le.size, ge.size, finite_ub, with_budget)
 
 
 _COMPILED: OrderedDict[tuple[Any, ...], TimeProblem] = OrderedDict()
@@ -117,7 +130,7 @@ _COMPILED_MAX = 64
 
 
 def build_time_problem(prog: Program, *, with_budget: bool = False) -> TimeProblem:
-    """The convex time program for problems shaped like ``prog`` (cached by shape; not loaded)."""
+    """The convex time program for problems shaped like ``prog`` (cached by shape; call `load`)."""
     key = _signature(prog, with_budget)
     cached = _COMPILED.get(key)
     if cached is not None:
@@ -126,12 +139,10 @@ def build_time_problem(prog: Program, *, with_budget: bool = False) -> TimeProbl
     import cvxpy as cp
 
     D = prog.num_dims
-    A, lo, hi = prog.rows_matrix()
-    eq = np.flatnonzero(lo == hi)
-    le = np.flatnonzero(np.isfinite(hi) & (lo != hi))
-    ge = np.flatnonzero(np.isfinite(lo) & (lo != hi))
+    _, _, _, eq, le, ge = _row_groups(prog)
     used = np.flatnonzero(prog.used)
     finite_ub = np.flatnonzero(np.isfinite(prog.ub))
+    slots = _padded(prog.terms.shape[0])
     params: dict[str, Any] = {"lb": cp.Parameter(D, name="lb")}
     B = cp.Variable(D, name="bandwidth")
     constraints: list[Any] = [params["lb"] <= B]
@@ -139,15 +150,14 @@ def build_time_problem(prog: Program, *, with_budget: bool = False) -> TimeProbl
         params["ub"] = cp.Parameter(finite_ub.size, name="ub")
         constraints.append(B[finite_ub] <= params["ub"])
     objective: Any = cp.Constant(0.0)
-    nz_rows = nz_cols = np.zeros(0, dtype=int)
     if used.size:
         s = cp.Variable(used.size, name="inv_bandwidth")
         constraints.append(cp.inv_pos(B[used]) <= s)
-        nz_rows, nz_cols = np.nonzero(prog.terms[:, used])
-        t = cp.Variable(prog.terms.shape[0], name="term_time")
-        params["traffic"] = cp.Parameter(nz_rows.size, name="traffic", nonneg=True)
-        params["weights"] = cp.Parameter(prog.terms.shape[0], name="weights", nonneg=True)
-        constraints.append(t[nz_rows] >= cp.multiply(params["traffic"], s[nz_cols]))
+        t = cp.Variable(slots, name="term_time")
+        params["traffic"] = cp.Parameter((slots, used.size), name="traffic", nonneg=True)
+        params["weights"] = cp.Parameter(slots, name="weights", nonneg=True)
+        rows, cols = np.divmod(np.arange(slots * used.size), used.size)
+        constraints.append(t[rows] >= cp.multiply(cp.vec(params["traffic"], order="C"), s[cols]))
         objective = params["weights"] @ t
     for sense, idx in (("eq", eq), ("le", le), ("ge", ge)):
         if not idx.size:
@@ -163,7 +173,7 @@ def build_time_problem(prog: Program, *, with_budget: bool = False) -> TimeProbl
         budget_con = params["cost"] @ B <= params["budget"]
         constraints.append(budget_con)
     problem = cp.Problem(cp.Minimize(objective), constraints)
-    tp = TimeProblem(problem, B, params, eq, le, ge, used, finite_ub, nz_rows, nz_cols, budget_con)
+    tp = TimeProblem(problem, B, params, used, finite_ub, slots, budget_con)
     _COMPILED[key] = tp
     if len(_COMPILED) > _COMPILED_MAX:
         _COMPILED.popitem(last=False)
@@ -255,6 +265,9 @@ def run_libra_perf(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
         bounds.append(Bound(prog.compute_seconds + result.bound, f"libra_perf conic dual objective ({result.backend})"))
         info["duality_gap_seconds"] = result.objective - result.bound
         info["relative_duality_gap"] = (result.objective - result.bound) / max(prog.compute_seconds + result.objective, 1e-300)
+        raw = result.extra.get("solver_primal_minus_dual")
+        if raw is not None:
+            info["solver_primal_minus_dual_scaled"] = raw  # in units of objective_scale_seconds
     claimed = prog.compute_seconds + result.objective if result.objective is not None else None
     return Outcome(
         plan=prog.to_plan(B, "time"),

@@ -199,3 +199,161 @@ def modulo_prefix(
         return None
     expr = linear_sum(z.index.reshape(-1)[np.asarray(cols, dtype=np.int64)], np.asarray(coef, dtype=float), np.asarray(rows), nrows, model.num_vars)
     return model.add_constraints(name, expr + np.asarray(const, dtype=float) <= np.asarray(capacity, dtype=float))
+
+
+# -- time-indexed "step" formulation (integral times) ------------------------------------------
+#
+# y[i, t] = 1 when operation i has started at or before integer time t (Sousa & Wolsey's
+# cumulative variables; Pritsker et al. 1969 in pulse form). y is 0 before the earliest
+# start E_i and 1 from the latest start L_i on, so only t in [E_i, L_i - 1] are variables.
+# The LP relaxation is much stronger than big-M disjunctions (it contains the preemptive
+# one-machine bounds), at the price of one variable per operation and time unit.
+
+
+class StepVars:
+    """Step variables of operations with integer start windows [earliest, latest]."""
+
+    def __init__(self, model: Model, earliest: np.ndarray, latest: np.ndarray, name: str):
+        self.earliest = np.asarray(earliest, dtype=np.int64)
+        self.latest = np.asarray(latest, dtype=np.int64)
+        width = np.maximum(self.latest - self.earliest, 0)
+        self.offset = np.concatenate([[0], np.cumsum(width)])
+        self.var = model.add_vars(name, int(self.offset[-1]), vtype="binary")
+        self.name = name
+
+    @property
+    def n(self) -> int:
+        return int(self.earliest.size)
+
+    def terms(self, ops: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(column or -1, constant) of y[ops, t] (vectorized)."""
+        ops = np.asarray(ops, dtype=np.int64)
+        t = np.asarray(t, dtype=np.int64)
+        e, lt = self.earliest[ops], self.latest[ops]
+        is_var = (t >= e) & (t < lt)
+        if self.var.size == 0:
+            return np.full(ops.size, -1, dtype=np.int64), np.where(t >= lt, 1.0, 0.0)
+        pos = np.minimum(self.offset[ops] + np.clip(t - e, 0, None), self.var.size - 1)
+        col = np.where(is_var, self.var.index.reshape(-1)[pos], -1)
+        const = np.where(t >= lt, 1.0, 0.0)
+        return col, const
+
+
+def _rows_expr(model: Model, nrows: int, rows: np.ndarray, cols: np.ndarray, coef: np.ndarray, const: np.ndarray) -> LinExpr:
+    """sum of coef * column per row (columns -1 contribute coef * const instead)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    cols = np.asarray(cols, dtype=np.int64)
+    coef = np.asarray(coef, dtype=float)
+    v = cols >= 0
+    expr = linear_sum(cols[v], coef[v], rows[v], nrows, model.num_vars)
+    c = np.bincount(rows[~v], weights=coef[~v] * np.asarray(const, dtype=float)[~v], minlength=nrows) if rows.size else np.zeros(nrows)
+    return expr + c
+
+
+def step_monotone(model: Model, sv: StepVars, name: str) -> ConBlockInfo | None:
+    """``y[i, t] <= y[i, t + 1]`` inside each window."""
+    pairs = np.maximum(sv.latest - sv.earliest - 1, 0)
+    ops = np.repeat(np.arange(sv.n), pairs)
+    if ops.size == 0:
+        return None
+    first = np.repeat(np.concatenate([[0], np.cumsum(pairs)])[:-1], pairs)
+    k = np.arange(ops.size) - first
+    idx = sv.var.index.reshape(-1)
+    base = idx[sv.offset[ops] + k]
+    nxt = idx[sv.offset[ops] + k + 1]
+    rows = np.arange(ops.size)
+    expr = linear_sum(np.concatenate([base, nxt]), np.concatenate([np.ones(ops.size), -np.ones(ops.size)]), np.concatenate([rows, rows]), ops.size, model.num_vars)
+    return model.add_constraints(name, expr <= 0.0)
+
+
+def step_precedence(model: Model, sv: StepVars, src: np.ndarray, dst: np.ndarray, gap: np.ndarray, name: str) -> ConBlockInfo | None:
+    """``start[dst] >= start[src] + gap`` as ``y[dst, t] <= y[src, t - gap]`` for every t."""
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    gap = np.round(np.asarray(gap, dtype=float)).astype(np.int64)
+    width = np.maximum(sv.latest[dst] - sv.earliest[dst], 0)
+    arc = np.repeat(np.arange(src.size), width)
+    if arc.size == 0:
+        return None
+    starts = np.repeat(np.cumsum(np.concatenate([[0], width]))[:-1], width)
+    t = sv.earliest[dst[arc]] + (np.arange(arc.size) - starts)
+    cj, kj = sv.terms(dst[arc], t)
+    ci, ki = sv.terms(src[arc], t - gap[arc])
+    keep = ~((ci < 0) & (ki >= 1.0))  # y[src, t - gap] == 1: row is trivial
+    arc, cj, kj, ci, ki = arc[keep], cj[keep], kj[keep], ci[keep], ki[keep]
+    nrows = arc.size
+    rows = np.arange(nrows)
+    expr = _rows_expr(model, nrows, np.concatenate([rows, rows]), np.concatenate([cj, ci]), np.concatenate([np.ones(nrows), -np.ones(nrows)]), np.concatenate([kj, ki]))
+    return model.add_constraints(name, expr <= 0.0)
+
+
+def step_resource(
+    model: Model, sv: StepVars, groups: list[np.ndarray], dur: np.ndarray, capacity: np.ndarray, horizon: int, name: str
+) -> ConBlockInfo | None:
+    """Operations of a group never run more than ``capacity`` at a time: at each integer
+    time tau, ``sum_i y[i, tau] - y[i, tau - d_i] <= capacity``."""
+    rows_l, cols_l, coef_l, const_l, caps = [], [], [], [], []
+    nrow = 0
+    dur = np.round(np.asarray(dur, dtype=float)).astype(np.int64)
+    for g, ops in enumerate(groups):
+        ops = np.asarray(ops, dtype=np.int64)
+        if ops.size == 0:
+            continue
+        lo = int(sv.earliest[ops].min())
+        hi = int(min(horizon, (sv.latest[ops] + dur[ops]).max()))
+        taus = np.arange(lo, hi)
+        oo = np.repeat(ops, taus.size)
+        tt = np.tile(taus, ops.size)
+        c1, k1 = sv.terms(oo, tt)
+        c2, k2 = sv.terms(oo, tt - dur[oo])
+        r = nrow + np.tile(np.arange(taus.size), ops.size)
+        rows_l += [r, r]
+        cols_l += [c1, c2]
+        coef_l += [np.ones(oo.size), -np.ones(oo.size)]
+        const_l += [k1, k2]
+        caps.append(np.full(taus.size, float(capacity[g])))
+        nrow += taus.size
+    if nrow == 0:
+        return None
+    expr = _rows_expr(model, nrow, np.concatenate(rows_l), np.concatenate(cols_l), np.concatenate(coef_l), np.concatenate(const_l))
+    return model.add_constraints(name, expr <= np.concatenate(caps))
+
+
+def step_cumulative(
+    model: Model, sv: StepVars, groups: list[np.ndarray], delta: np.ndarray, init: np.ndarray, capacity: np.ndarray, horizon: int, name: str
+) -> ConBlockInfo | None:
+    """A quantity changed by ``delta`` at each start (memory) stays within capacity at
+    every integer time: ``init + sum_i delta_i y[i, tau] <= capacity``."""
+    rows_l, cols_l, coef_l, const_l, caps = [], [], [], [], []
+    nrow = 0
+    for g, ops in enumerate(groups):
+        ops = np.asarray(ops, dtype=np.int64)
+        ops = ops[np.asarray(delta, dtype=float)[ops] != 0]
+        if ops.size == 0 or not np.isfinite(capacity[g]):
+            continue
+        lo = int(sv.earliest[ops].min())
+        hi = int(min(horizon, sv.latest[ops].max() + 1))
+        taus = np.arange(lo, hi)
+        oo = np.repeat(ops, taus.size)
+        tt = np.tile(taus, ops.size)
+        c, k = sv.terms(oo, tt)
+        rows_l.append(nrow + np.tile(np.arange(taus.size), ops.size))
+        cols_l.append(c)
+        coef_l.append(np.asarray(delta, dtype=float)[oo])
+        const_l.append(k)
+        caps.append(np.full(taus.size, float(capacity[g] - init[g])))
+        nrow += taus.size
+    if nrow == 0:
+        return None
+    expr = _rows_expr(model, nrow, np.concatenate(rows_l), np.concatenate(cols_l), np.concatenate(coef_l), np.concatenate(const_l))
+    return model.add_constraints(name, expr <= np.concatenate(caps))
+
+
+def step_start_link(model: Model, sv: StepVars, start: Variable, name: str) -> ConBlockInfo:
+    """``start[i] = latest_i - sum_t y[i, t]``."""
+    width = np.maximum(sv.latest - sv.earliest, 0)
+    ops = np.repeat(np.arange(sv.n), width)
+    cols = np.concatenate([start.index.reshape(-1), sv.var.index.reshape(-1)])
+    rows = np.concatenate([np.arange(sv.n), ops])
+    expr = linear_sum(cols, np.ones(cols.size), rows, sv.n, model.num_vars)
+    return model.add_constraints(name, expr == sv.latest.astype(float))

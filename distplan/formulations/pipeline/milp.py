@@ -194,9 +194,9 @@ def memory_implied_arcs(prob: OpProblem, reach: np.ndarray) -> OpArcs:
     return OpArcs(s_arr, np.asarray(dst, dtype=np.int64), prob.dur[s_arr] if s_arr.size else np.zeros(0))
 
 
-def op_variables(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
-    """Start times within [earliest start, horizon - duration - tail]; first the
-    memory-implied precedences are added to the arcs (to a fixpoint)."""
+def prepare_arcs(prob: OpProblem, data: dict[str, Any]) -> None:
+    """Transitive closure of the arcs, after adding the memory-implied precedences (to a
+    fixpoint); stores ``reach`` and the number of implied arcs in ``data``."""
     n = prob.n
     reach = closure(n, prob.arcs)
     implied = 0
@@ -213,6 +213,15 @@ def op_variables(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
         except ValueError:
             raise InfeasibleError(f"{prob.name}: the memory capacity forces a cyclic order (no schedule fits)", details={}) from None
     data["implied_arcs"] = implied
+    data["reach"] = reach
+
+
+def op_variables(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
+    """Start times within [earliest start, horizon - duration - tail], after the
+    memory-implied precedences (`prepare_arcs`)."""
+    prepare_arcs(prob, data)
+    n = prob.n
+    reach = data["reach"]
     lb = _heads(prob)
     tail = np.zeros(n) if prob.tail is None else prob.tail
     ub = prob.horizon - prob.dur - tail

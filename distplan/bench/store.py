@@ -1,0 +1,178 @@
+"""The results database: SQLite from the standard library, one row per finished run.
+
+Tables:
+
+* ``runs``: one row per run, written when the run finishes (never before), keyed by the
+  run key (``UNIQUE``): a campaign that is interrupted and run again skips the runs already
+  stored, and a run can never be counted twice.
+* ``instances``: the instance documents (zlib-compressed canonical JSON) by content hash,
+  so that `distplan verify DB` re-evaluates plans without the original files (generated
+  instances included).
+* ``campaigns``: the campaign files that wrote into the database, with their run counts.
+
+The database is in WAL mode: a reader (``distplan bench report``) can open it while a
+campaign is writing, and a killed writer loses at most the run it had not committed.
+Times are seconds, memory bytes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import sqlite3
+import zlib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from distplan.errors import InputError
+from distplan.models.common import json_default
+
+SCHEMA_VERSION = 1
+
+#: columns of the ``runs`` table, in order, with their SQL types
+RUN_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("run_key", "TEXT NOT NULL UNIQUE"),
+    ("campaign", "TEXT"),
+    ("instance", "TEXT NOT NULL"),
+    ("instance_hash", "TEXT NOT NULL"),
+    ("kind", "TEXT NOT NULL"),
+    ("formulation", "TEXT NOT NULL"),
+    ("program", "TEXT"),
+    ("exact", "INTEGER"),
+    ("bound_only", "INTEGER"),
+    ("params_json", "TEXT"),
+    ("backend", "TEXT NOT NULL"),
+    ("backend_version", "TEXT"),
+    ("options_json", "TEXT"),
+    ("time_limit", "REAL"),
+    ("seed", "INTEGER"),
+    ("repetition", "INTEGER"),
+    ("termination", "TEXT NOT NULL"),
+    ("status", "TEXT NOT NULL"),
+    ("objective", "REAL"),
+    ("bound", "REAL"),
+    ("bound_source", "TEXT"),
+    ("gap", "REAL"),
+    ("build_seconds", "REAL"),
+    ("handover_seconds", "REAL"),
+    ("solve_seconds", "REAL"),
+    ("wall_seconds", "REAL"),
+    ("process_seconds", "REAL"),
+    ("peak_memory_bytes", "INTEGER"),
+    ("verdict", "TEXT"),
+    ("plan_json", "TEXT"),
+    ("result_json", "TEXT"),
+    ("error", "TEXT"),
+    ("host", "TEXT"),
+    ("executor", "TEXT"),
+    ("finished_at", "TEXT"),
+)
+RUN_FIELDS: tuple[str, ...] = tuple(name for name, _ in RUN_COLUMNS)
+#: columns written to CSV / Parquet exports (the plan and the full result stay in the DB)
+EXPORT_FIELDS: tuple[str, ...] = tuple(f for f in RUN_FIELDS if f not in ("plan_json", "result_json"))
+
+
+def canonical_json(data: Any) -> str:
+    """Deterministic JSON (sorted keys, no spaces): the input of every content hash."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=json_default)
+
+
+class Store:
+    """A benchmark database. Use as a context manager or call `close`."""
+
+    def __init__(self, path: str | Path, *, create: bool = True):
+        self.path = Path(path)
+        if not create and not self.path.is_file():
+            raise InputError(str(self.path), "no such benchmark database", "run a campaign first: distplan bench run CAMPAIGN.toml --db FILE")
+        try:
+            self.conn = sqlite3.connect(str(self.path), timeout=30.0)
+            self.conn.row_factory = sqlite3.Row
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self._create()
+        except sqlite3.DatabaseError as exc:
+            raise InputError(str(self.path), f"not a benchmark database: {exc}", "give a database written by distplan bench run") from None
+
+    def _create(self) -> None:
+        cols = ",\n  ".join(f"{name} {sql}" for name, sql in RUN_COLUMNS)
+        with self.conn:
+            self.conn.execute(f"CREATE TABLE IF NOT EXISTS runs (\n  {cols}\n)")
+            self.conn.execute("CREATE INDEX IF NOT EXISTS runs_by_instance ON runs (instance_hash, formulation)")
+            self.conn.execute(
+                "CREATE TABLE IF NOT EXISTS instances (instance_hash TEXT PRIMARY KEY, name TEXT, kind TEXT, document BLOB)"
+            )
+            self.conn.execute(
+                "CREATE TABLE IF NOT EXISTS campaigns (name TEXT, source TEXT, text TEXT, planned INTEGER, started_at TEXT)"
+            )
+            self.conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        found = {row["name"] for row in self.conn.execute("PRAGMA table_info(runs)")}
+        missing = [f for f in RUN_FIELDS if f not in found]
+        if missing:
+            raise InputError(str(self.path), f"the runs table lacks columns {missing}", "use a database written by this distplan version")
+
+    # -- writing ---------------------------------------------------------------------------
+    def add_campaign(self, name: str, source: str, text: str, planned: int) -> None:
+        with self.conn:
+            self.conn.execute(
+                "INSERT INTO campaigns VALUES (?, ?, ?, ?, ?)",
+                (name, source, text, planned, _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")),
+            )
+
+    def add_instance(self, instance_hash: str, name: str, kind: str, document: Mapping[str, Any]) -> None:
+        blob = zlib.compress(canonical_json(document).encode(), 6)
+        with self.conn:
+            self.conn.execute("INSERT OR IGNORE INTO instances VALUES (?, ?, ?, ?)", (instance_hash, name, kind, blob))
+
+    def insert_run(self, record: Mapping[str, Any]) -> bool:
+        """Store a finished run; False (and nothing written) when its key is already stored."""
+        row = [_sql_value(record.get(f)) for f in RUN_FIELDS]
+        if row[RUN_FIELDS.index("finished_at")] is None:
+            row[RUN_FIELDS.index("finished_at")] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        marks = ", ".join("?" for _ in RUN_FIELDS)
+        with self.conn:
+            cur = self.conn.execute(f"INSERT OR IGNORE INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({marks})", row)
+        return cur.rowcount == 1
+
+    # -- reading ---------------------------------------------------------------------------
+    def done_keys(self) -> set[str]:
+        return {row[0] for row in self.conn.execute("SELECT run_key FROM runs")}
+
+    def runs(self, where: str = "", args: Iterable[Any] = ()) -> list[dict[str, Any]]:
+        sql = "SELECT * FROM runs" + (f" WHERE {where}" if where else "") + " ORDER BY rowid"
+        return [dict(row) for row in self.conn.execute(sql, tuple(args))]
+
+    def count(self) -> int:
+        return int(self.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+
+    def instance_document(self, instance_hash: str) -> dict[str, Any] | None:
+        row = self.conn.execute("SELECT document FROM instances WHERE instance_hash = ?", (instance_hash,)).fetchone()
+        if row is None:
+            return None
+        return json.loads(zlib.decompress(row[0]).decode())
+
+    def campaigns(self) -> list[dict[str, Any]]:
+        return [dict(row) for row in self.conn.execute("SELECT * FROM campaigns ORDER BY rowid")]
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _sql_value(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float):
+        return value
+    if isinstance(value, bool):
+        return int(value)
+    return canonical_json(value)
+
+
+def open_existing(path: str | Path) -> Store:
+    """Open a database that must exist (reports, exports, verification)."""
+    return Store(path, create=False)

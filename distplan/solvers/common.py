@@ -1,0 +1,134 @@
+"""Helpers shared by the backends that hand solvers ``min sign * c @ x`` (PuLP, Pyomo, SCIP, cvxpy)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from distplan.formulations.model import ModelArrays
+from distplan.solvers.result import SolutionStatus, SolverResult, Termination
+
+
+def objective_sign(arrays: ModelArrays) -> float:
+    """-1.0 for maximization (we always hand solvers ``min sign * c @ x``), else 1.0."""
+    return -1.0 if arrays.sense == "max" else 1.0
+
+
+def primal_feasible(arrays: ModelArrays, x: np.ndarray, tol: float = 1e-6) -> bool:
+    """True if x satisfies bounds, rows and integrality within an absolute/relative tol."""
+    if x.shape != (arrays.num_vars,) or not np.all(np.isfinite(x)):
+        return False
+    scale_c = tol * np.maximum(1.0, np.abs(x))
+    if np.any(x < arrays.col_lo - scale_c) or np.any(x > arrays.col_hi + scale_c):
+        return False
+    ints = arrays.integrality.astype(bool)
+    if np.any(np.abs(x[ints] - np.round(x[ints])) > tol):
+        return False
+    ax = arrays.A @ x
+    scale_r = tol * np.maximum(1.0, np.abs(ax))
+    return not (np.any(ax < arrays.row_lo - scale_r) or np.any(ax > arrays.row_hi + scale_r))
+
+
+def fill_unmentioned(values: np.ndarray, arrays: ModelArrays) -> np.ndarray:
+    """Give variables a modeling layer left out (NaN: no row and no objective term mentions
+    them) a value within their bounds: any such value is optimal."""
+    out = np.array(values, dtype=float)
+    missing = np.isnan(out)
+    if missing.any():
+        lo, hi = arrays.col_lo[missing], arrays.col_hi[missing]
+        out[missing] = np.where(np.isfinite(lo), lo, np.where(np.isfinite(hi), hi, 0.0))
+    return out
+
+
+def finish_result(
+    *,
+    backend: str,
+    version: str,
+    arrays: ModelArrays,
+    termination: Termination,
+    values: np.ndarray | None,
+    bound_min: float | None,
+    raw_status: str,
+    log: str,
+    handover_seconds: float,
+    solve_seconds: float,
+    nodes: int | None = None,
+    iterations: int | None = None,
+    message: str = "",
+    proven_optimal_bound: bool = True,
+    extra: dict[str, Any] | None = None,
+) -> SolverResult:
+    """Assemble a SolverResult from a solve of ``min sign * c @ x`` (no offset).
+
+    ``bound_min`` is a proven lower bound of that minimization or None; it is mapped to the
+    original sense and offset. The objective is recomputed from the values. When the run
+    ended OPTIMAL and ``proven_optimal_bound`` holds (no relative gap was allowed) and no
+    explicit bound was given, the optimum itself is the bound. An "unbounded" claim backed
+    by an integer-feasible point stays UNBOUNDED; without one it becomes
+    INFEASIBLE_OR_UNBOUNDED.
+    """
+    sign = objective_sign(arrays)
+    if values is not None:
+        values = np.asarray(values, dtype=float)
+        if values.shape != (arrays.num_vars,) or not np.all(np.isfinite(values)):
+            values = None
+    if termination in (Termination.UNBOUNDED, Termination.INFEASIBLE_OR_UNBOUNDED):
+        # a feasible point plus a dual-infeasible relaxation proves unboundedness; the point
+        # is kept (as HiGHS does) as a feasible, not optimal, solution
+        feasible_point = values is not None and primal_feasible(arrays, values)
+        termination = Termination.UNBOUNDED if feasible_point else Termination.INFEASIBLE_OR_UNBOUNDED
+        if not feasible_point:
+            values = None
+    if termination in (Termination.INFEASIBLE, Termination.ERROR):
+        values = None
+    objective = float(arrays.c @ values + arrays.offset) if values is not None else None
+    bound: float | None = None
+    if bound_min is not None and math.isfinite(bound_min) and termination not in (Termination.ERROR, Termination.UNKNOWN):
+        bound = sign * float(bound_min) + arrays.offset
+    if termination is Termination.OPTIMAL and values is None and arrays.num_vars > 0:
+        termination = Termination.UNKNOWN
+    if termination is Termination.OPTIMAL and objective is not None:
+        if bound is None and proven_optimal_bound:
+            bound = objective
+        status = SolutionStatus.OPTIMAL
+    elif values is not None:
+        status = SolutionStatus.FEASIBLE
+    else:
+        status = SolutionStatus.NONE
+    if termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED, Termination.UNBOUNDED):
+        bound = None
+    return SolverResult(
+        backend=backend,
+        backend_version=version,
+        termination=termination,
+        status=status,
+        objective=objective,
+        bound=bound,
+        handover_seconds=handover_seconds,
+        solve_seconds=solve_seconds,
+        nodes=nodes,
+        iterations=iterations,
+        raw_status=raw_status,
+        log=log,
+        message=message,
+        values=values,
+        extra=extra or {},
+    )
+
+
+def error_result(backend: str, version: str, message: str, log: str = "", seconds: float = 0.0) -> SolverResult:
+    """A SolverResult for a solver run that failed outright (no solution, no bound)."""
+    return SolverResult(
+        backend=backend,
+        backend_version=version,
+        termination=Termination.ERROR,
+        status=SolutionStatus.NONE,
+        solve_seconds=seconds,
+        raw_status="error",
+        log=log,
+        message=message,
+    )
+
+
