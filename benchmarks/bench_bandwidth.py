@@ -141,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         eq = solve(inst, "equal_bw")
         lp = solve(inst, "libra_perf_lp")
         best = ppc[name]
+        assert eq.check is not None and p.check is not None
         t_eq = eq.check.details["time_seconds"]
         t_perf = p.check.details["time_seconds"]
         pc_eq = eq.check.details["time_x_cost"]

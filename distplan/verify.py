@@ -78,6 +78,8 @@ def verify_path(path: str | Path, instance: str | None = None) -> VerifyReport:
     if not isinstance(doc, dict) or "kind" not in doc:
         raise InputError(str(p), "not a result document", "write one with `distplan solve ... --result FILE`")
     source = instance or doc.get("info", {}).get("source") or doc.get("instance")
+    if not source:
+        raise InputError(str(p), "the result names no instance", "pass --instance FILE")
     report = VerifyReport()
     verify_result(doc, load_instance(source), report)
     return report

@@ -136,6 +136,13 @@ def test_strategies_are_generated_from_semantics() -> None:
         assert parse_strategy(strategy_name(s), 2) == s
 
 
+def test_nothing_to_decide_is_solved_without_a_solver() -> None:
+    inst = tiny(mesh=[3])  # no dim divides by 3: every op is replicated
+    for formulation in ("alpa_ilp", "tap"):
+        res = distplan.solve(inst, formulation)
+        assert res.status.value == "optimal" and set(res.plan.strategies.values()) == {"R"}
+
+
 def test_evaluator_rejects_bad_plans() -> None:
     inst = tiny()
     assert not evaluate(inst, ShardingPlan({"x": "R", "fc": "S(f)"})).feasible  # loss missing

@@ -166,10 +166,10 @@ class Store:
 
 
 def _sql_value(value: Any) -> Any:
-    if value is None or isinstance(value, str | int | float):
-        return value
     if isinstance(value, bool):
         return int(value)
+    if value is None or isinstance(value, str | int | float):
+        return value
     return canonical_json(value)
 
 

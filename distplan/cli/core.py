@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
+import time
 from typing import Any
 
 from distplan.api import Result, solve
@@ -56,11 +58,55 @@ def print_result(res: Result, instance: Any) -> None:
             print(line)
 
 
+class Progress:
+    """Elapsed time on stderr while a solve runs (only on a terminal; silent in pipes)."""
+
+    def __init__(self, label: str, enabled: bool):
+        self.label = label
+        self.enabled = enabled and sys.stderr.isatty()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        t0 = time.perf_counter()
+        while not self._stop.wait(1.0):
+            sys.stderr.write(f"\r{self.label} ... {time.perf_counter() - t0:.0f} s")
+            sys.stderr.flush()
+
+    def __enter__(self) -> Progress:
+        if self.enabled:
+            sys.stderr.write(f"{self.label} ...")
+            sys.stderr.flush()
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self._stop.set()
+            self._thread.join()
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
 def cmd_solve(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance)
-    if not args.json:
-        print(f"solving {inst.name} with {args.formulation} ...", file=sys.stderr, flush=True)
-    res = solve(
+    with Progress(f"solving {inst.name} with {args.formulation}", enabled=not args.json and not args.verbose):
+        res = _solve_args(inst, args)
+    res.info["source"] = str(args.instance)
+    if args.out and res.plan is not None:
+        write_json({"format": "distplan/1", "kind": f"{inst.kind}-plan", "instance": inst.name, **res.plan.to_dict()}, args.out)
+    if args.result:
+        write_json(res.to_dict(), args.result)
+    if args.json:
+        json.dump(res.to_dict(), sys.stdout, default=json_default)
+        sys.stdout.write("\n")
+    else:
+        print_result(res, inst)
+    return 0
+
+
+def _solve_args(inst: Any, args: argparse.Namespace) -> Result:
+    return solve(
         inst,
         formulation=args.formulation,
         backend=args.backend,
@@ -72,17 +118,6 @@ def cmd_solve(args: argparse.Namespace) -> int:
         solver_options=_params(args.solver_option),
         **_params(args.param),
     )
-    res.info["source"] = str(args.instance)
-    if args.out:
-        write_json({"format": "distplan/1", "kind": f"{inst.kind}-plan", "instance": inst.name, **res.plan.to_dict()}, args.out)
-    if args.result:
-        write_json(res.to_dict(), args.result)
-    if args.json:
-        json.dump(res.to_dict(), sys.stdout, default=json_default)
-        sys.stdout.write("\n")
-    else:
-        print_result(res, inst)
-    return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:

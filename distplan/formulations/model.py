@@ -16,14 +16,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
 
 VarType = Literal["continuous", "integer", "binary"]
 Sense = Literal["<=", ">=", "=="]
-ArrayLike = Union[float, int, np.ndarray, Sequence[float]]
+ArrayLike = float | int | np.ndarray | Sequence[float]
 
 
 class ModelError(ValueError):
@@ -123,8 +123,8 @@ class LinExpr:
         return self * (1.0 / np.asarray(other, dtype=float))
 
     # -- indexing and reductions ----------------------------------------------------------
-    def __getitem__(self, index: object) -> LinExpr:
-        rows = np.arange(self.size).reshape(self.shape)[index]  # type: ignore[index]
+    def __getitem__(self, index: Any) -> LinExpr:
+        rows = np.arange(self.size).reshape(self.shape)[index]
         rows = np.asarray(rows)
         flat = rows.reshape(-1)
         return LinExpr(self.A[flat], self.const[flat], rows.shape)
@@ -141,7 +141,7 @@ class LinExpr:
         ax = axis % len(self.shape)
         out_shape = self.shape[:ax] + self.shape[ax + 1 :]
         keep = np.delete(np.indices(self.shape).reshape(len(self.shape), -1), ax, axis=0)
-        groups = np.ravel_multi_index(tuple(keep), out_shape) if out_shape else np.zeros(self.size, np.int64)
+        groups = np.asarray(np.ravel_multi_index(tuple(keep), out_shape)) if out_shape else np.zeros(self.size, np.int64)
         return self.group_sum(groups, math.prod(out_shape)).reshape(*out_shape)
 
     def group_sum(self, groups: np.ndarray, ngroups: int | None = None) -> LinExpr:
@@ -215,8 +215,8 @@ class Variable:
         A = sp.csr_matrix((np.ones(n), cols, np.arange(n + 1)), shape=(n, self.model.num_vars))
         return LinExpr(A, np.zeros(n), self.shape)
 
-    def __getitem__(self, index: object) -> Variable:
-        sub = np.asarray(self.index[index])  # type: ignore[index]
+    def __getitem__(self, index: Any) -> Variable:
+        sub = np.asarray(self.index[index])
         return Variable(self.model, self.name, sub)
 
     def __repr__(self) -> str:

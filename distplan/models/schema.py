@@ -9,7 +9,7 @@ the JSON path. The test suite cross-checks the files with the `jsonschema` packa
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from importlib import resources
 from typing import Any
 
@@ -24,7 +24,7 @@ _TYPES: dict[str, Any] = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def schema_for(kind: str | None) -> dict[str, Any]:
     """The schema of a kind (or the envelope shared by all kinds)."""
     base = resources.files("distplan.schema")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from distplan.formulations.bandwidth.blocks import constraint_rows, optimize_linear
-from distplan.formulations.bandwidth.convex import _emit_warnings, _no_solution, _reject_menus
+from distplan.formulations.bandwidth.convex import emit_warnings, no_solution, reject_menus
 from distplan.formulations.bandwidth.data import Program, prepare, unbounded_error
 from distplan.formulations.model import Model
 from distplan.formulations.registry import Outcome, RunContext
@@ -41,7 +41,7 @@ def _fill_level(ctx: RunContext, prog: Program, weights: np.ndarray, free: list[
     if result.termination in (Termination.UNBOUNDED, Termination.INFEASIBLE_OR_UNBOUNDED) and result.status.value == "none":
         raise unbounded_error(prog, free)
     if not result.has_solution:
-        _no_solution(ctx, prog, result, "max-min fair baseline")
+        no_solution(ctx, prog, result, "max-min fair baseline")
         return None, None
     return float(result.values_by_block["level"][0]), np.asarray(result.values_by_block["bandwidth"], dtype=float)
 
@@ -79,7 +79,7 @@ def fair_allocation(ctx: RunContext, prog: Program, weights: np.ndarray) -> np.n
         objective[zero] = 1.0
         result, b = optimize_linear(ctx, prog, objective, "min", fixed=fixed, name="fill-rest")
         if b is None:
-            _no_solution(ctx, prog, result, "max-min fair baseline")
+            no_solution(ctx, prog, result, "max-min fair baseline")
             return None
         return b
     out = np.array([fixed.get(k, float(last[k])) for k in range(prog.num_dims)])
@@ -89,8 +89,8 @@ def fair_allocation(ctx: RunContext, prog: Program, weights: np.ndarray) -> np.n
 def _run(inst: BandwidthInstance, ctx: RunContext, proportional: bool) -> Outcome:
     prog = prepare(inst)
     name = "proportional_to_traffic" if proportional else "equal_bw"
-    _reject_menus(prog, name)
-    _emit_warnings(prog)
+    reject_menus(prog, name)
+    emit_warnings(prog)
     if proportional:
         weights = prog.weights @ prog.terms if prog.terms.size else np.zeros(prog.num_dims)
         weights = weights / weights.max() if weights.size and weights.max() > 0 else weights

@@ -187,7 +187,7 @@ def time_scale(prog: Program) -> float:
     return max(float(prog.weights @ prog.terms.max(axis=1)) / bandwidth_scale(prog), 1e-300)
 
 
-def _reject_menus(prog: Program, formulation: str) -> None:
+def reject_menus(prog: Program, formulation: str) -> None:
     for k, opt in enumerate(prog.options):
         if opt is not None:
             raise InputError(
@@ -208,7 +208,7 @@ def check_bounded(ctx: RunContext, prog: Program) -> None:
         raise unbounded_error(prog, unbounded)
 
 
-def _no_solution(ctx: RunContext, prog: Program, result: SolverResult, what: str) -> None:
+def no_solution(ctx: RunContext, prog: Program, result: SolverResult, what: str) -> None:
     """After a failed solve: name the conflicting constraints, or report the solver failure."""
     # a used dimension forced to B = 0 makes cone solvers fail numerically rather than
     # report infeasibility, so solver errors are diagnosed too
@@ -219,7 +219,7 @@ def _no_solution(ctx: RunContext, prog: Program, result: SolverResult, what: str
         raise NoSolutionError(f"{prog.instance.name}: {what}: backend {result.backend} failed: {result.message}")
 
 
-def _emit_warnings(prog: Program) -> None:
+def emit_warnings(prog: Program) -> None:
     for text in prog.warnings:
         warnings.warn(f"{prog.instance.name}: {text}", UserWarning, stacklevel=3)
 
@@ -235,7 +235,7 @@ def solve_min_time(ctx: RunContext, prog: Program, what: str) -> tuple[SolverRes
     result = ctx.solve_convex(tp.problem, build_seconds=build)
     _unscale(result, scale)
     if not result.has_solution:
-        _no_solution(ctx, prog, result, what)
+        no_solution(ctx, prog, result, what)
         return result, None, scale
     return result, tp.bandwidth_gbps(), scale
 
@@ -252,9 +252,9 @@ def _unscale(result: SolverResult, scale: float) -> None:
 def run_libra_perf(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     """``libra_perf``: minimum training time, convex program (default backend cvxpy-CLARABEL)."""
     prog = prepare(inst)
-    _reject_menus(prog, "libra_perf")
+    reject_menus(prog, "libra_perf")
     check_bounded(ctx, prog)
-    _emit_warnings(prog)
+    emit_warnings(prog)
     result, B, _ = solve_min_time(ctx, prog, "libra_perf")
     if B is None:
         return Outcome(plan=None, solver_results=list(ctx.solver_results))
@@ -349,15 +349,15 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
     n_grid = int(ctx.param("curve_points", 8))
     max_points = int(ctx.param("max_points", 400))
     prog = prepare(inst)
-    _reject_menus(prog, "libra_perf_per_cost")
+    reject_menus(prog, "libra_perf_per_cost")
     check_bounded(ctx, prog)
-    _emit_warnings(prog)
+    emit_warnings(prog)
     C = prog.compute_seconds
 
     # the cost range: cheapest feasible network, and the cost of a fastest allocation
     res_min, b_min = optimize_linear(ctx, prog, prog.cost_per_gbps, "min", name="min-cost")
     if b_min is None:
-        _no_solution(ctx, prog, res_min, "libra_perf_per_cost")
+        no_solution(ctx, prog, res_min, "libra_perf_per_cost")
         return Outcome(plan=None, solver_results=list(ctx.solver_results))
     c_min_usd = prog.cost(b_min)
     res_fast, b_fast, _ = solve_min_time(ctx, prog, "libra_perf_per_cost")

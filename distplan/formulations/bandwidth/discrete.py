@@ -23,7 +23,7 @@ import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.bandwidth.blocks import constraint_rows, max_bandwidths
-from distplan.formulations.bandwidth.convex import _emit_warnings, _no_solution, check_bounded
+from distplan.formulations.bandwidth.convex import check_bounded, emit_warnings, no_solution
 from distplan.formulations.bandwidth.data import Program, prepare
 from distplan.formulations.model import Model, linear_sum
 from distplan.formulations.registry import Bound, Outcome, RunContext
@@ -75,7 +75,7 @@ def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
         raise InputError("params.step", f"{step:g} must be > 0 GB/s", "give a link speed step such as 12.5")
     prog = prepare(inst)
     check_bounded(ctx, prog)
-    _emit_warnings(prog)
+    emit_warnings(prog)
     exact = all(o is not None for o in prog.options)
     t0 = time.perf_counter()
     menu = menus(ctx, prog, step, max_options)
@@ -109,7 +109,7 @@ def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     build = time.perf_counter() - t0
     result = ctx.solve_model(model, build_seconds=build)
     if not result.has_solution:
-        _no_solution(ctx, prog, result, "libra_discrete")
+        no_solution(ctx, prog, result, "libra_discrete")
         if result.termination.value in ("infeasible", "infeasible_or_unbounded"):
             raise InfeasibleError(
                 f"{inst.name}: libra_discrete: the constraints can be met continuously but by no combination of menu options "

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from distplan.formulations.bandwidth.blocks import constraint_rows, lowest_unused
-from distplan.formulations.bandwidth.convex import _emit_warnings, _no_solution, _reject_menus, check_bounded, time_scale
+from distplan.formulations.bandwidth.convex import check_bounded, emit_warnings, no_solution, reject_menus, time_scale
 from distplan.formulations.bandwidth.data import bandwidth_scale, prepare
 from distplan.formulations.model import Model, linear_sum
 from distplan.formulations.registry import Bound, Outcome, RunContext
@@ -47,9 +47,9 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     tol = float(ctx.param("tolerance", 1e-7))
     max_rounds = int(ctx.param("max_rounds", 500))
     prog = prepare(inst)
-    _reject_menus(prog, "libra_perf_lp")
+    reject_menus(prog, "libra_perf_lp")
     check_bounded(ctx, prog)
-    _emit_warnings(prog)
+    emit_warnings(prog)
     C = prog.compute_seconds
     t0 = time.perf_counter()
     sigma = bandwidth_scale(prog)
@@ -91,7 +91,7 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
         build = 0.0
         if not result.has_solution:
             if rounds == 1:
-                _no_solution(ctx, prog, result, "libra_perf_lp")
+                no_solution(ctx, prog, result, "libra_perf_lp")
             break
         values = result.values_by_block
         xv = np.asarray(values["bandwidth"], dtype=float)

@@ -6,7 +6,15 @@ from __future__ import annotations
 from distplan.formulations.placement import heuristics, milp, sct
 from distplan.formulations.placement.bounds import placement_bounds
 from distplan.formulations.placement.coarsen import coarsen
-from distplan.formulations.registry import Formulation, Outcome, RunContext, from_blocks, register, register_bounds, register_folder
+from distplan.formulations.registry import (
+    Formulation,
+    Outcome,
+    RunContext,
+    from_blocks,
+    register,
+    register_bounds,
+    register_folder,
+)
 from distplan.models.placement import PlacementInstance
 
 BAECHI = "Jeon et al., Baechi: Fast Device Placement of Machine Learning Graphs, SoCC 2020 (arXiv 2301.08695)"

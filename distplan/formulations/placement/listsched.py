@@ -14,8 +14,10 @@ over devices is ``<= t``).
 With Baechi's channel model the ready times account for transfers queued on the sender's
 and receiver's channels, and received tensors are cached per device.
 
-Memory accounting (conservative for every memory model): each device holds the sum of
-`memory_need` of its ops. Colocation groups move together: the first op placed drags its
+Memory accounting: under the simple model each device holds the sum of its ops' memory;
+under the liveness model a per-device timeline holds persistent memory (a colocation
+group's at its first placement), temporaries while ops run and outputs until their last
+consumer finished, and an op starts only when its bytes fit from then on. Colocation groups move together: the first op placed drags its
 group to that device. Times in seconds.
 """
 
@@ -34,6 +36,48 @@ class Schedule:
     device: np.ndarray  # (n,) device id per op
     start: np.ndarray  # (n,) seconds
     makespan: float
+
+
+class _MemoryTimeline:
+    """Bytes in use on one device over time (Baechi's liveness model), for placement checks.
+
+    Events are (time, delta); at equal times frees come before allocations, as in the
+    evaluator. `earliest_fit` answers: from which start time on can ``extra`` more bytes
+    stay resident forever without exceeding the capacity at any later event?
+    """
+
+    def __init__(self, capacity: float):
+        self.capacity = capacity * (1 + 1e-12)
+        self.times: list[float] = []
+        self.deltas: list[float] = []
+        self.allocated = 0.0  # every byte ever allocated: a cheap sufficient check
+        self._cache: tuple[np.ndarray, np.ndarray] | None = None
+
+    def add(self, time: float, delta: float) -> None:
+        self.times.append(time)
+        self.deltas.append(delta)
+        if delta > 0:
+            self.allocated += delta
+        self._cache = None
+
+    def earliest_fit(self, start: float, extra: float) -> float:
+        if self.allocated + extra <= self.capacity:
+            return start
+        if self._cache is None:
+            t = np.asarray(self.times)
+            dl = np.asarray(self.deltas)
+            order = np.lexsort((dl > 0, t))
+            usage = np.cumsum(dl[order])
+            self._cache = (t[order], np.maximum.accumulate(usage[::-1])[::-1])
+        t, suffix = self._cache
+        limit = self.capacity - extra
+        k0 = int(np.searchsorted(t, start, side="right")) - 1
+        if k0 < 0 and (suffix.size == 0 or max(0.0, float(suffix[0])) <= limit):
+            return start
+        k = max(k0, int(np.searchsorted(-suffix, -limit, side="left")), 0)
+        if k >= t.size:
+            return np.inf
+        return max(start, float(t[k]))
 
 
 def _adjacency(inst: PlacementInstance) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -70,6 +114,13 @@ def list_schedule(inst: PlacementInstance, favorite: np.ndarray | None = None, a
         group_members = {}
     used = np.zeros(nd)
     cap = inst.device_memory
+    liveness = inst.memory_model == "liveness"
+    timelines = [_MemoryTimeline(float(c)) for c in cap]
+    group_persistent = np.bincount(groups, weights=inst.memory)
+    transient = inst.temporary + inst.output  # allocated at an op's start (liveness)
+    consumers_left = np.bincount(inst.src, minlength=n).astype(np.int64)
+    group_placed = np.zeros(group_persistent.size, dtype=bool)
+    last_consumer_end = np.zeros(n)
     # per-edge delay on every device pair, precomputed lazily per op
     inv_bw = 1.0 / inst.bandwidth
     lat = inst.latency
@@ -131,9 +182,9 @@ def list_schedule(inst: PlacementInstance, favorite: np.ndarray | None = None, a
         ready_ids.append(v)
         ready_rt.append(arrival_times(v))
 
-    def place(v: int, d: int) -> None:
+    def place(v: int, d: int, at: float) -> None:
         ready_at = channel_arrival(v, d, True) if channels else float(ready_rt[ready_ids.index(v)][d])
-        s = max(ready_at, float(dev_free[d]))
+        s = max(ready_at, float(dev_free[d]), at)
         idx = ready_ids.index(v)
         ready_ids.pop(idx)
         ready_rt.pop(idx)
@@ -141,12 +192,24 @@ def list_schedule(inst: PlacementInstance, favorite: np.ndarray | None = None, a
         if fixed[v] < 0 or (assignment is not None and g not in placed_groups):
             placed_groups.add(g)
             used[d] += group_need[g]
+            if liveness:
+                timelines[d].add(s, group_persistent[g])
+                group_placed[g] = True
             if g in group_members:
                 fixed[group_members[g]] = d
         device[v] = d
         start[v] = s
         end[v] = s + times[v, d]
         dev_free[d] = end[v]
+        if liveness:
+            timelines[d].add(s, transient[v])
+            timelines[d].add(end[v], -inst.temporary[v])
+            for e in in_edges[v]:
+                u = int(inst.src[e])
+                last_consumer_end[u] = max(last_consumer_end[u], end[v])
+                consumers_left[u] -= 1
+                if consumers_left[u] == 0:
+                    timelines[int(device[u])].add(max(last_consumer_end[u], end[u]), -inst.output[u])
         if favorite is not None:
             reserved[reserved == v] = -1
         for e in out_edges[v]:
@@ -179,14 +242,29 @@ def list_schedule(inst: PlacementInstance, favorite: np.ndarray | None = None, a
         gid = groups[ids]
         fits = np.empty_like(sched, dtype=bool)
         forced = fixed[ids]
-        ok_mem = (used[None, :] + np.where(forced[:, None] >= 0, 0.0, group_need[gid][:, None])) <= cap[None, :] * (1 + 1e-12)
-        fits[:] = ok_mem
+        if liveness:
+            fits[:] = True
+            extra = transient[ids] + np.where(group_placed[gid] | (forced >= 0), 0.0, group_persistent[gid])
+            alloc = np.array([tl.allocated for tl in timelines])
+            tight = np.argwhere(alloc[None, :] + extra[:, None] > cap[None, :] * (1 + 1e-12))
+            for r, d in tight.tolist():
+                sched[r, d] = timelines[d].earliest_fit(float(sched[r, d]), float(extra[r]))
+            fits &= np.isfinite(sched)
+        else:
+            ok_mem = (used[None, :] + np.where(forced[:, None] >= 0, 0.0, group_need[gid][:, None])) <= cap[None, :] * (1 + 1e-12)
+            fits[:] = ok_mem
         if np.any(forced >= 0):
             rows = np.flatnonzero(forced >= 0)
             mask = np.zeros((rows.size, nd), dtype=bool)
             mask[np.arange(rows.size), forced[rows]] = True
             fits[rows] &= mask
         free_dev = dev_free <= t + 1e-15
+        if favorite is not None and np.any(reserved >= 0):
+            # a reservation for a child that no longer fits its device is dropped
+            for d in np.flatnonzero(reserved >= 0).tolist():
+                rows = np.flatnonzero(ids == reserved[d])
+                if rows.size and not fits[rows[0], d]:
+                    reserved[d] = -1
         if favorite is not None and np.any(reserved >= 0):
             # urgent: the latest earliest-start over devices is already due
             big = np.where(fits, sched, np.inf)
@@ -212,7 +290,7 @@ def list_schedule(inst: PlacementInstance, favorite: np.ndarray | None = None, a
                 k = np.lexsort((cols, topo_pos[ids[rows]]))[0]
                 r, d = int(rows[k]), int(cols[k])
                 v = int(ids[r])
-                place(v, d)
+                place(v, d, float(cand[r, d]))
                 placed += 1
                 continue
             t_next = best_start

@@ -289,6 +289,10 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
                 return res, decode_choice(res, lp_data), info
     t0 = time.perf_counter()
     model, data = build_sharding_model(graph, name=name)
+    if model.num_vars == 0:  # every op has a single strategy: nothing to decide
+        value = float(data["constant"])
+        info.update(objective_seconds=value, bound_seconds=value, optimal=True)
+        return None, np.zeros(graph.num_nodes, dtype=np.int64), info
     res = ctx.solve_model(model, build_seconds=time.perf_counter() - t0 + build_seconds)
     if res.bound is not None:
         info["bound_seconds"] = max(res.bound / OBJECTIVE_SCALE, info.get("bound_seconds", -np.inf))

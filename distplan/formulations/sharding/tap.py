@@ -87,7 +87,7 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
     t3 = time.perf_counter()
     plan = unfold_plan(sk, fold, ShardingPlan(graph.plan(choice)))
     info["unfold_seconds"] = time.perf_counter() - t3
-    if ctx.param("certify", True):
+    if ctx.param("certify", True) and res is not None:
         t4 = time.perf_counter()
         relaxed, _ = build_folded_cost_graph(sk, fold, tables, boundary_edges=False)
         lp, _ = build_sharding_model(relaxed, relax=True, name="tap_bound")

@@ -1,0 +1,114 @@
+"""Run a campaign on a Dask distributed cluster (``--executor dask --scheduler tcp://HOST:PORT``).
+
+Every run is one Dask task calling `run_on_worker`, which does on the worker exactly what
+the local executor does on the driver: the run goes to a fork server on that worker (one
+per worker process, started on first use) and gets its own process, killed after
+``time_limit + grace`` seconds. Records come back to the driver, which writes them to
+SQLite as the futures complete (``as_completed``); workers never touch the database. The
+instance document travels inside the run spec, so workers need distplan and the solver
+packages installed but no instance files. A task that fails on the cluster (a worker
+lost, a serialization error) is recorded as ``crashed`` with the error and the campaign
+goes on; rerunning the campaign retries it only if it was not stored.
+
+Needs ``dask[distributed]`` (``pip install 'distplan[dist]'``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from distplan.errors import InputError
+
+from .runner import ForkServer, Record, base_record, run_isolated, warm_set
+
+_LOCK = threading.Lock()
+_SERVER: ForkServer | None = None
+_WORKDIR: str | None = None
+
+
+def _worker_server(kinds: Sequence[str], backends: Sequence[str]) -> tuple[ForkServer, str]:
+    """This worker process's fork server and scratch directory (created on first use)."""
+    global _SERVER, _WORKDIR
+    with _LOCK:
+        if _SERVER is None or _SERVER.closed:
+            _SERVER = ForkServer(kinds, backends)
+            _WORKDIR = tempfile.mkdtemp(prefix="distplan-bench-worker-")
+            atexit.register(close_worker_server)
+        assert _WORKDIR is not None
+        return _SERVER, _WORKDIR
+
+
+def close_worker_server() -> bool:
+    """Stop this worker's fork server (run on every worker when a campaign ends)."""
+    global _SERVER, _WORKDIR
+    with _LOCK:
+        server, workdir = _SERVER, _WORKDIR
+        _SERVER, _WORKDIR = None, None
+    if server is not None:
+        server.close()
+    if workdir is not None:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return server is not None
+
+
+def run_on_worker(spec: dict[str, Any], kinds: Sequence[str], backends: Sequence[str]) -> Record:
+    """The Dask task: one run in its own process on this worker."""
+    server, workdir = _worker_server(kinds, backends)
+    rec = run_isolated(spec, server, workdir, executor="dask")
+    if rec is None:  # the worker's server was closed under the run: report, do not hide it
+        rec = base_record(spec)
+        rec.update(termination="crashed", error="the worker's fork server was shut down during the run", executor="dask")
+    return rec
+
+
+def _client(scheduler: str | None) -> Any:
+    try:
+        from distributed import Client
+    except ImportError:
+        raise InputError("--executor", "the dask executor needs dask.distributed", "pip install 'distplan[dist]'") from None
+    if not scheduler:
+        raise InputError("--scheduler", "the dask executor needs the scheduler's address", "give --scheduler tcp://HOST:PORT")
+    try:
+        return Client(scheduler, timeout=30)
+    except OSError as exc:
+        raise InputError("--scheduler", f"cannot reach the Dask scheduler at {scheduler}: {exc}", "start one with `dask scheduler` and workers with `dask worker ADDRESS`") from None
+
+
+def run_dask(specs: Sequence[dict[str, Any]], on_record: Callable[[Record], None], *, scheduler: str | None = None, client: Any = None) -> None:
+    """Submit every spec to the cluster; ``on_record`` gets each record (in the driver) as
+    its future completes. ``client`` (a ``distributed.Client``) overrides ``scheduler``."""
+    from distributed import as_completed
+
+    own = client is None
+    client = client or _client(scheduler)
+    kinds, backends = warm_set(specs)
+    try:
+        futures = {
+            client.submit(run_on_worker, spec, kinds, backends, key=f"distplan-run-{spec['run_key']}", pure=False, retries=0): spec
+            for spec in specs
+        }
+        try:
+            for fut in as_completed(futures):
+                spec = futures[fut]
+                try:
+                    rec = fut.result()
+                except Exception as exc:  # the task failed on the cluster, not the solver
+                    rec = base_record(spec)
+                    rec.update(termination="crashed", error=f"dask task failed: {type(exc).__name__}: {exc}", executor="dask")
+                on_record(rec)
+                fut.release()
+        except BaseException:
+            client.cancel(list(futures))
+            raise
+    finally:
+        try:
+            client.run(close_worker_server)
+        except Exception:  # workers that left the cluster have nothing to close
+            pass
+        if own:
+            client.close()
