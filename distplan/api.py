@@ -216,8 +216,8 @@ def solve(
         solver_results=solver_results,
         bounds=finite,
         info=info,
-        objective_name=spec.objective_name,
-        objective_unit=spec.objective_unit,
+        objective_name=check.objective_name or spec.objective_name,
+        objective_unit=check.objective_unit or spec.objective_unit,
     )
 
 

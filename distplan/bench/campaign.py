@@ -339,8 +339,8 @@ def resolve_instances(raw: Any, base: Path) -> list[InstanceEntry]:
             if "generator" in item:
                 found.extend(_from_generator(item, path))
             elif "bundled" in item:
-                names = item["bundled"] if isinstance(item["bundled"], list) else [item["bundled"]]
-                for j, nm in enumerate(names):
+                listed = item["bundled"] if isinstance(item["bundled"], list) else [item["bundled"]]
+                for j, nm in enumerate(listed):
                     found.extend(_bundled(str(nm), f"{path}.bundled[{j}]"))
             elif "file" in item:
                 files = item["file"] if isinstance(item["file"], list) else [item["file"]]

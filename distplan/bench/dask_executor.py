@@ -16,6 +16,7 @@ Needs ``dask[distributed]`` (``pip install 'distplan[dist]'``).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import shutil
 import tempfile
 import threading
@@ -106,9 +107,7 @@ def run_dask(specs: Sequence[dict[str, Any]], on_record: Callable[[Record], None
             client.cancel(list(futures))
             raise
     finally:
-        try:
+        with contextlib.suppress(Exception):  # workers that left the cluster have nothing to close
             client.run(close_worker_server)
-        except Exception:  # workers that left the cluster have nothing to close
-            pass
         if own:
             client.close()

@@ -36,6 +36,7 @@ Placement (units: seconds):
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -204,8 +205,6 @@ def hanen_munier_guarantee(inst: Any, run: dict[str, Any], facts: InstanceFacts)
         if np.ptp(inst.bandwidth[off]) != 0 or np.ptp(inst.latency[off]) != 0:
             check.precondition = "links differ between device pairs"
             return check
-    import json
-
     theta = json.loads(run.get("params_json") or "{}").get("theta", 0.5)
     if theta != 0.5:
         check.precondition = f"theta = {theta} (the paper rounds at 0.5)"

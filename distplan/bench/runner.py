@@ -663,7 +663,7 @@ def run_campaign(
         done = store.done_keys()
         todo = [s for s in specs if s["run_key"] not in done]
         bar = Progress(len(todo), already=len(specs) - len(todo), stream=stream, enabled=progress)
-        counts = {"planned": len(specs), "skipped": len(specs) - len(todo), "stored": 0, "duplicates": 0, "baseline_rss": None}
+        counts: dict[str, Any] = {"planned": len(specs), "skipped": len(specs) - len(todo), "stored": 0, "duplicates": 0, "baseline_rss": None}
 
         def on_record(rec: Record) -> None:
             if store.insert_run(rec):

@@ -196,7 +196,3 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("catalogue", help="list catalogue devices, clusters and zoo models")
     p.add_argument("what", nargs="?", choices=["devices", "clusters", "models"])
     p.set_defaults(func=cmd_catalogue)
-
-    if importlib.util.find_spec("distplan.cli.make") is None:  # until a shared `make` command exists
-        make = sub.add_parser("make", help="create an instance from the zoo and the catalogue")
-        add_make_placement(make.add_subparsers(dest="make_kind", metavar="KIND", required=True))

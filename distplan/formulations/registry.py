@@ -83,7 +83,7 @@ class RunContext:
         remaining = self.remaining_time()
         opts = self.options if remaining is None else self.options.with_(time_limit=max(remaining, 0.01))
         result = self.backend.solve(arrays, opts, warm_start)
-        result.build_seconds = build_seconds + assemble
+        result.build_seconds += build_seconds + assemble
         if result.values is not None:
             result.values_by_block = model.values_by_block(result.values)
         result.extra.setdefault("model", model.stats())
@@ -94,7 +94,7 @@ class RunContext:
         remaining = self.remaining_time()
         opts = self.options if remaining is None else self.options.with_(time_limit=max(remaining, 0.01))
         result = self.backend.solve_convex(problem, opts)
-        result.build_seconds = build_seconds
+        result.build_seconds += build_seconds
         self.solver_results.append(result)
         return result
 

@@ -18,6 +18,8 @@ from typing import Any
 from distplan.errors import InputError
 from distplan.models.common import instance_from_dict, read_json
 
+__all__ = ["bundled", "bundled_path", "gpt2_xl", "gpt3_175b", "load_document", "load_instance", "transformer"]
+
 DATA = resources.files("distplan.instances") / "data"
 
 
@@ -52,3 +54,7 @@ def load_document(path_or_name: str | Path) -> Any:
     if not p.is_file():
         p = bundled_path(str(path_or_name))
     return read_json(p)
+
+
+# the sharding builders, as `distplan.instances.transformer(...)` (bound after the submodule)
+from distplan.instances.transformer import gpt2_xl, gpt3_175b, transformer  # noqa: E402

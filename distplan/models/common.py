@@ -30,6 +30,9 @@ class Check:
     objective: float
     violations: list[str] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+    #: overrides of the kind's objective name / unit (e.g. "time x cost", "s*USD")
+    objective_name: str | None = None
+    objective_unit: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"feasible": self.feasible, "objective": self.objective, "violations": self.violations, "details": self.details}

@@ -42,6 +42,9 @@ class SolveOptions:
     threads: int | None = None
     seed: int | None = None
     verbose: bool = False
+    #: LP algorithm hint: "auto", "simplex" or "barrier" (interior point, then crossover);
+    #: backends without the choice ignore it
+    lp_method: str = "auto"
     #: extra seconds after time_limit before a solver process is killed
     grace: float = 5.0
     #: backend-specific raw options passed through unchanged
@@ -128,11 +131,12 @@ def _available(name: str, requires: tuple[str, ...], extra_check: Callable[[], b
 
 
 _REGISTRY: dict[str, Backend] = {}
+#: cvxpy first: OSQP crashes when its library is loaded after PuLP's in one process
 _BACKEND_MODULES = (
+    "distplan.solvers.cvxpy_backend",
     "distplan.solvers.highs",
     "distplan.solvers.pulp_backend",
     "distplan.solvers.pyomo_backend",
-    "distplan.solvers.cvxpy_backend",
     "distplan.solvers.scip_backend",
 )
 _loaded = False

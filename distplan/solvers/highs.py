@@ -89,6 +89,10 @@ def solve(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | N
         h.setOptionValue("threads", int(options.threads))
     if options.seed is not None:
         h.setOptionValue("random_seed", int(options.seed))
+    if options.lp_method == "barrier":
+        h.setOptionValue("solver", "ipm")
+    elif options.lp_method == "simplex":
+        h.setOptionValue("solver", "simplex")
     for key, value in options.raw.items():
         h.setOptionValue(key, value)
     pass_arrays(h, arrays)

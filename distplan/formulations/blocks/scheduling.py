@@ -13,10 +13,13 @@ Times are in seconds; ``start`` is a variable block of start times indexed by op
 * `cumulative_prefix`: a cumulative quantity (memory) counted in start order must stay
   within a capacity at given operations: ``const + sum coef * [j before i] <= cap``.
 * `makespan_epigraph`: ``C >= start[i] + duration[i]``.
-* `modulo_no_overlap` / `modulo_prefix`: the modulo-schedule (repetend) versions with a
-  period variable: one binary per (pair, winding number q); ``start[b] + q T`` falls
-  between the end of ``a`` and the start of the next instance of ``a`` (Hanen & Munier's
-  cyclic disjunctions, linear because each q is a constant).
+* `cyclic_precedence` / `cyclic_no_overlap` / `winding_triangles` / `modulo_prefix`:
+  the modulo-schedule (repetend) versions with a period variable T, written in period
+  units (theta = start / T, rate = 1 / T) so that they stay linear: one integer winding
+  number q per pair, ``start[b] + q T`` falls between the end of ``a`` and the start of
+  the next instance of ``a`` (Hanen & Munier's cyclic disjunctions).
+* `StepVars` and ``step_*``: the time-indexed (step variable) versions for integral
+  times.
 """
 
 from __future__ import annotations
@@ -134,55 +137,85 @@ def makespan_epigraph(model: Model, start: Variable, ops: np.ndarray, duration: 
     return c
 
 
-def modulo_no_overlap(
+def cyclic_precedence(model: Model, theta: Variable, rate: Variable, src: np.ndarray, dst: np.ndarray, gap: np.ndarray, name: str) -> ConBlockInfo | None:
+    """Periodic precedence in period units: ``theta[dst] - theta[src] >= gap * rate``
+    (theta = start / T, rate = 1 / T; linear although T is a variable)."""
+    src = np.asarray(src, dtype=np.int64)
+    if src.size == 0:
+        return None
+    k = src.size
+    rows = np.arange(k)
+    th = theta.index.reshape(-1)
+    r = np.full(k, rate.index.reshape(-1)[0])
+    expr = linear_sum(
+        np.concatenate([th[np.asarray(dst, dtype=np.int64)], th[src], r]),
+        np.concatenate([np.ones(k), -np.ones(k), -np.asarray(gap, dtype=float)]),
+        np.concatenate([rows, rows, rows]),
+        k,
+        model.num_vars,
+    )
+    return model.add_constraints(name, expr >= 0.0)
+
+
+def cyclic_no_overlap(
     model: Model,
-    sigma: Variable,
-    period: Variable,
+    theta: Variable,
+    rate: Variable,
     first: np.ndarray,
     second: np.ndarray,
     dur_first: np.ndarray,
     dur_second: np.ndarray,
-    q_pair: np.ndarray,
-    q_value: np.ndarray,
-    big_m: np.ndarray,
+    q_lo: np.ndarray,
+    q_hi: np.ndarray,
     name: str,
 ) -> Variable:
-    """Two periodic operations (start ``sigma + r T``) never overlap on a shared resource.
-
-    For each candidate (pair k = q_pair[j], winding number q = q_value[j]) a binary z[j]:
-    ``z[j] = 1`` means ``sigma[second] + q T`` lies in ``[sigma[first] + d1, sigma[first] + T - d2]``.
-    Rows: one choice per pair (``{name}-choose``), and the two big-M rows
-    (``{name}-after-first`` / ``{name}-before-next``). ``big_m[j]`` bounds both rows.
-    """
-    npairs = np.asarray(first).size
-    nz = np.asarray(q_pair).size
-    z = model.add_vars(f"{name}-wind", nz, vtype="binary")
-    if nz == 0:
-        return z
-    qp = np.asarray(q_pair, dtype=np.int64)
-    q = np.asarray(q_value, dtype=float)
-    zi = z.index.reshape(-1)
-    model.add_constraints(f"{name}-choose", z.group_sum(qp, npairs) == 1.0)
-    s = sigma.index.reshape(-1)
-    a = s[np.asarray(first, dtype=np.int64)[qp]]
-    b = s[np.asarray(second, dtype=np.int64)[qp]]
-    t = np.full(nz, period.index.reshape(-1)[0])
-    m = np.asarray(big_m, dtype=float)
-    rows = np.arange(nz)
+    """Two periodic operations (start ``sigma + r T``) never overlap on a shared resource:
+    an integer winding number q per pair with ``sigma_b + q T`` in
+    ``[sigma_a + d_a, sigma_a + T - d_b]``. Divided by T (theta = sigma / T, rate = 1/T):
+    ``theta_b - theta_a + q >= d_a rate`` and ``theta_b - theta_a + q + d_b rate <= 1``,
+    linear with no big-M (Hanen & Munier's cyclic disjunctions)."""
+    k = np.asarray(first).size
+    q = model.add_vars(f"{name}-wind", k, lb=np.asarray(q_lo, dtype=float), ub=np.asarray(q_hi, dtype=float), vtype="integer")
+    if k == 0:
+        return q
+    th = theta.index.reshape(-1)
+    a = th[np.asarray(first, dtype=np.int64)]
+    b = th[np.asarray(second, dtype=np.int64)]
+    r = np.full(k, rate.index.reshape(-1)[0])
+    qi = q.index.reshape(-1)
+    rows = np.arange(k)
+    r4 = np.concatenate([rows, rows, rows, rows])
     nv = model.num_vars
-    r3 = np.concatenate([rows, rows, rows, rows])
-    # sigma_b - sigma_a + q T - M z >= d1 - M
-    e1 = linear_sum(np.concatenate([b, a, t, zi]), np.concatenate([np.ones(nz), -np.ones(nz), q, -m]), r3, nz, nv)
-    model.add_constraints(f"{name}-after-first", e1 >= np.asarray(dur_first, dtype=float)[qp] - m)
-    # sigma_b - sigma_a + (q - 1) T + M z <= M - d2
-    e2 = linear_sum(np.concatenate([b, a, t, zi]), np.concatenate([np.ones(nz), -np.ones(nz), q - 1.0, m]), r3, nz, nv)
-    model.add_constraints(f"{name}-before-next", e2 <= m - np.asarray(dur_second, dtype=float)[qp])
-    return z
+    e1 = linear_sum(np.concatenate([b, a, qi, r]), np.concatenate([np.ones(k), -np.ones(k), np.ones(k), -np.asarray(dur_first, dtype=float)]), r4, k, nv)
+    model.add_constraints(f"{name}-after-first", e1 >= 0.0)
+    e2 = linear_sum(np.concatenate([b, a, qi, r]), np.concatenate([np.ones(k), -np.ones(k), np.ones(k), np.asarray(dur_second, dtype=float)]), r4, k, nv)
+    model.add_constraints(f"{name}-before-next", e2 <= 1.0)
+    return q
+
+
+def winding_triangles(model: Model, q: Variable, ab: np.ndarray, bc: np.ndarray, ac: np.ndarray, name: str) -> ConBlockInfo | None:
+    """Winding numbers of three operations on one resource agree:
+    ``q_ac = q_ab + q_bc`` or ``q_ab + q_bc - 1``."""
+    ab = np.asarray(ab, dtype=np.int64)
+    if ab.size == 0:
+        return None
+    k = ab.size
+    qi = q.index.reshape(-1)
+    rows = np.arange(k)
+    expr = linear_sum(
+        np.concatenate([qi[ab], qi[np.asarray(bc, dtype=np.int64)], qi[np.asarray(ac, dtype=np.int64)]]),
+        np.concatenate([np.ones(k), np.ones(k), -np.ones(k)]),
+        np.concatenate([rows, rows, rows]),
+        k,
+        model.num_vars,
+    )
+    model.add_constraints(f"{name}-lo", expr >= 0.0)
+    return model.add_constraints(f"{name}-hi", expr <= 1.0)
 
 
 def modulo_prefix(
     model: Model,
-    z: Variable,
+    q: Variable,
     const: np.ndarray,
     capacity: np.ndarray,
     rows: np.ndarray,
@@ -190,14 +223,15 @@ def modulo_prefix(
     coef: np.ndarray,
     name: str,
 ) -> ConBlockInfo | None:
-    """Steady-state cumulative quantity at the checked operations of a modulo schedule:
-    ``const[r] + sum_k coef[k] z[cols[k]] <= capacity[r]`` where the caller sets
-    ``coef = delta_other * (number of instances of the other operation started before
-    the checked one, relative to the same period)`` for each winding binary."""
+    """Steady-state cumulative quantity (memory) at the checked operations of a modulo
+    schedule: ``const[r] + sum_k coef[k] q[cols[k]] <= capacity[r]``. At the start of
+    a, operation b has ``q_ab`` instances less in flight than a has started (``q_ab``
+    the pair's winding number), so with per-cycle deltas summing to zero the level is
+    ``mu_a + sum_b mu_b q_ab``."""
     nrows = np.asarray(const).size
     if nrows == 0:
         return None
-    expr = linear_sum(z.index.reshape(-1)[np.asarray(cols, dtype=np.int64)], np.asarray(coef, dtype=float), np.asarray(rows), nrows, model.num_vars)
+    expr = linear_sum(q.index.reshape(-1)[np.asarray(cols, dtype=np.int64)], np.asarray(coef, dtype=float), np.asarray(rows), nrows, model.num_vars)
     return model.add_constraints(name, expr + np.asarray(const, dtype=float) <= np.asarray(capacity, dtype=float))
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
-from distplan.formulations.blocks.scheduling import modulo_no_overlap, modulo_prefix, precedence_with_lag
+from distplan.formulations.blocks.scheduling import cyclic_no_overlap, cyclic_precedence, modulo_prefix, winding_triangles
 from distplan.formulations.model import Model
 from distplan.formulations.pipeline.common import (
     OpArcs,
@@ -54,6 +54,7 @@ DEFAULTS: dict[str, Any] = {
     "unfold": 1,  # micro-batches per repetend
     "phase_time_limit": 2.0,  # seconds for each warm-up / cool-down MILP
     "min_flat_length": True,  # second solve: shortest flat schedule at the optimal period
+    "flat_time_limit": 0.5,  # seconds for that second solve
 }
 
 
@@ -116,8 +117,78 @@ def _longest(cy: Cyclic) -> np.ndarray:
 # -- model blocks ---------------------------------------------------------------------------
 
 
+def _steady_memory(cy: Cyclic, sigma: np.ndarray, period: float) -> np.ndarray:
+    """(n, D) steady-state memory at the start of every cyclic block on each device."""
+    n, nd = cy.n, cy.mask.shape[1]
+    out = np.zeros((n, nd))
+    # q_ab: sigma_b + q T in [sigma_a + d_a, sigma_a + T - d_b]
+    q = np.ceil((sigma[:, None] + cy.dur[:, None] - sigma[None, :]) / period - 1e-9)
+    for d in range(nd):
+        on = cy.mask[:, d]
+        contrib = cy.mem[None, :] * q * on[None, :]
+        np.fill_diagonal(contrib, 0.0)
+        out[:, d] = cy.mem + contrib.sum(axis=1)
+    return out
+
+
+def modulo_heuristic(cy: Cyclic, inst: PipelineInstance, offsets: int, t_lb: float, t_ub: float) -> tuple[np.ndarray, float] | None:
+    """Iterative modulo scheduling (Rau, MICRO 1994) without backtracking: for periods
+    T = t_lb, t_lb + step, ..., place blocks in topological order at the earliest time
+    after their dependencies whose modulo-T interval is free on all their devices; keep
+    the first T whose flat schedule spans at most ``offsets`` periods and whose
+    steady-state memory fits. Returns (sigma, T) or None."""
+    integral = integral_data(inst)
+    step = 1.0 if integral else max(t_lb / 64.0, 1e-9)
+    t = math.ceil(t_lb - 1e-9) if integral else t_lb
+    nb = inst.n_blocks
+    order = np.concatenate([u * nb + inst.topo_order for u in range(cy.unfold)])
+    preds: list[list[tuple[int, float]]] = [[] for _ in range(cy.n)]
+    for a, b, g in zip(cy.src.tolist(), cy.dst.tolist(), cy.gap.tolist()):
+        preds[b].append((a, g))
+    caps = inst.capacity
+    eps = 1e-9 * max(1.0, t_ub)
+    while t <= t_ub + eps:
+        busy: list[list[tuple[float, float]]] = [[] for _ in range(cy.mask.shape[1])]
+        sigma = np.zeros(cy.n)
+        ok = True
+        for b in order.tolist():
+            x = max([sigma[a] + g for a, g in preds[b]], default=0.0)
+            devs = np.flatnonzero(cy.mask[b]).tolist()
+            for _ in range(4 * cy.n + 4):
+                moved = False
+                lo = x % t
+                for d in devs:
+                    for s0, p0 in busy[d]:
+                        # overlap of [lo, lo + p) and [s0, s0 + p0) modulo t
+                        delta = (s0 - lo) % t
+                        if delta < cy.dur[b] - eps or (t - delta) < p0 - eps:
+                            x += (delta + p0) % t if delta < cy.dur[b] - eps else (p0 - (t - delta))
+                            moved = True
+                            break
+                    if moved:
+                        break
+                if not moved:
+                    break
+            else:
+                ok = False
+            if not ok or x + cy.dur[b] > offsets * t + eps:
+                ok = False
+                break
+            sigma[b] = x
+            for d in devs:
+                busy[d].append((x % t, float(cy.dur[b])))
+        if ok:
+            mem = _steady_memory(cy, sigma, t)
+            fits = all(mem[cy.mask[:, d] & (cy.mem > 0), d].max(initial=-np.inf) <= caps[d] + 1e-9 for d in range(cy.mask.shape[1]))
+            if fits:
+                return sigma, float(t)
+        t += step
+    return None
+
+
 def rep_prepare(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> None:
-    """Repetend blocks, period bounds, offsets and the candidate winding numbers."""
+    """Repetend blocks, period bounds (a heuristic repetend gives the upper bound),
+    offsets, and the range of the winding number of every pair of blocks on a device."""
     params = data["params"]
     unfold = int(params.get("unfold", 1))
     if unfold < 1:
@@ -136,97 +207,100 @@ def rep_prepare(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> N
     work = cy.dur @ cy.mask
     t_lb = float(max(work.max(), cy.dur.max()))
     _, _, lag = inst.edges
-    t_ub = float(unfold * (inst.duration.sum() + lag.sum()))
-    t_ub = max(t_ub, t_lb)
+    t_ub = max(float(unfold * (inst.duration.sum() + lag.sum())), t_lb)
     dist = _longest(cy)
     crit = float(np.max(block_depth(inst) + inst.duration))
     k = params.get("offsets")
     k = int(k) if k is not None else int(min(max(2, math.ceil(crit / t_lb) + 2), 2 * inst.n_blocks + 2))
     if k < 1:
         raise InputError("params.offsets", f"expected a positive integer, got {k!r}")
-    # pairs of blocks sharing a device
-    n = cy.n
+    fixed = params.get("_t")
+    if fixed is None:
+        found = modulo_heuristic(cy, inst, k, t_lb, t_ub)
+        if found:
+            data["heuristic"] = found
+            t_ub = max(found[1], t_lb)
+    else:
+        t_lb = t_ub = float(fixed)
+    preds = np.zeros(cy.n, dtype=bool)
+    preds[cy.dst] = True
+    roots = np.flatnonzero(~preds)
     share = (cy.mask.astype(np.int64) @ cy.mask.T.astype(np.int64)) > 0
     ia, ib = np.nonzero(np.triu(share, 1))
-    q_pair: list[int] = []
-    q_val: list[int] = []
-    for p, (a, b) in enumerate(zip(ia.tolist(), ib.tolist())):
-        lo, hi = -k + 1, k
-        if math.isfinite(dist[a, b]):  # b after a: sigma_b - sigma_a >= dist > 0
-            hi = 0
-        if math.isfinite(dist[b, a]):  # a after b
-            lo = max(lo, 1)
-        for q in range(lo, hi + 1):
-            q_pair.append(p)
-            q_val.append(q)
-    data.update(
-        t_lb=t_lb,
-        t_ub=t_ub,
-        offsets=k,
-        dist=dist,
-        pair_a=ia,
-        pair_b=ib,
-        q_pair=np.asarray(q_pair, dtype=np.int64),
-        q_val=np.asarray(q_val, dtype=np.int64),
-        flat_ub=k * t_ub,
-    )
-    del n
+    q_lo = np.full(ia.size, -k + 1)
+    q_hi = np.full(ia.size, k)
+    after = np.isfinite(dist[ia, ib])  # b after a: sigma_b - sigma_a > 0, so q <= 0
+    before = np.isfinite(dist[ib, ia])  # a after b: q >= 1
+    q_hi[after] = 0
+    q_lo[before] = 1
+    data.update(t_lb=t_lb, t_ub=t_ub, offsets=k, dist=dist, pair_a=ia, pair_b=ib, q_lo=q_lo, q_hi=q_hi, anchor=int(roots[0]) if roots.size == 1 else -1)
 
 
 def rep_variables(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> None:
+    """theta = flat start / period (periods), rho = 1 / period (1/seconds)."""
     cy: Cyclic = data["cyclic"]
-    data["sigma"] = model.add_vars("sigma", cy.n, lb=0.0, ub=data["flat_ub"])
-    data["period"] = model.add_vars("period", 1, lb=data["t_lb"], ub=data.get("t_fix", data["t_ub"]))
+    k = data["offsets"]
+    hi = np.full(cy.n, float(k))
+    if data["anchor"] >= 0:
+        hi[data["anchor"]] = 0.0
+    data["theta"] = model.add_vars("theta", cy.n, lb=0.0, ub=hi)
+    data["rate"] = model.add_vars("rate", 1, lb=1.0 / data["t_ub"], ub=1.0 / data["t_lb"])
 
 
 def rep_dependencies(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> None:
+    """Dependencies and the flat span (at most `offsets` periods), in period units."""
     cy: Cyclic = data["cyclic"]
-    sigma = data["sigma"]
-    precedence_with_lag(model, sigma, cy.src, cy.dst, cy.gap, "flat-dependencies")
-    # the flat schedule spans at most `offsets` periods
-    t = data["period"]
-    k = data["offsets"]
-    model.add_constraints("flat-length", sigma + cy.dur - t[np.zeros(cy.n, dtype=np.int64)] * k <= 0.0)
-    # identical copies of the micro-batch keep their order (symmetry)
-    if cy.unfold > 1:
+    theta, rate = data["theta"], data["rate"]
+    cyclic_precedence(model, theta, rate, cy.src, cy.dst, cy.gap, "flat-dependencies")
+    zero = np.zeros(cy.n, dtype=np.int64)
+    model.add_constraints("flat-length", theta + rate[zero] * cy.dur <= float(data["offsets"]))
+    if cy.unfold > 1:  # identical copies keep their order (symmetry)
         nb = inst.n_blocks
         first = int(inst.topo_order[0])
         idx = np.arange(cy.unfold - 1) * nb + first
-        model.add_constraints("copy-order", sigma[idx + nb] - sigma[idx] >= 0.0)
+        model.add_constraints("copy-order", theta[idx + nb] - theta[idx] >= 0.0)
 
 
 def rep_no_overlap(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> None:
+    """Integer winding number per pair of blocks sharing a device, and their consistency
+    on every triple of blocks of one device."""
     cy: Cyclic = data["cyclic"]
     a, b = data["pair_a"], data["pair_b"]
-    qp, qv = data["q_pair"], data["q_val"]
-    t_ub, flat = data["t_ub"], data["flat_ub"]
-    # |sigma_b - sigma_a| <= flat; |q T| <= |q| t_ub
-    big_m = flat + np.abs(qv) * t_ub + t_ub + cy.dur[a[qp]] + cy.dur[b[qp]]
-    data["wind"] = modulo_no_overlap(model, data["sigma"], data["period"], a, b, cy.dur[a], cy.dur[b], qp, qv, big_m, "modulo")
+    data["wind"] = cyclic_no_overlap(model, data["theta"], data["rate"], a, b, cy.dur[a], cy.dur[b], data["q_lo"], data["q_hi"], "modulo")
+    index = {(int(x), int(y)): j for j, (x, y) in enumerate(zip(a.tolist(), b.tolist()))}
+    triples: set[tuple[int, int, int]] = set()
+    for d in range(cy.mask.shape[1]):
+        on = np.flatnonzero(cy.mask[:, d]).tolist()
+        for i, x in enumerate(on):
+            for j in range(i + 1, len(on)):
+                for m in range(j + 1, len(on)):
+                    triples.add((x, on[j], on[m]))
+    if triples:
+        tri = np.array(sorted(triples), dtype=np.int64)
+        ab = np.array([index[(x, y)] for x, y, _ in tri.tolist()])
+        bc = np.array([index[(y, z)] for _, y, z in tri.tolist()])
+        ac = np.array([index[(x, z)] for x, _, z in tri.tolist()])
+        winding_triangles(model, data["wind"], ab, bc, ac, "winding-triangle")
 
 
 def rep_memory(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> None:
     """Steady-state memory at every allocating block: mu_a + sum_b mu_b q_ab <= cap."""
     cy: Cyclic = data["cyclic"]
     a, b = data["pair_a"], data["pair_b"]
-    qp, qv = data["q_pair"], data["q_val"]
     cap = inst.capacity
     consts, caps, rows, cols, coefs = [], [], [], [], []
     nrow = 0
     for d in range(inst.n_devices):
         if not math.isfinite(cap[d]):
             continue
-        targets = np.flatnonzero(cy.mask[:, d] & (cy.mem > 0))
-        for t in targets.tolist():
-            # pairs (t, x) stored as (a=t, b=x): q_tx = q; stored as (a=x, b=t): q_tx = 1 - q
-            sel_a = (a[qp] == t) & cy.mask[b[qp], d] & (cy.mem[b[qp]] != 0)
-            sel_b = (b[qp] == t) & cy.mask[a[qp], d] & (cy.mem[a[qp]] != 0)
-            ja = np.flatnonzero(sel_a)
-            jb = np.flatnonzero(sel_b)
+        for t in np.flatnonzero(cy.mask[:, d] & (cy.mem > 0)).tolist():
+            # pair stored (t, x): q_tx = q; stored (x, t): q_tx = 1 - q
+            ja = np.flatnonzero((a == t) & cy.mask[b, d] & (cy.mem[b] != 0))
+            jb = np.flatnonzero((b == t) & cy.mask[a, d] & (cy.mem[a] != 0))
             cols.append(np.concatenate([ja, jb]))
-            coefs.append(np.concatenate([cy.mem[b[qp[ja]]] * qv[ja], cy.mem[a[qp[jb]]] * (1 - qv[jb])]))
+            coefs.append(np.concatenate([cy.mem[b[ja]], -cy.mem[a[jb]]]))
             rows.append(np.full(ja.size + jb.size, nrow))
-            consts.append(cy.mem[t])
+            consts.append(cy.mem[t] + cy.mem[a[jb]].sum())
             caps.append(cap[d])
             nrow += 1
     if nrow == 0:
@@ -237,13 +311,14 @@ def rep_memory(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> No
 
 
 def rep_objective(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> None:
-    """Minimize the period (or, with the period fixed, the flat length)."""
-    if data.get("t_fix") is None:
-        model.minimize(data["period"])
+    """Maximize the rate 1/T (minimize the period); with the period fixed, minimize the
+    flat length (periods)."""
+    if data["params"].get("_t") is None:
+        model.maximize(data["rate"])
         return
     cy: Cyclic = data["cyclic"]
     length = model.add_vars("flat-length", (), lb=0.0)
-    model.add_constraints("flat-length-epigraph", data["sigma"] + cy.dur - length <= 0.0)
+    model.add_constraints("flat-length-epigraph", data["theta"] + data["rate"][np.zeros(cy.n, dtype=np.int64)] * cy.dur - length <= 0.0)
     model.minimize(length)
 
 
@@ -263,49 +338,60 @@ class Repetend:
     search_seconds: float
 
 
+def _warm(model: Model, data: dict[str, Any], sigma: np.ndarray, period: float) -> np.ndarray:
+    cy: Cyclic = data["cyclic"]
+    a, b = data["pair_a"], data["pair_b"]
+    q = np.ceil((sigma[a] + cy.dur[a] - sigma[b]) / period - 1e-9)
+    vals: dict[str, Any] = {"theta": sigma / period, "rate": [1.0 / period], "modulo-wind": q}
+    if "flat-length" in model.var_blocks:
+        vals["flat-length"] = float(np.max((sigma + cy.dur) / period))
+    return model.vector(vals)
+
+
+def _sub_ctx(ctx: RunContext, limit: float) -> RunContext:
+    remaining = ctx.remaining_time()
+    lim = limit if remaining is None else max(0.05, min(limit, remaining / 3))
+    sub = RunContext(ctx.backend, ctx.options.with_(time_limit=lim), dict(ctx.params))
+    sub.solver_results = ctx.solver_results
+    return sub
+
+
 def search_repetend(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any]) -> Repetend:
-    """Minimize the period, then (optionally) the flat length at that period."""
+    """Minimize the period (skipped when the heuristic repetend meets the resource bound),
+    then, time-limited, the flat length at that period."""
     t0 = time.perf_counter()
-    model, data = build_model("tessel-repetend", REPETEND_BLOCKS, inst, params)
-    res = ctx.solve_model(model, build_seconds=time.perf_counter() - t0)
-    if res.values is None:
-        if res.termination.value in ("infeasible", "infeasible_or_unbounded"):
-            raise InfeasibleError(
-                f"{inst.name}: no repetend with at most {data['offsets']} micro-batch offsets fits the memory capacity",
-                details={"offsets": data["offsets"]},
-            )
-        raise InfeasibleError(f"{inst.name}: the repetend search found no solution ({res.termination.value})", details={})
-    period = float(res.values_by_block["period"][0])
-    sigma = np.asarray(res.values_by_block["sigma"], dtype=float)
-    bound = res.bound
-    proven = res.termination.value == "optimal"
-    if integral_data(inst):
-        period = float(round(period)) if abs(period - round(period)) < 1e-6 else period
-        if bound is not None:
-            bound = float(math.ceil(bound - 1e-6))
+    model, data = build_model("tessel-repetend", REPETEND_BLOCKS, inst, {**params, "_t": None})
+    heur = data.get("heuristic")
+    t_lb = float(data["t_lb"])
+    if heur and heur[1] <= t_lb * (1 + 1e-9) + 1e-12:
+        sigma, period = np.asarray(heur[0]), float(heur[1])
+        bound: float | None = t_lb
+        proven = True
+    else:
+        warm = _warm(model, data, heur[0], heur[1]) if heur else None
+        res = ctx.solve_model(model, warm_start=warm, build_seconds=time.perf_counter() - t0)
+        if res.values is None:
+            if res.termination.value in ("infeasible", "infeasible_or_unbounded"):
+                raise InfeasibleError(
+                    f"{inst.name}: no repetend with at most {data['offsets']} micro-batch offsets fits the memory capacity",
+                    details={"offsets": data["offsets"]},
+                )
+            raise InfeasibleError(f"{inst.name}: the repetend search found no solution ({res.termination.value})", details={})
+        rate = float(res.values_by_block["rate"][0])
+        period = 1.0 / rate
+        if integral_data(inst) and abs(period - round(period)) < 1e-6:
+            period = float(round(period))
+        sigma = np.asarray(res.values_by_block["theta"], dtype=float) * period
+        bound = None if res.bound is None or res.bound <= 0 else 1.0 / res.bound
+        proven = res.termination.value == "optimal"
     if params.get("min_flat_length", True):
-        fixed = {**params, "_t": period}
         t1 = time.perf_counter()
-        m2, d2 = build_model("tessel-flat", (_fix_period, *REPETEND_BLOCKS[1:]), inst, {**fixed, "_base": data})
-        warm = m2.vector({"sigma": sigma, "period": [period], "modulo-wind": res.values_by_block["modulo-wind"], "flat-length": float(np.max(sigma + data["cyclic"].dur))})
-        r2 = ctx.solve_model(m2, warm_start=warm, build_seconds=time.perf_counter() - t1)
+        m2, d2 = build_model("tessel-flat", REPETEND_BLOCKS, inst, {**params, "_t": period})
+        r2 = _sub_ctx(ctx, float(params.get("flat_time_limit", 0.5))).solve_model(m2, warm_start=_warm(m2, d2, sigma, period), build_seconds=time.perf_counter() - t1)
         if r2.values is not None:
-            sigma = np.asarray(r2.values_by_block["sigma"], dtype=float)
-            period = float(r2.values_by_block["period"][0])
+            sigma = np.asarray(r2.values_by_block["theta"], dtype=float) * period
     sigma = sigma - sigma.min()
     return Repetend(sigma, period, bound, proven, int(data["offsets"]), int(data["cyclic"].unfold), time.perf_counter() - t0)
-
-
-def _fix_period(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> None:
-    base = data["params"]["_base"]
-    for key in ("cyclic", "t_lb", "t_ub", "offsets", "dist", "pair_a", "pair_b", "q_pair", "q_val", "flat_ub"):
-        data[key] = base[key]
-    t = float(data["params"]["_t"])
-    data["t_fix"] = t * (1 + 1e-9) + 1e-9
-    data["t_lb"] = min(data["t_lb"], t)
-
-
-# -- unrolling ------------------------------------------------------------------------------
 
 
 def naive_unroll(inst: PipelineInstance, rep: Repetend) -> np.ndarray:

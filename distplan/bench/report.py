@@ -1,0 +1,564 @@
+"""Benchmark reports: tables, performance profiles, time-to-target plots, exports.
+
+Conventions (Mittelmann's benchmarks, MIPLIB): a run of an exact formulation is *solved*
+when it ends with a proven optimum (or a proof of infeasibility) and the audit found
+nothing wrong with it; a heuristic run is solved when its plan passed the evaluator.
+Times are ``wall_seconds`` of ``distplan.solve`` (build + solve + evaluation), seconds;
+unsolved runs count at the time limit. Per instance, runs over seeds and repetitions are
+averaged; the shifted geometric mean over instances uses a shift of 10 s:
+``exp(mean(log(t + 10))) - 10``. The mean gap at the time limit is over the runs of exact
+formulations that stopped without proving optimality (a run without a solution or a
+bound counts as 100 %). Wrong answers are the runs the audit flags (`distplan.bench.verify`).
+
+Dolan–Moré performance profiles (Math. Programming 91, 2002): for each formulation run on
+several backends, rho_s(tau) = share of instances on which backend s is within a factor
+tau of the fastest backend. Time-to-target plots: share of instances on which a
+(formulation, backend) reaches the best verified objective known for the instance, by
+time. matplotlib is imported only when figures are drawn.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import math
+import os
+import platform
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from distplan.errors import InputError
+
+from .runner import FAILED_TERMINATIONS
+from .store import EXPORT_FIELDS, Store, open_existing
+from .verify import Audit, audit_database, label_of
+
+SHIFT_SECONDS = 10.0
+LIMIT_TERMINATIONS = frozenset({"time_limit", "killed", "no_solution", "node_limit", "iteration_limit", "solution_limit", "interrupted"})
+
+
+def shifted_geometric_mean(values: Sequence[float], shift: float = SHIFT_SECONDS) -> float:
+    """exp(mean(log(v + shift))) - shift (seconds); NaN for no values."""
+    if not values:
+        return math.nan
+    return math.exp(sum(math.log(v + shift) for v in values) / len(values)) - shift
+
+
+def is_solved(run: dict[str, Any], wrong: set[str]) -> bool:
+    if run["run_key"] in wrong or run["termination"] in FAILED_TERMINATIONS:
+        return False
+    if run.get("bound_only"):
+        return run.get("bound") is not None
+    if run.get("exact"):
+        return run["status"] == "optimal" or run["termination"] == "infeasible"
+    return run.get("verdict") == "accepted"
+
+
+def run_time(run: dict[str, Any], wrong: set[str]) -> float:
+    """The run's time for statistics: wall seconds if solved, else the time limit."""
+    limit = run.get("time_limit")
+    if is_solved(run, wrong) and run.get("wall_seconds") is not None:
+        t = float(run["wall_seconds"])
+        return min(t, float(limit)) if limit else t
+    if limit:
+        return float(limit)
+    return float(run.get("process_seconds") or run.get("wall_seconds") or 0.0)
+
+
+def combos(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(formulation label, backend) pairs: exact formulations first, then in first-seen order."""
+    seen: dict[tuple[str, str], tuple[int, int, int]] = {}
+    first_label: dict[str, int] = {}
+    first_backend: dict[str, int] = {}
+    for r in runs:
+        label = label_of(r)
+        first_label.setdefault(label, len(first_label))
+        first_backend.setdefault(r["backend"], len(first_backend))
+        seen.setdefault((label, r["backend"]), (0 if r.get("exact") else 1, first_label[label], first_backend[r["backend"]]))
+    return sorted(seen, key=lambda k: seen[k])
+
+
+def summary_rows(runs: list[dict[str, Any]], audit: Audit) -> list[dict[str, Any]]:
+    """One row per (formulation label, backend): counts, SGM time, gaps, memory."""
+    wrong = audit.wrong_runs()
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        groups[(label_of(r), r["backend"])].append(r)
+    rows = []
+    for key in combos(runs):
+        group = groups[key]
+        per_instance: dict[str, list[float]] = defaultdict(list)
+        for r in group:
+            per_instance[r["instance_hash"]].append(run_time(r, wrong))
+        times = [statistics.fmean(v) for v in per_instance.values()]
+        exact = bool(group[0].get("exact"))
+        limited = [r for r in group if exact and not is_solved(r, wrong) and r["termination"] in LIMIT_TERMINATIONS]
+        gaps = [1.0 if r.get("gap") is None else float(r["gap"]) for r in limited]
+        builds = [float(r["build_seconds"]) for r in group if r.get("build_seconds") is not None]
+        solves = [float(r["solve_seconds"]) for r in group if r.get("solve_seconds") is not None]
+        peaks = [int(r["peak_memory_bytes"]) for r in group if r.get("peak_memory_bytes")]
+        versions = sorted({str(r.get("backend_version") or "") for r in group})
+        rows.append(
+            {
+                "formulation": key[0],
+                "backend": key[1],
+                "version": ", ".join(v for v in versions if v),
+                "program": group[0].get("program") or "",
+                "exact": exact,
+                "runs": len(group),
+                "instances": len(per_instance),
+                "solved": sum(1 for r in group if is_solved(r, wrong)),
+                "feasible": sum(1 for r in group if r.get("verdict") == "accepted"),
+                "limit": sum(1 for r in group if r["termination"] in LIMIT_TERMINATIONS),
+                "failed": sum(1 for r in group if r["termination"] in FAILED_TERMINATIONS and r["termination"] not in ("no_solution",)),
+                "wrong": sum(1 for r in group if r["run_key"] in wrong),
+                "sgm_seconds": shifted_geometric_mean(times),
+                "mean_gap_at_limit": statistics.fmean(gaps) if gaps else None,
+                "limit_runs": len(limited),
+                "mean_build_seconds": statistics.fmean(builds) if builds else None,
+                "mean_solve_seconds": statistics.fmean(solves) if solves else None,
+                "max_peak_memory_bytes": max(peaks) if peaks else None,
+            }
+        )
+    return rows
+
+
+def profile_ratios(runs: list[dict[str, Any]], label: str, wrong: set[str]) -> dict[str, list[float]]:
+    """Dolan–Moré ratios t(p, s) / min_s t(p, s) per backend s over instances p (inf: unsolved)."""
+    times: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    solved: dict[tuple[str, str], bool] = {}
+    for r in runs:
+        if label_of(r) != label:
+            continue
+        b, h = r["backend"], r["instance_hash"]
+        times[b][h].append(float(r.get("wall_seconds") or 0.0))
+        solved[(b, h)] = solved.get((b, h), True) and is_solved(r, wrong)
+    backends = sorted(times)
+    instances = sorted({h for b in backends for h in times[b]})
+    best: dict[str, float] = {}
+    for h in instances:
+        ok = [statistics.fmean(times[b][h]) for b in backends if h in times[b] and solved[(b, h)]]
+        if ok:
+            best[h] = max(min(ok), 1e-6)
+    out: dict[str, list[float]] = {}
+    for b in backends:
+        ratios = []
+        for h in instances:
+            if h in times[b] and solved[(b, h)] and h in best:
+                ratios.append(max(statistics.fmean(times[b][h]), 1e-6) / best[h])
+            else:
+                ratios.append(math.inf)
+        out[b] = ratios
+    return out
+
+
+def time_to_target(runs: list[dict[str, Any]], audit: Audit) -> dict[tuple[str, str], tuple[list[float], int]]:
+    """Per (label, backend): sorted times of runs that reached the instance's best verified
+    objective (relative 1e-6), and the number of runs."""
+    wrong = audit.wrong_runs()
+    out: dict[tuple[str, str], tuple[list[float], int]] = {}
+    for key in combos(runs):
+        group = [r for r in runs if (label_of(r), r["backend"]) == key and not r.get("bound_only")]
+        if not group:
+            continue
+        hits = []
+        for r in group:
+            target = audit.best_objective.get(r["instance_hash"])
+            obj = r.get("objective")
+            if target is None or obj is None or r["run_key"] in wrong or r.get("verdict") != "accepted":
+                continue
+            if obj <= target * (1 + 1e-6) + 1e-12 and r.get("wall_seconds") is not None:
+                hits.append(float(r["wall_seconds"]))
+        out[key] = (sorted(hits), len(group))
+    return out
+
+
+# -- figures -------------------------------------------------------------------------------------
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_profile(ratios: dict[str, list[float]], title: str, path: Path) -> None:
+    plt = _pyplot()
+    finite = [x for v in ratios.values() for x in v if math.isfinite(x)]
+    tau_max = max(2.0, max(finite) * 1.25) if finite else 2.0
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for backend, rs in sorted(ratios.items()):
+        n = len(rs)
+        xs = sorted(x for x in rs if math.isfinite(x))
+        steps_x = [1.0] + xs + [tau_max]
+        steps_y = [0.0] + [(k + 1) / n for k in range(len(xs))] + [len(xs) / n]
+        ax.step(steps_x, steps_y, where="post", label=backend)
+    ax.set_xscale("log", base=2)
+    ax.set_xlim(1.0, tau_max)
+    ax.set_ylim(0.0, 1.02)
+    ax.set_xlabel("tau (time within a factor tau of the fastest backend)")
+    ax.set_ylabel("share of instances")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_time_to_target(data: dict[tuple[str, str], tuple[list[float], int]], path: Path) -> None:
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.0, 4.4))
+    t_max = max((t for hits, _ in data.values() for t in hits), default=1.0)
+    t_min = min((t for hits, _ in data.values() for t in hits if t > 0), default=1e-3)
+    for (label, backend), (hits, n) in data.items():
+        xs = [max(t, t_min) for t in hits]
+        ys = [(k + 1) / n for k in range(len(xs))]
+        ax.step([t_min] + xs + [t_max * 1.5], [0.0] + ys + [ys[-1] if ys else 0.0], where="post", label=f"{label} / {backend}")
+    ax.set_xscale("log")
+    ax.set_ylim(0.0, 1.02)
+    ax.set_xlabel("wall time (s)")
+    ax.set_ylabel("share of runs at the best known objective")
+    ax.set_title("time to target (target: best verified objective per instance)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_quality(audit: Audit, path: Path) -> None:
+    plt = _pyplot()
+    groups: dict[str, list[float]] = defaultdict(list)
+    for q in audit.quality:
+        groups[f"{q.label} / {q.backend}"].append(q.ratio)
+    names = sorted(groups)
+    fig, ax = plt.subplots(figsize=(7.0, 0.6 * len(names) + 1.6))
+    data = [groups[n] for n in names]
+    try:
+        ax.boxplot(data, orientation="horizontal", whis=(0, 100))
+    except TypeError:  # matplotlib < 3.10
+        ax.boxplot(data, vert=False, whis=(0, 100))
+    for k, n in enumerate(names):
+        ax.plot(groups[n], [k + 1] * len(groups[n]), "o", alpha=0.4, markersize=3)
+    ax.set_yticks(range(1, len(names) + 1), names, fontsize=8)
+    ax.axvline(1.0, color="grey", lw=0.8)
+    ax.set_xlabel("objective / best certified lower bound")
+    ax.set_title("heuristic quality per instance")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# -- the Markdown report -----------------------------------------------------------------------------
+
+
+def _f(v: Any, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.{digits}f}"
+    return str(v)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out.extend("| " + " | ".join(r) + " |" for r in rows)
+    return out
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in text).strip("-")
+
+
+def write_report(db: str | Path, out_dir: str | Path | None = None, figures: bool = True) -> Path:
+    """Write ``report.md`` (and PNG figures) for a database; returns the Markdown path."""
+    out = Path(out_dir) if out_dir is not None else Path(db).with_name(Path(db).stem + "-report")
+    out.mkdir(parents=True, exist_ok=True)
+    with open_existing(db) as store:
+        runs = store.runs()
+        campaigns = store.campaigns()
+        audit = audit_database(store)
+    if not runs:
+        raise InputError(str(db), "the database holds no runs", "run a campaign first")
+    wrong = audit.wrong_runs()
+    rows = summary_rows(runs, audit)
+    lines: list[str] = []
+    names = sorted({c["name"] for c in campaigns}) or ["(unnamed)"]
+    lines.append(f"# Benchmark report: {', '.join(names)}")
+    lines.append("")
+    limits = sorted({float(r["time_limit"]) for r in runs if r.get("time_limit")})
+    hosts = sorted({str(r.get("host")) for r in runs if r.get("host")})
+    instances = {r["instance_hash"]: r["instance"] for r in runs}
+    lines.append(
+        f"{len(runs)} runs on {len(instances)} instances; time limit {', '.join(f'{t:g}' for t in limits) or '-'} s per run; "
+        f"written {_dt.date.today().isoformat()} by `distplan bench report` from `{Path(db).name}`."
+    )
+    lines.append(f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; runs executed on {', '.join(hosts) or '-'}.")
+    finished = [str(r["finished_at"]) for r in runs if r.get("finished_at")]
+    if finished:
+        lines.append(f"Runs finished between {min(finished)} and {max(finished)} (UTC).")
+    lines.append("")
+    lines.append("Times are seconds of `distplan.solve` (model build + solve + evaluation) in a fresh process per run; an unsolved run counts at the time limit; "
+                 "SGM = shifted geometric mean over instances with a 10 s shift. *Solved*: proven optimal (exact formulations) or an accepted plan (heuristics), "
+                 "and nothing flagged by the audit. Peak memory is the run process's resident peak, including the preloaded interpreter and solver libraries.")
+    lines.append("")
+    lines.append("## Results per formulation and backend")
+    lines.append("")
+    header = ["formulation", "backend", "version", "runs", "solved", "feasible", "limit", "failed", "wrong", "SGM time (s)", "mean gap at limit", "build (s)", "solve (s)", "peak MB"]
+    body = []
+    for row in rows:
+        gap = "-" if row["mean_gap_at_limit"] is None else f"{100 * row['mean_gap_at_limit']:.2f} % ({row['limit_runs']})"
+        peak = "-" if row["max_peak_memory_bytes"] is None else f"{row['max_peak_memory_bytes'] / 1e6:.0f}"
+        body.append(
+            [
+                row["formulation"] + ("" if row["exact"] else " (heuristic)"),
+                row["backend"],
+                row["version"] or "-",
+                str(row["runs"]),
+                str(row["solved"]),
+                str(row["feasible"]),
+                str(row["limit"]),
+                str(row["failed"]),
+                str(row["wrong"]),
+                _f(row["sgm_seconds"]),
+                gap,
+                _f(row["mean_build_seconds"]),
+                _f(row["mean_solve_seconds"]),
+                peak,
+            ]
+        )
+    lines.extend(_table(header, body))
+    lines.append("")
+
+    # per instance: best bound, best objective, per combo the outcome
+    keys = combos(runs)
+    lines.append("## Per instance")
+    lines.append("")
+    lines.append("Each cell: wall time in seconds and the outcome (`opt` proven optimal, `ok` accepted plan, `lim` limit with gap, or the termination); the objective ratio to the best known objective follows `x` when above 1.")
+    lines.append("")
+    by: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        by[(r["instance_hash"], label_of(r), r["backend"])].append(r)
+    inst_rows = []
+    for h, name in sorted(instances.items(), key=lambda kv: kv[1]):
+        cells = [name, _f(audit.best_bound.get(h), 6), _f(audit.best_objective.get(h), 6)]
+        for key in keys:
+            rs = by.get((h, *key), [])
+            cells.append(_cell(rs, audit.best_objective.get(h), wrong))
+        inst_rows.append(cells)
+    lines.extend(_table(["instance", "best bound", "best objective", *[f"{a} / {b}" for a, b in keys]], inst_rows))
+    lines.append("")
+
+    figures_made: list[tuple[str, str]] = []
+    figure_note = ""
+    if figures:
+        try:
+            _pyplot()
+        except ImportError:
+            figure_note = "Figures need matplotlib: pip install 'distplan[plot]'."
+    if figures and not figure_note:
+        labels = sorted({label_of(r) for r in runs if not r.get("bound_only")})
+        for label in labels:
+            ratios = profile_ratios(runs, label, wrong)
+            if len(ratios) < 2:
+                continue
+            fname = f"profile-{_slug(label)}.png"
+            plot_profile(ratios, f"performance profile: {label}", out / fname)
+            figures_made.append((f"Performance profile of {label}", fname))
+        ttt = time_to_target(runs, audit)
+        if ttt:
+            plot_time_to_target(ttt, out / "time-to-target.png")
+            figures_made.append(("Time to target", "time-to-target.png"))
+        if audit.quality:
+            plot_quality(audit, out / "heuristic-quality.png")
+            figures_made.append(("Heuristic quality", "heuristic-quality.png"))
+    lines.append("## Performance profiles and time to target")
+    lines.append("")
+    if figure_note:
+        lines.append(figure_note)
+    profile_figs = [f for f in figures_made if f[1].startswith("profile-")]
+    if not profile_figs and not figure_note:
+        lines.append("No formulation ran on two or more backends: no performance profile.")
+    for title, fname in figures_made:
+        if fname != "heuristic-quality.png":
+            lines.append(f"![{title}]({fname})")
+            lines.append("")
+    lines.append("")
+
+    lines.append("## Verification")
+    lines.append("")
+    lines.append(
+        f"{audit.reevaluated} stored plans re-evaluated with the independent evaluator; bound audit over {len(instances)} instances "
+        "(no proven bound may exceed a verified objective of the same instance). "
+        f"Wrong answers: **{len(wrong)}**."
+    )
+    lines.append("")
+    if audit.findings:
+        lines.extend(_table(["category", "run", "finding"], [[f.category, f.run_key, f.message.replace("|", "/")] for f in audit.findings]))
+    else:
+        lines.append("No problem found: every plan passed the evaluator with its stored objective, no optimality claim has a gap above tolerance, and no bound exceeds a feasible objective.")
+    lines.append("")
+
+    lines.append("## Heuristic quality")
+    lines.append("")
+    qs = audit.quality_summary()
+    if qs:
+        lines.append("Objective / best certified lower bound of the instance (1 = proven optimal).")
+        lines.append("")
+        lines.extend(_table(["heuristic", "backend", "instances", "min", "median", "max"], [[q["formulation"], q["backend"], str(q["instances"]), f"{q['min']:.4f}", f"{q['median']:.4f}", f"{q['max']:.4f}"] for q in qs]))
+        lines.append("")
+        if any(f[1] == "heuristic-quality.png" for f in figures_made):
+            lines.append("![Heuristic quality](heuristic-quality.png)")
+            lines.append("")
+    else:
+        lines.append("No heuristic run with a certified bound.")
+        lines.append("")
+    lines.extend(_guarantee_section(audit))
+
+    failures = [r for r in runs if r["termination"] in FAILED_TERMINATIONS]
+    lines.append("## Failed runs")
+    lines.append("")
+    if failures:
+        lines.extend(
+            _table(
+                ["instance", "formulation", "backend", "termination", "error (first line)"],
+                [[r["instance"], label_of(r), r["backend"], r["termination"], (r.get("error") or "").splitlines()[0][:160].replace("|", "/") if r.get("error") else "-"] for r in failures],
+            )
+        )
+    else:
+        lines.append("None.")
+    lines.append("")
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _cell(rs: list[dict[str, Any]], best: float | None, wrong: set[str]) -> str:
+    if not rs:
+        return ""
+    r = rs[0] if len(rs) == 1 else min(rs, key=lambda x: (not is_solved(x, wrong), x.get("wall_seconds") or math.inf))
+    t = r.get("wall_seconds")
+    if r["run_key"] in wrong:
+        what = "WRONG"
+    elif r.get("exact") and r["status"] == "optimal":
+        what = "opt"
+    elif r.get("bound_only"):
+        what = "bound"
+    elif r.get("verdict") == "accepted" and r["termination"] in LIMIT_TERMINATIONS:
+        what = "lim " + ("-" if r.get("gap") is None else f"{100 * r['gap']:.1f}%")
+    elif r.get("verdict") == "accepted":
+        what = "ok"
+    else:
+        what = r["termination"]
+    ratio = ""
+    if best and r.get("objective") is not None and r.get("verdict") == "accepted" and r["objective"] > best * (1 + 1e-6):
+        ratio = f" x{r['objective'] / best:.3f}"
+    suffix = f" ({len(rs)} runs)" if len(rs) > 1 else ""
+    return f"{_f(t, 2)} {what}{ratio}{suffix}"
+
+
+def _guarantee_section(audit: Audit) -> list[str]:
+    lines = ["## Approximation guarantees", ""]
+    by: dict[str, list[Any]] = defaultdict(list)
+    for g in audit.guarantees:
+        by[g.guarantee].append(g)
+    if not by:
+        lines.append("No heuristic with a known guarantee ran.")
+        lines.append("")
+        return lines
+    lines.append(
+        "A guarantee is checked where its precondition holds. *Violated* means the objective exceeds an upper estimate of the guarantee's "
+        "right-hand side (certain); *possibly violated* means it exceeds only the lower estimate (the optimum is not known precisely)."
+    )
+    lines.append("")
+    rows = []
+    for name, checks in sorted(by.items()):
+        applies = [g for g in checks if g.applies]
+        reasons = sorted({g.precondition for g in checks if not g.applies})
+        rows.append(
+            [
+                name,
+                str(len(checks)),
+                str(len(applies)),
+                str(sum(1 for g in applies if g.verdict == "holds")),
+                str(sum(1 for g in applies if g.verdict == "possibly violated")),
+                str(sum(1 for g in applies if g.verdict == "violated")),
+                "; ".join(reasons)[:300] or "-",
+            ]
+        )
+    lines.extend(_table(["guarantee", "runs", "precondition holds", "holds", "possibly violated", "violated", "why not applicable"], rows))
+    lines.append("")
+    exceed = [g for g in audit.guarantees if g.verdict in ("violated", "possibly violated")]
+    if exceed:
+        lines.extend(
+            _table(
+                ["instance", "formulation", "backend", "guarantee", "verdict", "objective", "RHS lower", "RHS upper"],
+                [[g.instance, g.formulation, g.backend, g.guarantee, g.verdict + ("" if g.binding else " (not proven for this algorithm)"), f"{g.objective:.6g}", _f(g.rhs_lower, 6), _f(g.rhs_upper, 6)] for g in exceed],
+            )
+        )
+        lines.append("")
+    return lines
+
+
+# -- exports -------------------------------------------------------------------------------------------
+
+
+def export_rows(store: Store) -> list[dict[str, Any]]:
+    rows = []
+    for r in store.runs():
+        row = {f: r.get(f) for f in EXPORT_FIELDS}
+        row["label"] = label_of(r)
+        rows.append(row)
+    return rows
+
+
+def export_csv(db: str | Path, path: str | Path) -> int:
+    """Write one CSV row per run (the plan and full result stay in the DB); returns the count."""
+    with open_existing(db) as store:
+        rows = export_rows(store)
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=[*EXPORT_FIELDS, "label"])
+        writer.writeheader()
+        writer.writerows(rows)
+    return len(rows)
+
+
+def export_parquet(db: str | Path, path: str | Path) -> int:
+    """Write the runs as Parquet (needs pyarrow, or pandas with a Parquet engine)."""
+    with open_existing(db) as store:
+        rows = export_rows(store)
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        pa = None
+    if pa is not None:
+        pq.write_table(pa.Table.from_pylist(rows), str(path))
+        return len(rows)
+    try:
+        import pandas as pd
+
+        pd.DataFrame(rows).to_parquet(path)
+    except ImportError:
+        raise InputError("--parquet", "Parquet export needs pyarrow (or pandas with a Parquet engine), which is not installed", "pip install pyarrow, or export CSV with --csv") from None
+    return len(rows)
+
+
+def summary_json(db: str | Path) -> dict[str, Any]:
+    """The report's tables as data (for scripts)."""
+    with open_existing(db) as store:
+        runs = store.runs()
+        audit = audit_database(store)
+    return {
+        "summary": summary_rows(runs, audit),
+        "wrong_answers": [f.__dict__ for f in audit.findings],
+        "heuristic_quality": audit.quality_summary(),
+        "guarantees": [{**g.__dict__, "verdict": g.verdict} for g in audit.guarantees if g.applies],
+    }

@@ -1,0 +1,135 @@
+"""`distplan make KIND ...`: build instances from the zoo, the catalogue and the generators."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from distplan.cli.importers import add_make_placement
+from distplan.errors import InputError
+from distplan.models.common import write_json
+
+
+def _floats(text: str | None) -> tuple[float, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(float(x) for x in text.split(","))
+    except ValueError:
+        raise InputError("--bandwidth-gbs/--latency-us", f"{text!r} is not a comma-separated list of numbers") from None
+
+
+def _mesh(text: str) -> int | tuple[int, ...]:
+    try:
+        parts = tuple(int(x) for x in text.lower().split("x"))
+    except ValueError:
+        raise InputError("--mesh", f"{text!r} is not a mesh shape", "write e.g. 8 or 2x4") from None
+    return parts[0] if len(parts) == 1 else parts
+
+
+def cmd_make_sharding(args: argparse.Namespace) -> int:
+    from distplan.instances.transformer import preset, transformer
+
+    bandwidth = _floats(args.bandwidth_gbs)
+    latency = _floats(args.latency_us)
+    kw: dict[str, Any] = {
+        "mesh": _mesh(args.mesh),
+        "device": args.device,
+        "bandwidth": None if bandwidth is None else tuple(b * 1e9 for b in bandwidth),
+        "latency": None if latency is None else tuple(x * 1e-6 for x in latency),
+        "memory": None if args.memory_gb is None else args.memory_gb * 1e9,
+        "flash": args.flash,
+        "sequence_split": args.sequence_split,
+        "name": args.name,
+    }
+    if args.model == "transformer":
+        missing = [f for f in ("layers", "hidden", "heads", "seq") if getattr(args, f) is None]
+        if missing:
+            raise InputError(f"--{missing[0]}", "needed for --model transformer", "give --layers --hidden --heads --seq")
+        inst = transformer(args.layers, args.hidden, args.heads, args.seq, args.batch, args.vocab, ffn=args.ffn, **kw)
+    else:
+        extra = {k: getattr(args, k) for k in ("layers", "seq") if getattr(args, k) is not None}
+        inst = preset(args.model, batch=args.batch, **kw, **extra)
+    inst.to_json(args.output)
+    print(f"wrote {args.output}: {inst.summary()}")
+    return 0
+
+
+def cmd_make_pipeline(args: argparse.Namespace) -> int:
+    from distplan.instances.pipelines import make_pipeline
+
+    inst = make_pipeline(
+        args.shape,
+        args.stages,
+        args.micro_batches,
+        forward_time=args.forward_time,
+        backward_time=args.backward_time,
+        weight_time=args.weight_time,
+        chunks=args.chunks,
+        memory_capacity=args.memory,
+        comm_delay=args.comm_delay,
+        mode=args.mode,
+        name=args.name,
+    )
+    inst.to_json(args.output)
+    print(f"wrote {args.output}: {inst.summary()}")
+    return 0
+
+
+def cmd_make_random(args: argparse.Namespace) -> int:
+    from distplan.instances import generators
+
+    fn = {"layered": generators.random_layered_dag, "series-parallel": generators.series_parallel, "chain": generators.chain_of_blocks}[args.generator]
+    doc = fn(args.ops, n_devices=args.devices, seed=args.seed)
+    write_json(doc, args.output)
+    print(f"wrote {args.output}: {len(doc['graph']['ops'])} ops, {len(doc['graph']['edges'])} edges")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    make = sub.add_parser("make", help="create an instance (placement, sharding, pipeline, random DAG)")
+    kinds = make.add_subparsers(dest="make_kind", metavar="KIND", required=True)
+    add_make_placement(kinds)
+
+    p = kinds.add_parser("sharding", help="a transformer training graph on a device mesh (Alpa/TAP sharding)")
+    p.add_argument("--model", default="transformer", help="transformer (give the shape), gpt2-xl or gpt3-175b")
+    p.add_argument("--layers", type=int, default=None)
+    p.add_argument("--hidden", type=int, default=None)
+    p.add_argument("--heads", type=int, default=None)
+    p.add_argument("--seq", type=int, default=None)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--vocab", type=int, default=50257)
+    p.add_argument("--ffn", type=int, default=None, help="FFN width (default 4 x hidden)")
+    p.add_argument("--mesh", default="8", help="mesh shape: 8 or 2x4")
+    p.add_argument("--device", default="A100-80GB")
+    p.add_argument("--memory-gb", type=float, default=None, help="memory per device (default: the device's)")
+    p.add_argument("--bandwidth-gbs", default=None, help="bandwidth per mesh axis, GB/s, e.g. 240,25")
+    p.add_argument("--latency-us", default=None, help="latency per mesh axis, microseconds, e.g. 2,10")
+    p.add_argument("--flash", action="store_true", help="flash attention (no s x s score tensors kept)")
+    p.add_argument("--sequence-split", action="store_true", help="allow sequence-parallel strategies")
+    p.add_argument("--name", default=None)
+    p.add_argument("-o", "--output", required=True)
+    p.set_defaults(func=cmd_make_sharding)
+
+    p = kinds.add_parser("pipeline", help="a pipeline placement (v, x, m, k, nn, interleaved, zb) for repetend scheduling")
+    p.add_argument("--shape", required=True)
+    p.add_argument("--stages", type=int, required=True)
+    p.add_argument("--micro-batches", type=int, required=True)
+    p.add_argument("--forward-time", type=float, default=1.0, help="seconds per forward block")
+    p.add_argument("--backward-time", type=float, default=3.0, help="seconds per backward block (B + W unless split)")
+    p.add_argument("--weight-time", type=float, default=None, help="seconds of the W part (zero-bubble B/W split)")
+    p.add_argument("--chunks", type=int, default=2, help="virtual chunks per device (interleaved)")
+    p.add_argument("--memory", type=float, default=None, help="memory capacity per device (the blocks' units)")
+    p.add_argument("--comm-delay", type=float, default=0.0, help="seconds between blocks on different devices")
+    p.add_argument("--mode", default="training", choices=["training", "inference"])
+    p.add_argument("--name", default=None)
+    p.add_argument("-o", "--output", required=True)
+    p.set_defaults(func=cmd_make_pipeline)
+
+    p = kinds.add_parser("random", help="a seeded random placement DAG (scaling studies)")
+    p.add_argument("--generator", default="layered", choices=["layered", "series-parallel", "chain"])
+    p.add_argument("--ops", type=int, required=True)
+    p.add_argument("--devices", type=int, default=4)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--output", required=True)
+    p.set_defaults(func=cmd_make_random)
