@@ -82,6 +82,19 @@ def _count(db: Path) -> int:
         return 0
 
 
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs (a zombie waiting to be reaped counts as dead)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+        return state not in (b"Z", b"X")
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
 @pytest.fixture(scope="module")
 def campaign_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("campaign")
@@ -211,6 +224,7 @@ def test_hanging_and_crashing_runs_are_recorded_and_the_campaign_continues(tmp_p
                 "baechi_etf",
                 {"name": "baechi_topo", "time_limit": 0.5, "grace": 0.3, "_test_hang_seconds": 120},
                 {"name": "single_device", "_test_exit_code": 3},
+                {"name": "baechi_sct", "_test_stray_pidfile": str(tmp_path / "stray.pid")},
             ],
             "instances": [{"generator": "random_layered_dag", "n_ops": [5, 6], "seed": 0, "n_devices": 2}],
         },
@@ -219,7 +233,7 @@ def test_hanging_and_crashing_runs_are_recorded_and_the_campaign_continues(tmp_p
     t0 = time.perf_counter()
     counts = run_campaign(c, tmp_path / "h.db", jobs=2, progress=False)
     assert time.perf_counter() - t0 < 30
-    assert counts["stored"] == 6
+    assert counts["stored"] == 8
     with Store(tmp_path / "h.db") as store:
         runs = {(r["instance"], r["formulation"]): r for r in store.runs()}
     for (_, form), r in runs.items():
@@ -229,8 +243,12 @@ def test_hanging_and_crashing_runs_are_recorded_and_the_campaign_continues(tmp_p
             assert "test hook: sleeping" in r["error"]  # the stderr tail
         elif form == "single_device":
             assert r["termination"] == "crashed" and "exited with code 3" in r["error"] and "test hook" in r["error"]
+        elif form == "baechi_sct":
+            assert r["verdict"] == "accepted" and "left behind in its session were killed" in r["error"]
         else:
             assert r["termination"] == "finished" and r["verdict"] == "accepted"
+    stray = int((tmp_path / "stray.pid").read_text())
+    assert not _alive(stray), "a process the run left behind survived it"
 
 
 def test_the_same_campaign_on_a_dask_local_cluster_matches(local_db: dict[str, Any], campaign_file: Path, tmp_path: Path) -> None:

@@ -423,6 +423,7 @@ def _from_generator(item: Mapping[str, Any], path: str) -> list[tuple[str, dict[
         raise InputError(f"{path}.generator", f"unknown generator {gen_name!r}", f"use one of: {', '.join(GENERATORS)} or module:function")
     keys = [k for k in item if k != "generator"]
     axes = [item[k] if isinstance(item[k], list) else [item[k]] for k in keys]
+    varying = [k for k, axis in zip(keys, axes) if len(axis) > 1]
     out = []
     for combo in itertools.product(*axes):
         params = dict(zip(keys, combo))
@@ -435,7 +436,20 @@ def _from_generator(item: Mapping[str, Any], path: str) -> list[tuple[str, dict[
         kind_spec(str(doc.get("kind")))
         label = ",".join(f"{k}={v}" for k, v in params.items())
         out.append((str(doc.get("name", gen_name)), doc, f"generator:{gen_name}({label})"))
-    return out
+    # grid points the generator names alike get the varying parameters its name lacks
+    counts: dict[str, int] = {}
+    for name, _, _ in out:
+        counts[name] = counts.get(name, 0) + 1
+    renamed = []
+    for (name, doc, source), combo in zip(out, itertools.product(*axes)):
+        if counts[name] > 1:
+            params = dict(zip(keys, combo))
+            extra = "-".join(f"{k}{params[k]}" for k in varying if str(params[k]) not in name)
+            if extra:
+                name = f"{name}-{extra}"
+                doc = {**doc, "name": name}
+        renamed.append((name, doc, source))
+    return renamed
 
 
 # -- small validators --------------------------------------------------------------------------

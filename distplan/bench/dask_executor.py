@@ -6,9 +6,11 @@ per worker process, started on first use) and gets its own process, killed after
 ``time_limit + grace`` seconds. Records come back to the driver, which writes them to
 SQLite as the futures complete (``as_completed``); workers never touch the database. The
 instance document travels inside the run spec, so workers need distplan and the solver
-packages installed but no instance files. A task that fails on the cluster (a worker
-lost, a serialization error) is recorded as ``crashed`` with the error and the campaign
-goes on; rerunning the campaign retries it only if it was not stored.
+packages installed but no instance files. A task that fails on the cluster rather than
+in the solver (a worker lost, a task that cannot be deserialized because the worker's
+environment lacks distplan) is *not* recorded, so rerunning the campaign retries it; the
+count is reported. When the first tasks all fail that way the campaign stops with an
+error naming the cause instead of burning through every run.
 
 Needs ``dask[distributed]`` (``pip install 'distplan[dist]'``).
 """
@@ -80,9 +82,14 @@ def _client(scheduler: str | None) -> Any:
         raise InputError("--scheduler", f"cannot reach the Dask scheduler at {scheduler}: {exc}", "start one with `dask scheduler` and workers with `dask worker ADDRESS`") from None
 
 
-def run_dask(specs: Sequence[dict[str, Any]], on_record: Callable[[Record], None], *, scheduler: str | None = None, client: Any = None) -> None:
+#: this many cluster failures before any run came back stop the campaign
+EARLY_FAILURES = 5
+
+
+def run_dask(specs: Sequence[dict[str, Any]], on_record: Callable[[Record], None], *, scheduler: str | None = None, client: Any = None) -> list[tuple[str, str]]:
     """Submit every spec to the cluster; ``on_record`` gets each record (in the driver) as
-    its future completes. ``client`` (a ``distributed.Client``) overrides ``scheduler``."""
+    its future completes. ``client`` (a ``distributed.Client``) overrides ``scheduler``.
+    Returns (run key, error) of the tasks that failed on the cluster (not recorded)."""
     from distributed import as_completed
 
     own = client is None
@@ -93,16 +100,26 @@ def run_dask(specs: Sequence[dict[str, Any]], on_record: Callable[[Record], None
             client.submit(run_on_worker, spec, kinds, backends, key=f"distplan-run-{spec['run_key']}", pure=False, retries=0): spec
             for spec in specs
         }
+        not_run: list[tuple[str, str]] = []
+        returned = 0
         try:
             for fut in as_completed(futures):
                 spec = futures[fut]
                 try:
                     rec = fut.result()
-                except Exception as exc:  # the task failed on the cluster, not the solver
-                    rec = base_record(spec)
-                    rec.update(termination="crashed", error=f"dask task failed: {type(exc).__name__}: {exc}", executor="dask")
+                except Exception as exc:  # the task failed on the cluster, not in the solver
+                    not_run.append((spec["run_key"], f"{type(exc).__name__}: {exc}"))
+                    if returned == 0 and len(not_run) >= min(EARLY_FAILURES, len(futures)):
+                        raise InputError(
+                            "--scheduler",
+                            f"the cluster's workers cannot run distplan tasks ({not_run[0][1].strip()})",
+                            "install distplan and the solver packages on every worker, in the same environment as this client",
+                        ) from None
+                    continue
+                finally:
+                    fut.release()
+                returned += 1
                 on_record(rec)
-                fut.release()
         except BaseException:
             client.cancel(list(futures))
             raise
@@ -111,3 +128,4 @@ def run_dask(specs: Sequence[dict[str, Any]], on_record: Callable[[Record], None
             client.run(close_worker_server)
         if own:
             client.close()
+    return not_run

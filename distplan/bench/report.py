@@ -212,15 +212,18 @@ def plot_profile(ratios: dict[str, list[float]], title: str, path: Path) -> None
     plt.close(fig)
 
 
-def plot_time_to_target(data: dict[tuple[str, str], tuple[list[float], int]], path: Path) -> None:
+def plot_time_to_target(data: dict[tuple[str, str], tuple[list[float], int]], path: Path, exact: dict[tuple[str, str], bool] | None = None) -> None:
+    """Exact formulations drawn solid, heuristics dashed."""
     plt = _pyplot()
+    exact = exact or {}
     fig, ax = plt.subplots(figsize=(7.0, 4.4))
     t_max = max((t for hits, _ in data.values() for t in hits), default=1.0)
     t_min = min((t for hits, _ in data.values() for t in hits if t > 0), default=1e-3)
     for (label, backend), (hits, n) in data.items():
         xs = [max(t, t_min) for t in hits]
-        ys = [(k + 1) / n for k in range(len(xs))]
-        ax.step([t_min] + xs + [t_max * 1.5], [0.0] + ys + [ys[-1] if ys else 0.0], where="post", label=f"{label} / {backend}")
+        ys = [(j + 1) / n for j in range(len(xs))]
+        style = "-" if exact.get((label, backend), False) else "--"
+        ax.step([t_min] + xs + [t_max * 1.5], [0.0] + ys + [ys[-1] if ys else 0.0], style, where="post", label=f"{label} / {backend}")
     ax.set_xscale("log")
     ax.set_ylim(0.0, 1.02)
     ax.set_xlabel("wall time (s)")
@@ -374,7 +377,7 @@ def write_report(db: str | Path, out_dir: str | Path | None = None, figures: boo
             figures_made.append((f"Performance profile of {label}", fname))
         ttt = time_to_target(runs, audit)
         if ttt:
-            plot_time_to_target(ttt, out / "time-to-target.png")
+            plot_time_to_target(ttt, out / "time-to-target.png", {(label_of(r), r["backend"]): bool(r.get("exact")) for r in runs})
             figures_made.append(("Time to target", "time-to-target.png"))
         if audit.quality:
             plot_quality(audit, out / "heuristic-quality.png")
@@ -481,7 +484,11 @@ def _guarantee_section(audit: Audit) -> list[str]:
     rows = []
     for name, checks in sorted(by.items()):
         applies = [g for g in checks if g.applies]
-        reasons = sorted({g.precondition for g in checks if not g.applies})
+        why: dict[str, int] = defaultdict(int)
+        for g in checks:
+            if not g.applies:
+                why[g.precondition.split(":")[0].split(" (")[0]] += 1
+        reasons = [f"{text} ({n})" for text, n in sorted(why.items())]
         rows.append(
             [
                 name,
@@ -490,7 +497,7 @@ def _guarantee_section(audit: Audit) -> list[str]:
                 str(sum(1 for g in applies if g.verdict == "holds")),
                 str(sum(1 for g in applies if g.verdict == "possibly violated")),
                 str(sum(1 for g in applies if g.verdict == "violated")),
-                "; ".join(reasons)[:300] or "-",
+                "; ".join(reasons) or "-",
             ]
         )
     lines.extend(_table(["guarantee", "runs", "precondition holds", "holds", "possibly violated", "violated", "why not applicable"], rows))

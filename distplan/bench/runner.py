@@ -21,7 +21,9 @@ What the campaign records when a run does not finish normally:
 
 None of these stops the campaign. Hidden test hooks honoured by the run process (never
 used by real campaigns): option ``_test_hang_seconds`` sleeps before solving,
-``_test_exit_code`` exits at once with that code after writing to stderr.
+``_test_exit_code`` exits at once with that code after writing to stderr,
+``_test_stray_pidfile`` forks a helper into a process group of its own that would outlive
+the run (its pid goes to that file).
 
 The driver environment sets ``OMP_NUM_THREADS``/``OPENBLAS_NUM_THREADS``/
 ``MKL_NUM_THREADS`` to 1 in the run processes unless they are set already: solver threads
@@ -179,6 +181,14 @@ def _child_main(spec_path: str, result_path: str) -> None:
     if hang:
         print(f"test hook: sleeping {hang} s before solving", file=sys.stderr, flush=True)
         time.sleep(float(hang))
+    stray_pidfile = opts.get("_test_stray_pidfile")
+    if stray_pidfile:
+        pid = os.fork()
+        if pid == 0:  # a helper that leaves the run's process group, as forked solver helpers do
+            os.setpgid(0, 0)
+            time.sleep(600)
+            os._exit(0)
+        Path(stray_pidfile).write_text(str(pid))
     code = opts.get("_test_exit_code")
     if code is not None:
         print(f"test hook: exiting with code {code}", file=sys.stderr, flush=True)
@@ -247,8 +257,11 @@ def serve(kinds: Sequence[str], backends: Sequence[str]) -> None:
     Requests: ``{"op": "run", "token", "spec", "result", "log"}`` forks a run process;
     ``{"op": "kill", "token"}`` kills its process group (only while it is not yet reaped,
     so a recycled pid is never hit). Events: ``hello``, ``started`` (pid), ``exit`` (exit
-    code, negative for a signal, and peak memory in bytes). End of stdin (the driver
-    exited or was killed) kills every live run and ends the server.
+    code, negative for a signal, peak memory in bytes, and how many stray processes of the
+    run's session had to be killed). A run's whole session is killed on expiry and swept
+    when it exits, so solver helpers that moved to a process group of their own cannot
+    outlive it. End of stdin (the driver exited or was killed) kills every live run and
+    ends the server.
     """
     proto_fd = os.dup(1)
     os.dup2(2, 1)  # stray prints of imported packages go to stderr, not the protocol
@@ -275,7 +288,8 @@ def serve(kinds: Sequence[str], backends: Sequence[str]) -> None:
                 break
             token = live.pop(pid, -1)
             by_token.pop(token, None)
-            send({"ev": "exit", "token": token, "pid": pid, "code": os.waitstatus_to_exitcode(status), "maxrss": usage.ru_maxrss * 1024})
+            strays = _kill_session(pid)  # nothing a run started may outlive it
+            send({"ev": "exit", "token": token, "pid": pid, "code": os.waitstatus_to_exitcode(status), "maxrss": usage.ru_maxrss * 1024, "strays": strays})
         ready, _, _ = select.select([0], [], [], 0.02)
         if not ready:
             continue
@@ -298,12 +312,12 @@ def serve(kinds: Sequence[str], backends: Sequence[str]) -> None:
             elif msg["op"] == "kill":
                 pid = by_token.get(int(msg["token"]), 0)
                 if pid:
-                    _kill_group(pid)
+                    _kill_session(pid)
             elif msg["op"] == "exit":
                 running = False
                 break
     for pid in list(live):
-        _kill_group(pid)
+        _kill_session(pid)
     for pid in list(live):
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
@@ -314,6 +328,42 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, signal.SIGKILL)
+
+
+def session_members(sid: int) -> list[int]:
+    """Pids of the processes in session ``sid`` (Linux /proc; empty elsewhere)."""
+    members: list[int] = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return members
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        fields = data[data.rfind(b")") + 2 :].split()  # state, ppid, pgrp, session, ...
+        if len(fields) > 3 and int(fields[3]) == sid:
+            members.append(int(entry))
+    return members
+
+
+def _kill_session(sid: int) -> int:
+    """Kill the run's process group and every other process left in its session (a solver
+    helper may sit in a process group of its own, e.g. a forked isolation child): returns
+    how many processes besides the group leader were hit."""
+    _kill_group(sid)
+    hit = 0
+    for pid in session_members(sid):
+        if pid in (sid, os.getpid()):
+            continue
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+            hit += 1
+    return hit
 
 
 # -- the driver's side of the fork server ---------------------------------------------------------
@@ -528,6 +578,9 @@ def _finish(rec: Record, t0: float, ev: dict[str, Any] | None, executor: str) ->
     rec.setdefault("process_seconds", time.perf_counter() - t0)
     if ev is not None and ev.get("maxrss"):
         rec["peak_memory_bytes"] = int(ev["maxrss"])
+    if ev is not None and ev.get("strays"):
+        note = f"{ev['strays']} process(es) the run left behind in its session were killed"
+        rec["error"] = f"{rec['error']}\n{note}" if rec.get("error") else note
     rec["host"] = socket.gethostname()
     rec["executor"] = executor
     return rec
@@ -545,7 +598,9 @@ def is_success(rec: Record) -> bool:
     """A run that produced an answer: an accepted plan, a proof of infeasibility, or bounds."""
     if rec.get("termination") in FAILED_TERMINATIONS:
         return False
-    return rec.get("verdict") == "accepted" or rec.get("termination") == "infeasible" or bool(rec.get("bound_only"))
+    if rec.get("termination") == "infeasible":
+        return bool(rec.get("exact"))  # a proof from an exact program; a heuristic merely failed
+    return rec.get("verdict") == "accepted" or bool(rec.get("bound_only"))
 
 
 class Progress:
@@ -567,6 +622,7 @@ class Progress:
         self.killed = 0
         self.t0 = time.perf_counter()
         self._last = 0.0
+        self._last_line = ""
         self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
 
     def add(self, rec: Record) -> None:
@@ -600,9 +656,12 @@ class Progress:
             self.stream.write("\r" + self.line() + ("\n" if final else ""))
             self.stream.flush()
         elif final or now - self._last >= self.interval:
-            self.stream.write(self.line() + "\n")
+            text = self.line()
+            if final and text.split("  elapsed")[0] == self._last_line.split("  elapsed")[0]:
+                return  # the last line printed already says it all
+            self.stream.write(text + "\n")
             self.stream.flush()
-            self._last = now
+            self._last, self._last_line = now, text
 
     def finish(self) -> None:
         self._draw(final=True)
@@ -679,7 +738,9 @@ def run_campaign(
             elif executor == "dask":
                 from .dask_executor import run_dask
 
-                run_dask(todo, on_record, scheduler=scheduler, client=client)
+                not_run = run_dask(todo, on_record, scheduler=scheduler, client=client)
+                if not_run:
+                    campaign.notes.append(f"{len(not_run)} run(s) failed on the cluster and were not recorded (run the campaign again to retry them); first: {not_run[0][1]}")
             else:
                 from distplan.errors import InputError
 

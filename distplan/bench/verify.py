@@ -15,7 +15,9 @@
    first (a disagreement between backends), then the smallest among all formulations
    (every stored bound is a bound on the instance optimum and every verified plan a
    feasible plan of the instance). Each violation names both runs. The run whose bound
-   is too high is the wrong one: the other run's plan has passed the evaluator.
+   is too high is the wrong one: the other run's plan has passed the evaluator. An exact
+   formulation claiming the instance infeasible while some run holds a verified plan is a
+   disagreement too.
 3. **Heuristic quality.** For every heuristic formulation (not exact, not bounds-only),
    objective / best certified bound per instance, where the best certified bound is the
    largest bound of the instance that no disagreement implicates.
@@ -203,6 +205,17 @@ def _bound_audit(runs: list[dict[str, Any]], verified: dict[str, bool], audit: A
             audit.best_objective[h] = float(best_any["objective"])
         implicated: set[str] = set()
         for a in group:
+            if a["termination"] == "infeasible" and a.get("exact") and best_any is not None:
+                implicated.add(a["run_key"])
+                audit.findings.append(
+                    Finding(
+                        "solver disagreement",
+                        a["run_key"],
+                        f"{a['instance']}: {describe_run(a)} claims the instance infeasible, but {describe_run(best_any)} found a verified plan",
+                        best_any["run_key"],
+                    )
+                )
+                continue
             bound = a.get("bound")
             if bound is None or not math.isfinite(bound) or a["termination"] == "plan_rejected":
                 continue

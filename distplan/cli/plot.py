@@ -31,6 +31,8 @@ def plotter(kind: str) -> Any:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance)
+    if inst.kind == "bandwidth":
+        return _plot_pareto(inst, args)
     draw = plotter(inst.kind)
     if args.plan:
         plan = kind_spec(inst.kind).plan_from_dict(inst, read_json(args.plan))
@@ -43,8 +45,21 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plot_pareto(inst: Any, args: argparse.Namespace) -> int:
+    """Bandwidth instances: the time-vs-cost Pareto curve of `libra_perf_per_cost`, with the
+    chosen points marked and the bandwidth per dimension as bars."""
+    try:
+        from distplan.models.bandwidth_plot import plot_pareto
+    except ImportError as exc:
+        raise InputError("plot", f"charts need matplotlib ({exc})", "pip install 'distplan[plot]'") from None
+    res = solve(inst, formulation=args.formulation or "libra_perf_per_cost", backend=args.backend, time_limit=args.time_limit)
+    out = plot_pareto(res, args.out)
+    print(f"wrote {out}")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("plot", help="Gantt chart (PNG) of a plan, given or solved")
+    p = sub.add_parser("plot", help="chart (PNG) of a plan: Gantt of a placement or pipeline schedule, Pareto curve of bandwidth")
     p.add_argument("instance")
     p.add_argument("plan", nargs="?", help="plan JSON (from `solve --out`); or use --formulation")
     p.add_argument("--formulation", "-f", default=None)

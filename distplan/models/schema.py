@@ -1,14 +1,17 @@
 """Check documents against the JSON Schema files shipped in ``distplan/schema/``.
 
-A small validator for the subset of JSON Schema the files use (type, const, enum,
-required, properties, additionalProperties, items, minItems, minLength, minimum,
-exclusiveMinimum, oneOf), so that `distplan validate` needs no extra package. Errors name
-the JSON path. The test suite cross-checks the files with the `jsonschema` package.
+A small validator for the subset of JSON Schema (draft 2020-12) the files use: type,
+const, enum, required, properties, additionalProperties (a schema or false),
+propertyNames, minProperties, items, minItems, maxItems, uniqueItems, minLength, pattern,
+minimum, exclusiveMinimum, maximum, not and oneOf, so that `distplan validate` needs no
+extra package. Errors name the JSON path. The test suite cross-checks the files with the
+`jsonschema` package.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -34,55 +37,121 @@ def schema_for(kind: str | None) -> dict[str, Any]:
     return dict(json.loads(path.read_text()))
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _is_type(value: Any, name: str) -> bool:
     if name == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
+        return _is_number(value)
     if name == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
+        # JSON Schema: any number with a zero fractional part (8 and 8.0 alike)
+        return _is_number(value) and (isinstance(value, int) or float(value).is_integer())
     return isinstance(value, _TYPES[name])
+
+
+def _json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values as JSON Schema defines it (true is not 1; 1 equals 1.0)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if _is_number(a) and _is_number(b):
+        return bool(a == b)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and bool(a == b)
+
+
+@cache
+def _regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _number_errors(value: float, schema: dict[str, Any], where: str) -> list[str]:
+    errs: list[str] = []
+    if "minimum" in schema and value < schema["minimum"]:
+        errs.append(f"{where}: {value} is below the minimum {schema['minimum']}")
+    if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
+        errs.append(f"{where}: {value} must be greater than {schema['exclusiveMinimum']}")
+    if "maximum" in schema and value > schema["maximum"]:
+        errs.append(f"{where}: {value} is above the maximum {schema['maximum']}")
+    return errs
+
+
+def _object_errors(value: dict[str, Any], schema: dict[str, Any], path: str) -> list[str]:
+    errs: list[str] = []
+    where = path or "(document)"
+    for key in schema.get("required", []):
+        if key not in value:
+            errs.append(f"{path + '.' if path else ''}{key}: missing (required)")
+    if len(value) < schema.get("minProperties", 0):
+        errs.append(f"{where}: needs at least {schema['minProperties']} field(s)")
+    props = schema.get("properties", {})
+    extra = schema.get("additionalProperties")
+    names = schema.get("propertyNames")
+    for key, sub in value.items():
+        child = f"{path}.{key}" if path else key
+        if isinstance(names, dict):
+            errs.extend(f"{child}: the name {problem[len(child) + 2:]}" for problem in schema_errors(key, names, child))
+        if key in props:
+            errs.extend(schema_errors(sub, props[key], child))
+        elif isinstance(extra, dict):
+            errs.extend(schema_errors(sub, extra, child))
+        elif extra is False:
+            allowed = ", ".join(props) or "none"
+            errs.append(f"{child}: unknown field (allowed: {allowed})")
+    return errs
+
+
+def _array_errors(value: list[Any], schema: dict[str, Any], path: str) -> list[str]:
+    errs: list[str] = []
+    where = path or "(document)"
+    if len(value) < schema.get("minItems", 0):
+        errs.append(f"{where}: needs at least {schema['minItems']} item(s)")
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        errs.append(f"{where}: allows at most {schema['maxItems']} item(s), got {len(value)}")
+    if schema.get("uniqueItems"):
+        for k, item in enumerate(value):
+            first = next(j for j, other in enumerate(value) if _json_equal(item, other))
+            if first != k:
+                errs.append(f"{where}: item [{k}] {item!r} repeats item [{first}] (items must be unique)")
+                break
+    if "items" in schema:
+        for k, item in enumerate(value):
+            errs.extend(schema_errors(item, schema["items"], f"{path}[{k}]"))
+    return errs
 
 
 def schema_errors(value: Any, schema: dict[str, Any], path: str = "") -> list[str]:
     """All violations of ``schema`` by ``value`` as "path: problem" strings."""
     errs: list[str] = []
     where = path or "(document)"
-    if "const" in schema and value != schema["const"]:
+    if "const" in schema and not _json_equal(value, schema["const"]):
         errs.append(f"{where}: expected {schema['const']!r}, got {value!r}")
-    if "enum" in schema and value not in schema["enum"]:
+    if "enum" in schema and not any(_json_equal(value, option) for option in schema["enum"]):
         errs.append(f"{where}: {value!r} is not one of {schema['enum']}")
     if "type" in schema:
         types = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
         if not any(_is_type(value, t) for t in types):
             return errs + [f"{where}: expected {' or '.join(types)}, got {type(value).__name__}"]
+    if "not" in schema and not schema_errors(value, schema["not"], path):
+        errs.append(f"{where}: {value!r} is not allowed here")
     if "oneOf" in schema:
         matches = [s for s in schema["oneOf"] if not schema_errors(value, s, path)]
         if len(matches) != 1:
             errs.append(f"{where}: {value!r} matches {len(matches)} of the allowed forms (needs exactly one)")
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            errs.append(f"{where}: {value} is below the minimum {schema['minimum']}")
-        if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
-            errs.append(f"{where}: {value} must be greater than {schema['exclusiveMinimum']}")
-    if isinstance(value, str) and len(value) < schema.get("minLength", 0):
-        errs.append(f"{where}: the string is too short")
+    if _is_number(value):
+        errs.extend(_number_errors(value, schema, where))
+    if isinstance(value, str):
+        if len(value) < schema.get("minLength", 0):
+            errs.append(f"{where}: the string is too short")
+        if "pattern" in schema and not _regex(schema["pattern"]).search(value):
+            errs.append(f"{where}: {value!r} does not match the pattern {schema['pattern']}")
     if isinstance(value, dict):
-        for key in schema.get("required", []):
-            if key not in value:
-                errs.append(f"{path + '.' if path else ''}{key}: missing (required)")
-        props = schema.get("properties", {})
-        extra = schema.get("additionalProperties")
-        for key, sub in value.items():
-            child = f"{path}.{key}" if path else key
-            if key in props:
-                errs.extend(schema_errors(sub, props[key], child))
-            elif isinstance(extra, dict):
-                errs.extend(schema_errors(sub, extra, child))
+        errs.extend(_object_errors(value, schema, path))
     if isinstance(value, list):
-        if len(value) < schema.get("minItems", 0):
-            errs.append(f"{where}: needs at least {schema['minItems']} item(s)")
-        if "items" in schema:
-            for k, item in enumerate(value):
-                errs.extend(schema_errors(item, schema["items"], f"{path}[{k}]"))
+        errs.extend(_array_errors(value, schema, path))
     return errs
 
 

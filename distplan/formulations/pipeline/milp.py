@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from distplan.errors import InfeasibleError
+from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.blocks.scheduling import (
     cumulative_prefix,
     disjunctive_pairs,
@@ -469,12 +469,49 @@ def warm_vector(model: Model, prob: OpProblem, data: dict[str, Any], start: np.n
     return model.vector(vals)
 
 
-def solve_op_problem(prob: OpProblem, ctx: RunContext, start: np.ndarray | None) -> tuple[np.ndarray | None, SolverResult, dict[str, Any]]:
-    """Build, warm start (when ``start`` is given) and solve; returns the MILP's starts."""
+def integral_problem(prob: OpProblem) -> bool:
+    """True when durations, gaps, release times and deadlines are all integers."""
+    parts = [prob.dur, prob.arcs.gap, prob.deadline_gap, prob.deadline_base]
+    if prob.release is not None:
+        parts.append(prob.release)
+    vals = np.concatenate([np.asarray(p, dtype=float).reshape(-1) for p in parts])
+    return bool(np.all(np.abs(vals - np.round(vals)) < 1e-9))
+
+
+def choose_model(prob: OpProblem, model: str = "auto", limit: int = 150_000) -> str:
+    """``time_indexed`` for integral data whose step variables stay under ``limit``,
+    else ``disjunctive`` (an explicit choice is honoured when possible)."""
+    from distplan.formulations.pipeline.timeindexed import ti_size
+
+    if model == "disjunctive":
+        return "disjunctive"
+    if not integral_problem(prob):
+        if model == "time_indexed":
+            raise InputError("params.model", "the time-indexed model needs integral durations and delays", "use model=disjunctive")
+        return "disjunctive"
+    if model == "time_indexed":
+        return "time_indexed"
+    return "time_indexed" if ti_size(prob) <= limit else "disjunctive"
+
+
+def solve_op_problem(
+    prob: OpProblem, ctx: RunContext, start: np.ndarray | None, model: str = "auto"
+) -> tuple[np.ndarray | None, SolverResult, dict[str, Any]]:
+    """Build (disjunctive or time-indexed), warm start (when ``start`` is given) and
+    solve; returns the MILP's start times (seconds)."""
+    from distplan.formulations.pipeline.timeindexed import build_ti_model, ti_warm_vector
+
     t0 = time.perf_counter()
-    model, data = build_op_model(prob)
-    warm = warm_vector(model, prob, data, start) if start is not None else None
-    res = ctx.solve_model(model, warm_start=warm, build_seconds=time.perf_counter() - t0)
+    kind = choose_model(prob, model)
+    if kind == "time_indexed":
+        prob.integral = True
+        mdl, data = build_ti_model(prob)
+        warm = ti_warm_vector(mdl, prob, data, start) if start is not None else None
+    else:
+        mdl, data = build_op_model(prob)
+        warm = warm_vector(mdl, prob, data, start) if start is not None else None
+    data["model_kind"] = kind
+    res = ctx.solve_model(mdl, warm_start=warm, build_seconds=time.perf_counter() - t0)
     if res.values is None:
         return None, res, data
     return np.asarray(res.values_by_block["start"], dtype=float), res, data
@@ -518,16 +555,15 @@ def full_problem(inst: PipelineInstance, horizon: float, energy_cuts: bool = Tru
 
 
 def _prepare(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> None:
-    """Best baseline (warm start) and the valid horizon."""
+    """Best baseline (warm start) and the valid horizon (makespan) or span bound."""
     check_capacity(inst)
     found = best_baseline(inst)
     data["baseline"] = found
-    horizon = serial_horizon(inst)
-    prob = full_problem(inst, horizon, bool(data["params"].get("energy_cuts", True)))
+    prob = full_problem(inst, serial_horizon(inst), bool(data["params"].get("energy_cuts", True)))
     if found is not None:
         best = evaluate(inst, found[1]).objective * (1 + 1e-9) + 1e-9
         if inst.objective == "makespan":
-            prob.horizon = min(horizon, best)
+            prob.horizon = min(prob.horizon, best)
         else:
             prob.span_ub = best
     data["problem"] = prob
@@ -542,35 +578,42 @@ def _block(fn: Any) -> Any:
     return block
 
 
+#: the disjunctive (Zero Bubble style) model, as exported by `distplan export`
 MILP_BLOCKS = (_prepare, *(_block(f) for f in OP_BLOCKS))
 
 
 def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
-    """Solve the whole-schedule MILP warm-started from the best baseline; decode the
-    device orders and retime them exactly (earliest starts, or an LP for the span)."""
+    """Solve the whole-schedule MILP (time-indexed for integral data of moderate size,
+    else disjunctive; ``model`` parameter), warm-started from the best baseline; decode
+    the device orders and retime them exactly (earliest starts, or an LP for the span)."""
     if ctx.options.mip_gap is None:
         ctx.options = ctx.options.with_(mip_gap=1e-6)
+    params = dict(ctx.params)
+    data: dict[str, Any] = {"params": params}
     t0 = time.perf_counter()
-    model, data = build_model("pipeline_milp", MILP_BLOCKS, inst, dict(ctx.params))
+    _prepare(Model("prepare"), inst, data)
     prob: OpProblem = data["problem"]
-    warm = None
-    if data["baseline"] is not None:
-        warm = warm_vector(model, prob, data, data["baseline"][1].start.reshape(-1))
-    res = ctx.solve_model(model, warm_start=warm, build_seconds=time.perf_counter() - t0)
+    found = data["baseline"]
+    warm = found[1].start.reshape(-1) if found is not None else None
+    prep = time.perf_counter() - t0
+    start, res, mdata = solve_op_problem(prob, ctx, warm, str(params.get("model", "auto")))
+    res.build_seconds += prep
     bounds: list[Bound] = []
+    integral = prob.integral or mdata["model_kind"] == "time_indexed"
     if res.bound is not None and math.isfinite(res.bound):
-        value = math.ceil(res.bound - 1e-6) if prob.integral else res.bound
-        bounds.append(Bound(float(value), f"pipeline_milp dual bound ({res.backend})"))
-    info: dict[str, Any] = {"model": {"binaries": int(data["order"].size), "operations": prob.n}}
-    if data["baseline"] is not None:
-        info["warm_start"] = data["baseline"][0]
-    if res.values is None:
+        value = math.ceil(res.bound - 1e-6) if integral else res.bound
+        bounds.append(Bound(float(value), f"pipeline_milp dual bound ({mdata['model_kind']}, {res.backend})"))
+    info: dict[str, Any] = {
+        "model": {"kind": mdata["model_kind"], "operations": prob.n, "implied_precedences": int(mdata.get("implied_arcs", 0)), **_size(res)},
+    }
+    if found is not None:
+        info["warm_start"] = found[0]
+    if start is None:
         return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info)
-    start = np.asarray(res.values_by_block["start"]).reshape(inst.n_blocks, inst.micro_batches)
-    orders = orders_from_starts(inst, start)
+    orders = orders_from_starts(inst, start.reshape(inst.n_blocks, inst.micro_batches))
     exact = retime(inst, orders, ctx)
     exact = exact - exact.min()
-    plan = make_plan(inst, exact, {"schedule": "pipeline_milp", **({"warm_start": info["warm_start"]} if "warm_start" in info else {})})
+    plan = make_plan(inst, exact, {"schedule": "pipeline_milp", "model": mdata["model_kind"], **({"warm_start": found[0]} if found else {})})
     chk = evaluate(inst, plan)
     proven = bool(bounds) and chk.feasible and chk.objective <= bounds[0].value * (1 + 1e-6) + 1e-9
     return Outcome(
@@ -581,3 +624,8 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         proven_optimal=proven,
         info=info,
     )
+
+
+def _size(res: SolverResult) -> dict[str, Any]:
+    stats = res.extra.get("model", {})
+    return {k: stats[k] for k in ("variables", "binaries", "integers", "rows", "nonzeros") if k in stats}

@@ -52,9 +52,11 @@ from distplan.models.pipeline import PipelineInstance, make_plan
 DEFAULTS: dict[str, Any] = {
     "offsets": None,  # periods one micro-batch may span (None: from the critical path)
     "unfold": 1,  # micro-batches per repetend
-    "phase_time_limit": 2.0,  # seconds for each warm-up / cool-down MILP
+    "phase_time_limit": 0.3,  # seconds for each warm-up / cool-down MILP (0: naive unroll)
+    "phase_model": "disjunctive",  # warm-up / cool-down model: auto | disjunctive | time_indexed
     "min_flat_length": True,  # second solve: shortest flat schedule at the optimal period
-    "flat_time_limit": 0.5,  # seconds for that second solve
+    "flat_time_limit": 0.25,  # seconds for that second solve
+    "probe_time_limit": 0.5,  # seconds per fixed-period feasibility probe
 }
 
 
@@ -316,6 +318,8 @@ def rep_objective(model: Model, inst: PipelineInstance, data: dict[str, Any]) ->
     if data["params"].get("_t") is None:
         model.maximize(data["rate"])
         return
+    if data["params"].get("_feasibility"):
+        return
     cy: Cyclic = data["cyclic"]
     length = model.add_vars("flat-length", (), lb=0.0)
     model.add_constraints("flat-length-epigraph", data["theta"] + data["rate"][np.zeros(cy.n, dtype=np.int64)] * cy.dur - length <= 0.0)
@@ -363,6 +367,19 @@ def search_repetend(inst: PipelineInstance, ctx: RunContext, params: dict[str, A
     model, data = build_model("tessel-repetend", REPETEND_BLOCKS, inst, {**params, "_t": None})
     heur = data.get("heuristic")
     t_lb = float(data["t_lb"])
+    probes: list[tuple[float, str]] = []
+    if heur and heur[1] > t_lb * (1 + 1e-9) + 1e-12 and integral_data(inst):
+        # probe integer periods below the heuristic's with fixed-period feasibility MILPs
+        # (feasibility is monotone in the period: a T-feasible repetend is T'-feasible for T' > T)
+        for t_try in range(math.ceil(t_lb - 1e-9), math.ceil(heur[1] - 1e-9)):
+            mp, dp = build_model("tessel-probe", REPETEND_BLOCKS, inst, {**params, "_t": float(t_try), "_feasibility": True})
+            rp = _sub_ctx(ctx, float(params.get("probe_time_limit", 0.5))).solve_model(mp)
+            probes.append((float(t_try), rp.termination.value))
+            if rp.values is not None:
+                heur = (np.asarray(rp.values_by_block["theta"], dtype=float) * t_try, float(t_try))
+                break
+            if rp.termination.value not in ("infeasible", "infeasible_or_unbounded"):
+                break
     if heur and heur[1] <= t_lb * (1 + 1e-9) + 1e-12:
         sigma, period = np.asarray(heur[0]), float(heur[1])
         bound: float | None = t_lb
@@ -391,6 +408,8 @@ def search_repetend(inst: PipelineInstance, ctx: RunContext, params: dict[str, A
         if r2.values is not None:
             sigma = np.asarray(r2.values_by_block["theta"], dtype=float) * period
     sigma = sigma - sigma.min()
+    if integral_data(inst) and float(period).is_integer() and np.all(np.abs(sigma - np.round(sigma)) < 1e-6):
+        sigma = np.round(sigma)  # remove the solver's tolerance from integral times
     return Repetend(sigma, period, bound, proven, int(data["offsets"]), int(data["cyclic"].unfold), time.perf_counter() - t0)
 
 
@@ -497,7 +516,7 @@ def _phase_ctx(ctx: RunContext, limit: float) -> RunContext:
     return sub
 
 
-def complete_phases(inst: PipelineInstance, rep: Repetend, ctx: RunContext, limit: float) -> tuple[np.ndarray, dict[str, Any]]:
+def complete_phases(inst: PipelineInstance, rep: Repetend, ctx: RunContext, limit: float, model: str = "auto") -> tuple[np.ndarray, dict[str, Any]]:
     """Unroll, then re-solve warm-up and cool-down as MILPs against the steady state."""
     n, nb, u = inst.micro_batches, inst.n_blocks, rep.unfold
     start = naive_unroll(inst, rep)
@@ -511,18 +530,16 @@ def complete_phases(inst: PipelineInstance, rep: Repetend, ctx: RunContext, limi
         big, c = divmod(m, u)
         period_of[:, m] = big + offs[c * nb : (c + 1) * nb]
     first_full, last_full = k_eff - 1, steps - 1
-    if last_full < first_full:
-        # no complete repetend: schedule everything as one MILP from the unrolled start
-        prob, ops, _ = _whole_problem(inst, start)
-        s, res, _ = solve_op_problem(prob, _phase_ctx(ctx, limit), start.reshape(-1))
-        if s is not None:
-            start = s.reshape(nb, n)
-        info["phases"] = "whole"
-        return start, info
+    if last_full - first_full + 1 < first_full:
+        # fewer full repetends than warm-up periods: warm-up and cool-down are (nearly) the
+        # whole schedule, so complete it with the whole-schedule MILP (its size is bounded
+        # by 2 x offsets micro-batches), warm-started from the better of the unrolled
+        # repetend and the classic schedules
+        return _complete_whole(inst, start, ctx, max(limit, 1.0), model, info)
     warm = period_of < first_full
     if warm.any():
         prob, ops, _ = _phase_problem(inst, start, warm, "warmup", 0.0)
-        s, res, _ = solve_op_problem(prob, _phase_ctx(ctx, limit), start.reshape(-1)[ops])
+        s, res, _ = solve_op_problem(prob, _phase_ctx(ctx, limit), start.reshape(-1)[ops], model)
         if s is not None:
             shift = float(np.max(s[prob.deadline_ops] + prob.deadline_gap - prob.deadline_base)) if prob.deadline_ops.size else 0.0
             shift = min(shift, 0.0)
@@ -536,7 +553,7 @@ def complete_phases(inst: PipelineInstance, rep: Repetend, ctx: RunContext, limi
     cool = period_of > last_full
     if cool.any():
         prob, ops, t0 = _phase_problem(inst, start, cool, "cooldown", 0.0)
-        s, res, _ = solve_op_problem(prob, _phase_ctx(ctx, limit), start.reshape(-1)[ops] - t0)
+        s, res, _ = solve_op_problem(prob, _phase_ctx(ctx, limit), start.reshape(-1)[ops] - t0, model)
         if s is not None:
             flat = start.reshape(-1).copy()
             flat[ops] = s + t0
@@ -545,12 +562,27 @@ def complete_phases(inst: PipelineInstance, rep: Repetend, ctx: RunContext, limi
     return start, info
 
 
-def _whole_problem(inst: PipelineInstance, start: np.ndarray) -> tuple[OpProblem, np.ndarray, float]:
-    from distplan.formulations.pipeline.milp import full_problem
+def _complete_whole(inst: PipelineInstance, start: np.ndarray, ctx: RunContext, limit: float, model: str, info: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
+    from distplan.formulations.pipeline.baselines import best_baseline
+    from distplan.formulations.pipeline.milp import full_problem, serial_horizon
+    from distplan.models.pipeline import evaluate
 
-    horizon = float((start + inst.duration[:, None]).max())
-    prob = full_problem(inst.with_(objective="makespan"), horizon)
-    return prob, np.arange(inst.n_blocks * inst.micro_batches), 0.0
+    unrolled = asap(inst, orders_from_starts(inst, start))
+    best, source = unrolled, "unrolled repetend"
+    found = best_baseline(inst)
+    if found is not None and evaluate(inst, found[1]).objective < _objective(inst, unrolled) - 1e-9:
+        best, source = found[1].start, found[0]
+    value = _objective(inst, best)
+    prob = full_problem(inst, serial_horizon(inst))
+    if inst.objective == "makespan":
+        prob.horizon = value * (1 + 1e-9) + 1e-9
+    else:
+        prob.span_ub = value * (1 + 1e-9) + 1e-9
+    s, res, _ = solve_op_problem(prob, _phase_ctx(ctx, limit), best.reshape(-1), model if model != "disjunctive" else "auto")
+    info.update(phases="whole-schedule MILP", completion_warm_start=source, completion_termination=res.termination.value)
+    if s is not None and _objective(inst, s.reshape(best.shape)) <= value + 1e-9:
+        return s.reshape(best.shape), info
+    return best, info
 
 
 def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
@@ -558,7 +590,11 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     check_capacity(inst)
     params = {**DEFAULTS, **ctx.params}
     rep = search_repetend(inst, ctx, params)
-    start, info = complete_phases(inst, rep, ctx, float(params["phase_time_limit"]))
+    limit = float(params["phase_time_limit"])
+    if limit > 0:
+        start, info = complete_phases(inst, rep, ctx, limit, str(params.get("phase_model", "auto")))
+    else:
+        start, info = naive_unroll(inst, rep), {"phases": "naive unroll"}
     # exact times: keep the device orders, retime (earliest starts / span LP)
     orders = orders_from_starts(inst, start)
     exact = retime(inst, orders, ctx)

@@ -34,12 +34,30 @@ from distplan.formulations.model import Model
 from distplan.formulations.pipeline.milp import OpProblem, _heads, prepare_arcs
 
 
+def _backward(prob: OpProblem, latest: np.ndarray) -> np.ndarray:
+    """Latest starts pulled back along the arcs: ``L[src] <= L[dst] - gap`` (to a fixpoint)."""
+    ub = latest.astype(float).copy()
+    for _ in range(prob.n + 1):
+        cand = np.full(prob.n, np.inf)
+        np.minimum.at(cand, prob.arcs.src, ub[prob.arcs.dst] - prob.arcs.gap)
+        new = np.minimum(ub, cand)
+        if np.array_equal(new, ub):
+            break
+        ub = new
+    return ub
+
+
 def windows(prob: OpProblem) -> tuple[np.ndarray, np.ndarray]:
     """Integer start windows [earliest, latest] of every operation."""
     n = prob.n
     earliest = np.ceil(_heads(prob) - 1e-9).astype(np.int64)
     tail = np.zeros(n) if prob.tail is None else prob.tail
-    latest = np.floor(prob.horizon - prob.dur - tail + 1e-9).astype(np.int64)
+    latest = prob.horizon - prob.dur - tail
+    if prob.objective == "shift":
+        # the unshifted fixed part is feasible: shift <= 0
+        dl = np.full(n, np.inf)
+        np.minimum.at(dl, prob.deadline_ops, prob.deadline_base - prob.deadline_gap)
+        latest = np.minimum(latest, dl)
     if prob.objective == "device_span" and prob.span_ub is not None:
         has_pred = np.zeros(n, dtype=bool)
         has_pred[prob.arcs.dst] = True
@@ -51,28 +69,23 @@ def windows(prob: OpProblem) -> tuple[np.ndarray, np.ndarray]:
             nd = prob.mask.shape[1]
             first = np.full(nd, np.inf)
             first[prob.mask[roots[0]]] = 0.0
-            order = np.argsort(-earliest, kind="stable")
-            for _ in range(100):
+            for _ in range(4 * nd + 4):
                 old = ub.copy()
                 for d in range(nd):
                     on = prob.mask[:, d]
                     ub[on] = np.minimum(ub[on], first[d] + r - prob.dur[on])
-                # latest starts backwards along arcs (repeat: arcs are not sorted)
-                for _k in range(3):
-                    cand = np.full(n, np.inf)
-                    np.minimum.at(cand, prob.arcs.src, ub[prob.arcs.dst] - prob.arcs.gap)
-                    ub = np.minimum(ub, cand)
+                ub = _backward(prob, np.where(np.isfinite(ub), ub, 1e300))
+                ub[ub >= 1e299] = np.inf
                 for d in range(nd):
                     on = prob.mask[:, d]
                     if on.any():
                         first[d] = min(first[d], float(ub[on].min()))
-                if np.array_equal(np.nan_to_num(old, posinf=1e300), np.nan_to_num(ub, posinf=1e300)):
+                if np.array_equal(old, ub):
                     break
-            del order
-            finite = np.isfinite(ub)
-            latest = np.where(finite, np.floor(np.minimum(ub, latest) + 1e-9), latest).astype(np.int64)
+            latest = np.minimum(latest, ub)
             earliest[roots[0]] = 0
-            latest[roots[0]] = 0
+            latest[roots[0]] = 0.0
+    latest = np.floor(_backward(prob, latest) + 1e-9).astype(np.int64)
     return earliest, np.maximum(latest, earliest)
 
 
@@ -108,6 +121,13 @@ def ti_objective(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
         c = makespan_epigraph(model, s, ends, prob.dur[ends] + tail[ends], "makespan", integer=True, ub=math.floor(prob.horizon + 1e-9))
         data["objective_var"] = c
         model.minimize(c)
+        return
+    if prob.objective == "shift":
+        shift = model.add_vars("shift", (), lb=-np.inf, ub=0.0)
+        ops = prob.deadline_ops
+        model.add_constraints("deadline", s[ops] - shift <= prob.deadline_base - prob.deadline_gap)
+        data["objective_var"] = shift
+        model.minimize(shift)
         return
     if prob.objective != "device_span":
         raise ValueError(f"the time-indexed model has no objective {prob.objective!r}")
@@ -157,6 +177,9 @@ def ti_warm_vector(model: Model, prob: OpProblem, data: dict[str, Any], start: n
     if prob.objective == "makespan":
         tail = np.zeros(prob.n) if prob.tail is None else prob.tail
         vals["makespan"] = float(np.ceil((end + tail).max() - 1e-9))
+    elif prob.objective == "shift":
+        ops = prob.deadline_ops
+        vals["shift"] = min(0.0, float(np.max(start[ops] + prob.deadline_gap - prob.deadline_base))) if ops.size else 0.0
     else:
         nd = prob.mask.shape[1]
         first = np.array([start[prob.mask[:, d]].min() if prob.mask[:, d].any() else 0 for d in range(nd)], dtype=float)

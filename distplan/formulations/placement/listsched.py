@@ -116,6 +116,7 @@ def list_schedule(inst: PlacementInstance, favorite: np.ndarray | None = None, a
     cap = inst.device_memory
     liveness = inst.memory_model == "liveness"
     timelines = [_MemoryTimeline(float(c)) for c in cap]
+    allocated = np.zeros(nd)  # mirrors timelines[d].allocated
     group_persistent = np.bincount(groups, weights=inst.memory)
     transient = inst.temporary + inst.output  # allocated at an op's start (liveness)
     consumers_left = np.bincount(inst.src, minlength=n).astype(np.int64)
@@ -132,9 +133,9 @@ def list_schedule(inst: PlacementInstance, favorite: np.ndarray | None = None, a
     dev_free = np.zeros(nd)
     reserved = np.full(nd, -1, dtype=np.int64)  # favorite child a device waits for
 
-    ready_ids: list[int] = []
+    ready_ids: list[int] = []  # ready ops; row k of rt_buf holds ready_ids[k]'s arrival times
+    rt_buf = np.zeros((max(n, 1), nd))
     placed_groups: set[int] = set()
-    ready_rt: list[np.ndarray] = []
 
     channels = inst.communication == "channels"
     chan_free = np.zeros(nd)
@@ -179,21 +180,24 @@ def list_schedule(inst: PlacementInstance, favorite: np.ndarray | None = None, a
         return rt
 
     def add_ready(v: int) -> None:
+        rt_buf[len(ready_ids)] = arrival_times(v)
         ready_ids.append(v)
-        ready_rt.append(arrival_times(v))
 
     def place(v: int, d: int, at: float) -> None:
-        ready_at = channel_arrival(v, d, True) if channels else float(ready_rt[ready_ids.index(v)][d])
-        s = max(ready_at, float(dev_free[d]), at)
         idx = ready_ids.index(v)
-        ready_ids.pop(idx)
-        ready_rt.pop(idx)
+        ready_at = channel_arrival(v, d, True) if channels else float(rt_buf[idx, d])
+        s = max(ready_at, float(dev_free[d]), at)
+        last = len(ready_ids) - 1  # swap-remove
+        ready_ids[idx] = ready_ids[last]
+        rt_buf[idx] = rt_buf[last]
+        ready_ids.pop()
         g = int(groups[v])
         if fixed[v] < 0 or (assignment is not None and g not in placed_groups):
             placed_groups.add(g)
             used[d] += group_need[g]
             if liveness:
                 timelines[d].add(s, group_persistent[g])
+                allocated[d] += group_persistent[g]
                 group_placed[g] = True
             if g in group_members:
                 fixed[group_members[g]] = d
@@ -203,6 +207,7 @@ def list_schedule(inst: PlacementInstance, favorite: np.ndarray | None = None, a
         dev_free[d] = end[v]
         if liveness:
             timelines[d].add(s, transient[v])
+            allocated[d] += transient[v]
             timelines[d].add(end[v], -inst.temporary[v])
             for e in in_edges[v]:
                 u = int(inst.src[e])
@@ -220,7 +225,7 @@ def list_schedule(inst: PlacementInstance, favorite: np.ndarray | None = None, a
         if favorite is not None and favorite[v] >= 0:
             f = int(favorite[v])
             if remaining[f] == 0 and device[f] < 0 and f in ready_ids:
-                rtf = ready_rt[ready_ids.index(f)]
+                rtf = rt_buf[ready_ids.index(f)]
                 sf = np.maximum(rtf, dev_free)
                 ok = (used + group_need[groups[f]] <= cap * (1 + 1e-12)) if fixed[f] < 0 else (np.arange(nd) == fixed[f])
                 if ok[d] and sf[d] <= sf[ok].min() + 1e-12 and d not in set(np.flatnonzero(reserved >= 0).tolist()):
@@ -235,8 +240,9 @@ def list_schedule(inst: PlacementInstance, favorite: np.ndarray | None = None, a
     while placed < n:
         ids = np.asarray(ready_ids, dtype=np.int64)
         if channels:  # channel state changes with every transfer: recompute
-            ready_rt[:] = [arrival_times(v) for v in ready_ids]
-        rt = np.vstack(ready_rt)  # (r, nd)
+            for k, v in enumerate(ready_ids):
+                rt_buf[k] = arrival_times(v)
+        rt = rt_buf[: len(ready_ids)]
         sched = np.maximum(rt, dev_free[None, :])
         # memory / colocation feasibility of (op, device)
         gid = groups[ids]
@@ -245,10 +251,10 @@ def list_schedule(inst: PlacementInstance, favorite: np.ndarray | None = None, a
         if liveness:
             fits[:] = True
             extra = transient[ids] + np.where(group_placed[gid] | (forced >= 0), 0.0, group_persistent[gid])
-            alloc = np.array([tl.allocated for tl in timelines])
-            tight = np.argwhere(alloc[None, :] + extra[:, None] > cap[None, :] * (1 + 1e-12))
-            for r, d in tight.tolist():
-                sched[r, d] = timelines[d].earliest_fit(float(sched[r, d]), float(extra[r]))
+            tight = (allocated[None, :] + extra[:, None]) > cap[None, :] * (1 + 1e-12)
+            if tight.any():
+                for r, d in zip(*np.nonzero(tight)):
+                    sched[r, d] = timelines[d].earliest_fit(float(sched[r, d]), float(extra[r]))
             fits &= np.isfinite(sched)
         else:
             ok_mem = (used[None, :] + np.where(forced[:, None] >= 0, 0.0, group_need[gid][:, None])) <= cap[None, :] * (1 + 1e-12)
