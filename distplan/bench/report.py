@@ -303,6 +303,9 @@ def write_report(db: str | Path, out_dir: str | Path | None = None, figures: boo
         f"{len(runs)} runs on {len(instances)} instances; time limit {', '.join(f'{t:g}' for t in limits) or '-'} s per run; "
         f"written {_dt.date.today().isoformat()} by `distplan bench report` from `{Path(db).name}`."
     )
+    sources = sorted({str(c["source"]) for c in campaigns if c.get("source")})
+    if sources:
+        lines.append(f"Campaign file{'s' if len(sources) > 1 else ''}: {', '.join(f'`{s}`' for s in sources)}; reproduce with `distplan bench run FILE --db DB --jobs 2`, then `distplan bench report DB --out DIR` and `distplan verify DB`.")
     lines.append(f"Machine: {platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; runs executed on {', '.join(hosts) or '-'}.")
     finished = [str(r["finished_at"]) for r in runs if r.get("finished_at")]
     if finished:

@@ -30,6 +30,7 @@ import numpy as np
 from distplan.errors import InputError
 from distplan.models.catalogue import ClusterSpec, DeviceSpec, device
 from distplan.models.catalogue import cluster as catalogue_cluster
+from distplan.models.graphs import topological_order
 
 GENERATOR_VERSION = "1"
 DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "float16": 2, "bfloat16": 2, "float32": 4, "fp64": 8, "float64": 8}
@@ -158,7 +159,11 @@ class LayerGraph:
         for e in self.edges:
             succ[e.src].append(e.dst)
             pred[e.dst].append(e.src)
-        order = _topo(n, pred, succ)
+        src = np.array([e.src for e in self.edges], dtype=np.int64)
+        dst = np.array([e.dst for e in self.edges], dtype=np.int64)
+        order = topological_order(n, src, dst).tolist()
+        if len(order) != n:
+            raise InputError("graph.edges", "the layer graph has a cycle", "check the model definition")
         requires = [False] * n
         for v in order:
             op = self.ops[v]
@@ -312,22 +317,6 @@ def _copy_op(op: LayerOp, **changes: Any) -> LayerOp:
     fields["info"] = dict(op.info)
     fields.update(changes)
     return LayerOp(**fields)
-
-
-def _topo(n: int, pred: list[list[int]], succ: list[list[int]]) -> list[int]:
-    indeg = [len(p) for p in pred]
-    stack = [v for v in range(n) if indeg[v] == 0][::-1]
-    order: list[int] = []
-    while stack:
-        v = stack.pop()
-        order.append(v)
-        for w in succ[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack.append(w)
-    if len(order) != n:
-        raise InputError("graph.edges", "the layer graph has a cycle", "check the model definition")
-    return order
 
 
 # -- transformers ----------------------------------------------------------------------------------

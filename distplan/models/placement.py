@@ -20,7 +20,6 @@ consumer finished (sink outputs stay); the peak per device must fit.
 from __future__ import annotations
 
 import copy
-import heapq
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,61 +30,11 @@ import numpy as np
 
 from distplan.errors import InputError
 from distplan.models.common import FORMAT, Check, KindSpec, name_list, need, number, register_kind, write_json
+from distplan.models.graphs import find_cycle, topological_order
 
 MEMORY_MODELS = ("simple", "liveness")
 COMMUNICATION_MODELS = ("independent", "channels")
 TOL = 1e-9
-
-
-def find_cycle(n: int, src: np.ndarray, dst: np.ndarray) -> list[int] | None:
-    """One directed cycle as a list of node ids, or None (iterative DFS)."""
-    adj: list[list[int]] = [[] for _ in range(n)]
-    for a, b in zip(src.tolist(), dst.tolist()):
-        adj[a].append(b)
-    color = [0] * n
-    parent = [-1] * n
-    for root in range(n):
-        if color[root]:
-            continue
-        stack = [(root, 0)]
-        color[root] = 1
-        while stack:
-            v, k = stack[-1]
-            if k < len(adj[v]):
-                stack[-1] = (v, k + 1)
-                w = adj[v][k]
-                if color[w] == 0:
-                    color[w] = 1
-                    parent[w] = v
-                    stack.append((w, 0))
-                elif color[w] == 1:
-                    cyc = [v]
-                    while cyc[-1] != w:
-                        cyc.append(parent[cyc[-1]])
-                    return cyc[::-1]
-            else:
-                color[v] = 2
-                stack.pop()
-    return None
-
-
-def topological_order(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-    """Kahn's order, smallest id first among ready nodes (deterministic)."""
-    indeg = np.bincount(dst, minlength=n).astype(np.int64)
-    order_e = np.argsort(src, kind="stable")
-    starts = np.searchsorted(src[order_e], np.arange(n + 1))
-    heap = [int(v) for v in np.flatnonzero(indeg == 0)]
-    heapq.heapify(heap)
-    out: list[int] = []
-    while heap:
-        v = heapq.heappop(heap)
-        out.append(v)
-        for e in order_e[starts[v] : starts[v + 1]]:
-            w = int(dst[e])
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                heapq.heappush(heap, w)
-    return np.asarray(out, dtype=np.int64)
 
 
 @dataclass

@@ -44,7 +44,6 @@ from distplan.formulations.model import Model, Variable, linear_sum
 from distplan.formulations.pipeline.baselines import best_baseline
 from distplan.formulations.pipeline.common import (
     OpArcs,
-    block_depth,
     block_tail,
     check_capacity,
     dependency_arcs,
@@ -52,7 +51,7 @@ from distplan.formulations.pipeline.common import (
     orders_from_starts,
     retime,
 )
-from distplan.formulations.registry import Bound, Outcome, RunContext, build_model
+from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.models.pipeline import PipelineInstance, evaluate, make_plan
 from distplan.solvers.result import SolverResult
 
