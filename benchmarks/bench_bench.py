@@ -64,7 +64,7 @@ def main() -> None:
         fresh = [fresh_interpreter(s, work) for s in specs]
         server = ForkServer([specs[0]["kind"]], [args.backend])
         t_boot = time.perf_counter()
-        server._ensure()
+        server.ensure_running()
         boot = time.perf_counter() - t_boot
         forked = []
         for s in specs:

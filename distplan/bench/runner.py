@@ -408,9 +408,11 @@ class ForkServer:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._waiters: dict[int, queue.Queue[dict[str, Any]]] = {}
+        self._owner: dict[int, subprocess.Popen[bytes]] = {}  # token -> the server running it
         self._tokens = itertools.count(1)
 
-    def _ensure(self) -> subprocess.Popen[bytes]:
+    def ensure_running(self) -> subprocess.Popen[bytes]:
+        """Start the fork server unless it runs (it preloads the kinds and backends given)."""
         if self._proc is not None and self._proc.poll() is None:
             return self._proc
         env = dict(os.environ)
@@ -438,8 +440,9 @@ class ForkServer:
             if q is not None:
                 q.put(ev)
         with self._lock:
-            for q in self._waiters.values():
-                q.put({"ev": "dead"})
+            for token, q in self._waiters.items():
+                if self._owner.get(token) is proc:  # runs of a restarted server are not affected
+                    q.put({"ev": "dead"})
             if self._proc is proc:
                 self._proc = None
 
@@ -453,10 +456,11 @@ class ForkServer:
             if self.closed:
                 raise ServerClosed("the executor is shutting down")
             try:
-                proc = self._ensure()
+                proc = self.ensure_running()
                 token = next(self._tokens)
                 handle = RunHandle(token, queue.Queue())
                 self._waiters[token] = handle.events
+                self._owner[token] = proc
                 self._send(proc, {"op": "run", "token": token, "spec": spec_path, "result": result_path, "log": log_path})
             except (OSError, ValueError) as exc:
                 raise ForkServerError(str(exc)) from exc
@@ -479,6 +483,7 @@ class ForkServer:
     def release(self, handle: RunHandle) -> None:
         with self._lock:
             self._waiters.pop(handle.token, None)
+            self._owner.pop(handle.token, None)
 
     def close(self) -> None:
         """Kill every live run and stop the server (idempotent)."""

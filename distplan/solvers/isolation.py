@@ -12,10 +12,12 @@ is returned. Temporary files of the child go to a scratch directory the parent r
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import multiprocessing
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import time
 import traceback
@@ -44,9 +46,12 @@ def _child_main(
     backend: str,
     version: str,
     scratch: str,
+    parent_end: Connection,
 ) -> None:
+    parent_end.close()  # only the parent reads: a child holding the read end could block forever
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)  # lead a new process group: the parent kills it as a whole
+    _die_with_parent()
     # every temporary file of the solve (model files, logs) lands in the parent's scratch
     # directory, which the parent removes even when it has to kill this process
     tempfile.tempdir = scratch
@@ -65,6 +70,15 @@ def _child_main(
         )
     conn.send(result)
     conn.close()
+
+
+def _die_with_parent() -> None:
+    """Linux: have the kernel kill this process when its parent dies (PR_SET_PDEATHSIG)."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
 
 
 def _kill_group(pgid: int) -> None:
@@ -93,7 +107,7 @@ def run_isolated(
     scratch = tempfile.mkdtemp(prefix="distplan-isolated-")
     proc = ctx.Process(
         target=_child_main,
-        args=(solve_fn, arrays, options, warm_start, sender, backend, version, scratch),
+        args=(solve_fn, arrays, options, warm_start, sender, backend, version, scratch, receiver),
         name=f"distplan-{backend}",
     )
     start = time.perf_counter()
