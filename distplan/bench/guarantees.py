@@ -44,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from distplan.models.graphs import topological_order
+
 
 @dataclass
 class GuaranteeCheck:
@@ -96,26 +98,9 @@ def checks_for(kind: str, formulation: str) -> list[Checker]:
 # -- placement ----------------------------------------------------------------------------------
 
 
-def _topological(n: int, src: np.ndarray, dst: np.ndarray) -> list[int]:
-    indeg = np.bincount(dst, minlength=n).tolist()
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for a, b in zip(src.tolist(), dst.tolist()):
-        succ[a].append(b)
-    stack = [v for v in range(n) if indeg[v] == 0]
-    order: list[int] = []
-    while stack:
-        v = stack.pop()
-        order.append(v)
-        for w in succ[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack.append(w)
-    return order
-
-
 def longest_chain(n: int, src: np.ndarray, dst: np.ndarray, node_weight: np.ndarray, edge_weight: np.ndarray) -> float:
     """Largest total weight of a path (node weights plus edge weights along it)."""
-    order = _topological(n, src, dst)
+    order = topological_order(n, src, dst).tolist()
     out: list[list[int]] = [[] for _ in range(n)]
     for e, a in enumerate(src.tolist()):
         out[a].append(e)
@@ -131,7 +116,7 @@ def longest_chain(n: int, src: np.ndarray, dst: np.ndarray, node_weight: np.ndar
 def no_comm_schedule_makespan(n: int, m: int, p: np.ndarray, src: np.ndarray, dst: np.ndarray) -> float:
     """Makespan (seconds) of a feasible schedule on m identical devices without
     communication: ops in topological order, each on the device free first."""
-    order = _topological(n, src, dst)
+    order = topological_order(n, src, dst).tolist()
     preds: list[list[int]] = [[] for _ in range(n)]
     for a, b in zip(src.tolist(), dst.tolist()):
         preds[b].append(a)

@@ -34,6 +34,7 @@ import numpy as np
 
 from distplan.errors import InputError
 from distplan.models.common import FORMAT, Check, KindSpec, name_list, need, number, register_kind, write_json
+from distplan.models.graphs import find_cycle
 
 ROLES = ("F", "B", "W")
 MODES = ("training", "inference")
@@ -58,38 +59,6 @@ class PipelineBlock:
     role: str = "F"
 
 
-def find_cycle(n: int, src: np.ndarray, dst: np.ndarray) -> list[int] | None:
-    """One directed cycle as a list of node ids, or None."""
-    adj: list[list[int]] = [[] for _ in range(n)]
-    for a, b in zip(src.tolist(), dst.tolist()):
-        adj[a].append(b)
-    color = [0] * n
-    parent = [-1] * n
-    for root in range(n):
-        if color[root]:
-            continue
-        color[root] = 1
-        stack = [(root, 0)]
-        while stack:
-            v, k = stack[-1]
-            if k < len(adj[v]):
-                stack[-1] = (v, k + 1)
-                w = adj[v][k]
-                if color[w] == 0:
-                    color[w] = 1
-                    parent[w] = v
-                    stack.append((w, 0))
-                elif color[w] == 1:
-                    cyc = [v]
-                    while cyc[-1] != w:
-                        cyc.append(parent[cyc[-1]])
-                    return cyc[::-1]
-            else:
-                color[v] = 2
-                stack.pop()
-    return None
-
-
 @dataclass
 class PipelineInstance:
     """Blocks of one micro-batch, devices, number of micro-batches and memory capacities."""
@@ -104,6 +73,8 @@ class PipelineInstance:
     mode: str = "training"
     objective: str = "makespan"
     description: str = ""
+    #: free-form metadata, kept as given
+    meta: dict[str, Any] = field(default_factory=dict)
     kind: str = "pipeline"
 
     # -- sizes and arrays -----------------------------------------------------------------
@@ -258,7 +229,7 @@ class PipelineInstance:
                 {"name": b.name, "role": b.role, "duration": b.duration, "devices": list(b.devices), "memory": b.memory, "deps": deps}
             )
         cap = self.memory_capacity
-        return {
+        out: dict[str, Any] = {
             "format": FORMAT,
             "kind": "pipeline",
             "name": self.name,
@@ -271,6 +242,9 @@ class PipelineInstance:
             "comm_delay": self.comm_delay,
             "blocks": blocks,
         }
+        if self.meta:
+            out["meta"] = dict(self.meta)
+        return out
 
     def to_json(self, path: str | Path) -> None:
         write_json(self.to_dict(), path)
@@ -432,6 +406,7 @@ def _parse(data: Mapping[str, Any]) -> PipelineInstance:
         mode=mode,
         objective=objective,
         description=str(data.get("description", "")),
+        meta=dict(data["meta"]) if isinstance(data.get("meta"), Mapping) else {},
     )
     src, dst, _ = inst.edges
     cycle = find_cycle(inst.n_blocks, src, dst)
@@ -505,13 +480,13 @@ def evaluate(inst: PipelineInstance, plan: PipelinePlan) -> Check:
 
     # dependencies (recomputed from the block list, not from the cached arrays)
     index = {b.name: i for i, b in enumerate(inst.blocks)}
-    for j, blk in enumerate(inst.blocks):
-        explicit = dict(blk.dep_delays)
-        for dep in blk.deps:
+    for j, block in enumerate(inst.blocks):
+        explicit = dict(block.dep_delays)
+        for dep in block.deps:
             i = index[dep]
             if dep in explicit:
                 lag = explicit[dep]
-            elif set(inst.blocks[i].devices) != set(blk.devices):
+            elif set(inst.blocks[i].devices) != set(block.devices):
                 lag = inst.comm_delay
             else:
                 lag = 0.0
@@ -519,7 +494,7 @@ def evaluate(inst: PipelineInstance, plan: PipelinePlan) -> Check:
             bad = np.flatnonzero(slack < -tol)
             for m in bad[:3].tolist():
                 violations.append(
-                    f"dependency {dep} -> {blk.name} of micro-batch {m}: starts at {start[j, m]:.9g} s, "
+                    f"dependency {dep} -> {block.name} of micro-batch {m}: starts at {start[j, m]:.9g} s, "
                     f"before {dep} ends ({end[i, m]:.9g} s) plus delay {lag:.9g} s"
                 )
 
@@ -608,7 +583,7 @@ SPEC = register_kind(
         from_dict=PipelineInstance.from_dict,
         plan_from_dict=plan_from_dict,
         evaluate=evaluate,
-        objective_name="time",
+        objective_name="iteration_time",
         objective_unit="s",
         describe=describe,
     )

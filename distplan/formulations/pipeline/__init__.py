@@ -31,7 +31,7 @@ register(
         exact=True,
         reference=ZB,
         blocks=milp.MILP_BLOCKS,
-        params={"model": "auto", "energy_cuts": True},
+        params={"model": "auto", "warm_start": "tessel", "energy_cuts": True},
     )
 )
 

@@ -5,9 +5,13 @@ Operations are (block, micro-batch) pairs with start times ``s`` (seconds). Rows
 * dependencies with their delays, and the symmetry chains ``s[b, m+1] >= s[b, m] + d_b``
   (micro-batches are identical: sorting each block's start times keeps every constraint,
   so some optimum runs each block's micro-batches in order);
+* memory-implied precedences (`memory_implied_arcs`): when the memory known to be held
+  at an allocating operation exceeds the capacity, some freeing operations must come
+  first; they become arcs, and pairs they order need no binary;
 * one order binary per pair of operations sharing a device with no path between them
   (through dependencies and symmetry chains), with big-M rows from a valid horizon
-  (the best baseline's makespan, or a serial bound for the device-span objective);
+  (the best known makespan), or, for the device-span objective, the best known span
+  (operations of one device lie within one span);
 * order transitivity along chains (``[i before j] <= [pred(i) before j]``);
 * memory as prefix sums at every operation that allocates: the deltas of the operations
   known to precede it plus those of unrelated ones ordered before it, within capacity;
@@ -19,7 +23,11 @@ With integral durations and delays the objective variable is declared integer (s
 optimal schedule has integral times), so the solver's bound is rounded up.
 
 The same builder schedules any subset of operations (`OpProblem`): Tessel's warm-up and
-cool-down completions use it with release times, initial memory and deadlines.
+cool-down completions use it with release times, initial memory and deadlines. For
+integral data the same schedule space is also written in time-indexed form
+(`timeindexed.py`), whose LP bound is much stronger; `run_pipeline_milp` (``model=auto``)
+runs a short disjunctive solve and then the time-indexed one. The warm start is the best
+of the classic schedules and (``warm_start=tessel``, default) Tessel's unrolled repetend.
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ from distplan.formulations.pipeline.common import (
     retime,
 )
 from distplan.formulations.registry import Bound, Outcome, RunContext
+from distplan.models.graphs import topological_order
 from distplan.models.pipeline import PipelineInstance, evaluate, make_plan
 from distplan.solvers.result import SolverResult
 
@@ -94,19 +103,9 @@ def closure(n: int, arcs: OpArcs) -> np.ndarray:
     """(n, n) bool: a path i -> j exists (i != j)."""
     reach = np.zeros((n, n), dtype=bool)
     succ: list[list[int]] = [[] for _ in range(n)]
-    indeg = np.zeros(n, dtype=np.int64)
     for a, b in zip(arcs.src.tolist(), arcs.dst.tolist()):
         succ[a].append(b)
-        indeg[b] += 1
-    order: list[int] = []
-    stack = [int(v) for v in np.flatnonzero(indeg == 0)]
-    while stack:
-        v = stack.pop()
-        order.append(v)
-        for w in succ[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                stack.append(w)
+    order = topological_order(n, np.asarray(arcs.src, dtype=np.int64), np.asarray(arcs.dst, dtype=np.int64)).tolist()
     if len(order) < n:
         raise ValueError("precedence arcs contain a cycle")
     for v in reversed(order):
@@ -148,7 +147,6 @@ def memory_implied_arcs(prob: OpProblem, reach: np.ndarray) -> OpArcs:
     ``|mu_b| k_b + sum_c |mu_c| min(u_c, cap_c(k_b)) >= X`` (u_c unrelated ops of c; the
     cap ``k_b + f_b - f_c`` for blocks c after b) forces an arc from b's k_b-th unrelated
     operation to a (same device: gap = its duration)."""
-    n = prob.n
     src: list[int] = []
     dst: list[int] = []
     if prob.block_of is None or prob.block_reach is None:
@@ -379,14 +377,16 @@ def op_objective(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
     lb = data["lb"]
     if prob.objective == "makespan":
         ends = np.flatnonzero(~has_succ)
-        c = makespan_epigraph(model, s, ends, prob.dur[ends] + tail[ends], "makespan", integer=prob.integral, ub=prob.horizon)
+        c = makespan_epigraph(
+            model, s, ends, prob.dur[ends] + tail[ends], "makespan", integer=prob.integral, ub=math.floor(prob.horizon + 1e-9) if prob.integral else prob.horizon
+        )
         data["objective_var"] = c
         model.minimize(c)
     elif prob.objective == "device_span":
         used = [d for d in range(nd) if prob.mask[:, d].any()]
         first = model.add_vars("device-first", nd, lb=-np.inf)
         last = model.add_vars("device-last", nd, lb=-np.inf)
-        span_ub = np.inf if prob.span_ub is None else prob.span_ub
+        span_ub = np.inf if prob.span_ub is None else (math.floor(prob.span_ub + 1e-9) if prob.integral else prob.span_ub)
         span = model.add_vars("span", (), lb=0.0, ub=span_ub, vtype="integer" if prob.integral else "continuous")
         rows_f, cols_f = [], []
         for d in used:
@@ -581,10 +581,22 @@ def _block(fn: Any) -> Any:
 MILP_BLOCKS = (_prepare, *(_block(f) for f in OP_BLOCKS))
 
 
+def _objective_of(inst: PipelineInstance, start: np.ndarray) -> float:
+    start = start.reshape(inst.n_blocks, inst.micro_batches)
+    end = start + inst.duration[:, None]
+    if inst.objective == "makespan":
+        return float(end.max() - start.min())
+    return max(float(end[inst.device_mask[:, d]].max() - start[inst.device_mask[:, d]].min()) for d in range(inst.n_devices) if inst.device_mask[:, d].any())
+
+
 def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
-    """Solve the whole-schedule MILP (time-indexed for integral data of moderate size,
-    else disjunctive; ``model`` parameter), warm-started from the best baseline; decode
-    the device orders and retime them exactly (earliest starts, or an LP for the span)."""
+    """Solve the whole-schedule MILP warm-started from the best known schedule; decode
+    the device orders and retime them exactly (earliest starts, or an LP for the span).
+
+    ``model``: ``disjunctive`` (Zero Bubble style), ``time_indexed`` (integral data), or
+    ``auto``: for integral data of moderate size, a short disjunctive solve first (fast
+    when memory is loose) and then, unless that proved optimality, the time-indexed model
+    warm-started from its incumbent; otherwise disjunctive."""
     if ctx.options.mip_gap is None:
         ctx.options = ctx.options.with_(mip_gap=1e-6)
     params = dict(ctx.params)
@@ -593,26 +605,57 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     _prepare(Model("prepare"), inst, data)
     prob: OpProblem = data["problem"]
     found = data["baseline"]
-    warm = found[1].start.reshape(-1) if found is not None else None
+    if str(params.get("warm_start", "tessel")) == "tessel":
+        found = _with_tessel(inst, ctx, found, prob)
+    incumbent = found[1].start.reshape(-1) if found is not None else None
+    best_value = _objective_of(inst, incumbent) if incumbent is not None else math.inf
     prep = time.perf_counter() - t0
-    start, res, mdata = solve_op_problem(prob, ctx, warm, str(params.get("model", "auto")))
-    res.build_seconds += prep
+    requested = str(params.get("model", "auto"))
+    kind = choose_model(prob, requested)
+    stages: list[tuple[str, float | None]] = [(kind, None)]
+    if requested == "auto" and kind == "time_indexed":
+        remaining = ctx.remaining_time()
+        stages = [("disjunctive", 2.0 if remaining is None else min(2.0, 0.15 * remaining)), ("time_indexed", None)]
     bounds: list[Bound] = []
-    integral = prob.integral or mdata["model_kind"] == "time_indexed"
-    if res.bound is not None and math.isfinite(res.bound):
-        value = math.ceil(res.bound - 1e-6) if integral else res.bound
-        bounds.append(Bound(float(value), f"pipeline_milp dual bound ({mdata['model_kind']}, {res.backend})"))
-    info: dict[str, Any] = {
-        "model": {"kind": mdata["model_kind"], "operations": prob.n, "implied_precedences": int(mdata.get("implied_arcs", 0)), **_size(res)},
-    }
+    info: dict[str, Any] = {"model": {}}
+    res: SolverResult | None = None
+    for stage, limit in stages:
+        sub = ctx
+        if limit is not None:
+            sub = RunContext(ctx.backend, ctx.options.with_(time_limit=limit), dict(ctx.params))
+            sub.solver_results = ctx.solver_results
+        if math.isfinite(best_value):
+            if inst.objective == "makespan":
+                prob.horizon = min(prob.horizon, best_value * (1 + 1e-9) + 1e-9)
+            else:
+                prob.span_ub = min(prob.span_ub or math.inf, best_value * (1 + 1e-9) + 1e-9)
+        start, res, mdata = solve_op_problem(prob, sub, incumbent, stage)
+        res.build_seconds += prep
+        prep = 0.0
+        integral = prob.integral or stage == "time_indexed"
+        if res.bound is not None and math.isfinite(res.bound):
+            value = math.ceil(res.bound - 1e-6) if integral else res.bound
+            bounds.append(Bound(float(value), f"pipeline_milp dual bound ({stage}, {res.backend})"))
+        info["model"][stage] = {"operations": prob.n, "implied_precedences": int(mdata.get("implied_arcs", 0)), "termination": res.termination.value, **_size(res)}
+        if start is not None and _objective_of(inst, start) < best_value:
+            incumbent, best_value = start, _objective_of(inst, start)
+        top = max((b.value for b in bounds), default=-math.inf)
+        if top >= best_value * (1 - 1e-6) - 1e-9:
+            break
+    assert res is not None
+    info["model"]["kind"] = stage
     if found is not None:
         info["warm_start"] = found[0]
-    if start is None:
+    bounds.sort(key=lambda b: -b.value)
+    if incumbent is None:
         return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info)
-    orders = orders_from_starts(inst, start.reshape(inst.n_blocks, inst.micro_batches))
+    orders = orders_from_starts(inst, incumbent.reshape(inst.n_blocks, inst.micro_batches))
     exact = retime(inst, orders, ctx)
+    # the last MILP's record is the run's last (its termination is the run's termination)
+    ctx.solver_results.remove(res)
+    ctx.solver_results.append(res)
     exact = exact - exact.min()
-    plan = make_plan(inst, exact, {"schedule": "pipeline_milp", "model": mdata["model_kind"], **({"warm_start": found[0]} if found else {})})
+    plan = make_plan(inst, exact, {"schedule": "pipeline_milp", "model": stage, **({"warm_start": found[0]} if found else {})})
     chk = evaluate(inst, plan)
     proven = bool(bounds) and chk.feasible and chk.objective <= bounds[0].value * (1 + 1e-6) + 1e-9
     return Outcome(
@@ -623,6 +666,31 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         proven_optimal=proven,
         info=info,
     )
+
+
+def _with_tessel(inst: PipelineInstance, ctx: RunContext, found: tuple[str, Any] | None, prob: OpProblem) -> tuple[str, Any] | None:
+    """The better warm start of the best baseline and the tessel heuristic (time-limited
+    to a quarter of the remaining time); tightens the horizon / span bound."""
+    from distplan.formulations.pipeline.repetend import DEFAULTS, run_tessel
+
+    remaining = ctx.remaining_time()
+    sub = RunContext(ctx.backend, ctx.options.with_(time_limit=None if remaining is None else max(0.5, remaining / 4)), dict(DEFAULTS))
+    try:
+        out = run_tessel(inst, sub)
+    except (InfeasibleError, InputError):
+        return found
+    finally:
+        ctx.solver_results.extend(sub.solver_results)
+    plan = out.plan
+    value = evaluate(inst, plan).objective
+    if found is not None and evaluate(inst, found[1]).objective <= value:
+        return found
+    bound = value * (1 + 1e-9) + 1e-9
+    if inst.objective == "makespan":
+        prob.horizon = min(prob.horizon, bound)
+    else:
+        prob.span_ub = bound if prob.span_ub is None else min(prob.span_ub, bound)
+    return ("tessel", plan)
 
 
 def _size(res: SolverResult) -> dict[str, Any]:

@@ -3,24 +3,33 @@
 A *repetend* holds one instance of every block (``unfold`` instances with ``unfold`` > 1),
 drawn from different micro-batches; repeated every ``T`` seconds it forms the steady
 state. We write it as a flat schedule of one micro-batch, ``sigma_b`` (seconds), executed
-for micro-batch m at ``sigma_b + m T`` (software pipelining / modulo scheduling: Tessel's
-micro-batch offset of block b is ``floor(sigma_b / T)``; Hanen & Munier 1995):
+for micro-batch m at ``sigma_b + m T`` (software pipelining / modulo scheduling; Tessel's
+micro-batch offset of block b is ``floor(sigma_b / T)``). Divided by T (``theta = sigma /
+T``, ``rate = 1 / T``) every constraint is linear, with no big-M (Hanen & Munier 1995):
 
-* dependencies: ``sigma_v >= sigma_u + d_u + delay``;
-* no overlap on a device across period boundaries: for blocks a, b sharing a device, one
-  binary per winding number q: ``sigma_b + q T`` lies in ``[sigma_a + d_a, sigma_a + T - d_b]``
-  (linear because q is a constant; `blocks.scheduling.modulo_no_overlap`);
+* dependencies: ``theta_v - theta_u >= (d_u + delay) rate``;
+* no overlap on a device across period boundaries: an integer winding number ``q_ab`` per
+  pair of blocks sharing a device, ``theta_b - theta_a + q_ab`` in ``[d_a rate, 1 - d_b
+  rate]``, consistent on every triple of blocks of one device;
 * steady-state memory at the start of every allocating block a:
-  ``mu_a + sum_b mu_b q_ab <= capacity`` (with ``q_ab`` the winding number of the pair,
-  i.e. minus the number of b's instances in flight; every device frees what a
-  micro-batch allocates);
-* the flat schedule spans at most ``offsets`` periods: ``sigma_b + d_b <= offsets T``;
-* minimize T (a second solve, T fixed, minimizes the flat length).
+  ``mu_a + sum_b mu_b q_ab <= capacity`` (b has ``-q_ab`` more instances in flight than
+  the ones counted for a; every device frees what a micro-batch allocates);
+* the flat schedule spans at most K periods: ``theta_b + d_b rate <= K``;
+* maximize the rate (minimize T); then, T fixed, minimize the flat length.
 
-The search never sees N. The repetend is then unrolled to N micro-batches; the warm-up
-(the partial periods before the first full repetend) and the cool-down (after the last)
-are re-solved as makespan MILPs over their own operations (`milp.OpProblem`) against the
-fixed steady state, and the result is compacted to earliest start times.
+The search: an iterative modulo-scheduling heuristic (Rau 1994) gives an incumbent, integer
+periods below it are probed with fixed-period feasibility MILPs (feasibility is monotone
+in T), and the rate MILP proves the least period; K grows from the critical path to what
+memory allows (Tessel's repetends hold at most that many micro-batches), stopping at the
+resource bound ``max_d work_d``. The search never sees N.
+
+The repetend is then unrolled to N micro-batches; the warm-up (the partial periods before
+the first full repetend) and the cool-down (after the last) are re-solved as makespan
+MILPs over their own operations (`milp.OpProblem`) against the fixed steady state, and
+the result is retimed to exact earliest starts. When N is so small that the schedule has
+fewer full repetends than warm-up periods, the whole schedule is completed by the
+whole-schedule MILP instead (bounded size: about 2 K micro-batches), warm-started from the
+better of the unrolled repetend and the classic schedules.
 """
 
 from __future__ import annotations
@@ -353,6 +362,8 @@ def _warm(model: Model, data: dict[str, Any], sigma: np.ndarray, period: float) 
 
 
 def _sub_ctx(ctx: RunContext, limit: float) -> RunContext:
+    """A context for one auxiliary solve: at most ``limit`` seconds (and a third of what
+    remains), recording into the run's solver results."""
     remaining = ctx.remaining_time()
     lim = limit if remaining is None else max(0.05, min(limit, remaining / 3))
     sub = RunContext(ctx.backend, ctx.options.with_(time_limit=lim), dict(ctx.params))
@@ -360,57 +371,102 @@ def _sub_ctx(ctx: RunContext, limit: float) -> RunContext:
     return sub
 
 
-def search_repetend(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any]) -> Repetend:
-    """Minimize the period (skipped when the heuristic repetend meets the resource bound),
-    then, time-limited, the flat length at that period."""
-    t0 = time.perf_counter()
-    model, data = build_model("tessel-repetend", REPETEND_BLOCKS, inst, {**params, "_t": None})
-    heur = data.get("heuristic")
-    t_lb = float(data["t_lb"])
-    probes: list[tuple[float, str]] = []
-    if heur and heur[1] > t_lb * (1 + 1e-9) + 1e-12 and integral_data(inst):
-        # probe integer periods below the heuristic's with fixed-period feasibility MILPs
-        # (feasibility is monotone in the period: a T-feasible repetend is T'-feasible for T' > T)
-        for t_try in range(math.ceil(t_lb - 1e-9), math.ceil(heur[1] - 1e-9)):
-            mp, dp = build_model("tessel-probe", REPETEND_BLOCKS, inst, {**params, "_t": float(t_try), "_feasibility": True})
-            rp = _sub_ctx(ctx, float(params.get("probe_time_limit", 0.5))).solve_model(mp)
-            probes.append((float(t_try), rp.termination.value))
-            if rp.values is not None:
-                heur = (np.asarray(rp.values_by_block["theta"], dtype=float) * t_try, float(t_try))
-                break
-            if rp.termination.value not in ("infeasible", "infeasible_or_unbounded"):
-                break
-    if heur and heur[1] <= t_lb * (1 + 1e-9) + 1e-12:
-        sigma, period = np.asarray(heur[0]), float(heur[1])
-        bound: float | None = t_lb
-        proven = True
+def offsets_range(inst: PipelineInstance, unfold: int) -> tuple[int, int]:
+    """(first, largest) number of periods one micro-batch's flat schedule may span:
+    first from the critical path (``ceil(path / T_lb) + 2``); largest from memory (the
+    micro-batches a device can hold, + 1; Tessel's repetends hold at most that many), or
+    four times the first without capacities."""
+    work = unfold * (inst.duration @ inst.device_mask)
+    t_lb = float(max(work.max(), inst.duration.max()))
+    crit = float(np.max(block_depth(inst) + inst.duration))
+    first = max(2, math.ceil(crit / t_lb) + 2)
+    alloc = np.clip(inst.memory, 0, None) @ inst.device_mask
+    capped = np.isfinite(inst.capacity) & (alloc > 0)
+    if capped.any():
+        largest = int(np.max(np.floor(inst.capacity[capped] / alloc[capped]))) + 1
     else:
-        warm = _warm(model, data, heur[0], heur[1]) if heur else None
-        res = ctx.solve_model(model, warm_start=warm, build_seconds=time.perf_counter() - t0)
-        if res.values is None:
-            if res.termination.value in ("infeasible", "infeasible_or_unbounded"):
-                raise InfeasibleError(
-                    f"{inst.name}: no repetend with at most {data['offsets']} micro-batch offsets fits the memory capacity",
-                    details={"offsets": data["offsets"]},
-                )
-            raise InfeasibleError(f"{inst.name}: the repetend search found no solution ({res.termination.value})", details={})
-        rate = float(res.values_by_block["rate"][0])
-        period = 1.0 / rate
-        if integral_data(inst) and abs(period - round(period)) < 1e-6:
-            period = float(round(period))
-        sigma = np.asarray(res.values_by_block["theta"], dtype=float) * period
-        bound = None if res.bound is None or res.bound <= 0 else 1.0 / res.bound
-        proven = res.termination.value == "optimal"
+        largest = 4 * first
+    hard = 2 * inst.n_blocks * unfold + 2
+    first = min(first, hard)
+    return first, max(first, min(largest, hard))
+
+
+def search_repetend(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any]) -> Repetend:
+    """Minimize the period over repetends spanning at most K periods, for K from the
+    critical path doubling up to what memory allows (stopping at the resource bound, which
+    no K beats); then, time-limited, minimize the flat length at the best period."""
+    t0 = time.perf_counter()
+    if params.get("offsets") is not None:
+        ks = [int(params["offsets"])]
+    else:
+        first, largest = offsets_range(inst, int(params.get("unfold", 1)))
+        ks = [first]
+        while ks[-1] < largest:
+            ks.append(min(largest, 2 * ks[-1]))
+    best: tuple[np.ndarray, float, float | None, bool, int, dict[str, Any]] | None = None
+    for i, k in enumerate(ks):
+        last = i == len(ks) - 1
+        # the best repetend so far is feasible for a larger K: it warm-starts the next search
+        best = _search_once(inst, ctx, {**params, "offsets": k}, None if best is None else (best[0], best[1]), prove=last)
+        if best[1] <= best[5]["t_lb"] * (1 + 1e-9) + 1e-12:
+            best = (best[0], best[1], best[5]["t_lb"], True, best[4], best[5])
+            break
+    assert best is not None
+    sigma, period, bound, proven, k, data = best
     if params.get("min_flat_length", True):
         t1 = time.perf_counter()
-        m2, d2 = build_model("tessel-flat", REPETEND_BLOCKS, inst, {**params, "_t": period})
+        m2, d2 = build_model("tessel-flat", REPETEND_BLOCKS, inst, {**params, "offsets": k, "_t": period})
         r2 = _sub_ctx(ctx, float(params.get("flat_time_limit", 0.5))).solve_model(m2, warm_start=_warm(m2, d2, sigma, period), build_seconds=time.perf_counter() - t1)
         if r2.values is not None:
             sigma = np.asarray(r2.values_by_block["theta"], dtype=float) * period
     sigma = sigma - sigma.min()
     if integral_data(inst) and float(period).is_integer() and np.all(np.abs(sigma - np.round(sigma)) < 1e-6):
         sigma = np.round(sigma)  # remove the solver's tolerance from integral times
-    return Repetend(sigma, period, bound, proven, int(data["offsets"]), int(data["cyclic"].unfold), time.perf_counter() - t0)
+    return Repetend(sigma, period, bound, proven, int(k), int(data["cyclic"].unfold), time.perf_counter() - t0)
+
+
+def _search_once(
+    inst: PipelineInstance, ctx: RunContext, params: dict[str, Any], incumbent: tuple[np.ndarray, float] | None = None, prove: bool = True
+) -> tuple[np.ndarray, float, float | None, bool, int, dict[str, Any]]:
+    """Least period with a fixed number of offsets: heuristic (or the incumbent of a
+    smaller K), integer-period probes (when no incumbent exists yet or no proof is asked
+    for), then, with ``prove``, the rate MILP (skipped when the resource bound is met)."""
+    t0 = time.perf_counter()
+    model, data = build_model("tessel-repetend", REPETEND_BLOCKS, inst, {**params, "_t": None})
+    heur = data.get("heuristic")
+    if incumbent is not None and (not heur or incumbent[1] <= heur[1]):
+        heur = incumbent
+    t_lb = float(data["t_lb"])
+    if (incumbent is None or not prove) and heur and heur[1] > t_lb * (1 + 1e-9) + 1e-12 and integral_data(inst):
+        # probe integer periods below the heuristic's with fixed-period feasibility MILPs
+        # (feasibility is monotone in the period: a T-feasible repetend is T'-feasible for T' > T)
+        for t_try in range(math.ceil(t_lb - 1e-9), math.ceil(heur[1] - 1e-9)):
+            mp, _ = build_model("tessel-probe", REPETEND_BLOCKS, inst, {**params, "_t": float(t_try), "_feasibility": True})
+            rp = _sub_ctx(ctx, float(params.get("probe_time_limit", 0.5))).solve_model(mp)
+            if rp.values is not None:
+                heur = (np.asarray(rp.values_by_block["theta"], dtype=float) * t_try, float(t_try))
+                break
+            if rp.termination.value not in ("infeasible", "infeasible_or_unbounded"):
+                break
+    if heur and heur[1] <= t_lb * (1 + 1e-9) + 1e-12:
+        return np.asarray(heur[0]), float(heur[1]), t_lb, True, int(data["offsets"]), data
+    if not prove and heur:
+        return np.asarray(heur[0]), float(heur[1]), None, False, int(data["offsets"]), data
+    warm = _warm(model, data, heur[0], heur[1]) if heur else None
+    res = ctx.solve_model(model, warm_start=warm, build_seconds=time.perf_counter() - t0)
+    if res.values is None:
+        if res.termination.value in ("infeasible", "infeasible_or_unbounded"):
+            raise InfeasibleError(
+                f"{inst.name}: no repetend with at most {data['offsets']} micro-batch offsets fits the memory capacity",
+                details={"offsets": data["offsets"]},
+            )
+        raise InfeasibleError(f"{inst.name}: the repetend search found no solution ({res.termination.value})", details={})
+    period = 1.0 / float(res.values_by_block["rate"][0])
+    if integral_data(inst) and abs(period - round(period)) < 1e-6:
+        period = float(round(period))
+    sigma = np.asarray(res.values_by_block["theta"], dtype=float) * period
+    bound = None if res.bound is None or res.bound <= 0 else 1.0 / res.bound
+    return sigma, period, bound, res.termination.value == "optimal", int(data["offsets"]), data
 
 
 def naive_unroll(inst: PipelineInstance, rep: Repetend) -> np.ndarray:
@@ -508,14 +564,6 @@ def _phase_problem(
     return prob, ops, t_shift
 
 
-def _phase_ctx(ctx: RunContext, limit: float) -> RunContext:
-    remaining = ctx.remaining_time()
-    lim = limit if remaining is None else max(0.05, min(limit, remaining / 3))
-    sub = RunContext(ctx.backend, ctx.options.with_(time_limit=lim, mip_gap=ctx.options.mip_gap), dict(ctx.params))
-    sub.solver_results = ctx.solver_results
-    return sub
-
-
 def complete_phases(inst: PipelineInstance, rep: Repetend, ctx: RunContext, limit: float, model: str = "auto") -> tuple[np.ndarray, dict[str, Any]]:
     """Unroll, then re-solve warm-up and cool-down as MILPs against the steady state."""
     n, nb, u = inst.micro_batches, inst.n_blocks, rep.unfold
@@ -539,7 +587,7 @@ def complete_phases(inst: PipelineInstance, rep: Repetend, ctx: RunContext, limi
     warm = period_of < first_full
     if warm.any():
         prob, ops, _ = _phase_problem(inst, start, warm, "warmup", 0.0)
-        s, res, _ = solve_op_problem(prob, _phase_ctx(ctx, limit), start.reshape(-1)[ops], model)
+        s, res, _ = solve_op_problem(prob, _sub_ctx(ctx, limit), start.reshape(-1)[ops], model)
         if s is not None:
             shift = float(np.max(s[prob.deadline_ops] + prob.deadline_gap - prob.deadline_base)) if prob.deadline_ops.size else 0.0
             shift = min(shift, 0.0)
@@ -553,7 +601,7 @@ def complete_phases(inst: PipelineInstance, rep: Repetend, ctx: RunContext, limi
     cool = period_of > last_full
     if cool.any():
         prob, ops, t0 = _phase_problem(inst, start, cool, "cooldown", 0.0)
-        s, res, _ = solve_op_problem(prob, _phase_ctx(ctx, limit), start.reshape(-1)[ops] - t0, model)
+        s, res, _ = solve_op_problem(prob, _sub_ctx(ctx, limit), start.reshape(-1)[ops] - t0, model)
         if s is not None:
             flat = start.reshape(-1).copy()
             flat[ops] = s + t0
@@ -578,7 +626,7 @@ def _complete_whole(inst: PipelineInstance, start: np.ndarray, ctx: RunContext, 
         prob.horizon = value * (1 + 1e-9) + 1e-9
     else:
         prob.span_ub = value * (1 + 1e-9) + 1e-9
-    s, res, _ = solve_op_problem(prob, _phase_ctx(ctx, limit), best.reshape(-1), model if model != "disjunctive" else "auto")
+    s, res, _ = solve_op_problem(prob, _sub_ctx(ctx, limit), best.reshape(-1), model if model != "disjunctive" else "auto")
     info.update(phases="whole-schedule MILP", completion_warm_start=source, completion_termination=res.termination.value)
     if s is not None and _objective(inst, s.reshape(best.shape)) <= value + 1e-9:
         return s.reshape(best.shape), info

@@ -1,0 +1,174 @@
+"""Pipeline scheduling benchmarks: Tessel's repetend search, the whole-schedule MILP and
+the classic schedules.
+
+    python benchmarks/bench_pipeline.py [section ...] [--time-limit S] [--quick]
+
+Sections (default: all):
+  baselines  tessel vs the best classic schedule under the same memory (V/X/M, 4 and 8
+             devices, 8-64 micro-batches, memory = p activations)
+  tessel     Tessel's own placements (vshape, xshape, kshape, mshape, nnshape; 4 devices;
+             memory 4, 5, 6, 20): period, proof, unrolled makespan for N = 16 and 64,
+             search time
+  small      pipeline_milp optimum vs tessel on 4 devices, N <= 8
+  zb         Zero Bubble's ILP case (p = 4, F = B = W = 1, memory +2/-1/-1, limit 8)
+  scaling    search time of tessel vs pipeline_milp for N = 8 ... 128 (build and solve
+             times separately; speed as a ratio to tessel at N = 8)
+
+Times are wall seconds on this machine (shared; other jobs inflate them), with HiGHS's own
+solve seconds next to them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import distplan  # noqa: E402
+from distplan.errors import InfeasibleError, InputError  # noqa: E402
+from distplan.formulations.pipeline.baselines import SCHEDULES  # noqa: E402
+from distplan.instances.pipelines import make_pipeline, tessel_case, zero_bubble_case  # noqa: E402
+from distplan.models.pipeline import PipelineInstance  # noqa: E402
+
+
+def table(header: list[str], rows: list[list[Any]]) -> None:
+    cells = [[str(h) for h in header]] + [[_fmt(c) for c in r] for r in rows]
+    width = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    for k, r in enumerate(cells):
+        print("  ".join(c.rjust(w) for c, w in zip(r, width)))
+        if k == 0:
+            print("  ".join("-" * w for w in width))
+    print(flush=True)
+
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, float):
+        return f"{x:.3f}" if abs(x) < 100 and not float(x).is_integer() else f"{x:g}"
+    return str(x)
+
+
+def best_baseline(inst: PipelineInstance) -> tuple[float, str]:
+    best = (math.inf, "-")
+    for name in SCHEDULES:
+        try:
+            r = distplan.solve(inst, formulation=name)
+        except (InfeasibleError, InputError):
+            continue
+        if r.objective < best[0]:
+            best = (r.objective, name)
+    return best
+
+
+def timed(inst: PipelineInstance, formulation: str, **kw: Any) -> tuple[distplan.Result, float]:
+    t0 = time.perf_counter()
+    res = distplan.solve(inst, formulation=formulation, **kw)
+    return res, time.perf_counter() - t0
+
+
+def solve_seconds(res: distplan.Result) -> float:
+    return float(sum(r.solve_seconds for r in res.solver_results))
+
+
+def section_baselines(args: argparse.Namespace) -> None:
+    print("== tessel vs the best classic schedule (memory = p activations; F 1 s, B 3 s) ==")
+    rows = []
+    ns = [8, 16] if args.quick else [8, 16, 32, 64]
+    for shape in ("v", "x", "m"):
+        for p in (4, 8):
+            for n in ns:
+                inst = make_pipeline(shape, p, n, memory_capacity=float(p))
+                base, name = best_baseline(inst)
+                one = distplan.solve(inst, formulation="1f1b").objective
+                res, wall = timed(inst, "tessel", time_limit=args.time_limit)
+                rows.append([shape, p, n, name, base, one, res.objective, round(res.objective / base, 3), res.plan.info["period"], res.plan.info.get("phases", "warm-up/cool-down"), round(wall, 2)])
+    table(["shape", "p", "N", "best baseline", "its time", "1f1b", "tessel", "tessel/best", "period", "completion", "wall s"], rows)
+
+
+def section_tessel(args: argparse.Namespace) -> None:
+    print("== Tessel's placements (4 devices; F 1 / +1, B 3 / -1, full-shard 1 / 0) ==")
+    rows = []
+    mems = [4, 20] if args.quick else [4, 5, 6, 20]
+    for shape in ("v", "x", "k", "m", "nn"):
+        for mem in mems:
+            row: list[Any] = [f"{shape}shape", mem]
+            inst = tessel_case(shape, mem, 16)
+            busy = float(inst.device_work().max())
+            for n in (16, 64):
+                res, wall = timed(tessel_case(shape, mem, n), "tessel", time_limit=args.time_limit)
+                info = res.plan.info
+                if n == 16:
+                    row += [busy, info["period"], info["period_bound"], "yes" if info["period_proven_optimal"] else "no", info["offsets"]]
+                row += [res.objective, round(wall, 2), round(info["repetend_search_seconds"], 2)]
+            rows.append(row)
+    table(["placement", "mem", "busy", "period", "bound", "proven", "K", "N=16", "wall s", "search s", "N=64", "wall s", "search s"], rows)
+
+
+def section_small(args: argparse.Namespace) -> None:
+    print("== pipeline_milp optimum vs tessel, 4 devices, memory 4 ==")
+    rows = []
+    for shape in ("v", "x", "m", "k", "nn"):
+        for n in (4, 8):
+            inst = make_pipeline(shape, 4, n, memory_capacity=4.0)
+            m, mwall = timed(inst, "pipeline_milp", time_limit=args.time_limit)
+            t, twall = timed(inst, "tessel", time_limit=args.time_limit)
+            gap = 100 * (t.objective / m.objective - 1)
+            rows.append([shape, n, m.objective, m.bound, m.status.value, round(mwall, 1), m.info["model"]["kind"], t.objective, f"{gap:+.1f}%", round(twall, 2)])
+    table(["shape", "N", "milp", "bound", "status", "milp s", "model", "tessel", "tessel vs milp", "tessel s"], rows)
+
+
+def section_zb(args: argparse.Namespace) -> None:
+    print("== Zero Bubble's ILP case: p=4, F=B=W=1, memory +2/-1/-1, limit 8, longest stage span ==")
+    rows = []
+    cases = [(0.0, 4), (0.0, 8), (0.0, 12), (1.0, 12)]
+    for comm, m in cases:
+        inst = zero_bubble_case(micro_batches=m, comm_delay=comm)
+        base = {n: distplan.solve(inst, formulation=n).objective for n in ("1f1b", "zb_h1", "zb_h2")}
+        for model in ("auto", "time_indexed", "disjunctive"):
+            res, wall = timed(inst, "pipeline_milp", model=model, warm_start="baselines", time_limit=args.time_limit)
+            rows.append([comm, m, base["1f1b"], base["zb_h1"], base["zb_h2"], model, res.objective, res.bound, res.status.value, round(wall, 2), round(solve_seconds(res), 2)])
+    table(["comm", "m", "1f1b", "zb_h1", "zb_h2", "model", "milp", "bound", "status", "wall s", "solve s"], rows)
+
+
+def section_scaling(args: argparse.Namespace) -> None:
+    print("== search time vs N: tessel (repetend search, N-independent) vs pipeline_milp (mshape, memory 4) ==")
+    rows = []
+    base = None
+    ns = [8, 16, 32] if args.quick else [8, 16, 32, 64, 128]
+    for n in ns:
+        inst = tessel_case("m", 4, n)
+        t, twall = timed(inst, "tessel", time_limit=args.time_limit)
+        m, mwall = timed(inst, "pipeline_milp", warm_start="baselines", time_limit=args.time_limit)
+        search = float(t.plan.info["repetend_search_seconds"])
+        base = base or search
+        mres = [r for r in m.solver_results if r.extra.get("model", {}).get("name", "").endswith(("milp", "time-indexed"))]
+        mr = mres[-1] if mres else m.solver_results[-1]
+        rows.append(
+            [n, round(search, 3), round(search / base, 2), round(twall, 2), t.objective, round(mr.build_seconds, 2), round(mr.solve_seconds, 2), round(mwall / base, 1), m.objective, m.bound, m.status.value]
+        )
+    table(["N", "tessel search s", "x N=8", "tessel wall s", "tessel", "milp build s", "milp solve s", "milp wall / tessel N=8", "milp", "bound", "status"], rows)
+
+
+SECTIONS = {"baselines": section_baselines, "tessel": section_tessel, "small": section_small, "zb": section_zb, "scaling": section_scaling}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sections", nargs="*", help=f"any of: {', '.join(SECTIONS)} (default: all)")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per MILP solve (pipeline_milp)")
+    parser.add_argument("--quick", action="store_true", help="fewer sizes")
+    args = parser.parse_args(argv)
+    unknown = [s for s in args.sections if s not in SECTIONS]
+    if unknown:
+        parser.error(f"unknown section {unknown[0]!r}; use any of: {', '.join(SECTIONS)}")
+    for name in args.sections or list(SECTIONS):
+        SECTIONS[name](args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

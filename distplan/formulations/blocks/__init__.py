@@ -1,0 +1,1 @@
+"""Reusable formulation blocks (scheduling: precedence, disjunctions, memory, periodic rows)."""
