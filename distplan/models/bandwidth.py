@@ -37,11 +37,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from distplan.errors import InputError
-from distplan.models.common import FORMAT, Check, KindSpec, name_list, need, number, register_kind, write_json
+from distplan.models.common import FORMAT, Check, JsonDocument, KindSpec, name_list, need, number, register_kind
 
 #: bytes/s in one GB/s (LIBRA's bandwidth unit; 1 GB/s = 1 byte/ns)
 GB = 1e9
@@ -102,7 +101,7 @@ class LinearConstraint:
 
 
 @dataclass
-class BandwidthInstance:
+class BandwidthInstance(JsonDocument):
     """A LIBRA bandwidth-provisioning instance (kind ``bandwidth``)."""
 
     name: str
@@ -140,8 +139,6 @@ class BandwidthInstance:
     def to_dict(self) -> dict[str, Any]:
         return _serialize(self)
 
-    def to_json(self, path: str | Path) -> None:
-        write_json(self.to_dict(), path)
 
     def summary(self) -> dict[str, Any]:
         dims = ", ".join(f"{d.name}:{d.block}x{d.size}" for d in self.dimensions)

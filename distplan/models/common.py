@@ -38,6 +38,13 @@ class Check:
         return {"feasible": self.feasible, "objective": self.objective, "violations": self.violations, "details": self.details}
 
 
+class JsonDocument:
+    """Mixin of every instance class: ``to_json(path)`` writes ``to_dict()`` (gzip for .gz)."""
+
+    def to_json(self, path: str | Path) -> None:
+        write_json(self.to_dict(), path)  # type: ignore[attr-defined]
+
+
 class Instance(Protocol):
     kind: str
     name: str

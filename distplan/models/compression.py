@@ -45,14 +45,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
 from distplan.models.catalogue import device as catalogue_device
-from distplan.models.common import FORMAT, Check, KindSpec, name_list, need, number, register_kind, write_json
+from distplan.models.common import FORMAT, Check, JsonDocument, KindSpec, name_list, need, number, register_kind
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 ROLES = ("forward", "backward", "update")
@@ -141,7 +140,7 @@ class Codec:
 
 
 @dataclass
-class CompressionInstance:
+class CompressionInstance(JsonDocument):
     """A compression-selection instance; arrays below are derived on construction."""
 
     name: str
@@ -278,8 +277,6 @@ class CompressionInstance:
     def to_dict(self) -> dict[str, Any]:
         return _serialize(self)
 
-    def to_json(self, path: str | Path) -> None:
-        write_json(self.to_dict(), path)
 
     def summary(self) -> dict[str, Any]:
         types: dict[str, int] = {}

@@ -27,13 +27,12 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from distplan.errors import InputError
-from distplan.models.common import FORMAT, Check, KindSpec, name_list, need, number, register_kind, write_json
+from distplan.models.common import FORMAT, Check, JsonDocument, KindSpec, name_list, need, number, register_kind
 from distplan.models.graphs import find_cycle
 
 ROLES = ("F", "B", "W")
@@ -60,7 +59,7 @@ class PipelineBlock:
 
 
 @dataclass
-class PipelineInstance:
+class PipelineInstance(JsonDocument):
     """Blocks of one micro-batch, devices, number of micro-batches and memory capacities."""
 
     name: str
@@ -246,8 +245,6 @@ class PipelineInstance:
             out["meta"] = dict(self.meta)
         return out
 
-    def to_json(self, path: str | Path) -> None:
-        write_json(self.to_dict(), path)
 
     def summary(self) -> dict[str, Any]:
         work = self.device_work()

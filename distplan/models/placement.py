@@ -23,13 +23,12 @@ import copy
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from distplan.errors import InputError
-from distplan.models.common import FORMAT, Check, KindSpec, name_list, need, number, register_kind, write_json
+from distplan.models.common import FORMAT, Check, JsonDocument, KindSpec, name_list, need, number, register_kind
 from distplan.models.graphs import find_cycle, topological_order
 
 MEMORY_MODELS = ("simple", "liveness")
@@ -38,7 +37,7 @@ TOL = 1e-9
 
 
 @dataclass
-class PlacementInstance:
+class PlacementInstance(JsonDocument):
     """A DAG of ops and a cluster of devices. Arrays are indexed by op / edge / device id."""
 
     name: str
@@ -159,8 +158,6 @@ class PlacementInstance:
             return copy.deepcopy(self.document)
         return _serialize(self)
 
-    def to_json(self, path: str | Path) -> None:
-        write_json(self.to_dict(), path)
 
     def summary(self) -> dict[str, Any]:
         tmin = self.time.min(axis=1)

@@ -31,12 +31,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 from distplan.errors import InputError
 from distplan.models.catalogue import DeviceSpec, device
-from distplan.models.common import FORMAT, Check, KindSpec, need, number, register_kind, write_json
+from distplan.models.common import FORMAT, Check, JsonDocument, KindSpec, need, number, register_kind
 from distplan.models.sharding_costs import (
     DIM_NAME,
     DTYPE_BYTES,
@@ -118,7 +117,7 @@ def _number_list(value: Any, path: str, n: int, *, positive: bool = True) -> tup
 
 
 @dataclass
-class ShardingInstance:
+class ShardingInstance(JsonDocument):
     """A training graph, a device mesh and training constants (kind ``sharding``)."""
 
     name: str
@@ -356,8 +355,6 @@ class ShardingInstance:
         doc["graph"] = graph
         return doc
 
-    def to_json(self, path: str | Path) -> None:
-        write_json(self.to_dict(), path)
 
     def summary(self) -> dict[str, Any]:
         types: dict[str, int] = {}
