@@ -32,11 +32,12 @@ is an upper bound); see `distplan.formulations.sharding.tap` for a proven lower 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import networkx as nx
+import numpy as np
 
 T = TypeVar("T")
 
@@ -88,64 +89,121 @@ class FoldMap:
         return list(self.multiplicity)
 
 
-def _adjacency(G: nx.DiGraph, edge_label: str, edge_ids: dict[Hashable, int]) -> tuple[dict[Hashable, list[tuple[int, Hashable]]], dict[Hashable, list[tuple[int, Hashable]]]]:
-    out: dict[Hashable, list[tuple[int, Hashable]]] = {n: [] for n in G.nodes}
-    inn: dict[Hashable, list[tuple[int, Hashable]]] = {n: [] for n in G.nodes}
-    for u, v, lab in G.edges(data=edge_label):
-        eid = edge_ids.setdefault(lab, len(edge_ids))
-        out[u].append((eid, v))
-        inn[v].append((eid, u))
-    return out, inn
+@dataclass(frozen=True)
+class LabelledGraph:
+    """A directed graph on nodes ``0 .. n-1`` with hashable node and edge labels, the
+    light input of `find_repeated_subgraphs` (no networkx graph needs to be built)."""
+
+    node_labels: Sequence[Hashable]
+    edges: Sequence[tuple[int, int]]
+    edge_labels: Sequence[Hashable]
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node_labels)
 
 
-def wl_colors(G: nx.DiGraph, node_label: str = "label", edge_label: str = "label", iterations: int = 2) -> dict[Hashable, int]:
+@dataclass
+class _Indexed:
+    """Integer form of a labelled graph: label ids and labelled adjacency lists."""
+
+    names: list[Hashable] | None  # node names (None: the names are 0 .. n-1)
+    label: list[int]
+    out: list[list[tuple[int, int]]]  # node -> [(edge label id, successor)]
+    inn: list[list[tuple[int, int]]]  # node -> [(edge label id, predecessor)]
+
+    def index_of(self) -> dict[Hashable, int]:
+        return {n: i for i, n in enumerate(self.names)} if self.names is not None else {}
+
+    def name(self, i: int) -> Hashable:
+        return self.names[i] if self.names is not None else i
+
+
+def _indexed(G: nx.DiGraph | LabelledGraph, node_label: str, edge_label: str) -> _Indexed:
+    ids: dict[Hashable, int] = {}
+    edge_ids: dict[Hashable, int] = {}
+    if isinstance(G, LabelledGraph):
+        names: list[Hashable] | None = None
+        label = [ids.setdefault(lab, len(ids)) for lab in G.node_labels]
+        arcs = [(u, v, edge_ids.setdefault(lab, len(edge_ids))) for (u, v), lab in zip(G.edges, G.edge_labels)]
+    else:
+        names = list(G.nodes)
+        index = {n: i for i, n in enumerate(names)}
+        label = [ids.setdefault(G.nodes[n][node_label], len(ids)) for n in names]
+        arcs = [(index[u], index[v], edge_ids.setdefault(lab, len(edge_ids))) for u, v, lab in G.edges(data=edge_label)]
+    out: list[list[tuple[int, int]]] = [[] for _ in label]
+    inn: list[list[tuple[int, int]]] = [[] for _ in label]
+    for u, v, e in arcs:
+        out[u].append((e, v))
+        inn[v].append((e, u))
+    return _Indexed(names, label, out, inn)
+
+
+def wl_colors(G: nx.DiGraph | LabelledGraph, node_label: str = "label", edge_label: str = "label", iterations: int = 2) -> dict[Hashable, int]:
     """Directed Weisfeiler-Lehman colours (successors and predecessors, with edge labels).
 
-    Colour ids are assigned in order of first appearance in ``G.nodes``, so they are
+    Colour ids are assigned in order of first appearance in the node order, so they are
     deterministic for a given node order.
     """
-    out, inn = _adjacency(G, edge_label, {})
-    return _wl_levels(G, node_label, out, inn, iterations)[-1]
+    g = _indexed(G, node_label, edge_label)
+    color = _wl_levels(g, iterations)[-1]
+    return {g.name(i): c for i, c in enumerate(color)}
 
 
-def _wl_levels(
-    G: nx.DiGraph,
-    node_label: str,
-    out: Mapping[Hashable, list[tuple[int, Hashable]]],
-    inn: Mapping[Hashable, list[tuple[int, Hashable]]],
-    iterations: int,
-) -> list[dict[Hashable, int]]:
-    ids: dict[Any, int] = {}
-    color = {n: ids.setdefault(G.nodes[n][node_label], len(ids)) for n in G.nodes}
-    levels = [color]
-    for _ in range(iterations):
-        ids = {}
-        new: dict[Hashable, int] = {}
-        for n in G.nodes:
-            sig = (
-                color[n],
-                tuple(sorted((e, color[m]) for e, m in out[n])),
-                tuple(sorted((e, color[m]) for e, m in inn[n])),
-            )
-            new[n] = ids.setdefault(sig, len(ids))
-        color = new
-        levels.append(color)
+def _mix(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer on uint64 arrays (wrapping arithmetic): a well-spread hash."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _first_appearance_ids(keys: np.ndarray) -> np.ndarray:
+    """Dense ids of equal keys, numbered in order of first appearance."""
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    return rank[inverse.reshape(-1)]
+
+
+def _wl_levels(g: _Indexed, iterations: int) -> list[list[int]]:
+    """Colour refinement, vectorized: a node's new colour is a hash of its colour and the
+    multisets of (edge label, neighbour colour) over successors and predecessors (sums of
+    64-bit hashes). A hash collision could only merge colour classes, never split equal
+    nodes; every family is checked exactly afterwards, so folding stays exact."""
+    color = np.asarray(g.label, dtype=np.int64)
+    levels = [color.tolist()]
+    if iterations <= 0:
+        return levels
+    src = np.fromiter((u for u, adj in enumerate(g.out) for _ in adj), dtype=np.int64)
+    dst = np.fromiter((v for adj in g.out for _, v in adj), dtype=np.int64)
+    lab = np.fromiter((e for adj in g.out for e, _ in adj), dtype=np.int64).astype(np.uint64)
+    n = color.size
+    with np.errstate(over="ignore"):
+        for _ in range(iterations):
+            c = color.astype(np.uint64)
+            out_sum = np.zeros(n, dtype=np.uint64)
+            in_sum = np.zeros(n, dtype=np.uint64)
+            np.add.at(out_sum, src, _mix(lab * np.uint64(0x9E3779B97F4A7C15) + c[dst] + np.uint64(1)))
+            np.add.at(in_sum, dst, _mix(lab * np.uint64(0xC2B2AE3D27D4EB4F) + c[src] + np.uint64(2)))
+            key = _mix(_mix(c + np.uint64(3)) + _mix(out_sum) * np.uint64(3) + _mix(in_sum ^ np.uint64(0x165667B19E3779F9)))
+            color = _first_appearance_ids(key)
+            levels.append(color.tolist())
     return levels
 
 
-def check_family(G: nx.DiGraph, family: Family, node_label: str = "label", edge_label: str = "label") -> None:
+def check_family(G: nx.DiGraph | LabelledGraph, family: Family, node_label: str = "label", edge_label: str = "label") -> None:
     """Exact isomorphism check: the position-wise map from copy 0 to every copy preserves
     node labels and the labelled edges of the induced subgraphs. Raises FoldingError."""
-    label_ids: dict[Any, int] = {}
-    label_id = {n: label_ids.setdefault(G.nodes[n][node_label], len(label_ids)) for n in G.nodes}
-    out, _ = _adjacency(G, edge_label, {})
-    _check(family.copies, label_id, out)
+    g = _indexed(G, node_label, edge_label)
+    index = g.index_of()
+    copies = [[index[n] for n in copy] for copy in family.copies] if g.names is not None else [[int(n) for n in copy] for copy in family.copies]  # type: ignore[call-overload]
+    _check(copies, g)
 
 
-def _check(copies: list[list[Hashable]], label_id: Mapping[Hashable, int], out: Mapping[Hashable, list[tuple[int, Hashable]]]) -> None:
-    """`check_family` on integer node and edge labels."""
+def _check(copies: list[list[int]], g: _Indexed) -> None:
+    """`check_family` on the integer form."""
     first = copies[0]
-    seen: set[Hashable] = set()
+    seen: set[int] = set()
     for c, copy in enumerate(copies):
         if len(copy) != len(first):
             raise FoldingError(f"copy {c} has {len(copy)} nodes, copy 0 has {len(first)}")
@@ -153,62 +211,57 @@ def _check(copies: list[list[Hashable]], label_id: Mapping[Hashable, int], out: 
             raise FoldingError(f"copy {c} overlaps another copy")
         seen.update(copy)
 
-    def inner_edges(copy: list[Hashable]) -> list[tuple[int, int, int]]:
+    def inner_edges(copy: list[int]) -> list[tuple[int, int, int]]:
         pos = {n: j for j, n in enumerate(copy)}
-        return sorted((pos[u], pos[v], e) for u in copy for e, v in out[u] if v in pos)
+        return sorted([(pos[u], pos[v], e) for u in copy for e, v in g.out[u] if v in pos])
 
-    ref_labels = [label_id[n] for n in first]
+    ref_labels = [g.label[n] for n in first]
     ref_edges = inner_edges(first)
     for c, copy in enumerate(copies[1:], start=1):
-        if [label_id[n] for n in copy] != ref_labels:
+        if [g.label[n] for n in copy] != ref_labels:
             raise FoldingError(f"copy {c} has node labels that differ from copy 0")
         if inner_edges(copy) != ref_edges:
             raise FoldingError(f"copy {c} is not isomorphic to copy 0 under the position map")
 
 
-def _grow(
-    seeds: list[Hashable],
-    claimed: set[Hashable],
-    label_id: Mapping[Hashable, int],
-    color: Mapping[Hashable, int],
-    order: Mapping[Hashable, int],
-    out: Mapping[Hashable, list[tuple[int, Hashable]]],
-    inn: Mapping[Hashable, list[tuple[int, Hashable]]],
-) -> list[list[Hashable]]:
+def _grow(seeds: list[int], claimed: bytearray, g: _Indexed, color: list[int]) -> list[list[int]]:
     """Grow regions around the seeds in lock step (see the module docstring)."""
     k = len(seeds)
-    copies: list[list[Hashable]] = [[s] for s in seeds]
-    local = set(seeds)
+    copies: list[list[int]] = [[s] for s in seeds]
+    local = bytearray(len(claimed))
+    for s in seeds:
+        local[s] = 1
+    label = g.label
     queue: deque[int] = deque([0])
     while queue:
         j = queue.popleft()
-        for direction, adj in enumerate((out, inn)):
-            per_copy: list[dict[tuple[int, int, int, int], list[Hashable]]] = []
+        for direction, adj in enumerate((g.out, g.inn)):
+            per_copy: list[dict[tuple[int, int, int, int], list[int]]] = []
             for c in range(k):
-                groups: dict[tuple[int, int, int, int], list[Hashable]] = {}
+                groups: dict[tuple[int, int, int, int], list[int]] = {}
                 for e, m in adj[copies[c][j]]:
-                    if m in claimed or m in local:
+                    if claimed[m] or local[m]:
                         continue
-                    groups.setdefault((direction, e, label_id[m], color[m]), []).append(m)
+                    groups.setdefault((direction, e, label[m], color[m]), []).append(m)
                 per_copy.append(groups)
             for key, cands0 in per_copy[0].items():
                 lists = [pc.get(key) for pc in per_copy]
                 if any(lst is None or len(lst) != len(cands0) for lst in lists):
                     continue
-                ordered = [sorted(lst, key=lambda m: order[m]) for lst in lists]  # type: ignore[arg-type]
+                ordered = [sorted(lst) for lst in lists]  # type: ignore[type-var]
                 for r in range(len(cands0)):
                     tup = [ordered[c][r] for c in range(k)]
-                    if len(set(tup)) < k or any(m in local for m in tup):
+                    if len(set(tup)) < k or any(local[m] for m in tup):
                         continue
                     for c in range(k):
                         copies[c].append(tup[c])
-                    local.update(tup)
+                        local[tup[c]] = 1
                     queue.append(len(copies[0]) - 1)
     return copies
 
 
 def find_repeated_subgraphs(
-    G: nx.DiGraph,
+    G: nx.DiGraph | LabelledGraph,
     node_label: str = "label",
     edge_label: str = "label",
     *,
@@ -219,42 +272,47 @@ def find_repeated_subgraphs(
 ) -> FoldMap:
     """Families of disjoint isomorphic regions of ``G`` and every node's representative.
 
-    Regions have at least ``min_size`` nodes and families at least ``min_copies`` copies.
-    Every family returned passed `check_family`.
+    ``G`` is a ``networkx.DiGraph`` (labels in the ``node_label`` / ``edge_label``
+    attributes) or a `LabelledGraph` (nodes ``0 .. n-1``). Regions have at least
+    ``min_size`` nodes and families at least ``min_copies`` copies. Every family returned
+    passed `check_family`.
     """
-    nodes = list(G.nodes)
-    order = {n: k for k, n in enumerate(nodes)}
-    label_ids: dict[Any, int] = {}
-    label_id = {n: label_ids.setdefault(G.nodes[n][node_label], len(label_ids)) for n in nodes}
-    edge_ids: dict[Hashable, int] = {}
-    out, inn = _adjacency(G, edge_label, edge_ids)
-    levels = _wl_levels(G, node_label, out, inn, iterations)
-    color = levels[-1]
+    g = _indexed(G, node_label, edge_label)
+    n_nodes = len(g.label)
+    color = _wl_levels(g, iterations)[-1]
 
-    claimed: set[Hashable] = set()
-    families: list[Family] = []
+    claimed = bytearray(n_nodes)
+    n_claimed = 0
+    families: list[list[list[int]]] = []
     rejected: set[int] = set()
-    while len(nodes) - len(claimed) >= min_copies * min_size:
-        classes: dict[int, list[Hashable]] = {}
-        for n in nodes:
-            if n not in claimed and color[n] not in rejected:
+    while n_nodes - n_claimed >= min_copies * min_size:
+        classes: dict[int, list[int]] = {}
+        for n in range(n_nodes):
+            if not claimed[n] and color[n] not in rejected:
                 classes.setdefault(color[n], []).append(n)
-        candidates = sorted((c for c, members in classes.items() if len(members) >= min_copies), key=lambda c: (-len(classes[c]), order[classes[c][0]]))
+        candidates = sorted((c for c, members in classes.items() if len(members) >= min_copies), key=lambda c: (-len(classes[c]), classes[c][0]))
         if not candidates:
             break
-        eligible = len(nodes) - len(claimed)
-        best: list[list[Hashable]] | None = None
+        eligible = n_nodes - n_claimed
+        best: list[list[int]] | None = None
         best_cover = 0
         tried = candidates[:max_seed_trials]
+        grown: set[int] = set()  # classes that are whole positions of a region grown this round
         for col in tried:
-            copies = _grow(classes[col], claimed, label_id, color, order, out, inn)
+            if col in grown:
+                continue  # growing from another position of that region gives it again
+            copies = _grow(classes[col], claimed, g, color)
+            for position in zip(*copies):
+                cols = {color[n] for n in position}
+                if len(cols) == 1 and len(classes.get(color[position[0]], ())) == len(position):
+                    grown.add(color[position[0]])
             if len(copies[0]) < min_size:
                 rejected.add(col)
                 continue
             if len(copies) * len(copies[0]) <= best_cover:
                 continue  # may still fold in a later round
             try:
-                _check(copies, label_id, out)
+                _check(copies, g)
             except FoldingError:
                 rejected.add(col)
                 continue
@@ -266,28 +324,35 @@ def find_repeated_subgraphs(
         if best is None:
             rejected.update(tried)  # every class tried failed
             continue
-        families.append(Family(best))
+        families.append(best)
         for copy in best:
-            claimed.update(copy)
+            for n in copy:
+                claimed[n] = 1
+            n_claimed += len(copy)
 
+    name = g.name
     representative: dict[Hashable, Hashable] = {}
     copy_of: dict[Hashable, tuple[int, int]] = {}
     multiplicity: dict[Hashable, int] = {}
     for f, fam in enumerate(families):
-        for c, copy in enumerate(fam.copies):
+        reps = [name(n) for n in fam[0]]
+        for c, copy in enumerate(fam):
             for j, n in enumerate(copy):
-                representative[n] = fam.copies[0][j]
-                copy_of[n] = (f, c)
-        for n in fam.copies[0]:
-            multiplicity[n] = fam.num_copies
-    for n in nodes:
-        if n not in representative:
-            representative[n] = n
-            multiplicity[n] = 1
+                node = name(n)
+                representative[node] = reps[j]
+                copy_of[node] = (f, c)
+        for r in reps:
+            multiplicity[r] = len(fam)
+    for n in range(n_nodes):
+        if not claimed[n]:
+            node = name(n)
+            representative[node] = node
+            multiplicity[node] = 1
     stats = {
-        "nodes": len(nodes),
+        "nodes": n_nodes,
         "folded_nodes": len(multiplicity),
-        "families": [{"copies": fam.num_copies, "nodes_per_copy": fam.size} for fam in families],
+        "families": [{"copies": len(fam), "nodes_per_copy": len(fam[0])} for fam in families],
         "wl_iterations": iterations,
     }
-    return FoldMap(families, representative, copy_of, multiplicity, stats)
+    out_families = [Family([[name(n) for n in copy] for copy in fam]) for fam in families]
+    return FoldMap(out_families, representative, copy_of, multiplicity, stats)

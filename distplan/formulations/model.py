@@ -30,8 +30,13 @@ class ModelError(ValueError):
     """A model was built inconsistently (shape mismatch, duplicate name, ...)."""
 
 
+def _csr(matrix: sp.spmatrix | sp.sparray) -> sp.csr_matrix:
+    """The matrix as CSR, without a copy or a format check when it already is one."""
+    return matrix if type(matrix) is sp.csr_matrix else sp.csr_matrix(matrix)
+
+
 def _as_rows(matrix: sp.spmatrix | sp.sparray, ncols: int) -> sp.csr_matrix:
-    m = sp.csr_matrix(matrix)
+    m = _csr(matrix)
     if m.shape[1] < ncols:
         m = sp.csr_matrix((m.data, m.indices, m.indptr), shape=(m.shape[0], ncols))
     return m
@@ -47,7 +52,7 @@ class LinExpr:
     __array_ufunc__ = None  # numpy defers `ndarray * LinExpr` to us
 
     def __init__(self, A: sp.spmatrix | sp.sparray, const: np.ndarray, shape: tuple[int, ...]):
-        self.A = sp.csr_matrix(A)
+        self.A = _csr(A)
         self.const = np.asarray(const, dtype=float).reshape(-1)
         self.shape = tuple(int(s) for s in shape)
         if self.A.shape[0] != self.const.size or self.const.size != math.prod(self.shape):
@@ -430,7 +435,7 @@ class Model:
             raise ModelError(f"constraint block {name!r} already exists")
         if not isinstance(spec, ConstraintSpec):
             raise ModelError(f"constraint block {name!r}: expected `expr <= / >= / == rhs`")
-        A = sp.csr_matrix(spec.A)
+        A = _csr(spec.A)
         A.sum_duplicates()
         A.eliminate_zeros()
         n = A.shape[0]

@@ -139,6 +139,7 @@ class ShardingInstance(JsonDocument):
             self.index[op.name] = k
         self._semantics: list[OpSemantics] = []
         self._signatures: list[str] = []
+        self._inputs: list[tuple[int, ...]] = []
         cache: dict[str, OpSemantics] = {}
         never = frozenset(self.never_split)
         for k, op in enumerate(self.ops):
@@ -162,6 +163,7 @@ class ShardingInstance(JsonDocument):
                 cache[signature] = sem
             self._semantics.append(sem)
             self._signatures.append(signature)
+            self._inputs.append(tuple(self.index[src] for src in op.inputs))
         if self.training.batch_dim not in self.dims:
             raise InputError("training.batch_dim", f"{self.training.batch_dim!r} is not a dim of graph.dims", "name the batch dimension")
         for k, d in enumerate(self.tensor_parallel_dims):
@@ -172,6 +174,11 @@ class ShardingInstance(JsonDocument):
     def semantics(self, k: int) -> OpSemantics:
         """Cost-model view of op ``k`` (shared by ops with equal signatures)."""
         return self._semantics[k]
+
+    @property
+    def producers(self) -> list[tuple[int, ...]]:
+        """For every op, the indices of the ops producing its inputs, in input order."""
+        return self._inputs
 
     def signature(self, k: int) -> str:
         """A string equal for ops whose costs are identical (type, shapes, dtypes, attrs)."""

@@ -20,10 +20,9 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import networkx as nx
 import numpy as np
 
-from distplan.formulations.folding import FoldMap
+from distplan.formulations.folding import FoldMap, LabelledGraph
 from distplan.models.sharding import ShardingInstance, ShardingPlan
 from distplan.models.sharding_costs import (
     Spec,
@@ -50,17 +49,17 @@ class Skeleton:
     node_internal: list[tuple[Link, ...]]
     edges: list[tuple[int, int]]
     edge_links: list[tuple[Link, ...]]
+    #: labels interned as small integers (equal ids = equal labels, within this skeleton)
+    node_label_id: list[int]
+    edge_label_id: list[int]
 
     @property
     def num_nodes(self) -> int:
         return len(self.node_ops)
 
-    def to_networkx(self) -> nx.DiGraph:
-        """The skeleton as a DiGraph with ``label`` on nodes and edges (for folding)."""
-        G = nx.DiGraph()
-        G.add_nodes_from((i, {"label": lab}) for i, lab in enumerate(self.node_label))
-        G.add_edges_from((u, v, {"label": links}) for (u, v), links in zip(self.edges, self.edge_links))
-        return G
+    def labelled_graph(self) -> LabelledGraph:
+        """The skeleton as the labelled graph that folding searches."""
+        return LabelledGraph(self.node_label_id, self.edges, self.edge_label_id)
 
 
 def build_skeleton(inst: ShardingInstance) -> Skeleton:
@@ -68,11 +67,10 @@ def build_skeleton(inst: ShardingInstance) -> Skeleton:
     node_of: list[int] = []
     pos_of: list[int] = []
     members: list[list[int]] = []
-    for k, op in enumerate(inst.ops):
-        sem = inst.semantics(k)
-        if sem.follows and op.inputs:
-            p = inst.index[op.inputs[0]]
-            node = node_of[p]
+    inputs = inst.producers
+    for k, ins in enumerate(inputs):
+        if ins and inst.semantics(k).follows:
+            node = node_of[ins[0]]
             node_of.append(node)
             pos_of.append(len(members[node]))
             members[node].append(k)
@@ -84,31 +82,35 @@ def build_skeleton(inst: ShardingInstance) -> Skeleton:
     edge_index: dict[tuple[int, int], int] = {}
     edges: list[tuple[int, int]] = []
     links: list[list[Link]] = []
-    for k, op in enumerate(inst.ops):
+    for k, ins in enumerate(inputs):
         v = node_of[k]
-        for slot, src in enumerate(op.inputs):
-            p = inst.index[src]
+        pk = pos_of[k]
+        for slot, p in enumerate(ins):
             u = node_of[p]
-            link = (pos_of[p], pos_of[k], slot)
             if u == v:
-                internal[v].append(link)
+                internal[v].append((pos_of[p], pk, slot))
                 continue
             e = edge_index.get((u, v))
             if e is None:
                 e = edge_index[(u, v)] = len(edges)
                 edges.append((u, v))
                 links.append([])
-            links[e].append(link)
-    labels: list[Hashable] = []
-    for i, ops in enumerate(members):
-        labels.append((tuple(inst.signature(k) for k in ops), tuple(sorted(internal[i]))))
+            links[e].append((pos_of[p], pk, slot))
+    node_internal = [tuple(sorted(x)) for x in internal]
+    signature = inst.signature
+    labels: list[Hashable] = [(tuple([signature(k) for k in ops]), inner) for ops, inner in zip(members, node_internal)]
+    edge_links = [tuple(sorted(x)) for x in links]
+    node_ids: dict[Hashable, int] = {}
+    edge_ids: dict[Hashable, int] = {}
     return Skeleton(
         instance=inst,
         node_ops=[tuple(m) for m in members],
         node_label=labels,
-        node_internal=[tuple(sorted(x)) for x in internal],
+        node_internal=node_internal,
         edges=edges,
-        edge_links=[tuple(sorted(x)) for x in links],
+        edge_links=edge_links,
+        node_label_id=[node_ids.setdefault(lab, len(node_ids)) for lab in labels],
+        edge_label_id=[edge_ids.setdefault(lab, len(edge_ids)) for lab in edge_links],
     )
 
 
@@ -123,17 +125,28 @@ class NodeCosts:
 
 
 class CostTables:
-    """Node and edge costs of one instance, computed once per label."""
+    """Node and edge costs of one instance, computed once per label (of one skeleton)."""
 
     def __init__(self, inst: ShardingInstance):
         self.inst = inst
         self.ctx = inst.cost_context
-        self._nodes: dict[Hashable, NodeCosts] = {}
-        self._edges: dict[tuple[Hashable, Hashable, Hashable], np.ndarray] = {}
+        self._skeleton: Skeleton | None = None
+        self._nodes: dict[int, NodeCosts] = {}
+        self._edges: dict[tuple[int, int, int], np.ndarray] = {}
         self._pairs: dict[tuple[Any, ...], float] = {}
 
+    def _bind(self, sk: Skeleton) -> None:
+        """Label ids are per skeleton: the tables serve the first skeleton they are given."""
+        if self._skeleton is None:
+            if sk.instance is not self.inst:
+                raise ValueError("CostTables: the skeleton belongs to another instance")
+            self._skeleton = sk
+        elif sk is not self._skeleton:
+            raise ValueError("CostTables: label ids of a different skeleton; make new tables")
+
     def node(self, sk: Skeleton, i: int) -> NodeCosts:
-        label = sk.node_label[i]
+        self._bind(sk)
+        label = sk.node_label_id[i]
         got = self._nodes.get(label)
         if got is None:
             got = self._nodes[label] = self._node_costs(sk.node_ops[i], sk.node_internal[i])
@@ -166,8 +179,9 @@ class CostTables:
         return NodeCosts(strategies, cost, memory, out_specs)
 
     def edge(self, sk: Skeleton, e: int) -> np.ndarray:
+        self._bind(sk)
         u, v = sk.edges[e]
-        key = (sk.node_label[u], sk.node_label[v], sk.edge_links[e])
+        key = (sk.node_label_id[u], sk.node_label_id[v], sk.edge_label_id[e])
         got = self._edges.get(key)
         if got is None:
             got = self._edges[key] = self._edge_costs(sk, u, v, sk.edge_links[e])

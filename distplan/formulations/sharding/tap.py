@@ -46,14 +46,14 @@ from distplan.models.sharding import ShardingInstance, ShardingPlan
 from distplan.solvers.result import Termination
 
 REFERENCE = "Shi et al., TAP, arXiv 2302.00247 (folded search over repeated subgraphs)"
-DEFAULTS: dict[str, Any] = {"certify": True, "lp_first": False, "min_copies": 2, "wl_iterations": 2}
+DEFAULTS: dict[str, Any] = {"certify": True, "lp_first": True, "min_copies": 2, "wl_iterations": 2}
 
 
 def fold_instance(inst: ShardingInstance, params: dict[str, Any]) -> tuple[Skeleton, FoldMap]:
     """The skeleton of an instance and its repeated regions."""
     sk = build_skeleton(inst)
     fold = find_repeated_subgraphs(
-        sk.to_networkx(),
+        sk.labelled_graph(),
         min_copies=int(params.get("min_copies", DEFAULTS["min_copies"])),
         iterations=int(params.get("wl_iterations", DEFAULTS["wl_iterations"])),
     )
@@ -62,10 +62,18 @@ def fold_instance(inst: ShardingInstance, params: dict[str, Any]) -> tuple[Skele
 
 def unfolded_size(sk: Skeleton, tables: CostTables) -> dict[str, int]:
     """Variables of Alpa's ILP on the unfolded graph (free-node s entries + edge products)."""
-    counts = np.array([len(tables.node(sk, i).strategies) for i in range(sk.num_nodes)])
+    label = np.asarray(sk.node_label_id, dtype=np.int64)
+    first = np.full(int(label.max()) + 1 if label.size else 0, -1, dtype=np.int64)
+    first[label[::-1]] = np.arange(label.size)[::-1]  # a node of every label
+    per_label = np.array([len(tables.node(sk, int(i)).strategies) if i >= 0 else 0 for i in first], dtype=np.int64)
+    counts = per_label[label]
     free = counts > 1
     s = int(counts[free].sum())
-    e = sum(int(counts[u] * counts[v]) for u, v in sk.edges if free[u] and free[v])
+    if not sk.edges:
+        return {"s": s, "e": 0, "variables": s}
+    u, v = np.asarray(sk.edges, dtype=np.int64).T
+    both = free[u] & free[v]
+    e = int((counts[u] * counts[v])[both].sum())
     return {"s": s, "e": e, "variables": s + e}
 
 
@@ -77,7 +85,7 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
     tables = CostTables(instance)
     graph, _ = build_folded_cost_graph(sk, fold, tables)
     t2 = time.perf_counter()
-    res, choice, info = solve_graph(graph, ctx, lp_first=bool(ctx.param("lp_first", False)), build_seconds=t2 - t0, name="tap")
+    res, choice, info = solve_graph(graph, ctx, lp_first=bool(ctx.param("lp_first", DEFAULTS["lp_first"])), build_seconds=t2 - t0, name="tap")
     info["fold_seconds"] = t1 - t0
     info["cost_seconds"] = t2 - t1
     info["folding"] = dict(fold.stats)
