@@ -142,6 +142,8 @@ def solve(
     last = solver_results[-1] if solver_results else None
     # exact programs report their solver's termination; heuristics (even LP-based) "finished"
     termination = last.termination if (last is not None and form.exact) else Termination.FINISHED
+    if outcome.termination is not None:
+        termination = outcome.termination
 
     if form.bound_only:
         return _bound_only_result(inst, form.name, be.name, be.version(), outcome.bounds, spec, time.perf_counter() - t_start)

@@ -252,6 +252,26 @@ def test_zero_bubble_ilp_case_comm1_closed() -> None:
     assert res.check is not None and max(d["peak_memory"] for d in res.check.details["devices"].values()) <= 8.0
 
 
+def test_milp_proves_the_incumbent_by_an_infeasible_model_below_it() -> None:
+    """M shape, 4 devices, N = 4: Tessel's schedule (36) is optimal; the time-indexed
+    model restricted to makespan <= 35 is infeasible, which is the proof."""
+    res = solve(make_pipeline("m", 4, 4, memory_capacity=4.0), "pipeline_milp", time_limit=60)
+    assert res.objective == pytest.approx(36.0) and res.bound == pytest.approx(36.0)
+    assert res.status.value == "optimal" and res.termination.value == "optimal"
+    assert res.bound_source is not None and "no schedule of value <= 35" in res.bound_source
+    assert res.info["model"]["time_indexed"]["termination"] == "infeasible"
+
+
+def test_milp_below_incumbent_infeasible_by_construction() -> None:
+    """Start windows below the incumbent already leave no room: proven without a solve."""
+    inst = make_pipeline("v", 2, 2, forward_time=1.0, backward_time=1.0, memory_capacity=2.0)
+    res = solve(inst, "pipeline_milp", model="time_indexed", warm_start="baselines", time_limit=30)
+    assert res.objective == pytest.approx(6.0) and res.bound == pytest.approx(6.0)
+    assert res.status.value == "optimal" and res.termination.value == "optimal"
+    assert res.info["model"]["time_indexed"]["termination"] == "infeasible by construction"
+    assert _brute_force(inst) == pytest.approx(6.0)
+
+
 def test_time_limited_milp_is_not_called_optimal() -> None:
     inst = tessel_case("nn", 4, 8)
     res = solve(inst, "pipeline_milp", warm_start="baselines", time_limit=1.0)

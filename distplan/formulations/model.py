@@ -30,6 +30,10 @@ class ModelError(ValueError):
     """A model was built inconsistently (shape mismatch, duplicate name, ...)."""
 
 
+class InfeasibleByConstruction(ModelError):
+    """A constraint row without variables whose bounds exclude 0: no solution exists."""
+
+
 def _csr(matrix: sp.spmatrix | sp.sparray) -> sp.csr_matrix:
     """The matrix as CSR, without a copy or a format check when it already is one."""
     return matrix if type(matrix) is sp.csr_matrix else sp.csr_matrix(matrix)
@@ -442,7 +446,7 @@ class Model:
         empty = np.diff(A.indptr) == 0
         if np.any(empty & ((spec.lo > 1e-9) | (spec.hi < -1e-9))):
             bad = int(np.flatnonzero(empty & ((spec.lo > 1e-9) | (spec.hi < -1e-9)))[0])
-            raise ModelError(
+            raise InfeasibleByConstruction(
                 f"constraint block {name!r} row {bad}: no variables but needs "
                 f"{spec.lo[bad]} <= 0 <= {spec.hi[bad]}: the model is infeasible by construction"
             )

@@ -27,7 +27,7 @@ import numpy as np
 from distplan.errors import InputError
 from distplan.formulations.model import Model
 from distplan.solvers.base import Backend, SolveOptions
-from distplan.solvers.result import SolverResult
+from distplan.solvers.result import SolverResult, Termination
 
 Program = Literal["lp", "milp", "convex", "algorithm"]
 
@@ -52,6 +52,9 @@ class Outcome:
     #: True when the formulation proved the plan optimal for the instance it was given
     proven_optimal: bool = False
     info: dict[str, Any] = field(default_factory=dict)
+    #: the run's termination when it is not the last solver call's (e.g. that call proved
+    #: a model restricted below the incumbent infeasible, so the run ended optimal)
+    termination: Termination | None = None
 
 
 class RunContext:

@@ -48,7 +48,7 @@ from distplan.formulations.blocks.scheduling import (
     order_implications,
     precedence_with_lag,
 )
-from distplan.formulations.model import Model, Variable, linear_sum
+from distplan.formulations.model import InfeasibleByConstruction, Model, Variable, linear_sum
 from distplan.formulations.pipeline.baselines import best_baseline
 from distplan.formulations.pipeline.common import (
     OpArcs,
@@ -62,7 +62,7 @@ from distplan.formulations.pipeline.common import (
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.models.graphs import topological_order
 from distplan.models.pipeline import PipelineInstance, evaluate, make_plan
-from distplan.solvers.result import SolverResult
+from distplan.solvers.result import SolverResult, Termination
 
 
 @dataclass
@@ -619,22 +619,42 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     bounds: list[Bound] = []
     info: dict[str, Any] = {"model": {}}
     res: SolverResult | None = None
+    below_infeasible = False  # the last stage proved that nothing beats the incumbent
     for stage, limit in stages:
         sub = ctx
         if limit is not None:
             sub = RunContext(ctx.backend, ctx.options.with_(time_limit=limit), dict(ctx.params))
             sub.solver_results = ctx.solver_results
+        # Time-indexed stage with an incumbent U: search only schedules of value <= U - 1
+        # (a destructive bound: the tighter windows shrink the model and strengthen its
+        # LP). Infeasible proves U optimal; otherwise the solve improves on U.
+        below = stage == "time_indexed" and math.isfinite(best_value) and bool(params.get("below_incumbent", True))
+        target = best_value - 1.0 if below else best_value * (1 + 1e-9) + 1e-9
         if math.isfinite(best_value):
             if inst.objective == "makespan":
-                prob.horizon = min(prob.horizon, best_value * (1 + 1e-9) + 1e-9)
+                prob.horizon = min(prob.horizon, target)
             else:
-                prob.span_ub = min(prob.span_ub or math.inf, best_value * (1 + 1e-9) + 1e-9)
-        start, res, mdata = solve_op_problem(prob, sub, incumbent, stage)
+                prob.span_ub = min(prob.span_ub or math.inf, target)
+        try:
+            start, res, mdata = solve_op_problem(prob, sub, None if below else incumbent, stage)
+        except (InfeasibleByConstruction, InfeasibleError) as exc:
+            if not below:
+                raise
+            # the start windows below the incumbent already exclude every schedule
+            bounds.append(Bound(float(best_value), f"pipeline_milp: no schedule of value <= {best_value - 1:g} ({exc})"))
+            info["model"][stage] = {"operations": prob.n, "termination": "infeasible by construction"}
+            below_infeasible = True
+            break
         res.build_seconds += prep
         prep = 0.0
         integral = prob.integral or stage == "time_indexed"
-        if res.bound is not None and math.isfinite(res.bound):
+        if below and res.termination is Termination.INFEASIBLE:
+            below_infeasible = True
+            bounds.append(Bound(float(best_value), f"pipeline_milp: no schedule of value <= {best_value - 1:g} (time-indexed model infeasible, {res.backend})"))
+        elif res.bound is not None and math.isfinite(res.bound):
             value = math.ceil(res.bound - 1e-6) if integral else res.bound
+            if below:
+                value = min(value, best_value)  # the bound holds below U; U itself is feasible
             bounds.append(Bound(float(value), f"pipeline_milp dual bound ({stage}, {res.backend})"))
         info["model"][stage] = {"operations": prob.n, "implied_precedences": int(mdata.get("implied_arcs", 0)), "termination": res.termination.value, **_size(res)}
         if start is not None and _objective_of(inst, start) < best_value:
@@ -642,7 +662,6 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         top = max((b.value for b in bounds), default=-math.inf)
         if top >= best_value * (1 - 1e-6) - 1e-9:
             break
-    assert res is not None
     info["model"]["kind"] = stage
     if found is not None:
         info["warm_start"] = found[0]
@@ -651,9 +670,9 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info)
     orders = orders_from_starts(inst, incumbent.reshape(inst.n_blocks, inst.micro_batches))
     exact = retime(inst, orders, ctx)
-    # the last MILP's record is the run's last (its termination is the run's termination)
-    ctx.solver_results.remove(res)
-    ctx.solver_results.append(res)
+    if res is not None:  # the last MILP's record is the run's last (its termination is the run's)
+        ctx.solver_results.remove(res)
+        ctx.solver_results.append(res)
     exact = exact - exact.min()
     plan = make_plan(inst, exact, {"schedule": "pipeline_milp", "model": stage, **({"warm_start": found[0]} if found else {})})
     chk = evaluate(inst, plan)
@@ -665,6 +684,7 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         claimed_objective=chk.objective if proven else None,
         proven_optimal=proven,
         info=info,
+        termination=Termination.OPTIMAL if proven and below_infeasible else None,
     )
 
 

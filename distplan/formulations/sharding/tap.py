@@ -17,6 +17,10 @@ folded problem *without* boundary edges: once the edges leaving the copies are d
 averaging any LP solution over permutations of the copies gives a symmetric one of equal
 cost, so the folded LP equals the unfolded LP of that relaxation (``certify=True``).
 When that bound meets the plan's cost the plan is proven optimal for the full problem.
+
+The folded program is solved as an LP first (``lp_first``, default on): when its optimum
+is integral (on every instance measured, see benchmarks/bench_sharding.py) it is the folded
+ILP's optimum, found without the MILP machinery; otherwise the ILP is solved.
 """
 
 from __future__ import annotations
