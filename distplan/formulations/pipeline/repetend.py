@@ -61,7 +61,7 @@ from distplan.models.pipeline import PipelineInstance, make_plan
 DEFAULTS: dict[str, Any] = {
     "offsets": None,  # periods one micro-batch may span (None: from the critical path)
     "unfold": 1,  # micro-batches per repetend
-    "phase_time_limit": 0.3,  # seconds for each warm-up / cool-down MILP (0: naive unroll)
+    "phase_time_limit": 2.0,  # seconds for each warm-up / cool-down MILP (0: naive unroll)
     "phase_model": "disjunctive",  # warm-up / cool-down model: auto | disjunctive | time_indexed
     "min_flat_length": True,  # second solve: shortest flat schedule at the optimal period
     "flat_time_limit": 0.25,  # seconds for that second solve
@@ -404,15 +404,18 @@ def search_repetend(inst: PipelineInstance, ctx: RunContext, params: dict[str, A
         while ks[-1] < largest:
             ks.append(min(largest, 2 * ks[-1]))
     best: tuple[np.ndarray, float, float | None, bool, int, dict[str, Any]] | None = None
+    reached: list[tuple[int, float, np.ndarray]] = []  # (K, least period found, its flat starts)
     for i, k in enumerate(ks):
         last = i == len(ks) - 1
         # the best repetend so far is feasible for a larger K: it warm-starts the next search
         best = _search_once(inst, ctx, {**params, "offsets": k}, None if best is None else (best[0], best[1]), prove=last)
+        reached.append((k, best[1], best[0]))
         if best[1] <= best[5]["t_lb"] * (1 + 1e-9) + 1e-12:
             best = (best[0], best[1], best[5]["t_lb"], True, best[4], best[5])
             break
     assert best is not None
     sigma, period, bound, proven, k, data = best
+    sigma, k = _fewest_offsets(inst, ctx, params, reached, period, sigma, k)
     if params.get("min_flat_length", True):
         t1 = time.perf_counter()
         m2, d2 = build_model("tessel-flat", REPETEND_BLOCKS, inst, {**params, "offsets": k, "_t": period})
@@ -423,6 +426,33 @@ def search_repetend(inst: PipelineInstance, ctx: RunContext, params: dict[str, A
     if integral_data(inst) and float(period).is_integer() and np.all(np.abs(sigma - np.round(sigma)) < 1e-6):
         sigma = np.round(sigma)  # remove the solver's tolerance from integral times
     return Repetend(sigma, period, bound, proven, int(k), int(data["cyclic"].unfold), time.perf_counter() - t0)
+
+
+def _fewest_offsets(
+    inst: PipelineInstance, ctx: RunContext, params: dict[str, Any], reached: list[tuple[int, float, np.ndarray]], period: float, sigma: np.ndarray, k: int
+) -> tuple[np.ndarray, int]:
+    """The same period with the fewest periods per micro-batch: bisection with
+    fixed-period feasibility probes between the largest K tried that missed the period and
+    the smallest that reached it. Fewer micro-batches in flight give shorter warm-up and
+    cool-down phases (Tessel likewise searches its repetends with the fewest micro-batches)."""
+    tol = 1e-9 * max(1.0, period)
+    hits = [(kk, sg) for kk, pp, sg in reached if pp <= period + tol]
+    misses = [kk for kk, pp, _ in reached if pp > period + tol]
+    if not hits:
+        return sigma, k
+    hi, best_sigma = min(hits, key=lambda h: h[0])
+    lo = max((kk for kk in misses if kk < hi), default=hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        mp, _ = build_model("tessel-probe", REPETEND_BLOCKS, inst, {**params, "offsets": mid, "_t": float(period), "_feasibility": True})
+        rp = _sub_ctx(ctx, float(params.get("probe_time_limit", 0.5))).solve_model(mp)
+        if rp.values is not None:
+            hi, best_sigma = mid, np.asarray(rp.values_by_block["theta"], dtype=float) * period
+        elif rp.termination.value in ("infeasible", "infeasible_or_unbounded"):
+            lo = mid
+        else:
+            break  # undecided within the probe's time limit: keep what is known
+    return np.asarray(best_sigma), int(hi)
 
 
 def _search_once(
