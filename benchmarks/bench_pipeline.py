@@ -89,6 +89,23 @@ def section_baselines(args: argparse.Namespace) -> None:
     table(["shape", "p", "N", "best baseline", "its time", "1f1b", "tessel", "tessel/best", "period", "completion", "wall s"], rows)
 
 
+#: Tessel's own Z3 search on its placements, measured on this machine (zhiqi-0/Tessel at
+#: 44f72c35, z3-solver 5.4.0, `Composer.compose_n` as examples/simulator/cases_tessel.py
+#: runs it with nmicros v 4, x 3, k 3, m 6, nn 6; load 0.2-3): (shape, memory) -> period,
+#: makespan N=16, makespan N=64 (`SchedPlan.unroll(N).nsteps`), search seconds (two runs).
+TESSEL_Z3 = {
+    **{("v", m): (4, 85, 277, "0.6-1.2") for m in (4, 5, 6, 20)},
+    **{("x", m): (8, 142, 526, "5.6-8.5") for m in (4, 5, 6, 20)},
+    **{("k", m): (6, 103, 391, "1.8-2.1") for m in (4, 5, 6, 20)},
+    ("m", 4): (7, 121, 457, "34-48"),
+    **{("m", m): (6, 108, 396, "30-45") for m in (5, 6, 20)},
+    ("nn", 4): (9, 153, 585, "172-186"),
+    ("nn", 5): (9, 152, 584, "202-217"),
+    ("nn", 6): (8, 140, 524, "149-190"),
+    ("nn", 20): (8, 140, 524, "172-190"),
+}
+
+
 def section_tessel(args: argparse.Namespace) -> None:
     print("== Tessel's placements (4 devices; F 1 / +1, B 3 / -1, full-shard 1 / 0) ==")
     rows = []
@@ -104,8 +121,13 @@ def section_tessel(args: argparse.Namespace) -> None:
                 if n == 16:
                     row += [busy, info["period"], info["period_bound"], "yes" if info["period_proven_optimal"] else "no", info["offsets"]]
                 row += [res.objective, round(wall, 2), round(info["repetend_search_seconds"], 2)]
+            ref = TESSEL_Z3.get((shape, mem))
+            row += list(ref) if ref else ["-"] * 4
             rows.append(row)
-    table(["placement", "mem", "busy", "period", "bound", "proven", "K", "N=16", "wall s", "search s", "N=64", "wall s", "search s"], rows)
+    table(
+        ["placement", "mem", "busy", "period", "bound", "proven", "K", "N=16", "wall s", "search s", "N=64", "wall s", "search s", "Tessel period", "Tessel N=16", "Tessel N=64", "Tessel search s"],
+        rows,
+    )
 
 
 def section_small(args: argparse.Namespace) -> None:
