@@ -635,8 +635,11 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         # Time-indexed stage with an incumbent U: search only schedules of value <= U - 1
         # (a destructive bound: the tighter windows shrink the model and strengthen its
         # LP). Infeasible proves U optimal; otherwise the solve improves on U.
+        # (The time-indexed model needs integral data, where some optimum has an integral
+        # value: "better than U" is "at most ceil(U) - 1".)
         below = stage == "time_indexed" and math.isfinite(best_value) and bool(params.get("below_incumbent", True))
-        target = best_value - 1.0 if below else best_value * (1 + 1e-9) + 1e-9
+        cap = math.ceil(best_value - 1e-9) - 1.0 if below else math.inf
+        target = cap if below else best_value * (1 + 1e-9) + 1e-9
         if math.isfinite(best_value):
             if inst.objective == "makespan":
                 prob.horizon = min(prob.horizon, target)
@@ -648,7 +651,7 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
             if not below:
                 raise
             # the start windows below the incumbent already exclude every schedule
-            bounds.append(Bound(float(best_value), f"pipeline_milp: no schedule of value <= {best_value - 1:g} ({exc})"))
+            bounds.append(Bound(cap + 1.0, f"pipeline_milp: no schedule of value <= {cap:g} ({exc})"))
             info["model"][stage] = {"operations": prob.n, "termination": "infeasible by construction"}
             below_infeasible = True
             break
@@ -657,11 +660,11 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         integral = prob.integral or stage == "time_indexed"
         if below and res.termination is Termination.INFEASIBLE:
             below_infeasible = True
-            bounds.append(Bound(float(best_value), f"pipeline_milp: no schedule of value <= {best_value - 1:g} (time-indexed model infeasible, {res.backend})"))
+            bounds.append(Bound(cap + 1.0, f"pipeline_milp: no schedule of value <= {cap:g} (time-indexed model infeasible, {res.backend})"))
         elif res.bound is not None and math.isfinite(res.bound):
             value = math.ceil(res.bound - 1e-6) if integral else res.bound
             if below:
-                value = min(value, best_value)  # the bound holds below U; U itself is feasible
+                value = min(value, cap + 1.0)  # the bound holds up to cap; above it lies U
             bounds.append(Bound(float(value), f"pipeline_milp dual bound ({stage}, {res.backend})"))
         info["model"][stage] = {"operations": prob.n, "implied_precedences": int(mdata.get("implied_arcs", 0)), "termination": res.termination.value, **_size(res)}
         if start is not None and _objective_of(inst, start) < best_value:
