@@ -219,30 +219,20 @@ def _bound_audit(runs: list[dict[str, Any]], verified: dict[str, bool], audit: A
             bound = a.get("bound")
             if bound is None or not math.isfinite(bound) or a["termination"] == "plan_rejected":
                 continue
-            same = best_same.get(label_of(a))
-            if same is not None and same["run_key"] != a["run_key"] and _exceeds(bound, same["objective"]):
-                implicated.add(a["run_key"])
-                audit.findings.append(
-                    Finding(
-                        "solver disagreement",
-                        a["run_key"],
-                        f"{a['instance']}: proven bound {bound:.10g} of {describe_run(a)} exceeds the feasible objective "
-                        f"{same['objective']:.10g} of {describe_run(same)}",
-                        same["run_key"],
+            # against the best plan of the same formulation, then of any formulation
+            for category, ref in (("solver disagreement", best_same.get(label_of(a))), ("bound disagreement across formulations", best_any)):
+                if ref is not None and ref["run_key"] != a["run_key"] and _exceeds(bound, ref["objective"]):
+                    implicated.add(a["run_key"])
+                    audit.findings.append(
+                        Finding(
+                            category,
+                            a["run_key"],
+                            f"{a['instance']}: proven bound {bound:.10g} of {describe_run(a)} exceeds the feasible objective "
+                            f"{ref['objective']:.10g} of {describe_run(ref)}",
+                            ref["run_key"],
+                        )
                     )
-                )
-                continue
-            if best_any is not None and best_any["run_key"] != a["run_key"] and _exceeds(bound, best_any["objective"]):
-                implicated.add(a["run_key"])
-                audit.findings.append(
-                    Finding(
-                        "bound disagreement across formulations",
-                        a["run_key"],
-                        f"{a['instance']}: proven bound {bound:.10g} of {describe_run(a)} exceeds the feasible objective "
-                        f"{best_any['objective']:.10g} of {describe_run(best_any)}",
-                        best_any["run_key"],
-                    )
-                )
+                    break
         certified = [r["bound"] for r in group if r.get("bound") is not None and math.isfinite(r["bound"]) and r["run_key"] not in implicated and r["termination"] != "plan_rejected"]
         if certified:
             audit.best_bound[h] = float(max(certified))
