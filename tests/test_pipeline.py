@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,16 @@ import distplan
 from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.pipeline.baselines import SCHEDULES, baseline_plan
 from distplan.formulations.pipeline.common import SequenceCycleError, asap
-from distplan.formulations.pipeline.repetend import DEFAULTS, REPETEND_BLOCKS, search_repetend
+from distplan.formulations.pipeline.repetend import (
+    DEFAULTS,
+    REPETEND_BLOCKS,
+    Repetend,
+    candidate_periods_below,
+    cyclic_blocks,
+    modulo_backtrack,
+    naive_unroll,
+    search_repetend,
+)
 from distplan.formulations.registry import RunContext, build_model
 from distplan.instances import bundled, load_instance
 from distplan.instances.pipelines import make_pipeline, tessel_case, zero_bubble_case
@@ -328,6 +338,79 @@ def test_repetend_period_proven(shape: str, memory: float, period: float) -> Non
     rep = search_repetend(tessel_case(shape, memory, 16), _ctx(), dict(DEFAULTS))
     assert rep.period == pytest.approx(period)
     assert rep.proven and rep.period_bound == pytest.approx(period)
+
+
+def test_candidate_periods_below() -> None:
+    cy = cyclic_blocks(tessel_case("nn", 5, 16), 1)  # durations sum to 20, busiest device 8
+    assert candidate_periods_below(cy, 8.0, Fraction(9)) == Fraction(17, 2)
+    assert candidate_periods_below(cy, 8.0, Fraction(17, 2)) == Fraction(8)
+    assert candidate_periods_below(cy, 8.0, Fraction(8)) is None
+    two = cyclic_blocks(tessel_case("nn", 5, 16), 2)  # 40 in total: cycles of height up to 5
+    assert candidate_periods_below(two, 8.0, Fraction(9)) == Fraction(44, 5)
+    # F 1 + B 3 on each of 2 stages (8) plus the delays 2 out of F0 and out of B1: L_max 12,
+    # heights up to 12 / 4 = 3, so the largest below 5 is 14 / 3
+    delayed = cyclic_blocks(make_pipeline("v", 2, 4, comm_delay=2.0), 1)
+    assert candidate_periods_below(delayed, 4.0, Fraction(5)) == Fraction(14, 3)
+
+
+@pytest.mark.parametrize("shape,memory", [("nn", 4), ("nn", 5), ("m", 4), ("k", 5), ("x", 4)])
+def test_period_proofs_agree(shape: str, memory: float) -> None:
+    """The candidate-period proof (probes) and the rate MILP prove the same least period."""
+    inst = tessel_case(shape, memory, 16)
+    by_probe = search_repetend(inst, _ctx(), dict(DEFAULTS))
+    by_rate = search_repetend(inst, _ctx(), {**DEFAULTS, "period_proof": "rate_milp"})
+    assert by_probe.proven and by_rate.proven
+    assert by_probe.period == pytest.approx(by_rate.period)
+
+
+@pytest.mark.parametrize("f,b,cap,comm,period", [(1, 1, 3, 2.0, Fraction(8, 3)), (1, 3, 3, 3.0, Fraction(14, 3)), (2, 3, 3, 3.0, Fraction(16, 3))])
+def test_fractional_least_period(f: int, b: int, cap: int, comm: float, period: Fraction) -> None:
+    """Integral data with a fractional least period (a critical cycle of height 3): the
+    candidate-period proof must not stop at the integer below the incumbent."""
+    inst = make_pipeline("v", 2, 8, forward_time=float(f), backward_time=float(b), comm_delay=comm, memory_capacity=float(cap))
+    for proof in ("auto", "rate_milp"):
+        rep = search_repetend(inst, _ctx(), {**DEFAULTS, "period_proof": proof})
+        assert rep.proven and rep.period == pytest.approx(float(period))
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shape=st.sampled_from(["v", "x", "m"]),
+    p=st.integers(2, 3),
+    f=st.integers(1, 3),
+    b=st.integers(1, 4),
+    cap=st.integers(1, 4),
+    comm=st.sampled_from([0.0, 1.0, 2.0]),
+)
+def test_period_proofs_agree_random(shape: str, p: int, f: int, b: int, cap: int, comm: float) -> None:
+    inst = make_pipeline(shape, p, 8, forward_time=float(f), backward_time=float(b), comm_delay=comm, memory_capacity=float(cap))
+    found = []
+    for proof in ("auto", "rate_milp"):
+        try:
+            rep = search_repetend(inst, _ctx(), {**DEFAULTS, "period_proof": proof})
+        except InfeasibleError:
+            found.append(None)
+            continue
+        assert rep.proven
+        found.append(rep.period)
+    assert (found[0] is None) == (found[1] is None)
+    if found[0] is not None:
+        assert found[0] == pytest.approx(found[1])
+
+
+@pytest.mark.parametrize("shape,memory,offsets,period", [("nn", 6, 6, 8), ("nn", 4, 5, 9), ("m", 4, 5, 7), ("m", 5, 6, 6), ("x", 4, 3, 8), ("k", 4, 3, 6)])
+def test_backtracking_repetend_unrolls_to_a_valid_schedule(shape: str, memory: float, offsets: int, period: int) -> None:
+    inst = tessel_case(shape, memory, 12)
+    sigma, _ = modulo_backtrack(cyclic_blocks(inst, 1), inst, offsets, period)
+    assert sigma is not None and float((sigma + inst.duration).max()) <= offsets * period
+    start = naive_unroll(inst, Repetend(sigma, float(period), None, False, offsets, 1, 0.0))
+    assert evaluate(inst, make_plan(inst, start)).feasible
+
+
+def test_backtracking_respects_memory() -> None:
+    """nnshape at memory 5 has no repetend of period 8 (proven by the MILPs); the search must not claim one."""
+    inst = tessel_case("nn", 5, 12)
+    assert modulo_backtrack(cyclic_blocks(inst, 1), inst, 6, 8, node_limit=50_000)[0] is None
 
 
 #: Tessel's own search (zhiqi-0/Tessel at 44f72c3, Z3 5.4, `Composer.compose_n` as in

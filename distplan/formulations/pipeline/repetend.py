@@ -17,11 +17,14 @@ T``, ``rate = 1 / T``) every constraint is linear, with no big-M (Hanen & Munier
 * the flat schedule spans at most K periods: ``theta_b + d_b rate <= K``;
 * maximize the rate (minimize T); then, T fixed, minimize the flat length.
 
-The search: an iterative modulo-scheduling heuristic (Rau 1994) gives an incumbent, integer
-periods below it are probed with fixed-period feasibility MILPs (feasibility is monotone
-in T), and the rate MILP proves the least period; K grows from the critical path to what
-memory allows (Tessel's repetends hold at most that many micro-batches), stopping at the
-resource bound ``max_d work_d``. The search never sees N.
+The search: modulo scheduling (Rau 1994; for integral data with limited-discrepancy
+backtracking) gives an incumbent for K from the critical path doubling up to what memory
+allows (Tessel's repetends hold at most that many micro-batches), stopping at the resource
+bound ``max_d work_d``. At the largest K the incumbent is proven least: for integral data
+by fixed-period feasibility MILPs at the largest period below it that any repetend can
+have (the least period is a cycle ratio L / h with bounded integers, and feasibility is
+monotone in T), otherwise (or when a probe is undecided) by the rate MILP. The search
+never sees N.
 
 The repetend is then unrolled to N micro-batches; the warm-up (the partial periods before
 the first full repetend) and the cool-down (after the last) are re-solved as makespan
@@ -37,6 +40,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -65,7 +69,8 @@ DEFAULTS: dict[str, Any] = {
     "phase_model": "disjunctive",  # warm-up / cool-down model: auto | disjunctive | time_indexed
     "min_flat_length": True,  # second solve: shortest flat schedule at the optimal period
     "flat_time_limit": 0.25,  # seconds for that second solve
-    "probe_time_limit": 0.5,  # seconds per fixed-period feasibility probe
+    "probe_time_limit": 1.0,  # seconds per fixed-period feasibility probe
+    "period_proof": "auto",  # least period proven by: auto (candidate periods for integral data) | rate_milp
 }
 
 
@@ -151,6 +156,15 @@ def modulo_heuristic(cy: Cyclic, inst: PipelineInstance, offsets: int, t_lb: flo
     integral = integral_data(inst)
     step = 1.0 if integral else max(t_lb / 64.0, 1e-9)
     t = math.ceil(t_lb - 1e-9) if integral else t_lb
+    if integral:
+        budget = HEURISTIC_NODES
+        while t <= t_ub + 1e-9:
+            sigma_found, used = modulo_backtrack(cy, inst, offsets, int(t), max(2 * cy.n, min(budget, HEURISTIC_NODES // 3)))
+            budget -= used
+            if sigma_found is not None:
+                return sigma_found, float(t)
+            t += 1
+        return None
     nb = inst.n_blocks
     order = np.concatenate([u * nb + inst.topo_order for u in range(cy.unfold)])
     preds: list[list[tuple[int, float]]] = [[] for _ in range(cy.n)]
@@ -197,6 +211,100 @@ def modulo_heuristic(cy: Cyclic, inst: PipelineInstance, offsets: int, t_lb: flo
     return None
 
 
+#: placements the backtracking heuristic may try per call (a third of it for one period)
+HEURISTIC_NODES = 24_000
+
+
+def modulo_backtrack(
+    cy: Cyclic, inst: PipelineInstance, offsets: int, period: int, node_limit: int = 8_000, length: int | None = None
+) -> tuple[np.ndarray | None, int]:
+    """Integral data, integer period: depth-first modulo scheduling with backtracking.
+
+    Blocks in topological order (copies in order, each copy's first block no earlier
+    than the previous copy's), each at its earliest start after its dependencies plus a
+    delay in ``[0, period)`` whose residues are free on all its devices (Python-int
+    reservation masks), the flat schedule within ``offsets`` periods, steady-state memory
+    checked on complete schedules. The first branch is Rau's greedy placement; at most
+    ``node_limit`` placements are tried. Returns flat starts (seconds) or None, and the
+    number of placements tried."""
+    n, nd, t = cy.n, cy.mask.shape[1], period
+    nb = inst.n_blocks
+    order = np.concatenate([u * nb + inst.topo_order for u in range(cy.unfold)]).tolist()
+    preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for a, b, g in zip(cy.src.tolist(), cy.dst.tolist(), np.round(cy.gap).astype(np.int64).tolist()):
+        preds[b].append((a, g))
+    first = int(inst.topo_order[0])
+    for u in range(1, cy.unfold):  # copy order (symmetry): as the MILP's copy-order rows
+        preds[u * nb + first].append(((u - 1) * nb + first, 0))
+    dur = np.round(cy.dur).astype(np.int64).tolist()
+    if max(dur, default=0) > t:
+        return None, 0
+    devs = [np.flatnonzero(cy.mask[b]).tolist() for b in range(n)]
+    full = (1 << t) - 1
+    span = [((1 << d) - 1) for d in dur]
+    caps = inst.capacity
+    dist = _longest(cy)
+    tail = np.where(np.isfinite(dist), dist + cy.dur[None, :], -np.inf).max(axis=1)
+    span_limit = offsets * t if length is None else min(length, offsets * t)
+    last_start = (span_limit - np.round(tail).astype(np.int64)).tolist()  # the rest must fit
+    occ = [0] * nd
+    sigma = [0] * n
+    budget = [node_limit]
+
+    # steady-state memory of a device is known once its last memory block is placed
+    position = {b: i for i, b in enumerate(order)}
+    checks: list[list[int]] = [[] for _ in range(n)]
+    holders: list[list[tuple[int, float]]] = []
+    for d in range(nd):
+        on = [b for b in range(n) if cy.mask[b, d] and cy.mem[b] != 0]
+        holders.append([(b, float(cy.mem[b])) for b in on])
+        if on and math.isfinite(caps[d]) and any(cy.mem[b] > 0 for b in on):
+            checks[max(position[b] for b in on)].append(d)
+
+    def fits(d: int) -> bool:
+        for a, mu_a in holders[d]:
+            if mu_a > 0:
+                end = sigma[a] + dur[a]
+                if mu_a + sum(mu * -((sigma[b] - end) // t) for b, mu in holders[d] if b != a) > caps[d] + 1e-9:
+                    return False
+        return True
+
+    def place(i: int, slack: int) -> bool:
+        """Place blocks i.. taking the j-th free start at a cost of j discrepancies."""
+        if i == n:
+            return True
+        b = order[i]
+        est = max((sigma[a] + g for a, g in preds[b]), default=0)
+        j = 0
+        for x in range(est, min(est + t, last_start[b] + 1)):
+            r = x % t
+            m = ((span[b] << r) | (span[b] >> (t - r))) & full
+            if any(occ[d] & m for d in devs[b]):
+                continue
+            budget[0] -= 1
+            if budget[0] < 0:
+                return False
+            for d in devs[b]:
+                occ[d] |= m
+            sigma[b] = x
+            ok = all(fits(d) for d in checks[i]) and place(i + 1, slack - j)
+            for d in devs[b]:
+                occ[d] &= ~m
+            if ok:
+                return True
+            j += 1
+            if j > slack or budget[0] < 0:
+                return False
+        return False
+
+    for discrepancies in range(n + 1):  # limited discrepancy search (Harvey & Ginsberg 1995)
+        if place(0, discrepancies):
+            return np.asarray(sigma, dtype=float), node_limit - budget[0]
+        if budget[0] < 0:
+            break
+    return None, node_limit - max(budget[0], 0)
+
+
 def rep_prepare(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> None:
     """Repetend blocks, period bounds (a heuristic repetend gives the upper bound),
     offsets, and the range of the winding number of every pair of blocks on a device."""
@@ -227,7 +335,8 @@ def rep_prepare(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> N
         raise InputError("params.offsets", f"expected a positive integer, got {k!r}")
     fixed = params.get("_t")
     if fixed is None:
-        found = modulo_heuristic(cy, inst, k, t_lb, t_ub)
+        below = params.get("_below")  # only periods below an incumbent's are of interest
+        found = modulo_heuristic(cy, inst, k, t_lb, t_ub if below is None else min(t_ub, math.ceil(below - 1e-9) - 1))
         if found:
             data["heuristic"] = found
             t_ub = max(found[1], t_lb)
@@ -442,10 +551,16 @@ def _fewest_offsets(
         return sigma, k
     hi, best_sigma = min(hits, key=lambda h: h[0])
     lo = max((kk for kk in misses if kk < hi), default=hi)
+    quick = integral_data(inst) and float(period).is_integer()
+    cy = cyclic_blocks(inst, int(params.get("unfold", 1)))
     while hi - lo > 1:
         mid = (lo + hi) // 2
+        found = modulo_backtrack(cy, inst, mid, int(period))[0] if quick else None
+        if found is not None:
+            hi, best_sigma = mid, found
+            continue
         mp, _ = build_model("tessel-probe", REPETEND_BLOCKS, inst, {**params, "offsets": mid, "_t": float(period), "_feasibility": True})
-        rp = _sub_ctx(ctx, float(params.get("probe_time_limit", 0.5))).solve_model(mp)
+        rp = _sub_ctx(ctx, float(params.get("probe_time_limit", DEFAULTS["probe_time_limit"]))).solve_model(mp)
         if rp.values is not None:
             hi, best_sigma = mid, np.asarray(rp.values_by_block["theta"], dtype=float) * period
         elif rp.termination.value in ("infeasible", "infeasible_or_unbounded"):
@@ -458,21 +573,25 @@ def _fewest_offsets(
 def _search_once(
     inst: PipelineInstance, ctx: RunContext, params: dict[str, Any], incumbent: tuple[np.ndarray, float] | None = None, prove: bool = True
 ) -> tuple[np.ndarray, float, float | None, bool, int, dict[str, Any]]:
-    """Least period with a fixed number of offsets: heuristic (or the incumbent of a
-    smaller K), integer-period probes (when no incumbent exists yet or no proof is asked
-    for), then, with ``prove``, the rate MILP (skipped when the resource bound is met)."""
+    """Least period with a fixed number of offsets: the backtracking heuristic (below the
+    incumbent of a smaller K, if any); without ``prove`` that is all. With ``prove``:
+    integer-period probes when there is no incumbent yet, then (integral data) the
+    candidate-period proof, else the rate MILP; nothing once the resource bound is met."""
     t0 = time.perf_counter()
-    model, data = build_model("tessel-repetend", REPETEND_BLOCKS, inst, {**params, "_t": None})
+    below = None if incumbent is None or not integral_data(inst) else incumbent[1]
+    model, data = build_model("tessel-repetend", REPETEND_BLOCKS, inst, {**params, "_t": None, "_below": below})
+    build_seconds = time.perf_counter() - t0
     heur = data.get("heuristic")
     if incumbent is not None and (not heur or incumbent[1] <= heur[1]):
         heur = incumbent
     t_lb = float(data["t_lb"])
-    if (incumbent is None or not prove) and heur and heur[1] > t_lb * (1 + 1e-9) + 1e-12 and integral_data(inst):
+    if incumbent is None and prove and heur and heur[1] > t_lb * (1 + 1e-9) + 1e-12 and integral_data(inst):
         # probe integer periods below the heuristic's with fixed-period feasibility MILPs
-        # (feasibility is monotone in the period: a T-feasible repetend is T'-feasible for T' > T)
-        for t_try in range(math.ceil(t_lb - 1e-9), math.ceil(heur[1] - 1e-9)):
+        # (feasibility is monotone in the period: a T-feasible repetend is T'-feasible for
+        # T' > T); the last one below it is left to the candidate-period proof
+        for t_try in range(math.ceil(t_lb - 1e-9), math.ceil(heur[1] - 1e-9) - 1):
             mp, _ = build_model("tessel-probe", REPETEND_BLOCKS, inst, {**params, "_t": float(t_try), "_feasibility": True})
-            rp = _sub_ctx(ctx, float(params.get("probe_time_limit", 0.5))).solve_model(mp)
+            rp = _sub_ctx(ctx, float(params.get("probe_time_limit", DEFAULTS["probe_time_limit"]))).solve_model(mp)
             if rp.values is not None:
                 heur = (np.asarray(rp.values_by_block["theta"], dtype=float) * t_try, float(t_try))
                 break
@@ -482,8 +601,15 @@ def _search_once(
         return np.asarray(heur[0]), float(heur[1]), t_lb, True, int(data["offsets"]), data
     if not prove and heur:
         return np.asarray(heur[0]), float(heur[1]), None, False, int(data["offsets"]), data
+    proof = params.get("period_proof", "auto")
+    if proof not in ("auto", "rate_milp"):
+        raise InputError("params.period_proof", f"expected 'auto' or 'rate_milp', got {proof!r}")
+    if heur and proof == "auto" and integral_data(inst):
+        heur, proven = _prove_by_candidates(inst, ctx, params, data, heur)
+        if proven:
+            return np.asarray(heur[0]), float(heur[1]), float(heur[1]), True, int(data["offsets"]), data
     warm = _warm(model, data, heur[0], heur[1]) if heur else None
-    res = ctx.solve_model(model, warm_start=warm, build_seconds=time.perf_counter() - t0)
+    res = ctx.solve_model(model, warm_start=warm, build_seconds=build_seconds)
     if res.values is None:
         if res.termination.value in ("infeasible", "infeasible_or_unbounded"):
             raise InfeasibleError(
@@ -497,6 +623,55 @@ def _search_once(
     sigma = np.asarray(res.values_by_block["theta"], dtype=float) * period
     bound = None if res.bound is None or res.bound <= 0 else 1.0 / res.bound
     return sigma, period, bound, res.termination.value == "optimal", int(data["offsets"]), data
+
+
+def candidate_periods_below(cy: Cyclic, t_lb: float, upper: Fraction) -> Fraction | None:
+    """The largest period below ``upper`` that a repetend of integral data can have.
+
+    With the winding numbers fixed, the constraints in ``theta`` are difference
+    constraints with lengths ``l * rate`` and integer heights (a dependency: length
+    d_u + delay, height 0; no overlap: length d_a, height -q or q - 1; the flat length:
+    length d_b, height K), so the least period is ``max(t_lb, L / h)`` over the cycles,
+    with integers ``L <= L_max`` (one outgoing arc per block: its duration plus its
+    largest outgoing delay) and ``1 <= h <= L_max / t_lb``. The largest such value below
+    ``upper`` is ``max_h (ceil(upper h) - 1) / h`` (or ``t_lb``)."""
+    out_delay = np.zeros(cy.n)
+    np.maximum.at(out_delay, cy.src, cy.gap - cy.dur[cy.src])
+    l_max = int(round(float((cy.dur + out_delay).sum())))
+    h_max = max(1, int(l_max // max(t_lb, 1e-12)))
+    lb = Fraction(round(t_lb))
+    best: Fraction | None = lb if lb < upper else None
+    for h in range(1, h_max + 1):
+        cand = Fraction(math.ceil(upper * h) - 1, h)
+        if lb <= cand < upper and (best is None or cand > best):
+            best = cand
+    return best
+
+
+def _prove_by_candidates(
+    inst: PipelineInstance, ctx: RunContext, params: dict[str, Any], data: dict[str, Any], heur: tuple[np.ndarray, float]
+) -> tuple[tuple[np.ndarray, float], bool]:
+    """Integral data: prove the incumbent period least by fixed-period feasibility probes
+    at the largest period below it that a repetend can have (`candidate_periods_below`;
+    feasibility is monotone in the period: scaling ``rate`` down keeps every constraint in
+    ``theta`` satisfied with the same winding numbers). A feasible probe becomes the
+    incumbent and the next candidate is probed; an undecided probe ends the attempt."""
+    cy: Cyclic = data["cyclic"]
+    upper = Fraction(heur[1]).limit_denominator(10**6)
+    for _ in range(64):
+        cand = candidate_periods_below(cy, float(data["t_lb"]), upper)
+        if cand is None:
+            return heur, True
+        mp, _ = build_model("tessel-probe", REPETEND_BLOCKS, inst, {**params, "_t": float(cand), "_feasibility": True})
+        rp = _sub_ctx(ctx, float(params.get("probe_time_limit", DEFAULTS["probe_time_limit"]))).solve_model(mp)
+        if rp.values is not None:
+            heur = (np.asarray(rp.values_by_block["theta"], dtype=float) * float(cand), float(cand))
+            upper = cand
+        elif rp.termination.value in ("infeasible", "infeasible_or_unbounded"):
+            return heur, True
+        else:
+            break
+    return heur, False
 
 
 def naive_unroll(inst: PipelineInstance, rep: Repetend) -> np.ndarray:
