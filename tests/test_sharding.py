@@ -15,11 +15,13 @@ from hypothesis import strategies as st
 
 import distplan
 from distplan.errors import InfeasibleError, InputError
-from distplan.formulations.folding import Family, FoldingError, check_family, find_repeated_subgraphs
+from distplan.formulations import folding
+from distplan.formulations.folding import Family, FoldingError, LabelledGraph, check_family, find_repeated_subgraphs
 from distplan.formulations.registry import get_formulation
 from distplan.formulations.sharding.alpa_ilp import build_sharding_model
 from distplan.formulations.sharding.baselines import megatron_plan
-from distplan.formulations.sharding.costgraph import build_cost_graph, build_skeleton
+from distplan.formulations.sharding.costgraph import CostTables, build_cost_graph, build_folded_cost_graph, build_skeleton
+from distplan.formulations.sharding.tap import fold_instance
 from distplan.instances import bundled, load_document
 from distplan.instances.transformer import gpt3_175b, transformer
 from distplan.models.catalogue import device
@@ -468,6 +470,197 @@ def test_check_family_rejects_a_wrong_mapping() -> None:
     with pytest.raises(FoldingError):
         check_family(G, Family([["0.0", "0.1", "0.2", "0.3"], ["1.0", "1.2", "1.1", "1.3"], ["2.3", "2.1", "2.2", "2.0"]]))
 
+
+
+def stack(blocks: int, labels: list[int], inner: list[tuple[int, int, int]], cross: list[tuple[int, int, int]], tweak: tuple[int, int] | None = None) -> LabelledGraph:
+    """``blocks`` copies of a block (node labels ``labels``, arcs ``inner`` as (a, b, edge
+    label)), consecutive copies joined by ``cross`` arcs, between a head and a tail node;
+    ``tweak = (block, arc)`` relabels that inner arc of that block (a near-copy)."""
+    size = len(labels)
+    node_labels = labels * blocks + [90, 91]
+    edges: list[tuple[int, int]] = [(size * blocks, 0), (size * blocks - 1, size * blocks + 1)]
+    edge_labels = [9, 9]
+    for k in range(blocks):
+        for arc, (a, b, lab) in enumerate(inner):
+            edges.append((k * size + a, k * size + b))
+            edge_labels.append(lab + (5 if (k, arc) == tweak else 0))
+        for a, b, lab in cross if k else []:
+            edges.append(((k - 1) * size + a, k * size + b))
+            edge_labels.append(lab)
+    return LabelledGraph(node_labels, edges, edge_labels)
+
+
+def fold_both_ways(G: LabelledGraph, iterations: int) -> tuple[list[Family], list[Family], list[tuple[tuple[int, int], bool]]]:
+    """Families found (vectorized growth from many seeds, as shipped) and with the lock
+    step on every seed only; and the replays of the first: (region shape, confirmed)."""
+    replays: list[tuple[tuple[int, int], bool]] = []
+    replay = folding._replays
+
+    def spy(region: np.ndarray, steps: np.ndarray, gr: Any) -> bool:
+        replays.append((region.shape, replay(region, steps, gr)))
+        return replays[-1][1]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(folding, "_replays", spy)
+        fast = find_repeated_subgraphs(G, iterations=iterations).families
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(folding, "TEMPLATE_SEEDS", 10**9)
+        slow = find_repeated_subgraphs(G, iterations=iterations).families
+    return fast, slow, replays
+
+
+@pytest.mark.parametrize("iterations", [0, 2])
+def test_vectorized_growth_is_the_lock_step(iterations: int) -> None:
+    """30 copies: the region grown on three seeds, mapped and replayed is the lock step's;
+    a near-copy in the middle (one edge label differs, unseen by the three template seeds)
+    must make the replay fail, so the region is the lock step's again, never a wrong fold."""
+    labels, inner, cross = [0, 1, 1, 2], [(1, 3, 1), (0, 2, 0), (0, 1, 1), (2, 3, 1)], [(3, 0, 2)]  # 0's arcs not in key order
+    fast, slow, replays = fold_both_ways(stack(30, labels, inner, cross), iterations)
+    assert [f.copies for f in fast] == [f.copies for f in slow] and fast[0].num_copies >= 28
+    assert ((fast[0].num_copies, fast[0].size), True) in replays  # confirmed by the replay
+    G = stack(30, labels, inner, cross, tweak=(14, 2))
+    fast, slow, replays = fold_both_ways(G, iterations)
+    assert [f.copies for f in fast] == [f.copies for f in slow]
+    assert any(not ok for _, ok in replays)
+    for fam in fast:
+        check_family(G, fam)
+        assert not any({14 * 4 + 0, 14 * 4 + 1} <= set(copy) for copy in fam.copies)  # the relabelled arc
+
+
+
+def renumbered(G: LabelledGraph, order: list[int]) -> LabelledGraph:
+    """G with node ``order[i]`` renamed i."""
+    name = {old: new for new, old in enumerate(order)}
+    return LabelledGraph([G.node_labels[i] for i in order], [(name[u], name[v]) for u, v in G.edges], list(G.edge_labels))
+
+
+def test_vectorized_growth_rejects_misplaced_and_shared_nodes() -> None:
+    """Copies that the template's mapping gets wrong must fail the replay: block 14's
+    nodes 1 and 2 numbered the other way round (a shift of the template's copies
+    misplaces them); and, with the last block's numbered so (mapped along the growth, no
+    shift), blocks 10 and 11 sharing a successor."""
+    labels, inner, cross = [0, 1, 1, 2], [(1, 3, 1), (0, 2, 0), (0, 1, 1), (2, 3, 1)], [(3, 0, 2)]
+
+    def swapped(G: LabelledGraph, block: int) -> LabelledGraph:
+        order = list(range(G.num_nodes))
+        order[block * 4 + 1], order[block * 4 + 2] = order[block * 4 + 2], order[block * 4 + 1]
+        return renumbered(G, order)
+
+    G = stack(30, labels, inner, cross)
+    fast, slow, replays = fold_both_ways(swapped(G, 14), 0)
+    assert [f.copies for f in fast] == [f.copies for f in slow] and fast[0].num_copies == 30
+    assert ((30, 4), False) in replays
+    shared = LabelledGraph(G.node_labels, [(u, 10 * 4 + 1) if (u, v) == (11 * 4, 11 * 4 + 1) else (u, v) for u, v in G.edges], G.edge_labels)
+    fast, slow, replays = fold_both_ways(swapped(shared, 29), 0)
+    assert [f.copies for f in fast] == [f.copies for f in slow]
+    assert replays and not any(ok for _, ok in replays)
+
+def test_vectorized_growth_skips_claimed_nodes() -> None:
+    """60 blocks a0 -> a1 -> a2 (a chain), 30 of them with b0 -> b1 hanging off a1: the
+    second family (the b parts, 30 copies) grows next to the claimed a parts."""
+    labels: list[int] = []
+    for k in range(60):
+        labels += [0, 1, 2] + ([3, 4] if k < 30 else [])
+    a = [[n for n, lab in enumerate(labels) if lab == x] for x in range(5)]
+    edges = [(a[0][k], a[1][k]) for k in range(60)] + [(a[1][k], a[2][k]) for k in range(60)] + [(a[2][k], a[0][k + 1]) for k in range(59)]
+    edges += [(a[1][k], a[3][k]) for k in range(30)] + [(a[3][k], a[4][k]) for k in range(30)]
+    fast, slow, replays = fold_both_ways(LabelledGraph(labels, edges, [0] * len(edges)), 0)
+    assert [f.copies for f in fast] == [f.copies for f in slow]
+    assert [(f.num_copies, f.size) for f in fast] == [(60, 3), (30, 2)] and ((30, 2), True) in replays
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    blocks=st.integers(24, 40),
+    labels=st.lists(st.integers(0, 2), min_size=2, max_size=5),
+    arcs=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(0, 1)), min_size=1, max_size=8),
+    cross=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4), st.integers(0, 1)), min_size=1, max_size=3),
+    tweak=st.none() | st.tuples(st.integers(0, 39), st.integers(0, 7)),
+    iterations=st.integers(0, 2),
+)
+def test_vectorized_growth_matches_the_lock_step(blocks: int, labels: list[int], arcs: list[tuple[int, int, int]], cross: list[tuple[int, int, int]], tweak: tuple[int, int] | None, iterations: int) -> None:
+    size = len(labels)
+    inner = [(a % size, b % size, lab) for a, b, lab in arcs if a % size != b % size]
+    G = stack(blocks, labels, inner, [(a % size, b % size, lab) for a, b, lab in cross], tweak)
+    fast, slow, _ = fold_both_ways(G, iterations)
+    assert [f.copies for f in fast] == [f.copies for f in slow]
+    for fam in fast:
+        check_family(G, fam)
+
+
+def reference_skeleton(inst: ShardingInstance) -> tuple[list[tuple[int, ...]], list[tuple[int, int]], list[tuple[Any, ...]], list[int], list[int]]:
+    """Skeleton in plain Python: members, edges, edge links, label ids by first appearance."""
+    node_of: list[int] = []
+    members: list[list[int]] = []
+    for k, ins in enumerate(inst.producers):
+        if ins and inst.semantics(k).follows:
+            node_of.append(node_of[ins[0]])
+            members[node_of[ins[0]]].append(k)
+        else:
+            node_of.append(len(members))
+            members.append([k])
+    pos = {k: m.index(k) for m in members for k in m}
+    internal: list[list[tuple[int, int, int]]] = [[] for _ in members]
+    links: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+    for k, ins in enumerate(inst.producers):
+        for slot, p in enumerate(ins):
+            u, v = node_of[p], node_of[k]
+            (internal[v] if u == v else links.setdefault((u, v), [])).append((pos[p], pos[k], slot))
+    labels = [(tuple(inst.signature(k) for k in m), tuple(sorted(x))) for m, x in zip(members, internal)]
+    edge_links = [tuple(sorted(x)) for x in links.values()]
+    node_ids: dict[Any, int] = {}
+    edge_ids: dict[Any, int] = {}
+    return (
+        [tuple(m) for m in members],
+        list(links),
+        edge_links,
+        [node_ids.setdefault(lab, len(node_ids)) for lab in labels],
+        [edge_ids.setdefault(lab, len(edge_ids)) for lab in edge_links],
+    )
+
+
+@pytest.mark.parametrize("name", ["gpt3-4", *BUNDLED[:3]])
+def test_skeleton_matches_a_plain_python_reference(name: str) -> None:
+    inst = gpt3_175b(batch=8, mesh=8, layers=4, memory=1e15) if name == "gpt3-4" else distplan.load_instance(name)
+    sk = build_skeleton(inst)
+    node_ops, edges, edge_links, node_ids, edge_ids = reference_skeleton(inst)
+    assert sk.node_ops == node_ops
+    assert list(zip(sk.edge_u.tolist(), sk.edge_v.tolist())) == edges
+    assert [sk.edge_links(e) for e in range(sk.num_edges)] == edge_links
+    assert sk.node_label_id.tolist() == node_ids and sk.edge_label_id.tolist() == edge_ids
+
+
+@pytest.mark.parametrize("boundary_edges", [True, False])
+def test_folded_cost_graph_sums_in_edge_order(boundary_edges: bool) -> None:
+    """Bit for bit the sequential sums over the skeleton's edges (same objective, same plans)."""
+    inst = gpt3_175b(batch=8, mesh=8, layers=8, memory=1e15)
+    sk, fold = fold_instance(inst, {})
+    tables = CostTables(inst)
+    graph, reps = build_folded_cost_graph(sk, fold, tables, boundary_edges=boundary_edges)
+    index = {r: j for j, r in enumerate(reps)}
+    cost = [tables.node(sk, r).cost * fold.multiplicity[r] for r in reps]
+    acc: dict[tuple[int, int], np.ndarray] = {}
+    for e in range(sk.num_edges):
+        u, v = int(sk.edge_u[e]), int(sk.edge_v[e])
+        if fold.same_copy(u, v):
+            if fold.copy_of[u][1]:
+                continue
+            M = tables.edge(sk, e) * fold.multiplicity[u]
+        elif boundary_edges or fold.multiplicity[fold.representative[u]] == fold.multiplicity[fold.representative[v]] == 1:
+            M = tables.edge(sk, e)
+        else:
+            continue
+        a, b = index[fold.representative[u]], index[fold.representative[v]]
+        if a == b:
+            cost[a] = cost[a] + np.diag(M)
+        elif a < b:
+            acc[(a, b)] = acc[(a, b)] + M if (a, b) in acc else M
+        else:
+            acc[(b, a)] = acc[(b, a)] + M.T if (b, a) in acc else M.T
+    assert any(k > 1 for k in graph.multiplicity) and len(acc) == len(graph.edge_cost)
+    assert all(np.array_equal(x, y) for x, y in zip(graph.node_cost, cost))
+    assert list(zip(graph.edge_u.tolist(), graph.edge_v.tolist())) == sorted(acc)
+    assert all(np.array_equal(graph.edge_cost[j], acc[p]) for j, p in enumerate(sorted(acc)))
 
 def test_formulations_are_registered_with_references() -> None:
     names = {f.name for f in distplan.formulations("sharding")}

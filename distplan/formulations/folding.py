@@ -20,10 +20,19 @@ carry a hashable label, and is meant for every kind (sharding, placement, pipeli
    a neighbour (same direction, edge label, node label and colour) joins every copy at
    once, or none; nodes belong to at most one copy. The seed class giving the largest
    coverage (copies x region size) is kept; repeat on the remaining nodes.
+   From many seeds (``TEMPLATE_SEEDS``) the lock step runs on three of them first (the
+   first two, where neighbouring copies meet, and the last); the region is mapped to
+   every seed along the steps that grew it (or shifted, when the three copies are
+   translates in node numbering), and a vectorized replay of the lock step on all
+   seeds confirms that it yields exactly that region; else (or when the template stays
+   a single node) the lock step runs on every seed, which stops at the first copy that
+   differs. Either way the region is the lock step's.
 3. Each family is confirmed by an exact isomorphism check: the position-wise bijection
    between every copy and the representative (copy 0) preserves node labels and the
    labelled induced edges.
 
+`FoldMap` holds the families as arrays of node indices (`FoldMap.regions`) with arrays
+over node indices for vectorized callers, and dicts by node name built on first use.
 `FoldMap.unfold` maps decisions of the representatives back to every node. Sharing the
 representative's decisions is a restriction of the original problem (the folded optimum
 is an upper bound); see `distplan.formulations.sharding.tap` for a proven lower bound.
@@ -34,12 +43,16 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, TypeVar
 
 import networkx as nx
 import numpy as np
 
 T = TypeVar("T")
+
+#: regions grown from at least this many seeds grow on three of them, then are mapped and replayed
+TEMPLATE_SEEDS = 24
 
 
 class FoldingError(RuntimeError):
@@ -65,15 +78,74 @@ class Family:
 
 @dataclass
 class FoldMap:
-    """Families of copies, and every node's representative."""
+    """Families of copies, and every node's representative.
 
-    families: list[Family]
-    representative: dict[Hashable, Hashable]
-    #: folded node -> (family index, copy index)
-    copy_of: dict[Hashable, tuple[int, int]]
-    #: representative -> number of nodes it stands for (1 when not folded)
-    multiplicity: dict[Hashable, int]
+    ``regions[f][c, j]`` is the index (in ``nodes``) of the node at position ``j`` of copy
+    ``c`` of family ``f``; the arrays over node indices and the dicts by node are derived
+    on first use."""
+
+    nodes: Sequence[Hashable]
+    regions: list[np.ndarray]
     stats: dict[str, Any] = field(default_factory=dict)
+
+    def _names(self, index: np.ndarray) -> list[Hashable]:
+        nodes = self.nodes
+        return [nodes[i] for i in index.tolist()]
+
+    @cached_property
+    def families(self) -> list[Family]:
+        return [Family([self._names(copy) for copy in region]) for region in self.regions]
+
+    @cached_property
+    def representative_index(self) -> np.ndarray:
+        """Node index -> index of its representative."""
+        rep = np.arange(len(self.nodes), dtype=np.int64)
+        for region in self.regions:
+            rep[region] = region[0]
+        return rep
+
+    @cached_property
+    def family_index(self) -> np.ndarray:
+        """Node index -> its family (-1 when not folded)."""
+        fam = np.full(len(self.nodes), -1, dtype=np.int64)
+        for f, region in enumerate(self.regions):
+            fam[region] = f
+        return fam
+
+    @cached_property
+    def copy_index(self) -> np.ndarray:
+        """Node index -> its copy within its family (-1 when not folded)."""
+        copy = np.full(len(self.nodes), -1, dtype=np.int64)
+        for region in self.regions:
+            copy[region] = np.arange(region.shape[0])[:, None]
+        return copy
+
+    @cached_property
+    def multiplicity_index(self) -> np.ndarray:
+        """Node index -> number of nodes its representative stands for (1 when not folded)."""
+        counts = np.array([region.shape[0] for region in self.regions] + [1], dtype=np.int64)
+        return counts[self.family_index]
+
+    def _copies(self, copies: slice) -> np.ndarray:
+        """Nodes of the given copies of every family (family by family, copy by copy, by position)."""
+        return np.concatenate([region[copies].ravel() for region in self.regions] + [np.zeros(0, dtype=np.int64)])
+
+    @cached_property
+    def representative(self) -> dict[Hashable, Hashable]:
+        order = np.concatenate([self._copies(slice(None)), np.flatnonzero(self.family_index < 0)])
+        return dict(zip(self._names(order), self._names(self.representative_index[order])))
+
+    @cached_property
+    def copy_of(self) -> dict[Hashable, tuple[int, int]]:
+        """Folded node -> (family index, copy index)."""
+        folded = self._copies(slice(None))
+        return dict(zip(self._names(folded), zip(self.family_index[folded].tolist(), self.copy_index[folded].tolist())))
+
+    @cached_property
+    def multiplicity(self) -> dict[Hashable, int]:
+        """Representative -> number of nodes it stands for (1 when not folded)."""
+        order = np.concatenate([self._copies(slice(0, 1)), np.flatnonzero(self.family_index < 0)])
+        return dict(zip(self._names(order), self.multiplicity_index[order].tolist()))
 
     def same_copy(self, u: Hashable, v: Hashable) -> bool:
         """True when u and v lie in the same copy of the same family (an inner edge)."""
@@ -92,51 +164,70 @@ class FoldMap:
 @dataclass(frozen=True)
 class LabelledGraph:
     """A directed graph on nodes ``0 .. n-1`` with hashable node and edge labels, the
-    light input of `find_repeated_subgraphs` (no networkx graph needs to be built)."""
+    light input of `find_repeated_subgraphs` (no networkx graph needs to be built).
+    Integer numpy arrays are taken as they are (``edges`` as an ``(m, 2)`` array)."""
 
-    node_labels: Sequence[Hashable]
-    edges: Sequence[tuple[int, int]]
-    edge_labels: Sequence[Hashable]
+    node_labels: Sequence[Hashable] | np.ndarray
+    edges: Sequence[tuple[int, int]] | np.ndarray
+    edge_labels: Sequence[Hashable] | np.ndarray
 
     @property
     def num_nodes(self) -> int:
         return len(self.node_labels)
 
 
+def first_appearance_ids(keys: np.ndarray) -> np.ndarray:
+    """Dense ids of equal keys, numbered in order of first appearance."""
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    rank = np.empty(first.size, dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
+    return rank[inverse.reshape(-1)]
+
+
+def _label_ids(labels: Sequence[Hashable] | np.ndarray) -> np.ndarray:
+    """Dense ids of hashable labels in order of first appearance."""
+    if isinstance(labels, np.ndarray) and labels.dtype.kind in "iub":
+        return first_appearance_ids(labels) if labels.size else np.zeros(0, dtype=np.int64)
+    ids: dict[Hashable, int] = {}
+    return np.fromiter((ids.setdefault(lab, len(ids)) for lab in labels), dtype=np.int64, count=len(labels))
+
+
 @dataclass
 class _Indexed:
-    """Integer form of a labelled graph: label ids and labelled adjacency lists."""
+    """Integer form of a labelled graph: label ids and arcs (with edge label ids)."""
 
     names: list[Hashable] | None  # node names (None: the names are 0 .. n-1)
-    label: list[int]
-    out: list[list[tuple[int, int]]]  # node -> [(edge label id, successor)]
-    inn: list[list[tuple[int, int]]]  # node -> [(edge label id, predecessor)]
+    label: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    edge_label: np.ndarray
 
-    def index_of(self) -> dict[Hashable, int]:
-        return {n: i for i, n in enumerate(self.names)} if self.names is not None else {}
+    @property
+    def num_nodes(self) -> int:
+        return self.label.size
 
-    def name(self, i: int) -> Hashable:
-        return self.names[i] if self.names is not None else i
+    def nodes(self) -> Sequence[Hashable]:
+        return self.names if self.names is not None else range(self.num_nodes)
+
+    def index_of(self, nodes: list[Hashable]) -> np.ndarray:
+        """Indices of named nodes."""
+        if self.names is None:
+            return np.asarray(nodes, dtype=np.int64)
+        index = {n: i for i, n in enumerate(self.names)}
+        return np.fromiter((index[n] for n in nodes), dtype=np.int64, count=len(nodes))
 
 
 def _indexed(G: nx.DiGraph | LabelledGraph, node_label: str, edge_label: str) -> _Indexed:
-    ids: dict[Hashable, int] = {}
-    edge_ids: dict[Hashable, int] = {}
     if isinstance(G, LabelledGraph):
-        names: list[Hashable] | None = None
-        label = [ids.setdefault(lab, len(ids)) for lab in G.node_labels]
-        arcs = [(u, v, edge_ids.setdefault(lab, len(edge_ids))) for (u, v), lab in zip(G.edges, G.edge_labels)]
-    else:
-        names = list(G.nodes)
-        index = {n: i for i, n in enumerate(names)}
-        label = [ids.setdefault(G.nodes[n][node_label], len(ids)) for n in names]
-        arcs = [(index[u], index[v], edge_ids.setdefault(lab, len(edge_ids))) for u, v, lab in G.edges(data=edge_label)]
-    out: list[list[tuple[int, int]]] = [[] for _ in label]
-    inn: list[list[tuple[int, int]]] = [[] for _ in label]
-    for u, v, e in arcs:
-        out[u].append((e, v))
-        inn[v].append((e, u))
-    return _Indexed(names, label, out, inn)
+        arcs = np.asarray(G.edges, dtype=np.int64).reshape(-1, 2)
+        return _Indexed(None, _label_ids(G.node_labels), arcs[:, 0], arcs[:, 1], _label_ids(G.edge_labels))
+    names = list(G.nodes)
+    index = {n: i for i, n in enumerate(names)}
+    label = _label_ids([G.nodes[n][node_label] for n in names])
+    edges = list(G.edges(data=edge_label))
+    src = np.fromiter((index[u] for u, _, _ in edges), dtype=np.int64, count=len(edges))
+    dst = np.fromiter((index[v] for _, v, _ in edges), dtype=np.int64, count=len(edges))
+    return _Indexed(names, label, src, dst, _label_ids([lab for _, _, lab in edges]))
 
 
 def wl_colors(G: nx.DiGraph | LabelledGraph, node_label: str = "label", edge_label: str = "label", iterations: int = 2) -> dict[Hashable, int]:
@@ -146,8 +237,7 @@ def wl_colors(G: nx.DiGraph | LabelledGraph, node_label: str = "label", edge_lab
     deterministic for a given node order.
     """
     g = _indexed(G, node_label, edge_label)
-    color = _wl_levels(g, iterations)[-1]
-    return {g.name(i): c for i, c in enumerate(color)}
+    return dict(zip(g.nodes(), _wl_colors(g, iterations).tolist()))
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -157,26 +247,14 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint64(31))
 
 
-def _first_appearance_ids(keys: np.ndarray) -> np.ndarray:
-    """Dense ids of equal keys, numbered in order of first appearance."""
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    rank = np.empty(first.size, dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
-    return rank[inverse.reshape(-1)]
-
-
-def _wl_levels(g: _Indexed, iterations: int) -> list[list[int]]:
+def _wl_colors(g: _Indexed, iterations: int) -> np.ndarray:
     """Colour refinement, vectorized: a node's new colour is a hash of its colour and the
     multisets of (edge label, neighbour colour) over successors and predecessors (sums of
     64-bit hashes). A hash collision could only merge colour classes, never split equal
     nodes; every family is checked exactly afterwards, so folding stays exact."""
-    color = np.asarray(g.label, dtype=np.int64)
-    levels = [color.tolist()]
-    if iterations <= 0:
-        return levels
-    src = np.fromiter((u for u, adj in enumerate(g.out) for _ in adj), dtype=np.int64)
-    dst = np.fromiter((v for adj in g.out for _, v in adj), dtype=np.int64)
-    lab = np.fromiter((e for adj in g.out for e, _ in adj), dtype=np.int64).astype(np.uint64)
+    color = g.label
+    src, dst = g.src, g.dst
+    lab = g.edge_label.astype(np.uint64)
     n = color.size
     with np.errstate(over="ignore"):
         for _ in range(iterations):
@@ -186,78 +264,261 @@ def _wl_levels(g: _Indexed, iterations: int) -> list[list[int]]:
             np.add.at(out_sum, src, _mix(lab * np.uint64(0x9E3779B97F4A7C15) + c[dst] + np.uint64(1)))
             np.add.at(in_sum, dst, _mix(lab * np.uint64(0xC2B2AE3D27D4EB4F) + c[src] + np.uint64(2)))
             key = _mix(_mix(c + np.uint64(3)) + _mix(out_sum) * np.uint64(3) + _mix(in_sum ^ np.uint64(0x165667B19E3779F9)))
-            color = _first_appearance_ids(key)
-            levels.append(color.tolist())
-    return levels
+            color = first_appearance_ids(key)
+    return color
 
 
 def check_family(G: nx.DiGraph | LabelledGraph, family: Family, node_label: str = "label", edge_label: str = "label") -> None:
     """Exact isomorphism check: the position-wise map from copy 0 to every copy preserves
     node labels and the labelled edges of the induced subgraphs. Raises FoldingError."""
     g = _indexed(G, node_label, edge_label)
-    index = g.index_of()
-    copies = [[index[n] for n in copy] for copy in family.copies] if g.names is not None else [[int(n) for n in copy] for copy in family.copies]  # type: ignore[call-overload]
-    _check(copies, g)
+    for c, copy in enumerate(family.copies):
+        if len(copy) != len(family.copies[0]):
+            raise FoldingError(f"copy {c} has {len(copy)} nodes, copy 0 has {len(family.copies[0])}")
+    _check(g.index_of([n for copy in family.copies for n in copy]).reshape(len(family.copies), -1), g)
 
 
-def _check(copies: list[list[int]], g: _Indexed) -> None:
-    """`check_family` on the integer form."""
-    first = copies[0]
-    seen: set[int] = set()
-    for c, copy in enumerate(copies):
-        if len(copy) != len(first):
-            raise FoldingError(f"copy {c} has {len(copy)} nodes, copy 0 has {len(first)}")
-        if seen.intersection(copy) or len(set(copy)) != len(copy):
-            raise FoldingError(f"copy {c} overlaps another copy")
-        seen.update(copy)
+def _check(region: np.ndarray, g: _Indexed) -> None:
+    """`check_family` on a (copies x positions) array of node indices, vectorized."""
+    k, size = region.shape
+    if not size:
+        return
+    place = np.full(g.num_nodes, -1, dtype=np.int64)
+    place[region] = np.arange(region.size).reshape(k, size)
+    if (place[region].ravel() != np.arange(region.size)).any():
+        _, first = np.unique(region, return_index=True)
+        repeated = np.ones(region.size, dtype=bool)
+        repeated[first] = False
+        raise FoldingError(f"copy {int(np.flatnonzero(repeated)[0]) // size} overlaps another copy")
+    bad_label = (g.label[region] != g.label[region[0]]).any(axis=1)
+    copy_of = np.where(place >= 0, place // size, -1)
+    position = place % size
+    inner = (copy_of[g.src] >= 0) & (copy_of[g.src] == copy_of[g.dst])
+    copy = copy_of[g.src[inner]]
+    code = (position[g.src[inner]] * size + position[g.dst[inner]]) * (int(g.edge_label.max(initial=0)) + 1) + g.edge_label[inner]
+    count = np.bincount(copy, minlength=k)
+    bad_edges = count != count[0]
+    if not bad_edges.any():
+        codes = code[np.lexsort((code, copy))].reshape(k, int(count[0]))
+        bad_edges = (codes != codes[0]).any(axis=1)
+    bad = np.flatnonzero(bad_label | bad_edges)
+    if bad.size:
+        c = int(bad[0])
+        what = "has node labels that differ from copy 0" if bad_label[c] else "is not isomorphic to copy 0 under the position map"
+        raise FoldingError(f"copy {c} {what}")
 
-    def inner_edges(copy: list[int]) -> list[tuple[int, int, int]]:
-        pos = {n: j for j, n in enumerate(copy)}
-        return sorted([(pos[u], pos[v], e) for u in copy for e, v in g.out[u] if v in pos])
 
-    ref_labels = [g.label[n] for n in first]
-    ref_edges = inner_edges(first)
-    for c, copy in enumerate(copies[1:], start=1):
-        if [g.label[n] for n in copy] != ref_labels:
-            raise FoldingError(f"copy {c} has node labels that differ from copy 0")
-        if inner_edges(copy) != ref_edges:
-            raise FoldingError(f"copy {c} is not isomorphic to copy 0 under the position map")
+@dataclass
+class _Growth:
+    """What region growth reads: the adjacency of both directions (a node's successors,
+    then its predecessors, in arc order) with a key per entry (edge label, neighbour label
+    and colour, numbered densely), and the nodes claimed so far."""
+
+    g: _Indexed
+    start: np.ndarray  # node -> first entry (n + 1)
+    middle: np.ndarray  # node -> first predecessor entry
+    node: np.ndarray  # entry -> neighbour
+    direction: np.ndarray  # entry -> 0 (successor) or 1 (predecessor)
+    key: np.ndarray  # entry -> neighbour key
+    num_keys: int
+    claimed: np.ndarray  # bool per node
+
+    @property
+    def packable(self) -> bool:
+        """Codes (node, direction, key, neighbour) fit in int64 (the vectorized growth)."""
+        n = self.g.num_nodes
+        return 2 * n * n * max(self.num_keys, 1) < 2**62
+
+    @staticmethod
+    def of(g: _Indexed, color: np.ndarray) -> _Growth:
+        n, m = g.num_nodes, g.src.size
+        tail = np.concatenate([g.src, g.dst])
+        order = np.argsort(tail, kind="stable")
+        node = np.concatenate([g.dst, g.src])[order]
+        direction = (order >= m).astype(np.int64)
+        kind = np.concatenate([g.edge_label, g.edge_label])[order] * (int(g.label.max(initial=0)) + 1) + g.label[node]
+        kind = np.unique(kind, return_inverse=True)[1].reshape(-1)
+        key = np.unique(kind * (int(color.max(initial=0)) + 1) + color[node], return_inverse=True)[1].reshape(-1)
+        start = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(tail, minlength=n), out=start[1:])
+        middle = start[:-1] + np.bincount(g.src, minlength=n)
+        return _Growth(g, start, middle, node, direction, key, int(key.max(initial=-1)) + 1, np.zeros(n, dtype=bool))
+
+    @cached_property
+    def lists(self) -> tuple[list[int], list[int], list[int], list[int]]:
+        """Entry starts, predecessor starts, neighbours and keys as Python lists (for the lock step)."""
+        return self.start.tolist(), self.middle.tolist(), self.node.tolist(), self.key.tolist()
+
+    @cached_property
+    def table(self) -> np.ndarray:
+        """Sorted codes ``((node * 2 + direction) * num_keys + key) * n + neighbour`` of
+        every entry (`packable` graphs)."""
+        n = self.g.num_nodes
+        tail = np.repeat(np.arange(n), np.diff(self.start))
+        return np.sort(((tail * 2 + self.direction) * self.num_keys + self.key) * n + self.node)
 
 
-def _grow(seeds: list[int], claimed: bytearray, g: _Indexed, color: list[int]) -> list[list[int]]:
-    """Grow regions around the seeds in lock step (see the module docstring)."""
+def _lockstep(seeds: list[int], gr: _Growth) -> tuple[list[list[int]], list[int], list[int]]:
+    """Grow regions around the seeds in lock step (see the module docstring). Returns the
+    copies and, for every position after the seed, the step that added it (2 x parent
+    position + direction) and its neighbour key."""
     k = len(seeds)
     copies: list[list[int]] = [[s] for s in seeds]
-    local = bytearray(len(claimed))
+    steps: list[int] = []
+    keys: list[int] = []
+    claimed = gr.claimed.tolist()
+    local = bytearray(gr.g.num_nodes)
     for s in seeds:
         local[s] = 1
-    label = g.label
+    first, middle, node, key = gr.lists
+    scan = [0, *range(k - 1, 0, -1)]  # the last copy early: copies at the end of a stack differ first
     queue: deque[int] = deque([0])
     while queue:
         j = queue.popleft()
-        for direction, adj in enumerate((g.out, g.inn)):
-            per_copy: list[dict[tuple[int, int, int, int], list[int]]] = []
-            for c in range(k):
-                groups: dict[tuple[int, int, int, int], list[int]] = {}
-                for e, m in adj[copies[c][j]]:
+        for direction in (0, 1):
+            per_copy: list[dict[int, list[int]]] = [{}] * k
+            viable: dict[int, int] = {}  # keys with candidates in every copy so far, and their count
+            for c in scan:
+                u = copies[c][j]
+                groups: dict[int, list[int]] = {}
+                for i in range(first[u], middle[u]) if direction == 0 else range(middle[u], first[u + 1]):
+                    m = node[i]
                     if claimed[m] or local[m]:
                         continue
-                    groups.setdefault((direction, e, label[m], color[m]), []).append(m)
-                per_copy.append(groups)
-            for key, cands0 in per_copy[0].items():
-                lists = [pc.get(key) for pc in per_copy]
-                if any(lst is None or len(lst) != len(cands0) for lst in lists):
-                    continue
-                ordered = [sorted(lst) for lst in lists]  # type: ignore[type-var]
-                for r in range(len(cands0)):
+                    groups.setdefault(key[i], []).append(m)
+                per_copy[c] = groups
+                viable = {g: len(lst) for g, lst in groups.items()} if c == 0 else {g: x for g, x in viable.items() if len(groups.get(g, ())) == x}
+                if not viable:
+                    break  # no key has the same count in every copy: this step adds nothing
+            for group in viable:
+                ordered = [sorted(pc[group]) for pc in per_copy]
+                for r in range(viable[group]):
                     tup = [ordered[c][r] for c in range(k)]
                     if len(set(tup)) < k or any(local[m] for m in tup):
                         continue
                     for c in range(k):
                         copies[c].append(tup[c])
                         local[tup[c]] = 1
+                    steps.append(2 * j + direction)
+                    keys.append(group)
                     queue.append(len(copies[0]) - 1)
-    return copies
+    return copies, steps, keys
+
+
+def _gather(start: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR entries of the given nodes: (index in ``nodes``, entry), node by node."""
+    first = start[nodes]
+    count = start[nodes + 1] - first
+    owner = np.repeat(np.arange(nodes.size), count)
+    return owner, np.arange(owner.size) + np.repeat(first - (np.cumsum(count) - count), count)
+
+
+def _map_template(seeds: np.ndarray, template: list[list[int]], steps: np.ndarray, keys: np.ndarray, gr: _Growth) -> np.ndarray | None:
+    """Every seed's copy of a template region grown from ``seeds[0]`` (and two more seeds):
+    position p is the neighbour of the copy's node at p's parent position, with p's
+    direction and key, of the same rank among such neighbours (by node) as in the
+    template; None when a copy has no such neighbour. Positions at equal depth in the
+    growth are mapped together. When the template's copies are translates of each other
+    (node numbers shifted by their seed's, as in a stack built layer by layer), so are
+    the copies mapped."""
+    n, size = gr.g.num_nodes, len(template[0])
+    shifted = np.asarray(template[0]) + (seeds - seeds[0])[:, None]
+    if shifted.min() >= 0 and shifted.max() < n and (np.asarray(template) == shifted[[0, 1, -1]]).all():
+        return shifted
+    table = gr.table
+    parent = steps // 2
+    code = (steps % 2) * gr.num_keys + keys  # of positions 1 .. size - 1
+    depth = [0] * size
+    for p in range(1, size):
+        depth[p] = depth[parent[p - 1]] + 1
+    node = np.asarray(template[0])
+    rank = np.searchsorted(table, (node[parent] * 2 * gr.num_keys + code) * n + node[1:]) - np.searchsorted(table, (node[parent] * 2 * gr.num_keys + code) * n)
+    region = np.empty((seeds.size, size), dtype=np.int64)
+    region[:, 0] = seeds
+    by_depth = np.argsort(depth[1:], kind="stable")
+    bounds = np.searchsorted(np.asarray(depth[1:])[by_depth], np.arange(1, max(depth) + 2))
+    for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        at = by_depth[lo:hi]  # positions - 1 at this depth
+        base = (region[:, parent[at]] * 2 * gr.num_keys + code[at]) * n
+        found = table[np.minimum(np.searchsorted(table, base) + rank[at], table.size - 1)] - base
+        if found.min() < 0 or found.max() >= n:
+            return None
+        region[:, at + 1] = found
+    return region
+
+
+def _replays(region: np.ndarray, steps: np.ndarray, gr: _Growth) -> bool:
+    """True when the lock step from ``region[:, 0]`` yields exactly ``region``.
+
+    Vectorized replay of every step (2 x position + direction; ``steps[p - 1]`` added
+    position p): the candidates of copy c at step s are the unclaimed neighbours of its
+    node at the parent position that the region does not hold before s; a key whose
+    candidate count is equal in every copy adds its candidates by rank, keys in order of
+    first appearance in copy 0. Every accepted candidate must be the region's node at its
+    place, and the region's nodes are distinct: so no node is accepted twice in a step,
+    the lock step skips no tuple, and the replay is exact. False when the region differs
+    (or a step would skip a tuple)."""
+    k, size = region.shape
+    n = gr.g.num_nodes
+    begins = 1 + np.searchsorted(steps, np.arange(2 * size + 1))  # positions present when step s starts
+    cell = np.full(n, -1, dtype=np.int64)
+    cell[region.ravel()] = np.arange(region.size)
+    if (cell[region.ravel()] != np.arange(region.size)).any():
+        return False  # a node in two places
+    position = np.where(cell >= 0, cell % size, size)
+    owner, entry = _gather(gr.start, region.ravel())
+    step = 2 * (owner % size) + gr.direction[entry]
+    node = gr.node[entry]
+    seen = np.flatnonzero(~gr.claimed[node] & (position[node] >= begins[step]))  # candidates, in adjacency order
+    if not seen.size:
+        return size == 1
+    copy = owner[seen] // size
+    group = step[seen] * gr.num_keys + gr.key[entry[seen]]
+    srt = np.argsort((group * k + copy) * n + node[seen])
+    group, copy, seen = group[srt], copy[srt], seen[srt]
+    step, node = step[seen], node[seen]
+    # runs: the candidates of one key in one copy; spans: the runs of one key (every copy)
+    new_span = np.empty(seen.size, dtype=bool)
+    new_span[0] = True
+    np.not_equal(group[1:], group[:-1], out=new_span[1:])
+    new_run = new_span.copy()
+    new_run[1:] |= copy[1:] != copy[:-1]
+    run = np.flatnonzero(new_run)
+    run_of = np.cumsum(new_run) - 1
+    span_of = np.cumsum(new_span) - 1
+    run_size = np.diff(np.append(run, seen.size))
+    run_span = span_of[run]
+    runs = np.bincount(run_span)
+    total = np.bincount(run_span, weights=run_size)
+    accepted = (runs == k) & (np.bincount(run_span, weights=run_size * run_size) * k == total * total)  # equal counts
+    # accepted keys in the order the lock step takes them (step, first appearance in copy 0)
+    chosen = np.flatnonzero(accepted)
+    lead = run[np.searchsorted(run_span, chosen)]  # copy 0's run of each accepted span
+    by = np.lexsort((np.minimum.reduceat(seen, run)[run_of[lead]], step[lead]))
+    chosen, chosen_step, tuples = chosen[by], step[lead][by], run_size[run_of[lead]][by]
+    if not np.array_equal(np.bincount(chosen_step, weights=tuples, minlength=2 * size), np.diff(begins)):
+        return False
+    before = np.cumsum(tuples) - tuples
+    offset = np.zeros(runs.size, dtype=np.int64)
+    offset[chosen] = before - before[np.searchsorted(chosen_step, chosen_step)]
+    take = accepted[span_of]
+    target = (begins[step] + offset[span_of] + np.arange(seen.size) - run[run_of])[take]
+    return bool((region[copy[take], target] == node[take]).all())
+
+
+def _grow(seeds: np.ndarray, gr: _Growth) -> np.ndarray:
+    """The lock-step region of the seeds as a (copies x positions) array of nodes; from
+    `TEMPLATE_SEEDS` seeds on, grown on a template of three seeds, mapped and replayed
+    (unless the template stays a single node: then the lock step on every seed stops
+    early, at the first copy that differs)."""
+    if seeds.size >= TEMPLATE_SEEDS and gr.packable:
+        template, steps, keys = _lockstep([int(seeds[0]), int(seeds[1]), int(seeds[-1])], gr)
+        if steps:
+            step_array = np.asarray(steps, dtype=np.int64)
+            region = _map_template(seeds, template, step_array, np.asarray(keys, dtype=np.int64), gr)
+            if region is not None and _replays(region, step_array, gr):
+                return region
+    return np.array(_lockstep(seeds.tolist(), gr)[0], dtype=np.int64)
 
 
 def find_repeated_subgraphs(
@@ -278,81 +539,62 @@ def find_repeated_subgraphs(
     passed `check_family`.
     """
     g = _indexed(G, node_label, edge_label)
-    n_nodes = len(g.label)
-    color = _wl_levels(g, iterations)[-1]
+    n_nodes = g.num_nodes
+    color = _wl_colors(g, iterations)
+    num_colors = int(color.max(initial=-1)) + 1
+    gr = _Growth.of(g, color)
 
-    claimed = bytearray(n_nodes)
     n_claimed = 0
-    families: list[list[list[int]]] = []
-    rejected: set[int] = set()
+    regions: list[np.ndarray] = []
+    rejected = np.zeros(num_colors, dtype=bool)
     while n_nodes - n_claimed >= min_copies * min_size:
-        classes: dict[int, list[int]] = {}
-        for n in range(n_nodes):
-            if not claimed[n] and color[n] not in rejected:
-                classes.setdefault(color[n], []).append(n)
-        candidates = sorted((c for c, members in classes.items() if len(members) >= min_copies), key=lambda c: (-len(classes[c]), classes[c][0]))
+        free = np.flatnonzero(~gr.claimed & ~rejected[color])
+        cols = color[free]
+        members = free[np.argsort(cols, kind="stable")]  # class by class, in node order
+        classes, first, sizes = np.unique(cols, return_index=True, return_counts=True)
+        starts = np.cumsum(sizes) - sizes
+        class_size = np.zeros(num_colors, dtype=np.int64)
+        class_size[classes] = sizes
+        candidates = [i for i in np.lexsort((free[first], -sizes)).tolist() if sizes[i] >= min_copies]
         if not candidates:
             break
         eligible = n_nodes - n_claimed
-        best: list[list[int]] | None = None
+        best: np.ndarray | None = None
         best_cover = 0
         tried = candidates[:max_seed_trials]
-        grown: set[int] = set()  # classes that are whole positions of a region grown this round
-        for col in tried:
-            if col in grown:
+        grown = np.zeros(num_colors, dtype=bool)  # classes that are whole positions of a region grown this round
+        for i in tried:
+            if grown[classes[i]]:
                 continue  # growing from another position of that region gives it again
-            copies = _grow(classes[col], claimed, g, color)
-            for position in zip(*copies):
-                cols = {color[n] for n in position}
-                if len(cols) == 1 and len(classes.get(color[position[0]], ())) == len(position):
-                    grown.add(color[position[0]])
-            if len(copies[0]) < min_size:
-                rejected.add(col)
+            region = _grow(members[starts[i] : starts[i] + sizes[i]], gr)
+            k, size = region.shape
+            position_colors = color[region]
+            whole = (position_colors == position_colors[0]).all(axis=0) & (class_size[position_colors[0]] == k)
+            grown[position_colors[0][whole]] = True
+            if size < min_size:
+                rejected[classes[i]] = True
                 continue
-            if len(copies) * len(copies[0]) <= best_cover:
+            if k * size <= best_cover:
                 continue  # may still fold in a later round
             try:
-                _check(copies, g)
+                _check(region, g)
             except FoldingError:
-                rejected.add(col)
+                rejected[classes[i]] = True
                 continue
-            cover = len(copies) * len(copies[0])
-            if cover > best_cover:
-                best, best_cover = copies, cover
+            best, best_cover = region, k * size
             if best_cover >= 0.9 * eligible:
                 break
         if best is None:
-            rejected.update(tried)  # every class tried failed
+            rejected[classes[tried]] = True  # every class tried failed
             continue
-        families.append(best)
-        for copy in best:
-            for n in copy:
-                claimed[n] = 1
-            n_claimed += len(copy)
+        regions.append(best)
+        gr.claimed[best] = True
+        n_claimed += best.size
 
-    name = g.name
-    representative: dict[Hashable, Hashable] = {}
-    copy_of: dict[Hashable, tuple[int, int]] = {}
-    multiplicity: dict[Hashable, int] = {}
-    for f, fam in enumerate(families):
-        reps = [name(n) for n in fam[0]]
-        for c, copy in enumerate(fam):
-            for j, n in enumerate(copy):
-                node = name(n)
-                representative[node] = reps[j]
-                copy_of[node] = (f, c)
-        for r in reps:
-            multiplicity[r] = len(fam)
-    for n in range(n_nodes):
-        if not claimed[n]:
-            node = name(n)
-            representative[node] = node
-            multiplicity[node] = 1
     stats = {
         "nodes": n_nodes,
-        "folded_nodes": len(multiplicity),
-        "families": [{"copies": len(fam), "nodes_per_copy": len(fam[0])} for fam in families],
+        "folded_nodes": n_nodes - sum(r.size - r.shape[1] for r in regions),
+        "families": [{"copies": r.shape[0], "nodes_per_copy": r.shape[1]} for r in regions],
         "wl_iterations": iterations,
     }
-    out_families = [Family([[name(n) for n in copy] for copy in fam]) for fam in families]
-    return FoldMap(out_families, representative, copy_of, multiplicity, stats)
+    return FoldMap(g.nodes(), regions, stats)

@@ -139,8 +139,10 @@ class ShardingInstance(JsonDocument):
             self.index[op.name] = k
         self._semantics: list[OpSemantics] = []
         self._signatures: list[str] = []
+        self._signature_ids: list[int] = []
         self._inputs: list[tuple[int, ...]] = []
-        cache: dict[str, OpSemantics] = {}
+        cache: dict[str, int] = {}  # signature -> its index in distinct
+        distinct: list[OpSemantics] = []
         never = frozenset(self.never_split)
         for k, op in enumerate(self.ops):
             path = f"graph.ops[{k}]"
@@ -157,12 +159,13 @@ class ShardingInstance(JsonDocument):
             if dtype not in DTYPE_BYTES:
                 raise InputError(f"{path}.dtype", f"unknown dtype {dtype!r}", f"use one of: {', '.join(DTYPE_BYTES)}")
             signature = repr((op.type, tuple((t.dims, t.dtype, t.grad) for t in ins), op.out, tuple(p.dims for p in op.params), sorted(op.attrs.items()), dtype))
-            sem = cache.get(signature)
-            if sem is None:
-                sem = make_semantics(op.type, ins, op.out, [p.dims for p in op.params], op.attrs, dtype, self.dims, never, path)
-                cache[signature] = sem
-            self._semantics.append(sem)
+            sid = cache.get(signature)
+            if sid is None:
+                distinct.append(make_semantics(op.type, ins, op.out, [p.dims for p in op.params], op.attrs, dtype, self.dims, never, path))
+                sid = cache[signature] = len(distinct) - 1
+            self._semantics.append(distinct[sid])
             self._signatures.append(signature)
+            self._signature_ids.append(sid)
             self._inputs.append(tuple(self.index[src] for src in op.inputs))
         if self.training.batch_dim not in self.dims:
             raise InputError("training.batch_dim", f"{self.training.batch_dim!r} is not a dim of graph.dims", "name the batch dimension")
@@ -183,6 +186,12 @@ class ShardingInstance(JsonDocument):
     def signature(self, k: int) -> str:
         """A string equal for ops whose costs are identical (type, shapes, dtypes, attrs)."""
         return self._signatures[k]
+
+    @property
+    def signature_ids(self) -> list[int]:
+        """For every op, its signature numbered in order of first appearance (equal ids =
+        equal signatures = shared semantics)."""
+        return self._signature_ids
 
     @property
     def device_spec(self) -> DeviceSpec:

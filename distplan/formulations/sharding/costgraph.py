@@ -16,13 +16,15 @@ than one layer. Labels make the skeleton a labelled graph for
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from functools import cached_property
+from itertools import chain
+from typing import Any
 
 import numpy as np
 
-from distplan.formulations.folding import FoldMap, LabelledGraph
+from distplan.formulations.folding import FoldMap, LabelledGraph, first_appearance_ids
 from distplan.models.sharding import ShardingInstance, ShardingPlan
 from distplan.models.sharding_costs import (
     Spec,
@@ -41,76 +43,139 @@ Link = tuple[int, int, int]
 
 @dataclass
 class Skeleton:
-    """Structure of the cost graph: members, labels and edges, no numbers yet."""
+    """Structure of the cost graph: members, labels and edges, no numbers yet (arrays).
+
+    Node i holds the ops ``member_ops[member_start[i]:member_start[i + 1]]`` (in op order)
+    and the links ``internal[internal_start[i]:internal_start[i + 1]]`` between them; edge
+    e runs from node ``edge_u[e]`` to ``edge_v[e]`` and carries the links
+    ``edge_link[edge_link_start[e]:edge_link_start[e + 1]]``; links are sorted."""
 
     instance: ShardingInstance
-    node_ops: list[tuple[int, ...]]
-    node_label: list[Hashable]
-    node_internal: list[tuple[Link, ...]]
-    edges: list[tuple[int, int]]
-    edge_links: list[tuple[Link, ...]]
+    member_ops: np.ndarray
+    member_start: np.ndarray
+    internal: np.ndarray  # (links, 3): Link rows
+    internal_start: np.ndarray
+    edge_u: np.ndarray
+    edge_v: np.ndarray
+    edge_link: np.ndarray  # (links, 3): Link rows
+    edge_link_start: np.ndarray
     #: labels interned as small integers (equal ids = equal labels, within this skeleton)
-    node_label_id: list[int]
-    edge_label_id: list[int]
+    node_label_id: np.ndarray
+    edge_label_id: np.ndarray
 
     @property
     def num_nodes(self) -> int:
-        return len(self.node_ops)
+        return self.member_start.size - 1
+
+    @property
+    def num_edges(self) -> int:
+        return self.edge_u.size
+
+    def members(self, i: int) -> tuple[int, ...]:
+        return tuple(self.member_ops[self.member_start[i] : self.member_start[i + 1]].tolist())
+
+    def node_internal(self, i: int) -> tuple[Link, ...]:
+        return tuple(map(tuple, self.internal[self.internal_start[i] : self.internal_start[i + 1]].tolist()))
+
+    def edge_links(self, e: int) -> tuple[Link, ...]:
+        return tuple(map(tuple, self.edge_link[self.edge_link_start[e] : self.edge_link_start[e + 1]].tolist()))
+
+    @cached_property
+    def node_ops(self) -> list[tuple[int, ...]]:
+        """Member ops of every node."""
+        ops, start = self.member_ops.tolist(), self.member_start.tolist()
+        return [tuple(ops[start[i] : start[i + 1]]) for i in range(self.num_nodes)]
 
     def labelled_graph(self) -> LabelledGraph:
         """The skeleton as the labelled graph that folding searches."""
-        return LabelledGraph(self.node_label_id, self.edges, self.edge_label_id)
+        return LabelledGraph(self.node_label_id, np.stack([self.edge_u, self.edge_v], axis=1), self.edge_label_id)
+
+
+def _starts(owner: np.ndarray, count: int) -> np.ndarray:
+    """CSR starts of items grouped by a sorted owner array (count + 1 entries)."""
+    start = np.zeros(count + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner, minlength=count), out=start[1:])
+    return start
+
+
+def _sequence_ids(owner: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
+    """Ids of the integer sequences ``codes[owner == i]`` (``owner`` sorted, items in
+    sequence order) for i < count: equal for equal sequences, numbered in order of first
+    appearance. Exact: the items are folded into one integer per sequence, position by
+    position (renumbered densely before it would overflow), with the length."""
+    start = _starts(owner, count)
+    length = np.diff(start)
+    codes = codes - int(codes.min(initial=0))
+    span = int(codes.max(initial=0)) + 1
+    ident = np.zeros(count, dtype=np.int64)
+    bound = 1  # ident < bound
+    longest = int(length.max(initial=0))
+    for j in range(longest):
+        if bound * span >= 2**62:
+            ident = np.unique(ident, return_inverse=True)[1].reshape(-1)
+            bound = count
+        live = np.flatnonzero(length > j)
+        ident[live] = ident[live] * span + codes[start[live] + j]
+        bound *= span
+    if bound * (longest + 1) >= 2**62:
+        ident = np.unique(ident, return_inverse=True)[1].reshape(-1)
+    return first_appearance_ids(ident * (longest + 1) + length)
 
 
 def build_skeleton(inst: ShardingInstance) -> Skeleton:
     """Merge followers into their producers' nodes and collect the edges between nodes."""
-    node_of: list[int] = []
-    pos_of: list[int] = []
-    members: list[list[int]] = []
-    inputs = inst.producers
-    for k, ins in enumerate(inputs):
-        if ins and inst.semantics(k).follows:
-            node = node_of[ins[0]]
-            node_of.append(node)
-            pos_of.append(len(members[node]))
-            members[node].append(k)
-        else:
-            node_of.append(len(members))
-            pos_of.append(0)
-            members.append([k])
-    internal: list[list[Link]] = [[] for _ in members]
-    edge_index: dict[tuple[int, int], int] = {}
-    edges: list[tuple[int, int]] = []
-    links: list[list[Link]] = []
-    for k, ins in enumerate(inputs):
-        v = node_of[k]
-        pk = pos_of[k]
-        for slot, p in enumerate(ins):
-            u = node_of[p]
-            if u == v:
-                internal[v].append((pos_of[p], pk, slot))
-                continue
-            e = edge_index.get((u, v))
-            if e is None:
-                e = edge_index[(u, v)] = len(edges)
-                edges.append((u, v))
-                links.append([])
-            links[e].append((pos_of[p], pk, slot))
-    node_internal = [tuple(sorted(x)) for x in internal]
-    signature = inst.signature
-    labels: list[Hashable] = [(tuple([signature(k) for k in ops]), inner) for ops, inner in zip(members, node_internal)]
-    edge_links = [tuple(sorted(x)) for x in links]
-    node_ids: dict[Hashable, int] = {}
-    edge_ids: dict[Hashable, int] = {}
+    producers = inst.producers
+    n_ops = len(producers)
+    count = np.fromiter(map(len, producers), dtype=np.int64, count=n_ops)
+    src = np.fromiter(chain.from_iterable(producers), dtype=np.int64, count=int(count.sum()))
+    dst = np.repeat(np.arange(n_ops), count)
+    first_input = np.cumsum(count) - count
+    slot = np.arange(src.size) - first_input[dst]
+    signature = np.asarray(inst.signature_ids, dtype=np.int64)
+    distinct, first_op = np.unique(signature, return_index=True)
+    follows_signature = np.zeros(int(distinct.max(initial=-1)) + 1, dtype=bool)
+    follows_signature[distinct] = [inst.semantics(k).follows for k in first_op.tolist()]
+    # an op that follows joins its first input's node: point to the root of that chain
+    head = np.arange(n_ops)
+    follows = follows_signature[signature] & (count > 0)
+    head[follows] = src[first_input[follows]]
+    while not np.array_equal(head[head], head):
+        head = head[head]
+    node_of = (np.cumsum(head == np.arange(n_ops)) - 1)[head]
+    n_nodes = int(node_of.max(initial=-1)) + 1
+    member_ops = np.argsort(node_of, kind="stable")
+    member_start = _starts(node_of, n_nodes)
+    pos_of = np.empty(n_ops, dtype=np.int64)
+    pos_of[member_ops] = np.arange(n_ops) - member_start[node_of[member_ops]]
+    # links (source member, destination member, slot) of every input, inside nodes or on edges
+    u, v = node_of[src], node_of[dst]
+    links = np.stack([pos_of[src], pos_of[dst], slot], axis=1)
+    base = np.array([int(np.diff(member_start).max(initial=1)), int(slot.max(initial=0)) + 1])
+    code = (links[:, 0] * base[0] + links[:, 1]) * base[1] + links[:, 2]  # orders links like tuples
+    inner = np.flatnonzero(u == v)
+    inner = inner[np.lexsort((code[inner], v[inner]))]
+    cross = np.flatnonzero(u != v)
+    edge_of = first_appearance_ids(u[cross] * max(n_nodes, 1) + v[cross])
+    n_edges = int(edge_of.max(initial=-1)) + 1
+    first = cross[np.unique(edge_of, return_index=True)[1]]  # the input that makes each edge
+    by_edge = np.lexsort((code[cross], edge_of))
+    edge_items, edge_owner = cross[by_edge], edge_of[by_edge]
+    # labels: the member signatures then the inner links (as negative codes); the edge links
+    owner = np.concatenate([node_of[member_ops], v[inner]])
+    items = np.concatenate([signature[member_ops], -1 - code[inner]])
+    order = np.argsort(owner, kind="stable")
     return Skeleton(
         instance=inst,
-        node_ops=[tuple(m) for m in members],
-        node_label=labels,
-        node_internal=node_internal,
-        edges=edges,
-        edge_links=edge_links,
-        node_label_id=[node_ids.setdefault(lab, len(node_ids)) for lab in labels],
-        edge_label_id=[edge_ids.setdefault(lab, len(edge_ids)) for lab in edge_links],
+        member_ops=member_ops,
+        member_start=member_start,
+        internal=links[inner],
+        internal_start=_starts(v[inner], n_nodes),
+        edge_u=u[first],
+        edge_v=v[first],
+        edge_link=links[edge_items],
+        edge_link_start=_starts(edge_owner, n_edges),
+        node_label_id=_sequence_ids(owner[order], items[order], n_nodes),
+        edge_label_id=_sequence_ids(edge_owner, code[edge_items], n_edges),
     )
 
 
@@ -146,10 +211,10 @@ class CostTables:
 
     def node(self, sk: Skeleton, i: int) -> NodeCosts:
         self._bind(sk)
-        label = sk.node_label_id[i]
+        label = int(sk.node_label_id[i])
         got = self._nodes.get(label)
         if got is None:
-            got = self._nodes[label] = self._node_costs(sk.node_ops[i], sk.node_internal[i])
+            got = self._nodes[label] = self._node_costs(sk.members(i), sk.node_internal(i))
         return got
 
     def _node_costs(self, ops: tuple[int, ...], internal: tuple[Link, ...]) -> NodeCosts:
@@ -180,11 +245,11 @@ class CostTables:
 
     def edge(self, sk: Skeleton, e: int) -> np.ndarray:
         self._bind(sk)
-        u, v = sk.edges[e]
-        key = (sk.node_label_id[u], sk.node_label_id[v], sk.edge_label_id[e])
+        u, v = int(sk.edge_u[e]), int(sk.edge_v[e])
+        key = (int(sk.node_label_id[u]), int(sk.node_label_id[v]), int(sk.edge_label_id[e]))
         got = self._edges.get(key)
         if got is None:
-            got = self._edges[key] = self._edge_costs(sk, u, v, sk.edge_links[e])
+            got = self._edges[key] = self._edge_costs(sk, u, v, sk.edge_links(e))
         return got
 
     def _edge_costs(self, sk: Skeleton, u: int, v: int, links: Sequence[Link]) -> np.ndarray:
@@ -192,8 +257,8 @@ class CostTables:
         nu, nv = self.node(sk, u), self.node(sk, v)
         M = np.zeros((len(nu.strategies), len(nv.strategies)))
         for a, b, slot in links:
-            src_sem = inst.semantics(sk.node_ops[u][a])
-            dst_sem = inst.semantics(sk.node_ops[v][b])
+            src_sem = inst.semantics(int(sk.member_ops[sk.member_start[u] + a]))
+            dst_sem = inst.semantics(int(sk.member_ops[sk.member_start[v] + b]))
             tensor = src_sem.output
             src_specs = nu.out_specs[a]
             dst_specs = [tensor_spec(dst_sem.inputs[slot], st[b]) for st in nv.strategies]
@@ -261,9 +326,9 @@ def build_cost_graph(inst: ShardingInstance, sk: Skeleton | None = None, tables:
         node_strategies=[n.strategies for n in nodes],
         node_cost=[n.cost for n in nodes],
         node_memory=[n.memory for n in nodes],
-        edge_u=np.array([u for u, _ in sk.edges], dtype=np.int64),
-        edge_v=np.array([v for _, v in sk.edges], dtype=np.int64),
-        edge_cost=[tables.edge(sk, e) for e in range(len(sk.edges))],
+        edge_u=sk.edge_u.copy(),
+        edge_v=sk.edge_v.copy(),
+        edge_cost=[tables.edge(sk, e) for e in range(sk.num_edges)],
         multiplicity=np.ones(sk.num_nodes, dtype=np.int64),
         memory_budget=inst.memory_budget,
     )
@@ -274,64 +339,85 @@ def build_folded_cost_graph(sk: Skeleton, fold: FoldMap, tables: CostTables | No
 
     Node costs and memory are multiplied by the copy count; edges inside a copy are
     counted once per copy (matrix x count); every other edge is kept between the
-    representatives of its ends (matrices summed; an edge whose ends share a
-    representative adds its diagonal to the node cost). With ``boundary_edges=False``
+    representatives of its ends (matrices summed in edge order; an edge whose ends share
+    a representative adds its diagonal to the node cost). With ``boundary_edges=False``
     only edges inside copies and edges between unfolded nodes are kept (the relaxation
     used for the lower bound of `tap`). Returns the graph and the skeleton node of each
     folded node.
     """
     inst = sk.instance
     tables = tables or CostTables(inst)
-    rep_of = [cast(int, fold.representative[i]) for i in range(sk.num_nodes)]
-    reps = [i for i in range(sk.num_nodes) if rep_of[i] == i]
-    index = {r: j for j, r in enumerate(reps)}
-    mult = np.array([fold.multiplicity[r] for r in reps], dtype=np.int64)
-    nodes = [tables.node(sk, r) for r in reps]
+    rep_of = fold.representative_index
+    reps = np.flatnonzero(rep_of == np.arange(sk.num_nodes))
+    index = np.full(sk.num_nodes, -1, dtype=np.int64)
+    index[reps] = np.arange(reps.size)
+    count = fold.multiplicity_index
+    mult = count[reps]
+    nodes = [tables.node(sk, r) for r in reps.tolist()]
     node_cost = [n.cost * m for n, m in zip(nodes, mult)]
     node_memory = [n.memory * m for n, m in zip(nodes, mult)]
-    acc: dict[tuple[int, int], np.ndarray] = {}
-    for e, (u, v) in enumerate(sk.edges):
-        inner = fold.same_copy(u, v)
-        if inner:
-            if fold.copy_of[u][1] != 0:
-                continue  # counted through the representative copy
-            M = tables.edge(sk, e) * fold.multiplicity[u]
-        else:
-            unfolded = fold.multiplicity[rep_of[u]] == 1 and fold.multiplicity[rep_of[v]] == 1
-            if not boundary_edges and not unfolded:
-                continue
-            M = tables.edge(sk, e)
-        a, b = index[rep_of[u]], index[rep_of[v]]
-        if a == b:
-            node_cost[a] = node_cost[a] + np.diag(M)
+    u, v = sk.edge_u, sk.edge_v
+    family, copy = fold.family_index, fold.copy_index
+    inner = (family[u] >= 0) & (family[u] == family[v]) & (copy[u] == copy[v])
+    keep = ~inner | (copy[u] == 0)  # edges inside other copies count through the representative copy
+    if not boundary_edges:
+        keep &= inner | ((count[u] == 1) & (count[v] == 1))
+    edges = np.flatnonzero(keep)
+    a, b = index[rep_of[u[edges]]], index[rep_of[v[edges]]]
+    scale = np.where(inner[edges], count[u[edges]], 1)
+    # one matrix per (end labels, edge label); variants: (matrix, scale, transposed)
+    label = sk.node_label_id
+    kind = (label[u[edges]] * (int(label.max(initial=0)) + 1) + label[v[edges]]) * (int(sk.edge_label_id.max(initial=0)) + 1) + sk.edge_label_id[edges]
+    _, kind_first, kind_of = np.unique(kind, return_index=True, return_inverse=True)
+    matrices = [tables.edge(sk, e) for e in edges[kind_first].tolist()]
+    flip = a > b
+    variant = (kind_of.reshape(-1) * 2 + flip) * (int(scale.max(initial=1)) + 1) + scale
+    _, variant_first, variant_of = np.unique(variant, return_index=True, return_inverse=True)
+    variant_of = variant_of.reshape(-1)
+    variants = []
+    for i in variant_first.tolist():
+        M = matrices[int(kind_of[i])] * scale[i]
+        variants.append(M.T if flip[i] else M)
+    # sums in edge order, as a running sum (bit for bit the sequential one)
+    loop = a == b
+    for node in np.unique(a[loop]).tolist():
+        terms = variant_of[loop & (a == node)]
+        diags = np.stack([node_cost[node]] + [np.diag(variants[t]) for t in terms.tolist()])
+        node_cost[node] = np.add.accumulate(diags, axis=0)[-1]
+    pair = np.minimum(a, b) * max(reps.size, 1) + np.maximum(a, b)
+    pairs, pair_of = np.unique(pair[~loop], return_inverse=True)
+    terms_of = np.split(variant_of[~loop][np.argsort(pair_of, kind="stable")], np.cumsum(np.bincount(pair_of.reshape(-1), minlength=pairs.size))[:-1])
+    edge_cost = []
+    for terms in terms_of:
+        if terms.size == 1:
+            edge_cost.append(variants[int(terms[0])])
             continue
-        if a > b:
-            a, b, M = b, a, M.T
-        prev = acc.get((a, b))
-        acc[(a, b)] = M if prev is None else prev + M
-    pairs = sorted(acc)
+        distinct, local = np.unique(terms, return_inverse=True)
+        stack = np.stack([variants[t] for t in distinct.tolist()])
+        edge_cost.append(np.add.accumulate(stack[local.reshape(-1)], axis=0)[-1])
     graph = CostGraph(
         name=inst.name,
         instance=inst,
-        node_ops=[sk.node_ops[r] for r in reps],
+        node_ops=[sk.members(r) for r in reps.tolist()],
         node_strategies=[n.strategies for n in nodes],
         node_cost=node_cost,
         node_memory=node_memory,
-        edge_u=np.array([a for a, _ in pairs], dtype=np.int64),
-        edge_v=np.array([b for _, b in pairs], dtype=np.int64),
-        edge_cost=[acc[p] for p in pairs],
+        edge_u=pairs // max(reps.size, 1),
+        edge_v=pairs % max(reps.size, 1),
+        edge_cost=edge_cost,
         multiplicity=mult,
         memory_budget=inst.memory_budget,
     )
-    return graph, reps
+    return graph, reps.tolist()
 
 
 def unfold_plan(sk: Skeleton, fold: FoldMap, folded_plan: ShardingPlan) -> ShardingPlan:
     """Strategies of representative ops -> strategies of every op (copies by position)."""
-    ops = sk.instance.ops
-    out: dict[str, str] = {}
-    for i in range(sk.num_nodes):
-        rep = cast(int, fold.representative[i])
-        for m, k in enumerate(sk.node_ops[i]):
-            out[ops[k].name] = folded_plan.strategies[ops[sk.node_ops[rep][m]].name]
-    return ShardingPlan(out)
+    names = list(sk.instance.index)  # op names in op order
+    node = np.repeat(np.arange(sk.num_nodes), np.diff(sk.member_start))
+    rep = fold.representative_index[node]
+    rep_op = sk.member_ops[sk.member_start[rep] + np.arange(node.size) - sk.member_start[node]]
+    strategy = np.empty(len(names), dtype=object)
+    own = sk.member_ops[rep == node]  # the ops of representatives
+    strategy[own] = [folded_plan.strategies[names[k]] for k in own.tolist()]
+    return ShardingPlan(dict(zip([names[k] for k in sk.member_ops.tolist()], strategy[rep_op].tolist())))

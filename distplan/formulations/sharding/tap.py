@@ -66,16 +66,13 @@ def fold_instance(inst: ShardingInstance, params: dict[str, Any]) -> tuple[Skele
 
 def unfolded_size(sk: Skeleton, tables: CostTables) -> dict[str, int]:
     """Variables of Alpa's ILP on the unfolded graph (free-node s entries + edge products)."""
-    label = np.asarray(sk.node_label_id, dtype=np.int64)
-    first = np.full(int(label.max()) + 1 if label.size else 0, -1, dtype=np.int64)
-    first[label[::-1]] = np.arange(label.size)[::-1]  # a node of every label
-    per_label = np.array([len(tables.node(sk, int(i)).strategies) if i >= 0 else 0 for i in first], dtype=np.int64)
+    label = sk.node_label_id
+    _, first = np.unique(label, return_index=True)  # a node of every label (ids are dense)
+    per_label = np.array([len(tables.node(sk, i).strategies) for i in first.tolist()], dtype=np.int64)
     counts = per_label[label]
     free = counts > 1
     s = int(counts[free].sum())
-    if not sk.edges:
-        return {"s": s, "e": 0, "variables": s}
-    u, v = np.asarray(sk.edges, dtype=np.int64).T
+    u, v = sk.edge_u, sk.edge_v
     both = free[u] & free[v]
     e = int((counts[u] * counts[v])[both].sum())
     return {"s": s, "e": e, "variables": s + e}
