@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from distplan.api import solve
@@ -339,6 +339,7 @@ def test_codec_select_never_worse_on_bert(bundled: dict[str, CompressionInstance
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 10_000))
+@example(180)  # terms of ~1e-5 s: in seconds HiGHS's LP stopped 1e-4 (relative) above the optimum
 def test_random_instances_against_enumeration(seed: int) -> None:
     inst = CompressionInstance.from_dict(random_doc(seed))
     cut = solve(inst, "tag_sfb_maxflow")

@@ -91,8 +91,14 @@ def tag_memory(model: Model, inst: CompressionInstance, data: dict[str, Any]) ->
     model.add_constraints("memory", expr <= cd.memory_capacity[devs] - cd.memory_base[devs])
 
 
+#: the objective is built in microseconds: the terms are 1e-6..1e-3 s, below the solvers'
+#: absolute optimality tolerances (1e-7) in seconds
+OBJECTIVE_SCALE = 1e6
+
+
 def tag_objective_block(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> None:
-    """min redundant compute + broadcasts - all-reduce avoided + alpha per duplicated op."""
+    """min redundant compute + broadcasts - all-reduce avoided + alpha per duplicated op
+    (microseconds: ``OBJECTIVE_SCALE``)."""
     cd = data["cd"]
     alpha = float(data["params"].get("alpha", DEFAULT_ALPHA))
     x, b = model["duplicate"], model["broadcast"]
@@ -100,7 +106,7 @@ def tag_objective_block(model: Model, inst: CompressionInstance, data: dict[str,
     np.subtract.at(coef, cd.grad_op, cd.grad_allreduce_seconds)
     expr = linear_sum(
         np.concatenate([x.index, b.index]),
-        np.concatenate([coef, cd.cand_seconds]),
+        np.concatenate([coef, cd.cand_seconds]) * OBJECTIVE_SCALE,
         np.zeros(cd.n_ops + cd.cand_edges.size, dtype=np.int64),
         1,
         model.num_vars,
@@ -116,6 +122,10 @@ def plan_from_duplicated(inst: CompressionInstance, dup: np.ndarray) -> Compress
     dup = prune_dangling(inst, dup)
     methods = ["sfb" if dup[p] else "allreduce" for p in inst.grad_op.tolist()]
     return make_plan(inst, dup, methods)
+
+
+def _seconds(value: float | None) -> float | None:
+    return None if value is None else value / OBJECTIVE_SCALE
 
 
 def decode(inst: CompressionInstance, result: SolverResult, data: dict[str, Any]) -> CompressionPlan:
@@ -136,7 +146,7 @@ def run_tag_sfb(inst: CompressionInstance, ctx: RunContext) -> Outcome:
         t0 = time.perf_counter()
         lp_model, _ = build_model("tag_sfb_lp", TAG_BLOCKS, inst, {**params, "_relax": True})
         lp = ctx.solve_model(lp_model, build_seconds=time.perf_counter() - t0)
-        info["lp_relaxation"] = {"termination": lp.termination.value, "objective": lp.objective}
+        info["lp_relaxation"] = {"termination": lp.termination.value, "objective": _seconds(lp.objective)}
         if lp.values is not None:
             frac = np.abs(lp.values - np.round(lp.values))
             info["lp_relaxation"]["max_fractionality"] = float(frac.max(initial=0.0))
@@ -151,15 +161,14 @@ def run_tag_sfb(inst: CompressionInstance, ctx: RunContext) -> Outcome:
         res = ctx.solve_model(model, build_seconds=build)
     finally:
         ctx.options = saved
-    info["tag_objective"] = res.objective
-    info["tag_bound"] = res.bound
+    info["tag_objective"] = _seconds(res.objective)
+    info["tag_bound"] = _seconds(res.bound)
     info["memory_rows"] = data.get("memory_rows", 0)
     if "lp_relaxation" in info and res.objective is not None and info["lp_relaxation"]["objective"] is not None:
         lp_info = info["lp_relaxation"]
-        lp_info["milp_objective"] = res.objective
-        lp_info["integral"] = bool(
-            lp_info.get("max_fractionality", 1.0) <= 1e-6 and abs(lp_info["objective"] - res.objective) <= 1e-9 + 1e-7 * abs(res.objective)
-        )
+        lp_info["milp_objective"] = info["tag_objective"]
+        gap = abs(lp.objective - res.objective)  # microseconds
+        lp_info["integral"] = bool(lp_info.get("max_fractionality", 1.0) <= 1e-6 and gap <= 1e-6 + 1e-7 * abs(res.objective))
     if not res.has_solution:
         return Outcome(plan=None, solver_results=list(ctx.solver_results), info=info)
     plan = decode(inst, res, data)
