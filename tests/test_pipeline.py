@@ -18,12 +18,13 @@ from hypothesis import strategies as st
 import distplan
 from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.pipeline.baselines import SCHEDULES, baseline_plan
-from distplan.formulations.pipeline.common import SequenceCycleError, asap
+from distplan.formulations.pipeline.common import SequenceCycleError, asap, orders_from_starts
 from distplan.formulations.pipeline.repetend import (
     DEFAULTS,
     REPETEND_BLOCKS,
     Repetend,
     candidate_periods_below,
+    complete_phases,
     cyclic_blocks,
     modulo_backtrack,
     naive_unroll,
@@ -434,6 +435,19 @@ def test_mshape_memory4_needs_one_bubble() -> None:
     assert inst.device_work().max() == 6.0
     rep = search_repetend(inst, _ctx(), {**DEFAULTS, "offsets": 8})
     assert rep.proven and rep.period_bound == pytest.approx(7.0)
+
+
+def test_mshape_memory4_three_micro_batch_repetend_beats_one_bubble() -> None:
+    """The bubble is least among one-micro-batch repetends (above), not overall: three
+    micro-batches repeat every 20 < 3 x 7, and the unrolled schedule beats Tessel's 121."""
+    inst = tessel_case("m", 4, 16)
+    sigma, _ = modulo_backtrack(cyclic_blocks(inst, 3), inst, 5, 20, node_limit=1_500_000)
+    assert sigma is not None
+    rep = Repetend(sigma, 20.0, None, False, 5, 3, 0.0)
+    assert evaluate(inst, make_plan(inst, naive_unroll(inst, rep))).feasible
+    start, _ = complete_phases(inst, rep, _ctx(), 2.0)
+    check = evaluate(inst, make_plan(inst, asap(inst, orders_from_starts(inst, start))))
+    assert check.feasible and check.objective < 121.0
 
 
 def test_repetend_search_does_not_see_n() -> None:

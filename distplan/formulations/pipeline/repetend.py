@@ -147,19 +147,22 @@ def _steady_memory(cy: Cyclic, sigma: np.ndarray, period: float) -> np.ndarray:
     return out
 
 
-def modulo_heuristic(cy: Cyclic, inst: PipelineInstance, offsets: int, t_lb: float, t_ub: float) -> tuple[np.ndarray, float] | None:
+def modulo_heuristic(
+    cy: Cyclic, inst: PipelineInstance, offsets: int, t_lb: float, t_ub: float, nodes: int = 24_000
+) -> tuple[np.ndarray, float] | None:
     """Iterative modulo scheduling (Rau, MICRO 1994) without backtracking: for periods
     T = t_lb, t_lb + step, ..., place blocks in topological order at the earliest time
     after their dependencies whose modulo-T interval is free on all their devices; keep
     the first T whose flat schedule spans at most ``offsets`` periods and whose
-    steady-state memory fits. Returns (sigma, T) or None."""
+    steady-state memory fits. Integral data: `modulo_backtrack` instead, at most ``nodes``
+    placements in all (a third of them for one period). Returns (sigma, T) or None."""
     integral = integral_data(inst)
     step = 1.0 if integral else max(t_lb / 64.0, 1e-9)
     t = math.ceil(t_lb - 1e-9) if integral else t_lb
     if integral:
-        budget = HEURISTIC_NODES
+        budget = nodes
         while t <= t_ub + 1e-9:
-            sigma_found, used = modulo_backtrack(cy, inst, offsets, int(t), max(2 * cy.n, min(budget, HEURISTIC_NODES // 3)))
+            sigma_found, used = modulo_backtrack(cy, inst, offsets, int(t), max(2 * cy.n, min(budget, nodes // 3)))
             budget -= used
             if sigma_found is not None:
                 return sigma_found, float(t)
@@ -209,10 +212,6 @@ def modulo_heuristic(cy: Cyclic, inst: PipelineInstance, offsets: int, t_lb: flo
                 return sigma, float(t)
         t += step
     return None
-
-
-#: placements the backtracking heuristic may try per call (a third of it for one period)
-HEURISTIC_NODES = 24_000
 
 
 def modulo_backtrack(
@@ -336,7 +335,8 @@ def rep_prepare(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> N
     fixed = params.get("_t")
     if fixed is None:
         below = params.get("_below")  # only periods below an incumbent's are of interest
-        found = modulo_heuristic(cy, inst, k, t_lb, t_ub if below is None else min(t_ub, math.ceil(below - 1e-9) - 1))
+        t_hi = t_ub if below is None else min(t_ub, math.ceil(below - 1e-9) - 1)
+        found = modulo_heuristic(cy, inst, k, t_lb, t_hi)
         if found:
             data["heuristic"] = found
             t_ub = max(found[1], t_lb)
@@ -470,11 +470,11 @@ def _warm(model: Model, data: dict[str, Any], sigma: np.ndarray, period: float) 
     return model.vector(vals)
 
 
-def _sub_ctx(ctx: RunContext, limit: float) -> RunContext:
-    """A context for one auxiliary solve: at most ``limit`` seconds (and a third of what
+def _sub_ctx(ctx: RunContext, limit: float, share: float = 1 / 3) -> RunContext:
+    """A context for one auxiliary solve: at most ``limit`` seconds (and ``share`` of what
     remains), recording into the run's solver results."""
     remaining = ctx.remaining_time()
-    lim = limit if remaining is None else max(0.05, min(limit, remaining / 3))
+    lim = limit if remaining is None else max(0.05, min(limit, remaining * share))
     sub = RunContext(ctx.backend, ctx.options.with_(time_limit=lim), dict(ctx.params))
     sub.solver_results = ctx.solver_results
     return sub
@@ -609,6 +609,10 @@ def _search_once(
         if proven:
             return np.asarray(heur[0]), float(heur[1]), float(heur[1]), True, int(data["offsets"]), data
     warm = _warm(model, data, heur[0], heur[1]) if heur else None
+    remaining = ctx.remaining_time()
+    if remaining is not None and heur:  # leave the warm-up and cool-down their time
+        reserve = 2 * float(params.get("phase_time_limit", DEFAULTS["phase_time_limit"])) + float(params.get("flat_time_limit", DEFAULTS["flat_time_limit"]))
+        ctx = _sub_ctx(ctx, remaining - reserve, share=1.0)
     res = ctx.solve_model(model, warm_start=warm, build_seconds=build_seconds)
     if res.values is None:
         if res.termination.value in ("infeasible", "infeasible_or_unbounded"):
@@ -651,27 +655,21 @@ def candidate_periods_below(cy: Cyclic, t_lb: float, upper: Fraction) -> Fractio
 def _prove_by_candidates(
     inst: PipelineInstance, ctx: RunContext, params: dict[str, Any], data: dict[str, Any], heur: tuple[np.ndarray, float]
 ) -> tuple[tuple[np.ndarray, float], bool]:
-    """Integral data: prove the incumbent period least by fixed-period feasibility probes
-    at the largest period below it that a repetend can have (`candidate_periods_below`;
-    feasibility is monotone in the period: scaling ``rate`` down keeps every constraint in
-    ``theta`` satisfied with the same winding numbers). A feasible probe becomes the
-    incumbent and the next candidate is probed; an undecided probe ends the attempt."""
+    """Integral data: prove the incumbent period least by one fixed-period feasibility
+    probe at the largest period below it that a repetend can have
+    (`candidate_periods_below`; feasibility is monotone in the period: scaling ``rate``
+    down keeps every constraint in ``theta`` satisfied with the same winding numbers).
+    A feasible probe (the incumbent was not least) becomes the incumbent and leaves the
+    rest to the rate MILP, as does an undecided one."""
     cy: Cyclic = data["cyclic"]
-    upper = Fraction(heur[1]).limit_denominator(10**6)
-    for _ in range(64):
-        cand = candidate_periods_below(cy, float(data["t_lb"]), upper)
-        if cand is None:
-            return heur, True
-        mp, _ = build_model("tessel-probe", REPETEND_BLOCKS, inst, {**params, "_t": float(cand), "_feasibility": True})
-        rp = _sub_ctx(ctx, float(params.get("probe_time_limit", DEFAULTS["probe_time_limit"]))).solve_model(mp)
-        if rp.values is not None:
-            heur = (np.asarray(rp.values_by_block["theta"], dtype=float) * float(cand), float(cand))
-            upper = cand
-        elif rp.termination.value in ("infeasible", "infeasible_or_unbounded"):
-            return heur, True
-        else:
-            break
-    return heur, False
+    cand = candidate_periods_below(cy, float(data["t_lb"]), Fraction(heur[1]).limit_denominator(10**6))
+    if cand is None:
+        return heur, True
+    mp, _ = build_model("tessel-probe", REPETEND_BLOCKS, inst, {**params, "_t": float(cand), "_feasibility": True})
+    rp = _sub_ctx(ctx, float(params.get("probe_time_limit", DEFAULTS["probe_time_limit"]))).solve_model(mp)
+    if rp.values is not None:
+        return (np.asarray(rp.values_by_block["theta"], dtype=float) * float(cand), float(cand)), False
+    return heur, rp.termination.value in ("infeasible", "infeasible_or_unbounded")
 
 
 def naive_unroll(inst: PipelineInstance, rep: Repetend) -> np.ndarray:
