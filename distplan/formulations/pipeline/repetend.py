@@ -214,9 +214,7 @@ def modulo_heuristic(
     return None
 
 
-def modulo_backtrack(
-    cy: Cyclic, inst: PipelineInstance, offsets: int, period: int, node_limit: int = 8_000, length: int | None = None
-) -> tuple[np.ndarray | None, int]:
+def modulo_backtrack(cy: Cyclic, inst: PipelineInstance, offsets: int, period: int, node_limit: int = 8_000) -> tuple[np.ndarray | None, int]:
     """Integral data, integer period: depth-first modulo scheduling with backtracking.
 
     Blocks in topological order (copies in order, each copy's first block no earlier
@@ -244,8 +242,7 @@ def modulo_backtrack(
     caps = inst.capacity
     dist = _longest(cy)
     tail = np.where(np.isfinite(dist), dist + cy.dur[None, :], -np.inf).max(axis=1)
-    span_limit = offsets * t if length is None else min(length, offsets * t)
-    last_start = (span_limit - np.round(tail).astype(np.int64)).tolist()  # the rest must fit
+    last_start = (offsets * t - np.round(tail).astype(np.int64)).tolist()  # the rest must fit
     occ = [0] * nd
     sigma = [0] * n
     budget = [node_limit]
