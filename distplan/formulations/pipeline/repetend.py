@@ -258,6 +258,7 @@ def modulo_backtrack(cy: Cyclic, inst: PipelineInstance, offsets: int, period: i
             checks[max(position[b] for b in on)].append(d)
 
     def fits(d: int) -> bool:
+        """`_steady_memory` of one device in plain Python (integers; called at every placement)."""
         for a, mu_a in holders[d]:
             if mu_a > 0:
                 end = sigma[a] + dur[a]
@@ -477,6 +478,17 @@ def _sub_ctx(ctx: RunContext, limit: float, share: float = 1 / 3) -> RunContext:
     return sub
 
 
+def probe_period(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any], period: float) -> tuple[np.ndarray | None, bool]:
+    """Fixed-period feasibility MILP with the offsets in ``params`` (at most
+    ``probe_time_limit`` seconds): (flat starts in seconds, or None; True when proven
+    infeasible). None and False: undecided within the time limit."""
+    mp, _ = build_model("tessel-probe", REPETEND_BLOCKS, inst, {**params, "_t": float(period), "_feasibility": True})
+    rp = _sub_ctx(ctx, float(params.get("probe_time_limit", DEFAULTS["probe_time_limit"]))).solve_model(mp)
+    if rp.values is not None:
+        return np.asarray(rp.values_by_block["theta"], dtype=float) * float(period), False
+    return None, rp.termination.value in ("infeasible", "infeasible_or_unbounded")
+
+
 def offsets_range(inst: PipelineInstance, unfold: int) -> tuple[int, int]:
     """(first, largest) number of periods one micro-batch's flat schedule may span:
     first from the critical path (``ceil(path / T_lb) + 2``); largest from memory (the
@@ -556,11 +568,10 @@ def _fewest_offsets(
         if found is not None:
             hi, best_sigma = mid, found
             continue
-        mp, _ = build_model("tessel-probe", REPETEND_BLOCKS, inst, {**params, "offsets": mid, "_t": float(period), "_feasibility": True})
-        rp = _sub_ctx(ctx, float(params.get("probe_time_limit", DEFAULTS["probe_time_limit"]))).solve_model(mp)
-        if rp.values is not None:
-            hi, best_sigma = mid, np.asarray(rp.values_by_block["theta"], dtype=float) * period
-        elif rp.termination.value in ("infeasible", "infeasible_or_unbounded"):
+        sigma_mid, infeasible = probe_period(inst, ctx, {**params, "offsets": mid}, period)
+        if sigma_mid is not None:
+            hi, best_sigma = mid, sigma_mid
+        elif infeasible:
             lo = mid
         else:
             break  # undecided within the probe's time limit: keep what is known
@@ -587,12 +598,11 @@ def _search_once(
         # (feasibility is monotone in the period: a T-feasible repetend is T'-feasible for
         # T' > T); the last one below it is left to the candidate-period proof
         for t_try in range(math.ceil(t_lb - 1e-9), math.ceil(heur[1] - 1e-9) - 1):
-            mp, _ = build_model("tessel-probe", REPETEND_BLOCKS, inst, {**params, "_t": float(t_try), "_feasibility": True})
-            rp = _sub_ctx(ctx, float(params.get("probe_time_limit", DEFAULTS["probe_time_limit"]))).solve_model(mp)
-            if rp.values is not None:
-                heur = (np.asarray(rp.values_by_block["theta"], dtype=float) * t_try, float(t_try))
+            sigma_try, infeasible = probe_period(inst, ctx, params, float(t_try))
+            if sigma_try is not None:
+                heur = (sigma_try, float(t_try))
                 break
-            if rp.termination.value not in ("infeasible", "infeasible_or_unbounded"):
+            if not infeasible:
                 break
     if heur and heur[1] <= t_lb * (1 + 1e-9) + 1e-12:
         return np.asarray(heur[0]), float(heur[1]), t_lb, True, int(data["offsets"]), data
@@ -662,11 +672,10 @@ def _prove_by_candidates(
     cand = candidate_periods_below(cy, float(data["t_lb"]), Fraction(heur[1]).limit_denominator(10**6))
     if cand is None:
         return heur, True
-    mp, _ = build_model("tessel-probe", REPETEND_BLOCKS, inst, {**params, "_t": float(cand), "_feasibility": True})
-    rp = _sub_ctx(ctx, float(params.get("probe_time_limit", DEFAULTS["probe_time_limit"]))).solve_model(mp)
-    if rp.values is not None:
-        return (np.asarray(rp.values_by_block["theta"], dtype=float) * float(cand), float(cand)), False
-    return heur, rp.termination.value in ("infeasible", "infeasible_or_unbounded")
+    sigma, infeasible = probe_period(inst, ctx, params, float(cand))
+    if sigma is not None:
+        return (sigma, float(cand)), False
+    return heur, infeasible
 
 
 def naive_unroll(inst: PipelineInstance, rep: Repetend) -> np.ndarray:
