@@ -139,7 +139,6 @@ class BandwidthInstance(JsonDocument):
     def to_dict(self) -> dict[str, Any]:
         return _serialize(self)
 
-
     def summary(self) -> dict[str, Any]:
         dims = ", ".join(f"{d.name}:{d.block}x{d.size}" for d in self.dimensions)
         n_coll = sum(len(layer.collectives) for layer in self.layers)

@@ -277,7 +277,6 @@ class CompressionInstance(JsonDocument):
     def to_dict(self) -> dict[str, Any]:
         return _serialize(self)
 
-
     def summary(self) -> dict[str, Any]:
         types: dict[str, int] = {}
         for d in self.devices:

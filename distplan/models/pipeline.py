@@ -245,7 +245,6 @@ class PipelineInstance(JsonDocument):
             out["meta"] = dict(self.meta)
         return out
 
-
     def summary(self) -> dict[str, Any]:
         work = self.device_work()
         need, _ = self.minimum_memory()

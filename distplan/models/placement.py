@@ -158,7 +158,6 @@ class PlacementInstance(JsonDocument):
             return copy.deepcopy(self.document)
         return _serialize(self)
 
-
     def summary(self) -> dict[str, Any]:
         tmin = self.time.min(axis=1)
         return {

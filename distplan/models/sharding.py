@@ -371,7 +371,6 @@ class ShardingInstance(JsonDocument):
         doc["graph"] = graph
         return doc
 
-
     def summary(self) -> dict[str, Any]:
         types: dict[str, int] = {}
         for op in self.ops:
