@@ -564,21 +564,49 @@ def test_warm_start_with_the_optimum_keeps_it(name: str) -> None:
 
 @pytest.mark.parametrize("name", MILP_BACKENDS)
 def test_threads_seed_gap_options_and_captured_log(name: str) -> None:
+    """Solves in one process with changing thread counts (HiGHS keeps one global scheduler
+    per process: a second count failed with status 'Notset' before it was reset)."""
     arrays = knapsack().to_arrays()
-    res = get_backend(name).solve(arrays, SolveOptions(threads=1, seed=7, mip_gap=0.0))
-    assert res.termination is Termination.OPTIMAL and res.objective == pytest.approx(knapsack_optimum()[0])
-    assert res.log.strip(), f"{name} captured no solver log"
-    assert res.solve_seconds >= 0 and res.handover_seconds >= 0
+    for threads in (None, 1, 2, 1):
+        res = get_backend(name).solve(arrays, SolveOptions(threads=threads, seed=7, mip_gap=0.0))
+        assert res.termination is Termination.OPTIMAL, (threads, res.raw_status, res.message)
+        assert res.objective == pytest.approx(knapsack_optimum()[0])
+        assert res.log.strip(), f"{name} captured no solver log"
+        assert res.solve_seconds >= 0 and res.handover_seconds >= 0
 
 
-@pytest.mark.parametrize("name", backend_params(lambda b: b.capabilities.milp and not b.name.startswith("cvxpy-")))
+def test_a_forked_child_solves_after_the_parent_ran_highs_threads() -> None:
+    """A process forked after HiGHS's scheduler started its workers used to wait forever in
+    its first MIP (the workers do not exist in the child)."""
+    import multiprocessing
+
+    from distplan.solvers.highs import solve_in_process
+
+    arrays = knapsack().to_arrays()
+    assert solve_in_process(arrays, SolveOptions(threads=2), None).termination is Termination.OPTIMAL
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        async_result = pool.apply_async(_knapsack_objective_in_child)
+        assert async_result.get(timeout=30) == pytest.approx(knapsack_optimum()[0])
+
+
+def _knapsack_objective_in_child() -> float | None:
+    from distplan.solvers.highs import solve_in_process
+
+    return solve_in_process(knapsack().to_arrays(), SolveOptions(threads=2), None).objective
+
+
+@pytest.mark.parametrize("name", backend_params(lambda b: b.capabilities.milp))
 def test_verbose_streams_the_log(name: str, capfd: pytest.CaptureFixture[str]) -> None:
     arrays = knapsack().to_arrays()
     get_backend(name).solve(arrays, SolveOptions(verbose=False))
-    quiet = capfd.readouterr().out
-    get_backend(name).solve(arrays, SolveOptions(verbose=True))
-    loud = capfd.readouterr().out
-    assert len(loud) > len(quiet) + 20, (quiet, loud)
+    quiet = capfd.readouterr()
+    assert quiet.out == "" and quiet.err == "", quiet
+    res = get_backend(name).solve(arrays, SolveOptions(verbose=True))
+    loud = capfd.readouterr()
+    assert loud.out == "", f"{name} wrote its log to stdout"
+    assert len(loud.err) > 20, loud
+    assert res.log.strip()
 
 
 # -- registry guards and status maps ---------------------------------------------------------

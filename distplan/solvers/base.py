@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from distplan.formulations.model import ModelArrays
+from distplan.solvers.capture import captured_output, echo_to_stderr
 from distplan.solvers.result import SolverResult
 
 
@@ -45,13 +46,22 @@ class SolveOptions:
     #: LP algorithm hint: "auto", "simplex" or "barrier" (interior point, then crossover);
     #: backends without the choice ignore it
     lp_method: str = "auto"
-    #: extra seconds after time_limit before a solver process is killed
-    grace: float = 5.0
+    #: extra seconds after time_limit before a solver process is killed; None: `kill_grace`
+    grace: float | None = None
     #: backend-specific raw options passed through unchanged
     raw: dict[str, Any] = field(default_factory=dict)
 
     def with_(self, **kwargs: Any) -> SolveOptions:
         return replace(self, **kwargs)
+
+    def kill_grace(self) -> float:
+        """Seconds past ``time_limit`` after which a solver that has not stopped by itself is
+        killed: ``grace`` if set, else max(1 s, 5% of the limit). Half of the max(2 s, 10%)
+        that a whole `distplan.solve` may run past its limit, so reading the result,
+        decoding and evaluating the plan fit in the other half."""
+        if self.grace is not None:
+            return float(self.grace)
+        return max(1.0, 0.05 * float(self.time_limit or 0.0))
 
 
 SolveFn = Callable[[ModelArrays, SolveOptions, "np.ndarray | None"], SolverResult]
@@ -84,7 +94,8 @@ class Backend:
         if not self.available():
             return "not installed"
         try:
-            return self.version_fn()
+            with captured_output():  # constructing a solver object may print a banner
+                return self.version_fn()
         except Exception:  # version lookups never fail a solve
             return "unknown"
 
@@ -108,13 +119,27 @@ class Backend:
         self.check_can_take(arrays)
         if warm_start is not None and not self.capabilities.warm_start:
             warm_start = None
-        return self.solve_fn(arrays, options, warm_start)
+        with captured_output() as printed:
+            result = self.solve_fn(arrays, options, warm_start)
+        return _with_printed(result, printed.text, options.verbose)
 
     def solve_convex(self, problem: Any, options: SolveOptions | None = None) -> SolverResult:
         options = options or SolveOptions()
         self.check_can_take(None, convex=True)
         assert self.solve_convex_fn is not None
-        return self.solve_convex_fn(problem, options)
+        with captured_output() as printed:
+            result = self.solve_convex_fn(problem, options)
+        return _with_printed(result, printed.text, options.verbose)
+
+
+def _with_printed(result: SolverResult, printed: str, verbose: bool) -> SolverResult:
+    """Add what the solver library printed (outside its own log) to the result's log, and
+    show it on stderr when verbose."""
+    if printed.strip():
+        result.log = f"{result.log}\n{printed}" if result.log else printed
+        if verbose:
+            echo_to_stderr(printed)
+    return result
 
 
 @functools.cache

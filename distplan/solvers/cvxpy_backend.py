@@ -25,10 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
-import io
-import os
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
@@ -39,6 +36,7 @@ import numpy as np
 
 from distplan.formulations.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
+from distplan.solvers.capture import captured_output, echo_to_stderr
 from distplan.solvers.result import SolutionStatus, SolverResult, Termination
 
 # OSQP's native library segfaults in ``setup`` when it is first loaded after PuLP (PuLP's
@@ -278,48 +276,6 @@ def _refine(spec: SolverSpec, raw: Any) -> Termination | None:
     return None
 
 
-class _Log:
-    text: str = ""
-
-
-@functools.cache
-def _libc() -> Any:
-    import ctypes
-
-    return ctypes.CDLL(None)
-
-
-def _flush_c_stdio() -> None:
-    with contextlib.suppress(Exception):
-        _libc().fflush(None)
-
-
-@contextlib.contextmanager
-def _captured_output() -> Any:
-    """Capture what the solver writes to stdout/stderr into ``.text``: file descriptors 1
-    and 2 (C libraries, flushed with fflush) and Python's sys.stdout / sys.stderr."""
-    log = _Log()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    _flush_c_stdio()
-    saved = [os.dup(1), os.dup(2)]
-    py_out = io.StringIO()
-    with tempfile.TemporaryFile(mode="w+b") as tmp:
-        try:
-            os.dup2(tmp.fileno(), 1)
-            os.dup2(tmp.fileno(), 2)
-            with contextlib.redirect_stdout(py_out), contextlib.redirect_stderr(py_out):
-                yield log
-        finally:
-            _flush_c_stdio()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            os.close(saved[0])
-            os.close(saved[1])
-            tmp.seek(0)
-            log.text = tmp.read().decode(errors="replace") + py_out.getvalue()
-
-
 def _is_mip(problem: Any) -> bool:
     return any(v.attributes.get("integer") or v.attributes.get("boolean") for v in problem.variables())
 
@@ -346,7 +302,11 @@ def _run(spec: SolverSpec, problem: Any, options: SolveOptions, backend_name: st
     t1 = time.perf_counter()
     is_mip = _is_mip(problem)
     try:
-        with warnings.catch_warnings(), _captured_output() as log:
+        if spec.name == "HIGHS":  # highspy loaded only now: see the OSQP note at the top
+            from distplan.solvers.highs import use_threads
+
+            use_threads(options.threads)
+        with warnings.catch_warnings(), captured_output() as log:
             warnings.simplefilter("ignore")
             raw = chain.solve_via_data(problem, data, False, True, dict(solver_opts))
     except Exception as exc:  # the solver (or cvxpy's adapter) failed: an ERROR result, never a crash
@@ -354,9 +314,8 @@ def _run(spec: SolverSpec, problem: Any, options: SolveOptions, backend_name: st
                             status=SolutionStatus.NONE, message=f"{type(exc).__name__}: {exc}", handover_seconds=t1 - t0,
                             solve_seconds=time.perf_counter() - t1, log=log.text), None
     t2 = time.perf_counter()
-    if options.verbose and log.text:
-        sys.stdout.write(log.text)
-        sys.stdout.flush()
+    if options.verbose:
+        echo_to_stderr(log.text)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         solution = chain.invert(raw, inverse)

@@ -2,6 +2,12 @@
 
 The assembled arrays are handed over directly as a column-wise sparse matrix
 (no LP/MPS files).
+
+Time limits are hard. HiGHS checks its clock only between phases and LP solves: its
+presolve of a large model (111k rows: codec_select on compression-bert-large) or the root
+LP of a large time-indexed model can run minutes past ``time_limit``. A model of more than
+`ISOLATE_SIZE` rows + columns solved under a time limit therefore runs in an isolated child
+process (`distplan.solvers.isolation`), killed ``kill_grace()`` after the limit.
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import tempfile
+import threading
 import time
 
 import highspy
@@ -16,6 +23,8 @@ import numpy as np
 
 from distplan.formulations.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
+from distplan.solvers.capture import echo_to_stderr
+from distplan.solvers.isolation import run_isolated
 from distplan.solvers.result import SolutionStatus, SolverResult, Termination
 
 _S = highspy.HighsModelStatus
@@ -50,10 +59,53 @@ if hasattr(_S, "kHighsInterrupt"):  # highspy >= 1.12
 SMALL_LP_SIZE = 1_000
 
 
+#: A model with more rows + columns than this, solved under a time limit, runs in an
+#: isolated child process (HiGHS cannot be interrupted inside presolve or a long LP).
+#: Forking costs ~10-30 ms, nothing next to the seconds such a model takes to presolve.
+ISOLATE_SIZE = 20_000
+
+
 @functools.cache
-def _version() -> str:
+def highs_version() -> str:
     h = highspy.Highs()
     return str(h.version())
+
+
+# -- HiGHS's process-wide thread scheduler ---------------------------------------------------
+#
+# HiGHS keeps one global task scheduler per process, made by the first run with the
+# ``threads`` option then in force. A later run asking for another number of threads fails
+# (model status "Notset", "...can be destroyed by calling Highs::resetGlobalScheduler") and
+# a process forked while the scheduler's worker threads exist inherits a scheduler whose
+# workers are gone: its next MIP waits forever. Both are handled here for every backend that
+# runs HiGHS in this process (highs, pulp-highs, pyomo-highs, cvxpy-HIGHS).
+
+_scheduler_lock = threading.Lock()
+#: threads of the scheduler HiGHS holds now, when distplan asked for a number (None: HiGHS's
+#: default, or no scheduler yet)
+_scheduler_threads: int | None = None
+
+
+def use_threads(threads: int | None) -> None:
+    """Make HiGHS's global scheduler fit the ``threads`` option of the next run: reset it
+    (blocking until its workers stopped) when a run asks for a number other than the one it
+    was made with. ``None`` keeps whatever exists (HiGHS's default accepts any scheduler)."""
+    global _scheduler_threads
+    if threads is None:
+        return
+    with _scheduler_lock:
+        if threads != _scheduler_threads:
+            highspy.Highs.resetGlobalScheduler(True)
+            _scheduler_threads = threads
+
+
+def _reset_scheduler_in_child() -> None:
+    global _scheduler_threads
+    highspy.Highs.resetGlobalScheduler(False)  # the parent's workers do not exist here
+    _scheduler_threads = None
+
+
+os.register_at_fork(after_in_child=_reset_scheduler_in_child)
 
 
 def pass_arrays(h: highspy.Highs, arrays: ModelArrays) -> None:
@@ -82,15 +134,25 @@ def pass_arrays(h: highspy.Highs, arrays: ModelArrays) -> None:
 
 
 def solve(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
+    """Solve in this process, or in an isolated child for a large model under a time limit."""
+    if options.time_limit is not None and arrays.num_vars + arrays.num_rows > ISOLATE_SIZE:
+        return run_isolated(solve_in_process, arrays, options, warm_start, backend="highs", version=highs_version())
+    return solve_in_process(arrays, options, warm_start)
+
+
+def solve_in_process(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
+    """One HiGHS run on the arrays. The hand-over counts against ``time_limit``: HiGHS is
+    given what is left of it when the model is in."""
     t0 = time.perf_counter()
+    use_threads(options.threads)
     h = highspy.Highs()
     fd, log_path = tempfile.mkstemp(prefix="distplan-highs-", suffix=".log")
     os.close(fd)
     h.setOptionValue("output_flag", True)
-    h.setOptionValue("log_to_console", bool(options.verbose))
+    h.setOptionValue("log_to_console", False)
     h.setOptionValue("log_file", log_path)
-    if options.time_limit is not None:
-        h.setOptionValue("time_limit", float(options.time_limit))
+    if options.verbose:  # live, on stderr: logs never go to stdout
+        h.cbLogging.subscribe(lambda event: echo_to_stderr(str(event.message)))
     if options.mip_gap is not None:
         h.setOptionValue("mip_rel_gap", float(options.mip_gap))
     if options.threads is not None:
@@ -112,6 +174,8 @@ def solve(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | N
         sol.value_valid = True
         h.setSolution(sol)
     t1 = time.perf_counter()
+    if options.time_limit is not None:
+        h.setOptionValue("time_limit", max(float(options.time_limit) - (t1 - t0), 1e-3))
     h.run()
     t2 = time.perf_counter()
     raw = h.getModelStatus()
@@ -144,7 +208,7 @@ def solve(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | N
     nodes = int(info.mip_node_count) if arrays.is_mip and info.mip_node_count >= 0 else None
     return SolverResult(
         backend="highs",
-        backend_version=_version(),
+        backend_version=highs_version(),
         termination=termination,
         status=status,
         objective=objective,
@@ -167,7 +231,7 @@ BACKEND = register_backend(
         requires=("highspy",),
         extra=None,
         solve_fn=solve,
-        version_fn=_version,
+        version_fn=highs_version,
         status_map=STATUS_MAP,
     )
 )

@@ -96,7 +96,7 @@ def run_isolated(
     version: str = "",
 ) -> SolverResult:
     """``solve_fn(arrays, options, warm_start)`` in a forked child, killed (with its whole
-    process group) after ``options.time_limit + options.grace`` seconds.
+    process group) after ``options.time_limit + options.kill_grace()`` seconds.
 
     Returns the child's SolverResult, or one with ``Termination.KILLED`` and no solution when
     the wall clock ran out, or ``Termination.ERROR`` when the child died without answering.
@@ -111,7 +111,8 @@ def run_isolated(
         name=f"distplan-{backend}",
     )
     start = time.perf_counter()
-    deadline = None if options.time_limit is None else start + float(options.time_limit) + float(options.grace)
+    grace = options.kill_grace()
+    deadline = None if options.time_limit is None else start + float(options.time_limit) + grace
     proc.start()
     sender.close()
     pid = proc.pid
@@ -165,7 +166,7 @@ def run_isolated(
         solve_seconds=elapsed,
         raw_status="killed",
         message=(
-            f"killed after {elapsed:.1f} s: time_limit {options.time_limit} s + grace {options.grace} s "
+            f"killed after {elapsed:.1f} s: time_limit {options.time_limit} s + grace {grace:.1f} s "
             "passed without an answer"
         ),
         extra={"isolated": True},

@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -39,8 +38,10 @@ import numpy as np
 from distplan.formulations.export import generic_name, mps_number_strings, write_mps
 from distplan.formulations.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
+from distplan.solvers.capture import echo_to_stderr
 from distplan.solvers.common import error_result, fill_unmentioned, finish_result, objective_sign
 from distplan.solvers.highs import STATUS_MAP as HIGHS_STATUS_MAP
+from distplan.solvers.highs import highs_version, use_threads
 from distplan.solvers.isolation import run_isolated
 from distplan.solvers.result import SolverResult, Termination
 
@@ -281,8 +282,7 @@ def run_logged(args: list[str], log_path: str, verbose: bool) -> int:
         for line in proc.stdout:
             log_fh.write(line)
             if verbose:
-                sys.stdout.write(line)
-                sys.stdout.flush()
+                echo_to_stderr(line)
         return proc.wait()
 
 
@@ -395,7 +395,7 @@ def build_pulp_problem(arrays: ModelArrays) -> tuple[Any, list[Any]]:
 def _pulp_highs_version() -> str:
     import pulp
 
-    return f"HiGHS {highspy.Highs().version()} (PuLP {pulp.__version__})"
+    return f"HiGHS {highs_version()} (PuLP {pulp.__version__})"
 
 
 def solve_pulp_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
@@ -406,7 +406,7 @@ def solve_pulp_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np.
     prob, xs = build_pulp_problem(arrays)
     fd, log_path = tempfile.mkstemp(prefix="distplan-pulp-highs-", suffix=".log")
     os.close(fd)
-    params: dict[str, Any] = {"output_flag": True, "log_to_console": bool(options.verbose), "log_file": log_path}
+    params: dict[str, Any] = {"output_flag": True, "log_to_console": False, "log_file": log_path}
     if options.seed is not None:
         params["random_seed"] = int(options.seed)
     params.update(options.raw)
@@ -435,12 +435,13 @@ def solve_pulp_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np.
 
     solver = _HighsWithStart(
         mip=True,
-        msg=bool(options.verbose),
+        msg=False,
         gapRel=options.mip_gap,
         threads=options.threads,
         timeLimit=options.time_limit,
         **params,
     )
+    use_threads(options.threads)
     t1 = time.perf_counter()
     try:
         prob.solve(solver)
@@ -450,6 +451,8 @@ def solve_pulp_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np.
         with open(log_path, errors="replace") as fh:
             log = fh.read()
         os.unlink(log_path)
+        if options.verbose:
+            echo_to_stderr(log)
     t2 = time.perf_counter()
     pair = (pulp.LpStatus[prob.status], pulp.LpSolution[prob.sol_status])
     highs = prob.solverModel

@@ -32,7 +32,9 @@ import numpy as np
 
 from distplan.formulations.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
+from distplan.solvers.capture import LiveStderr, echo_to_stderr
 from distplan.solvers.common import error_result, fill_unmentioned, finish_result, objective_sign, primal_feasible
+from distplan.solvers.highs import highs_version, use_threads
 from distplan.solvers.isolation import run_isolated
 from distplan.solvers.pulp_backend import cbc_path, parse_cbc_log
 from distplan.solvers.result import SolverResult, Termination
@@ -190,15 +192,13 @@ def _infeasible_empty_row(backend: str, version: str, arrays: ModelArrays, row: 
 
 @functools.cache
 def _pyomo_highs_version() -> str:
-    import highspy
     import pyomo.version
 
-    return f"HiGHS {highspy.Highs().version()} (Pyomo {pyomo.version.version})"
+    return f"HiGHS {highs_version()} (Pyomo {pyomo.version.version})"
 
 
 def solve_pyomo_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
     """pyomo-highs: Pyomo's `highs` interface (pyomo.contrib.solver)."""
-    import sys
 
     import pyomo.environ  # noqa: F401 (imported before the hand-over clock starts)
     from pyomo.contrib.solver.common.factory import SolverFactory
@@ -233,7 +233,7 @@ def solve_pyomo_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np
     config: dict[str, Any] = {
         "load_solutions": False,
         "raise_exception_on_nonoptimal_result": False,
-        "tee": [sys.stdout] if options.verbose else [],
+        "tee": [LiveStderr()] if options.verbose else [],
         "solver_options": solver_options,
     }
     if options.time_limit is not None:
@@ -242,6 +242,7 @@ def solve_pyomo_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np
         config["rel_gap"] = float(options.mip_gap)
     if options.threads is not None:
         config["threads"] = int(options.threads)
+    use_threads(options.threads)
     t1 = time.perf_counter()
     try:
         results = solver.solve(model, **config)
@@ -360,7 +361,7 @@ def _solve_shell_in_process(
     os.close(fd)
     t1 = time.perf_counter()
     try:
-        kwargs: dict[str, Any] = {"tee": bool(options.verbose), "load_solutions": False, "logfile": log_path}
+        kwargs: dict[str, Any] = {"tee": False, "load_solutions": False, "logfile": log_path}
         if use_start:
             kwargs["warmstart"] = True
         results = opt.solve(model, **kwargs)
@@ -373,6 +374,8 @@ def _solve_shell_in_process(
     with open(log_path, errors="replace") as fh:
         log = fh.read()
     os.unlink(log_path)
+    if options.verbose:
+        echo_to_stderr(log)
     tc = results.solver.termination_condition
     termination = LEGACY_STATUS_MAP.get(getattr(tc, "name", str(tc)), Termination.UNKNOWN)
     bound_min: float | None = None
