@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from distplan.formulations.placement import heuristics, milp, sct
+from distplan.formulations.placement import heuristics, milp, relaxation, sct
 from distplan.formulations.placement.bounds import placement_bounds
 from distplan.formulations.placement.coarsen import coarsen
 from distplan.formulations.registry import (
@@ -100,17 +100,23 @@ register(replace(_milp, run=_run_milp, exact=True))
 
 
 def _run_bounds(inst: PlacementInstance, ctx: RunContext) -> Outcome:
-    return Outcome(plan=None, bounds=placement_bounds(inst))
+    """The assignment relaxation within ``relaxation_time_limit`` seconds (or the run's
+    limit). The solver-free bounds (critical path, work / devices) are added by `solve`
+    for every kind, so they are not listed here a second time."""
+    limit = ctx.options.time_limit if ctx.options.time_limit is not None else float(ctx.param("relaxation_time_limit", 30.0))
+    return Outcome(plan=None, bounds=relaxation.relaxation_bounds(inst, ctx, limit), solver_results=list(ctx.solver_results))
 
 
 register(
     Formulation(
         kind="placement",
         name="placement_bounds",
-        description="solver-free lower bounds only: critical path, work / devices",
-        program="algorithm",
+        description="lower bounds only: assignment relaxation (cut edges on paths, loads, memory, channels), critical path, work / devices",
+        program="milp",
         run=_run_bounds,
         bound_only=True,
+        reference="Venugopalan & Sinnen, IEEE TPDS 26(1) 2015 (assignment part); Baptiste, Le Pape & Nuijten 2001 (energetic reasoning)",
+        params={"relaxation_time_limit": 30.0},
     )
 )
 

@@ -1,0 +1,284 @@
+"""The assignment relaxation of placement: a lower bound that sees communication and memory.
+
+Keeps what the critical path and work / devices forget, and drops only the order of the
+ops on a device:
+
+* device assignment x[i, d] binary (colocation groups together, memory per device);
+* heads T_i (start lower bounds) on every path, charging a cut edge its smallest delay
+  over device pairs: T_j >= T_i + p_i(x) + c_e z_e, z_e >= x[i, d] - x[j, d];
+* the makespan w >= T_i + p_i(x) + q_i (q_i: the op's tail at fastest times);
+* per-device load, and energetic rows: the ops whose head (tail) at fastest times is at
+  least theta all run after theta (before w - theta) on their device,
+  w >= theta + sum_{i: r_i >= theta} p_{i,d} x[i, d] + min q (and the mirror);
+* Baechi's channel model: every transfer (producer, receiving device, bytes: received
+  tensors are cached) occupies the sender's and the receiver's channel for its delay, and a
+  channel carries one transfer at a time, so w >= the channel load of every device.
+
+Dropping the order makes this a relaxation of the placement problem under both
+communication models and both memory models (under the liveness model only persistent
+memory is charged: it is held to the end): its optimum, and so the MILP's *dual* bound at
+any gap, is a lower bound on the optimal makespan. Links are relaxed to the fastest pair,
+so devices of one type and memory are interchangeable and the symmetry is broken by
+first use (Margot, "Symmetry in integer linear programming", 50 Years of Integer
+Programming, 2010). The energetic rows are Baptiste, Le Pape & Nuijten's energetic
+reasoning (Constraint-Based Scheduling, 2001) over the relaxed heads and tails; the
+assignment-with-communication core is the assignment part of the Venugopalan & Sinnen
+MILP (ILP formulations for optimal task scheduling with communication delays on parallel
+systems, IEEE TPDS 26(1), 2015) without its ordering variables.
+
+Inside the model time is in microseconds (rows stay well scaled for the solver's
+absolute tolerances); bounds are returned in seconds, less a margin for the solver's
+feasibility tolerance (see `SAFETY`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from distplan.formulations.model import Model, linear_sum
+from distplan.formulations.registry import Bound, RunContext
+from distplan.models.placement import PlacementInstance
+from distplan.solvers.result import SolverResult
+
+#: seconds -> model time unit (microseconds)
+SCALE = 1e6
+#: margin (model units per row on a path) subtracted from a solver's dual bound: the
+#: solver's primal feasibility tolerance (1e-7 in HiGHS) times a factor of 10
+SAFETY = 1e-6
+SOURCE = "assignment relaxation (order dropped; cut edges, loads, memory, channels)"
+
+
+def heads_tails(inst: PlacementInstance, p: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Head r_i (longest path before i) and tail q_i (longest path after i), seconds,
+    with op times ``p`` (default fastest device) and no communication."""
+    p = inst.time.min(axis=1) if p is None else p
+    n = inst.n_ops
+    order = inst.topo_order()
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    head = np.zeros(n)
+    tail = np.zeros(n)
+    if inst.n_edges == 0:
+        return head, tail
+    # level by level (longest-path layers): vectorized over the edges of one layer
+    level = np.zeros(n, dtype=np.int64)
+    eo = np.argsort(pos[inst.src], kind="stable")
+    src, dst = inst.src[eo], inst.dst[eo]
+    starts = np.searchsorted(pos[src], np.arange(n + 1))
+    for k in range(n):
+        lo, hi = starts[k], starts[k + 1]
+        if lo < hi:
+            v = order[k]
+            np.maximum.at(level, dst[lo:hi], level[v] + 1)
+    src, dst = inst.src, inst.dst
+    elev = level[src]
+    by = np.argsort(elev, kind="stable")
+    cuts = np.searchsorted(elev[by], np.arange(level.max() + 2))
+    for L in range(level.max() + 1):
+        e = by[cuts[L] : cuts[L + 1]]
+        if e.size:
+            np.maximum.at(head, dst[e], head[src[e]] + p[src[e]])
+    dlev = level[dst]
+    by = np.argsort(-dlev, kind="stable")
+    neg = -dlev[by]
+    cuts = np.searchsorted(neg, -np.arange(level.max(), -1, -1))
+    for k in range(level.max() + 1):
+        lo = cuts[k]
+        hi = cuts[k + 1] if k + 1 < cuts.size else by.size
+        e = by[lo:hi]
+        if e.size:
+            np.maximum.at(tail, src[e], tail[dst[e]] + p[dst[e]])
+    return head, tail
+
+
+def device_classes(inst: PlacementInstance) -> list[np.ndarray]:
+    """Devices with equal op times and memory (interchangeable once links are uniform)."""
+    keys: dict[bytes, list[int]] = {}
+    for d in range(inst.n_devices):
+        key = inst.time[:, d].tobytes() + np.float64(inst.device_memory[d]).tobytes()
+        keys.setdefault(key, []).append(d)
+    return [np.asarray(v, dtype=np.int64) for v in keys.values()]
+
+
+def transfer_classes(inst: PlacementInstance) -> tuple[np.ndarray, int]:
+    """Transfer id per edge: edges from one producer with equal bytes share a transfer
+    (a tensor received once on a device is cached there, as in the channel model)."""
+    if inst.n_edges == 0:
+        return np.zeros(0, dtype=np.int64), 0
+    keys = np.stack([inst.src.astype(float), inst.edge_bytes], axis=1)
+    _, cls = np.unique(keys, axis=0, return_inverse=True)
+    cls = cls.reshape(-1)
+    return cls.astype(np.int64), int(cls.max()) + 1
+
+
+def _energetic_thresholds(values: np.ndarray, count: int) -> np.ndarray:
+    pos = np.unique(values[values > 0])
+    if pos.size <= count:
+        return pos
+    return np.unique(np.quantile(pos, np.linspace(0.0, 1.0, count + 2)[1:-1], method="lower"))
+
+
+def build(inst: PlacementInstance, *, thresholds: int = 12, symmetry: bool = True, integral: bool = True) -> tuple[Model, dict[str, Any]]:
+    """The relaxation as a model (time in microseconds); ``data`` holds its blocks."""
+    n, m, E = inst.n_ops, inst.n_devices, inst.n_edges
+    model = Model(f"{inst.name}-assignment-relaxation")
+    P = inst.time * SCALE  # (n, m) microseconds
+    pmin = P.min(axis=1)
+    r, q = heads_tails(inst, pmin)
+    x = model.add_vars("assign", (n, m), vtype="binary" if integral else "continuous", lb=0.0, ub=1.0)
+    T = model.add_vars("head", n, lb=r)
+    w = model.add_vars("makespan", (), lb=float(max((r + pmin + q).max(initial=0.0), (pmin.sum() / max(m, 1)))))
+    data: dict[str, Any] = {"x": x, "T": T, "w": w, "rows_on_path": n + 1}
+    model.add_constraints("assign-one-device", x.sum(axis=1) == 1)
+    groups = inst.colocation_groups()
+    order = np.argsort(groups, kind="stable")
+    same = np.flatnonzero(groups[order][1:] == groups[order][:-1])
+    if same.size:
+        model.add_constraints("assign-colocate", x[order[same]] - x[order[same + 1]] == 0)
+    ii = np.repeat(np.arange(n), m)
+    xcol = x.index.reshape(-1)
+    dur = linear_sum(xcol, P.reshape(-1), ii, n, model.num_vars)  # p_i(x), (n,)
+    # makespan after every op: w >= T_i + p_i(x) + q_i
+    model.add_constraints("makespan-tail", T + dur - w <= -q)
+    # per-device memory (persistent memory under liveness: it is held to the end)
+    mem = inst.memory if inst.memory_model == "liveness" else inst.memory_need()
+    if np.any(mem > 0):
+        model.add_constraints("memory", (mem[:, None] * x).sum(axis=0) <= inst.device_memory)
+    # per-device load and energetic rows
+    rows_c, rows_r, rows_v, rhs = [], [], [], []
+    nrow = 0
+    for d in range(m):
+        rows_c.append(x.index[:, d])
+        rows_v.append(P[:, d])
+        rows_r.append(np.full(n, nrow))
+        rhs.append(0.0)
+        nrow += 1
+    for vals, other in ((r, q), (q, r)):
+        for theta in _energetic_thresholds(vals, thresholds).tolist():
+            sel = np.flatnonzero(vals >= theta)
+            extra = float(other[sel].min())
+            for d in range(m):
+                rows_c.append(x.index[sel, d])
+                rows_v.append(P[sel, d])
+                rows_r.append(np.full(sel.size, nrow))
+                rhs.append(theta + extra)
+                nrow += 1
+    load = linear_sum(np.concatenate(rows_c), np.concatenate(rows_v), np.concatenate(rows_r), nrow, model.num_vars)
+    model.add_constraints("load-energetic", load - w <= -np.asarray(rhs))
+    # paths with communication (smallest delay over device pairs)
+    if E:
+        cmin = inst.min_delay() * SCALE if m > 1 else np.zeros(E)
+        src, dst = inst.src, inst.dst
+        if m > 1:
+            z = model.add_vars("cut", E, lb=0.0, ub=1.0)
+            data["z"] = z
+            model.add_constraints("cut-link", z[:, None] - x[src] + x[dst] >= 0)
+            model.add_constraints("precedence", T[src] + dur[src] - T[dst] + cmin * z <= 0)
+        else:
+            model.add_constraints("precedence", T[src] + dur[src] - T[dst] <= 0)
+        if inst.communication == "channels" and m > 1:
+            _channels(model, inst, data)
+    if symmetry and m > 1:
+        _symmetry(model, inst, data)
+    model.minimize(w)
+    return model, data
+
+
+def _channels(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
+    """Channel load per device: w >= sum of the delays of the transfers it sends or receives.
+
+    y[k, d] (transfer k delivered to device d) >= x[consumer, d] - x[producer, d];
+    s[k, d] (transfer k sent from d, counted per receiving device) >=
+    sum_{b != d} y[k, b] - (m - 1) (1 - x[producer, d]). Delays are the smallest into
+    (out of) the device over its partners, microseconds.
+    """
+    x, w = data["x"], data["w"]
+    m = inst.n_devices
+    cls, K = transfer_classes(inst)
+    prod = np.zeros(K, dtype=np.int64)
+    prod[cls] = inst.src
+    nbytes = np.zeros(K)
+    nbytes[cls] = inst.edge_bytes
+    y = model.add_vars("delivered", (K, m), lb=0.0, ub=1.0)
+    s = model.add_vars("sent", (K, m), lb=0.0, ub=float(m - 1))
+    model.add_constraints("delivered-link", y[cls] - x[inst.dst] + x[inst.src] >= 0)
+    ally = y.sum(axis=1)  # (K,)
+    model.add_constraints("sent-link", s - ally[:, None] + y - (m - 1) * x[prod] >= -(m - 1))
+    off = ~np.eye(m, dtype=bool)
+    lat = np.where(off, inst.latency, np.inf)
+    invbw = np.where(off, 1.0 / inst.bandwidth, np.inf)
+    recv = (lat.min(axis=0)[None, :] + nbytes[:, None] * invbw.min(axis=0)[None, :]) * SCALE  # into d
+    send = (lat.min(axis=1)[None, :] + nbytes[:, None] * invbw.min(axis=1)[None, :]) * SCALE  # out of d
+    load = (y * recv).sum(axis=0) + (s * send).sum(axis=0)
+    model.add_constraints("channel-load", load - w <= 0)
+    data["y"], data["s"] = y, s
+
+
+def _symmetry(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
+    """Within a class of interchangeable devices, device c_t is used only after c_{t-1}
+    was used by an op earlier in topological order: x[o_j, c_t] <= f[j - 1, c_{t-1}], with
+    f[j, d] <= f[j - 1, d] + x[o_j, d] (f: "d used among the first j ops", capped at 1)."""
+    x = data["x"]
+    order = inst.topo_order()
+    n = order.size
+    for k, cl in enumerate(device_classes(inst)):
+        if cl.size < 2:
+            continue
+        first = cl[:-1]
+        f = model.add_vars(f"first-use-{k}", (n, first.size), lb=0.0, ub=1.0)
+        xo = x[order][:, first]
+        model.add_constraints(f"first-use-{k}-start", f[0] - xo[0] <= 0)
+        if n > 1:
+            model.add_constraints(f"first-use-{k}-grow", f[1:] - f[:-1] - xo[1:] <= 0)
+        # op j on c_t (t >= 1) needs c_{t-1} used by ops 0..j-1; op 0 only on c_0
+        model.add_constraints(f"symmetry-{k}-first", x[order[0], cl[1:]] <= 0)
+        if n > 1:
+            model.add_constraints(f"symmetry-{k}", x[order[1:]][:, cl[1:]] - f[:-1] <= 0)
+
+
+def solve_bound(inst: PlacementInstance, ctx: RunContext, time_limit: float | None = None, **kw: Any) -> tuple[Bound | None, SolverResult]:
+    """Solve the relaxation (within ``time_limit`` seconds) and return its proven bound in
+    seconds: the solver's dual bound less the safety margin, never its incumbent."""
+    t0 = time.perf_counter()
+    model, data = build(inst, **kw)
+    build_s = time.perf_counter() - t0
+    limit = _limit(ctx, time_limit)
+    sub = RunContext(ctx.backend, ctx.options if limit is None else ctx.options.with_(time_limit=limit), ctx.params)
+    result = sub.solve_model(model, build_seconds=build_s)
+    ctx.solver_results.extend(sub.solver_results)
+    if result.bound is None or not np.isfinite(result.bound):
+        return None, result
+    margin = SAFETY * data["rows_on_path"] + 1e-9 * abs(result.bound)
+    kind = "MILP" if kw.get("integral", True) else "LP"
+    source = f"{SOURCE}, {kind} dual bound ({result.backend}, {result.termination.value})"
+    return Bound(max(0.0, result.bound - margin) / SCALE, source), result
+
+
+def relaxation_bounds(inst: PlacementInstance, ctx: RunContext, time_limit: float | None = None, lp_first_above: int = 1500) -> list[Bound]:
+    """The best proven bound of the assignment relaxation within ``time_limit`` seconds
+    (none when the solver proves none). Above ``lp_first_above`` ops the LP relaxation is
+    solved first, so a bound exists even when the MILP's root does not finish."""
+    if inst.n_devices == 1:
+        return []
+    t0 = time.perf_counter()
+    found: list[Bound] = []
+    if inst.n_ops > lp_first_above:
+        b, _ = solve_bound(inst, ctx, None if time_limit is None else 0.5 * time_limit, integral=False)
+        if b is not None:
+            found.append(b)
+    rest = None if time_limit is None else time_limit - (time.perf_counter() - t0)
+    if rest is None or rest > 0.5:
+        b, _ = solve_bound(inst, ctx, rest)
+        if b is not None:
+            found.append(b)
+    return [max(found, key=lambda b: b.value)] if found else []
+
+
+def _limit(ctx: RunContext, wanted: float | None) -> float | None:
+    rem = ctx.remaining_time()
+    if wanted is None:
+        return rem
+    return wanted if rem is None else max(0.01, min(wanted, rem))
