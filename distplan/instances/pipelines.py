@@ -12,6 +12,11 @@
 * ``nn`` (``nnshape``): two blocks on all devices, one first and one in the middle.
 * ``interleaved``: ``chunks`` model chunks per device (Narayanan et al., SC'21); stage
   ``s`` runs on device ``s % p``; chunk times are the stage time divided by ``chunks``.
+* ``v2`` (``vchunks``): the V placement of Zero Bubble's ZB-V and of "Pipeline Parallelism
+  with Controllable Memory" (Qi et al., NeurIPS 2024): 2p stages, device d holds stages d
+  and 2p-1-d (the forward pass goes down the devices and comes back up); chunk times and
+  memory are the stage values divided by 2, so a device's work per micro-batch equals a
+  plain pipeline stage's.
 
 The M, K and NN shapes follow Tessel's ``examples/simulator/cases_tessel.py`` (Lin et al.,
 HPCA 2024): a stage forward block takes ``forward_time`` with memory ``+forward_memory``,
@@ -48,6 +53,8 @@ SHAPES = {
     "nnshape": "nn",
     "interleaved": "interleaved",
     "i": "interleaved",
+    "v2": "v2",
+    "vchunks": "v2",
 }
 
 
@@ -112,7 +119,7 @@ def make_pipeline(
     p = stages
     devices = [f"{device_prefix}{i}" for i in range(p)]
     bld = _Builder(devices)
-    scale = 1.0 / chunks if kind == "interleaved" else 1.0
+    scale = 1.0 / chunks if kind == "interleaved" else 0.5 if kind == "v2" else 1.0
     if kind == "interleaved" and (not isinstance(chunks, int) or chunks < 1):
         raise InputError("chunks", f"expected a positive integer, got {chunks!r}")
 
@@ -143,6 +150,8 @@ def make_pipeline(
         nst = chunks * p
         chain([str(s) for s in range(nst)], [s % p for s in range(nst)], None)
         label = f"interleaved{chunks}"
+    elif kind == "v2":
+        chain([str(s) for s in range(2 * p)], everyone + everyone[::-1], None)
     elif kind == "x":
         chain([f"a{s}" for s in range(p)], everyone, None)
         chain([f"b{s}" for s in range(p)], everyone[::-1], None)

@@ -1,5 +1,6 @@
 """Pipeline scheduling: Tessel's repetend MILP, the exact whole-schedule MILP (Zero Bubble
-style) and the classic schedules (GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2)."""
+style) and the classic schedules (GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2; on the V
+placement ZB-V, V-Min, V-Half, V-ZB)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from distplan.formulations.registry import Formulation, register, register_bound
 
 TESSEL = "Lin et al., Tessel: Boosting Distributed Execution of Large DNN Models via Flexible Schedule Search, HPCA 2024 (arXiv 2311.15269)"
 ZB = "Qi, Wan, Huang, Lin, Zero Bubble (Almost) Pipeline Parallelism, ICLR 2024 (arXiv 2401.10241)"
+QI = "Qi, Sun, Wan, Huang, Lin, Pipeline Parallelism with Controllable Memory, NeurIPS 2024 (arXiv 2405.15362)"
 
 _BASELINES = {
     "gpipe": ("GPipe: all forward passes, then all backward passes (Huang et al., NeurIPS 2019)", "Huang et al., GPipe, NeurIPS 2019"),
@@ -16,6 +18,10 @@ _BASELINES = {
     "interleaved_1f1b": ("interleaved 1F1B over v model chunks per device (Megatron virtual stages)", "Narayanan et al., SC'21"),
     "zb_h1": ("ZB-H1: 1F1B order with W passes deferred, same in-flight memory as 1F1B", ZB),
     "zb_h2": ("ZB-H2: up to 2p-1 micro-batches in flight, W passes fill the bubbles", ZB),
+    "zb_v": ("ZB-V on the V placement (2 chunks per device): zero bubble at 1F1B memory when F = B = W", ZB + ", v2"),
+    "v_min": ("V-Min building block on the V placement: about 1/3 of 1F1B's activation memory", QI),
+    "v_half": ("V-Half building block on the V placement: about 1/2 of 1F1B's activation memory, half its bubble", QI),
+    "v_zb": ("V-ZB on the V placement: B first, then forwards within 1F1B's memory, W filling the bubbles", QI),
 }
 
 for _name, (_desc, _ref) in _BASELINES.items():

@@ -23,6 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
+from distplan.formulations.pipeline import vshape
 from distplan.formulations.pipeline.common import Orders, SequenceCycleError, asap, block_depth, check_capacity, memory_peaks
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, make_plan
@@ -418,6 +419,38 @@ def zb_h2(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
     return asap(inst, orders), {"schedule": "zb_h2"}
 
 
+def _ordered(inst: PipelineInstance, name: str, orders: Orders) -> tuple[np.ndarray, dict]:
+    ok, peaks = _fits(inst, orders)
+    if not ok:
+        raise _memory_error(inst, name, peaks)
+    try:
+        start = _timed(inst, orders)
+    except SequenceCycleError:
+        raise InputError("schedule", f"{inst.name}: the {name} order deadlocks on this instance", "use 1f1b") from None
+    return start, {"schedule": name}
+
+
+def zb_v(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
+    """ZB-V on the V placement (Qi et al. 2024, arXiv 2401.10241 v2; `vshape.zb_v_orders`)."""
+    return _ordered(inst, "zb_v", vshape.zb_v_orders(inst))
+
+
+def v_min(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
+    """V-Min building block (Qi et al., NeurIPS 2024; `vshape.building_block_orders`)."""
+    return _ordered(inst, "v_min", vshape.building_block_orders(inst, "v_min"))
+
+
+def v_half(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
+    """V-Half building block (Qi et al., NeurIPS 2024; `vshape.building_block_orders`)."""
+    return _ordered(inst, "v_half", vshape.building_block_orders(inst, "v_half"))
+
+
+def v_zb(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
+    """V-ZB greedy within 1F1B's memory (Qi et al., NeurIPS 2024; `vshape.v_zb_start`)."""
+    start = vshape.v_zb_start(inst)
+    return _ordered(inst, "v_zb", _orders_of(inst, start))
+
+
 def _orders_of(inst: PipelineInstance, start: np.ndarray) -> Orders:
     from distplan.formulations.pipeline.common import orders_from_starts
 
@@ -430,6 +463,10 @@ SCHEDULES: dict[str, Callable[[PipelineInstance], tuple[np.ndarray, dict]]] = {
     "interleaved_1f1b": interleaved_1f1b,
     "zb_h1": zb_h1,
     "zb_h2": zb_h2,
+    "zb_v": zb_v,
+    "v_min": v_min,
+    "v_half": v_half,
+    "v_zb": v_zb,
 }
 
 

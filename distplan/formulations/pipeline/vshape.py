@@ -1,0 +1,336 @@
+"""Schedules of the V placement (two model chunks per device, ``make_pipeline("v2", ...)``):
+ZB-V, V-Min, V-Half and V-ZB.
+
+On p devices the model has 2p stages; the device of V rank i holds stage i (chunk 0) and
+stage 2p-1-i (chunk 1), so the forward pass goes down the devices and comes back up, and
+the backward pass does the same in reverse. Every schedule here fixes the order of the
+operations on each device; start times are the earliest the dependencies and the orders
+allow (`common.asap`, the papers' "eager execution"). Every plan is checked by the
+evaluator like any other.
+
+* ``zb_v``: the handcrafted ZB-V schedule (Qi, Wan, Huang, Lin, Zero Bubble (Almost)
+  Pipeline Parallelism, ICLR 2024, arXiv 2401.10241 v2, Sec. 6; the same construction as
+  PyTorch's ``ScheduleZBVZeroBubble``): rank i runs 2(p-i)-1 chunk-0 forwards, i pairs
+  (chunk-1 F, chunk-0 F), p-i triples (chunk-1 F, B, W), then the steady
+  (F0 B0 W0 F1 B1 W1) pattern, and a cool-down that defers W. With F = B = W its stage
+  span has no bubble at 1F1B's activation memory.
+* ``v_min`` and ``v_half``: the building blocks of Qi et al., "Pipeline Parallelism with
+  Controllable Memory", NeurIPS 2024 (arXiv 2405.15362), Sec. 4: one micro-batch's
+  chunk-0 F, chunk-1 F, chunk-1 B and chunk-0 B of rank i sit at fixed slots of a
+  6-slot-periodic grid (V-Min: ``i, 2p-1-i, 2p+d+i, 4p+d-1-i`` with d = 2 when 3 | p;
+  V-Half: ``2i, 3p-2-i, 3p+d+2i-1, 6p+d-i-2`` with d = 3 when 2 | p), repeated every 6
+  slots; W passes fill the empty slots after their B; the warm-up and cool-down are then
+  squeezed (every operation moves to the earliest free slot after its dependencies that
+  does not raise the peak memory), and the order is executed eagerly. Their bubbles are
+  about 2/3 and 1/2 of 1F1B's at about 1/3 and 1/2 of its activation memory.
+* ``v_zb``: the V-ZB schedule of the same paper (the authors' greedy construction, ZB
+  repository ``zbv.py``): a free device runs a ready B (chunk 1 first), else a forward
+  (chunk 1 first) within 1F1B's activation memory, else a deferred W; a chunk-0 forward
+  keeps room for the chunk-1 forwards of the micro-batches in flight (so the greedy cannot
+  deadlock on memory).
+
+DualPipeV (DeepSeek-V3) is not offered: its steady state overlaps the forward of one
+micro-batch with the backward of another inside one fused F&B block, which the block model
+(one operation per device at a time) cannot express.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from distplan.errors import InputError
+from distplan.formulations.pipeline.common import Orders, block_depth
+
+F, B, W = 0, 1, 2
+
+
+@dataclass
+class VLayout:
+    """Blocks of the V placement per device (p devices, 2p stages)."""
+
+    rank: np.ndarray  # (D,) V rank i: the device holds stages i and 2p-1-i
+    f: np.ndarray  # (D, 2) forward block of chunk 0 and chunk 1
+    b: np.ndarray  # (D, 2) backward (input-gradient) block of chunk 0 and chunk 1
+    w: np.ndarray  # (D, 2) weight-gradient block of each chunk (-1 without the B/W split)
+
+    @property
+    def split(self) -> bool:
+        return bool(np.all(self.w >= 0))
+
+
+def v_layout(inst) -> VLayout:  # type: ignore[no-untyped-def]
+    """The V placement's blocks per device, or an `InputError` naming what differs."""
+    fix = "build the instance with make_pipeline('v2', ...)"
+    p = inst.n_devices
+    if np.any(inst.device_mask.sum(axis=1) != 1):
+        raise InputError("schedule", f"{inst.name}: V-shape schedules need every block on one device", fix)
+    dev = inst.device_mask.argmax(axis=1)
+    depth = block_depth(inst)
+    roles = inst.role_code
+    fwd = sorted(np.flatnonzero(roles == F).tolist(), key=lambda b: (depth[b], b))
+    bwd = sorted(np.flatnonzero(roles == B).tolist(), key=lambda b: (depth[b], b))
+    seq = dev[fwd]
+    if len(fwd) != 2 * p or len(set(seq[:p].tolist())) != p or np.any(seq[p:] != seq[:p][::-1]):
+        raise InputError("schedule", f"{inst.name}: not a V placement (2p stages, device i holding stages i and 2p-1-i)", fix)
+    if inst.mode == "training" and (len(bwd) != 2 * p or np.any(dev[bwd] != seq[::-1])):
+        raise InputError("schedule", f"{inst.name}: the backward blocks do not retrace the V placement", fix)
+    rank = np.empty(p, dtype=np.int64)
+    rank[seq[:p]] = np.arange(p)
+    f = np.stack([np.asarray(fwd)[rank], np.asarray(fwd)[2 * p - 1 - rank]], axis=1)
+    b = -np.ones((p, 2), dtype=np.int64)
+    w = -np.ones((p, 2), dtype=np.int64)
+    if len(bwd) == 2 * p:
+        arr = np.asarray(bwd)
+        b = np.stack([arr[2 * p - 1 - rank], arr[rank]], axis=1)
+        names = [blk.name for blk in inst.blocks]
+        for d in range(p):
+            for c in range(2):
+                hits = [k for k in np.flatnonzero(roles == W).tolist() if names[b[d, c]] in inst.blocks[k].deps and dev[k] == d]
+                if hits:
+                    w[d, c] = hits[0]
+    return VLayout(rank, f, b, w)
+
+
+def _need_split(inst, lay: VLayout, name: str) -> None:  # type: ignore[no-untyped-def]
+    if not lay.split:
+        raise InputError("schedule", f"{inst.name}: {name} needs backward blocks split into B and W", "build with make_pipeline('v2', ..., weight_time=...)")
+
+
+# -- ZB-V (handcrafted) ---------------------------------------------------------------------
+
+
+def zb_v_orders(inst) -> Orders:  # type: ignore[no-untyped-def]
+    """Per device, the ZB-V order (see the module docstring). With fewer than 2p-1
+    micro-batches the order of 2p-1 is built and the missing micro-batches dropped."""
+    lay = v_layout(inst)
+    _need_split(inst, lay, "zb_v")
+    n, p = inst.micro_batches, inst.n_devices
+    total = max(2 * p - 1, n)
+    return [[blk * n + m for blk, m in _zb_v_rank(lay, d, p, total) if m < n] for d in range(p)]
+
+
+def _zb_v_rank(lay: VLayout, d: int, p: int, total: int) -> list[tuple[int, int]]:
+    """(block, micro-batch) sequence of ZB-V on device d for ``total`` micro-batches."""
+    i = int(lay.rank[d])
+    seq: list[tuple[int, int]] = []
+    cnt = {"F0": 0, "F1": 0, "B0": 0, "B1": 0, "W0": 0, "W1": 0}
+    table = {"F": lay.f, "B": lay.b, "W": lay.w}
+
+    def put(kind: str, c: int) -> None:
+        key = f"{kind}{c}"
+        seq.append((int(table[kind][d, c]), cnt[key]))
+        cnt[key] += 1
+
+    for _ in range(2 * (p - i) - 1):
+        put("F", 0)
+    for _ in range(i):
+        put("F", 1)
+        put("F", 0)
+    for _ in range(p - i):
+        put("F", 1)
+        put("B", 1)
+        put("W", 1)
+    while cnt["F1"] < cnt["F0"] or cnt["F0"] < total:
+        if cnt["F0"] < total:
+            put("F", 0)
+        put("B", 0)
+        put("W", 0)
+        put("F", 1)
+        put("B", 1)
+        put("W", 1)
+    for _ in range(i):  # cool-down: W deferred
+        put("B", 0)
+        put("B", 1)
+    for _ in range(p - i):
+        put("B", 0)
+        put("W", 0)
+    while cnt["W1"] < cnt["B1"]:
+        put("W", 1)
+    while cnt["W0"] < cnt["B0"]:
+        put("W", 0)
+    return seq
+
+
+# -- V-Min and V-Half (building blocks) -----------------------------------------------------
+
+
+def building_block_slots(p: int, kind: str) -> np.ndarray:
+    """(p, 4) slots of one micro-batch's chunk-0 F, chunk-1 F, chunk-1 B, chunk-0 B on each
+    V rank (Qi et al., NeurIPS 2024, Sec. 4); micro-batch m adds 6 m."""
+    i = np.arange(p)
+    if kind == "v_min":
+        d = 2 if p % 3 == 0 else 0
+        return np.stack([i, 2 * p - 1 - i, 2 * p + d + i, 4 * p + d - 1 - i], axis=1)
+    if kind == "v_half":
+        d = 3 if p % 2 == 0 else 0
+        return np.stack([2 * i, 3 * p - 2 - i, 3 * p + d + 2 * i - 1, 6 * p + d - i - 2], axis=1)
+    raise ValueError(kind)
+
+
+def building_block_orders(inst, kind: str) -> Orders:  # type: ignore[no-untyped-def]
+    """Per device, the order of the squeezed building-block schedule (module docstring)."""
+    lay = v_layout(inst)
+    _need_split(inst, lay, kind)
+    n, p = inst.micro_batches, inst.n_devices
+    base = building_block_slots(p, kind)
+    nops = inst.n_blocks * n
+    slot = np.full(nops, -1, dtype=np.int64)
+    dev_of_block = inst.device_mask.argmax(axis=1)
+    m = np.arange(n)
+    for d in range(p):
+        i = int(lay.rank[d])
+        for t, block in enumerate((lay.f[d, 0], lay.f[d, 1], lay.b[d, 1], lay.b[d, 0])):
+            slot[block * n + m] = base[i, t] + 6 * m
+    # W passes: each empty slot takes a pending W (chunk 1's first), the rest go at the end
+    for d in range(p):
+        taken = np.zeros(int(slot[[lay.b[d, 0] * n + n - 1, lay.b[d, 1] * n + n - 1]].max()) + 2 * n + 2, dtype=bool)
+        mine = [blk for blk in (lay.f[d, 0], lay.f[d, 1], lay.b[d, 0], lay.b[d, 1])]
+        for blk in mine:
+            taken[slot[blk * n + m]] = True
+        b_at = {int(slot[lay.b[d, c] * n + k]): c for c in range(2) for k in range(n)}
+        pending: list[list[int]] = [[], []]  # chunk 1 first
+        done = [0, 0]
+        for s in range(taken.size):
+            if s in b_at:
+                c = b_at[s]
+                pending[0 if c == 1 else 1].append(int(lay.w[d, c]) * n + done[c])
+                done[c] += 1
+            elif not taken[s]:
+                for q in pending:
+                    if q:
+                        slot[q.pop(0)] = s
+                        taken[s] = True
+                        break
+    _squeeze(inst, slot, lay)
+    orders: Orders = []
+    for d in range(p):
+        ops = np.flatnonzero(dev_of_block[np.arange(nops) // n] == d)
+        orders.append(ops[np.argsort(slot[ops], kind="stable")].tolist())
+    return orders
+
+
+def _squeeze(inst, slot: np.ndarray, lay: VLayout) -> None:  # type: ignore[no-untyped-def]
+    """Move warm-up and cool-down operations (in slot order) to the earliest free slot
+    after their dependencies (and the block's previous micro-batch) that keeps the peak
+    memory of the device within the schedule's peak; the steady state (from the first
+    chunk-0 B on rank 0 to the last chunk-0 F there) stays as built."""
+    n, p = inst.micro_batches, inst.n_devices
+    nops = slot.size
+    dev = inst.device_mask.argmax(axis=1)[np.arange(nops) // n]
+    mem = np.repeat(inst.memory, n)
+    src, dst, _ = inst.edges
+    preds: list[list[int]] = [[] for _ in range(nops)]
+    for a, bb in zip(src.tolist(), dst.tolist()):
+        for k in range(n):
+            preds[bb * n + k].append(a * n + k)
+    for op in range(nops):
+        if op % n:
+            preds[op].append(op - 1)
+    length = int(slot.max()) + 1
+    occ = -np.ones((p, length), dtype=np.int64)
+    occ[dev, slot] = np.arange(nops)
+
+    def peak(d: int) -> float:
+        row = occ[d]
+        ops = row[row >= 0]
+        return float(np.cumsum(mem[ops]).max(initial=0.0))
+
+    limit = max(peak(d) for d in range(p))
+    r0 = int(np.flatnonzero(lay.rank == 0)[0])
+    steady_from = int(slot[lay.b[r0, 0] * n])
+    steady_to = int(slot[lay.f[r0, 0] * n + n - 1])
+    for op in np.argsort(slot, kind="stable").tolist():
+        cur = int(slot[op])
+        if steady_from <= cur <= steady_to:
+            continue
+        d = int(dev[op])
+        lo = max((int(slot[q]) + 1 for q in preds[op]), default=0)
+        for s in range(lo, cur):
+            if occ[d, s] >= 0:
+                continue
+            occ[d, cur], occ[d, s] = -1, op
+            if peak(d) <= limit + 1e-9:
+                slot[op] = s
+                break
+            occ[d, s], occ[d, cur] = -1, op
+
+
+# -- V-ZB (greedy) ----------------------------------------------------------------------------
+
+
+def v_zb_start(inst) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """(B, N) start times of the V-ZB greedy (module docstring), in seconds."""
+    import heapq
+
+    from distplan.errors import InfeasibleError
+
+    lay = v_layout(inst)
+    _need_split(inst, lay, "v_zb")
+    n, p, nb = inst.micro_batches, inst.n_devices, inst.n_blocks
+    dev_of = inst.device_mask.argmax(axis=1)
+    fmem = np.array([max(float(inst.memory[lay.f[d, 0]]), 0.0) + max(float(inst.memory[lay.f[d, 1]]), 0.0) for d in range(p)])
+    limit = np.minimum(inst.capacity, p * fmem)
+    cls = np.full(nb, 4)
+    chunk = np.zeros(nb, dtype=np.int64)
+    for d in range(p):
+        cls[lay.b[d, 1]], cls[lay.b[d, 0]], cls[lay.f[d, 1]], cls[lay.f[d, 0]] = 0, 1, 2, 3
+        chunk[lay.f[d, 1]] = chunk[lay.b[d, 1]] = chunk[lay.w[d, 1]] = 1
+    src, dst, lag = inst.edges
+    preds: list[list[tuple[int, float]]] = [[] for _ in range(nb)]
+    for a, bb, g in zip(src.tolist(), dst.tolist(), lag.tolist()):
+        preds[bb].append((a, g))
+    start = np.full((nb, n), np.nan)
+    nxt = np.zeros(nb, dtype=np.int64)
+    free_at = np.zeros(p)
+    mem = np.zeros(p)
+    dur = inst.duration
+    on_dev = [np.flatnonzero(dev_of == d).tolist() for d in range(p)]
+    events = [0.0]
+    done = 0
+    while done < nb * n:
+        if not events:
+            raise InfeasibleError(f"{inst.name}: the V-ZB greedy deadlocks under the memory limit", details={})
+        t = heapq.heappop(events)
+        while events and events[0] <= t + 1e-12:
+            heapq.heappop(events)
+        for d in range(p):
+            if free_at[d] > t + 1e-12:
+                continue
+            f0, f1 = int(lay.f[d, 0]), int(lay.f[d, 1])
+            best = None
+            for blk in on_dev[d]:
+                m = int(nxt[blk])
+                if m >= n:
+                    continue
+                ready = 0.0
+                ok = True
+                for a, g in preds[blk]:
+                    if np.isnan(start[a, m]):
+                        ok = False
+                        break
+                    ready = max(ready, start[a, m] + dur[a] + g)
+                if not ok:
+                    continue
+                if ready > t + 1e-12:
+                    heapq.heappush(events, ready)
+                    continue
+                need = mem[d] + max(float(inst.memory[blk]), 0.0)
+                if blk == f0:  # keep room for the chunk-1 forwards of the micro-batches in flight
+                    owed = int(nxt[f0]) + 1 - int(nxt[f1])
+                    need += owed * max(float(inst.memory[f1]), 0.0)
+                if inst.memory[blk] > 0 and need > limit[d] + 1e-9:
+                    continue
+                key = (int(cls[blk]), m, -int(chunk[blk]))
+                if best is None or key < best[0]:
+                    best = (key, blk, m)
+            if best is not None:
+                _, blk, m = best
+                start[blk, m] = t
+                nxt[blk] += 1
+                mem[d] += inst.memory[blk]
+                free_at[d] = t + dur[blk]
+                heapq.heappush(events, free_at[d])
+                done += 1
+    return start
