@@ -19,25 +19,25 @@ register(
     Formulation(
         kind="compression",
         name="tag_sfb",
-        description="TAG's SFB selection MILP: duplicate ops, broadcast inputs, avoid all-reduce (LP relaxation checked)",
+        description="TAG's SFB selection as a MILP of the evaluated iteration time (channel in release order); objective=tag_cost: TAG's own cost program",
         program="milp",
         run=tag.run_tag_sfb,
         exact=False,
         reference=TAG,
         blocks=tag.TAG_BLOCKS,
-        params={"alpha": tag.DEFAULT_ALPHA, "relaxation": True},
+        params={"objective": "iteration", "alpha": tag.DEFAULT_ALPHA, "relaxation": False},
     )
 )
 register(
     Formulation(
         kind="compression",
         name="tag_sfb_maxflow",
-        description="TAG's SFB selection solved exactly as one minimum s-t cut (networkx)",
+        description="TAG's cost program as minimum s-t cuts (networkx) over prices of redundant compute; the cut of least evaluated iteration time",
         program="algorithm",
         run=tag.run_tag_sfb_maxflow,
         exact=False,
         reference=TAG,
-        params={"alpha": tag.DEFAULT_ALPHA},
+        params={"alpha": tag.DEFAULT_ALPHA, "prices": tag.CUT_PRICES},
     )
 )
 register(

@@ -3,9 +3,11 @@
 * sync streams: every device runs all its updates one after another after its backward
   pass, which is at least as short as with every eligible op duplicated:
   T >= End_k(all duplicated) + sum_g update_gk.
-* channel: the transfers released no earlier than g follow one another on the channel after
-  the earliest release of g, then one update runs:
-  T >= release_lb(g) + sum_{h released >= g} min_tau_h + min update, where min_tau_h is the
+* channel: for any time r, the transfers that cannot be released before r follow one another
+  on the channel after r, then one update runs:
+  T >= r + sum_{h: release_lb(h) >= r} min_tau_h + min update, over r = release_lb(g) (the
+  earliest release of g on every replica device: the channel order and the release order by
+  op position may differ across replica groups, release times need not), where min_tau_h is the
   least channel time over the codecs, all-reduce and every sufficient-factor cut of h's tree
   (the cheapest cut is found exactly by a pass over the in-tree).
 """
@@ -57,7 +59,7 @@ def compression_bounds(inst: CompressionInstance) -> list[Bound]:
     release_lb = np.zeros(inst.n_gradients)
     for g, ks in enumerate(cd.grad_classes):
         release_lb[g] = fastest[cd.grad_op[g], ks].max()
-    rank = np.lexsort((np.arange(inst.n_gradients), cd.grad_op))
+    rank = np.argsort(release_lb, kind="stable")  # by earliest release time
     suffix = np.cumsum(min_tau[rank][::-1])[::-1]
     tail = min(float(cd.update_seconds[g, ks].min(initial=np.inf)) for g, ks in enumerate(cd.grad_classes))
     tail = tail if np.isfinite(tail) else 0.0

@@ -313,12 +313,14 @@ def select_timing(model: Model, inst: CompressionInstance, data: dict[str, Any])
     # each sync stream starts after its backward pass and runs its items one at a time ...
     load = w.group_sum(si.pair_k, nk)
     model.add_constraints("sync-load", T.expr()[np.zeros(nk, dtype=np.int64)] - load + End_all >= stream_end)
-    # ... and the channel carries, after the release of g, every transfer released no
-    # earlier than g, then at least one update: T >= F_k(g) + sum_{h >= g} tau_h + tail
+    # ... and the channel carries, after the release of g on class k, every transfer released
+    # on k no earlier than g (later in k's stream: F_k(h) >= F_k(g); gradients not on k may be
+    # released earlier in time whatever their position), then at least one update:
+    # T >= F_k(g) + sum_{h on k, h >= g} tau_h + tail
     tail = float(cd.update_seconds[si.pair_g, si.pair_k].min(initial=0.0)) * k_
     pos = np.empty(G, dtype=np.int64)
     pos[si.rank] = np.arange(G)
-    later = pos[None, :] >= pos[si.pair_g][:, None]  # [P, G]: h released no earlier than g
+    later = (pos[None, :] >= pos[si.pair_g][:, None]) & (si.pair_of[:, si.pair_k].T >= 0)  # [P, G]
     lr, lh = np.nonzero(later)
     tau_rows = tau.A[lh]
     suffix = LinExpr(sp.csr_matrix((np.ones(lr.size), (lr, np.arange(lr.size))), shape=(P, lr.size)) @ tau_rows, np.zeros(P), (P,))
@@ -622,19 +624,15 @@ def run_codec_select(inst: CompressionInstance, ctx: RunContext) -> Outcome:
     greedy plan (each in release order); return the best plan found."""
     from distplan.errors import InfeasibleError
     from distplan.formulations.compression.baselines import allreduce_plan, greedy_plan, poseidon_plan
-    from distplan.formulations.compression.tag import DEFAULT_ALPHA, min_cut_duplicated, plan_from_duplicated, run_tag_sfb
+    from distplan.formulations.compression.tag import run_tag_sfb
 
     inst.check_base_memory()
     window = ctx.param("window", None)
     candidates: dict[str, CompressionPlan] = {"allreduce_all": allreduce_plan(inst), "greedy_by_saving": greedy_plan(inst)}
-    if memory_can_bind(inst).any():
-        tag_ctx = RunContext(ctx.backend, ctx.options, {"relaxation": False})
-        tag_out = run_tag_sfb(inst, tag_ctx)
-        if tag_out.plan is not None:
-            candidates["tag_sfb"] = tag_out.plan
-    else:
-        dup, _, _ = min_cut_duplicated(inst, DEFAULT_ALPHA)
-        candidates["tag_sfb"] = plan_from_duplicated(inst, dup)
+    # the best TAG plan (its iteration MILP): codec_select is never worse than tag_sfb
+    tag_out = run_tag_sfb(inst, RunContext(ctx.backend, ctx.options, {"objective": "iteration"}))
+    if tag_out.plan is not None:
+        candidates["tag_sfb"] = tag_out.plan
     with contextlib.suppress(InfeasibleError):  # when the rule overflows memory it is no candidate
         candidates["sfb_poseidon_rule"] = poseidon_plan(inst)
     sched_data = {"si": select_index(inst, cost_data(inst))}
