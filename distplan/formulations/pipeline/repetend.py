@@ -48,6 +48,7 @@ import numpy as np
 from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.blocks.scheduling import cyclic_no_overlap, cyclic_precedence, modulo_prefix, winding_triangles
 from distplan.formulations.model import Model
+from distplan.formulations.pipeline.baselines import best_baseline
 from distplan.formulations.pipeline.common import (
     OpArcs,
     asap,
@@ -58,6 +59,7 @@ from distplan.formulations.pipeline.common import (
     orders_from_starts,
     retime,
 )
+from distplan.formulations.pipeline.compaction import best_candidate, guided
 from distplan.formulations.pipeline.milp import OpProblem, solve_op_problem
 from distplan.formulations.registry import Outcome, RunContext, build_model
 from distplan.models.pipeline import PipelineInstance, make_plan
@@ -65,12 +67,13 @@ from distplan.models.pipeline import PipelineInstance, make_plan
 DEFAULTS: dict[str, Any] = {
     "offsets": None,  # periods one micro-batch may span (None: from the critical path)
     "unfold": 1,  # micro-batches per repetend
-    "phase_time_limit": 2.0,  # seconds for each warm-up / cool-down MILP (0: naive unroll)
+    "phase_time_limit": 0.3,  # seconds for each warm-up / cool-down MILP (0: none; small N: whole-schedule MILP, at least 1 s)
     "phase_model": "disjunctive",  # warm-up / cool-down model: auto | disjunctive | time_indexed
     "min_flat_length": True,  # second solve: shortest flat schedule at the optimal period
     "flat_time_limit": 0.25,  # seconds for that second solve
     "probe_time_limit": 1.0,  # seconds per fixed-period feasibility probe
     "period_proof": "auto",  # least period proven by: auto (candidate periods for integral data) | rate_milp
+    "baselines": True,  # also evaluate the classic schedules that apply and keep the best plan
 }
 
 
@@ -773,8 +776,11 @@ def _phase_problem(
     return prob, ops, t_shift
 
 
-def complete_phases(inst: PipelineInstance, rep: Repetend, ctx: RunContext, limit: float, model: str = "auto") -> tuple[np.ndarray, dict[str, Any]]:
-    """Unroll, then re-solve warm-up and cool-down as MILPs against the steady state."""
+def complete_phases(
+    inst: PipelineInstance, rep: Repetend, ctx: RunContext, limit: float, model: str = "auto", seed: tuple[str, np.ndarray] | None = None
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """Unroll, then re-solve warm-up and cool-down as MILPs against the steady state
+    (for small N the whole schedule, warm-started from ``seed`` when it is better)."""
     n, nb, u = inst.micro_batches, inst.n_blocks, rep.unfold
     start = naive_unroll(inst, rep)
     info: dict[str, Any] = {}
@@ -792,7 +798,7 @@ def complete_phases(inst: PipelineInstance, rep: Repetend, ctx: RunContext, limi
         # whole schedule, so complete it with the whole-schedule MILP (its size is bounded
         # by 2 x offsets micro-batches), warm-started from the better of the unrolled
         # repetend and the classic schedules
-        return _complete_whole(inst, start, ctx, max(limit, 1.0), model, info)
+        return _complete_whole(inst, start, ctx, max(limit, 1.0), model, info, seed)
     warm = period_of < first_full
     if warm.any():
         prob, ops, _ = _phase_problem(inst, start, warm, "warmup", 0.0)
@@ -819,8 +825,9 @@ def complete_phases(inst: PipelineInstance, rep: Repetend, ctx: RunContext, limi
     return start, info
 
 
-def _complete_whole(inst: PipelineInstance, start: np.ndarray, ctx: RunContext, limit: float, model: str, info: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
-    from distplan.formulations.pipeline.baselines import best_baseline
+def _complete_whole(
+    inst: PipelineInstance, start: np.ndarray, ctx: RunContext, limit: float, model: str, info: dict[str, Any], seed: tuple[str, np.ndarray] | None = None
+) -> tuple[np.ndarray, dict[str, Any]]:
     from distplan.formulations.pipeline.milp import full_problem, serial_horizon
     from distplan.models.pipeline import evaluate
 
@@ -829,6 +836,8 @@ def _complete_whole(inst: PipelineInstance, start: np.ndarray, ctx: RunContext, 
     found = best_baseline(inst)
     if found is not None and evaluate(inst, found[1]).objective < _objective(inst, unrolled) - 1e-9:
         best, source = found[1].start, found[0]
+    if seed is not None and _objective(inst, seed[1]) < _objective(inst, best) - 1e-9:
+        best, source = seed[1], seed[0]
     value = _objective(inst, best)
     prob = full_problem(inst, serial_horizon(inst))
     if inst.objective == "makespan":
@@ -843,22 +852,38 @@ def _complete_whole(inst: PipelineInstance, start: np.ndarray, ctx: RunContext, 
 
 
 def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
-    """Search the repetend (independent of N), unroll it, complete warm-up and cool-down."""
+    """Search the repetend (independent of N), unroll it, complete warm-up and cool-down.
+
+    The completion keeps the best (by the evaluator) of: the naive unroll; list schedules
+    of the whole run guided by the unrolled repetend's start times (`compaction`: warm-up
+    and cool-down compacted around the steady state, deferred W passes filling the idle
+    time), within the capacity and within the repetend's own steady-state peak; the
+    warm-up/cool-down MILPs (or, for small N, the whole-schedule MILP warm-started from
+    the best so far); and the classic schedules that apply (``baselines``: a guarantee
+    that tessel never returns worse than them). ``info["completion"]`` names the winner."""
     check_capacity(inst)
     params = {**DEFAULTS, **ctx.params}
     rep = search_repetend(inst, ctx, params)
+    naive = naive_unroll(inst, rep)
+    candidates: list[tuple[str, np.ndarray]] = [("naive unroll", asap(inst, orders_from_starts(inst, naive)))]
+    steady = _steady_peak(inst, rep)
+    deferred = naive + (inst.role_code == 2)[:, None] * (float(naive.max()) + 1.0)  # W passes only when idle
+    for prio, label in ((naive, "repetend-guided list schedule"), (deferred, "repetend-guided list schedule, W deferred")):
+        for s in guided(inst, prio, [inst.capacity, steady]):
+            candidates.append((label, s))
+    if params.get("baselines", True):
+        found = best_baseline(inst)
+        if found is not None:
+            candidates.append((f"baseline {found[0]}", found[1].start))
     limit = float(params["phase_time_limit"])
+    info: dict[str, Any] = {}
     if limit > 0:
-        start, info = complete_phases(inst, rep, ctx, limit, str(params.get("phase_model", "auto")))
-    else:
-        start, info = naive_unroll(inst, rep), {"phases": "naive unroll"}
-    # exact times: keep the device orders, retime (earliest starts / span LP)
-    orders = orders_from_starts(inst, start)
-    exact = retime(inst, orders, ctx)
-    naive = asap(inst, orders_from_starts(inst, naive_unroll(inst, rep)))
-    if _objective(inst, naive) < _objective(inst, exact) - 1e-9:
-        exact = naive
-        info["phases"] = "naive unroll kept"
+        name, seed, _ = best_candidate(inst, candidates)
+        start, info = complete_phases(inst, rep, ctx, limit, str(params.get("phase_model", "auto")), seed=(name, seed))
+        candidates.append((str(info.get("phases", "warm-up/cool-down MILPs")), retime(inst, orders_from_starts(inst, start), ctx)))
+    name, exact, scores = best_candidate(inst, candidates)
+    if inst.objective == "device_span":
+        exact = retime(inst, orders_from_starts(inst, exact), ctx)
     exact = exact - exact.min()
     plan_info = {
         "schedule": "tessel",
@@ -869,9 +894,23 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         "unfold": rep.unfold,
         "repetend_search_seconds": rep.search_seconds,
         **info,
+        "completion": name,
+        "completion_candidates": scores,
     }
     plan = make_plan(inst, exact, plan_info)
     return Outcome(plan=plan, solver_results=list(ctx.solver_results), info=plan_info)
+
+
+def _steady_peak(inst: PipelineInstance, rep: Repetend) -> np.ndarray:
+    """(D,) the repetend's steady-state peak memory per device (bytes)."""
+    cy = cyclic_blocks(inst, rep.unfold)
+    mem = _steady_memory(cy, rep.sigma, rep.period)
+    out = np.full(inst.n_devices, np.inf)
+    for d in range(inst.n_devices):
+        on = cy.mask[:, d] & (cy.mem > 0)
+        if on.any():
+            out[d] = float(mem[on, d].max())
+    return out
 
 
 def _objective(inst: PipelineInstance, start: np.ndarray) -> float:
