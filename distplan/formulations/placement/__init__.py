@@ -78,13 +78,14 @@ register(replace(_sct, run=_run_sct))
 _milp = from_blocks(
     "placement",
     "placement_milp",
-    "exact MILP: assignment, start times, disjunctive no-overlap, memory; warm-started from heuristics",
+    "MILP: assignment, start times, disjunctive no-overlap, memory, relaxation rows; warm-started from the best Baechi heuristic",
     blocks=milp.MILP_BLOCKS,
     decode=milp.decode,
     program="milp",
     exact=milp.exact_for,
     warm_start=milp.warm_start,
-    params={"default_time_limit": 60.0},
+    params={"default_time_limit": 60.0, "max_pairs": milp.MAX_PAIRS, "thresholds": 12},
+    reference="Venugopalan & Sinnen, IEEE TPDS 26(1) 2015; " + BAECHI,
 )
 
 
@@ -93,7 +94,7 @@ def _run_milp(inst: PlacementInstance, ctx: RunContext) -> Outcome:
     if ctx.options.time_limit is None:
         limit = float(ctx.param("default_time_limit", 60.0))
         ctx = RunContext(ctx.backend, ctx.options.with_(time_limit=limit), ctx.params)
-    return _milp.run(inst, ctx)
+    return milp.run(inst, ctx)
 
 
 register(replace(_milp, run=_run_milp, exact=True))

@@ -138,41 +138,19 @@ def build(inst: PlacementInstance, *, thresholds: int = 12, symmetry: bool = Tru
     same = np.flatnonzero(groups[order][1:] == groups[order][:-1])
     if same.size:
         model.add_constraints("assign-colocate", x[order[same]] - x[order[same + 1]] == 0)
-    ii = np.repeat(np.arange(n), m)
-    xcol = x.index.reshape(-1)
-    dur = linear_sum(xcol, P.reshape(-1), ii, n, model.num_vars)  # p_i(x), (n,)
+    dur = linear_sum(x.index.reshape(-1), P.reshape(-1), np.repeat(np.arange(n), m), n, model.num_vars)  # p_i(x)
     # makespan after every op: w >= T_i + p_i(x) + q_i
     model.add_constraints("makespan-tail", T + dur - w <= -q)
     # per-device memory (persistent memory under liveness: it is held to the end)
     mem = inst.memory if inst.memory_model == "liveness" else inst.memory_need()
     if np.any(mem > 0):
         model.add_constraints("memory", (mem[:, None] * x).sum(axis=0) <= inst.device_memory)
-    # per-device load and energetic rows
-    rows_c, rows_r, rows_v, rhs = [], [], [], []
-    nrow = 0
-    for d in range(m):
-        rows_c.append(x.index[:, d])
-        rows_v.append(P[:, d])
-        rows_r.append(np.full(n, nrow))
-        rhs.append(0.0)
-        nrow += 1
-    for vals, other in ((r, q), (q, r)):
-        for theta in _energetic_thresholds(vals, thresholds).tolist():
-            sel = np.flatnonzero(vals >= theta)
-            extra = float(other[sel].min())
-            for d in range(m):
-                rows_c.append(x.index[sel, d])
-                rows_v.append(P[sel, d])
-                rows_r.append(np.full(sel.size, nrow))
-                rhs.append(theta + extra)
-                nrow += 1
-    load = linear_sum(np.concatenate(rows_c), np.concatenate(rows_v), np.concatenate(rows_r), nrow, model.num_vars)
-    model.add_constraints("load-energetic", load - w <= -np.asarray(rhs))
+    energetic_rows(model, inst, x, w, r, q, thresholds)
     # paths with communication (smallest delay over device pairs)
     if E:
-        cmin = inst.min_delay() * SCALE if m > 1 else np.zeros(E)
         src, dst = inst.src, inst.dst
         if m > 1:
+            cmin = inst.min_delay() * SCALE
             z = model.add_vars("cut", E, lb=0.0, ub=1.0)
             data["z"] = z
             model.add_constraints("cut-link", z[:, None] - x[src] + x[dst] >= 0)
@@ -180,14 +158,39 @@ def build(inst: PlacementInstance, *, thresholds: int = 12, symmetry: bool = Tru
         else:
             model.add_constraints("precedence", T[src] + dur[src] - T[dst] <= 0)
         if inst.communication == "channels" and m > 1:
-            _channels(model, inst, data)
+            channel_rows(model, inst, x, w, data)
     if symmetry and m > 1:
-        _symmetry(model, inst, data)
+        first_use_symmetry(model, inst, x, device_classes(inst))
     model.minimize(w)
     return model, data
 
 
-def _channels(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
+def energetic_rows(model: Model, inst: PlacementInstance, x: Any, w: Any, r: np.ndarray, q: np.ndarray, thresholds: int) -> None:
+    """Per-device load w >= sum_i p_{i,d} x[i, d], and for thresholds theta of the heads r
+    (tails q), microseconds: the ops with r_i >= theta start after theta and one of them
+    is followed by at least min q over them, so
+    w >= theta + min_{r_i >= theta} q_i + sum_{r_i >= theta} p_{i,d} x[i, d] (and mirrored)."""
+    n, m = inst.n_ops, inst.n_devices
+    P = inst.time * SCALE
+    cols, coefs, rows, rhs = [], [], [], []
+    nrow = 0
+    sets: list[tuple[np.ndarray, float]] = [(np.arange(n), 0.0)]
+    for vals, other in ((r, q), (q, r)):
+        for theta in _energetic_thresholds(vals, thresholds).tolist():
+            sel = np.flatnonzero(vals >= theta)
+            sets.append((sel, theta + float(other[sel].min())))
+    for sel, low in sets:
+        for d in range(m):
+            cols.append(x.index[sel, d])
+            coefs.append(P[sel, d])
+            rows.append(np.full(sel.size, nrow))
+            rhs.append(low)
+            nrow += 1
+    load = linear_sum(np.concatenate(cols), np.concatenate(coefs), np.concatenate(rows), nrow, model.num_vars)
+    model.add_constraints("load-energetic", load - w <= -np.asarray(rhs))
+
+
+def channel_rows(model: Model, inst: PlacementInstance, x: Any, w: Any, data: dict[str, Any]) -> None:
     """Channel load per device: w >= sum of the delays of the transfers it sends or receives.
 
     y[k, d] (transfer k delivered to device d) >= x[consumer, d] - x[producer, d];
@@ -195,7 +198,6 @@ def _channels(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> No
     sum_{b != d} y[k, b] - (m - 1) (1 - x[producer, d]). Delays are the smallest into
     (out of) the device over its partners, microseconds.
     """
-    x, w = data["x"], data["w"]
     m = inst.n_devices
     cls, K = transfer_classes(inst)
     prod = np.zeros(K, dtype=np.int64)
@@ -214,29 +216,75 @@ def _channels(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> No
     send = (lat.min(axis=1)[None, :] + nbytes[:, None] * invbw.min(axis=1)[None, :]) * SCALE  # out of d
     load = (y * recv).sum(axis=0) + (s * send).sum(axis=0)
     model.add_constraints("channel-load", load - w <= 0)
-    data["y"], data["s"] = y, s
+    data["channel_vars"] = True
 
 
-def _symmetry(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
-    """Within a class of interchangeable devices, device c_t is used only after c_{t-1}
-    was used by an op earlier in topological order: x[o_j, c_t] <= f[j - 1, c_{t-1}], with
-    f[j, d] <= f[j - 1, d] + x[o_j, d] (f: "d used among the first j ops", capped at 1)."""
-    x = data["x"]
+def channel_values(inst: PlacementInstance, device: np.ndarray, data: dict[str, Any]) -> dict[str, np.ndarray]:
+    """Values of the channel variables for a plan's devices (empty without channel rows)."""
+    if not data.get("channel_vars"):
+        return {}
+    m = inst.n_devices
+    cls, K = transfer_classes(inst)
+    prod = np.zeros(K, dtype=np.int64)
+    prod[cls] = inst.src
+    y = np.zeros((K, m))
+    np.maximum.at(y, (cls, device[inst.dst]), 1.0)
+    y[np.arange(K), device[prod]] = 0.0
+    s = np.zeros((K, m))
+    s[np.arange(K), device[prod]] = y.sum(axis=1)
+    return {"delivered": y, "sent": s}
+
+
+def first_use_symmetry(model: Model, inst: PlacementInstance, x: Any, classes: list[np.ndarray]) -> None:
+    """Within a class of interchangeable devices c_0, c_1, ..., device c_t is used only
+    after c_{t-1} was used by an op earlier in topological order o: x[o_j, c_t] <=
+    f[j - 1, t - 1], with f[j, t] <= f[j - 1, t] + x[o_j, c_t] ("c_t used among the first
+    j ops", capped at 1). Any plan is one of these after relabelling (`relabel_first_use`)."""
     order = inst.topo_order()
     n = order.size
-    for k, cl in enumerate(device_classes(inst)):
-        if cl.size < 2:
+    for k, cl in enumerate(classes):
+        if cl.size < 2 or n == 0:
             continue
         first = cl[:-1]
         f = model.add_vars(f"first-use-{k}", (n, first.size), lb=0.0, ub=1.0)
         xo = x[order][:, first]
         model.add_constraints(f"first-use-{k}-start", f[0] - xo[0] <= 0)
-        if n > 1:
-            model.add_constraints(f"first-use-{k}-grow", f[1:] - f[:-1] - xo[1:] <= 0)
-        # op j on c_t (t >= 1) needs c_{t-1} used by ops 0..j-1; op 0 only on c_0
         model.add_constraints(f"symmetry-{k}-first", x[order[0], cl[1:]] <= 0)
         if n > 1:
+            model.add_constraints(f"first-use-{k}-grow", f[1:] - f[:-1] - xo[1:] <= 0)
             model.add_constraints(f"symmetry-{k}", x[order[1:]][:, cl[1:]] - f[:-1] <= 0)
+
+
+def relabel_first_use(inst: PlacementInstance, device: np.ndarray, classes: list[np.ndarray]) -> np.ndarray:
+    """The same plan with the devices of each class renamed in order of first use."""
+    order = inst.topo_order()
+    dev = np.asarray(device, dtype=np.int64).copy()
+    new = dev.copy()
+    for cl in classes:
+        if cl.size < 2:
+            continue
+        seq = dev[order]
+        inclass = np.isin(seq, cl)
+        _, first = np.unique(seq[inclass], return_index=True)
+        used = seq[inclass][np.sort(first)]
+        rest = [int(d) for d in cl if d not in set(used.tolist())]
+        mapping = dict(zip([*used.tolist(), *rest], cl.tolist()))
+        mask = np.isin(dev, cl)
+        new[mask] = np.array([mapping[int(d)] for d in dev[mask]], dtype=np.int64)
+    return new
+
+
+def first_use_values(inst: PlacementInstance, device: np.ndarray, classes: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """Values of the `first_use_symmetry` variables for a plan relabelled by
+    `relabel_first_use` with the same classes."""
+    out: dict[str, np.ndarray] = {}
+    seq = np.asarray(device)[inst.topo_order()]
+    for k, cl in enumerate(classes):
+        if cl.size < 2 or seq.size == 0:
+            continue
+        used = (seq[:, None] == cl[None, :-1]).astype(float)
+        out[f"first-use-{k}"] = np.minimum(np.cumsum(used, axis=0), 1.0)
+    return out
 
 
 def solve_bound(inst: PlacementInstance, ctx: RunContext, time_limit: float | None = None, **kw: Any) -> tuple[Bound | None, SolverResult]:
