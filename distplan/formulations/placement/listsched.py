@@ -132,11 +132,16 @@ def list_schedule(
     """Schedule every op (start times in seconds); raises InfeasibleError naming the op and
     the memory shortfall (bytes).
 
-    ``favorite[i]`` is op i's favorite child (-1 for none); ``assignment`` fixes the device of
-    every op (only the start times are chosen then); ``topo`` is a precomputed
-    `topological_positions` result.
+    ``favorite[i]`` is op i's favorite child (-1 for none; an op is the favorite of at most
+    one op, as m-SCT's rounding makes them); ``assignment`` fixes the device of every op
+    (only the start times are chosen then); ``topo`` is a precomputed `topological_positions`
+    result.
     """
     n, nd = inst.n_ops, inst.n_devices
+    if favorite is not None:
+        fv = np.asarray(favorite, dtype=np.int64)
+        if fv.shape != (n,) or np.any(fv >= n) or np.any(np.bincount(fv[fv >= 0], minlength=1) > 1):
+            raise ValueError("favorite must give each op at most one favorite child (an op id or -1), each the favorite of at most one op")
     order, topo_pos = topological_positions(inst) if topo is None else topo
     heappush, heappop = heapq.heappush, heapq.heappop
 

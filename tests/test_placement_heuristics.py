@@ -1,0 +1,134 @@
+"""The event-queue list scheduler (m-ETF, m-SCT, m-TOPO timing) reproduces the direct
+formulation kept in tests/placement_reference.py exactly: same device and start of every op,
+or the same infeasibility message, on random small DAGs that exercise ties, colocation,
+both memory models, both communication models, favorites and fixed assignments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from placement_reference import reference_list_schedule
+
+import distplan
+from distplan.errors import InfeasibleError
+from distplan.formulations.placement.coarsen import coarsen
+from distplan.formulations.placement.heuristics import topo_assignment
+from distplan.formulations.placement.listsched import list_schedule, topological_positions
+from distplan.formulations.placement.sct import favorites_from_lp
+from distplan.models.common import instance_from_dict
+from distplan.models.placement import PlacementInstance
+
+
+def random_instance(seed: int) -> PlacementInstance:
+    """A small DAG with integer times and delays (many exact ties), random colocation groups,
+    parallel edges, zero-time ops, and a memory model / capacity / channel model drawn at random."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 28))
+    nd = int(rng.integers(1, 5))
+    hetero = rng.random() < 0.3
+    types = [f"t{k % 2}" for k in range(nd)] if hetero else ["t0"] * nd
+    ops: list[dict[str, Any]] = []
+    for k in range(n):
+        t0 = float(rng.integers(0, 6)) if rng.random() < 0.9 else 0.0
+        time: Any = {"t0": t0, "t1": float(rng.integers(1, 6))} if hetero else t0
+        op: dict[str, Any] = {"name": f"o{k}", "time": time, "memory": float(rng.integers(0, 10))}
+        if rng.random() < 0.5:
+            op["temporary"] = float(rng.integers(0, 5))
+            op["output"] = float(rng.integers(0, 5))
+        if rng.random() < 0.25:
+            op["colocate"] = f"g{int(rng.integers(0, 3))}"
+        ops.append(op)
+    density = rng.uniform(0.05, 0.4)
+    edges = []
+    for j in range(1, n):
+        for i in range(j):
+            if rng.random() < density or (i == j - 1 and rng.random() < 0.3):
+                b = float(rng.integers(0, 4) * 10)
+                edges.append({"src": f"o{i}", "dst": f"o{j}", "bytes": b})
+                if rng.random() < 0.05:  # a parallel edge carrying the same tensor
+                    edges.append({"src": f"o{i}", "dst": f"o{j}", "bytes": b})
+    liveness = rng.random() < 0.5
+    channels = rng.random() < 0.5
+    need = [o["memory"] + (o.get("temporary", 0) + o.get("output", 0) if liveness else 0) for o in ops]
+    groups: dict[str, float] = {}
+    for o in ops:
+        if "colocate" in o:
+            groups[o["colocate"]] = groups.get(o["colocate"], 0.0) + o["memory"]
+    floor = max(max(need), max(groups.values(), default=0.0), 1.0)
+    total = sum(o["memory"] + o.get("temporary", 0) + o.get("output", 0) for o in ops)
+    cap = floor if rng.random() < 0.15 else max(floor, float(np.ceil(total * rng.uniform(0.3, 1.2) / nd)))
+    doc = {
+        "format": "distplan/1",
+        "kind": "placement",
+        "name": f"r{seed}",
+        "graph": {"ops": ops, "edges": edges},
+        "cluster": {
+            "devices": [{"name": f"d{k}", "memory": cap, "type": types[k]} for k in range(nd)],
+            "bandwidth": 10.0,
+            "latency": float(rng.integers(0, 3)),
+        },
+        "model": {"memory": "liveness" if liveness else "simple", "communication": "channels" if channels else "independent"},
+    }
+    return instance_from_dict(doc)
+
+
+def random_favorites(inst: PlacementInstance, rng: np.random.Generator) -> np.ndarray:
+    """Favorites as m-SCT's rounding makes them: from random LP-like x values."""
+    x = rng.choice([0.0, 0.05, 0.3, 0.5, 1.0], size=inst.n_edges)
+    return favorites_from_lp(inst, x, theta=float(rng.choice([0.1, 0.5])))
+
+
+def outcome(fn: Any, *args: Any, **kw: Any) -> tuple[str, Any, Any]:
+    try:
+        s = fn(*args, **kw)
+    except InfeasibleError as e:
+        return ("infeasible", str(e), None)
+    return ("ok", s.device.tolist(), s.start.tolist())
+
+
+def test_topological_positions_match_the_instance_order() -> None:
+    for seed in range(20):
+        inst = random_instance(seed)
+        order, pos = topological_positions(inst)
+        assert order == inst.topo_order().tolist()
+        assert [pos[v] for v in order] == list(range(inst.n_ops))
+
+
+@pytest.mark.parametrize("block", range(4))
+def test_etf_sct_and_fixed_assignments_match_the_reference(block: int) -> None:
+    rng = np.random.default_rng(1000 + block)
+    infeasible = 0
+    for seed in range(block * 80, (block + 1) * 80):
+        inst = random_instance(seed)
+        fav = random_favorites(inst, rng)
+        groups = inst.colocation_groups()
+        assignment = rng.integers(0, inst.n_devices, size=int(groups.max()) + 1)[groups]
+        for kw in ({}, {"favorite": fav}, {"assignment": assignment}):
+            new = outcome(list_schedule, inst, **kw)
+            ref = outcome(reference_list_schedule, inst, **kw)
+            assert new == ref, (seed, list(kw))
+            infeasible += new[0] == "infeasible"
+    assert 0 < infeasible < 240  # both outcomes occur
+
+
+def test_topo_assignment_and_gnmt_match_the_reference() -> None:
+    inst = coarsen(distplan.load_instance("gnmt-v2-4gpu-channels")).instance
+    dev = topo_assignment(inst)
+    assert outcome(list_schedule, inst, assignment=dev) == outcome(reference_list_schedule, inst, assignment=dev)
+    assert outcome(list_schedule, inst) == outcome(reference_list_schedule, inst)
+    res = distplan.solve(inst, "baechi_sct", theta=0.1)
+    fav = favorites_from_lp(inst, res.solver_results[0].values_by_block["sct-x"], 0.1)
+    assert outcome(list_schedule, inst, favorite=fav) == outcome(reference_list_schedule, inst, favorite=fav)
+
+
+def test_a_child_with_two_favorite_parents_is_refused() -> None:
+    ops = [{"name": k, "time": 1.0, "memory": 1.0} for k in "abc"]
+    edges = [{"src": "a", "dst": "c", "bytes": 1.0}, {"src": "b", "dst": "c", "bytes": 1.0}]
+    doc = {"format": "distplan/1", "kind": "placement", "name": "two-parents", "graph": {"ops": ops, "edges": edges},
+           "cluster": {"devices": [{"name": "d0", "memory": 10.0}, {"name": "d1", "memory": 10.0}], "bandwidth": 1.0}}
+    inst = instance_from_dict(doc)
+    with pytest.raises(ValueError, match="favorite"):
+        list_schedule(inst, favorite=np.array([2, 2, -1]))
+    assert outcome(list_schedule, inst, favorite=np.array([2, -1, -1])) == outcome(reference_list_schedule, inst, favorite=np.array([2, -1, -1]))
