@@ -15,6 +15,11 @@ Sections (default: all):
              times separately; speed as a ratio to tessel at N = 8)
   multi      memory 4 on mshape / nnshape: repetends of 2 and 3 micro-batches against the
              proven one-bubble period of one-micro-batch repetends (Tessel's)
+  vs-baselines  tessel against every applicable classic schedule (GPipe, 1F1B, interleaved,
+             ZB-H1/H2, ZB-V, V-Min, V-Half, V-ZB) on the V, X, M, K, NN and V2 (two chunks
+             per device) shapes, 4 and 8 devices, N = 8, 16, 32, with and without the B/W
+             split (F 1, B 3 / F 1, B 2, W 1), at 1F1B's peak memory and unlimited; at
+             N <= 8 and p <= --milp-stages, pipeline_milp's result beside it (issue 16)
 
 Times are wall seconds on this machine (shared; other jobs inflate them), with HiGHS's own
 solve seconds next to them.
@@ -216,7 +221,44 @@ def section_multi(args: argparse.Namespace) -> None:
     print("A '-' is not a proof: the backtracking search is incomplete (it found nothing within its budget).\n")
 
 
-SECTIONS = {"baselines": section_baselines, "tessel": section_tessel, "small": section_small, "zb": section_zb, "scaling": section_scaling, "multi": section_multi}
+def vs_instance(shape: str, p: int, n: int, split: bool, memory: str) -> PipelineInstance:
+    """The vs-baselines case; ``memory`` is "1f1b" (the 1F1B plan's largest device peak at
+    unlimited memory) or "unlimited"."""
+    kw: dict[str, Any] = {"forward_time": 1.0, "backward_time": 2.0, "weight_time": 1.0} if split else {"forward_time": 1.0, "backward_time": 3.0}
+    inst = make_pipeline(shape, p, n, **kw)
+    if memory == "unlimited":
+        return inst
+    chk = evaluate(inst, distplan.solve(inst, formulation="1f1b").plan)
+    peak = max(d["peak_memory"] for d in chk.details["devices"].values())
+    return inst.with_(memory_capacity=float(peak))
+
+
+def section_vs_baselines(args: argparse.Namespace) -> None:
+    print("== tessel vs every applicable baseline (makespan, s; F 1 B 3, or F 1 B 2 W 1 with the split) ==")
+    rows = []
+    ns = [8, 16] if args.quick else [8, 16, 32]
+    losses = 0
+    for shape in ("v", "x", "m", "k", "nn", "v2"):
+        for p in (4, 8):
+            for n in ns:
+                for split in (False, True):
+                    for memory in ("1f1b", "unlimited"):
+                        inst = vs_instance(shape, p, n, split, memory)
+                        base, name = best_baseline(inst)
+                        res, wall = timed(inst, "tessel", time_limit=args.time_limit)
+                        row: list[Any] = [shape, p, n, "yes" if split else "no", memory, name, base, res.objective, "ok" if res.objective <= base + 1e-9 else "LOSS", res.plan.info["completion"], round(wall, 2)]
+                        losses += res.objective > base + 1e-9
+                        if n <= 8 and p <= args.milp_stages:
+                            m = distplan.solve(inst, formulation="pipeline_milp", time_limit=args.time_limit)
+                            row += [m.objective, m.bound, m.status.value, f"{100 * (res.objective / m.objective - 1):+.1f}%"]
+                        else:
+                            row += ["-"] * 4
+                        rows.append(row)
+    table(["shape", "p", "N", "B/W", "memory", "best baseline", "its time", "tessel", "tessel<=best", "tessel completion", "wall s", "milp", "bound", "status", "tessel vs milp"], rows)
+    print(f"tessel worse than a baseline in {losses} of {len(rows)} cases\n")
+
+
+SECTIONS = {"baselines": section_baselines, "tessel": section_tessel, "small": section_small, "zb": section_zb, "scaling": section_scaling, "multi": section_multi, "vs-baselines": section_vs_baselines}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -224,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("sections", nargs="*", help=f"any of: {', '.join(SECTIONS)} (default: all)")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per MILP solve (pipeline_milp)")
     parser.add_argument("--quick", action="store_true", help="fewer sizes")
+    parser.add_argument("--milp-stages", type=int, default=4, help="vs-baselines: run pipeline_milp at N <= 8 up to this many devices")
     args = parser.parse_args(argv)
     unknown = [s for s in args.sections if s not in SECTIONS]
     if unknown:
