@@ -49,6 +49,7 @@ from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.blocks.scheduling import cyclic_no_overlap, cyclic_precedence, modulo_prefix, winding_triangles
 from distplan.formulations.model import Model
 from distplan.formulations.pipeline.baselines import best_baseline
+from distplan.formulations.pipeline.bounds import pipeline_bounds
 from distplan.formulations.pipeline.common import (
     OpArcs,
     asap,
@@ -74,6 +75,7 @@ DEFAULTS: dict[str, Any] = {
     "probe_time_limit": 1.0,  # seconds per fixed-period feasibility probe
     "period_proof": "auto",  # least period proven by: auto (candidate periods for integral data) | rate_milp
     "baselines": True,  # also evaluate the classic schedules that apply and keep the best plan
+    "search_time_limit": None,  # seconds for the repetend search in a tessel run (None: until the period is proven; a budget weakens the heuristics)
 }
 
 
@@ -151,7 +153,7 @@ def _steady_memory(cy: Cyclic, sigma: np.ndarray, period: float) -> np.ndarray:
 
 
 def modulo_heuristic(
-    cy: Cyclic, inst: PipelineInstance, offsets: int, t_lb: float, t_ub: float, nodes: int = 24_000
+    cy: Cyclic, inst: PipelineInstance, offsets: int, t_lb: float, t_ub: float, nodes: int = 24_000, deadline: float | None = None
 ) -> tuple[np.ndarray, float] | None:
     """Iterative modulo scheduling (Rau, MICRO 1994) without backtracking: for periods
     T = t_lb, t_lb + step, ..., place blocks in topological order at the earliest time
@@ -165,7 +167,7 @@ def modulo_heuristic(
     if integral:
         budget = nodes
         while t <= t_ub + 1e-9:
-            sigma_found, used = modulo_backtrack(cy, inst, offsets, int(t), max(2 * cy.n, min(budget, nodes // 3)))
+            sigma_found, used = modulo_backtrack(cy, inst, offsets, int(t), max(2 * cy.n, min(budget, nodes // 3)), deadline)
             budget -= used
             if sigma_found is not None:
                 return sigma_found, float(t)
@@ -217,7 +219,9 @@ def modulo_heuristic(
     return None
 
 
-def modulo_backtrack(cy: Cyclic, inst: PipelineInstance, offsets: int, period: int, node_limit: int = 8_000) -> tuple[np.ndarray | None, int]:
+def modulo_backtrack(
+    cy: Cyclic, inst: PipelineInstance, offsets: int, period: int, node_limit: int = 8_000, deadline: float | None = None
+) -> tuple[np.ndarray | None, int]:
     """Integral data, integer period: depth-first modulo scheduling with backtracking.
 
     Blocks in topological order (copies in order, each copy's first block no earlier
@@ -225,8 +229,8 @@ def modulo_backtrack(cy: Cyclic, inst: PipelineInstance, offsets: int, period: i
     delay in ``[0, period)`` whose residues are free on all its devices (Python-int
     reservation masks), the flat schedule within ``offsets`` periods, steady-state memory
     checked on complete schedules. The first branch is Rau's greedy placement; at most
-    ``node_limit`` placements are tried. Returns flat starts (seconds) or None, and the
-    number of placements tried."""
+    ``node_limit`` placements are tried (fewer when the ``time.perf_counter()`` deadline
+    passes). Returns flat starts (seconds) or None, and the number of placements tried."""
     n, nd, t = cy.n, cy.mask.shape[1], period
     nb = inst.n_blocks
     order = np.concatenate([u * nb + inst.topo_order for u in range(cy.unfold)]).tolist()
@@ -282,7 +286,8 @@ def modulo_backtrack(cy: Cyclic, inst: PipelineInstance, offsets: int, period: i
             if any(occ[d] & m for d in devs[b]):
                 continue
             budget[0] -= 1
-            if budget[0] < 0:
+            if budget[0] < 0 or (deadline is not None and budget[0] % 256 == 0 and time.perf_counter() > deadline):
+                budget[0] = min(budget[0], -1)
                 return False
             for d in devs[b]:
                 occ[d] |= m
@@ -337,7 +342,7 @@ def rep_prepare(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> N
     if fixed is None:
         below = params.get("_below")  # only periods below an incumbent's are of interest
         t_hi = t_ub if below is None else min(t_ub, math.ceil(below - 1e-9) - 1)
-        found = modulo_heuristic(cy, inst, k, t_lb, t_hi)
+        found = modulo_heuristic(cy, inst, k, t_lb, t_hi, deadline=params.get("_deadline"))
         if found:
             data["heuristic"] = found
             t_ub = max(found[1], t_lb)
@@ -567,7 +572,7 @@ def _fewest_offsets(
     cy = cyclic_blocks(inst, int(params.get("unfold", 1)))
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        found = modulo_backtrack(cy, inst, mid, int(period))[0] if quick else None
+        found = modulo_backtrack(cy, inst, mid, int(period), deadline=params.get("_deadline"))[0] if quick else None
         if found is not None:
             hi, best_sigma = mid, found
             continue
@@ -620,10 +625,13 @@ def _search_once(
             return np.asarray(heur[0]), float(heur[1]), float(heur[1]), True, int(data["offsets"]), data
     warm = _warm(model, data, heur[0], heur[1]) if heur else None
     remaining = ctx.remaining_time()
-    if remaining is not None and heur:  # leave the warm-up and cool-down their time
+    if remaining is not None and heur and params.get("_deadline") is None:  # leave the warm-up and cool-down their time
         reserve = 2 * float(params.get("phase_time_limit", DEFAULTS["phase_time_limit"])) + float(params.get("flat_time_limit", DEFAULTS["flat_time_limit"]))
         ctx = _sub_ctx(ctx, remaining - reserve, share=1.0)
     res = ctx.solve_model(model, warm_start=warm, build_seconds=build_seconds)
+    if res.values is None and heur and res.termination.value not in ("infeasible", "infeasible_or_unbounded"):
+        bound = None if res.bound is None or res.bound <= 0 else 1.0 / res.bound  # rate bound: a period bound
+        return np.asarray(heur[0]), float(heur[1]), bound, False, int(data["offsets"]), data
     if res.values is None:
         if res.termination.value in ("infeasible", "infeasible_or_unbounded"):
             raise InfeasibleError(
@@ -863,7 +871,7 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     that tessel never returns worse than them). ``info["completion"]`` names the winner."""
     check_capacity(inst)
     params = {**DEFAULTS, **ctx.params}
-    rep = search_repetend(inst, ctx, params)
+    rep = _budgeted_search(inst, ctx, params)
     naive = naive_unroll(inst, rep)
     candidates: list[tuple[str, np.ndarray]] = [("naive unroll", asap(inst, orders_from_starts(inst, naive)))]
     steady = _steady_peak(inst, rep)
@@ -877,8 +885,9 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
             candidates.append((f"baseline {found[0]}", found[1].start))
     limit = float(params["phase_time_limit"])
     info: dict[str, Any] = {}
-    if limit > 0:
-        name, seed, _ = best_candidate(inst, candidates)
+    name, seed, scores = best_candidate(inst, candidates)
+    at_bound = scores[name] <= max(b.value for b in pipeline_bounds(inst)) * (1 + 1e-9)  # nothing to gain
+    if limit > 0 and not at_bound:
         start, info = complete_phases(inst, rep, ctx, limit, str(params.get("phase_model", "auto")), seed=(name, seed))
         candidates.append((str(info.get("phases", "warm-up/cool-down MILPs")), retime(inst, orders_from_starts(inst, start), ctx)))
     name, exact, scores = best_candidate(inst, candidates)
@@ -899,6 +908,25 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     }
     plan = make_plan(inst, exact, plan_info)
     return Outcome(plan=plan, solver_results=list(ctx.solver_results), info=plan_info)
+
+
+def _budgeted_search(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any]) -> Repetend:
+    """`search_repetend` within ``search_time_limit`` seconds (heuristics, probes and the
+    rate MILP share it; the period is then proven only if the proof fit). Without any
+    repetend in that time, the search runs again without the budget."""
+    budget = params.get("search_time_limit")
+    if budget is None:
+        return search_repetend(inst, ctx, params)
+    sub = _sub_ctx(ctx, float(budget), share=1.0)
+    try:
+        return search_repetend(inst, sub, {**params, "_deadline": time.perf_counter() + float(budget)})
+    except InfeasibleError as err:
+        if "found no solution" not in str(err):
+            raise
+    finally:
+        if sub.solver_results is not ctx.solver_results:
+            ctx.solver_results.extend(sub.solver_results)
+    return search_repetend(inst, ctx, params)
 
 
 def _steady_peak(inst: PipelineInstance, rep: Repetend) -> np.ndarray:
