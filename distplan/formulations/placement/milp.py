@@ -217,7 +217,13 @@ def precedence_with_communication(model: Model, inst: PlacementInstance, data: d
         "precedence-pairwise",
         s[src[ee]] + dur[src[ee]] - s[dst[ee]] + dl * (x[src[ee], a[pp]] + x[dst[ee], b[pp]]) <= dl,
     )
-    model.add_constraints("precedence", s[src] + dur[src] - s[dst] <= 0)
+    # and the smallest delay on a cut edge, with z_e >= x[i, d] - x[j, d]: weaker for a
+    # plan, stronger in the LP relaxation (the pairwise rows vanish for fractional x)
+    cmin = inst.min_delay() * SCALE
+    z = model.add_vars("different-device", inst.n_edges, lb=0.0, ub=1.0)
+    data["z"] = z
+    model.add_constraints("different-device-link", z[:, None] - x[src] + x[dst] >= 0)
+    model.add_constraints("precedence", s[src] + dur[src] + cmin * z - s[dst] <= 0)
 
 
 def no_overlap(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
@@ -271,7 +277,7 @@ def load_rows(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> No
 def channel_rows(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
     """Under Baechi's channel model, the channel load of every device is at most w."""
     if inst.communication == "channels" and inst.n_devices > 1 and inst.n_edges:
-        relaxation.channel_rows(model, inst, data["x"], data["w"], data)
+        relaxation.channel_rows(model, inst, data["x"], data["w"], data, data["r"], data["q"], int(data["params"].get("thresholds", 12)))
 
 
 def makespan(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:

@@ -158,7 +158,7 @@ def build(inst: PlacementInstance, *, thresholds: int = 12, symmetry: bool = Tru
         else:
             model.add_constraints("precedence", T[src] + dur[src] - T[dst] <= 0)
         if inst.communication == "channels" and m > 1:
-            channel_rows(model, inst, x, w, data)
+            channel_rows(model, inst, x, w, data, r, q, thresholds)
     if symmetry and m > 1:
         first_use_symmetry(model, inst, x, device_classes(inst))
     model.minimize(w)
@@ -190,20 +190,31 @@ def energetic_rows(model: Model, inst: PlacementInstance, x: Any, w: Any, r: np.
     model.add_constraints("load-energetic", load - w <= -np.asarray(rhs))
 
 
-def channel_rows(model: Model, inst: PlacementInstance, x: Any, w: Any, data: dict[str, Any]) -> None:
-    """Channel load per device: w >= sum of the delays of the transfers it sends or receives.
+def channel_rows(model: Model, inst: PlacementInstance, x: Any, w: Any, data: dict[str, Any], r: np.ndarray | None = None, q: np.ndarray | None = None, thresholds: int = 12) -> None:
+    """Channel load per device (Baechi's channel model): a channel carries one transfer at
+    a time, a transfer starts after its producer ends and its consumers run after it.
 
     y[k, d] (transfer k delivered to device d) >= x[consumer, d] - x[producer, d];
     s[k, d] (transfer k sent from d, counted per receiving device) >=
-    sum_{b != d} y[k, b] - (m - 1) (1 - x[producer, d]). Delays are the smallest into
-    (out of) the device over its partners, microseconds.
+    sum_{b != d} y[k, b] - (m - 1) (1 - x[producer, d]). With a_k = r + p of the producer
+    and b_k = the least p + q of its consumers (fastest times, microseconds), for every
+    set K_theta = {k: a_k >= theta} (and mirrored on b_k):
+    w >= theta + min_{K_theta} b_k + sum_{k in K_theta} (delay_k y[k, d] + delay_k s[k, d]),
+    with the smallest delays into (out of) the device over its partners.
     """
     m = inst.n_devices
+    P = inst.time * SCALE
+    pmin = P.min(axis=1)
+    if r is None or q is None:
+        r, q = heads_tails(inst, pmin)
     cls, K = transfer_classes(inst)
     prod = np.zeros(K, dtype=np.int64)
     prod[cls] = inst.src
     nbytes = np.zeros(K)
     nbytes[cls] = inst.edge_bytes
+    ahead = r[prod] + pmin[prod]
+    behind = np.full(K, np.inf)
+    np.minimum.at(behind, cls, pmin[inst.dst] + q[inst.dst])
     y = model.add_vars("delivered", (K, m), lb=0.0, ub=1.0)
     s = model.add_vars("sent", (K, m), lb=0.0, ub=float(m - 1))
     model.add_constraints("delivered-link", y[cls] - x[inst.dst] + x[inst.src] >= 0)
@@ -214,8 +225,22 @@ def channel_rows(model: Model, inst: PlacementInstance, x: Any, w: Any, data: di
     invbw = np.where(off, 1.0 / inst.bandwidth, np.inf)
     recv = (lat.min(axis=0)[None, :] + nbytes[:, None] * invbw.min(axis=0)[None, :]) * SCALE  # into d
     send = (lat.min(axis=1)[None, :] + nbytes[:, None] * invbw.min(axis=1)[None, :]) * SCALE  # out of d
-    load = (y * recv).sum(axis=0) + (s * send).sum(axis=0)
-    model.add_constraints("channel-load", load - w <= 0)
+    sets: list[tuple[np.ndarray, float]] = [(np.arange(K), float(ahead.min() + behind.min()))]
+    for vals, other in ((ahead, behind), (behind, ahead)):
+        for theta in _energetic_thresholds(vals, thresholds).tolist():
+            sel = np.flatnonzero(vals >= theta)
+            sets.append((sel, theta + float(other[sel].min())))
+    cols, coefs, rows, rhs = [], [], [], []
+    nrow = 0
+    for sel, low in sets:
+        for d in range(m):
+            cols += [y.index[sel, d], s.index[sel, d]]
+            coefs += [recv[sel, d], send[sel, d]]
+            rows += [np.full(sel.size, nrow), np.full(sel.size, nrow)]
+            rhs.append(low)
+            nrow += 1
+    load = linear_sum(np.concatenate(cols), np.concatenate(coefs), np.concatenate(rows), nrow, model.num_vars)
+    model.add_constraints("channel-load", load - w <= -np.asarray(rhs))
     data["channel_vars"] = True
 
 
