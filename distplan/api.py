@@ -8,14 +8,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distplan.errors import InfeasibleError, InputError, NoSolutionError, PlanCheckError
+from distplan.errors import DistplanError, InfeasibleError, InputError, InternalError, NoSolutionError, PlanCheckError
 from distplan.formulations.registry import Bound, RunContext, get_folder, get_formulation
 from distplan.models.common import Check, kind_spec
 from distplan.solvers.base import BackendError, SolveOptions, get_backend
 from distplan.solvers.result import LIMIT_TERMINATIONS, SolutionStatus, SolverResult, Termination, relative_gap
 
-#: relative tolerance under which objective and bound count as equal (proven optimal)
-OPTIMALITY_TOLERANCE = 1e-6
+#: default relative gap under which a plan counts as optimal, passed to every backend as its
+#: relative MIP gap (HiGHS's, CBC's and SCIP's own default); each Result records the one used
+DEFAULT_GAP_TOLERANCE = 1e-4
+#: the name this tolerance had before results recorded theirs (read by older verifiers)
+OPTIMALITY_TOLERANCE = DEFAULT_GAP_TOLERANCE
 
 
 @dataclass
@@ -26,6 +29,10 @@ class Result:
     claim. ``bound`` is the best proven lower bound (minimization) on the instance optimum,
     or None; ``status`` is OPTIMAL only when the bound closes the gap or an exact program
     was solved to optimality and the evaluator agrees.
+
+    ``status`` is OPTIMAL exactly when ``gap <= gap_tolerance`` (the gap between the
+    evaluated objective and the best proven bound, relative to the objective); the
+    tolerance is recorded so that anyone can re-check the claim.
     """
 
     instance: str
@@ -46,6 +53,8 @@ class Result:
     info: dict[str, Any] = field(default_factory=dict)
     objective_name: str = "objective"
     objective_unit: str = ""
+    gap_tolerance: float = DEFAULT_GAP_TOLERANCE
+    bound_grade: str | None = None
 
     @property
     def gap(self) -> float | None:
@@ -65,8 +74,10 @@ class Result:
             "objective_unit": self.objective_unit,
             "bound": self.bound,
             "bound_source": self.bound_source,
+            "bound_grade": self.bound_grade,
             "gap": self.gap,
-            "bounds": [{"value": b.value, "source": b.source} for b in self.bounds],
+            "gap_tolerance": self.gap_tolerance,
+            "bounds": [b.to_dict() for b in self.bounds],
             "timings": self.timings,
             "check": self.check.to_dict() if self.check else None,
             "solver_results": [r.to_dict() for r in self.solver_results],
@@ -80,6 +91,8 @@ def _load(instance: Any) -> Any:
         from distplan.instances import load_instance
 
         return load_instance(instance)
+    if not isinstance(getattr(instance, "kind", None), str):
+        raise InputError("instance", f"a {type(instance).__name__} is not an instance", "pass an instance object, a file path or a bundled name")
     return instance
 
 
@@ -103,8 +116,56 @@ def solve(
     ``params`` go to the formulation (e.g. ``theta=0.1`` for ``baechi_sct``). The returned
     plan has been re-checked by the kind's independent evaluator; a plan that fails the
     check raises `PlanCheckError`. Times are seconds. Raises `InfeasibleError` when no plan
-    exists and `NoSolutionError` when none was found within the limits.
+    exists and `NoSolutionError` when none was found within the limits; every exception
+    that leaves it is a `DistplanError` (bad input: `InputError`).
+
+    ``time_limit`` (seconds, > 0) holds for the whole run: building, hand-over, solving and
+    the formulation's own phases; a solver that cannot be interrupted runs in a child
+    process that is killed shortly after the limit. ``mip_gap`` (relative, default
+    `DEFAULT_GAP_TOLERANCE`) is handed to every backend and recorded as the result's
+    ``gap_tolerance``.
     """
+    options = _options(time_limit, mip_gap, threads, seed, verbose, solver_options)
+    try:
+        return _solve(instance, formulation, backend, options, fold, params)
+    except DistplanError:
+        raise
+    except Exception as exc:  # a bug: still a DistplanError, with the original as its cause
+        raise InternalError(f"{type(exc).__name__} in {formulation!r}: {exc}") from exc
+
+
+def _options(
+    time_limit: float | None,
+    mip_gap: float | None,
+    threads: int | None,
+    seed: int | None,
+    verbose: bool,
+    solver_options: dict[str, Any] | None,
+) -> SolveOptions:
+    """Checked solve options (bad values are input errors, before anything runs)."""
+    if time_limit is not None and (
+        isinstance(time_limit, bool) or not isinstance(time_limit, int | float) or not math.isfinite(time_limit) or time_limit <= 0
+    ):
+        raise InputError("time_limit", f"must be a positive number of seconds, got {time_limit!r}", "give e.g. time_limit=30, or None for no limit")
+    if mip_gap is None:
+        mip_gap = DEFAULT_GAP_TOLERANCE
+    if isinstance(mip_gap, bool) or not isinstance(mip_gap, int | float) or not math.isfinite(mip_gap) or not 0 <= mip_gap < 1:
+        raise InputError("mip_gap", f"must be a relative gap in [0, 1), got {mip_gap!r}", f"give e.g. mip_gap={DEFAULT_GAP_TOLERANCE}")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise InputError("threads", f"must be a whole number >= 1, got {threads!r}", "give e.g. threads=1, or None for the solver's default")
+    if solver_options is not None and not isinstance(solver_options, dict):
+        raise InputError("solver_options", f"must be a dict of backend options, got {type(solver_options).__name__}")
+    return SolveOptions(
+        time_limit=None if time_limit is None else float(time_limit),
+        mip_gap=float(mip_gap),
+        threads=threads,
+        seed=seed,
+        verbose=verbose,
+        raw=dict(solver_options or {}),
+    )
+
+
+def _solve(instance: Any, formulation: str, backend: str | None, options: SolveOptions, fold: bool, params: dict[str, Any]) -> Result:
     t_start = time.perf_counter()
     inst = _load(instance)
     spec = kind_spec(inst.kind)
@@ -123,7 +184,6 @@ def solve(
         raise BackendError(f"formulation {form.name!r} is a MILP and backend {be.name!r} solves LPs only")
     elif not be.available():
         be.check_can_take(None)
-    options = SolveOptions(time_limit=time_limit, mip_gap=mip_gap, threads=threads, seed=seed, verbose=verbose, raw=dict(solver_options or {}))
 
     target = inst
     folding = None
@@ -174,17 +234,13 @@ def solve(
     best = max(finite, key=lambda b: b.value) if finite else None
     objective = check.objective
     gap = relative_gap(objective, best.value if best else None)
-    proven = outcome.proven_optimal and (folding is None or folding.exact)
-    if best is not None and best.value > objective * (1 + OPTIMALITY_TOLERANCE) + 1e-9:
+    if best is not None and best.value > objective:
         raise PlanCheckError(
-            f"{inst.name}: bound {best.value} ({best.source}) exceeds the evaluated objective {objective}: "
-            "a bound or the evaluator is wrong"
+            f"{inst.name}: bound {best.value!r} ({best.source}, grade {best.grade}) exceeds the evaluated objective "
+            f"{objective!r}: a bound or the evaluator is wrong"
         )
-    optimal = (gap is not None and gap <= OPTIMALITY_TOLERANCE) or (
-        proven
-        and outcome.claimed_objective is not None
-        and abs(outcome.claimed_objective - objective) <= OPTIMALITY_TOLERANCE * max(1.0, abs(objective))
-    )
+    tolerance = float(options.mip_gap if options.mip_gap is not None else DEFAULT_GAP_TOLERANCE)
+    optimal = gap is not None and gap <= tolerance
     timings = {
         "build_seconds": sum(r.build_seconds for r in solver_results),
         "handover_seconds": sum(r.handover_seconds for r in solver_results),
@@ -220,6 +276,8 @@ def solve(
         info=info,
         objective_name=check.objective_name or spec.objective_name,
         objective_unit=check.objective_unit or spec.objective_unit,
+        gap_tolerance=tolerance,
+        bound_grade=best.grade if best else None,
     )
 
 
@@ -245,4 +303,5 @@ def _bound_only_result(inst: Any, formulation: str, backend: str, version: str, 
         bounds=allb,
         objective_name=spec.objective_name,
         objective_unit=spec.objective_unit,
+        bound_grade=best.grade if best else None,
     )

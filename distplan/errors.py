@@ -47,3 +47,9 @@ class PlanCheckError(DistplanError):
     """A formulation returned a plan that the independent evaluator rejects: a bug, never a result."""
 
     exit_code = 1
+
+
+class InternalError(DistplanError):
+    """An unexpected failure inside distplan (a bug): the original exception is its cause."""
+
+    exit_code = 1

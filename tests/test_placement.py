@@ -146,10 +146,12 @@ def test_instance_that_fits_only_when_split() -> None:
         assert max(res.check.details["memory_peak_bytes"]) <= 10
 
 
-def test_op_that_fits_no_device_is_an_input_error_with_the_shortfall() -> None:
+def test_op_that_fits_no_device_is_infeasible_with_the_shortfall() -> None:
+    """A well-formed instance for which no plan exists: infeasible (exit 3), not bad input."""
     d = diamond(memory=4)
-    with pytest.raises(InputError, match=r"graph.ops\[0\].memory: op 'a' needs 5 bytes .*short by 1 bytes"):
+    with pytest.raises(InfeasibleError, match=r"graph.ops\[0\].memory: op 'a' needs 5 bytes .*short by 1 bytes") as err:
         instance_from_dict(d)
+    assert err.value.details["short_bytes"] == 1 and err.value.details["op"] == "a"
 
 
 def test_total_memory_beyond_the_cluster_names_the_device() -> None:

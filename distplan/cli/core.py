@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
-import time
 from typing import Any
 
 from distplan.api import Result, solve
+from distplan.cli.progress import Progress
 from distplan.errors import InputError
 from distplan.formulations.registry import formulations, get_formulation, solver_free_bounds
 from distplan.instances import bundled, load_document, load_instance
@@ -58,39 +57,9 @@ def print_result(res: Result, instance: Any) -> None:
             print(line)
 
 
-class Progress:
-    """Elapsed time on stderr while a solve runs (only on a terminal; silent in pipes)."""
-
-    def __init__(self, label: str, enabled: bool):
-        self.label = label
-        self.enabled = enabled and sys.stderr.isatty()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        t0 = time.perf_counter()
-        while not self._stop.wait(1.0):
-            sys.stderr.write(f"\r{self.label} ... {time.perf_counter() - t0:.0f} s")
-            sys.stderr.flush()
-
-    def __enter__(self) -> Progress:
-        if self.enabled:
-            sys.stderr.write(f"{self.label} ...")
-            sys.stderr.flush()
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.enabled:
-            self._stop.set()
-            self._thread.join()
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
-
-
 def cmd_solve(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance)
-    with Progress(f"solving {inst.name} with {args.formulation}", enabled=not args.json and not args.verbose):
+    with Progress(f"solving {inst.name} with {args.formulation}", enabled=not args.verbose):
         res = _solve_args(inst, args)
     res.info["source"] = str(args.instance)
     if args.out and res.plan is not None:
@@ -170,8 +139,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance)
     form = get_formulation(inst.kind, args.formulation)
-    model, _ = form.build(inst, {**form.params, **_params(args.param)})
-    model.write(args.to)
+    with Progress(f"building {form.name} on {inst.name}"):
+        model, _ = form.build(inst, {**form.params, **_params(args.param)})
+    with Progress(f"writing {args.to}"):
+        model.write(args.to)
     st = model.stats()
     print(f"wrote {args.to}: {st['variables']} variables ({st['binaries']} binary), {st['rows']} rows, {st['nonzeros']} nonzeros")
     return 0

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from distplan.cli.progress import Progress
 from distplan.errors import InputError
 from distplan.models.common import write_json
 
@@ -93,21 +94,22 @@ def cmd_import_torch(args: argparse.Namespace) -> int:
     factory = _load_factory(args.factory)
     shapes = [_shape(s) for s in args.input_shape]
     t0 = time.perf_counter()
-    doc = import_torch(
-        factory,
-        shapes if len(shapes) > 1 else shapes[0],
-        device=args.device,
-        measure=args.measure,
-        backward=not args.no_backward,
-        cluster=args.cluster,
-        n_devices=args.n_devices,
-        memory_limit=_size(args.memory_limit),
-        input_dtypes=args.input_dtype,
-        precision=args.precision,
-        op_times=_op_times(args.op_time),
-        optimizer=None if args.optimizer == "none" else args.optimizer,
-        name=args.name,
-    )
+    with Progress(f"importing {args.factory}"):
+        doc = import_torch(
+            factory,
+            shapes if len(shapes) > 1 else shapes[0],
+            device=args.device,
+            measure=args.measure,
+            backward=not args.no_backward,
+            cluster=args.cluster,
+            n_devices=args.n_devices,
+            memory_limit=_size(args.memory_limit),
+            input_dtypes=args.input_dtype,
+            precision=args.precision,
+            op_times=_op_times(args.op_time),
+            optimizer=None if args.optimizer == "none" else args.optimizer,
+            name=args.name,
+        )
     write_json(doc, args.output)
     tot = doc["meta"]["totals"]
     print(
@@ -121,18 +123,19 @@ def cmd_import_torch(args: argparse.Namespace) -> int:
 def cmd_make_placement(args: argparse.Namespace) -> int:
     from distplan.instances.zoo import make_placement
 
-    doc = make_placement(
-        args.model,
-        args.cluster,
-        _size(args.memory_limit),
-        batch=args.batch,
-        seq=args.seq,
-        dtype=args.dtype,
-        backward=not args.no_backward,
-        optimizer=None if args.optimizer == "none" else args.optimizer,
-        name=args.name,
-        memory_model=args.memory_model,
-    )
+    with Progress(f"making {args.model} on {args.cluster}"):
+        doc = make_placement(
+            args.model,
+            args.cluster,
+            _size(args.memory_limit),
+            batch=args.batch,
+            seq=args.seq,
+            dtype=args.dtype,
+            backward=not args.no_backward,
+            optimizer=None if args.optimizer == "none" else args.optimizer,
+            name=args.name,
+            memory_model=args.memory_model,
+        )
     write_json(doc, args.output)
     mem = sum(op["memory"] for op in doc["graph"]["ops"])
     print(f"wrote {args.output}: {doc['name']}, {len(doc['graph']['ops'])} ops, {len(doc['graph']['edges'])} edges, {len(doc['cluster']['devices'])} devices, {mem / 1e9:.2f} GB held in total")

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from distplan.cli.importers import add_make_placement
+from distplan.cli.output import wrote_line
 from distplan.errors import InputError
 from distplan.models.common import write_json
 
@@ -72,7 +73,7 @@ def cmd_make_pipeline(args: argparse.Namespace) -> int:
         name=args.name,
     )
     inst.to_json(args.output)
-    print(f"wrote {args.output}: {inst.summary()}")
+    print(wrote_line(args.output, inst.summary()))
     return 0
 
 

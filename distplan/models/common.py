@@ -7,6 +7,7 @@ import importlib
 import importlib.util
 import json
 import math
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,13 +98,29 @@ def known_kinds() -> list[str]:
 
 
 def read_json(path: str | Path) -> Any:
+    """The JSON document in a ``.json`` or gzip-compressed ``.json.gz`` file. Every way a
+    file can fail to be one (missing, unreadable, corrupt gzip, binary, not UTF-8, bad
+    syntax) is an `InputError` naming the file."""
     p = Path(path)
     opener = gzip.open if p.suffix == ".gz" else open
-    with opener(p, "rt") as fh:  # type: ignore[operator]
-        try:
+    try:
+        with opener(p, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
             return json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise InputError(str(p), f"not valid JSON: {exc}", "fix the syntax at that line/column") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(str(p), f"not valid JSON: {exc}", "fix the syntax at that line/column") from None
+    except FileNotFoundError:
+        raise InputError(str(p), "no such file", "check the path") from None
+    except IsADirectoryError:
+        raise InputError(str(p), "is a directory, not a JSON file", "name a .json or .json.gz file") from None
+    except PermissionError:
+        raise InputError(str(p), "cannot be read (permission denied)", "check the file's permissions") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise InputError(str(p), f"not a valid gzip file ({exc})", "re-create or re-download the .json.gz file") from None
+    except UnicodeDecodeError:
+        what = "a binary file" if p.suffix != ".gz" else "compressed data that is not UTF-8 text"
+        raise InputError(str(p), f"{what}, not JSON text", "name a distplan/1 .json or .json.gz file") from None
+    except OSError as exc:
+        raise InputError(str(p), f"cannot be read ({exc.strerror or exc})", "check the file") from None
 
 
 def json_default(obj: Any) -> Any:

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from distplan.errors import InputError
+from distplan.errors import InfeasibleError, InputError
 from distplan.models.common import FORMAT, Check, JsonDocument, KindSpec, name_list, need, number, register_kind
 from distplan.models.graphs import find_cycle, topological_order
 
@@ -299,11 +299,11 @@ def _check_fits(inst: PlacementInstance) -> None:
     over = np.flatnonzero(need_ > cap)
     if over.size:
         k = int(over[0])
-        raise InputError(
-            f"graph.ops[{k}].memory",
-            f"op {inst.op_names[k]!r} needs {int(need_[k])} bytes but the largest device "
-            f"{inst.device_names[biggest]!r} has {int(cap)} (short by {int(need_[k] - cap)} bytes)",
-            "give the cluster a larger device or split the op",
+        raise InfeasibleError(
+            f"graph.ops[{k}].memory: op {inst.op_names[k]!r} needs {int(need_[k])} bytes but the largest device "
+            f"{inst.device_names[biggest]!r} has {int(cap)} (short by {int(need_[k] - cap)} bytes): no plan exists "
+            "(give the cluster a larger device or split the op)",
+            {"op": inst.op_names[k], "device": inst.device_names[biggest], "short_bytes": int(need_[k] - cap)},
         )
     groups = inst.colocation_groups()
     gmem = np.bincount(groups, weights=inst.memory)
@@ -311,11 +311,11 @@ def _check_fits(inst: PlacementInstance) -> None:
     if bad.size:
         g = int(bad[0])
         members = np.flatnonzero(groups == g)
-        raise InputError(
-            f"graph.ops[{int(members[0])}].colocate",
-            f"colocation group {inst.colocate[int(members[0])]!r} holds {int(gmem[g])} bytes but the largest device "
-            f"{inst.device_names[biggest]!r} has {int(cap)} (short by {int(gmem[g] - cap)} bytes)",
-            "split the group or use larger devices",
+        raise InfeasibleError(
+            f"graph.ops[{int(members[0])}].colocate: colocation group {inst.colocate[int(members[0])]!r} holds {int(gmem[g])} "
+            f"bytes but the largest device {inst.device_names[biggest]!r} has {int(cap)} (short by {int(gmem[g] - cap)} bytes): "
+            "no plan exists (split the group or use larger devices)",
+            {"group": inst.colocate[int(members[0])], "device": inst.device_names[biggest], "short_bytes": int(gmem[g] - cap)},
         )
 
 

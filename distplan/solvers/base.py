@@ -12,13 +12,16 @@ from typing import Any
 
 import numpy as np
 
+from distplan.errors import DistplanError
 from distplan.formulations.model import ModelArrays
 from distplan.solvers.capture import captured_output, echo_to_stderr
 from distplan.solvers.result import SolverResult
 
 
-class BackendError(RuntimeError):
-    """A backend cannot take a model, or is not installed."""
+class BackendError(DistplanError, RuntimeError):
+    """A backend cannot take a model, or is not installed (bad input: exit 2)."""
+
+    exit_code = 2
 
 
 @dataclass(frozen=True)

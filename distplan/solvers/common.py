@@ -31,6 +31,27 @@ def primal_feasible(arrays: ModelArrays, x: np.ndarray, tol: float = 1e-6) -> bo
     return not (np.any(ax < arrays.row_lo - scale_r) or np.any(ax > arrays.row_hi + scale_r))
 
 
+#: Feasibility tolerances the backends run with by default (HiGHS ``mip_feasibility_tolerance``
+#: and ``primal/dual_feasibility_tolerance``; CBC's integer / primal tolerances and SCIP's
+#: ``numerics/feastol`` are the same or tighter): a solver's point and its node LPs are
+#: feasible only within these, so a dual bound it proves is valid only within them too.
+MILP_FEASIBILITY_TOLERANCE = 1e-6
+LP_FEASIBILITY_TOLERANCE = 1e-7
+
+
+def solver_bound_margin(arrays: ModelArrays, bound: float) -> float:
+    """How far below a solver's proven dual bound the reported bound is put (``"solver"``
+    grade: valid within the solver's tolerances).
+
+    A point whose every integrality, bound and row is off by at most the feasibility
+    tolerance eps changes ``c @ x`` by at most ``eps * ||c||_1``; the bound of such a point
+    is charged that much, plus 1e-9 relative for the rounding of the objective's
+    accumulation. E.g. a makespan objective (``||c||_1 = 1``, seconds) loses 1e-6 s.
+    """
+    eps = MILP_FEASIBILITY_TOLERANCE if arrays.is_mip else LP_FEASIBILITY_TOLERANCE
+    return eps * float(np.abs(arrays.c).sum()) + 1e-9 * abs(bound)
+
+
 def fill_unmentioned(values: np.ndarray, arrays: ModelArrays) -> np.ndarray:
     """Give variables a modeling layer left out (NaN: no row and no objective term mentions
     them) a value within their bounds: any such value is optimal."""
@@ -99,6 +120,8 @@ def finish_result(
         status = SolutionStatus.NONE
     if termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED, Termination.UNBOUNDED):
         bound = None
+    extra = dict(extra or {})
+    bound = with_margin(arrays, bound, extra)
     return SolverResult(
         backend=backend,
         backend_version=version,
@@ -114,8 +137,18 @@ def finish_result(
         log=log,
         message=message,
         values=values,
-        extra=extra or {},
+        extra=extra,
     )
+
+
+def with_margin(arrays: ModelArrays, bound: float | None, extra: dict[str, Any]) -> float | None:
+    """The solver's bound (original sense) moved by `solver_bound_margin` to the safe side;
+    the margin is recorded in ``extra["bound_margin"]``."""
+    if bound is None:
+        return None
+    margin = solver_bound_margin(arrays, bound)
+    extra["bound_margin"] = margin
+    return bound - margin if arrays.sense != "max" else bound + margin
 
 
 def error_result(backend: str, version: str, message: str, log: str = "", seconds: float = 0.0) -> SolverResult:

@@ -37,6 +37,7 @@ import numpy as np
 from distplan.formulations.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.capture import captured_output, echo_to_stderr
+from distplan.solvers.common import with_margin
 from distplan.solvers.result import SolutionStatus, SolverResult, Termination
 
 # OSQP's native library segfaults in ``setup`` when it is first loaded after PuLP (PuLP's
@@ -441,6 +442,7 @@ def _make_solve(spec: SolverSpec, backend_name: str) -> Callable[[ModelArrays, S
         result, _ = _run(spec, problem, options, backend_name)
         result.handover_seconds += build
         result.extra["problem_build_seconds"] = build
+        result.bound = with_margin(arrays, result.bound, result.extra)
         if result.has_solution and arrays.num_vars:
             result.values = np.asarray(x.value, dtype=float).reshape(-1)
         elif result.has_solution:

@@ -24,6 +24,7 @@ import numpy as np
 from distplan.formulations.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.capture import echo_to_stderr
+from distplan.solvers.common import with_margin
 from distplan.solvers.isolation import run_isolated
 from distplan.solvers.result import SolutionStatus, SolverResult, Termination
 
@@ -202,6 +203,8 @@ def solve_in_process(arrays: ModelArrays, options: SolveOptions, warm_start: np.
         status = SolutionStatus.NONE
     if termination is Termination.OPTIMAL and values is None and arrays.num_vars > 0:
         termination = Termination.UNKNOWN
+    extra: dict[str, object] = {}
+    bound = with_margin(arrays, bound, extra)
     with open(log_path, errors="replace") as fh:
         log = fh.read()
     os.unlink(log_path)
@@ -220,6 +223,7 @@ def solve_in_process(arrays: ModelArrays, options: SolveOptions, warm_start: np.
         raw_status=h.modelStatusToString(raw),
         log=log,
         values=values,
+        extra=extra,
     )
 
 

@@ -167,8 +167,18 @@ def parse_cbc_log(log: str) -> CbcLog:
     nodes: int | None = None
     iterations: int | None = None
     partial: float | None = None
+    gap_exit: float | None = None  # CBC's "best - best possible" when the main search stopped on its gap
+    gap_bound: float | None = None
     for line in log.splitlines():
         s = line.strip()
+        if result_line is None and (m := re.search(r"Exiting as integer gap of (" + _FLOAT + r")", s)):
+            gap_exit = float(m.group(1)) + rounding_slack(m.group(1), significant=False)
+        elif result_line is None and (m := re.search(r"Search completed - best objective (" + _FLOAT + r")", s)):
+            # best - gap: the best possible value CBC held when it stopped on the gap (each
+            # printed number widened by half a unit of its last written digit)
+            best = float(m.group(1)) - rounding_slack(m.group(1), significant=False)
+            gap_bound = None if gap_exit is None else best - gap_exit
+            gap_exit = None
         if s.startswith("Result - "):
             result_line = s[len("Result - ") :]
             termination = parse_cbc_result(result_line)
@@ -200,6 +210,8 @@ def parse_cbc_log(log: str) -> CbcLog:
     if termination is not None and termination is not Termination.OPTIMAL and partial is not None:
         candidates = [v for v in (lower, partial) if v is not None and math.isfinite(v)]
         lower = max(candidates) if candidates else lower
+    if result_line == "Optimal solution found (within gap tolerance)" and gap_bound is not None and math.isfinite(gap_bound):
+        lower = gap_bound if lower is None else max(lower, gap_bound)  # "Lower bound:" is printed with 3 decimals
     return CbcLog(result_line, termination, has_solution, objective, lower, nodes, iterations)
 
 
@@ -269,6 +281,13 @@ def cbc_arguments(options: SolveOptions, is_mip: bool) -> list[str]:
         args += ["-threads", str(int(options.threads))]
     if options.seed is not None:
         args += ["-randomSeed", str(int(options.seed)), "-randomCbcSeed", str(int(options.seed))]
+    if is_mip and "increment" not in options.raw:
+        # CBC's default cutoff increment is 1e-5 in objective units: it then ignores better
+        # solutions within 1e-5 and still says "Optimal solution found" (on an objective in
+        # seconds it proved 0.0061878 optimal where 0.0061858 exists). Only the gap
+        # tolerances above may end the search early; an integral objective still gets its
+        # own increment (gcd of the costs) from CBC, which loses nothing.
+        args += ["-increment", "0"]
     for key, value in options.raw.items():
         args += [f"-{key}"] + ([] if value is None or value == "" else [str(value)])
     return args
@@ -338,8 +357,9 @@ def _solve_cbc_in_process(arrays: ModelArrays, options: SolveOptions, warm_start
         nodes=parsed.nodes,
         iterations=parsed.iterations,
         # "Optimal solution found" means the search completed; "(within gap tolerance)"
-        # does not, and then only the printed lower bound counts
-        proven_optimal_bound=parsed.result_line != "Optimal solution found (within gap tolerance)",
+        # does not, and then only the bound read from the log counts; a cutoff increment
+        # given by the user makes even a completed search end short of the optimum
+        proven_optimal_bound=parsed.result_line != "Optimal solution found (within gap tolerance)" and not float(options.raw.get("increment") or 0.0),
     )
 
 
@@ -464,7 +484,10 @@ def solve_pulp_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np.
     if info.primal_solution_status == 2 or arrays.num_vars == 0:
         values = fill_unmentioned(np.array([np.nan if v.varValue is None else float(v.varValue) for v in xs]), arrays)
     bound_min: float | None = None
-    if arrays.is_mip and np.isfinite(info.mip_dual_bound):
+    # PuLP drops variables no row mentions, so HiGHS may have been handed an LP: then its
+    # mip_dual_bound is not set (0.0), and the LP optimum is the bound (finish_result)
+    highs_ran_a_mip = bool(np.any(np.asarray(highs.getLp().integrality_) != 0))
+    if arrays.is_mip and highs_ran_a_mip and np.isfinite(info.mip_dual_bound):
         bound_min = float(info.mip_dual_bound)
     nodes = int(info.mip_node_count) if arrays.is_mip and info.mip_node_count >= 0 else None
     return finish_result(

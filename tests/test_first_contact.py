@@ -1,0 +1,210 @@
+"""What a new user meets first: `--json` is one JSON document, bad input is a named error
+with exit 2 (never a traceback), options are checked, and every exception that leaves
+`distplan.solve` is a `DistplanError` (issue 17)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import distplan
+from distplan.cli import main
+from distplan.errors import DistplanError, InfeasibleError, InputError
+from distplan.formulations.registry import formulations
+
+#: small instances per kind, tried in order: every formulation must print its result on at
+#: least one of them (a schedule may not apply to a placement, or need more memory)
+CANDIDATES = {
+    "placement": ["placement-small-1"],
+    "sharding": ["gpt-1layer-tp8"],
+    "compression": ["compression-mlp-small"],
+    "pipeline": ["{pipeline_split}", "{pipeline_chunks}", "pipeline-tessel-vshape"],
+    "bandwidth": ["libra-resnet50-3d-total500"],
+}
+
+JSON_CASES = [pytest.param(kind, f.name, id=f"{kind}-{f.name}") for kind in CANDIDATES for f in sorted(formulations(kind), key=lambda f: f.name)]
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Pipeline instances with the B/W split and unlimited memory, one with 2 chunks per device."""
+    from distplan.instances.pipelines import make_pipeline
+
+    tmp = tmp_path_factory.mktemp("made")
+    split = make_pipeline("v", 4, 4, forward_time=1.0, backward_time=2.0, weight_time=1.0)
+    chunks = make_pipeline("v", 4, 4, forward_time=1.0, backward_time=2.0, weight_time=1.0, chunks=2)
+    split.to_json(tmp / "split.json")
+    chunks.to_json(tmp / "chunks.json")
+    return {"pipeline_split": str(tmp / "split.json"), "pipeline_chunks": str(tmp / "chunks.json")}
+
+
+@pytest.mark.parametrize(("kind", "formulation"), JSON_CASES)
+def test_json_prints_exactly_one_document(kind: str, formulation: str, made: dict[str, str], capfd: pytest.CaptureFixture[str]) -> None:
+    """capfd reads file descriptor 1 itself: a banner a C library prints is caught too. A
+    formulation that does not apply to an instance says so on stderr, stdout stays empty."""
+    printed = []
+    for candidate in CANDIDATES[kind]:
+        rc = main(["solve", candidate.format(**made), "-f", formulation, "--time-limit", "10", "--json"])
+        captured = capfd.readouterr()
+        if rc != 0:
+            assert rc in (2, 3) and captured.out == "" and captured.err.startswith("error: "), (rc, captured)
+            continue
+        doc = json.loads(captured.out)  # one document and nothing else: json.loads rejects trailing text
+        printed.append(doc)
+        assert doc["formulation"] == formulation and doc["kind"] == kind
+        assert doc["gap_tolerance"] > 0
+        if doc["plan"] is None:  # a bound-only formulation
+            assert doc["status"] == "none" and doc["bound"] is not None
+        else:
+            assert doc["status"] in ("optimal", "feasible")
+            if doc["bound"] is not None:
+                assert doc["bound"] <= doc["objective"]
+        break
+    assert printed, f"{formulation} printed a result on none of {CANDIDATES[kind]}"
+
+
+def test_list_and_import_print_no_solver_banner(capfd: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "backends"]) == 0
+    out = capfd.readouterr().out
+    assert "Running HiGHS" not in out and "Copyright" not in out
+    assert out.startswith("backends:")
+
+
+def _bad_files(tmp: Path) -> dict[str, Path]:
+    corrupt_gz = tmp / "corrupt.json.gz"
+    corrupt_gz.write_bytes(b"\x1f\x8b\x08\x00" + os.urandom(2000))
+    not_gz = tmp / "plain.json.gz"
+    not_gz.write_bytes(b'{"format": "distplan/1"}')
+    binary = tmp / "binary.json"
+    binary.write_bytes(bytes(range(256)) * 4096)  # 1 MiB, not UTF-8
+    gz_binary = tmp / "binary.json.gz"
+    gz_binary.write_bytes(gzip.compress(bytes(range(128, 256)) * 64))
+    syntax = tmp / "syntax.json"
+    syntax.write_text('{"format": "distplan/1", "kind": "placement",,}')
+    unknown_op = tmp / "unknown_op.json"
+    tiny = {
+        "format": "distplan/1",
+        "kind": "placement",
+        "name": "tiny",
+        "graph": {"ops": [{"name": "a", "time": 0.001, "memory": 1}], "edges": [{"src": "a", "dst": "foo", "bytes": 8}]},
+        "cluster": {"devices": [{"name": "gpu0", "memory": 100}], "bandwidth": 1e10, "latency": 1e-5},
+    }
+    unknown_op.write_text(json.dumps(tiny))
+    return {
+        "corrupt_gz": corrupt_gz,
+        "not_gz": not_gz,
+        "binary": binary,
+        "gz_binary": gz_binary,
+        "syntax": syntax,
+        "unknown_op": unknown_op,
+        "directory": tmp,
+        "missing": tmp / "missing.json",
+    }
+
+
+#: (case, argv with {placeholders} for the files above, what the message must name)
+CLI_BAD_INPUT = [
+    ("corrupt_gz", ["solve", "{corrupt_gz}", "-f", "baechi_etf"], "corrupt.json.gz: not a valid gzip file"),
+    ("not_gz", ["solve", "{not_gz}", "-f", "baechi_etf"], "plain.json.gz: not a valid gzip file"),
+    ("binary", ["solve", "{binary}", "-f", "baechi_etf"], "binary.json: a binary file"),
+    ("gz_binary", ["inspect", "{gz_binary}"], "binary.json.gz: compressed data that is not UTF-8"),
+    ("syntax", ["validate", "{syntax}"], "syntax.json: not valid JSON"),
+    ("unknown_op", ["solve", "{unknown_op}", "-f", "baechi_etf"], "graph.edges[0].dst"),
+    ("directory", ["solve", "{directory}", "-f", "baechi_etf"], "no file and no bundled instance"),
+    ("missing_instance", ["solve", "{missing}", "-f", "baechi_etf"], "missing.json"),
+    ("missing_plan", ["evaluate", "placement-small-1", "{missing}"], "missing.json: no such file"),
+    ("plan_is_binary", ["evaluate", "placement-small-1", "{binary}"], "binary.json: a binary file"),
+    ("wrong_kind", ["solve", "placement-small-1", "-f", "tag_sfb"], "'tag_sfb' is a compression formulation"),
+    ("unknown_formulation", ["solve", "placement-small-1", "-f", "nope"], "unknown placement formulation 'nope'"),
+    ("unknown_backend", ["solve", "placement-small-1", "-f", "placement_milp", "-b", "nope"], "unknown backend 'nope'"),
+    ("time_limit_zero", ["solve", "placement-small-1", "-f", "baechi_etf", "--time-limit", "0"], "time_limit: must be a positive"),
+    ("time_limit_negative", ["solve", "placement-small-1", "-f", "baechi_etf", "--time-limit", "-1"], "time_limit: must be a positive"),
+    ("time_limit_nan", ["solve", "placement-small-1", "-f", "baechi_etf", "--time-limit", "nan"], "time_limit: must be a positive"),
+    ("mip_gap", ["solve", "placement-small-1", "-f", "placement_milp", "--mip-gap", "2"], "mip_gap: must be a relative gap"),
+    ("threads", ["solve", "placement-small-1", "-f", "placement_milp", "--threads", "0"], "threads: must be a whole number"),
+    ("unknown_param", ["solve", "placement-small-1", "-f", "baechi_sct", "--param", "thetaa=0.1"], "params.thetaa"),
+    ("export_algorithm", ["export", "placement-small-1", "-f", "baechi_etf", "--to", "{directory}/m.mps"], "is an algorithm, not a model"),
+]
+
+
+@pytest.mark.parametrize(("case", "argv", "named"), CLI_BAD_INPUT, ids=[c[0] for c in CLI_BAD_INPUT])
+def test_bad_input_is_a_named_error_with_exit_2(
+    case: str, argv: list[str], named: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    files = {k: str(v) for k, v in _bad_files(tmp_path).items()}
+    rc = main([a.format(**files) for a in argv])
+    captured = capfd.readouterr()
+    assert rc == 2, (case, captured.err)
+    assert named in captured.err, captured.err
+    assert "Traceback" not in captured.err and captured.out == ""
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"time_limit": 0}, "time_limit"),
+        ({"time_limit": -1.0}, "time_limit"),
+        ({"time_limit": float("inf")}, "time_limit"),
+        ({"mip_gap": -0.1}, "mip_gap"),
+        ({"threads": 0}, "threads"),
+        ({"thetaa": 0.1}, "params.thetaa"),
+    ],
+)
+def test_api_checks_options_before_solving(kwargs: dict[str, object], field: str) -> None:
+    with pytest.raises(InputError) as err:
+        distplan.solve("placement-small-1", "baechi_sct", **kwargs)  # type: ignore[arg-type]
+    assert err.value.path == field
+
+
+@pytest.mark.parametrize("case", ["corrupt_gz", "binary", "missing", "directory"])
+def test_api_raises_input_errors_for_unreadable_files(case: str, tmp_path: Path) -> None:
+    path = _bad_files(tmp_path)[case]
+    with pytest.raises(InputError):
+        distplan.solve(path, "baechi_etf")
+
+
+def test_api_wrong_kind_names_the_formulations_kind() -> None:
+    with pytest.raises(InputError, match="'tag_sfb' is a compression formulation, and this is a placement instance"):
+        distplan.solve("placement-small-1", "tag_sfb")
+
+
+def test_api_rejects_a_non_instance() -> None:
+    with pytest.raises(InputError, match="is not an instance"):
+        distplan.solve(42, "baechi_etf")
+
+
+def test_every_exception_from_solve_is_a_distplan_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bug inside a formulation still leaves `solve` as a DistplanError, with its cause."""
+    import dataclasses
+
+    from distplan.formulations import registry
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise KeyError("boom")
+
+    etf = registry.get_formulation("placement", "baechi_etf")
+    monkeypatch.setitem(registry._FORMULATIONS, ("placement", "baechi_etf"), dataclasses.replace(etf, run=broken))
+    with pytest.raises(DistplanError) as err:
+        distplan.solve("placement-small-1", "baechi_etf")
+    assert isinstance(err.value.__cause__, KeyError)
+
+
+def test_an_op_larger_than_every_device_is_infeasible_exit_3(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    doc = {
+        "format": "distplan/1",
+        "kind": "placement",
+        "name": "too-big",
+        "graph": {"ops": [{"name": "a", "time": 0.001, "memory": 200}], "edges": []},
+        "cluster": {"devices": [{"name": "gpu0", "memory": 100}, {"name": "gpu1", "memory": 150}], "bandwidth": 1e10, "latency": 1e-5},
+    }
+    path = tmp_path / "too-big.json"
+    path.write_text(json.dumps(doc))
+    assert main(["solve", str(path), "-f", "baechi_etf"]) == 3
+    err = capfd.readouterr().err
+    assert "gpu1" in err and "short by 50 bytes" in err
+    with pytest.raises(InfeasibleError):
+        distplan.solve(path, "baechi_etf")
