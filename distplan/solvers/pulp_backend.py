@@ -118,6 +118,10 @@ class CbcLog:
     lower_bound: float | None  # proven lower bound, weakened by the printed rounding
     nodes: int | None
     iterations: int | None
+    #: "Objective value:" less half a unit of its last printed digit: the bound a completed
+    #: search proves (the solution file's values carry only 8 significant digits, so c @ x
+    #: of them can exceed the optimum: 2202.2764 for 2202.27636508)
+    objective_lower: float | None = None
 
 
 _FLOAT = r"[-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|inf|nan)"
@@ -163,6 +167,7 @@ def parse_cbc_log(log: str) -> CbcLog:
     termination: Termination | None = None
     has_solution: bool | None = None
     objective: float | None = None
+    objective_lower: float | None = None
     lower: float | None = None
     nodes: int | None = None
     iterations: int | None = None
@@ -188,6 +193,7 @@ def parse_cbc_log(log: str) -> CbcLog:
             m = re.search(_FLOAT, s[len("Objective value:") :])
             if m:
                 objective = float(m.group(0))
+                objective_lower = objective - rounding_slack(m.group(0), significant=False)
                 has_solution = True
         elif result_line is not None and s.startswith("No feasible solution found"):
             has_solution = False
@@ -212,7 +218,7 @@ def parse_cbc_log(log: str) -> CbcLog:
         lower = max(candidates) if candidates else lower
     if result_line == "Optimal solution found (within gap tolerance)" and gap_bound is not None and math.isfinite(gap_bound):
         lower = gap_bound if lower is None else max(lower, gap_bound)  # "Lower bound:" is printed with 3 decimals
-    return CbcLog(result_line, termination, has_solution, objective, lower, nodes, iterations)
+    return CbcLog(result_line, termination, has_solution, objective, lower, nodes, iterations, objective_lower)
 
 
 def read_cbc_solution(path: str, n: int) -> tuple[str, np.ndarray | None]:
@@ -341,6 +347,9 @@ def _solve_cbc_in_process(arrays: ModelArrays, options: SolveOptions, warm_start
         has_solution = termination is Termination.OPTIMAL
         raw = first_line
     bound_min = parsed.lower_bound if arrays.is_mip else None
+    completed = parsed.result_line != "Optimal solution found (within gap tolerance)" and not float(options.raw.get("increment") or 0.0)
+    if termination is Termination.OPTIMAL and completed and bound_min is None:
+        bound_min = parsed.objective_lower
     if termination in (Termination.UNBOUNDED, Termination.INFEASIBLE_OR_UNBOUNDED):
         has_solution = True  # finish_result keeps the point only if it proves unboundedness
     return finish_result(
@@ -359,7 +368,7 @@ def _solve_cbc_in_process(arrays: ModelArrays, options: SolveOptions, warm_start
         # "Optimal solution found" means the search completed; "(within gap tolerance)"
         # does not, and then only the bound read from the log counts; a cutoff increment
         # given by the user makes even a completed search end short of the optimum
-        proven_optimal_bound=parsed.result_line != "Optimal solution found (within gap tolerance)" and not float(options.raw.get("increment") or 0.0),
+        proven_optimal_bound=completed,
     )
 
 

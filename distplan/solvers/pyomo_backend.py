@@ -387,10 +387,12 @@ def _solve_shell_in_process(
         if parsed.termination is not None:  # CBC's own result line is more exact than Pyomo's reading
             termination = parsed.termination
             has_solution = parsed.has_solution
+        proven_optimal_bound = parsed.result_line != "Optimal solution found (within gap tolerance)"
         if arrays.is_mip:
             bound_min = parsed.lower_bound
+            if termination is Termination.OPTIMAL and proven_optimal_bound and bound_min is None:
+                bound_min = parsed.objective_lower  # the solution's values carry 8 digits only
         nodes, iterations = parsed.nodes, parsed.iterations
-        proven_optimal_bound = parsed.result_line != "Optimal solution found (within gap tolerance)"
     else:
         glpk_term, glpk_bound = parse_glpk_log(log)
         if glpk_term is not None:
