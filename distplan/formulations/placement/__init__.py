@@ -61,16 +61,14 @@ _sct = from_blocks(
     exact=False,
     bounds=sct.lp_bounds,
     reference=BAECHI + "; Hanen & Munier, Discrete Applied Math. 108 (2001)",
-    params={"theta": 0.5, "barrier_above_edges": 10000},
+    params={"theta": 0.5, "barrier_above_edges": 10000, "lp_max_edges": 5000},
 )
 
 
 def _run_sct(inst: PlacementInstance, ctx: RunContext) -> Outcome:
-    """Large SCT LPs are degenerate for simplex: above ``barrier_above_edges`` edges the
-    backend is asked for its interior-point method (10k ops: 15 s instead of 205 s on HiGHS)."""
-    if ctx.options.lp_method == "auto" and inst.n_edges > int(ctx.param("barrier_above_edges", 10000)):
-        ctx = RunContext(ctx.backend, ctx.options.with_(lp_method="barrier"), ctx.params)
-    return _sct.run(inst, ctx)
+    """The LP on the instance up to ``lp_max_edges`` edges, on a contracted graph above
+    (`sct.run_sct`)."""
+    return sct.run_sct(inst, ctx, _sct.run)
 
 
 register(replace(_sct, run=_run_sct))
