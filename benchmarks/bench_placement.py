@@ -3,6 +3,7 @@
     python benchmarks/bench_placement.py gnmt      # makespan and placement time per formulation
     python benchmarks/bench_placement.py memory    # smallest per-device memory each formulation handles
     python benchmarks/bench_placement.py scaling [--sizes 1000,10000,100000]
+    python benchmarks/bench_placement.py speed [--sizes 10000,100000] [--runs 3]   # issue 20
 
 Times are seconds of the formulation alone (coarsening reported separately); makespans in
 milliseconds, re-evaluated by the independent evaluator. The reference figures (Baechi's
@@ -13,7 +14,14 @@ REFERENCES.md: m-TOPO 183.1 ms, m-ETF 169.4 ms, m-SCT 149.4 ms, single device 11
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
+import resource
+import statistics
+import sys
 import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -120,10 +128,102 @@ def scaling(sizes: list[int]) -> None:
                   f"{t['solve_seconds']:>8.3f} {res.objective / res.bound:>15.3f}")
 
 
+def _reference_scheduler() -> Callable[..., Any]:
+    """The direct list scheduler distplan used before issue 20 (tests/placement_reference.py)."""
+    path = Path(__file__).resolve().parent.parent / "tests" / "placement_reference.py"
+    spec = importlib.util.spec_from_file_location("placement_reference", path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["placement_reference"] = mod
+    spec.loader.exec_module(mod)
+    return mod.reference_list_schedule  # type: ignore[no-any-return]
+
+
+@contextlib.contextmanager
+def _old_code() -> Iterator[None]:
+    """Run the Baechi heuristics as before issue 20: the direct list scheduler, the numpy
+    topological order and the SCT LP on the whole graph at any size."""
+    from distplan.formulations.placement import heuristics, sct
+
+    ref = _reference_scheduler()
+    saved = (heuristics.list_schedule, sct.list_schedule, heuristics.topological_positions)
+
+    def old_list_schedule(inst: PlacementInstance, favorite: Any = None, assignment: Any = None, topo: Any = None) -> Any:
+        return ref(inst, favorite=favorite, assignment=assignment)
+
+    heuristics.list_schedule = old_list_schedule  # type: ignore[assignment]
+    sct.list_schedule = old_list_schedule  # type: ignore[assignment]
+    heuristics.topological_positions = lambda inst: (inst.topo_order().tolist(), [])  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        heuristics.list_schedule, sct.list_schedule, heuristics.topological_positions = saved
+
+
+def _timed(inst: PlacementInstance, form: str, runs: int, old: bool, **kw: Any) -> tuple[float, float]:
+    """Median formulation time (s) over ``runs`` solves, and the makespan (s)."""
+    times, obj = [], float("nan")
+    for _ in range(runs):
+        with _old_code() if old else contextlib.nullcontext():
+            res = distplan.solve(inst, form, **kw)
+        times.append(res.timings["formulation_seconds"])
+        obj = res.objective
+    return statistics.median(times), obj
+
+
+HEURISTICS = [("baechi_topo", {}), ("baechi_etf", {}), ("baechi_sct", {"theta": 0.1})]
+
+
+def speed(sizes: list[int], runs: int, gnmt_runs: int, old_max_ops: int) -> None:
+    """Issue 20: formulation time of m-TOPO, m-ETF, m-SCT on random layered DAGs (4 devices)
+    and on fused GNMT-v2 with Baechi's channels, new code against the code before (same run,
+    same machine), with the makespans of both."""
+    from distplan.instances.generators import random_layered_dag
+    from distplan.models.common import instance_from_dict
+
+    print("Fused GNMT-v2 (gnmt-v2-4gpu-channels, --fold), formulation seconds, median of", gnmt_runs)
+    print(f"{'formulation':<22} {'new s':>8} {'old s':>8} {'speed-up':>9} {'new ms':>9} {'old ms':>9}")
+    inst = distplan.load_instance("gnmt-v2-4gpu-channels")
+    for form, params in HEURISTICS:
+        label = form + (f" theta={params['theta']}" if "theta" in params else "")
+        new_t, new_obj = _timed(inst, form, gnmt_runs, False, fold=True, **params)
+        old_t, old_obj = _timed(inst, form, gnmt_runs, True, fold=True, **params)
+        print(f"{label:<22} {new_t:>8.4f} {old_t:>8.4f} {old_t / new_t:>8.1f}x {new_obj * 1e3:>9.3f} {old_obj * 1e3:>9.3f}", flush=True)
+
+    print(f"\nRandom layered DAGs (random_layered_dag, 4 devices, seed 0), formulation seconds, median of {runs}")
+    print(f"{'ops':>8} {'edges':>8} {'formulation':<22} {'new s':>8} {'old s':>8} {'makespan s':>11} {'old makespan':>13}  note")
+    new_times: dict[tuple[str, int], float] = {}
+    for n in sizes:
+        inst = instance_from_dict(random_layered_dag(n, n_devices=4, seed=0))
+        for form, params in HEURISTICS:
+            label = form + (f" theta={params['theta']}" if "theta" in params else "")
+            new_t, new_obj = _timed(inst, form, runs, False, **params)
+            new_times[(form, n)] = new_t
+            note = ""
+            if form == "baechi_sct":
+                res = distplan.solve(inst, form, **params)
+                lpc = res.info.get("lp_coarsened")
+                note = f"LP on {lpc['clusters']} clusters / {lpc['coarse_edges']} edges" if lpc else "LP on the whole graph"
+            old_t, old_obj = float("nan"), float("nan")
+            if n <= old_max_ops and form != "baechi_sct":
+                old_t, old_obj = _timed(inst, form, runs, True, **params)
+            print(f"{n:>8} {inst.n_edges:>8} {label:<22} {new_t:>8.3f} {old_t:>8.3f} {new_obj:>11.4f} {old_obj:>13.4f}  {note}", flush=True)
+    if len(sizes) >= 2:
+        lo, hi = min(sizes), max(sizes)
+        print(f"\nratio of formulation time {hi} / {lo} ops (target <= 12 for x10 ops, and <= 60 s at 100k):")
+        for form, _ in HEURISTICS:
+            print(f"  {form:<14} {new_times[(form, hi)] / new_times[(form, lo)]:>6.1f}x  ({new_times[(form, hi)]:.2f} s)")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    print(f"peak resident memory of this process: {peak:.0f} MiB")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="placement benchmarks")
-    ap.add_argument("what", choices=["gnmt", "memory", "scaling"])
-    ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("what", choices=["gnmt", "memory", "scaling", "speed"])
+    ap.add_argument("--sizes", default=None, help="op counts (scaling: 1000,10000,100000; speed: 10000,100000)")
+    ap.add_argument("--runs", type=int, default=3, help="`speed`: runs per measurement on random DAGs (median)")
+    ap.add_argument("--gnmt-runs", type=int, default=5, help="`speed`: runs per measurement on GNMT (median)")
+    ap.add_argument("--old-max-ops", type=int, default=100000, help="`speed`: time the pre-issue-20 code up to this size")
     ap.add_argument("--steps", type=int, default=10, help="bisection steps for `memory`")
     ap.add_argument("--milp-seconds", type=float, default=60.0, help="time limit of placement_milp on coarse GNMT (0: skip)")
     args = ap.parse_args()
@@ -132,8 +232,10 @@ def main() -> None:
         gnmt(args.milp_seconds)
     elif args.what == "memory":
         memory(args.steps)
+    elif args.what == "speed":
+        speed([int(s) for s in (args.sizes or "10000,100000").split(",")], args.runs, args.gnmt_runs, args.old_max_ops)
     else:
-        scaling([int(s) for s in args.sizes.split(",")])
+        scaling([int(s) for s in (args.sizes or "1000,10000,100000").split(",")])
 
 
 if __name__ == "__main__":
