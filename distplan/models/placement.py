@@ -578,10 +578,14 @@ def evaluate(inst: PlacementInstance, plan: PlacementPlan) -> Check:
         k = int(np.flatnonzero((device < 0) | (device >= nd))[0])
         return Check(False, math.inf, [f"op {inst.op_names[k]!r} has invalid device id {int(device[k])}"])
     groups = inst.colocation_groups()
-    for g in np.unique(groups):
+    n_groups = int(groups.max()) + 1 if n else 0
+    lo = np.full(n_groups, nd, dtype=np.int64)
+    hi = np.full(n_groups, -1, dtype=np.int64)
+    np.minimum.at(lo, groups, device)
+    np.maximum.at(hi, groups, device)
+    for g in np.flatnonzero(lo != hi).tolist():  # O(V): only split groups are looked at
         members = np.flatnonzero(groups == g)
-        if members.size > 1 and np.unique(device[members]).size > 1:
-            violations.append(f"colocation group {inst.colocate[int(members[0])]!r} is split over several devices")
+        violations.append(f"colocation group {inst.colocate[int(members[0])]!r} is split over several devices")
     simulated = plan.start is None or inst.communication == "channels"
     if plan.start is None:
         start = schedule_fixed_placement(inst, device)
