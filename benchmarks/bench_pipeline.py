@@ -40,7 +40,9 @@ import distplan  # noqa: E402
 from distplan.errors import InfeasibleError, InputError  # noqa: E402
 from distplan.formulations.pipeline.baselines import SCHEDULES  # noqa: E402
 from distplan.formulations.pipeline.common import asap, orders_from_starts  # noqa: E402
-from distplan.formulations.pipeline.repetend import Repetend, complete_phases, cyclic_blocks, modulo_backtrack  # noqa: E402
+from distplan.formulations.pipeline.modulo import cyclic_blocks, modulo_backtrack  # noqa: E402
+from distplan.formulations.pipeline.repetend import Repetend  # noqa: E402
+from distplan.formulations.pipeline.tessel import complete_phases  # noqa: E402
 from distplan.formulations.registry import RunContext  # noqa: E402
 from distplan.instances.pipelines import make_pipeline, tessel_case, zero_bubble_case  # noqa: E402
 from distplan.models.pipeline import PipelineInstance, evaluate, make_plan  # noqa: E402

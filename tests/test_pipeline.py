@@ -19,17 +19,15 @@ import distplan
 from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.pipeline.baselines import SCHEDULES, baseline_plan
 from distplan.formulations.pipeline.common import SequenceCycleError, asap, orders_from_starts
+from distplan.formulations.pipeline.modulo import cyclic_blocks, modulo_backtrack
 from distplan.formulations.pipeline.repetend import (
     DEFAULTS,
     REPETEND_BLOCKS,
     Repetend,
     candidate_periods_below,
-    complete_phases,
-    cyclic_blocks,
-    modulo_backtrack,
-    naive_unroll,
     search_repetend,
 )
+from distplan.formulations.pipeline.tessel import complete_phases, naive_unroll
 from distplan.formulations.registry import RunContext, build_model
 from distplan.instances import bundled, load_instance
 from distplan.instances.pipelines import make_pipeline, tessel_case, zero_bubble_case

@@ -4,7 +4,7 @@ placement ZB-V, V-Min, V-Half, V-ZB)."""
 
 from __future__ import annotations
 
-from distplan.formulations.pipeline import baselines, milp, repetend
+from distplan.formulations.pipeline import baselines, milp, repetend, tessel
 from distplan.formulations.pipeline.bounds import pipeline_bounds
 from distplan.formulations.registry import Formulation, register, register_bounds
 
@@ -47,7 +47,7 @@ register(
         name="tessel",
         description="repetend (modulo schedule) MILP minimizing the period, warm-up/cool-down MILPs, unrolled to N",
         program="milp",
-        run=repetend.run_tessel,
+        run=tessel.run_tessel,
         exact=False,
         reference=TESSEL + "; Hanen & Munier, cyclic scheduling (1995)",
         blocks=repetend.REPETEND_BLOCKS,

@@ -24,9 +24,17 @@ import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.pipeline import vshape
-from distplan.formulations.pipeline.common import Orders, SequenceCycleError, asap, block_depth, check_capacity, memory_peaks
+from distplan.formulations.pipeline.common import (
+    Orders,
+    SequenceCycleError,
+    asap,
+    block_depth,
+    check_capacity,
+    memory_peaks,
+    orders_from_starts,
+)
 from distplan.formulations.registry import Outcome, RunContext
-from distplan.models.pipeline import PipelineInstance, PipelinePlan, make_plan
+from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
 
 F, B, W = 0, 1, 2
 
@@ -452,8 +460,6 @@ def v_zb(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
 
 
 def _orders_of(inst: PipelineInstance, start: np.ndarray) -> Orders:
-    from distplan.formulations.pipeline.common import orders_from_starts
-
     return orders_from_starts(inst, start)
 
 
@@ -480,8 +486,6 @@ def baseline_plan(inst: PipelineInstance, name: str) -> PipelinePlan:
 
 def best_baseline(inst: PipelineInstance) -> tuple[str, PipelinePlan] | None:
     """The classic schedule with the least objective that fits in memory (or None)."""
-    from distplan.models.pipeline import evaluate
-
     best: tuple[float, str, PipelinePlan] | None = None
     for name in SCHEDULES:
         try:

@@ -24,15 +24,8 @@ bound ``max_d work_d``. At the largest K the incumbent is proven least: for inte
 by fixed-period feasibility MILPs at the largest period below it that any repetend can
 have (the least period is a cycle ratio L / h with bounded integers, and feasibility is
 monotone in T), otherwise (or when a probe is undecided) by the rate MILP. The search
-never sees N.
 
-The repetend is then unrolled to N micro-batches; the warm-up (the partial periods before
-the first full repetend) and the cool-down (after the last) are re-solved as makespan
-MILPs over their own operations (`milp.OpProblem`) against the fixed steady state, and
-the result is retimed to exact earliest starts. When N is so small that the schedule has
-fewer full repetends than warm-up periods, the whole schedule is completed by the
-whole-schedule MILP instead (bounded size: about 2 K micro-batches), warm-started from the
-better of the unrolled repetend and the classic schedules.
+The repetend is unrolled and completed in `tessel.py`.
 """
 
 from __future__ import annotations
@@ -48,22 +41,13 @@ import numpy as np
 from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.blocks.scheduling import cyclic_no_overlap, cyclic_precedence, modulo_prefix, winding_triangles
 from distplan.formulations.model import Model
-from distplan.formulations.pipeline.baselines import best_baseline
-from distplan.formulations.pipeline.bounds import pipeline_bounds
 from distplan.formulations.pipeline.common import (
-    OpArcs,
-    asap,
     block_depth,
-    check_capacity,
-    dependency_arcs,
     integral_data,
-    orders_from_starts,
-    retime,
 )
-from distplan.formulations.pipeline.compaction import best_candidate, guided
-from distplan.formulations.pipeline.milp import OpProblem, solve_op_problem
-from distplan.formulations.registry import Outcome, RunContext, build_model
-from distplan.models.pipeline import PipelineInstance, make_plan
+from distplan.formulations.pipeline.modulo import Cyclic, cyclic_blocks, longest, modulo_backtrack, modulo_heuristic
+from distplan.formulations.registry import RunContext, build_model
+from distplan.models.pipeline import PipelineInstance
 
 DEFAULTS: dict[str, Any] = {
     "offsets": None,  # periods one micro-batch may span (None: from the critical path)
@@ -77,237 +61,6 @@ DEFAULTS: dict[str, Any] = {
     "baselines": True,  # also evaluate the classic schedules that apply and keep the best plan
     "search_time_limit": None,  # seconds for the repetend search in a tessel run (None: until the period is proven; a budget weakens the heuristics)
 }
-
-
-@dataclass
-class Cyclic:
-    """The blocks the repetend is made of (``unfold`` copies of the micro-batch)."""
-
-    inst: PipelineInstance
-    unfold: int
-    dur: np.ndarray
-    mask: np.ndarray
-    mem: np.ndarray
-    src: np.ndarray
-    dst: np.ndarray
-    gap: np.ndarray  # duration of src + delay
-    block: np.ndarray  # original block of each copy
-    copy: np.ndarray  # copy index of each
-
-    @property
-    def n(self) -> int:
-        return int(self.dur.size)
-
-
-def cyclic_blocks(inst: PipelineInstance, unfold: int) -> Cyclic:
-    nb = inst.n_blocks
-    src, dst, lag = inst.edges
-    u = np.arange(unfold)
-    return Cyclic(
-        inst=inst,
-        unfold=unfold,
-        dur=np.tile(inst.duration, unfold),
-        mask=np.tile(inst.device_mask, (unfold, 1)),
-        mem=np.tile(inst.memory, unfold),
-        src=(u[:, None] * nb + src[None, :]).reshape(-1),
-        dst=(u[:, None] * nb + dst[None, :]).reshape(-1),
-        gap=np.tile(inst.duration[src] + lag, unfold),
-        block=np.tile(np.arange(nb), unfold),
-        copy=np.repeat(u, nb),
-    )
-
-
-def _longest(cy: Cyclic) -> np.ndarray:
-    """(n, n) longest dependency distance sigma_j - sigma_i >= dist[i, j] (-inf if none)."""
-    n = cy.n
-    dist = np.full((n, n), -np.inf)
-    np.fill_diagonal(dist, 0.0)
-    for _ in range(n):
-        changed = False
-        for a, b, g in zip(cy.src.tolist(), cy.dst.tolist(), cy.gap.tolist()):
-            cand = dist[:, a] + g
-            better = cand > dist[:, b]
-            if better.any():
-                dist[better, b] = cand[better]
-                changed = True
-        if not changed:
-            break
-    return dist
-
-
-# -- model blocks ---------------------------------------------------------------------------
-
-
-def _steady_memory(cy: Cyclic, sigma: np.ndarray, period: float) -> np.ndarray:
-    """(n, D) steady-state memory at the start of every cyclic block on each device."""
-    n, nd = cy.n, cy.mask.shape[1]
-    out = np.zeros((n, nd))
-    # q_ab: sigma_b + q T in [sigma_a + d_a, sigma_a + T - d_b]
-    q = np.ceil((sigma[:, None] + cy.dur[:, None] - sigma[None, :]) / period - 1e-9)
-    for d in range(nd):
-        on = cy.mask[:, d]
-        contrib = cy.mem[None, :] * q * on[None, :]
-        np.fill_diagonal(contrib, 0.0)
-        out[:, d] = cy.mem + contrib.sum(axis=1)
-    return out
-
-
-def modulo_heuristic(
-    cy: Cyclic, inst: PipelineInstance, offsets: int, t_lb: float, t_ub: float, nodes: int = 24_000, deadline: float | None = None
-) -> tuple[np.ndarray, float] | None:
-    """Iterative modulo scheduling (Rau, MICRO 1994) without backtracking: for periods
-    T = t_lb, t_lb + step, ..., place blocks in topological order at the earliest time
-    after their dependencies whose modulo-T interval is free on all their devices; keep
-    the first T whose flat schedule spans at most ``offsets`` periods and whose
-    steady-state memory fits. Integral data: `modulo_backtrack` instead, at most ``nodes``
-    placements in all (a third of them for one period). Returns (sigma, T) or None."""
-    integral = integral_data(inst)
-    step = 1.0 if integral else max(t_lb / 64.0, 1e-9)
-    t = math.ceil(t_lb - 1e-9) if integral else t_lb
-    if integral:
-        budget = nodes
-        while t <= t_ub + 1e-9:
-            sigma_found, used = modulo_backtrack(cy, inst, offsets, int(t), max(2 * cy.n, min(budget, nodes // 3)), deadline)
-            budget -= used
-            if sigma_found is not None:
-                return sigma_found, float(t)
-            t += 1
-        return None
-    nb = inst.n_blocks
-    order = np.concatenate([u * nb + inst.topo_order for u in range(cy.unfold)])
-    preds: list[list[tuple[int, float]]] = [[] for _ in range(cy.n)]
-    for a, b, g in zip(cy.src.tolist(), cy.dst.tolist(), cy.gap.tolist()):
-        preds[b].append((a, g))
-    caps = inst.capacity
-    eps = 1e-9 * max(1.0, t_ub)
-    while t <= t_ub + eps:
-        busy: list[list[tuple[float, float]]] = [[] for _ in range(cy.mask.shape[1])]
-        sigma = np.zeros(cy.n)
-        ok = True
-        for b in order.tolist():
-            x = max([sigma[a] + g for a, g in preds[b]], default=0.0)
-            devs = np.flatnonzero(cy.mask[b]).tolist()
-            for _ in range(4 * cy.n + 4):
-                moved = False
-                lo = x % t
-                for d in devs:
-                    for s0, p0 in busy[d]:
-                        # overlap of [lo, lo + p) and [s0, s0 + p0) modulo t
-                        delta = (s0 - lo) % t
-                        if delta < cy.dur[b] - eps or (t - delta) < p0 - eps:
-                            x += (delta + p0) % t if delta < cy.dur[b] - eps else (p0 - (t - delta))
-                            moved = True
-                            break
-                    if moved:
-                        break
-                if not moved:
-                    break
-            else:
-                ok = False
-            if not ok or x + cy.dur[b] > offsets * t + eps:
-                ok = False
-                break
-            sigma[b] = x
-            for d in devs:
-                busy[d].append((x % t, float(cy.dur[b])))
-        if ok:
-            mem = _steady_memory(cy, sigma, t)
-            fits = all(mem[cy.mask[:, d] & (cy.mem > 0), d].max(initial=-np.inf) <= caps[d] + 1e-9 for d in range(cy.mask.shape[1]))
-            if fits:
-                return sigma, float(t)
-        t += step
-    return None
-
-
-def modulo_backtrack(
-    cy: Cyclic, inst: PipelineInstance, offsets: int, period: int, node_limit: int = 8_000, deadline: float | None = None
-) -> tuple[np.ndarray | None, int]:
-    """Integral data, integer period: depth-first modulo scheduling with backtracking.
-
-    Blocks in topological order (copies in order, each copy's first block no earlier
-    than the previous copy's), each at its earliest start after its dependencies plus a
-    delay in ``[0, period)`` whose residues are free on all its devices (Python-int
-    reservation masks), the flat schedule within ``offsets`` periods, steady-state memory
-    checked on complete schedules. The first branch is Rau's greedy placement; at most
-    ``node_limit`` placements are tried (fewer when the ``time.perf_counter()`` deadline
-    passes). Returns flat starts (seconds) or None, and the number of placements tried."""
-    n, nd, t = cy.n, cy.mask.shape[1], period
-    nb = inst.n_blocks
-    order = np.concatenate([u * nb + inst.topo_order for u in range(cy.unfold)]).tolist()
-    preds: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    for a, b, g in zip(cy.src.tolist(), cy.dst.tolist(), np.round(cy.gap).astype(np.int64).tolist()):
-        preds[b].append((a, g))
-    first = int(inst.topo_order[0])
-    for u in range(1, cy.unfold):  # copy order (symmetry): as the MILP's copy-order rows
-        preds[u * nb + first].append(((u - 1) * nb + first, 0))
-    dur = np.round(cy.dur).astype(np.int64).tolist()
-    if max(dur, default=0) > t:
-        return None, 0
-    devs = [np.flatnonzero(cy.mask[b]).tolist() for b in range(n)]
-    full = (1 << t) - 1
-    span = [((1 << d) - 1) for d in dur]
-    caps = inst.capacity
-    dist = _longest(cy)
-    tail = np.where(np.isfinite(dist), dist + cy.dur[None, :], -np.inf).max(axis=1)
-    last_start = (offsets * t - np.round(tail).astype(np.int64)).tolist()  # the rest must fit
-    occ = [0] * nd
-    sigma = [0] * n
-    budget = [node_limit]
-
-    # steady-state memory of a device is known once its last memory block is placed
-    position = {b: i for i, b in enumerate(order)}
-    checks: list[list[int]] = [[] for _ in range(n)]
-    holders: list[list[tuple[int, float]]] = []
-    for d in range(nd):
-        on = [b for b in range(n) if cy.mask[b, d] and cy.mem[b] != 0]
-        holders.append([(b, float(cy.mem[b])) for b in on])
-        if on and math.isfinite(caps[d]) and any(cy.mem[b] > 0 for b in on):
-            checks[max(position[b] for b in on)].append(d)
-
-    def fits(d: int) -> bool:
-        """`_steady_memory` of one device in plain Python (integers; called at every placement)."""
-        for a, mu_a in holders[d]:
-            if mu_a > 0:
-                end = sigma[a] + dur[a]
-                if mu_a + sum(mu * -((sigma[b] - end) // t) for b, mu in holders[d] if b != a) > caps[d] + 1e-9:
-                    return False
-        return True
-
-    def place(i: int, slack: int) -> bool:
-        """Place blocks i.. taking the j-th free start at a cost of j discrepancies."""
-        if i == n:
-            return True
-        b = order[i]
-        est = max((sigma[a] + g for a, g in preds[b]), default=0)
-        j = 0
-        for x in range(est, min(est + t, last_start[b] + 1)):
-            r = x % t
-            m = ((span[b] << r) | (span[b] >> (t - r))) & full
-            if any(occ[d] & m for d in devs[b]):
-                continue
-            budget[0] -= 1
-            if budget[0] < 0 or (deadline is not None and budget[0] % 256 == 0 and time.perf_counter() > deadline):
-                budget[0] = min(budget[0], -1)
-                return False
-            for d in devs[b]:
-                occ[d] |= m
-            sigma[b] = x
-            ok = all(fits(d) for d in checks[i]) and place(i + 1, slack - j)
-            for d in devs[b]:
-                occ[d] &= ~m
-            if ok:
-                return True
-            j += 1
-            if j > slack or budget[0] < 0:
-                return False
-        return False
-
-    for discrepancies in range(n + 1):  # limited discrepancy search (Harvey & Ginsberg 1995)
-        if place(0, discrepancies):
-            return np.asarray(sigma, dtype=float), node_limit - budget[0]
-        if budget[0] < 0:
-            break
-    return None, node_limit - max(budget[0], 0)
 
 
 def rep_prepare(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> None:
@@ -332,7 +85,7 @@ def rep_prepare(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> N
     t_lb = float(max(work.max(), cy.dur.max()))
     _, _, lag = inst.edges
     t_ub = max(float(unfold * (inst.duration.sum() + lag.sum())), t_lb)
-    dist = _longest(cy)
+    dist = longest(cy)
     crit = float(np.max(block_depth(inst) + inst.duration))
     k = params.get("offsets")
     k = int(k) if k is not None else int(min(max(2, math.ceil(crit / t_lb) + 2), 2 * inst.n_blocks + 2))
@@ -476,7 +229,7 @@ def _warm(model: Model, data: dict[str, Any], sigma: np.ndarray, period: float) 
     return model.vector(vals)
 
 
-def _sub_ctx(ctx: RunContext, limit: float, share: float = 1 / 3) -> RunContext:
+def sub_ctx(ctx: RunContext, limit: float, share: float = 1 / 3) -> RunContext:
     """A context for one auxiliary solve: at most ``limit`` seconds (and ``share`` of what
     remains), recording into the run's solver results."""
     remaining = ctx.remaining_time()
@@ -491,7 +244,7 @@ def probe_period(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any]
     ``probe_time_limit`` seconds): (flat starts in seconds, or None; True when proven
     infeasible). None and False: undecided within the time limit."""
     mp, _ = build_model("tessel-probe", REPETEND_BLOCKS, inst, {**params, "_t": float(period), "_feasibility": True})
-    rp = _sub_ctx(ctx, float(params.get("probe_time_limit", DEFAULTS["probe_time_limit"]))).solve_model(mp)
+    rp = sub_ctx(ctx, float(params.get("probe_time_limit", DEFAULTS["probe_time_limit"]))).solve_model(mp)
     if rp.values is not None:
         return np.asarray(rp.values_by_block["theta"], dtype=float) * float(period), False
     return None, rp.termination.value in ("infeasible", "infeasible_or_unbounded")
@@ -545,7 +298,7 @@ def search_repetend(inst: PipelineInstance, ctx: RunContext, params: dict[str, A
     if params.get("min_flat_length", True):
         t1 = time.perf_counter()
         m2, d2 = build_model("tessel-flat", REPETEND_BLOCKS, inst, {**params, "offsets": k, "_t": period})
-        r2 = _sub_ctx(ctx, float(params.get("flat_time_limit", 0.5))).solve_model(m2, warm_start=_warm(m2, d2, sigma, period), build_seconds=time.perf_counter() - t1)
+        r2 = sub_ctx(ctx, float(params.get("flat_time_limit", 0.5))).solve_model(m2, warm_start=_warm(m2, d2, sigma, period), build_seconds=time.perf_counter() - t1)
         if r2.values is not None:
             sigma = np.asarray(r2.values_by_block["theta"], dtype=float) * period
     sigma = sigma - sigma.min()
@@ -627,7 +380,7 @@ def _search_once(
     remaining = ctx.remaining_time()
     if remaining is not None and heur and params.get("_deadline") is None:  # leave the warm-up and cool-down their time
         reserve = 2 * float(params.get("phase_time_limit", DEFAULTS["phase_time_limit"])) + float(params.get("flat_time_limit", DEFAULTS["flat_time_limit"]))
-        ctx = _sub_ctx(ctx, remaining - reserve, share=1.0)
+        ctx = sub_ctx(ctx, remaining - reserve, share=1.0)
     res = ctx.solve_model(model, warm_start=warm, build_seconds=build_seconds)
     if res.values is None and heur and res.termination.value not in ("infeasible", "infeasible_or_unbounded"):
         bound = None if res.bound is None or res.bound <= 0 else 1.0 / res.bound  # rate bound: a period bound
@@ -644,6 +397,13 @@ def _search_once(
         period = float(round(period))
     sigma = np.asarray(res.values_by_block["theta"], dtype=float) * period
     bound = None if res.bound is None or res.bound <= 0 else 1.0 / res.bound
+    if bound is not None and bound < period and integral_data(inst):
+        # no repetend period lies strictly between the largest candidate below the
+        # incumbent and the incumbent (`candidate_periods_below`): a bound above that
+        # candidate is the incumbent itself (removes the solver's tolerance, e.g. 6.99995)
+        cand = candidate_periods_below(data["cyclic"], float(data["t_lb"]), Fraction(period).limit_denominator(10**6))
+        if cand is None or bound > float(cand):
+            bound = period
     return sigma, period, bound, res.termination.value == "optimal", int(data["offsets"]), data
 
 
@@ -687,264 +447,3 @@ def _prove_by_candidates(
     if sigma is not None:
         return (sigma, float(cand)), False
     return heur, infeasible
-
-
-def naive_unroll(inst: PipelineInstance, rep: Repetend) -> np.ndarray:
-    """(B, N) start times: copy u of block b for super-step M runs micro-batch U M + u."""
-    nb, n, u = inst.n_blocks, inst.micro_batches, rep.unfold
-    start = np.zeros((nb, n))
-    for m in range(n):
-        big, c = divmod(m, u)
-        start[:, m] = rep.sigma[c * nb : (c + 1) * nb] + big * rep.period
-    return start
-
-
-def _phase_problem(
-    inst: PipelineInstance, start: np.ndarray, free: np.ndarray, kind: str, horizon_extra: float
-) -> tuple[OpProblem, np.ndarray, float]:
-    """The MILP of the free operations (warm-up or cool-down) against the fixed rest."""
-    n = inst.micro_batches
-    ops = np.flatnonzero(free.reshape(-1))
-    local = -np.ones(inst.n_blocks * n, dtype=np.int64)
-    local[ops] = np.arange(ops.size)
-    flat = start.reshape(-1)
-    dur_op = np.repeat(inst.duration, n)
-    mask_op = np.repeat(inst.device_mask, n, axis=0)
-    mem_op = np.repeat(inst.memory, n)
-    arcs = dependency_arcs(inst)
-    b = np.repeat(np.arange(inst.n_blocks), n - 1)
-    m = np.tile(np.arange(n - 1), inst.n_blocks)
-    src = np.concatenate([arcs.src, b * n + m])
-    dst = np.concatenate([arcs.dst, b * n + m + 1])
-    gap = np.concatenate([arcs.gap, inst.duration[b]])
-    inside = (local[src] >= 0) & (local[dst] >= 0)
-    sub = OpArcs(local[src[inside]], local[dst[inside]], gap[inside])
-    fixed_ops = np.flatnonzero(~free.reshape(-1))
-    nd = inst.n_devices
-    if kind == "warmup":
-        # free -> fixed: s_free + gap <= base + shift; device: free ends before the first fixed op
-        cross = (local[src] >= 0) & (local[dst] < 0)
-        d_ops = [local[src[cross]]]
-        d_gap = [gap[cross]]
-        d_base = [flat[dst[cross]]]
-        for d in range(nd):
-            fd = fixed_ops[mask_op[fixed_ops, d]]
-            vd = ops[mask_op[ops, d]]
-            if fd.size and vd.size:
-                d_ops.append(local[vd])
-                d_gap.append(dur_op[vd])
-                d_base.append(np.full(vd.size, flat[fd].min()))
-        base = np.concatenate(d_base)
-        horizon = float(base.max())
-        prob = OpProblem(
-            name=f"{inst.name}-warmup",
-            dur=dur_op[ops],
-            mask=mask_op[ops],
-            mem=mem_op[ops],
-            arcs=sub,
-            capacity=inst.capacity,
-            horizon=horizon,
-            objective="shift",
-            deadline_ops=np.concatenate(d_ops),
-            deadline_gap=np.concatenate(d_gap),
-            deadline_base=base,
-            integral=False,
-            block_of=ops // n,
-            block_reach=inst.reach,
-        )
-        return prob, ops, 0.0
-    # cool-down: release times from the fixed part; memory held after it
-    release = np.zeros(ops.size)
-    cross = (local[src] < 0) & (local[dst] >= 0)
-    np.maximum.at(release, local[dst[cross]], flat[src[cross]] + gap[cross])
-    init = np.zeros(nd)
-    for d in range(nd):
-        fd = fixed_ops[mask_op[fixed_ops, d]]
-        init[d] = mem_op[fd].sum()
-        vd = ops[mask_op[ops, d]]
-        if fd.size and vd.size:
-            release[local[vd]] = np.maximum(release[local[vd]], (flat[fd] + dur_op[fd]).max())
-    t_shift = float(release.min()) if release.size else 0.0
-    horizon = float((flat[ops] + dur_op[ops]).max()) - t_shift + horizon_extra
-    prob = OpProblem(
-        name=f"{inst.name}-cooldown",
-        dur=dur_op[ops],
-        mask=mask_op[ops],
-        mem=mem_op[ops],
-        arcs=sub,
-        capacity=inst.capacity,
-        horizon=horizon,
-        objective="makespan",
-        release=release - t_shift,
-        init_mem=init,
-        integral=False,
-        block_of=ops // n,
-        block_reach=inst.reach,
-    )
-    return prob, ops, t_shift
-
-
-def complete_phases(
-    inst: PipelineInstance, rep: Repetend, ctx: RunContext, limit: float, model: str = "auto", seed: tuple[str, np.ndarray] | None = None
-) -> tuple[np.ndarray, dict[str, Any]]:
-    """Unroll, then re-solve warm-up and cool-down as MILPs against the steady state
-    (for small N the whole schedule, warm-started from ``seed`` when it is better)."""
-    n, nb, u = inst.micro_batches, inst.n_blocks, rep.unfold
-    start = naive_unroll(inst, rep)
-    info: dict[str, Any] = {}
-    # period index of every operation in the naive unroll
-    offs = np.floor((rep.sigma + 1e-9 * max(1.0, rep.period)) / rep.period).astype(np.int64)  # per cyclic block
-    k_eff = int(offs.max()) + 1
-    steps = (n + u - 1) // u
-    period_of = np.zeros((nb, n), dtype=np.int64)
-    for m in range(n):
-        big, c = divmod(m, u)
-        period_of[:, m] = big + offs[c * nb : (c + 1) * nb]
-    first_full, last_full = k_eff - 1, steps - 1
-    if last_full - first_full + 1 < first_full:
-        # fewer full repetends than warm-up periods: warm-up and cool-down are (nearly) the
-        # whole schedule, so complete it with the whole-schedule MILP (its size is bounded
-        # by 2 x offsets micro-batches), warm-started from the better of the unrolled
-        # repetend and the classic schedules
-        return _complete_whole(inst, start, ctx, max(limit, 1.0), model, info, seed)
-    warm = period_of < first_full
-    if warm.any():
-        prob, ops, _ = _phase_problem(inst, start, warm, "warmup", 0.0)
-        s, res, _ = solve_op_problem(prob, _sub_ctx(ctx, limit), start.reshape(-1)[ops], model)
-        if s is not None:
-            shift = float(np.max(s[prob.deadline_ops] + prob.deadline_gap - prob.deadline_base)) if prob.deadline_ops.size else 0.0
-            shift = min(shift, 0.0)
-            flat = start.reshape(-1).copy()
-            fixed = ~warm.reshape(-1)
-            flat[fixed] += shift
-            flat[ops] = s
-            start = flat.reshape(nb, n)
-            info["warmup_shift"] = shift
-            info["warmup_termination"] = res.termination.value
-    cool = period_of > last_full
-    if cool.any():
-        prob, ops, t0 = _phase_problem(inst, start, cool, "cooldown", 0.0)
-        s, res, _ = solve_op_problem(prob, _sub_ctx(ctx, limit), start.reshape(-1)[ops] - t0, model)
-        if s is not None:
-            flat = start.reshape(-1).copy()
-            flat[ops] = s + t0
-            start = flat.reshape(nb, n)
-            info["cooldown_termination"] = res.termination.value
-    return start, info
-
-
-def _complete_whole(
-    inst: PipelineInstance, start: np.ndarray, ctx: RunContext, limit: float, model: str, info: dict[str, Any], seed: tuple[str, np.ndarray] | None = None
-) -> tuple[np.ndarray, dict[str, Any]]:
-    from distplan.formulations.pipeline.milp import full_problem, serial_horizon
-    from distplan.models.pipeline import evaluate
-
-    unrolled = asap(inst, orders_from_starts(inst, start))
-    best, source = unrolled, "unrolled repetend"
-    found = best_baseline(inst)
-    if found is not None and evaluate(inst, found[1]).objective < _objective(inst, unrolled) - 1e-9:
-        best, source = found[1].start, found[0]
-    if seed is not None and _objective(inst, seed[1]) < _objective(inst, best) - 1e-9:
-        best, source = seed[1], seed[0]
-    value = _objective(inst, best)
-    prob = full_problem(inst, serial_horizon(inst))
-    if inst.objective == "makespan":
-        prob.horizon = value * (1 + 1e-9) + 1e-9
-    else:
-        prob.span_ub = value * (1 + 1e-9) + 1e-9
-    s, res, _ = solve_op_problem(prob, _sub_ctx(ctx, limit), best.reshape(-1), model if model != "disjunctive" else "auto")
-    info.update(phases="whole-schedule MILP", completion_warm_start=source, completion_termination=res.termination.value)
-    if s is not None and _objective(inst, s.reshape(best.shape)) <= value + 1e-9:
-        return s.reshape(best.shape), info
-    return best, info
-
-
-def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
-    """Search the repetend (independent of N), unroll it, complete warm-up and cool-down.
-
-    The completion keeps the best (by the evaluator) of: the naive unroll; list schedules
-    of the whole run guided by the unrolled repetend's start times (`compaction`: warm-up
-    and cool-down compacted around the steady state, deferred W passes filling the idle
-    time), within the capacity and within the repetend's own steady-state peak; the
-    warm-up/cool-down MILPs (or, for small N, the whole-schedule MILP warm-started from
-    the best so far); and the classic schedules that apply (``baselines``: a guarantee
-    that tessel never returns worse than them). ``info["completion"]`` names the winner."""
-    check_capacity(inst)
-    params = {**DEFAULTS, **ctx.params}
-    rep = _budgeted_search(inst, ctx, params)
-    naive = naive_unroll(inst, rep)
-    candidates: list[tuple[str, np.ndarray]] = [("naive unroll", asap(inst, orders_from_starts(inst, naive)))]
-    steady = _steady_peak(inst, rep)
-    deferred = naive + (inst.role_code == 2)[:, None] * (float(naive.max()) + 1.0)  # W passes only when idle
-    for prio, label in ((naive, "repetend-guided list schedule"), (deferred, "repetend-guided list schedule, W deferred")):
-        for s in guided(inst, prio, [inst.capacity, steady]):
-            candidates.append((label, s))
-    if params.get("baselines", True):
-        found = best_baseline(inst)
-        if found is not None:
-            candidates.append((f"baseline {found[0]}", found[1].start))
-    limit = float(params["phase_time_limit"])
-    info: dict[str, Any] = {}
-    name, seed, scores = best_candidate(inst, candidates)
-    at_bound = scores[name] <= max(b.value for b in pipeline_bounds(inst)) * (1 + 1e-9)  # nothing to gain
-    if limit > 0 and not at_bound:
-        start, info = complete_phases(inst, rep, ctx, limit, str(params.get("phase_model", "auto")), seed=(name, seed))
-        candidates.append((str(info.get("phases", "warm-up/cool-down MILPs")), retime(inst, orders_from_starts(inst, start), ctx)))
-    name, exact, scores = best_candidate(inst, candidates)
-    if inst.objective == "device_span":
-        exact = retime(inst, orders_from_starts(inst, exact), ctx)
-    exact = exact - exact.min()
-    plan_info = {
-        "schedule": "tessel",
-        "period": rep.period,
-        "period_bound": rep.period_bound,
-        "period_proven_optimal": rep.proven,
-        "offsets": int(np.floor((rep.sigma + 1e-9) / rep.period).max()) + 1,
-        "unfold": rep.unfold,
-        "repetend_search_seconds": rep.search_seconds,
-        **info,
-        "completion": name,
-        "completion_candidates": scores,
-    }
-    plan = make_plan(inst, exact, plan_info)
-    return Outcome(plan=plan, solver_results=list(ctx.solver_results), info=plan_info)
-
-
-def _budgeted_search(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any]) -> Repetend:
-    """`search_repetend` within ``search_time_limit`` seconds (heuristics, probes and the
-    rate MILP share it; the period is then proven only if the proof fit). Without any
-    repetend in that time, the search runs again without the budget."""
-    budget = params.get("search_time_limit")
-    if budget is None:
-        return search_repetend(inst, ctx, params)
-    sub = _sub_ctx(ctx, float(budget), share=1.0)
-    try:
-        return search_repetend(inst, sub, {**params, "_deadline": time.perf_counter() + float(budget)})
-    except InfeasibleError as err:
-        if "found no solution" not in str(err):
-            raise
-    finally:
-        if sub.solver_results is not ctx.solver_results:
-            ctx.solver_results.extend(sub.solver_results)
-    return search_repetend(inst, ctx, params)
-
-
-def _steady_peak(inst: PipelineInstance, rep: Repetend) -> np.ndarray:
-    """(D,) the repetend's steady-state peak memory per device (bytes)."""
-    cy = cyclic_blocks(inst, rep.unfold)
-    mem = _steady_memory(cy, rep.sigma, rep.period)
-    out = np.full(inst.n_devices, np.inf)
-    for d in range(inst.n_devices):
-        on = cy.mask[:, d] & (cy.mem > 0)
-        if on.any():
-            out[d] = float(mem[on, d].max())
-    return out
-
-
-def _objective(inst: PipelineInstance, start: np.ndarray) -> float:
-    end = start + inst.duration[:, None]
-    if inst.objective == "makespan":
-        return float(end.max() - start.min())
-    spans = [float(end[inst.device_mask[:, d]].max() - start[inst.device_mask[:, d]].min()) for d in range(inst.n_devices) if inst.device_mask[:, d].any()]
-    return max(spans)
-

@@ -1,6 +1,6 @@
 """The whole-schedule MILP in time-indexed form, for integral durations and delays.
 
-Same schedule space as the disjunctive model (`milp.py`: dependencies, symmetry chains,
+Same schedule space as the disjunctive model (`opmodel.py`: dependencies, symmetry chains,
 memory-implied precedences, one operation at a time per device, memory within capacity
 at every start), written with step variables ``y[i, t]`` = "operation i has started by
 integer time t" (`blocks.scheduling.StepVars`). Its LP relaxation contains the preemptive
@@ -31,7 +31,7 @@ from distplan.formulations.blocks.scheduling import (
     step_start_link,
 )
 from distplan.formulations.model import Model
-from distplan.formulations.pipeline.milp import OpProblem, _heads, prepare_arcs
+from distplan.formulations.pipeline.opmodel import OpProblem, _heads, prepare_arcs
 
 
 def _backward(prob: OpProblem, latest: np.ndarray) -> np.ndarray:

@@ -36,12 +36,14 @@ micro-batch with the backward of another inside one fused F&B block, which the b
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 import numpy as np
 
-from distplan.errors import InputError
+from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.pipeline.common import Orders, block_depth
+from distplan.models.pipeline import PipelineInstance
 
 F, B, W = 0, 1, 2
 
@@ -60,7 +62,7 @@ class VLayout:
         return bool(np.all(self.w >= 0))
 
 
-def v_layout(inst) -> VLayout:  # type: ignore[no-untyped-def]
+def v_layout(inst: PipelineInstance) -> VLayout:
     """The V placement's blocks per device, or an `InputError` naming what differs."""
     fix = "build the instance with make_pipeline('v2', ...)"
     p = inst.n_devices
@@ -93,7 +95,7 @@ def v_layout(inst) -> VLayout:  # type: ignore[no-untyped-def]
     return VLayout(rank, f, b, w)
 
 
-def _need_split(inst, lay: VLayout, name: str) -> None:  # type: ignore[no-untyped-def]
+def _need_split(inst: PipelineInstance, lay: VLayout, name: str) -> None:
     if not lay.split:
         raise InputError("schedule", f"{inst.name}: {name} needs backward blocks split into B and W", "build with make_pipeline('v2', ..., weight_time=...)")
 
@@ -101,7 +103,7 @@ def _need_split(inst, lay: VLayout, name: str) -> None:  # type: ignore[no-untyp
 # -- ZB-V (handcrafted) ---------------------------------------------------------------------
 
 
-def zb_v_orders(inst) -> Orders:  # type: ignore[no-untyped-def]
+def zb_v_orders(inst: PipelineInstance) -> Orders:
     """Per device, the ZB-V order (see the module docstring). With fewer than 2p-1
     micro-batches the order of 2p-1 is built and the missing micro-batches dropped."""
     lay = v_layout(inst)
@@ -169,7 +171,7 @@ def building_block_slots(p: int, kind: str) -> np.ndarray:
     raise ValueError(kind)
 
 
-def building_block_orders(inst, kind: str) -> Orders:  # type: ignore[no-untyped-def]
+def building_block_orders(inst: PipelineInstance, kind: str) -> Orders:
     """Per device, the order of the squeezed building-block schedule (module docstring)."""
     lay = v_layout(inst)
     _need_split(inst, lay, kind)
@@ -211,7 +213,7 @@ def building_block_orders(inst, kind: str) -> Orders:  # type: ignore[no-untyped
     return orders
 
 
-def _squeeze(inst, slot: np.ndarray, lay: VLayout) -> None:  # type: ignore[no-untyped-def]
+def _squeeze(inst: PipelineInstance, slot: np.ndarray, lay: VLayout) -> None:
     """Move warm-up and cool-down operations (in slot order) to the earliest free slot
     after their dependencies (and the block's previous micro-batch) that keeps the peak
     memory of the device within the schedule's peak; the steady state (from the first
@@ -260,12 +262,8 @@ def _squeeze(inst, slot: np.ndarray, lay: VLayout) -> None:  # type: ignore[no-u
 # -- V-ZB (greedy) ----------------------------------------------------------------------------
 
 
-def v_zb_start(inst) -> np.ndarray:  # type: ignore[no-untyped-def]
+def v_zb_start(inst: PipelineInstance) -> np.ndarray:
     """(B, N) start times of the V-ZB greedy (module docstring), in seconds."""
-    import heapq
-
-    from distplan.errors import InfeasibleError
-
     lay = v_layout(inst)
     _need_split(inst, lay, "v_zb")
     n, p, nb = inst.micro_batches, inst.n_devices, inst.n_blocks

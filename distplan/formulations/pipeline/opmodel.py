@@ -1,0 +1,486 @@
+"""The operation-scheduling engine shared by the pipeline MILPs.
+
+An `OpProblem` is a set of operations (a block of one micro-batch each, or any subset of
+them) with durations (seconds), device sets, memory deltas (bytes), precedence arcs with
+gaps, capacities, release times, initial memory and deadlines. The disjunctive model
+built here (Zero Bubble style; Qi et al., ICLR 2024, Sec. 3) is described in `milp.py`,
+which schedules the whole run with it; Tessel's warm-up and cool-down completions
+(`tessel.py`) schedule subsets with it; `timeindexed.py` writes the same schedule space
+with step variables, and `opsolve.py` picks one of the two and solves it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from distplan.errors import InfeasibleError
+from distplan.formulations.blocks.scheduling import (
+    cumulative_prefix,
+    disjunctive_pairs,
+    indicator_sum,
+    makespan_epigraph,
+    order_implications,
+    precedence_with_lag,
+)
+from distplan.formulations.model import Model, Variable, linear_sum
+from distplan.formulations.pipeline.common import (
+    OpArcs,
+    block_tail,
+    dependency_arcs,
+    integral_data,
+)
+from distplan.models.graphs import topological_order
+from distplan.models.pipeline import PipelineInstance
+
+
+@dataclass
+class OpProblem:
+    """A set of operations to schedule (times in seconds, memory in bytes)."""
+
+    name: str
+    dur: np.ndarray  # (n,)
+    mask: np.ndarray  # (n, D) devices of each operation
+    mem: np.ndarray  # (n,) delta at start on each of its devices
+    arcs: OpArcs  # s[dst] >= s[src] + gap
+    capacity: np.ndarray  # (D,)
+    horizon: float  # every end time of interest is <= horizon
+    objective: str = "makespan"  # makespan | device_span | shift
+    release: np.ndarray | None = None  # (n,) earliest starts
+    tail: np.ndarray | None = None  # (n,) least time from an op's end to the schedule's end
+    init_mem: np.ndarray | None = None  # (D,) memory held before the first operation
+    #: objective "shift": s[deadline_ops] + deadline_gap <= deadline_base + shift
+    deadline_ops: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    deadline_gap: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    deadline_base: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    integral: bool = False
+    energy_cuts: bool = True
+    #: block of each operation and the block-level reachability (enables memory-implied
+    #: precedences; valid when each block's operations form a chain in micro-batch order)
+    block_of: np.ndarray | None = None
+    block_reach: np.ndarray | None = None
+    #: device-span objective: an incumbent's span; solutions no worse satisfy
+    #: |s_i - s_j| <= span_ub on a device, a much smaller big-M than the horizon
+    span_ub: float | None = None
+
+    @property
+    def n(self) -> int:
+        return int(self.dur.size)
+
+
+def closure(n: int, arcs: OpArcs) -> np.ndarray:
+    """(n, n) bool: a path i -> j exists (i != j)."""
+    reach = np.zeros((n, n), dtype=bool)
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for a, b in zip(arcs.src.tolist(), arcs.dst.tolist()):
+        succ[a].append(b)
+    order = topological_order(n, np.asarray(arcs.src, dtype=np.int64), np.asarray(arcs.dst, dtype=np.int64)).tolist()
+    if len(order) < n:
+        raise ValueError("precedence arcs contain a cycle")
+    for v in reversed(order):
+        for w in succ[v]:
+            reach[v, w] = True
+            reach[v] |= reach[w]
+    return reach
+
+
+def _heads(prob: OpProblem) -> np.ndarray:
+    """Earliest start of every operation (longest path from the release times)."""
+    n = prob.n
+    lb = np.zeros(n) if prob.release is None else prob.release.astype(float).copy()
+    order = np.argsort(prob.arcs.src, kind="stable")
+    src, dst, gap = prob.arcs.src[order], prob.arcs.dst[order], prob.arcs.gap[order]
+    indeg = np.bincount(dst, minlength=n)
+    ptr = np.searchsorted(src, np.arange(n + 1))
+    stack = [int(v) for v in np.flatnonzero(indeg == 0)]
+    while stack:
+        v = stack.pop()
+        for k in range(ptr[v], ptr[v + 1]):
+            w = int(dst[k])
+            lb[w] = max(lb[w], lb[v] + gap[k])
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                stack.append(w)
+    return lb
+
+
+# -- blocks ---------------------------------------------------------------------------------
+
+
+def memory_implied_arcs(prob: OpProblem, reach: np.ndarray) -> OpArcs:
+    """Precedences forced by memory. At an allocating operation a on device d, the memory
+    of everything known to precede it, minus the capacity (X > 0), must be freed by
+    unrelated freeing operations ordered before a. A block's operations form a chain, so
+    the ones before a are its first K_b (f_b known, k_b unrelated), and a block c after b
+    in the DAG has K_c <= K_b. The least k_b with
+    ``|mu_b| k_b + sum_c |mu_c| min(u_c, cap_c(k_b)) >= X`` (u_c unrelated ops of c; the
+    cap ``k_b + f_b - f_c`` for blocks c after b) forces an arc from b's k_b-th unrelated
+    operation to a (same device: gap = its duration)."""
+    src: list[int] = []
+    dst: list[int] = []
+    if prob.block_of is None or prob.block_reach is None:
+        return OpArcs(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+    init = np.zeros(prob.mask.shape[1]) if prob.init_mem is None else prob.init_mem
+    for d in range(prob.mask.shape[1]):
+        cap = prob.capacity[d]
+        if not math.isfinite(cap):
+            continue
+        on = prob.mask[:, d]
+        targets = np.flatnonzero(on & (prob.mem > 0))
+        neg = np.flatnonzero(on & (prob.mem < 0))
+        if targets.size == 0 or neg.size == 0:
+            continue
+        fixed = init[d] + prob.mem[targets] + (reach[:, targets] & on[:, None]).T.astype(float) @ prob.mem
+        neg_blocks = np.unique(prob.block_of[neg])
+        for a, x in zip(targets.tolist(), (fixed - cap).tolist()):
+            if x <= 1e-9 * max(1.0, abs(cap)):
+                continue
+            before = reach[neg, a]
+            free = ~before & ~reach[a, neg] & (neg != a)
+            f = {int(b): int(np.sum(before & (prob.block_of[neg] == b))) for b in neg_blocks.tolist()}
+            chains = {int(b): np.sort(neg[free & (prob.block_of[neg] == b)]) for b in neg_blocks.tolist()}
+            mu = {int(b): abs(float(prob.mem[neg[prob.block_of[neg] == b][0]])) for b in neg_blocks.tolist()}
+            for b, chain in chains.items():
+                if chain.size == 0:
+                    continue
+                after = [c for c in chains if c != b and prob.block_reach[b, c]]
+                other = sum(mu[c] * chains[c].size for c in chains if c != b and not prob.block_reach[b, c])
+                need = None
+                for k in range(chain.size + 1):
+                    freed = mu[b] * k + other + sum(mu[c] * min(chains[c].size, max(0, k + f[b] - f[c])) for c in after)
+                    if freed >= x - 1e-9 * max(1.0, abs(x)):
+                        need = k
+                        break
+                if need is not None and need >= 1:
+                    j = int(chain[need - 1])  # operation ids grow with the micro-batch
+                    if not reach[j, a]:
+                        src.append(j)
+                        dst.append(a)
+    s_arr = np.asarray(src, dtype=np.int64)
+    return OpArcs(s_arr, np.asarray(dst, dtype=np.int64), prob.dur[s_arr] if s_arr.size else np.zeros(0))
+
+
+def prepare_arcs(prob: OpProblem, data: dict[str, Any]) -> None:
+    """Transitive closure of the arcs, after adding the memory-implied precedences (to a
+    fixpoint); stores ``reach`` and the number of implied arcs in ``data``."""
+    n = prob.n
+    reach = closure(n, prob.arcs)
+    implied = 0
+    for _ in range(6):
+        extra = memory_implied_arcs(prob, reach)
+        if extra.src.size == 0:
+            break
+        implied += int(extra.src.size)
+        prob.arcs = OpArcs(
+            np.concatenate([prob.arcs.src, extra.src]), np.concatenate([prob.arcs.dst, extra.dst]), np.concatenate([prob.arcs.gap, extra.gap])
+        )
+        try:
+            reach = closure(n, prob.arcs)
+        except ValueError:
+            raise InfeasibleError(f"{prob.name}: the memory capacity forces a cyclic order (no schedule fits)", details={}) from None
+    data["implied_arcs"] = implied
+    data["reach"] = reach
+
+
+def op_variables(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
+    """Start times within [earliest start, horizon - duration - tail], after the
+    memory-implied precedences (`prepare_arcs`)."""
+    prepare_arcs(prob, data)
+    n = prob.n
+    reach = data["reach"]
+    lb = _heads(prob)
+    tail = np.zeros(n) if prob.tail is None else prob.tail
+    ub = prob.horizon - prob.dur - tail
+    if np.any(ub < lb - 1e-9):
+        raise InfeasibleError(f"{prob.name}: no schedule fits the horizon {prob.horizon:.6g} s", details={})
+    ub = np.maximum(ub, lb)
+    data.update(reach=reach, lb=lb, ub=ub)
+    data["start"] = model.add_vars("start", n, lb=lb, ub=ub)
+
+
+def op_precedence(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
+    precedence_with_lag(model, data["start"], prob.arcs.src, prob.arcs.dst, prob.arcs.gap, "precedence")
+
+
+def op_pairs(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
+    """Order binaries for unrelated pairs sharing a device, and their transitivity."""
+    n = prob.n
+    reach = data["reach"]
+    related = reach | reach.T
+    keys: list[np.ndarray] = []
+    for d in range(prob.mask.shape[1]):
+        ops = np.flatnonzero(prob.mask[:, d])
+        if ops.size < 2:
+            continue
+        ii, jj = np.triu_indices(ops.size, 1)
+        a, b = ops[ii], ops[jj]
+        keep = ~related[a, b]
+        keys.append(a[keep].astype(np.int64) * n + b[keep])
+    key = np.unique(np.concatenate(keys)) if keys else np.zeros(0, np.int64)
+    first, second = key // n, key % n
+    pid = np.full((n, n), -1, dtype=np.int32)
+    pid[first, second] = np.arange(key.size, dtype=np.int32)
+    pid[second, first] = np.arange(key.size, dtype=np.int32)
+    lb, ub = data["lb"], data["ub"]
+    big_m = np.maximum(prob.dur[first] + ub[first] - lb[second], prob.dur[second] + ub[second] - lb[first])
+    big_m = np.maximum(big_m, 0.0)
+    if prob.objective == "device_span" and prob.span_ub is not None:
+        big_m = np.minimum(big_m, prob.span_ub)
+    order = disjunctive_pairs(model, data["start"], first, second, prob.dur[first], prob.dur[second], big_m, "no-overlap")
+    data.update(pair_first=first, pair_second=second, pid=pid, order=order)
+    # transitivity along arcs: for arc u -> v and pair (v, x): [v before x] <= [u before x];
+    # for pair (x, u): [x before u] <= [x before v]
+    low: list[int] = []
+    high: list[int] = []
+    neg: list[tuple[int, int]] = []
+    for u, v in zip(prob.arcs.src.tolist(), prob.arcs.dst.tolist()):
+        row_v = np.flatnonzero(pid[v] >= 0)
+        for x in row_v[pid[u, row_v] >= 0].tolist():
+            kv, ku = int(pid[v, x]), int(pid[u, x])
+            # I(v before x) <= I(u before x)
+            v_first, u_first = v < x, u < x
+            if v_first and u_first:
+                low.append(kv)
+                high.append(ku)
+            elif not v_first and not u_first:
+                low.append(ku)
+                high.append(kv)
+            elif v_first and not u_first:
+                neg.append((kv, ku))  # z_v + z_u' ... handled below
+            else:
+                neg.append((-1 - kv, -1 - ku))
+    order_implications(model, order, np.asarray(low, dtype=np.int64), np.asarray(high, dtype=np.int64), "order-chains")
+    if neg:
+        # mixed orientation: I(v before x) = z_kv (v < x) and I(u before x) = 1 - z_ku (x < u)
+        # gives z_kv <= 1 - z_ku; the other case gives 1 - z_kv <= z_ku.
+        a = np.array([p[0] for p in neg])
+        b = np.array([p[1] for p in neg])
+        pos = a >= 0
+        o = order.index.reshape(-1)
+        cols_a = np.where(pos, a, -1 - a)
+        cols_b = np.where(pos, b, -1 - b)
+        rows = np.arange(a.size)
+        expr = linear_sum(np.concatenate([o[cols_a], o[cols_b]]), np.ones(2 * a.size), np.concatenate([rows, rows]), a.size, model.num_vars)
+        lo_rows = np.flatnonzero(pos)
+        hi_rows = np.flatnonzero(~pos)
+        if lo_rows.size:
+            model.add_constraints("order-chains-mixed-le", expr[lo_rows] <= 1.0)
+        if hi_rows.size:
+            model.add_constraints("order-chains-mixed-ge", expr[hi_rows] >= 1.0)
+
+
+def _pair_terms(prob: OpProblem, data: dict[str, Any], d: int, targets: np.ndarray, others_mask: np.ndarray, before: bool):
+    """For each target op (row) and unrelated op b on device d with others_mask[b]: the
+    pair index and whether I(b before target) (before=True) / I(target before b) is
+    ``order`` (first_before=True) or ``1 - order``."""
+    reach = data["reach"]
+    pid = data["pid"]
+    ops = np.flatnonzero(prob.mask[:, d] & others_mask)
+    if ops.size == 0 or targets.size == 0:
+        return (np.zeros(0, np.int64),) * 3 + (np.zeros(0, bool),)
+    rel = reach[np.ix_(targets, ops)] | reach[np.ix_(ops, targets)].T
+    same = targets[:, None] == ops[None, :]
+    r, c = np.nonzero(~rel & ~same)
+    t, b = targets[r], ops[c]
+    k = pid[t, b].astype(np.int64)
+    if np.any(k < 0):
+        raise AssertionError("an unrelated pair on a device has no order binary")
+    # order[k] = 1 iff min(t,b) before max(t,b)
+    if before:
+        first_before = b < t  # I(b before t) = order if b is the pair's first
+    else:
+        first_before = t < b  # I(t before b) = order if t is the pair's first
+    return r, k, b, first_before
+
+
+def op_memory(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
+    """Memory prefix at every allocating operation within the device capacity."""
+    reach = data["reach"]
+    init = np.zeros(prob.mask.shape[1]) if prob.init_mem is None else prob.init_mem
+    consts: list[np.ndarray] = []
+    caps: list[np.ndarray] = []
+    rows_l: list[np.ndarray] = []
+    pairs_l: list[np.ndarray] = []
+    coef_l: list[np.ndarray] = []
+    fb_l: list[np.ndarray] = []
+    nrow = 0
+    nonzero = prob.mem != 0
+    for d in range(prob.mask.shape[1]):
+        if not math.isfinite(prob.capacity[d]):
+            continue
+        on = prob.mask[:, d]
+        targets = np.flatnonzero(on & (prob.mem > 0))
+        if targets.size == 0:
+            continue
+        fixed = (reach[:, targets] & on[:, None]).T.astype(float) @ prob.mem
+        consts.append(init[d] + prob.mem[targets] + fixed)
+        caps.append(np.full(targets.size, prob.capacity[d]))
+        r, k, b, fb = _pair_terms(prob, data, d, targets, nonzero, before=True)
+        rows_l.append(r + nrow)
+        pairs_l.append(k)
+        coef_l.append(prob.mem[b])
+        fb_l.append(fb)
+        nrow += targets.size
+    if nrow == 0:
+        return
+    cumulative_prefix(
+        model,
+        data["order"],
+        np.concatenate(consts),
+        np.concatenate(caps),
+        np.concatenate(rows_l),
+        np.concatenate(pairs_l),
+        np.concatenate(coef_l),
+        np.concatenate(fb_l),
+        "memory",
+    )
+
+
+def op_objective(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
+    """Objective epigraph (makespan, device span or shift) and energy cuts."""
+    s: Variable = data["start"]
+    n, nd = prob.n, prob.mask.shape[1]
+    tail = np.zeros(n) if prob.tail is None else prob.tail
+    has_succ = np.zeros(n, dtype=bool)
+    has_succ[prob.arcs.src] = True
+    lb = data["lb"]
+    if prob.objective == "makespan":
+        ends = np.flatnonzero(~has_succ)
+        c = makespan_epigraph(
+            model, s, ends, prob.dur[ends] + tail[ends], "makespan", integer=prob.integral, ub=math.floor(prob.horizon + 1e-9) if prob.integral else prob.horizon
+        )
+        data["objective_var"] = c
+        model.minimize(c)
+    elif prob.objective == "device_span":
+        used = [d for d in range(nd) if prob.mask[:, d].any()]
+        first = model.add_vars("device-first", nd, lb=-np.inf)
+        last = model.add_vars("device-last", nd, lb=-np.inf)
+        span_ub = np.inf if prob.span_ub is None else (math.floor(prob.span_ub + 1e-9) if prob.integral else prob.span_ub)
+        span = model.add_vars("span", (), lb=0.0, ub=span_ub, vtype="integer" if prob.integral else "continuous")
+        rows_f, cols_f = [], []
+        for d in used:
+            ops = np.flatnonzero(prob.mask[:, d])
+            rows_f.append(np.full(ops.size, d))
+            cols_f.append(ops)
+        dd = np.concatenate(rows_f)
+        oo = np.concatenate(cols_f)
+        model.add_constraints("device-first-le", first[dd] - s[oo] <= 0.0)
+        model.add_constraints("device-last-ge", last[dd] - s[oo] >= prob.dur[oo])
+        used_a = np.asarray(used)
+        model.add_constraints("span-epigraph", last[used_a] - first[used_a] - span <= 0.0)
+        data.update(objective_var=span, device_first=first, device_last=last)
+        model.minimize(span)
+    elif prob.objective == "shift":
+        shift = model.add_vars("shift", (), lb=-np.inf)
+        ops = prob.deadline_ops
+        model.add_constraints("deadline", s[ops] - shift <= prob.deadline_base - prob.deadline_gap)
+        data["objective_var"] = shift
+        model.minimize(shift)
+    else:
+        raise ValueError(f"unknown objective {prob.objective!r}")
+    if not prob.energy_cuts or prob.objective == "shift":
+        return
+    reach = data["reach"]
+    every = np.ones(n, dtype=bool)
+    for d in range(nd):
+        on = prob.mask[:, d]
+        ops = np.flatnonzero(on)
+        if ops.size < 2:
+            continue
+        work_after = (reach[ops][:, ops].astype(float)) @ prob.dur[ops]
+        work_before = (reach[:, ops][ops].T.astype(float)) @ prob.dur[ops]
+        r, k, b, fb = _pair_terms(prob, data, d, ops, every, before=False)
+        after = indicator_sum(data["order"], ops.size, r, k, prob.dur[b], fb)
+        r2, k2, b2, fb2 = _pair_terms(prob, data, d, ops, every, before=True)
+        before = indicator_sum(data["order"], ops.size, r2, k2, prob.dur[b2], fb2)
+        if prob.objective == "makespan":
+            tail_min = float(tail[ops].min())
+            c = data["objective_var"]
+            model.add_constraints(f"energy-after-{d}", s[ops] + after - c <= -(prob.dur[ops] + work_after + tail_min))
+            head_min = float(lb[ops].min())
+            model.add_constraints(f"energy-before-{d}", s[ops] - before >= head_min + work_before)
+        else:
+            last = data["device_last"]
+            first = data["device_first"]
+            model.add_constraints(f"energy-after-{d}", s[ops] + after - last[np.full(ops.size, d)] <= -(prob.dur[ops] + work_after))
+            model.add_constraints(f"energy-before-{d}", s[ops] - before - first[np.full(ops.size, d)] >= work_before)
+
+
+OP_BLOCKS = (op_variables, op_precedence, op_pairs, op_memory, op_objective)
+
+
+def build_op_model(prob: OpProblem) -> tuple[Model, dict[str, Any]]:
+    model = Model(prob.name)
+    data: dict[str, Any] = {"problem": prob}
+    for block in OP_BLOCKS:
+        block(model, prob, data)
+    return model, data
+
+
+def warm_vector(model: Model, prob: OpProblem, data: dict[str, Any], start: np.ndarray) -> np.ndarray:
+    """A full MILP vector from feasible start times of the operations."""
+    start = np.asarray(start, dtype=float)
+    end = start + prob.dur
+    vals: dict[str, Any] = {"start": start, "no-overlap-order": (start[data["pair_first"]] < start[data["pair_second"]]).astype(float)}
+    tail = np.zeros(prob.n) if prob.tail is None else prob.tail
+    if prob.objective == "makespan":
+        vals["makespan"] = math.ceil(float((end + tail).max()) - 1e-9) if prob.integral else float((end + tail).max())
+    elif prob.objective == "device_span":
+        nd = prob.mask.shape[1]
+        first = np.array([start[prob.mask[:, d]].min() if prob.mask[:, d].any() else 0.0 for d in range(nd)])
+        last = np.array([end[prob.mask[:, d]].max() if prob.mask[:, d].any() else 0.0 for d in range(nd)])
+        span = float((last - first).max())
+        vals.update({"device-first": first, "device-last": last, "span": math.ceil(span - 1e-9) if prob.integral else span})
+    elif prob.objective == "shift":
+        ops = prob.deadline_ops
+        vals["shift"] = float(np.max(start[ops] + prob.deadline_gap - prob.deadline_base)) if ops.size else 0.0
+    return model.vector(vals)
+
+
+def integral_problem(prob: OpProblem) -> bool:
+    """True when durations, gaps, release times and deadlines are all integers."""
+    parts = [prob.dur, prob.arcs.gap, prob.deadline_gap, prob.deadline_base]
+    if prob.release is not None:
+        parts.append(prob.release)
+    vals = np.concatenate([np.asarray(p, dtype=float).reshape(-1) for p in parts])
+    return bool(np.all(np.abs(vals - np.round(vals)) < 1e-9))
+
+
+# -- whole-schedule problems ----------------------------------------------------------------
+
+
+def serial_horizon(inst: PipelineInstance) -> float:
+    """Every instance has a schedule of this length or shorter (seconds), and for the
+    device-span objective some optimum ends by it: all operations back to back plus
+    every delay."""
+    _, _, lag = inst.edges
+    return float(inst.micro_batches * (inst.duration.sum() + lag.sum()))
+
+
+def full_problem(inst: PipelineInstance, horizon: float, energy_cuts: bool = True) -> OpProblem:
+    """All (block, micro-batch) operations of an instance, with symmetry chains."""
+    n = inst.micro_batches
+    arcs = dependency_arcs(inst)
+    b = np.repeat(np.arange(inst.n_blocks), max(n - 1, 0))
+    m = np.tile(np.arange(max(n - 1, 0)), inst.n_blocks)
+    sym = OpArcs(b * n + m, b * n + m + 1, inst.duration[b])
+    all_arcs = OpArcs(np.concatenate([arcs.src, sym.src]), np.concatenate([arcs.dst, sym.dst]), np.concatenate([arcs.gap, sym.gap]))
+    tail_b = block_tail(inst)
+    return OpProblem(
+        name=f"{inst.name}-milp",
+        dur=np.repeat(inst.duration, n),
+        mask=np.repeat(inst.device_mask, n, axis=0),
+        mem=np.repeat(inst.memory, n),
+        arcs=all_arcs,
+        capacity=inst.capacity,
+        horizon=horizon,
+        objective=inst.objective,
+        tail=np.repeat(tail_b, n) if inst.objective == "makespan" else None,
+        integral=integral_data(inst),
+        energy_cuts=energy_cuts,
+        block_of=np.repeat(np.arange(inst.n_blocks), n),
+        block_reach=inst.reach,
+    )

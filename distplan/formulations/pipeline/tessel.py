@@ -1,0 +1,298 @@
+"""The ``tessel`` formulation: Tessel's repetend (`repetend.search_repetend`; Lin et al.,
+HPCA 2024) unrolled to N micro-batches and completed.
+
+The repetend is unrolled; the completion keeps the best, by the evaluator, of: the naive
+unroll; list schedules of the whole run guided by the unrolled repetend's start times
+(`compaction`: warm-up and cool-down compacted around the steady state, with the W
+passes in repetend order or deferred to fill idle time, within the capacity and within
+the repetend's steady-state peak); the warm-up and cool-down re-solved as makespan MILPs
+over their own operations (`opmodel.OpProblem`) against the fixed steady state (skipped
+when a candidate already meets the solver-free bound), or, when N is so small that the
+schedule has fewer full repetends than warm-up periods, the whole-schedule MILP
+(bounded size: about 2 K micro-batches) warm-started from the best so far; and the classic
+schedules that apply (``baselines``: tessel never returns worse than them). The plan is
+retimed to exact earliest starts (or, for the device-span objective, the span LP)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from distplan.errors import InfeasibleError
+from distplan.formulations.pipeline.baselines import best_baseline
+from distplan.formulations.pipeline.bounds import pipeline_bounds
+from distplan.formulations.pipeline.common import (
+    OpArcs,
+    asap,
+    check_capacity,
+    dependency_arcs,
+    orders_from_starts,
+    retime,
+)
+from distplan.formulations.pipeline.compaction import best_candidate, guided
+from distplan.formulations.pipeline.modulo import cyclic_blocks, steady_memory
+from distplan.formulations.pipeline.opmodel import OpProblem, full_problem, serial_horizon
+from distplan.formulations.pipeline.opsolve import solve_op_problem
+from distplan.formulations.pipeline.repetend import DEFAULTS, Repetend, search_repetend, sub_ctx
+from distplan.formulations.registry import Outcome, RunContext
+from distplan.models.pipeline import PipelineInstance, evaluate, make_plan
+
+
+def naive_unroll(inst: PipelineInstance, rep: Repetend) -> np.ndarray:
+    """(B, N) start times: copy u of block b for super-step M runs micro-batch U M + u."""
+    nb, n, u = inst.n_blocks, inst.micro_batches, rep.unfold
+    start = np.zeros((nb, n))
+    for m in range(n):
+        big, c = divmod(m, u)
+        start[:, m] = rep.sigma[c * nb : (c + 1) * nb] + big * rep.period
+    return start
+
+
+def _phase_problem(
+    inst: PipelineInstance, start: np.ndarray, free: np.ndarray, kind: str, horizon_extra: float
+) -> tuple[OpProblem, np.ndarray, float]:
+    """The MILP of the free operations (warm-up or cool-down) against the fixed rest."""
+    n = inst.micro_batches
+    ops = np.flatnonzero(free.reshape(-1))
+    local = -np.ones(inst.n_blocks * n, dtype=np.int64)
+    local[ops] = np.arange(ops.size)
+    flat = start.reshape(-1)
+    dur_op = np.repeat(inst.duration, n)
+    mask_op = np.repeat(inst.device_mask, n, axis=0)
+    mem_op = np.repeat(inst.memory, n)
+    arcs = dependency_arcs(inst)
+    b = np.repeat(np.arange(inst.n_blocks), n - 1)
+    m = np.tile(np.arange(n - 1), inst.n_blocks)
+    src = np.concatenate([arcs.src, b * n + m])
+    dst = np.concatenate([arcs.dst, b * n + m + 1])
+    gap = np.concatenate([arcs.gap, inst.duration[b]])
+    inside = (local[src] >= 0) & (local[dst] >= 0)
+    sub = OpArcs(local[src[inside]], local[dst[inside]], gap[inside])
+    fixed_ops = np.flatnonzero(~free.reshape(-1))
+    nd = inst.n_devices
+    if kind == "warmup":
+        # free -> fixed: s_free + gap <= base + shift; device: free ends before the first fixed op
+        cross = (local[src] >= 0) & (local[dst] < 0)
+        d_ops = [local[src[cross]]]
+        d_gap = [gap[cross]]
+        d_base = [flat[dst[cross]]]
+        for d in range(nd):
+            fd = fixed_ops[mask_op[fixed_ops, d]]
+            vd = ops[mask_op[ops, d]]
+            if fd.size and vd.size:
+                d_ops.append(local[vd])
+                d_gap.append(dur_op[vd])
+                d_base.append(np.full(vd.size, flat[fd].min()))
+        base = np.concatenate(d_base)
+        horizon = float(base.max())
+        prob = OpProblem(
+            name=f"{inst.name}-warmup",
+            dur=dur_op[ops],
+            mask=mask_op[ops],
+            mem=mem_op[ops],
+            arcs=sub,
+            capacity=inst.capacity,
+            horizon=horizon,
+            objective="shift",
+            deadline_ops=np.concatenate(d_ops),
+            deadline_gap=np.concatenate(d_gap),
+            deadline_base=base,
+            integral=False,
+            block_of=ops // n,
+            block_reach=inst.reach,
+        )
+        return prob, ops, 0.0
+    # cool-down: release times from the fixed part; memory held after it
+    release = np.zeros(ops.size)
+    cross = (local[src] < 0) & (local[dst] >= 0)
+    np.maximum.at(release, local[dst[cross]], flat[src[cross]] + gap[cross])
+    init = np.zeros(nd)
+    for d in range(nd):
+        fd = fixed_ops[mask_op[fixed_ops, d]]
+        init[d] = mem_op[fd].sum()
+        vd = ops[mask_op[ops, d]]
+        if fd.size and vd.size:
+            release[local[vd]] = np.maximum(release[local[vd]], (flat[fd] + dur_op[fd]).max())
+    t_shift = float(release.min()) if release.size else 0.0
+    horizon = float((flat[ops] + dur_op[ops]).max()) - t_shift + horizon_extra
+    prob = OpProblem(
+        name=f"{inst.name}-cooldown",
+        dur=dur_op[ops],
+        mask=mask_op[ops],
+        mem=mem_op[ops],
+        arcs=sub,
+        capacity=inst.capacity,
+        horizon=horizon,
+        objective="makespan",
+        release=release - t_shift,
+        init_mem=init,
+        integral=False,
+        block_of=ops // n,
+        block_reach=inst.reach,
+    )
+    return prob, ops, t_shift
+
+
+def complete_phases(
+    inst: PipelineInstance, rep: Repetend, ctx: RunContext, limit: float, model: str = "auto", seed: tuple[str, np.ndarray] | None = None
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """Unroll, then re-solve warm-up and cool-down as MILPs against the steady state
+    (for small N the whole schedule, warm-started from ``seed`` when it is better)."""
+    n, nb, u = inst.micro_batches, inst.n_blocks, rep.unfold
+    start = naive_unroll(inst, rep)
+    info: dict[str, Any] = {}
+    # period index of every operation in the naive unroll
+    offs = np.floor((rep.sigma + 1e-9 * max(1.0, rep.period)) / rep.period).astype(np.int64)  # per cyclic block
+    k_eff = int(offs.max()) + 1
+    steps = (n + u - 1) // u
+    period_of = np.zeros((nb, n), dtype=np.int64)
+    for m in range(n):
+        big, c = divmod(m, u)
+        period_of[:, m] = big + offs[c * nb : (c + 1) * nb]
+    first_full, last_full = k_eff - 1, steps - 1
+    if last_full - first_full + 1 < first_full:
+        # fewer full repetends than warm-up periods: warm-up and cool-down are (nearly) the
+        # whole schedule, so complete it with the whole-schedule MILP (its size is bounded
+        # by 2 x offsets micro-batches), warm-started from the better of the unrolled
+        # repetend and the classic schedules
+        return _complete_whole(inst, start, ctx, max(limit, 1.0), model, info, seed)
+    warm = period_of < first_full
+    if warm.any():
+        prob, ops, _ = _phase_problem(inst, start, warm, "warmup", 0.0)
+        s, res, _ = solve_op_problem(prob, sub_ctx(ctx, limit), start.reshape(-1)[ops], model)
+        if s is not None:
+            shift = float(np.max(s[prob.deadline_ops] + prob.deadline_gap - prob.deadline_base)) if prob.deadline_ops.size else 0.0
+            shift = min(shift, 0.0)
+            flat = start.reshape(-1).copy()
+            fixed = ~warm.reshape(-1)
+            flat[fixed] += shift
+            flat[ops] = s
+            start = flat.reshape(nb, n)
+            info["warmup_shift"] = shift
+            info["warmup_termination"] = res.termination.value
+    cool = period_of > last_full
+    if cool.any():
+        prob, ops, t0 = _phase_problem(inst, start, cool, "cooldown", 0.0)
+        s, res, _ = solve_op_problem(prob, sub_ctx(ctx, limit), start.reshape(-1)[ops] - t0, model)
+        if s is not None:
+            flat = start.reshape(-1).copy()
+            flat[ops] = s + t0
+            start = flat.reshape(nb, n)
+            info["cooldown_termination"] = res.termination.value
+    return start, info
+
+
+def _complete_whole(
+    inst: PipelineInstance, start: np.ndarray, ctx: RunContext, limit: float, model: str, info: dict[str, Any], seed: tuple[str, np.ndarray] | None = None
+) -> tuple[np.ndarray, dict[str, Any]]:
+
+    unrolled = asap(inst, orders_from_starts(inst, start))
+    best, source = unrolled, "unrolled repetend"
+    found = best_baseline(inst)
+    if found is not None and evaluate(inst, found[1]).objective < _objective(inst, unrolled) - 1e-9:
+        best, source = found[1].start, found[0]
+    if seed is not None and _objective(inst, seed[1]) < _objective(inst, best) - 1e-9:
+        best, source = seed[1], seed[0]
+    value = _objective(inst, best)
+    prob = full_problem(inst, serial_horizon(inst))
+    if inst.objective == "makespan":
+        prob.horizon = value * (1 + 1e-9) + 1e-9
+    else:
+        prob.span_ub = value * (1 + 1e-9) + 1e-9
+    s, res, _ = solve_op_problem(prob, sub_ctx(ctx, limit), best.reshape(-1), model if model != "disjunctive" else "auto")
+    info.update(phases="whole-schedule MILP", completion_warm_start=source, completion_termination=res.termination.value)
+    if s is not None and _objective(inst, s.reshape(best.shape)) <= value + 1e-9:
+        return s.reshape(best.shape), info
+    return best, info
+
+
+def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
+    """Search the repetend (independent of N), unroll it, complete warm-up and cool-down.
+
+    The completion keeps the best (by the evaluator) of: the naive unroll; list schedules
+    of the whole run guided by the unrolled repetend's start times (`compaction`: warm-up
+    and cool-down compacted around the steady state, deferred W passes filling the idle
+    time), within the capacity and within the repetend's own steady-state peak; the
+    warm-up/cool-down MILPs (or, for small N, the whole-schedule MILP warm-started from
+    the best so far); and the classic schedules that apply (``baselines``: a guarantee
+    that tessel never returns worse than them). ``info["completion"]`` names the winner."""
+    check_capacity(inst)
+    params = {**DEFAULTS, **ctx.params}
+    rep = _budgeted_search(inst, ctx, params)
+    naive = naive_unroll(inst, rep)
+    candidates: list[tuple[str, np.ndarray]] = [("naive unroll", asap(inst, orders_from_starts(inst, naive)))]
+    steady = _steady_peak(inst, rep)
+    deferred = naive + (inst.role_code == 2)[:, None] * (float(naive.max()) + 1.0)  # W passes only when idle
+    for prio, label in ((naive, "repetend-guided list schedule"), (deferred, "repetend-guided list schedule, W deferred")):
+        for s in guided(inst, prio, [inst.capacity, steady]):
+            candidates.append((label, s))
+    if params.get("baselines", True):
+        found = best_baseline(inst)
+        if found is not None:
+            candidates.append((f"baseline {found[0]}", found[1].start))
+    limit = float(params["phase_time_limit"])
+    info: dict[str, Any] = {}
+    name, seed, scores = best_candidate(inst, candidates)
+    at_bound = scores[name] <= max(b.value for b in pipeline_bounds(inst)) * (1 + 1e-9)  # nothing to gain
+    if limit > 0 and not at_bound:
+        start, info = complete_phases(inst, rep, ctx, limit, str(params.get("phase_model", "auto")), seed=(name, seed))
+        candidates.append((str(info.get("phases", "warm-up/cool-down MILPs")), retime(inst, orders_from_starts(inst, start), ctx)))
+    name, exact, scores = best_candidate(inst, candidates)
+    if inst.objective == "device_span":
+        exact = retime(inst, orders_from_starts(inst, exact), ctx)
+    exact = exact - exact.min()
+    plan_info = {
+        "schedule": "tessel",
+        "period": rep.period,
+        "period_bound": rep.period_bound,
+        "period_proven_optimal": rep.proven,
+        "offsets": int(np.floor((rep.sigma + 1e-9) / rep.period).max()) + 1,
+        "unfold": rep.unfold,
+        "repetend_search_seconds": rep.search_seconds,
+        **info,
+        "completion": name,
+        "completion_candidates": scores,
+    }
+    plan = make_plan(inst, exact, plan_info)
+    return Outcome(plan=plan, solver_results=list(ctx.solver_results), info=plan_info)
+
+
+def _budgeted_search(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any]) -> Repetend:
+    """`search_repetend` within ``search_time_limit`` seconds (heuristics, probes and the
+    rate MILP share it; the period is then proven only if the proof fit). Without any
+    repetend in that time, the search runs again without the budget."""
+    budget = params.get("search_time_limit")
+    if budget is None:
+        return search_repetend(inst, ctx, params)
+    sub = sub_ctx(ctx, float(budget), share=1.0)
+    try:
+        return search_repetend(inst, sub, {**params, "_deadline": time.perf_counter() + float(budget)})
+    except InfeasibleError as err:
+        if "found no solution" not in str(err):
+            raise
+    finally:
+        if sub.solver_results is not ctx.solver_results:
+            ctx.solver_results.extend(sub.solver_results)
+    return search_repetend(inst, ctx, params)
+
+
+def _steady_peak(inst: PipelineInstance, rep: Repetend) -> np.ndarray:
+    """(D,) the repetend's steady-state peak memory per device (bytes)."""
+    cy = cyclic_blocks(inst, rep.unfold)
+    mem = steady_memory(cy, rep.sigma, rep.period)
+    out = np.full(inst.n_devices, np.inf)
+    for d in range(inst.n_devices):
+        on = cy.mask[:, d] & (cy.mem > 0)
+        if on.any():
+            out[d] = float(mem[on, d].max())
+    return out
+
+
+def _objective(inst: PipelineInstance, start: np.ndarray) -> float:
+    end = start + inst.duration[:, None]
+    if inst.objective == "makespan":
+        return float(end.max() - start.min())
+    spans = [float(end[inst.device_mask[:, d]].max() - start[inst.device_mask[:, d]].min()) for d in range(inst.n_devices) if inst.device_mask[:, d].any()]
+    return max(spans)
