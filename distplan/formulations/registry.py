@@ -184,7 +184,7 @@ def from_blocks(
         is_exact = exact(instance) if callable(exact) else exact
         out_bounds: list[Bound] = []
         if is_exact and result.bound is not None:
-            out_bounds.append(Bound(result.bound, f"{name} dual bound ({result.backend})"))
+            out_bounds.append(Bound(result.bound, f"{name} dual bound ({result.backend})", result.bound_grade or "solver"))
         if bounds is not None:
             out_bounds.extend(bounds(instance, result, data))
         if not result.has_solution:

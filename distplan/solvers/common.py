@@ -123,6 +123,7 @@ def finish_result(
     extra = dict(extra or {})
     bound = with_margin(arrays, bound, extra)
     return SolverResult(
+        bound_grade="solver" if bound is not None else None,
         backend=backend,
         backend_version=version,
         termination=termination,

@@ -443,6 +443,7 @@ def _make_solve(spec: SolverSpec, backend_name: str) -> Callable[[ModelArrays, S
         result.handover_seconds += build
         result.extra["problem_build_seconds"] = build
         result.bound = with_margin(arrays, result.bound, result.extra)
+        result.bound_grade = "solver" if result.bound is not None else None
         if result.has_solution and arrays.num_vars:
             result.values = np.asarray(x.value, dtype=float).reshape(-1)
         elif result.has_solution:

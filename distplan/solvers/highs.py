@@ -27,6 +27,7 @@ from distplan.solvers.capture import echo_to_stderr
 from distplan.solvers.common import with_margin
 from distplan.solvers.isolation import run_isolated
 from distplan.solvers.result import SolutionStatus, SolverResult, Termination
+from distplan.solvers.safe_bound import lp_safe_bound
 
 _S = highspy.HighsModelStatus
 STATUS_MAP: dict[object, Termination] = {
@@ -204,7 +205,15 @@ def solve_in_process(arrays: ModelArrays, options: SolveOptions, warm_start: np.
     if termination is Termination.OPTIMAL and values is None and arrays.num_vars > 0:
         termination = Termination.UNKNOWN
     extra: dict[str, object] = {}
-    bound = with_margin(arrays, bound, extra)
+    grade: str | None = None
+    if bound is not None and not arrays.is_mip:
+        # an LP: the safe bound of HiGHS's dual point (Neumaier-Shcherbina), exact arithmetic
+        safe = lp_safe_bound(arrays, np.asarray(h.getSolution().row_dual, dtype=float))
+        if safe is not None and (safe <= bound if arrays.sense != "max" else safe >= bound):
+            bound, grade = safe, "safe"
+            extra["bound_margin"] = abs(objective - safe) if objective is not None else None
+    if bound is not None and grade is None:
+        bound, grade = with_margin(arrays, bound, extra), "solver"
     with open(log_path, errors="replace") as fh:
         log = fh.read()
     os.unlink(log_path)
@@ -224,6 +233,7 @@ def solve_in_process(arrays: ModelArrays, options: SolveOptions, warm_start: np.
         log=log,
         values=values,
         extra=extra,
+        bound_grade=grade,
     )
 
 

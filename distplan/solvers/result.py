@@ -86,6 +86,9 @@ class SolverResult:
     values: np.ndarray | None = None
     values_by_block: dict[str, np.ndarray] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    #: how safe ``bound`` is: "safe" (valid in exact arithmetic: `distplan.solvers.safe_bound`)
+    #: or "solver" (valid within the solver's tolerances, less `solvers.common.solver_bound_margin`)
+    bound_grade: str | None = None
 
     @property
     def gap(self) -> float | None:
@@ -103,6 +106,7 @@ class SolverResult:
             "status": self.status.value,
             "objective": self.objective,
             "bound": self.bound,
+            "bound_grade": self.bound_grade if self.bound is not None else None,
             "gap": self.gap,
             "timings": {
                 "build_seconds": self.build_seconds,

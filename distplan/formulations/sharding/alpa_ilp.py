@@ -20,6 +20,7 @@ memory row to GiB for the solver; results are reported in seconds.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -282,7 +283,8 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
         if res.termination is Termination.OPTIMAL and res.objective is not None:
             integral = is_integral(res)
             info["lp_relaxation"] = {"objective": res.objective / OBJECTIVE_SCALE, "integral": integral}
-            info["bound_seconds"] = res.objective / OBJECTIVE_SCALE
+            if res.bound is not None:  # the LP's proven bound, not its primal value; rounded down
+                info["bound_seconds"] = math.nextafter(res.bound / OBJECTIVE_SCALE, -math.inf)
             if integral:
                 info["objective_seconds"] = res.objective / OBJECTIVE_SCALE
                 info["optimal"] = True
@@ -295,7 +297,7 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
         return None, np.zeros(graph.num_nodes, dtype=np.int64), info
     res = ctx.solve_model(model, build_seconds=time.perf_counter() - t0 + build_seconds)
     if res.bound is not None:
-        info["bound_seconds"] = max(res.bound / OBJECTIVE_SCALE, info.get("bound_seconds", -np.inf))
+        info["bound_seconds"] = max(math.nextafter(res.bound / OBJECTIVE_SCALE, -math.inf), info.get("bound_seconds", -np.inf))
     if not res.has_solution:
         return res, None, info
     info["objective_seconds"] = res.objective / OBJECTIVE_SCALE if res.objective is not None else None
