@@ -100,7 +100,7 @@ def test_topological_positions_match_the_instance_order() -> None:
 def test_etf_sct_and_fixed_assignments_match_the_reference(block: int) -> None:
     rng = np.random.default_rng(1000 + block)
     infeasible = 0
-    for seed in range(block * 80, (block + 1) * 80):
+    for seed in range(block * 60, (block + 1) * 60):
         inst = random_instance(seed)
         fav = random_favorites(inst, rng)
         groups = inst.colocation_groups()
@@ -110,7 +110,7 @@ def test_etf_sct_and_fixed_assignments_match_the_reference(block: int) -> None:
             ref = outcome(reference_list_schedule, inst, **kw)
             assert new == ref, (seed, list(kw))
             infeasible += new[0] == "infeasible"
-    assert 0 < infeasible < 240  # both outcomes occur
+    assert 0 < infeasible < 180  # both outcomes occur
 
 
 def test_topo_assignment_and_gnmt_match_the_reference() -> None:

@@ -506,6 +506,10 @@ def list_schedule(
         if remaining[v] == 0:
             add_ready(v)
 
+    # a device's proposal without a reservation depends on the state, not on t: it is kept
+    # until the next placement or dropped reservation (``version``)
+    version = 0
+    cached: list[tuple[int, tuple[float, int] | None]] = [(-1, None)] * nd
     while placed < n:
         if fav is not None:
             for d in devs:  # a reservation for a child that no longer fits its device is dropped
@@ -513,17 +517,28 @@ def list_schedule(
                 if f >= 0 and sched_on(f, d) is None:
                     reserved[d] = -1
                     reserver[f] = -1
+                    version += 1
         best: tuple[float, int, int] | None = None
         free_t = t + 1e-15
         for d in devs:
             if dev_free[d] <= free_t:
-                prop = propose(d, reserved[d])
+                f = reserved[d]
+                if f >= 0:
+                    prop = propose(d, f)
+                else:
+                    c = cached[d]
+                    if c[0] == version:
+                        prop = c[1]
+                    else:
+                        prop = propose(d, -1)
+                        cached[d] = (version, prop)
                 if prop is not None and (best is None or prop[0] < best[0] or (prop[0] == best[0] and prop[1] < best[1])):
                     best = (prop[0], prop[1], d)
         if best is not None:
             if best[0] <= t + 1e-12 * max(1.0, t):
                 place(order[best[1]], best[2], best[0])
                 placed += 1
+                version += 1
                 continue
             t_next = best[0]
         else:
