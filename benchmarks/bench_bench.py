@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from distplan.bench.campaign import parse_campaign  # noqa: E402
-from distplan.bench.runner import ForkServer, run_isolated  # noqa: E402
+from distplan.bench.forkserver import ForkServer, run_spec  # noqa: E402
 from distplan.bench.store import Store, canonical_json  # noqa: E402
 
 
@@ -38,7 +38,7 @@ def fresh_interpreter(spec: dict, workdir: Path) -> tuple[float, float]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     t0 = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-c", f"from distplan.bench.runner import _child_main; _child_main({str(spec_path)!r}, {str(result_path)!r})"],
+        [sys.executable, "-c", f"from distplan.bench.forkserver import _child_main; _child_main({str(spec_path)!r}, {str(result_path)!r})"],
         check=True,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -69,7 +69,7 @@ def main() -> None:
         forked = []
         for s in specs:
             t0 = time.perf_counter()
-            rec = run_isolated(s, server, work)
+            rec = run_spec(s, server)
             assert rec is not None and rec["verdict"] == "accepted", rec
             forked.append((time.perf_counter() - t0, float(rec["wall_seconds"])))
         server.close()

@@ -19,50 +19,43 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from distplan.errors import InputError
 
-from .runner import ForkServer, Record, base_record, run_isolated, warm_set
+from .forkserver import ForkServer, run_spec
+from .record import Record, base_record, warm_set
 
 _LOCK = threading.Lock()
 _SERVER: ForkServer | None = None
-_WORKDIR: str | None = None
 
 
-def _worker_server(kinds: Sequence[str], backends: Sequence[str]) -> tuple[ForkServer, str]:
-    """This worker process's fork server and scratch directory (created on first use)."""
-    global _SERVER, _WORKDIR
+def _worker_server(kinds: Sequence[str], backends: Sequence[str]) -> ForkServer:
+    """This worker process's fork server, with its scratch folder and reaper (created on first use)."""
+    global _SERVER
     with _LOCK:
         if _SERVER is None or _SERVER.closed:
             _SERVER = ForkServer(kinds, backends)
-            _WORKDIR = tempfile.mkdtemp(prefix="distplan-bench-worker-")
             atexit.register(close_worker_server)
-        assert _WORKDIR is not None
-        return _SERVER, _WORKDIR
+        return _SERVER
 
 
 def close_worker_server() -> bool:
     """Stop this worker's fork server (run on every worker when a campaign ends)."""
-    global _SERVER, _WORKDIR
+    global _SERVER
     with _LOCK:
-        server, workdir = _SERVER, _WORKDIR
-        _SERVER, _WORKDIR = None, None
+        server, _SERVER = _SERVER, None
     if server is not None:
         server.close()
-    if workdir is not None:
-        shutil.rmtree(workdir, ignore_errors=True)
     return server is not None
 
 
 def run_on_worker(spec: dict[str, Any], kinds: Sequence[str], backends: Sequence[str]) -> Record:
     """The Dask task: one run in its own process on this worker."""
-    server, workdir = _worker_server(kinds, backends)
-    rec = run_isolated(spec, server, workdir, executor="dask")
+    server = _worker_server(kinds, backends)
+    rec = run_spec(spec, server, executor="dask")
     if rec is None:  # the worker's server was closed under the run: report, do not hide it
         rec = base_record(spec)
         rec.update(termination="crashed", error="the worker's fork server was shut down during the run", executor="dask")

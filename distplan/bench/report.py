@@ -32,7 +32,7 @@ from typing import Any
 
 from distplan.errors import InputError
 
-from .runner import FAILED_TERMINATIONS
+from .record import FAILED_TERMINATIONS
 from .store import EXPORT_FIELDS, Store, open_existing
 from .verify import Audit, audit_database, label_of
 

@@ -9,6 +9,11 @@ Tables:
   so that `distplan verify DB` re-evaluates plans without the original files (generated
   instances included).
 * ``campaigns``: the campaign files that wrote into the database, with their run counts.
+* ``leases``: runs being executed right now: ``run_key``, ``claimed_by`` (the driver),
+  ``expires_at`` and ``heartbeat_at`` (Unix seconds). A driver claims a run before it
+  starts it and renews its leases while it runs; several drivers on one database thus
+  never execute a run twice, and the runs of a dead driver become claimable once its
+  leases expire. Storing a run deletes its lease.
 
 The database is in WAL mode: a reader (``distplan bench report``) can open it while a
 campaign is writing, and a killed writer loses at most the run it had not committed.
@@ -17,11 +22,13 @@ Times are seconds, memory bytes.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import sqlite3
+import time
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +113,9 @@ class Store:
                 "CREATE TABLE IF NOT EXISTS campaigns (name TEXT, source TEXT, text TEXT, planned INTEGER, started_at TEXT)"
             )
             self.conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            self.conn.execute(
+                "CREATE TABLE IF NOT EXISTS leases (run_key TEXT PRIMARY KEY, claimed_by TEXT NOT NULL, expires_at REAL NOT NULL, heartbeat_at REAL NOT NULL)"
+            )
             self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         found = {row["name"] for row in self.conn.execute("PRAGMA table_info(runs)")}
         missing = [f for f in RUN_FIELDS if f not in found]
@@ -133,7 +143,55 @@ class Store:
         marks = ", ".join("?" for _ in RUN_FIELDS)
         with self.conn:
             cur = self.conn.execute(f"INSERT OR IGNORE INTO runs ({', '.join(RUN_FIELDS)}) VALUES ({marks})", row)
+            self.conn.execute("DELETE FROM leases WHERE run_key = ?", (record.get("run_key"),))
         return cur.rowcount == 1
+
+    # -- leases (several drivers on one database) ---------------------------------------------
+    def claim(self, run_key: str, driver: str, lease_seconds: float) -> str:
+        """Try to take ``run_key`` for ``driver`` for ``lease_seconds`` seconds.
+
+        Returns "claimed" (the run is this driver's to execute), "done" (already stored) or
+        "busy" (another driver holds a lease that has not expired). One write transaction
+        (``BEGIN IMMEDIATE``), so two drivers never both get "claimed".
+        """
+        now = time.time()
+        with self._immediate():
+            if self.conn.execute("SELECT 1 FROM runs WHERE run_key = ?", (run_key,)).fetchone():
+                return "done"
+            row = self.conn.execute("SELECT claimed_by, expires_at FROM leases WHERE run_key = ?", (run_key,)).fetchone()
+            if row is not None and row["claimed_by"] != driver and row["expires_at"] > now:
+                return "busy"
+            self.conn.execute(
+                "INSERT OR REPLACE INTO leases (run_key, claimed_by, expires_at, heartbeat_at) VALUES (?, ?, ?, ?)",
+                (run_key, driver, now + lease_seconds, now),
+            )
+        return "claimed"
+
+    def renew(self, driver: str, lease_seconds: float) -> int:
+        """Heartbeat: extend every lease of ``driver`` by ``lease_seconds`` from now; returns how many."""
+        now = time.time()
+        with self.conn:
+            cur = self.conn.execute("UPDATE leases SET expires_at = ?, heartbeat_at = ? WHERE claimed_by = ?", (now + lease_seconds, now, driver))
+        return cur.rowcount
+
+    def release(self, run_key: str, driver: str) -> None:
+        """Give a claimed run back (it was not executed, e.g. on an interrupt)."""
+        with self.conn:
+            self.conn.execute("DELETE FROM leases WHERE run_key = ? AND claimed_by = ?", (run_key, driver))
+
+    def leases(self) -> list[dict[str, Any]]:
+        return [dict(row) for row in self.conn.execute("SELECT * FROM leases ORDER BY run_key")]
+
+    @contextlib.contextmanager
+    def _immediate(self) -> Iterator[None]:
+        """A write transaction taken at its start (no other writer can slip in between)."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.rollback()
+            raise
+        self.conn.commit()
 
     # -- reading ---------------------------------------------------------------------------
     def done_keys(self) -> set[str]:
