@@ -404,7 +404,7 @@ def test_random_milps_every_milp_backend_finds_the_same_optimum(arrays: ModelArr
     ref = results["highs"]
     assert ref.termination is Termination.OPTIMAL and ref.objective is not None
     # a solver's point is feasible within its feasibility tolerance, so its objective may
-    # differ from the true optimum by that tolerance times ||c||_1 (e.g. SCIP: -1.9e-6 for 0)
+    # differ from the true optimum by up to that tolerance times ||c||_1 (SCIP: -1.9e-6 for 0)
     feasibility = MILP_FEASIBILITY_TOLERANCE * float(np.abs(arrays.c).sum())
     for n, r in results.items():
         assert r.termination is Termination.OPTIMAL, (n, r.termination, r.raw_status, r.message)
