@@ -1,0 +1,186 @@
+"""Placement lower bounds: the assignment relaxation (`placement_bounds`) and the MILP's
+dual bound never exceed brute-force optima on random tiny DAGs (3-5 ops, 2 devices) (both communication models,
+memory limits), and known optima on fixtures. Times are whole seconds and delays whole
+numbers, so every sum is exact in floating point and bounds are compared with zero
+tolerance."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import distplan
+from distplan.instances import bundled
+from distplan.models.common import instance_from_dict
+from distplan.models.placement import PlacementInstance, evaluate, make_plan, schedule_fixed_placement
+
+
+def brute_force(inst: PlacementInstance) -> float:
+    """The optimal makespan (seconds): every device assignment and every order of each
+    device's ops consistent with the graph, each scheduled as early as the orders allow by
+    the evaluator's own simulation (which is how the evaluator reads any plan under the
+    channel model). Plans the evaluator rejects (memory) are skipped; inf when none fits."""
+    n, m = inst.n_ops, inst.n_devices
+    best = np.inf
+    for assign in itertools.product(range(m), repeat=n):
+        dev = np.asarray(assign, dtype=np.int64)
+        if inst.memory_model == "simple" and np.any(np.bincount(dev, weights=inst.memory_need(), minlength=m) > inst.device_memory):
+            continue
+        per_device = [[p for p in itertools.permutations(np.flatnonzero(dev == d).tolist()) if _consistent(inst, p)] for d in range(m)]
+        for orders in itertools.product(*per_device):
+            key = np.zeros(n)
+            for order in orders:
+                key[list(order)] = np.arange(len(order))
+            start = schedule_fixed_placement(inst, dev, order_key=key)
+            check = evaluate(inst, make_plan(inst, dev, start))
+            if check.feasible:
+                best = min(best, check.objective)
+    return float(best)
+
+
+def _consistent(inst: PlacementInstance, perm: tuple[int, ...]) -> bool:
+    """No edge (path) runs against the order ``perm`` of some of the ops."""
+    pos = {v: k for k, v in enumerate(perm)}
+    reach = _reach(inst)
+    return not any(reach[b, a] for a in perm for b in perm if pos[a] < pos[b])
+
+
+def _reach(inst: PlacementInstance) -> np.ndarray:
+    n = inst.n_ops
+    r = np.zeros((n, n), dtype=bool)
+    r[inst.src, inst.dst] = True
+    for k in range(n):
+        r |= r[:, [k]] & r[[k], :]
+    return r
+
+
+def tiny(n: int, edges: list[tuple[int, int, int]], times: list[int], mem: list[int], cap: int, latency: int, comm: str, liveness: bool) -> PlacementInstance:
+    ops: list[dict[str, Any]] = [{"name": f"o{k}", "time": float(times[k]), "memory": float(mem[k])} for k in range(n)]
+    if liveness:
+        for k, op in enumerate(ops):
+            op["output"] = float(mem[(k + 1) % n])
+    doc = {
+        "format": "distplan/1",
+        "kind": "placement",
+        "name": "tiny",
+        "graph": {"ops": ops, "edges": [{"src": f"o{a}", "dst": f"o{b}", "bytes": float(x)} for a, b, x in edges]},
+        "cluster": {"devices": [{"name": "g0", "memory": float(cap)}, {"name": "g1", "memory": float(cap)}], "bandwidth": 1.0, "latency": float(latency)},
+        "model": {"communication": comm, "memory": "liveness" if liveness else "simple"},
+    }
+    return instance_from_dict(doc)
+
+
+@st.composite
+def tiny_instances(draw: Any) -> PlacementInstance:
+    n = draw(st.integers(3, 5))
+    pairs = [(a, b) for a in range(n) for b in range(a + 1, n)]
+    chosen = draw(st.lists(st.sampled_from(pairs), unique=True, max_size=min(len(pairs), 7)))
+    edges = [(a, b, draw(st.integers(0, 4))) for a, b in chosen]
+    times = draw(st.lists(st.integers(0, 6), min_size=n, max_size=n))
+    mem = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+    liveness = draw(st.booleans())
+    need = [mem[k] + (mem[(k + 1) % n] if liveness else 0) for k in range(n)]
+    cap = draw(st.integers(max(max(need), 1), max(sum(need), 1)))
+    return tiny(n, edges, times, mem, cap, draw(st.integers(0, 2)), draw(st.sampled_from(["independent", "channels"])), liveness)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_instances())
+def test_relaxation_bound_never_exceeds_brute_force_optimum(inst: PlacementInstance) -> None:
+    opt = brute_force(inst)
+    if not np.isfinite(opt):
+        return
+    res = distplan.solve(inst, "placement_bounds", time_limit=10)
+    assert res.bounds, "the solver-free bounds at least"
+    for b in res.bounds:
+        assert b.value <= opt, f"{b.source}: {b.value} > optimum {opt}"
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_instances())
+def test_milp_bound_never_exceeds_brute_force_optimum(inst: PlacementInstance) -> None:
+    opt = brute_force(inst)
+    if not np.isfinite(opt):
+        return
+    res = distplan.solve(inst, "placement_milp", time_limit=10)
+    assert res.objective >= opt  # an evaluated plan is never better than the optimum
+    for b in res.bounds:
+        assert b.value <= opt, f"{b.source}: {b.value} > optimum {opt}"
+    if inst.memory_model == "simple" and inst.communication == "independent":
+        assert res.objective == pytest.approx(opt)  # the exact model finds the optimum
+
+
+def fan(comm: str) -> PlacementInstance:
+    """a (1 s) feeds b, c, d (10 s each) with three different tensors of 3, 3.5, 3.25 s on
+    4 devices: independent links allow 1 + 3.25 + 10 = 14.25 s; on Baechi's channels a's
+    channel sends one tensor at a time, so the best is 1 + 3 + 3.25 + 10 = 17.25 s."""
+    ops = [{"name": "a", "time": 1, "memory": 0}] + [{"name": k, "time": 10, "memory": 0} for k in "bcd"]
+    edges = [{"src": "a", "dst": k, "bytes": b} for k, b in zip("bcd", [3, 3.5, 3.25])]
+    doc = {
+        "format": "distplan/1",
+        "kind": "placement",
+        "name": "fan",
+        "graph": {"ops": ops, "edges": edges},
+        "cluster": {"devices": [{"name": f"g{k}", "memory": 1e9} for k in range(4)], "bandwidth": 1.0, "latency": 0.0},
+        "model": {"communication": comm},
+    }
+    return instance_from_dict(doc)
+
+
+def test_channel_serialization_lifts_the_bound_above_the_independent_optimum() -> None:
+    indep = distplan.solve(fan("independent"), "placement_milp")
+    assert indep.objective == pytest.approx(14.25) and indep.status.value == "optimal"
+    res = distplan.solve(fan("channels"), "placement_bounds")
+    relax = [b for b in res.bounds if b.source.startswith("assignment relaxation")]
+    assert len(relax) == 1
+    assert 14.25 < relax[0].value <= 17.25
+    assert relax[0].value == pytest.approx(17.25, rel=1e-6)
+    milp = distplan.solve(fan("channels"), "placement_milp")
+    assert milp.objective == pytest.approx(17.25)
+    assert milp.bound <= milp.objective
+
+
+SMALL = sorted(n for n, e in bundled().items() if n.startswith("placement-small-"))
+
+
+def known_optimum(name: str) -> float:
+    # "optimum 29.7000 ms" in the bundled description
+    text = bundled()[name]["description"]
+    return float(text.split("optimum")[1].split("ms")[0]) * 1e-3
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_bounds_on_known_optima(name: str) -> None:
+    opt = known_optimum(name)
+    res = distplan.solve(name, "placement_bounds", time_limit=20)
+    sources = [b.source for b in res.bounds]
+    assert len(sources) == len(set(sources)), "each bound listed once"
+    assert all(b.value <= opt + 1e-12 for b in res.bounds)
+    milp = distplan.solve(name, "placement_milp", time_limit=60)
+    assert milp.status.value == "optimal"
+    assert milp.objective == pytest.approx(opt, rel=1e-9)
+    assert milp.bound <= milp.objective
+
+
+def test_relaxation_sees_communication_and_memory() -> None:
+    # placement-small-2 (memory-bound): critical path 25.7 ms, optimum 29.7 ms
+    res = distplan.solve("placement-small-2", "placement_bounds", time_limit=20)
+    relax = next(b for b in res.bounds if b.source.startswith("assignment relaxation"))
+    cp = next(b for b in res.bounds if b.source.startswith("critical path"))
+    assert cp.value == pytest.approx(25.7e-3)
+    assert 29.0e-3 < relax.value <= 29.7e-3
+
+
+def test_milp_never_returns_a_plan_worse_than_its_warm_start() -> None:
+    # a time limit too short for the MILP: the best heuristic plan comes back
+    heur = min(distplan.solve("inception-v3-dgx1-4", f).objective for f in ("baechi_etf", "baechi_topo", "single_device"))
+    res = distplan.solve("inception-v3-dgx1-4", "placement_milp", time_limit=1)
+    assert res.objective <= heur
+    assert res.bound <= res.objective
+    json.dumps(res.info)
