@@ -32,7 +32,7 @@ Hidden test hooks honoured by the run process (never used by real campaigns): op
 ``_test_hang_seconds`` sleeps before solving, ``_test_exit_code`` exits at once with that
 code after writing to stderr, ``_test_stray_pidfile`` forks a helper into a process group
 of its own that would outlive the run (its pid goes to that file), ``_test_exec_log``
-appends the run key to that file when the run starts.
+appends the run key and the Unix time to that file when the run starts.
 
 The driver environment sets ``OMP_NUM_THREADS``/``OPENBLAS_NUM_THREADS``/
 ``MKL_NUM_THREADS`` to 1 in the run processes unless they are set already: solver threads
@@ -84,7 +84,7 @@ def _child_main(spec_path: str, result_path: str, scratch: str | None = None) ->
     exec_log = opts.get("_test_exec_log")
     if exec_log:  # one line per execution: tests count how often each run ran
         with open(exec_log, "a") as fh:
-            fh.write(spec["run_key"] + "\n")
+            fh.write(f"{spec['run_key']} {time.time()!r}\n")
     limit = opts.get("time_limit")
     grace = float(opts.get("grace", 5.0))
     if limit is not None:
