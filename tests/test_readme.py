@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -24,8 +27,38 @@ def test_python_example_runs(k: int) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+def test_set_up_commands_are_the_ci_commands() -> None:
+    """The README's test command is exactly what CI runs."""
+    match = re.search(r"^(pip install -c constraints.txt '\.\[dev[^\n]*python -m pytest -q)$", README, flags=re.M)
+    assert match, "the README's test command"
+    assert match.group(1) in (ROOT / ".ci" / "run").read_text()
+
+
+def _blocks_after(marker: str) -> list[str]:
+    """The command lines of the first plain code block after ``marker``."""
+    tail = README[README.index(marker) :]
+    block = re.search(r"```\n(.*?)```", tail, flags=re.S)
+    assert block, marker
+    return [line.split("  #")[0].strip() for line in block.group(1).splitlines() if line.startswith("distplan ")]
+
+
+EXAMPLES = _blocks_after("These run as printed") + _blocks_after("## Benchmarking solvers and verifying bounds")
+
+
+def test_command_examples_run_as_printed(tmp_path: Path) -> None:
+    """Each example of the command line section, in order, in a fresh folder."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    for line in EXAMPLES:
+        argv = shlex.split(line)
+        argv = [str(ROOT / a) if a.startswith("benchmarks/") else a for a in argv]
+        proc = subprocess.run([sys.executable, "-m", "distplan", *argv[1:]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert proc.returncode == 0, (line, proc.stderr[-2000:])
+        if "--json" in argv:
+            json.loads(proc.stdout)
+
+
 def test_main_job_command() -> None:
-    match = re.search(r"pip install \. && (distplan solve [^\n]+)", README)
+    match = re.search(r"pip install -c constraints\.txt \. && (distplan solve [^\n]+)", README)
     assert match, "the README's main job command"
     args = match.group(1).split()[1:]
     proc = subprocess.run([sys.executable, "-m", "distplan", *args], cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
