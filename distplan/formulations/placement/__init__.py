@@ -82,7 +82,7 @@ _milp = from_blocks(
     program="milp",
     exact=milp.exact_for,
     warm_start=milp.warm_start,
-    params={"default_time_limit": 60.0, "max_pairs": milp.MAX_PAIRS, "thresholds": 12},
+    params={"default_time_limit": 60.0, "max_pairs": milp.MAX_PAIRS, "thresholds": 12, "relaxation_share": 0.25, "relaxation_ops": (30, 1500)},
     reference="Venugopalan & Sinnen, IEEE TPDS 26(1) 2015; " + BAECHI,
 )
 
