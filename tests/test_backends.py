@@ -710,9 +710,6 @@ def test_status_map_covers_the_solvers_status_enum(name: str) -> None:
     key = name if name in STATUS_ENUMS else next((k for k in STATUS_ENUMS if k.endswith("-") and name.startswith(k)), None)
     assert key is not None, f"backend {name!r} has no status vocabulary listed in STATUS_ENUMS"
     missing = STATUS_ENUMS[key]() - set(get_backend(name).status_map)
-    interrupt = getattr(highspy.HighsModelStatus, "kHighsInterrupt", None)
-    if name == "highs" and missing == {interrupt}:
-        pytest.xfail("distplan/solvers/highs.py does not map kHighsInterrupt (highspy >= 1.12); fix proposed")
     assert not missing, f"{name}: unmapped solver statuses {sorted(map(str, missing))}"
     assert all(isinstance(v, Termination) or v is None for v in get_backend(name).status_map.values())
 
@@ -760,19 +757,10 @@ def test_export_round_trips_through_highs(build: Callable[[], Model], optimum: f
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     status = h.readModel(path)
-    with open(path) as fh:
-        text = fh.read()
-    if ext == "mps" and status == highspy.HighsStatus.kWarning and "MARKER INTORG 'MARKER'" in text:
-        # known defect of export.write_mps: 4-field MARKER lines ("MARKER INTORG 'MARKER' 'INTORG'")
-        # are read as a column named MARKER, so integrality marked only by them is lost
-        pytest.xfail("export.write_mps writes malformed MARKER lines; fix proposed")
     assert status == highspy.HighsStatus.kOk
     assert h.getNumCol() == model.num_vars
     h.setOptionValue("mip_rel_gap", 0.0)
     h.run()
     assert h.getModelStatus() == highspy.HighsModelStatus.kOptimal
     value = h.getInfo().objective_function_value
-    offset = model.to_arrays().offset
-    if ext == "lp" and offset != 0 and value == pytest.approx(optimum - offset, rel=1e-9):
-        pytest.xfail("export.write_lp drops the objective offset; fix proposed")
     assert value == pytest.approx(optimum, rel=1e-9)
