@@ -25,14 +25,15 @@ def random_instance(seed: int) -> PlacementInstance:
     """A small DAG with integer times and delays (many exact ties), random colocation groups,
     parallel edges, zero-time ops, and a memory model / capacity / channel model drawn at random."""
     rng = np.random.default_rng(seed)
+    unit = float(rng.choice([1.0, 0.1]))  # tenths: float near-ties (0.1 + 0.2 != 0.3)
     n = int(rng.integers(2, 28))
     nd = int(rng.integers(1, 5))
     hetero = rng.random() < 0.3
     types = [f"t{k % 2}" for k in range(nd)] if hetero else ["t0"] * nd
     ops: list[dict[str, Any]] = []
     for k in range(n):
-        t0 = float(rng.integers(0, 6)) if rng.random() < 0.9 else 0.0
-        time: Any = {"t0": t0, "t1": float(rng.integers(1, 6))} if hetero else t0
+        t0 = float(rng.integers(0, 6)) * unit if rng.random() < 0.9 else 0.0
+        time: Any = {"t0": t0, "t1": float(rng.integers(1, 6)) * unit} if hetero else t0
         op: dict[str, Any] = {"name": f"o{k}", "time": time, "memory": float(rng.integers(0, 10))}
         if rng.random() < 0.5:
             op["temporary"] = float(rng.integers(0, 5))
@@ -67,7 +68,8 @@ def random_instance(seed: int) -> PlacementInstance:
         "cluster": {
             "devices": [{"name": f"d{k}", "memory": cap, "type": types[k]} for k in range(nd)],
             "bandwidth": 10.0,
-            "latency": float(rng.integers(0, 3)),
+            "latency": float(rng.integers(0, 3)) * unit,
+            "links": [{"src": "d0", "dst": "d1", "bandwidth": 5.0, "latency": 1.0, "directed": bool(rng.random() < 0.5)}] if nd > 1 and rng.random() < 0.3 else [],
         },
         "model": {"memory": "liveness" if liveness else "simple", "communication": "channels" if channels else "independent"},
     }
@@ -131,4 +133,6 @@ def test_a_child_with_two_favorite_parents_is_refused() -> None:
     inst = instance_from_dict(doc)
     with pytest.raises(ValueError, match="favorite"):
         list_schedule(inst, favorite=np.array([2, 2, -1]))
+    with pytest.raises(ValueError, match="favorite"):
+        list_schedule(inst, favorite=np.array([1, -1, -1]))  # b is not a successor of a
     assert outcome(list_schedule, inst, favorite=np.array([2, -1, -1])) == outcome(reference_list_schedule, inst, favorite=np.array([2, -1, -1]))

@@ -132,16 +132,22 @@ def list_schedule(
     """Schedule every op (start times in seconds); raises InfeasibleError naming the op and
     the memory shortfall (bytes).
 
-    ``favorite[i]`` is op i's favorite child (-1 for none; an op is the favorite of at most
-    one op, as m-SCT's rounding makes them); ``assignment`` fixes the device of every op
+    ``favorite[i]`` is op i's favorite child (a successor of i, or -1 for none; an op is the
+    favorite of at most one op, as m-SCT's rounding makes them); ``assignment`` fixes the device of every op
     (only the start times are chosen then); ``topo`` is a precomputed `topological_positions`
     result.
     """
     n, nd = inst.n_ops, inst.n_devices
     if favorite is not None:
         fv = np.asarray(favorite, dtype=np.int64)
-        if fv.shape != (n,) or np.any(fv >= n) or np.any(np.bincount(fv[fv >= 0], minlength=1) > 1):
-            raise ValueError("favorite must give each op at most one favorite child (an op id or -1), each the favorite of at most one op")
+        has = np.flatnonzero(fv >= 0) if fv.shape == (n,) else np.zeros(0, dtype=np.int64)
+        if (
+            fv.shape != (n,)
+            or np.any(fv >= n)
+            or np.any(np.bincount(fv[has], minlength=1) > 1)
+            or not np.all(np.isin(has * n + fv[has], inst.src * n + inst.dst))
+        ):
+            raise ValueError("favorite must give each op at most one favorite child (a successor's id or -1), each the favorite of at most one op")
     order, topo_pos = topological_positions(inst) if topo is None else topo
     heappush, heappop = heapq.heappush, heapq.heappop
 
@@ -186,6 +192,10 @@ def list_schedule(
     inv_bw = (1.0 / inst.bandwidth).tolist()
     lat = inst.latency.astype(float).tolist()
     channels = inst.communication == "channels"
+    off = ~np.eye(nd, dtype=bool)
+    homogeneous = nd == 1 or (np.ptp(inst.latency[off]) == 0 and np.ptp(1.0 / inst.bandwidth[off]) == 0)
+    lat0 = float(inst.latency[off][0]) if nd > 1 else 0.0
+    ib0 = float((1.0 / inst.bandwidth)[off][0]) if nd > 1 else 0.0
     fav = None if favorite is None else np.asarray(favorite, dtype=np.int64).tolist()
     devs = list(range(nd))
 
@@ -252,6 +262,24 @@ def list_schedule(
 
     def independent_arrival(v: int) -> list[float]:
         """Arrival time (s) of v's last input on every device, without channel contention."""
+        if homogeneous:  # one delay per tensor: the largest remote arrival and the runner-up
+            loc = [0.0] * nd  # from another device than the largest
+            top1 = top2 = 0.0
+            dev1 = -1
+            for u, b in ins[v]:
+                du = device[u]
+                eu = end[u]
+                if eu > loc[du]:
+                    loc[du] = eu
+                a = eu + lat0 + b * ib0
+                if a > top1:
+                    if du != dev1:
+                        top2 = top1
+                    top1 = a
+                    dev1 = du
+                elif du != dev1 and a > top2:
+                    top2 = a
+            return [(lo if lo >= (top1 if d != dev1 else top2) else (top1 if d != dev1 else top2)) for d, lo in enumerate(loc)]
         rt = [0.0] * nd
         for u, b in ins[v]:
             du = device[u]
@@ -433,8 +461,7 @@ def list_schedule(
 
     def place(v: int, d: int, at: float) -> None:
         nonlocal n_ready, epoch
-        f = fav[v] if fav is not None else -1
-        rtf_pre = arrival_row(f) if (channels and f >= 0 and is_ready[f]) else None
+        f = fav[v] if fav is not None else -1  # a child of v: not ready before v is placed
         if channels:
             e0 = len(arrived)
             cf = chan_free[:]
@@ -488,7 +515,7 @@ def list_schedule(
             if remaining[w] == 0:
                 add_ready(w)
         if f >= 0 and is_ready[f]:
-            rtf = rtf_pre if rtf_pre is not None else arrival_row(f)
+            rtf = arrival_row(f)
             fx = fixed[f]
             sf = [rtf[k] if rtf[k] >= dev_free[k] else dev_free[k] for k in devs]
             if fx < 0:
