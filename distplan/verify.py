@@ -1,10 +1,23 @@
-"""Re-check stored results: the plan with the independent evaluator, the objective, and
-the termination claims (an "optimal" with a gap above tolerance is flagged, and so is a
-bound above the objective).
+"""Re-check stored results with one optimality rule.
 
-`verify_result(doc, instance)` checks one result document (as written by
-``distplan solve --result``); `verify_path` reads a file (a result JSON, or a benchmark
-database when the benchmarking module provides one).
+A result is "optimal" exactly when its relative gap ``|objective - bound| / max(|objective|,
+1e-9)`` is at most the ``gap_tolerance`` it records (results written before the field
+existed are held to `DEFAULT_GAP_TOLERANCE`, 1e-4: the HiGHS, CBC and SCIP default). The
+verifier trusts no stored claim; for each result it
+
+* recomputes the gap from the stored objective and bound and rejects a stored ``gap``
+  that differs, and recomputes the status and rejects a stored ``status`` that
+  contradicts it ("optimal" with an open gap; "feasible" with a closed one when the result
+  records its tolerance; a plan with status "none"; "optimal"/"feasible" without a plan);
+* checks ``bound <= objective`` with zero tolerance (every listed bound too): a proven
+  lower bound above a feasible objective is impossible;
+* re-evaluates the plan with the kind's independent evaluator: it must be feasible
+  (memory, precedence, ...) and give exactly the stored objective (relative 1e-9).
+
+`check_result(doc, instance)` returns the problems as (field, message) pairs;
+`verify_result` adds them to a `VerifyReport`; `verify_path` reads a result file
+(``distplan solve --result``). Benchmark databases are audited by
+`distplan.bench.verify.verify_database`.
 """
 
 from __future__ import annotations
@@ -14,10 +27,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distplan.api import OPTIMALITY_TOLERANCE
-from distplan.errors import InputError
+from distplan.api import DEFAULT_GAP_TOLERANCE
+from distplan.errors import DistplanError, InputError
 from distplan.instances import load_instance
 from distplan.models.common import kind_spec, read_json
+from distplan.solvers.result import relative_gap
+
+#: stored and re-evaluated objectives must agree this closely (relative; both come from the
+#: same deterministic evaluator, so only a JSON round trip separates them)
+OBJECTIVE_REL_TOLERANCE = 1e-9
+#: a stored gap must equal the recomputed one this closely (relative)
+GAP_REL_TOLERANCE = 1e-9
+STATUSES = ("optimal", "feasible", "none")
 
 
 @dataclass
@@ -37,42 +58,112 @@ class VerifyReport:
         return out
 
 
-def verify_result(doc: dict[str, Any], instance: Any, report: VerifyReport, label: str = "") -> None:
-    """Append to ``report`` every way in which ``doc`` disagrees with a fresh evaluation."""
-    report.checked += 1
-    tag = label or f"{doc.get('instance')} / {doc.get('formulation')} / {doc.get('backend')}"
-    objective, bound, status = doc.get("objective"), doc.get("bound"), doc.get("status")
-    if bound is not None and objective is not None and bound > objective * (1 + OPTIMALITY_TOLERANCE) + 1e-9:
-        report.problems.append(f"{tag}: bound {bound} exceeds the objective {objective}")
+def _number(doc: dict[str, Any], key: str, problems: list[tuple[str, str]]) -> float | None:
+    value = doc.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        problems.append((key, f"{value!r} is not a number"))
+        return None
+    return float(value)
+
+
+def recorded_tolerance(doc: dict[str, Any]) -> tuple[float, bool]:
+    """The result's gap tolerance (relative) and whether the result recorded it."""
+    tol = doc.get("gap_tolerance")
+    if tol is None:
+        return DEFAULT_GAP_TOLERANCE, False
+    return float(tol), True
+
+
+def check_claims(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """Problems with the stored numbers and status alone (no instance needed)."""
+    problems: list[tuple[str, str]] = []
+    objective = _number(doc, "objective", problems)
+    bound = _number(doc, "bound", problems)
+    tol_value = doc.get("gap_tolerance")
+    if tol_value is not None and (isinstance(tol_value, bool) or not isinstance(tol_value, int | float) or not 0 <= tol_value < 1):
+        problems.append(("gap_tolerance", f"{tol_value!r} is not a relative gap in [0, 1)"))
+        return problems
+    tolerance, recorded = recorded_tolerance(doc)
+    status = doc.get("status")
+    if status not in STATUSES and status is not None:
+        problems.append(("status", f"{status!r} is not one of {', '.join(STATUSES)}"))
+    for name, value in (("objective", objective), ("bound", bound)):
+        if value is not None and not math.isfinite(value):
+            problems.append((name, f"{value!r} is not finite"))
+            return problems
+    if bound is not None and objective is not None and bound > objective:
+        problems.append(("bound", f"proven bound {bound!r} exceeds the objective {objective!r} (a bound above a feasible plan is impossible)"))
+    for k, entry in enumerate(doc.get("bounds") or []):
+        value = entry.get("value") if isinstance(entry, dict) else None
+        if isinstance(value, int | float) and objective is not None and math.isfinite(value) and value > objective:
+            problems.append((f"bounds[{k}].value", f"bound {value!r} ({entry.get('source')}) exceeds the objective {objective!r}"))
+    gap = relative_gap(objective, bound)
+    if "gap" in doc:
+        stored = doc.get("gap")
+        if (stored is None) != (gap is None) or (
+            stored is not None and gap is not None and not (isinstance(stored, int | float) and math.isclose(stored, gap, rel_tol=GAP_REL_TOLERANCE, abs_tol=1e-15))
+        ):
+            problems.append(("gap", f"stored gap {stored!r} but objective {objective!r} and bound {bound!r} give {gap!r}"))
+    has_plan = doc.get("plan") is not None
     if status == "optimal":
-        if bound is None or objective is None:
-            report.problems.append(f"{tag}: claims optimal without a proven bound")
-        else:
-            gap = abs(objective - bound) / max(abs(objective), 1e-9)
-            if gap > OPTIMALITY_TOLERANCE:
-                report.problems.append(f"{tag}: claims optimal with gap {gap:.3g} > {OPTIMALITY_TOLERANCE}")
+        if gap is None:
+            problems.append(("status", "claims optimal without both an objective and a proven bound"))
+        elif gap > tolerance:
+            problems.append(("status", f"claims optimal with gap {gap:.3g} > gap_tolerance {tolerance:g}"))
+    elif status == "feasible" and recorded and gap is not None and gap <= tolerance:
+        problems.append(("status", f"says feasible but gap {gap:.3g} <= gap_tolerance {tolerance:g} makes it optimal"))
+    if status in ("optimal", "feasible") and "plan" in doc and not has_plan:
+        problems.append(("plan", f"status {status} but no plan stored"))
+    if status == "none" and has_plan:
+        problems.append(("status", "says none but a plan is stored"))
+    if has_plan and objective is None:
+        problems.append(("objective", "a plan is stored without its objective"))
+    return problems
+
+
+def check_result(doc: dict[str, Any], instance: Any) -> list[tuple[str, str]]:
+    """Every way in which ``doc`` (a ``Result.to_dict()``) disagrees with the rule or with
+    a fresh evaluation of its plan on ``instance``: (field, message) pairs."""
+    problems = check_claims(doc)
     plan = doc.get("plan")
     if plan is None:
-        if status not in ("none", None):
-            report.problems.append(f"{tag}: status {status} but no plan stored")
-        return
+        return problems
     spec = kind_spec(instance.kind)
-    check = spec.evaluate(instance, spec.plan_from_dict(instance, plan))
+    try:
+        check = spec.evaluate(instance, spec.plan_from_dict(instance, plan))
+    except DistplanError as exc:
+        problems.append(("plan", f"the stored plan cannot be read: {exc}"))
+        return problems
     if not check.feasible:
-        report.problems.append(f"{tag}: the evaluator rejects the plan: {'; '.join(check.violations[:3])}")
-    if objective is not None and not math.isclose(check.objective, objective, rel_tol=1e-6, abs_tol=1e-12):
-        report.problems.append(f"{tag}: stored objective {objective} but the evaluator computes {check.objective}")
-    else:
-        report.notes.append(f"ok {tag}: objective {check.objective:.9g} re-evaluated")
+        problems.append(("plan", f"the evaluator rejects the plan: {'; '.join(check.violations[:3])}"))
+    objective = doc.get("objective")
+    if isinstance(objective, int | float) and not math.isclose(check.objective, objective, rel_tol=OBJECTIVE_REL_TOLERANCE, abs_tol=1e-15):
+        problems.append(("objective", f"stored objective {objective!r} but the evaluator computes {check.objective!r}"))
+    return problems
+
+
+def verify_result(doc: dict[str, Any], instance: Any, report: VerifyReport, label: str = "") -> None:
+    """Append to ``report`` every problem `check_result` finds, as ``TAG: FIELD: message``."""
+    report.checked += 1
+    tag = label or f"{doc.get('instance')} / {doc.get('formulation')} / {doc.get('backend')}"
+    problems = check_result(doc, instance)
+    report.problems.extend(f"{tag}: {name}: {message}" for name, message in problems)
+    if not problems and doc.get("objective") is not None:
+        tol, recorded = recorded_tolerance(doc)
+        report.notes.append(
+            f"ok {tag}: objective {doc['objective']:.9g} re-evaluated, status {doc.get('status')} under gap_tolerance {tol:g}"
+            + ("" if recorded else " (default: the result records none)")
+        )
 
 
 def verify_path(path: str | Path, instance: str | None = None) -> VerifyReport:
+    """Verify a result file, or a benchmark database (``.db``, ``.sqlite``, ``.sqlite3``)."""
     p = Path(path)
     if p.suffix in (".db", ".sqlite", ".sqlite3"):
-        try:
-            from distplan.bench.verify import verify_database
-        except ImportError:
-            raise InputError(str(p), "benchmark databases need the benchmarking module", "verify a result JSON instead") from None
+        from distplan.bench.verify import verify_database  # the CLI is to route databases (issue 18)
+
         return verify_database(p)
     doc = read_json(p)
     if not isinstance(doc, dict) or "kind" not in doc:

@@ -3,13 +3,21 @@
 `audit_database(path)` returns an `Audit`; `verify_database(path)` (what
 ``distplan verify DB`` calls) turns it into a `distplan.verify.VerifyReport`.
 
-1. **Re-evaluation.** Every stored plan is checked again with the kind's independent
-   evaluator through `distplan.verify.verify_result`, against the instance document kept
-   in the database: feasibility, the objective recomputed, and the termination claims
-   (an "optimal" status with a gap above `distplan.api.OPTIMALITY_TOLERANCE`, or a bound
-   above the run's own objective, is flagged). A run that ``solve`` already caught
+1. **Columns.** Every stored column is audited: the columns a run's ``result_json``
+   also holds (termination, status, objective, bound, bound source, gap, timings, kind,
+   formulation, backend, version) must equal it; ``result_json.gap_tolerance`` must be the
+   campaign's ``mip_gap`` (or the default); ``run_key`` must be the hash of the run's
+   identity columns, ``instance_hash`` that of the stored instance document,
+   ``time_limit`` the one in ``options_json``, ``exact``/``program``/``bound_only`` the
+   formulation's, ``verdict`` what the evaluator says of the plan. An edited
+   ``result_json`` thus disagrees with the columns or with the recomputation below.
+2. **Re-evaluation and the optimality rule.** Every stored result is checked through
+   `distplan.verify.check_result` against the instance document kept in the database:
+   gap and status recomputed from objective and bound under the recorded tolerance,
+   ``bound <= objective`` with zero tolerance, the plan re-evaluated by the kind's
+   independent evaluator (feasibility, objective). A run that ``solve`` already caught
    returning a plan the evaluator rejects (``plan_rejected``) is a wrong answer too.
-2. **Bound audit** (a solver bug detector). A proven lower bound may never exceed any
+3. **Bound audit** (a solver bug detector). A proven lower bound may never exceed any
    feasible objective of the same instance (minimization). For every run with a bound,
    the smallest verified objective among runs of the *same formulation* is compared
    first (a disagreement between backends), then the smallest among all formulations
@@ -18,14 +26,15 @@
    is too high is the wrong one: the other run's plan has passed the evaluator. An exact
    formulation claiming the instance infeasible while some run holds a verified plan is a
    disagreement too.
-3. **Heuristic quality.** For every heuristic formulation (not exact, not bounds-only),
+4. **Heuristic quality.** For every heuristic formulation (not exact, not bounds-only),
    objective / best certified bound per instance, where the best certified bound is the
    largest bound of the instance that no disagreement implicates.
-4. **Guarantees** (`distplan.bench.guarantees`): known approximation guarantees of
+5. **Guarantees** (`distplan.bench.guarantees`): known approximation guarantees of
    heuristics (ETF, Hanen–Munier) where their preconditions hold.
 
-Tolerances: objective and bound compare with relative `OPTIMALITY_TOLERANCE` plus 1e-9
-absolute, as in ``distplan.solve``.
+Tolerances: none between a bound and an objective (a proven bound carries its own safety
+margin); stored and recomputed floats must agree to the bit where both are stored, to
+relative 1e-9 where one is recomputed.
 """
 
 from __future__ import annotations
@@ -38,15 +47,42 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distplan.api import OPTIMALITY_TOLERANCE
+from distplan.api import DEFAULT_GAP_TOLERANCE
 from distplan.errors import DistplanError
+from distplan.formulations.registry import get_formulation
 from distplan.models.common import instance_from_dict
-from distplan.verify import VerifyReport, verify_result
+from distplan.verify import VerifyReport, check_result
 
+from .campaign import instance_hash, run_key
 from .guarantees import GuaranteeCheck, InstanceFacts, checks_for
 from .store import Store, open_existing
 
-ABS_TOLERANCE = 1e-9
+#: columns that repeat a field of result_json (column, key in result_json; "timings.x" nests)
+MIRRORED_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("kind", "kind"),
+    ("formulation", "formulation"),
+    ("backend", "backend"),
+    ("backend_version", "backend_version"),
+    ("termination", "termination"),
+    ("status", "status"),
+    ("objective", "objective"),
+    ("bound", "bound"),
+    ("bound_source", "bound_source"),
+    ("gap", "gap"),
+    ("build_seconds", "timings.build_seconds"),
+    ("handover_seconds", "timings.handover_seconds"),
+    ("solve_seconds", "timings.solve_seconds"),
+    ("wall_seconds", "timings.wall_seconds"),
+)
+#: category of a finding by the field it names
+CATEGORIES = {
+    "bound": "bound above own objective",
+    "bounds": "bound above own objective",
+    "plan": "infeasible plan",
+    "objective": "objective mismatch",
+    "status": "optimal claim",
+    "gap": "gap mismatch",
+}
 
 
 @dataclass
@@ -115,7 +151,8 @@ def _num(v: Any) -> str:
 
 
 def _exceeds(bound: float, objective: float) -> bool:
-    return bound > objective * (1 + OPTIMALITY_TOLERANCE) + ABS_TOLERANCE
+    """A proven lower bound above a verified feasible objective: zero tolerance."""
+    return bound > objective
 
 
 def audit_database(path: str | Path | Store) -> Audit:
@@ -131,62 +168,136 @@ def audit_database(path: str | Path | Store) -> Audit:
 def _audit(store: Store) -> Audit:
     audit = Audit()
     runs = store.runs()
-    instances: dict[str, Any] = {}
+    instances: dict[str, tuple[Any, str] | None] = {}
     verified: dict[str, bool] = {}  # run_key -> plan re-evaluated without problems
     for run in runs:
         audit.checked += 1
         h = run["instance_hash"]
         tag = f"{run['instance']} / {label_of(run)} / {run['backend']} (run {run['run_key']})"
-        if run["termination"] == "plan_rejected":
-            audit.findings.append(Finding("plan rejected", run["run_key"], f"{tag}: solve rejected the plan: {run.get('error') or ''}".strip()))
-            continue
-        if run.get("plan_json") is None and run["status"] == "none" and run.get("bound") is None:
-            continue
         if h not in instances:
             doc = store.instance_document(h)
             try:
-                instances[h] = None if doc is None else instance_from_dict(doc)
+                instances[h] = None if doc is None else (instance_from_dict(doc), instance_hash(doc))
             except DistplanError as exc:
                 instances[h] = None
                 audit.notes.append(f"instance {run['instance']} ({h}) cannot be read: {exc}")
-        inst = instances[h]
-        if inst is None:
-            audit.findings.append(Finding("no instance", run["run_key"], f"{tag}: the instance document is not stored; the plan cannot be re-evaluated"))
-            continue
-        doc = {
-            "instance": run["instance"],
-            "formulation": run["formulation"],
-            "backend": run["backend"],
-            "objective": run.get("objective"),
-            "bound": run.get("bound"),
-            "status": run["status"],
-            "plan": None if run.get("plan_json") is None else json.loads(run["plan_json"]),
-        }
-        report = VerifyReport()
-        try:
-            verify_result(doc, inst, report, label=tag)
-        except DistplanError as exc:
-            report.problems.append(f"{tag}: the stored plan cannot be read: {exc}")
-        for problem in report.problems:
-            audit.findings.append(Finding(_category(problem), run["run_key"], problem))
-        if doc["plan"] is not None:
-            audit.reevaluated += 1
-            verified[run["run_key"]] = not report.problems and run.get("objective") is not None
+        entry = instances[h]
+        problems = audit_columns(run, None if entry is None else entry[1])
+        if run["termination"] == "plan_rejected":
+            problems.append(("termination", f"solve rejected the plan: {run.get('error') or ''}".strip()))
+        elif entry is None:
+            if run.get("plan_json") is not None or run["status"] != "none" or run.get("bound") is not None:
+                problems.append(("instance_hash", "the instance document is not stored; the result cannot be re-evaluated"))
+        else:
+            doc = result_document(run)
+            try:
+                problems.extend(check_result(doc, entry[0]))
+            except DistplanError as exc:
+                problems.append(("plan", f"the stored plan cannot be read: {exc}"))
+            if doc.get("plan") is not None:
+                audit.reevaluated += 1
+                verified[run["run_key"]] = not problems and run.get("objective") is not None
+                feasible = not any(name == "plan" for name, _ in problems)
+                if run.get("verdict") != ("accepted" if feasible else "rejected"):
+                    problems.append(("verdict", f"stored verdict {run.get('verdict')!r} but the evaluator {'accepts' if feasible else 'rejects'} the plan"))
+            elif run.get("verdict") is not None:
+                problems.append(("verdict", f"stored verdict {run.get('verdict')!r} without a plan"))
+        for name, message in problems:
+            audit.findings.append(Finding(_category(name, message), run["run_key"], f"{tag}: {name}: {message}"))
     _bound_audit(runs, verified, audit)
-    _heuristics(runs, verified, instances, audit)
+    _heuristics(runs, verified, {h: None if e is None else e[0] for h, e in instances.items()}, audit)
     return audit
 
 
-def _category(problem: str) -> str:
-    if "claims optimal" in problem:
-        return "optimal claim"
-    if "exceeds the objective" in problem:
-        return "bound above own objective"
-    if "evaluator rejects" in problem:
-        return "infeasible plan"
-    if "stored objective" in problem:
-        return "objective mismatch"
-    return "verification"
+def _category(name: str, message: str) -> str:
+    if name == "termination":
+        return "plan rejected"
+    if name == "status" and "optimal" not in message:
+        return "status mismatch"
+    root = name.split("[")[0].split(".")[0]
+    return CATEGORIES.get(root, f"{name} mismatch")
+
+
+def result_document(run: dict[str, Any]) -> dict[str, Any]:
+    """The result a run row stores: its ``result_json`` (with the plan from ``plan_json``),
+    or, for a run that produced none, a document made of its columns."""
+    plan = None if run.get("plan_json") is None else json.loads(run["plan_json"])
+    if run.get("result_json"):
+        doc = json.loads(run["result_json"])
+        if isinstance(doc, dict):
+            return {**doc, "plan": plan}
+    return {
+        "instance": run["instance"],
+        "formulation": run["formulation"],
+        "backend": run["backend"],
+        "objective": run.get("objective"),
+        "bound": run.get("bound"),
+        "gap": run.get("gap"),
+        "status": run["status"],
+        "plan": plan,
+    }
+
+
+def _lookup(doc: Any, key: str) -> Any:
+    for part in key.split("."):
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(part)
+    return doc
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, floats to the bit (SQLite REAL and JSON both keep a double exactly)."""
+    numeric = (int, float)
+    if isinstance(a, numeric) and isinstance(b, numeric) and not isinstance(a, bool) and not isinstance(b, bool):
+        return float(a) == float(b) or (math.isnan(float(a)) and math.isnan(float(b)))
+    return bool(a == b)
+
+
+def audit_columns(run: dict[str, Any], document_hash: str | None) -> list[tuple[str, str]]:
+    """Problems with the stored columns of one run row (see the module docstring, item 1)."""
+    problems: list[tuple[str, str]] = []
+    try:
+        options = json.loads(run.get("options_json") or "{}")
+        params = json.loads(run.get("params_json") or "{}")
+    except ValueError as exc:
+        return [("options_json", f"not JSON: {exc}")]
+    expected_key = run_key(run["instance_hash"], run["formulation"], params, run["backend"], options, run.get("seed"), run.get("repetition"))  # type: ignore[arg-type]
+    if run["run_key"] != expected_key:
+        problems.append(("run_key", f"{run['run_key']} is not {expected_key}, the hash of the run's instance, formulation, parameters, backend, options, seed and repetition"))
+    if document_hash is not None and document_hash != run["instance_hash"]:
+        problems.append(("instance_hash", f"{run['instance_hash']} but the stored instance document hashes to {document_hash}"))
+    if not _same(run.get("time_limit"), options.get("time_limit")):
+        problems.append(("time_limit", f"{run.get('time_limit')!r} but options_json says {options.get('time_limit')!r}"))
+    try:
+        form = get_formulation(run["kind"], run["formulation"])
+    except DistplanError:
+        form = None
+    if form is not None:
+        for column, value in (("exact", bool(form.exact)), ("bound_only", bool(form.bound_only)), ("program", form.program)):
+            stored = run.get(column) if column == "program" else bool(run.get(column))
+            if stored != value:
+                problems.append((column, f"{run.get(column)!r} but formulation {form.name} has {value!r}"))
+    for column in ("process_seconds", "peak_memory_bytes", *(c for c, k in MIRRORED_COLUMNS if k.startswith("timings."))):
+        v = run.get(column)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not v >= 0):
+            problems.append((column, f"{v!r} is not a non-negative number"))
+    if not run.get("result_json"):
+        return problems
+    try:
+        result = json.loads(run["result_json"])
+    except ValueError as exc:
+        return [*problems, ("result_json", f"not JSON: {exc}")]
+    if not isinstance(result, dict):
+        return [*problems, ("result_json", "not a JSON object")]
+    for column, key in MIRRORED_COLUMNS:
+        if not _same(run.get(column), _lookup(result, key)):
+            problems.append((f"result_json.{key}", f"{_lookup(result, key)!r} but column {column} holds {run.get(column)!r}"))
+    mip_gap = options.get("mip_gap")
+    expected_tol = DEFAULT_GAP_TOLERANCE if mip_gap is None else float(mip_gap)
+    if "gap_tolerance" in result and not _same(result["gap_tolerance"], expected_tol):
+        problems.append(("result_json.gap_tolerance", f"{result['gap_tolerance']!r} but the run was solved with mip_gap {expected_tol!r}"))
+    return problems
 
 
 def _bound_audit(runs: list[dict[str, Any]], verified: dict[str, bool], audit: Audit) -> None:

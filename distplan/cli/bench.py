@@ -52,6 +52,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"note: {note}", file=sys.stderr)
     print(
         f"{campaign.name}: {counts['planned']} runs planned, {counts['skipped']} already stored, {counts['stored']} stored now"
+        + (f", {counts['by_others']} stored meanwhile by another driver" if counts.get("by_others") else "")
         + (f", {counts['duplicates']} duplicate(s) ignored" if counts["duplicates"] else "")
         + f" -> {db}"
     )

@@ -1,0 +1,215 @@
+"""`distplan verify`: one optimality rule, every stored claim recomputed (issue 15 item 3).
+
+A table of tampers, each applied to an honest result file and to an honest benchmark
+database: verify must exit 1 with a message naming the field. Honest results, including
+an "optimal" whose gap (3e-5) is inside the recorded tolerance (1e-4), must pass.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import distplan
+from distplan.bench.campaign import parse_campaign
+from distplan.bench.runner import run_campaign
+from distplan.bench.verify import verify_database
+from distplan.cli import main as cli_main
+from distplan.instances.generators import random_layered_dag
+from distplan.models.common import instance_from_dict
+from distplan.solvers.result import relative_gap
+from distplan.verify import VerifyReport, check_result
+
+# memory binds: no device holds more than 60% of the ops' memory
+GEN = {"generator": "random_layered_dag", "n_ops": 8, "seed": 0, "n_devices": 2, "memory_fraction": 0.6}
+Doc = dict[str, Any]
+
+
+def _instance() -> Any:
+    args = {k: v for k, v in GEN.items() if k != "generator"}
+    return instance_from_dict(random_layered_dag(**args))
+
+
+def _serial_on_one_device(doc: Doc) -> Doc:
+    """The plan moved to one device in topological order: no overlap, but memory breaks."""
+    inst = _instance()
+    starts: dict[str, float] = {}
+    t = 0.0
+    for i in inst.topo_order():
+        starts[inst.op_names[i]] = t
+        t += float(inst.time[i, 0])
+    return {"device": {op: inst.device_names[0] for op in doc["plan"]["device"]}, "start": starts}
+
+
+def _with_gap(doc: Doc, bound: float) -> None:
+    doc["bound"] = bound
+    doc["gap"] = relative_gap(doc["objective"], bound)
+
+
+def _lower_objective(d: Doc) -> None:
+    d["objective"] *= 0.99
+    _with_gap(d, min(d["bound"], d["objective"]))  # bound and gap kept consistent with it
+
+
+def _raise_bound(d: Doc) -> None:
+    _with_gap(d, d["objective"] * 1.01)
+
+
+def _break_memory(d: Doc) -> None:
+    d["plan"] = _serial_on_one_device(d)
+
+
+def _open_gap_optimal(d: Doc) -> None:
+    _with_gap(d, d["objective"] * 0.9)  # consistent gap 0.1, status still "optimal"
+
+
+def _contradicting_gap(d: Doc) -> None:
+    d["gap"] = 0.05
+
+
+#: (name, tamper, the field the message must name)
+TAMPERS: list[tuple[str, Callable[[Doc], None], str]] = [
+    ("objective lowered", _lower_objective, "objective"),
+    ("bound raised above the objective", _raise_bound, "bound"),
+    ("plan breaks memory", _break_memory, "plan"),
+    ("optimal with an open gap", _open_gap_optimal, "status"),
+    ("stored gap contradicts objective and bound", _contradicting_gap, "gap"),
+]
+
+
+@pytest.fixture(scope="module")
+def honest(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """An honest placement_milp result (file) and a small honest database."""
+    d = tmp_path_factory.mktemp("verify")
+    inst_path = d / "inst.json"
+    inst_path.write_text(json.dumps(random_layered_dag(**{k: v for k, v in GEN.items() if k != "generator"})))
+    res = distplan.solve(str(inst_path), "placement_milp", backend="highs", threads=1)
+    doc = json.loads(json.dumps(res.to_dict(), default=str))
+    assert doc["status"] == "optimal" and doc["info"]["source"] == str(inst_path)
+    campaign = parse_campaign({"name": "verify", "time_limit": 20, "threads": 1, "formulations": ["placement_milp", "baechi_etf"], "backends": ["highs"], "instances": [GEN]}, base=d)
+    db = d / "honest.db"
+    counts = run_campaign(campaign, db, progress=False)
+    assert counts["stored"] == 2
+    return {"dir": d, "doc": doc, "db": db}
+
+
+def _cli_verify(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """``distplan verify PATH`` in this process (the console entry point's own `main`)."""
+    capsys.readouterr()
+    rc = cli_main(["verify", str(path)])
+    out = capsys.readouterr()
+    return rc, out.out + out.err
+
+
+def test_honest_result_and_database_pass(honest: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    path = honest["dir"] / "r.json"
+    path.write_text(json.dumps(honest["doc"]))
+    rc, out = _cli_verify(path, capsys)
+    assert rc == 0 and "0 problem(s)" in out, out
+    report = verify_database(honest["db"])
+    assert report.ok, report.problems
+    assert report.checked == 2
+
+
+@pytest.mark.parametrize("tolerance", [1e-4, None])  # recorded, or an old result without the field
+def test_an_optimal_claim_inside_the_tolerance_passes(honest: dict[str, Any], tolerance: float | None) -> None:
+    # what HiGHS reports at its default relative gap: optimal with gap 3e-5 < 1e-4
+    doc = copy.deepcopy(honest["doc"])
+    _with_gap(doc, doc["objective"] * (1 - 3e-5))
+    if tolerance is None:
+        del doc["gap_tolerance"]
+    else:
+        doc["gap_tolerance"] = tolerance
+    assert doc["status"] == "optimal" and 2.9e-5 < doc["gap"] < 3.1e-5
+    assert check_result(doc, _instance()) == []
+    doc["gap_tolerance"] = 1e-5  # the same claim under a tighter recorded tolerance is false
+    assert [name for name, _ in check_result(doc, _instance())] == ["status"]
+
+
+@pytest.mark.parametrize(("name", "tamper", "field"), TAMPERS, ids=[t[0] for t in TAMPERS])
+def test_verify_rejects_a_tampered_result_file(honest: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, tamper: Callable[[Doc], None], field: str) -> None:
+    doc = copy.deepcopy(honest["doc"])
+    tamper(doc)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc))
+    rc, out = _cli_verify(path, capsys)
+    assert rc == 1, out
+    assert f": {field}: " in out, out
+    if name == "plan breaks memory":
+        assert "memory" in out
+
+
+def _tamper_db(db: Path, formulation: str, edit: Callable[[Doc, dict[str, Any]], None]) -> None:
+    """Apply ``edit(result_document, columns)`` to the run of ``formulation`` and store both back."""
+    con = sqlite3.connect(str(db))
+    con.row_factory = sqlite3.Row
+    row = dict(con.execute("SELECT * FROM runs WHERE formulation = ?", (formulation,)).fetchone())
+    result = json.loads(row["result_json"])
+    result["plan"] = json.loads(row["plan_json"])
+    cols = {k: row[k] for k in ("objective", "bound", "gap", "status")}
+    edit(result, cols)
+    plan = result.pop("plan")
+    con.execute(
+        "UPDATE runs SET result_json = ?, plan_json = ?, objective = ?, bound = ?, gap = ?, status = ? WHERE run_key = ?",
+        (json.dumps(result), json.dumps(plan), cols["objective"], cols["bound"], cols["gap"], cols["status"], row["run_key"]),
+    )
+    con.commit()
+    con.close()
+
+
+def _consistently(tamper: Callable[[Doc], None]) -> Callable[[Doc, dict[str, Any]], None]:
+    """The tamper applied to result_json and mirrored into the columns (a careful forger)."""
+
+    def edit(result: Doc, cols: dict[str, Any]) -> None:
+        tamper(result)
+        cols.update({k: result[k] for k in cols})
+
+    return edit
+
+
+def _only_result_json(result: Doc, cols: dict[str, Any]) -> None:
+    result["objective"] *= 0.999
+
+
+def _only_result_json_status(result: Doc, cols: dict[str, Any]) -> None:
+    result["status"] = "feasible"
+
+
+DB_TAMPERS: list[tuple[str, Callable[[Doc, dict[str, Any]], None], str]] = [
+    *((name, _consistently(t), f) for name, t, f in TAMPERS),
+    ("result_json objective edited", _only_result_json, "result_json.objective"),
+    ("result_json status edited", _only_result_json_status, "result_json.status"),
+]
+
+
+@pytest.mark.parametrize(("name", "edit", "field"), DB_TAMPERS, ids=[t[0] for t in DB_TAMPERS])
+def test_verify_rejects_a_tampered_database(honest: dict[str, Any], tmp_path: Path, name: str, edit: Callable[[Doc, dict[str, Any]], None], field: str) -> None:
+    db = tmp_path / "t.db"
+    shutil.copy(honest["db"], db)
+    _tamper_db(db, "placement_milp", edit)
+    report = verify_database(db)
+    assert not report.ok
+    assert any(f": {field}: " in p for p in report.problems), report.problems
+    assert all("placement_milp" in p for p in report.problems if "disagreement" not in p)  # the honest run stays clean
+
+
+def test_verify_cli_exits_1_on_a_tampered_database(honest: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    db = tmp_path / "t.db"
+    shutil.copy(honest["db"], db)
+    _tamper_db(db, "placement_milp", _only_result_json)
+    rc, out = _cli_verify(db, capsys)
+    assert rc == 1 and "result_json.objective" in out, out
+
+
+def test_report_lines_count_problems() -> None:
+    report = VerifyReport(checked=2, problems=["x: gap: wrong"])
+    assert report.lines()[-1] == "2 result(s) checked, 1 problem(s)" and not report.ok
+    assert math.isclose(relative_gap(2.0, 1.0) or 0.0, 0.5)
