@@ -559,8 +559,16 @@ def build_chain_model(graph: CostGraph, chains: list[Chain], origin: np.ndarray,
     mem_cols = [s_col]
     mem_coeff = [(data["flat_memory"][flat_free] - node_min[data["s_node"]])]
     rhs = budget - float(node_min.sum())
+    # objective: every one-hot group (a node's s, a stage's arcs) is shifted by its least
+    # cost into the constant, which keeps the solver's bound margin (eps x |c|_1) small
+    s_cost, s_node = data["s_cost"], data["s_node"]
+    least_cost = np.full(graph.num_nodes, np.inf)
+    if s_cost.size:
+        np.minimum.at(least_cost, s_node, s_cost)
+    least_cost[~np.isfinite(least_cost)] = 0.0
+    constant = float(data["constant"]) + float(least_cost[free].sum())
     obj_cols = [s_col, data["e"].index.reshape(-1)]
-    obj_coeff = [data["s_cost"], data["e_cost"]]
+    obj_coeff = [s_cost - least_cost[s_node], data["e_cost"]]
     walk: list[dict[str, Any]] = []
     for c, ch in enumerate(chains):
         arcs = ch.arcs
@@ -597,8 +605,13 @@ def build_chain_model(graph: CostGraph, chains: list[Chain], origin: np.ndarray,
                 rhs -= K1 * float(arcs["memory"][stage].min())
         mem_cols.append(xc)
         mem_coeff.append(arcs["memory"] - shift)
+        cost_shift = np.zeros(A)
+        for stage in (arcs["first"], ~arcs["first"]):
+            if stage.any():
+                cost_shift[stage] = float(arcs["cost"][stage].min())
+                constant += K1 * float(arcs["cost"][stage].min())
         obj_cols.append(xc)
-        obj_coeff.append(arcs["cost"])
+        obj_coeff.append(arcs["cost"] - cost_shift)
         walk.append({"x": x, "w": w, "y": y})
     for k, (c, states) in enumerate(cuts):
         ch, arcs = chains[c], chains[c].arcs
@@ -615,7 +628,7 @@ def build_chain_model(graph: CostGraph, chains: list[Chain], origin: np.ndarray,
     model.add_constraints("memory", linear_sum(cols, np.concatenate(mem_coeff) * MEMORY_SCALE, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars) <= rhs * MEMORY_SCALE)
     cols = np.concatenate(obj_cols)
     expr = linear_sum(cols, np.concatenate(obj_coeff) * OBJECTIVE_SCALE, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars)
-    model.minimize(expr.sum() + data["constant"] * OBJECTIVE_SCALE)
+    model.minimize(expr.sum() + constant * OBJECTIVE_SCALE)
     data["walk"] = walk
     data["least_memory_bytes"] = least
     return model, data

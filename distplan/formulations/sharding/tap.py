@@ -208,10 +208,10 @@ def fold_sharding(inst: ShardingInstance, params: dict[str, Any]) -> Folding:
 TAP = Formulation(
     kind="sharding",
     name="tap",
-    description="TAP: Alpa's ILP folded over repeated subgraphs (copies share variables), unfolded plan",
+    description="TAP folding made exact: repeated layers as integer counts of copies on a walk over boundary states (memory summed over counts)",
     program="milp",
     run=run_tap,
-    exact=False,
+    exact=True,
     reference=REFERENCE,
     params=dict(DEFAULTS),
 )
