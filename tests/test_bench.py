@@ -320,14 +320,19 @@ def test_the_audit_catches_impossible_bounds_wrong_objectives_and_false_optima(l
         store.conn.execute("UPDATE runs SET bound = objective * 0.5 WHERE run_key = ?", (second["run_key"],))
         store.conn.commit()
     audit = audit_database(db)
-    by_run = {f.run_key: f for f in audit.findings}
-    assert by_run["f" * 24].category == "solver disagreement"
-    assert by_run["f" * 24].other_run_key is not None and by_run["f" * 24].other_run_key in by_run["f" * 24].message
-    assert "f" * 24 in by_run["f" * 24].message
-    assert by_run[sct["run_key"]].category == "objective mismatch"
-    assert by_run[second["run_key"]].category == "optimal claim"
+    by_run: dict[str, list[Any]] = {}
+    for f in audit.findings:
+        by_run.setdefault(f.run_key, []).append(f)
+    assert set(by_run) == {"f" * 24, sct["run_key"], second["run_key"]}  # nothing else is blamed
+    disagreement = [f for f in by_run["f" * 24] if f.category == "solver disagreement"]
+    assert len(disagreement) == 1 and disagreement[0].other_run_key is not None
+    assert disagreement[0].other_run_key in disagreement[0].message and "f" * 24 in disagreement[0].message
+    assert "run_key mismatch" in {f.category for f in by_run["f" * 24]}  # not the hash of its columns
+    assert "objective mismatch" in {f.category for f in by_run[sct["run_key"]]}  # the evaluator disagrees
+    assert "result_json.objective mismatch" in {f.category for f in by_run[sct["run_key"]]}  # and so does result_json
+    assert "optimal claim" in {f.category for f in by_run[second["run_key"]]}
     report = verify_database(db)
-    assert not report.ok and len(report.problems) == 3
+    assert not report.ok and len(report.problems) == len(audit.findings)
     text = write_report(db, tmp_path / "rep", figures=False).read_text()
     assert "Wrong answers: **3**" in text and "solver disagreement" in text
 

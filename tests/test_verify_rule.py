@@ -23,6 +23,7 @@ from distplan.bench.campaign import parse_campaign
 from distplan.bench.runner import run_campaign
 from distplan.bench.verify import verify_database
 from distplan.cli import main as cli_main
+from distplan.cli.bench import verify_target
 from distplan.instances.generators import random_layered_dag
 from distplan.models.common import instance_from_dict
 from distplan.solvers.result import relative_gap
@@ -117,6 +118,7 @@ def test_honest_result_and_database_pass(honest: dict[str, Any], capsys: pytest.
     report = verify_database(honest["db"])
     assert report.ok, report.problems
     assert report.checked == 2
+    assert verify_target(honest["db"]).checked == 2 and verify_target(path).checked == 1  # the CLI's routing
 
 
 @pytest.mark.parametrize("tolerance", [1e-4, None])  # recorded, or an old result without the field

@@ -189,9 +189,12 @@ def _audit(store: Store) -> Audit:
             if run.get("plan_json") is not None or run["status"] != "none" or run.get("bound") is not None:
                 problems.append(("instance_hash", "the instance document is not stored; the result cannot be re-evaluated"))
         else:
-            doc = result_document(run)
+            doc, stored = result_document(run)
             try:
                 problems.extend(check_result(doc, entry[0]))
+                if stored is not None and any(not _same(doc.get(k), stored.get(k)) for k in ("objective", "bound", "gap", "status")):
+                    # the columns and result_json disagree: check result_json on its own too
+                    problems.extend((f"result_json.{name}", message) for name, message in check_result(stored, entry[0]))
             except DistplanError as exc:
                 problems.append(("plan", f"the stored plan cannot be read: {exc}"))
             if doc.get("plan") is not None:
@@ -218,24 +221,21 @@ def _category(name: str, message: str) -> str:
     return CATEGORIES.get(root, f"{name} mismatch")
 
 
-def result_document(run: dict[str, Any]) -> dict[str, Any]:
-    """The result a run row stores: its ``result_json`` (with the plan from ``plan_json``),
-    or, for a run that produced none, a document made of its columns."""
+def result_document(run: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The result a run row's columns state (objective, bound, gap, status from the
+    columns, the rest from ``result_json``, the plan from ``plan_json``), and its
+    ``result_json`` with the plan (None for a run that stored none)."""
     plan = None if run.get("plan_json") is None else json.loads(run["plan_json"])
+    stored = None
     if run.get("result_json"):
-        doc = json.loads(run["result_json"])
-        if isinstance(doc, dict):
-            return {**doc, "plan": plan}
-    return {
-        "instance": run["instance"],
-        "formulation": run["formulation"],
-        "backend": run["backend"],
-        "objective": run.get("objective"),
-        "bound": run.get("bound"),
-        "gap": run.get("gap"),
-        "status": run["status"],
-        "plan": plan,
-    }
+        try:
+            parsed = json.loads(run["result_json"])
+        except ValueError:  # reported by audit_columns
+            parsed = None
+        if isinstance(parsed, dict):
+            stored = {**parsed, "plan": plan}
+    columns = {k: run.get(k) for k in ("instance", "formulation", "backend", "objective", "bound", "gap", "status")}
+    return {**(stored or {}), **columns, "plan": plan}, stored
 
 
 def _lookup(doc: Any, key: str) -> Any:

@@ -15,8 +15,12 @@ import signal
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from distplan.errors import InputError
+
+if TYPE_CHECKING:
+    from distplan.verify import VerifyReport
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -85,6 +89,25 @@ def cmd_export(args: argparse.Namespace) -> int:
         n = export_parquet(args.db, args.parquet)
         print(f"wrote {n} runs to {args.parquet}")
     return 0
+
+
+#: file suffixes `distplan verify` treats as benchmark databases
+DATABASE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+
+
+def verify_target(path: str | Path, instance: str | None = None) -> VerifyReport:
+    """What ``distplan verify PATH`` checks: a benchmark database (by its suffix) through
+    `distplan.bench.verify.verify_database`, any other file as a result document through
+    `distplan.verify.verify_path`. The CLI routes, so `distplan.verify` needs no bench."""
+    if Path(path).suffix in DATABASE_SUFFIXES:
+        from distplan.bench.verify import verify_database
+
+        if instance is not None:
+            raise InputError("--instance", "a benchmark database stores its instances", "leave out --instance")
+        return verify_database(path)
+    from distplan.verify import verify_path
+
+    return verify_path(path, instance=instance)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
