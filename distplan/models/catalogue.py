@@ -19,6 +19,19 @@ per direction per link); DGX-1 with V100 whitepaper (hybrid cube-mesh, 4 EDR Inf
 8 NDR 400 Gb/s NICs); PCI Express 3.0 x16 = 15.75 GB/s and 4.0 x16 = 31.5 GB/s per direction
 (PCI-SIG). Latencies are order-of-magnitude estimates of one point-to-point transfer
 (software + wire), not spec numbers; override them where you have measurements.
+
+H100 SXM and H100 NVL (NVIDIA H100 Tensor Core GPU datasheet, SXM / NVL columns; the
+datasheet's tensor-core figures are with 2:4 sparsity, dense rates are half of them):
+BF16/FP16 tensor 1,979 / 1,671 TFLOPS sparse, i.e. 989.5 / 835.5 TFLOPS dense; FP32 67 / 60
+TFLOPS; HBM3 80 GB / 94 GB at 3.35 TB/s / 3.9 TB/s; NVLink 900 GB/s / 600 GB/s
+(bidirectional: 450 / 300 GB/s per direction) and PCIe Gen5 128 GB/s (bidirectional;
+PCI-SIG: 32 GT/s x 16 lanes x 128/130 = 63 GB/s per direction). An HGX/DGX H100 board joins
+its 8 SXM GPUs through NVSwitch (every pair at the full 450 GB/s per direction); H100 NVL
+cards are bridged in pairs by NVLink and reach other cards over PCIe Gen5. Between nodes,
+DGX H100 has one ConnectX-7 NDR InfiniBand port (400 Gb/s = 50 GB/s per direction) per GPU
+(DGX H100 user guide); the InfiniBand latency (15 us per transfer through NCCL, switch hops
+included) is an estimate like the others, not a spec number. HBM sizes are counted in GiB
+like the other devices here (an "80 GB" H100 reports 81,559 MiB).
 """
 
 from __future__ import annotations
@@ -82,7 +95,8 @@ DEVICES: dict[str, DeviceSpec] = {
         DeviceSpec("V100-32GB", 125e12, 15.7e12, 32 * GiB, 900 * GB),
         DeviceSpec("A100-40GB", 312e12, 19.5e12, 40 * GiB, 1555 * GB),
         DeviceSpec("A100-80GB", 312e12, 19.5e12, 80 * GiB, 2039 * GB),
-        DeviceSpec("H100-80GB", 989e12, 67e12, 80 * GiB, 3350 * GB),
+        DeviceSpec("H100-80GB", 989e12, 67e12, 80 * GiB, 3350 * GB),  # H100 SXM5
+        DeviceSpec("H100-NVL-94GB", 835.5e12, 60e12, 94 * GiB, 3900 * GB),
         DeviceSpec("T4", 65e12, 8.1e12, 16 * GiB, 320 * GB),
         DeviceSpec("P100", 21.2e12, 10.6e12, 16 * GiB, 732 * GB),
         DeviceSpec("1080Ti", 11.3e12 / 64, 11.3e12, 11 * GiB, 484 * GB),
@@ -92,7 +106,16 @@ DEVICES: dict[str, DeviceSpec] = {
     ]
 }
 #: short aliases
-ALIASES = {"V100": "V100-16GB", "A100": "A100-40GB", "H100": "H100-80GB", "GTX1080Ti": "1080Ti", "TPUv4": "TPU-v4"}
+ALIASES = {
+    "V100": "V100-16GB",
+    "A100": "A100-40GB",
+    "H100": "H100-80GB",
+    "H100-SXM": "H100-80GB",
+    "H100-SXM-80GB": "H100-80GB",
+    "H100-NVL": "H100-NVL-94GB",
+    "GTX1080Ti": "1080Ti",
+    "TPUv4": "TPU-v4",
+}
 
 
 def device(name: str) -> DeviceSpec:
@@ -108,8 +131,10 @@ def device(name: str) -> DeviceSpec:
 NVLINK2_LINK = 25 * GB  # one NVLink 2.0 link (V100), per direction
 NVSWITCH_A100 = 300 * GB  # 600 GB/s bidirectional per GPU (DGX A100)
 NVSWITCH_H100 = 450 * GB  # 900 GB/s bidirectional per GPU (DGX H100)
+NVLINK_BRIDGE_H100_NVL = 300 * GB  # 600 GB/s bidirectional between the two cards of a pair
 PCIE3_X16 = 15.75 * GB
 PCIE4_X16 = 31.5 * GB
+PCIE5_X16 = 63.0 * GB
 IB_EDR = 100 * Gbps
 IB_HDR = 200 * Gbps
 IB_NDR = 400 * Gbps
@@ -117,6 +142,7 @@ ETH_10G = 10 * Gbps
 ETH_25G = 25 * Gbps
 ETH_100G = 100 * Gbps
 TPU_V4_ICI_LINK = 2400 * Gbps / 6  # 2,400 Gbps per chip over 6 torus links = 50 GB/s each
+H100_SOURCE = "NVIDIA H100 Tensor Core GPU datasheet (SXM / NVL columns); DGX H100 user guide (NVSwitch, ConnectX-7 NDR 400 Gb/s per GPU)"
 #: order-of-magnitude point-to-point latencies (seconds); estimates, not spec numbers
 LAT_NVLINK = 5e-6
 LAT_PCIE = 1e-5
@@ -334,6 +360,45 @@ def multi_node(node: ClusterSpec, n_nodes: int, inter_bandwidth: float, inter_la
     )
 
 
+def h100_sxm_node(name: str = "h100-sxm") -> ClusterSpec:
+    """An HGX/DGX H100 node: 8 H100 SXM5 80 GB on NVSwitch, every pair at 450 GB/s per
+    direction (NVLink 4, 900 GB/s bidirectional per GPU; H100 datasheet, DGX H100 user guide)."""
+    return uniform_cluster(name, "8x H100 SXM5 80GB, NVSwitch (NVLink 4, 450 GB/s per direction)", "H100-80GB", 8, NVSWITCH_H100, LAT_NVLINK, H100_SOURCE)
+
+
+def h100_nvl_node(n_gpus: int = 8, name: str = "h100-nvl") -> ClusterSpec:
+    """A PCIe server of ``n_gpus`` (even) H100 NVL 94 GB cards: NVLink bridges join cards
+    (0, 1), (2, 3), ... at 300 GB/s per direction (600 GB/s bidirectional, H100 datasheet);
+    other pairs talk over PCIe Gen5 x16 at 63 GB/s per direction through the host's switches
+    (PCI-SIG; a server that puts every card on its own x16 Gen5 link is assumed)."""
+    if n_gpus < 2 or n_gpus % 2:
+        raise InputError("n_gpus", f"{n_gpus} H100 NVL cards: they come in NVLink-bridged pairs", "use an even count >= 2")
+    names = tuple(f"gpu{k}" for k in range(n_gpus))
+    links = tuple(Link(names[k], names[k + 1], NVLINK_BRIDGE_H100_NVL, LAT_NVLINK) for k in range(0, n_gpus, 2))
+    return ClusterSpec(
+        name,
+        f"{n_gpus}x H100 NVL 94GB: NVLink-bridged pairs (300 GB/s per direction), PCIe Gen5 x16 between pairs",
+        names,
+        ("H100-NVL-94GB",) * n_gpus,
+        PCIE5_X16,
+        LAT_PCIE,
+        links,
+        H100_SOURCE + "; PCI-SIG PCIe 5.0 (63 GB/s per direction for x16)",
+    )
+
+
+def h100_cluster(n_nodes: int, node: str = "sxm") -> ClusterSpec:
+    """``n_nodes`` H100 nodes on NDR InfiniBand. SXM nodes (DGX H100) have one 400 Gb/s
+    ConnectX-7 port per GPU: 50 GB/s per direction for every GPU pair across nodes. NVL
+    servers are assumed to carry one NDR port per NVLink pair (4 per 8 cards): 25 GB/s per
+    GPU (an assumption: PCIe servers vary)."""
+    if node == "sxm":
+        return multi_node(h100_sxm_node(), n_nodes, IB_NDR, LAT_IB, f"{n_nodes}xh100-sxm-ib", "NDR InfiniBand 400 Gb/s per GPU (ConnectX-7)")
+    if node == "nvl":
+        return multi_node(h100_nvl_node(), n_nodes, IB_NDR / 2, LAT_IB, f"{n_nodes}xh100-nvl-ib", "NDR InfiniBand 400 Gb/s per GPU pair (ConnectX-7)")
+    raise InputError("node", f"unknown H100 node {node!r}", "use sxm or nvl")
+
+
 def tag_mix(slow: bool = False) -> ClusterSpec:
     """A TAG-like heterogeneous cluster (Zhang et al., arXiv 2302.06126, whose topologies mix
     V100, P100 and 1080Ti with intra-node links 2.5-7x faster than inter-node ones): a node of
@@ -353,230 +418,6 @@ def tag_mix(slow: bool = False) -> ClusterSpec:
     )
 
 
-# -- multi-dimensional networks (LIBRA) and tori (TPU v4) ------------------------------------------
-
-BLOCKS = ("ring", "fc", "switch")
-
-
-@dataclass(frozen=True)
-class Dimension:
-    """One network dimension: ``size`` NPUs joined by a building block.
-
-    ``bandwidth`` is the per-NPU bandwidth of the dimension (bytes/s, LIBRA's B_d): a ring
-    splits it over 2 links (B/2 each), a fully connected block over n-1 links, a switch gives
-    it all to one link (LIBRA cost model, Won et al. ISPASS 2024). ``latency`` is per hop (s).
-    """
-
-    block: str
-    size: int
-    bandwidth: float
-    latency: float = 1e-6
-    cost_class: str = ""
-
-    def __post_init__(self) -> None:
-        if self.block not in BLOCKS:
-            raise InputError("dimension.block", f"unknown building block {self.block!r}", f"use one of {BLOCKS}")
-        if self.size < 2:
-            raise InputError("dimension.size", f"{self.size} must be >= 2")
-
-    def point_to_point(self) -> float:
-        """Bandwidth one pair of NPUs gets inside this dimension (bytes/s): both ring directions,
-        one fully-connected link, or the switch port."""
-        if self.block == "fc":
-            return self.bandwidth / (self.size - 1)
-        return self.bandwidth
-
-    def hops(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """Hops between coordinates a and b along this dimension."""
-        if self.block == "ring":
-            d = np.abs(a - b)
-            return np.minimum(d, self.size - d)
-        return (a != b).astype(np.int64)
-
-
-def _coords(shape: Sequence[int], idx: np.ndarray) -> np.ndarray:
-    """Coordinates (n, D) of linear NPU ids, dimension 0 varying fastest (LIBRA order)."""
-    out = np.empty((idx.size, len(shape)), dtype=np.int64)
-    rest = idx.copy()
-    for d, n in enumerate(shape):
-        out[:, d] = rest % n
-        rest //= n
-    return out
-
-
-def _links_from_matrices(names: Sequence[str], bw: np.ndarray, lat: np.ndarray) -> tuple[float, float, tuple[Link, ...]]:
-    """The most common off-diagonal (bandwidth, latency) as default and links for the rest
-    (symmetric matrices expected; one undirected link per differing pair)."""
-    n = len(names)
-    if n == 1:
-        return float(bw[0, 0]), float(lat[0, 0]), ()
-    lat = np.round(lat, 12)  # drop float noise of hop sums (seconds)
-    iu, ju = np.triu_indices(n, 1)
-    pairs = np.stack([bw[iu, ju], lat[iu, ju]], axis=1)
-    uniq, inv, counts = np.unique(pairs, axis=0, return_inverse=True, return_counts=True)
-    best = int(np.argmax(counts))
-    keep = np.flatnonzero(inv.ravel() != best)
-    bw0, lat0 = float(uniq[best, 0]), float(uniq[best, 1])
-    links = tuple(Link(names[a], names[b], float(x), float(y)) for a, b, x, y in zip(iu[keep].tolist(), ju[keep].tolist(), bw[iu[keep], ju[keep]].tolist(), lat[iu[keep], ju[keep]].tolist()))
-    return bw0, lat0, links
-
-
-@dataclass(frozen=True)
-class MultiDimNetwork:
-    """A LIBRA-style multi-dimensional network (Won et al., "LIBRA", ISPASS 2024): NPU k has
-    coordinates along each dimension (dimension 0 innermost). A pair differing in several
-    dimensions crosses each of them: its bandwidth is the smallest point-to-point bandwidth of
-    those dimensions and its latency the sum of hops x per-hop latency."""
-
-    name: str
-    dims: tuple[Dimension, ...]
-    device_type: str = "A100-80GB"
-    description: str = ""
-    source: str = "LIBRA (Won et al., ISPASS 2024, arXiv 2109.11762), github.com/astra-sim/libra inputs/network"
-
-    @property
-    def n_npus(self) -> int:
-        return int(np.prod([d.size for d in self.dims]))
-
-    def shape(self) -> tuple[int, ...]:
-        return tuple(d.size for d in self.dims)
-
-    def pair_matrices(self, npus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(bandwidth bytes/s, latency s) between the given NPU ids (vectorized)."""
-        c = _coords(self.shape(), np.asarray(npus, dtype=np.int64))
-        n = c.shape[0]
-        bw = np.full((n, n), np.inf)
-        lat = np.zeros((n, n))
-        for d, dim in enumerate(self.dims):
-            a, b = c[:, None, d], c[None, :, d]
-            differs = a != b
-            bw = np.where(differs, np.minimum(bw, dim.point_to_point()), bw)
-            lat = lat + dim.hops(a, b) * dim.latency
-        np.fill_diagonal(bw, np.nan)
-        return bw, lat
-
-    def cluster(self, n_devices: int | None = None, max_devices: int = 512) -> ClusterSpec:
-        """The first ``n_devices`` NPUs (default: all) as a placement cluster. Above
-        ``max_devices`` this refuses: N devices make N(N-1)/2 pairs, most of them links."""
-        n = self.n_npus if n_devices is None else n_devices
-        if not 1 <= n <= self.n_npus:
-            raise InputError("n_devices", f"{n} is outside 1..{self.n_npus} for network {self.name!r}")
-        if n > max_devices:
-            raise InputError(
-                "n_devices",
-                f"{n} NPUs of {self.name!r} make {n * (n - 1) // 2} device pairs",
-                f"take a slice with n_devices <= {max_devices}, or raise max_devices",
-            )
-        names = [f"npu{k}" for k in range(n)]
-        bw, lat = self.pair_matrices(np.arange(n))
-        np.fill_diagonal(bw, 1.0)
-        bw0, lat0, links = _links_from_matrices(names, bw, lat)
-        shape = " x ".join(f"{d.block} {d.size}" for d in self.dims)
-        return ClusterSpec(
-            self.name if n == self.n_npus else f"{self.name}:{n}",
-            self.description or f"{len(self.dims)}D network [{shape}] of {self.device_type}",
-            tuple(names),
-            (ALIASES.get(self.device_type, self.device_type),) * n,
-            bw0,
-            lat0,
-            links,
-            self.source,
-        )
-
-    def dimensions(self) -> list[dict[str, Any]]:
-        """The network description LIBRA uses: one entry per dimension (bandwidth in bytes/s)."""
-        return [
-            {"name": f"dim{k + 1}", "size": d.size, "block": d.block, "cost_class": d.cost_class, "bandwidth": d.bandwidth, "latency": d.latency}
-            for k, d in enumerate(self.dims)
-        ]
-
-
-@dataclass(frozen=True)
-class Torus:
-    """A k-dimensional torus (TPU v4 slices are 3D tori): every chip has 2 links per
-    dimension (``link_bandwidth`` bytes/s per direction); a pair is reached over
-    shortest-path hops (``hop_latency`` s each) at one link's bandwidth."""
-
-    name: str
-    shape: tuple[int, ...]
-    link_bandwidth: float
-    hop_latency: float
-    device_type: str = "TPU-v4"
-    wraparound: bool = True
-    source: str = "Google Cloud TPU v4 documentation; Jouppi et al., TPU v4, ISCA 2023 (3D torus ICI)"
-
-    @property
-    def n_chips(self) -> int:
-        return int(np.prod(self.shape))
-
-    def hop_matrix(self, chips: np.ndarray) -> np.ndarray:
-        c = _coords(self.shape, np.asarray(chips, dtype=np.int64))
-        hops = np.zeros((c.shape[0], c.shape[0]), dtype=np.int64)
-        for d, n in enumerate(self.shape):
-            diff = np.abs(c[:, None, d] - c[None, :, d])
-            hops += np.minimum(diff, n - diff) if self.wraparound else diff
-        return hops
-
-    def cluster(self, n_devices: int | None = None, max_devices: int = 512) -> ClusterSpec:
-        """The first ``n_devices`` chips (default: all) as a placement cluster."""
-        n = self.n_chips if n_devices is None else n_devices
-        if not 1 <= n <= self.n_chips:
-            raise InputError("n_devices", f"{n} is outside 1..{self.n_chips} for torus {self.name!r}")
-        if n > max_devices:
-            raise InputError("n_devices", f"{n} chips make {n * (n - 1) // 2} device pairs", f"take a slice with n_devices <= {max_devices}")
-        names = [f"chip{k}" for k in range(n)]
-        lat = self.hop_matrix(np.arange(n)) * self.hop_latency
-        bw = np.full((n, n), float(self.link_bandwidth))
-        bw0, lat0, links = _links_from_matrices(names, bw, lat)
-        dims = "x".join(map(str, self.shape))
-        return ClusterSpec(
-            self.name if n == self.n_chips else f"{self.name}:{n}",
-            f"{dims} {'torus' if self.wraparound else 'mesh'} of {self.device_type}",
-            tuple(names),
-            (ALIASES.get(self.device_type, self.device_type),) * n,
-            bw0,
-            lat0,
-            links,
-            self.source,
-        )
-
-
-def libra_4d(total_bandwidth: float = 500 * GB) -> MultiDimNetwork:
-    """LIBRA's 4D example [ring 4, fully-connected 8, ring 4, switch 32] = 4,096 NPUs, with the
-    per-NPU bandwidth split equally over the dimensions (LIBRA's equal-bandwidth baseline under
-    its 500 GB/s total constraint ``total_bw_500gbps``)."""
-    b = total_bandwidth / 4
-    return MultiDimNetwork(
-        "libra-4d",
-        (
-            Dimension("ring", 4, b, 2e-7, "InterChiplet"),
-            Dimension("fc", 8, b, 5e-7, "InterPackage"),
-            Dimension("ring", 4, b, 1e-6, "InterNode"),
-            Dimension("switch", 32, b, 2e-6, "InterPod"),
-        ),
-        description="LIBRA 4D [ring 4, FC 8, ring 4, switch 32] = 4096 NPUs, equal bandwidth per dimension",
-    )
-
-
-def libra_3d(total_bandwidth: float = 500 * GB) -> MultiDimNetwork:
-    """LIBRA's 3D example [ring 16, fully-connected 8, switch 32] = 4,096 NPUs, equal split."""
-    b = total_bandwidth / 3
-    return MultiDimNetwork(
-        "libra-3d",
-        (
-            Dimension("ring", 16, b, 5e-7, "InterPackage"),
-            Dimension("fc", 8, b, 1e-6, "InterNode"),
-            Dimension("switch", 32, b, 2e-6, "InterPod"),
-        ),
-        description="LIBRA 3D [ring 16, FC 8, switch 32] = 4096 NPUs, equal bandwidth per dimension",
-    )
-
-
-def tpu_v4_torus(shape: tuple[int, int, int] = (4, 4, 4)) -> Torus:
-    """A TPU-v4-like 3D torus slice (4x4x4 = one 64-chip cube; a full pod is 16x16x16)."""
-    return Torus(f"tpu-v4-{'x'.join(map(str, shape))}", tuple(shape), TPU_V4_ICI_LINK, LAT_ICI)
-
-
 @dataclass(frozen=True)
 class CatalogueEntry:
     """A named cluster: a description and a zero-argument builder."""
@@ -584,6 +425,22 @@ class CatalogueEntry:
     name: str
     description: str
     build: Callable[[], ClusterSpec]
+
+
+def _networks() -> Any:
+    from distplan.models import networks
+
+    return networks
+
+
+#: names defined in `distplan.models.networks`, re-exported here (imported on first use)
+_NETWORK_NAMES = frozenset({"BLOCKS", "Dimension", "MultiDimNetwork", "Torus", "libra_3d", "libra_4d", "tpu_v4_torus"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _NETWORK_NAMES:
+        return getattr(_networks(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _entries() -> list[CatalogueEntry]:
@@ -611,12 +468,18 @@ def _entries() -> list[CatalogueEntry]:
             "2 DGX H100 nodes, NDR InfiniBand (50 GB/s per GPU)",
             lambda: multi_node(uniform_cluster("dgx-h100", "DGX H100: 8x H100-80GB, NVSwitch", "H100-80GB", 8, NVSWITCH_H100, LAT_NVLINK, nv), 2, IB_NDR, LAT_IB, "2xdgx-h100-ib", "NDR InfiniBand 400 Gb/s"),
         ),
+        CatalogueEntry("h100-sxm", "HGX/DGX H100 node: 8x H100 SXM5 80GB on NVSwitch (450 GB/s per direction)", h100_sxm_node),
+        CatalogueEntry("h100-nvl", "8x H100 NVL 94GB: NVLink-bridged pairs (300 GB/s), PCIe Gen5 (63 GB/s) between pairs", h100_nvl_node),
+        CatalogueEntry("2xh100-sxm-ib", "2 H100 SXM nodes (16 GPUs), NDR InfiniBand 50 GB/s per GPU", lambda: h100_cluster(2)),
+        CatalogueEntry("4xh100-sxm-ib", "4 H100 SXM nodes (32 GPUs), NDR InfiniBand 50 GB/s per GPU", lambda: h100_cluster(4)),
+        CatalogueEntry("8xh100-sxm-ib", "8 H100 SXM nodes (64 GPUs, an 8x8 mesh), NDR InfiniBand 50 GB/s per GPU", lambda: h100_cluster(8)),
+        CatalogueEntry("2xh100-nvl-ib", "2 H100 NVL servers (16 GPUs), NDR InfiniBand 25 GB/s per GPU", lambda: h100_cluster(2, "nvl")),
         CatalogueEntry("tag-mix", "TAG-like: 4x V100 + 4x P100 + 4x 1080Ti, 25 GbE between nodes", tag_mix),
         CatalogueEntry("tag-mix-slow", "TAG-like: 4x V100 + 4x P100 + 4x 1080Ti, 10 GbE between nodes", lambda: tag_mix(slow=True)),
-        CatalogueEntry("libra-4d:64", "first 64 NPUs of LIBRA's 4D [ring 4, FC 8, ring 4, switch 32] network", lambda: libra_4d().cluster(64)),
-        CatalogueEntry("libra-3d:64", "first 64 NPUs of LIBRA's 3D [ring 16, FC 8, switch 32] network", lambda: libra_3d().cluster(64)),
-        CatalogueEntry("tpu-v4-4x4x4", "TPU-v4-like 4x4x4 3D torus (64 chips, 50 GB/s ICI links)", lambda: tpu_v4_torus().cluster()),
-        CatalogueEntry("tpu-v4-2x2x2", "TPU-v4-like 2x2x2 3D torus (8 chips)", lambda: tpu_v4_torus((2, 2, 2)).cluster()),
+        CatalogueEntry("libra-4d:64", "first 64 NPUs of LIBRA's 4D [ring 4, FC 8, ring 4, switch 32] network", lambda: _networks().libra_4d().cluster(64)),
+        CatalogueEntry("libra-3d:64", "first 64 NPUs of LIBRA's 3D [ring 16, FC 8, switch 32] network", lambda: _networks().libra_3d().cluster(64)),
+        CatalogueEntry("tpu-v4-4x4x4", "TPU-v4-like 4x4x4 3D torus (64 chips, 50 GB/s ICI links)", lambda: _networks().tpu_v4_torus().cluster()),
+        CatalogueEntry("tpu-v4-2x2x2", "TPU-v4-like 2x2x2 3D torus (8 chips)", lambda: _networks().tpu_v4_torus((2, 2, 2)).cluster()),
     ]
 
 
@@ -648,19 +511,16 @@ __all__ = [
     "DEVICES",
     "ClusterSpec",
     "DeviceSpec",
-    "Dimension",
     "Link",
-    "MultiDimNetwork",
-    "Torus",
     "cluster",
     "clusters",
     "combine_nodes",
     "device",
     "dgx1",
-    "libra_3d",
-    "libra_4d",
+    "h100_cluster",
+    "h100_nvl_node",
+    "h100_sxm_node",
     "multi_node",
     "tag_mix",
-    "tpu_v4_torus",
     "uniform_cluster",
 ]
