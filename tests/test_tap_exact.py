@@ -4,6 +4,7 @@ folded walk program equals Alpa's ILP on memory-tight instances, its pieces are 
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -162,3 +163,19 @@ def test_euler_walk_and_disconnected_cycles() -> None:
     walk = euler_walk(0, prev, cur, np.array([1, 1, 0, 0]))
     assert walk == [0, 1]
     assert components_apart(0, prev, cur, np.array([2, 1, 0, 0])) == []
+
+
+def test_make_sharding_prints_one_line_on_stderr_and_flags_a_model_that_cannot_fit(tmp_path: Any, capsys: Any) -> None:
+    from distplan.cli import main
+
+    out = tmp_path / "g.json"
+    args = ["make", "sharding", "--model", "transformer", "--layers", "2", "--hidden", "12288", "--heads", "96", "--seq", "2048", "--mesh", "8", "-o", str(out)]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    line = captured.err.strip()
+    assert "\n" not in line and "fits" in line and "NOT" not in line
+    # GPT-3 175B on 8 devices: 16 B of parameter and optimizer state per parameter alone is 350 GB per device
+    assert main(["make", "sharding", "--model", "gpt3-175b", "--mesh", "8", "-o", str(out)]) == 0
+    line = capsys.readouterr().err
+    assert "does NOT fit" in line and "350.5 GB" in line

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from distplan.cli.importers import add_make_placement
@@ -52,8 +53,26 @@ def cmd_make_sharding(args: argparse.Namespace) -> int:
         extra = {k: getattr(args, k) for k in ("layers", "seq") if getattr(args, k) is not None}
         inst = preset(args.model, batch=args.batch, **kw, **extra)
     inst.to_json(args.output)
-    print(f"wrote {args.output}: {inst.summary()}")
+    print(sharding_summary(args.output, inst), file=sys.stderr)
     return 0
+
+
+def sharding_summary(path: str, inst: Any) -> str:
+    """One line on a new sharding instance: size, and whether its least memory per device
+    (every op at its most memory-saving strategy) fits the budget."""
+    from distplan.formulations.sharding.alpa_ilp import memory_shortfall
+    from distplan.formulations.sharding.costgraph import build_cost_graph
+    from distplan.models.sharding import GB
+
+    s = inst.summary()
+    least = memory_shortfall(build_cost_graph(inst))[0]
+    state = s["parameters"] * inst.training.optimizer_bytes_per_param / inst.mesh.num_devices
+    fits = "fits" if least <= inst.memory_budget else "does NOT fit (every formulation will report it infeasible)"
+    return (
+        f"wrote {path}: sharding {s['name']}: {s['ops']} ops, {s['parameters'] / 1e9:.1f} B parameters, mesh {s['mesh']}, "
+        f"batch {s['batch']}; least memory {least / GB:.1f} GB per device (parameters + optimizer state at best "
+        f"{state / GB:.1f} GB) of {inst.memory_budget / GB:.1f} GB: {fits}"
+    )
 
 
 def cmd_make_pipeline(args: argparse.Namespace) -> int:
