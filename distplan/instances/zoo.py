@@ -26,6 +26,8 @@ from typing import Any
 
 from distplan.errors import InputError
 from distplan.instances.layergraph import DTYPE_BYTES, GENERATOR_VERSION, OPTIMIZERS, Edge, LayerGraph, LayerOp
+from distplan.instances.zoo_llama import LLAMA_MODELS, llama_builder
+from distplan.instances.zoo_llama import describe as describe_llama
 from distplan.models.catalogue import ClusterSpec
 from distplan.models.catalogue import cluster as catalogue_cluster
 
@@ -315,15 +317,24 @@ class ZooModel:
     source: str
 
 
+def _no_llama_options(micro_batches: int | None, granularity: str | None) -> None:
+    if micro_batches is not None:
+        raise InputError("micro_batches", "only Llama-class zoo models are built with micro-batches", f"use one of: {', '.join(LLAMA_MODELS)}")
+    if granularity is not None:
+        raise InputError("granularity", "only Llama-class zoo models have a granularity choice", f"use one of: {', '.join(LLAMA_MODELS)}")
+
+
 def _transformer_builder(cfg: TransformerConfig) -> Callable[..., LayerGraph]:
-    def build(batch: int | None = None, seq: int | None = None, dtype: str = "fp16") -> LayerGraph:
+    def build(batch: int | None = None, seq: int | None = None, dtype: str = "fp16", micro_batches: int | None = None, granularity: str | None = None) -> LayerGraph:
+        _no_llama_options(micro_batches, granularity)
         return transformer_graph(cfg, batch, seq, dtype)
 
     return build
 
 
 def _cnn_builder(fn: Callable[..., LayerGraph]) -> Callable[..., LayerGraph]:
-    def build(batch: int | None = None, seq: int | None = None, dtype: str = "fp16") -> LayerGraph:
+    def build(batch: int | None = None, seq: int | None = None, dtype: str = "fp16", micro_batches: int | None = None, granularity: str | None = None) -> LayerGraph:
+        _no_llama_options(micro_batches, granularity)
         if seq is not None:
             raise InputError("seq", "a CNN has no sequence length", "drop seq (the image size is fixed)")
         return fn(32 if batch is None else batch, dtype)
@@ -343,14 +354,24 @@ MODELS: dict[str, ZooModel] = {
     },
     "resnet-50": ZooModel("resnet-50", "ResNet-50-like CNN, 224x224 images", _cnn_builder(resnet50_graph), "He et al. 2016; torchvision resnet50 layout"),
     "inception-v3": ZooModel("inception-v3", "Inception-v3-like CNN, 299x299 images", _cnn_builder(inception_v3_graph), "Szegedy et al. 2016; torchvision inception_v3 layout (no aux head)"),
+    **{c.name: ZooModel(c.name, describe_llama(c), llama_builder(c), c.source) for c in LLAMA_MODELS.values()},
 }
 
 
-def model_graph(model: str, batch: int | None = None, seq: int | None = None, dtype: str = "fp16") -> LayerGraph:
-    """The forward `LayerGraph` of a zoo model by name."""
+def model_graph(
+    model: str,
+    batch: int | None = None,
+    seq: int | None = None,
+    dtype: str = "fp16",
+    *,
+    micro_batches: int | None = None,
+    granularity: str | None = None,
+) -> LayerGraph:
+    """The forward `LayerGraph` of a zoo model by name. ``micro_batches`` and ``granularity``
+    ("kernel" or "module") apply to the Llama-class models (`distplan.instances.zoo_llama`)."""
     if model not in MODELS:
         raise InputError("model", f"unknown model {model!r}", f"use one of: {', '.join(MODELS)}")
-    return MODELS[model].build(batch=batch, seq=seq, dtype=dtype)
+    return MODELS[model].build(batch=batch, seq=seq, dtype=dtype, micro_batches=micro_batches, granularity=granularity)
 
 
 def make_placement(
@@ -365,17 +386,21 @@ def make_placement(
     optimizer: str | None = "adam",
     name: str | None = None,
     memory_model: str | None = None,
+    micro_batches: int | None = None,
+    granularity: str | None = None,
 ) -> dict[str, Any]:
     """A placement document: ``model`` (zoo name or `LayerGraph`) on ``cluster`` (catalogue
     name such as ``"dgx1"`` / ``"dgx1:4"``, or a `ClusterSpec`), each device capped at
     ``memory_limit`` bytes. ``backward`` adds backward and optimizer-update ops (training).
-    ``memory_model`` ("simple" or "liveness") is written to the document's ``model`` section."""
+    ``memory_model`` ("simple" or "liveness") is written to the document's ``model`` section.
+    ``micro_batches`` (gradient accumulation) and ``granularity`` ("kernel" / "module") apply
+    to the Llama-class models."""
     spec = catalogue_cluster(cluster) if isinstance(cluster, str) else cluster
     spec = spec.with_memory_limit(memory_limit)
     if isinstance(model, LayerGraph):
         graph, model_name, source = model, model.name, "user LayerGraph"
     else:
-        graph = model_graph(model, batch, seq, dtype)
+        graph = model_graph(model, batch, seq, dtype, micro_batches=micro_batches, granularity=granularity)
         model_name, source = model, MODELS[model].source
     if backward and graph.training_of is None:
         graph = graph.training(optimizer)
@@ -391,6 +416,8 @@ def make_placement(
             "dtype": dtype,
             "backward": backward,
             "optimizer": optimizer if backward else None,
+            **({"micro_batches": micro_batches} if micro_batches is not None else {}),
+            **({"granularity": granularity} if granularity is not None else {}),
         },
         "date": _dt.date.today().isoformat(),
         "generator": "distplan.instances.zoo.make_placement",
