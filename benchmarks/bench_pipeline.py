@@ -237,11 +237,14 @@ def vs_instance(shape: str, p: int, n: int, split: bool, memory: str) -> Pipelin
 
 def section_vs_baselines(args: argparse.Namespace) -> None:
     print("== tessel vs every applicable baseline (makespan, s; F 1 B 3, or F 1 B 2 W 1 with the split) ==")
+    header = ["shape", "p", "N", "B/W", "memory", "best baseline", "its time", "tessel", "tessel<=best", "tessel completion", "wall s", "milp", "bound", "status", "tessel vs milp"]
+    print("  ".join(header), flush=True)
     rows = []
-    ns = [8, 16] if args.quick else [8, 16, 32]
+    ns = [int(x) for x in args.ns.split(",")] if args.ns else ([8, 16] if args.quick else [8, 16, 32])
+    stages = [int(x) for x in args.stages.split(",")]
     losses = 0
     for shape in ("v", "x", "m", "k", "nn", "v2"):
-        for p in (4, 8):
+        for p in stages:
             for n in ns:
                 for split in (False, True):
                     for memory in ("1f1b", "unlimited"):
@@ -255,8 +258,10 @@ def section_vs_baselines(args: argparse.Namespace) -> None:
                             row += [m.objective, m.bound, m.status.value, f"{100 * (res.objective / m.objective - 1):+.1f}%"]
                         else:
                             row += ["-"] * 4
+                        print("  ".join(_fmt(c) for c in row), flush=True)
                         rows.append(row)
-    table(["shape", "p", "N", "B/W", "memory", "best baseline", "its time", "tessel", "tessel<=best", "tessel completion", "wall s", "milp", "bound", "status", "tessel vs milp"], rows)
+    print()
+    table(header, rows)
     print(f"tessel worse than a baseline in {losses} of {len(rows)} cases\n")
 
 
@@ -269,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per MILP solve (pipeline_milp)")
     parser.add_argument("--quick", action="store_true", help="fewer sizes")
     parser.add_argument("--milp-stages", type=int, default=4, help="vs-baselines: run pipeline_milp at N <= 8 up to this many devices")
+    parser.add_argument("--stages", default="4,8", help="vs-baselines: device counts, e.g. 4,8")
+    parser.add_argument("--ns", default="", help="vs-baselines: micro-batch counts, e.g. 8,16,32 (default: 8,16,32; --quick 8,16)")
     args = parser.parse_args(argv)
     unknown = [s for s in args.sections if s not in SECTIONS]
     if unknown:

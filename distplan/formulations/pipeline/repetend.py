@@ -313,7 +313,9 @@ def _fewest_offsets(
     """The same period with the fewest periods per micro-batch: bisection with
     fixed-period feasibility probes between the largest K tried that missed the period and
     the smallest that reached it. Fewer micro-batches in flight give shorter warm-up and
-    cool-down phases (Tessel likewise searches its repetends with the fewest micro-batches)."""
+    cool-down phases (Tessel likewise searches its repetends with the fewest micro-batches).
+    A probe undecided within its time limit sends the bisection upwards (only K with a
+    repetend in hand are ever returned, so the result may not be the fewest)."""
     tol = 1e-9 * max(1.0, period)
     hits = [(kk, sg) for kk, pp, sg in reached if pp <= period + tol]
     misses = [kk for kk, pp, _ in reached if pp > period + tol]
@@ -335,7 +337,7 @@ def _fewest_offsets(
         elif infeasible:
             lo = mid
         else:
-            break  # undecided within the probe's time limit: keep what is known
+            lo = mid  # undecided within the probe's time limit: look for a feasible K above it only
     return np.asarray(best_sigma), int(hi)
 
 
