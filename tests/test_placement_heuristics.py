@@ -136,3 +136,32 @@ def test_a_child_with_two_favorite_parents_is_refused() -> None:
     with pytest.raises(ValueError, match="favorite"):
         list_schedule(inst, favorite=np.array([1, -1, -1]))  # b is not a successor of a
     assert outcome(list_schedule, inst, favorite=np.array([2, -1, -1])) == outcome(reference_list_schedule, inst, favorite=np.array([2, -1, -1]))
+
+
+def test_sct_lp_on_a_contracted_graph_above_lp_max_edges() -> None:
+    from distplan.instances.generators import random_layered_dag
+
+    inst = instance_from_dict(random_layered_dag(400, n_devices=3, seed=2))
+    whole = distplan.solve(inst, "baechi_sct", theta=0.1)
+    assert "lp_coarsened" not in whole.info
+    small = distplan.solve(inst, "baechi_sct", theta=0.1, lp_max_edges=200)
+    info = small.info["lp_coarsened"]
+    assert info["clusters"] < inst.n_ops and 0 < info["coarse_edges"] <= 1.25 * 200
+    assert small.solver_results[0].values_by_block["sct-x"].size == info["coarse_edges"]
+    assert small.objective >= small.bound > 0  # the plan passed the evaluator
+
+
+def test_chain_clusters_contract_to_an_acyclic_graph() -> None:
+    from distplan.formulations.placement.coarsen import chain_clusters, contract
+    from distplan.instances.generators import random_layered_dag
+
+    inst = instance_from_dict(random_layered_dag(300, n_devices=2, seed=5))
+    for k in (1, 7, 50, 300):
+        cluster = chain_clusters(inst, k)
+        assert np.unique(cluster).size == k
+        coarse, edge_of = contract(inst, cluster)
+        assert np.all(coarse.src < coarse.dst)  # edges go forward in block order
+        inside = edge_of < 0
+        assert np.array_equal(inside, cluster[inst.src] == cluster[inst.dst])
+        assert np.array_equal(coarse.src[edge_of[~inside]], cluster[inst.src[~inside]])
+        assert coarse.time.sum() == pytest.approx(inst.time.sum())

@@ -221,15 +221,11 @@ def coarsen(inst: PlacementInstance, params: dict[str, Any] | None = None) -> Fo
     return Folding(instance=coarse, unfold=unfold, exact=False, stats=stats)
 
 
-def chain_clusters(inst: PlacementInstance, n_clusters: int) -> np.ndarray:
-    """Cluster id per op: ``n_clusters`` contiguous blocks of a depth-first topological order.
-
-    The order is Kahn's with a stack (the op made ready last goes first), so a block follows
-    chains of dependent ops rather than a layer of independent ones. Edges between blocks go
-    only from a lower to a higher block id, so the contracted graph is acyclic. O(V + E).
-    """
+def chain_order(inst: PlacementInstance) -> np.ndarray:
+    """A depth-first topological order: Kahn's with a stack (the op made ready last goes
+    first), so consecutive ops follow chains of dependent ops rather than a layer of
+    independent ones. O(V + E)."""
     n = inst.n_ops
-    k = max(1, min(int(n_clusters), n))
     indeg = np.bincount(inst.dst, minlength=n).tolist()
     order_e = np.argsort(inst.src, kind="stable")
     starts = np.searchsorted(inst.src[order_e], np.arange(n + 1)).tolist()
@@ -244,8 +240,19 @@ def chain_clusters(inst: PlacementInstance, n_clusters: int) -> np.ndarray:
             indeg[w] -= 1
             if indeg[w] == 0:
                 stack.append(w)
+    return np.asarray(order, dtype=np.int64)
+
+
+def chain_clusters(inst: PlacementInstance, n_clusters: int, order: np.ndarray | None = None) -> np.ndarray:
+    """Cluster id per op: ``n_clusters`` contiguous blocks of `chain_order` (or ``order``).
+
+    Edges between blocks go only from a lower to a higher block id, so the contracted graph
+    is acyclic."""
+    n = inst.n_ops
+    k = max(1, min(int(n_clusters), n))
+    order = chain_order(inst) if order is None else order
     cluster = np.empty(n, dtype=np.int64)
-    cluster[np.asarray(order, dtype=np.int64)] = (np.arange(n) * k) // n
+    cluster[order] = (np.arange(n) * k) // n
     return cluster
 
 

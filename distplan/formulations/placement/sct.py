@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from distplan.formulations.model import Model
-from distplan.formulations.placement.coarsen import chain_clusters, contract
+from distplan.formulations.placement.coarsen import chain_clusters, chain_order, contract
 from distplan.formulations.placement.listsched import list_schedule
 from distplan.formulations.registry import Bound, Outcome, RunContext, build_model
 from distplan.models.placement import PlacementInstance, PlacementPlan, make_plan
@@ -144,13 +144,35 @@ def run_sct(inst: PlacementInstance, ctx: RunContext, run_lp: Callable[[Placemen
             ctx = RunContext(ctx.backend, ctx.options.with_(lp_method="barrier"), ctx.params)
         return run_lp(inst, ctx)
     t0 = time.perf_counter()
+    # the number of clusters k for about max_edges coarse edges: secant steps on log(edges)
+    # against log(k) (coarse edges grow sub-linearly in k), at most 6 contractions
     k = max(1, (inst.n_ops * max_edges) // inst.n_edges)
-    for _ in range(6):  # fewer clusters until the contracted graph has about max_edges edges
-        cluster = chain_clusters(inst, k)
+    tried: list[tuple[int, int]] = []
+    chosen: tuple[PlacementInstance, np.ndarray] | None = None
+    order = chain_order(inst)
+    for _ in range(6):
+        cluster = chain_clusters(inst, k, order)
         coarse, edge_of = contract(inst, cluster)
-        if coarse.n_edges <= 1.25 * max_edges or k == 1:
+        tried.append((k, coarse.n_edges))
+        if coarse.n_edges <= 1.25 * max_edges:
+            chosen = (coarse, edge_of)
+            if coarse.n_edges >= 0.5 * max_edges or k >= inst.n_ops:
+                break
+        elif k == 1:
+            chosen = (coarse, edge_of)
             break
-        k = max(1, int(k * max_edges / coarse.n_edges))
+        slope = 1.0
+        if len(tried) >= 2 and tried[-1][0] != tried[-2][0] and min(tried[-1][1], tried[-2][1]) > 0:
+            (k0, e0), (k1, e1) = tried[-2], tried[-1]
+            slope = min(max(np.log(e1 / e0) / np.log(k1 / k0), 0.2), 1.0) if e1 != e0 else 1.0
+        nxt = max(1, min(inst.n_ops, int(round(k * (max_edges / max(coarse.n_edges, 1)) ** (1.0 / slope)))))
+        if nxt == k or any(nxt == kk for kk, _ in tried):
+            if chosen is None:
+                chosen = (coarse, edge_of)
+            break
+        k = nxt
+    assert chosen is not None
+    coarse, edge_of = chosen
     params = {"theta": 0.5, **ctx.params}
     model, data = build_model("baechi_sct", SCT_BLOCKS, coarse, params)
     build = time.perf_counter() - t0
