@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import distplan
+from distplan.errors import InputError
 from distplan.instances import bundled
 from distplan.models.common import instance_from_dict
 from distplan.models.placement import PlacementInstance, evaluate, make_plan, schedule_fixed_placement
@@ -37,7 +38,10 @@ def brute_force(inst: PlacementInstance) -> float:
             key = np.zeros(n)
             for order in orders:
                 key[list(order)] = np.arange(len(order))
-            start = schedule_fixed_placement(inst, dev, order_key=key)
+            try:
+                start = schedule_fixed_placement(inst, dev, order_key=key)
+            except InputError:  # the device orders wait on each other (deadlock)
+                continue
             check = evaluate(inst, make_plan(inst, dev, start))
             if check.feasible:
                 best = min(best, check.objective)
@@ -90,7 +94,7 @@ def tiny_instances(draw: Any) -> PlacementInstance:
     return tiny(n, edges, times, mem, cap, draw(st.integers(0, 2)), draw(st.sampled_from(["independent", "channels"])), liveness)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_instances())
 def test_relaxation_bound_never_exceeds_brute_force_optimum(inst: PlacementInstance) -> None:
     opt = brute_force(inst)
@@ -102,7 +106,7 @@ def test_relaxation_bound_never_exceeds_brute_force_optimum(inst: PlacementInsta
         assert b.value <= opt, f"{b.source}: {b.value} > optimum {opt}"
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_instances())
 def test_milp_bound_never_exceeds_brute_force_optimum(inst: PlacementInstance) -> None:
     opt = brute_force(inst)

@@ -169,7 +169,8 @@ def energetic_rows(model: Model, inst: PlacementInstance, x: Any, w: Any, r: np.
     """Per-device load w >= sum_i p_{i,d} x[i, d], and for thresholds theta of the heads r
     (tails q), microseconds: the ops with r_i >= theta start after theta and one of them
     is followed by at least min q over them, so
-    w >= theta + min_{r_i >= theta} q_i + sum_{r_i >= theta} p_{i,d} x[i, d] (and mirrored)."""
+    w >= theta + min_{r_i >= theta} q_i + sum_{r_i >= theta} p_{i,d} x[i, d] (and mirrored);
+    and for windows, w >= a + b + sum_{r_i >= a, q_i >= b} p_{i,d} x[i, d]."""
     n, m = inst.n_ops, inst.n_devices
     P = inst.time * SCALE
     cols, coefs, rows, rhs = [], [], [], []
@@ -179,6 +180,15 @@ def energetic_rows(model: Model, inst: PlacementInstance, x: Any, w: Any, r: np.
         for theta in _energetic_thresholds(vals, thresholds).tolist():
             sel = np.flatnonzero(vals >= theta)
             sets.append((sel, theta + float(other[sel].min())))
+    # windows: the ops with r_i >= a and q_i >= b all run inside [a, w - b]
+    seen: set[bytes] = set()
+    for a in _energetic_thresholds(r, max(thresholds // 2, 1)).tolist():
+        for b in _energetic_thresholds(q, max(thresholds // 2, 1)).tolist():
+            sel = np.flatnonzero((r >= a) & (q >= b))
+            key = sel.tobytes()
+            if sel.size > 1 and key not in seen:
+                seen.add(key)
+                sets.append((sel, a + b))
     for sel, low in sets:
         for d in range(m):
             cols.append(x.index[sel, d])
