@@ -7,7 +7,7 @@ import importlib
 import importlib.util
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -15,6 +15,8 @@ import numpy as np
 from distplan.errors import DistplanError
 from distplan.formulations.model import ModelArrays
 from distplan.solvers.capture import captured_output, echo_to_stderr
+from distplan.solvers.isolation import run_isolated
+from distplan.solvers.options import SolveOptions
 from distplan.solvers.result import SolverResult
 
 
@@ -33,38 +35,11 @@ class Capabilities:
     convex: bool = False  # takes cvxpy problems (conic / QP)
     reports_bound: bool = False  # reports a proven MIP dual bound
     warm_start: bool = False
-    time_limit: bool = True  # honours time_limit itself
-    in_process: bool = True  # runs inside this Python process
-
-
-@dataclass(frozen=True)
-class SolveOptions:
-    """Options every backend understands. Times in seconds; mip_gap relative."""
-
-    time_limit: float | None = None
-    mip_gap: float | None = None
-    threads: int | None = None
-    seed: int | None = None
-    verbose: bool = False
-    #: LP algorithm hint: "auto", "simplex" or "barrier" (interior point, then crossover);
-    #: backends without the choice ignore it
-    lp_method: str = "auto"
-    #: extra seconds after time_limit before a solver process is killed; None: `kill_grace`
-    grace: float | None = None
-    #: backend-specific raw options passed through unchanged
-    raw: dict[str, Any] = field(default_factory=dict)
-
-    def with_(self, **kwargs: Any) -> SolveOptions:
-        return replace(self, **kwargs)
-
-    def kill_grace(self) -> float:
-        """Seconds past ``time_limit`` after which a solver that has not stopped by itself is
-        killed: ``grace`` if set, else max(1 s, 5% of the limit). Half of the max(2 s, 10%)
-        that a whole `distplan.solve` may run past its limit, so reading the result,
-        decoding and evaluating the plan fit in the other half."""
-        if self.grace is not None:
-            return float(self.grace)
-        return max(1.0, 0.05 * float(self.time_limit or 0.0))
+    time_limit: bool = True  # honours time_limit itself (False: always run isolated under a limit)
+    #: rows + columns up to which the solver stops within its time limit by itself (None:
+    #: any size); a larger model solved under a time limit runs in an isolated child process,
+    #: killed `SolveOptions.kill_grace` after the limit (`distplan.solvers.isolation`)
+    interruptible_size: int | None = None
 
 
 SolveFn = Callable[[ModelArrays, SolveOptions, "np.ndarray | None"], SolverResult]
@@ -123,8 +98,22 @@ class Backend:
         if warm_start is not None and not self.capabilities.warm_start:
             warm_start = None
         with captured_output() as printed:
-            result = self.solve_fn(arrays, options, warm_start)
+            if self.runs_isolated(arrays, options):
+                result = run_isolated(self.solve_fn, arrays, options, warm_start, backend=self.name, version=self.version())
+            else:
+                result = self.solve_fn(arrays, options, warm_start)
         return _with_printed(result, printed.text, options.verbose)
+
+    def runs_isolated(self, arrays: ModelArrays, options: SolveOptions) -> bool:
+        """Whether a solve of ``arrays`` runs in an isolated child process: under a time limit,
+        when the backend does not honour limits itself or the model is beyond the size up to
+        which it can be interrupted."""
+        if options.time_limit is None:
+            return False
+        caps = self.capabilities
+        if not caps.time_limit:
+            return True
+        return caps.interruptible_size is not None and arrays.num_vars + arrays.num_rows > caps.interruptible_size
 
     def solve_convex(self, problem: Any, options: SolveOptions | None = None) -> SolverResult:
         options = options or SolveOptions()

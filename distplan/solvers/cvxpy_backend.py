@@ -476,11 +476,11 @@ def _register_all() -> None:
                 capabilities=Capabilities(
                     lp=spec.lp,
                     milp=spec.milp,
-                    convex=spec.conic or spec.qp,
+                    convex=spec.conic,  # the convex programs are conic (SOC): a QP-only solver cannot take them
                     reports_bound=spec.reports_bound and spec.milp,
                     warm_start=False,
                     time_limit=spec.time_limit_key is not None,
-                    in_process=True,
+                    interruptible_size=20_000,
                 ),
                 requires=("cvxpy",),
                 extra=None,

@@ -5,9 +5,9 @@ The assembled arrays are handed over directly as a column-wise sparse matrix
 
 Time limits are hard. HiGHS checks its clock only between phases and LP solves: its
 presolve of a large model (111k rows: codec_select on compression-bert-large) or the root
-LP of a large time-indexed model can run minutes past ``time_limit``. A model of more than
-`ISOLATE_SIZE` rows + columns solved under a time limit therefore runs in an isolated child
-process (`distplan.solvers.isolation`), killed ``kill_grace()`` after the limit.
+LP of a large time-indexed model can run minutes past ``time_limit``. The backend declares
+``interruptible_size=ISOLATE_SIZE``: a larger model solved under a time limit runs in an
+isolated child process (`distplan.solvers.isolation`), killed ``kill_grace()`` after it.
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ import numpy as np
 from distplan.formulations.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.capture import echo_to_stderr
-from distplan.solvers.common import with_margin
-from distplan.solvers.isolation import run_isolated
-from distplan.solvers.result import SolutionStatus, SolverResult, Termination
+from distplan.solvers.common import finish_result
+from distplan.solvers.result import SolverResult, Termination, map_status
 from distplan.solvers.safe_bound import lp_safe_bound
 
 _S = highspy.HighsModelStatus
@@ -136,13 +135,6 @@ def pass_arrays(h: highspy.Highs, arrays: ModelArrays) -> None:
 
 
 def solve(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
-    """Solve in this process, or in an isolated child for a large model under a time limit."""
-    if options.time_limit is not None and arrays.num_vars + arrays.num_rows > ISOLATE_SIZE:
-        return run_isolated(solve_in_process, arrays, options, warm_start, backend="highs", version=highs_version())
-    return solve_in_process(arrays, options, warm_start)
-
-
-def solve_in_process(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
     """One HiGHS run on the arrays. The hand-over counts against ``time_limit``: HiGHS is
     given what is left of it when the model is in."""
     t0 = time.perf_counter()
@@ -182,66 +174,43 @@ def solve_in_process(arrays: ModelArrays, options: SolveOptions, warm_start: np.
     t2 = time.perf_counter()
     raw = h.getModelStatus()
     info = h.getInfo()
-    termination = STATUS_MAP.get(raw, Termination.UNKNOWN)
     sign = -1.0 if arrays.sense == "max" else 1.0
-    has_primal = info.primal_solution_status == 2  # kSolutionStatusFeasible
-    values = np.asarray(h.getSolution().col_value, dtype=float) if has_primal else None
-    if values is not None and values.size != arrays.num_vars:
-        values = None
-    objective = sign * float(info.objective_function_value) if values is not None else None
-    bound: float | None = None
-    if arrays.is_mip:
-        mdb = float(info.mip_dual_bound)
-        if np.isfinite(mdb) and termination not in (Termination.ERROR, Termination.UNKNOWN):
-            bound = sign * mdb
-    elif termination is Termination.OPTIMAL and objective is not None:
-        bound = objective  # an optimal LP: primal = dual objective within tolerances
-    if termination is Termination.OPTIMAL and values is not None:
-        status = SolutionStatus.OPTIMAL
-    elif values is not None:
-        status = SolutionStatus.FEASIBLE
-    else:
-        status = SolutionStatus.NONE
-    if termination is Termination.OPTIMAL and values is None and arrays.num_vars > 0:
-        termination = Termination.UNKNOWN
-    extra: dict[str, object] = {}
-    grade: str | None = None
-    if bound is not None and not arrays.is_mip:
-        # an LP: the safe bound of HiGHS's dual point (Neumaier-Shcherbina), exact arithmetic
-        safe = lp_safe_bound(arrays, np.asarray(h.getSolution().row_dual, dtype=float))
-        if safe is not None and (safe <= bound if arrays.sense != "max" else safe >= bound):
-            bound, grade = safe, "safe"
-            extra["bound_margin"] = abs(objective - safe) if objective is not None else None
-    if bound is not None and grade is None:
-        bound, grade = with_margin(arrays, bound, extra), "solver"
+    values = np.asarray(h.getSolution().col_value, dtype=float) if info.primal_solution_status == 2 else None
+    bound_min: float | None = None  # of min sign * c @ x without the offset HiGHS was given
+    if arrays.is_mip and np.isfinite(info.mip_dual_bound):
+        bound_min = float(info.mip_dual_bound) - sign * float(arrays.offset)
     with open(log_path, errors="replace") as fh:
         log = fh.read()
     os.unlink(log_path)
-    nodes = int(info.mip_node_count) if arrays.is_mip and info.mip_node_count >= 0 else None
-    return SolverResult(
+    result = finish_result(
         backend="highs",
-        backend_version=highs_version(),
-        termination=termination,
-        status=status,
-        objective=objective,
-        bound=bound,
-        handover_seconds=t1 - t0,
-        solve_seconds=t2 - t1,
-        nodes=nodes,
-        iterations=int(info.simplex_iteration_count) if info.simplex_iteration_count >= 0 else None,
+        version=highs_version(),
+        arrays=arrays,
+        termination=map_status(STATUS_MAP, raw, "highs"),
+        values=values,
+        bound_min=bound_min,
         raw_status=h.modelStatusToString(raw),
         log=log,
-        values=values,
-        extra=extra,
-        bound_grade=grade,
+        handover_seconds=t1 - t0,
+        solve_seconds=t2 - t1,
+        nodes=int(info.mip_node_count) if arrays.is_mip and info.mip_node_count >= 0 else None,
+        iterations=int(info.simplex_iteration_count) if info.simplex_iteration_count >= 0 else None,
     )
+    if not arrays.is_mip and result.bound is not None and result.objective is not None:
+        # an optimal LP: the safe bound of HiGHS's dual point (Neumaier-Shcherbina) replaces
+        # the margin-based one when it exists
+        safe = lp_safe_bound(arrays, np.asarray(h.getSolution().row_dual, dtype=float))
+        if safe is not None and (safe <= result.objective if sign > 0 else safe >= result.objective):
+            result.bound, result.bound_grade = safe, "safe"
+            result.extra["bound_margin"] = abs(result.objective - safe)
+    return result
 
 
 BACKEND = register_backend(
     Backend(
         name="highs",
         description="HiGHS via highspy, arrays handed over in memory (default)",
-        capabilities=Capabilities(lp=True, milp=True, reports_bound=True, warm_start=True, time_limit=True),
+        capabilities=Capabilities(lp=True, milp=True, reports_bound=True, warm_start=True, time_limit=True, interruptible_size=ISOLATE_SIZE),
         requires=("highspy",),
         extra=None,
         solve_fn=solve,

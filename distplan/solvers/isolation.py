@@ -1,12 +1,14 @@
 """Run a backend's solve in a child process with a hard wall clock.
 
 Some solvers do not reliably honour their own time limit (CBC spends unbounded time in
-preprocessing or heuristics, GLPK checks the clock only between phases). Backends that
-declare ``Capabilities(in_process=False)`` call `run_isolated` whenever a time limit is
-set: the solve runs in a forked child that leads its own process group, the result comes
-back through a pipe, and when ``time_limit + grace`` seconds pass the whole group (solver
-binaries started by the child included) is killed and a KILLED result without a solution
-is returned. Temporary files of the child go to a scratch directory the parent removes.
+preprocessing or heuristics, GLPK checks the clock only between phases, HiGHS cannot be
+interrupted inside presolve). `Backend.solve` calls `run_isolated` under a time limit when
+the backend declares ``Capabilities(time_limit=False)`` or the model is larger than its
+``interruptible_size``: the solve runs in a forked child that leads its own process group,
+the result comes back through a pipe, and when ``time_limit + kill_grace()`` seconds pass
+the whole group (solver binaries started by the child included) is killed and a KILLED
+result without a solution is returned. Temporary files of the child go to a scratch
+directory the parent removes.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from distplan.formulations.model import ModelArrays
-from distplan.solvers.base import SolveOptions
+from distplan.solvers.common import error_result
+from distplan.solvers.options import SolveOptions
 from distplan.solvers.result import SolutionStatus, SolverResult, Termination
 
 SolveFunction = Callable[[ModelArrays, SolveOptions, "np.ndarray | None"], SolverResult]
@@ -59,15 +62,7 @@ def _child_main(
     try:
         result = solve_fn(arrays, options, warm_start)
     except Exception as exc:  # reported to the parent as an ERROR result, never raised there
-        result = SolverResult(
-            backend=backend,
-            backend_version=version,
-            termination=Termination.ERROR,
-            status=SolutionStatus.NONE,
-            raw_status="error",
-            message=f"{type(exc).__name__}: {exc}",
-            log=traceback.format_exc(),
-        )
+        result = error_result(backend, version, f"{type(exc).__name__}: {exc}", log=traceback.format_exc())
     conn.send(result)
     conn.close()
 
@@ -148,16 +143,10 @@ def run_isolated(
         result.extra.setdefault("isolated", True)
         return result
     if died:
-        return SolverResult(
-            backend=backend,
-            backend_version=version,
-            termination=Termination.ERROR,
-            status=SolutionStatus.NONE,
-            solve_seconds=elapsed,
-            raw_status="child died",
-            message=f"the solver process exited with code {proc.exitcode} without a result",
-            extra={"isolated": True},
-        )
+        dead = error_result(backend, version, f"the solver process exited with code {proc.exitcode} without a result", seconds=elapsed)
+        dead.raw_status = "child died"
+        dead.extra["isolated"] = True
+        return dead
     return SolverResult(
         backend=backend,
         backend_version=version,

@@ -40,10 +40,9 @@ from distplan.formulations.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.capture import echo_to_stderr
 from distplan.solvers.common import error_result, fill_unmentioned, finish_result, objective_sign
+from distplan.solvers.highs import ISOLATE_SIZE, highs_version, use_threads
 from distplan.solvers.highs import STATUS_MAP as HIGHS_STATUS_MAP
-from distplan.solvers.highs import highs_version, use_threads
-from distplan.solvers.isolation import run_isolated
-from distplan.solvers.result import SolverResult, Termination
+from distplan.solvers.result import SolverResult, Termination, map_status
 
 # -- status vocabulary -------------------------------------------------------------------
 
@@ -314,7 +313,7 @@ def run_logged(args: list[str], log_path: str, verbose: bool) -> int:
 # -- pulp-cbc ----------------------------------------------------------------------------
 
 
-def _solve_cbc_in_process(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
+def solve_cbc(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
     t0 = time.perf_counter()
     version = _cbc_version()
     workdir = tempfile.mkdtemp(prefix="distplan-cbc-")
@@ -343,7 +342,7 @@ def _solve_cbc_in_process(arrays: ModelArrays, options: SolveOptions, warm_start
         has_solution = bool(parsed.has_solution)
         raw = f"Result - {parsed.result_line}; {first_line}"
     else:  # no branch-and-bound summary (e.g. the LP was settled before it): PuLP's reading
-        termination = PULP_STATUS_MAP.get(pulp_pair, Termination.UNKNOWN)
+        termination = map_status(PULP_STATUS_MAP, pulp_pair, "pulp-cbc")
         has_solution = termination is Termination.OPTIMAL
         raw = first_line
     bound_min = parsed.lower_bound if arrays.is_mip else None
@@ -370,13 +369,6 @@ def _solve_cbc_in_process(arrays: ModelArrays, options: SolveOptions, warm_start
         # given by the user makes even a completed search end short of the optimum
         proven_optimal_bound=completed,
     )
-
-
-def solve_cbc(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
-    """pulp-cbc; with a time limit the run is isolated in a child process with a hard wall clock."""
-    if options.time_limit is not None:
-        return run_isolated(_solve_cbc_in_process, arrays, options, warm_start, backend="pulp-cbc")
-    return _solve_cbc_in_process(arrays, options, warm_start)
 
 
 # -- pulp-highs --------------------------------------------------------------------------
@@ -519,7 +511,7 @@ PULP_CBC = register_backend(
     Backend(
         name="pulp-cbc",
         description="CBC binary bundled with PuLP, fed a vectorized MPS file",
-        capabilities=Capabilities(lp=True, milp=True, reports_bound=True, warm_start=True, time_limit=False, in_process=False),
+        capabilities=Capabilities(lp=True, milp=True, reports_bound=True, warm_start=True, time_limit=False),
         requires=("pulp",),
         extra=None,
         solve_fn=solve_cbc,
@@ -533,7 +525,7 @@ PULP_HIGHS = register_backend(
     Backend(
         name="pulp-highs",
         description="PuLP model objects solved by PuLP's HiGHS API (highspy)",
-        capabilities=Capabilities(lp=True, milp=True, reports_bound=True, warm_start=True, time_limit=True),
+        capabilities=Capabilities(lp=True, milp=True, reports_bound=True, warm_start=True, time_limit=True, interruptible_size=ISOLATE_SIZE),
         requires=("pulp", "highspy"),
         extra=None,
         solve_fn=solve_pulp_highs,

@@ -34,10 +34,9 @@ from distplan.formulations.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.capture import LiveStderr, echo_to_stderr
 from distplan.solvers.common import error_result, fill_unmentioned, finish_result, objective_sign, primal_feasible
-from distplan.solvers.highs import highs_version, use_threads
-from distplan.solvers.isolation import run_isolated
+from distplan.solvers.highs import ISOLATE_SIZE, highs_version, use_threads
 from distplan.solvers.pulp_backend import cbc_path, parse_cbc_log
-from distplan.solvers.result import SolverResult, Termination
+from distplan.solvers.result import SolverResult, Termination, map_status
 
 #: pyomo.contrib.solver.common.results.TerminationCondition member name -> termination
 CONTRIB_STATUS_MAP: dict[str, Termination] = {
@@ -250,7 +249,7 @@ def solve_pyomo_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np
         return error_result("pyomo-highs", version, f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - t1)
     t2 = time.perf_counter()
     tc = results.termination_condition
-    termination = CONTRIB_STATUS_MAP.get(tc.name, Termination.UNKNOWN)
+    termination = map_status(CONTRIB_STATUS_MAP, tc.name, "pyomo-highs")
     values = None
     if results.solution_status in (PyomoSolutionStatus.feasible, PyomoSolutionStatus.optimal):
         results.solution_loader.load_vars()
@@ -318,7 +317,7 @@ def parse_glpk_log(log: str) -> tuple[Termination | None, float | None]:
     return termination, bound
 
 
-def _solve_shell_in_process(
+def _solve_shell(
     which: str, arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None
 ) -> SolverResult:
     import pyomo.environ as pyo
@@ -377,7 +376,7 @@ def _solve_shell_in_process(
     if options.verbose:
         echo_to_stderr(log)
     tc = results.solver.termination_condition
-    termination = LEGACY_STATUS_MAP.get(getattr(tc, "name", str(tc)), Termination.UNKNOWN)
+    termination = map_status(LEGACY_STATUS_MAP, getattr(tc, "name", str(tc)), backend)
     bound_min: float | None = None
     nodes = iterations = None
     proven_optimal_bound = True
@@ -429,26 +428,12 @@ def _solve_shell_in_process(
     )
 
 
-def _solve_pyomo_cbc_in_process(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
-    return _solve_shell_in_process("cbc", arrays, options, warm_start)
-
-
-def _solve_pyomo_glpk_in_process(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
-    return _solve_shell_in_process("glpk", arrays, options, warm_start)
-
-
 def solve_pyomo_cbc(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
-    """pyomo-cbc; isolated in a child process with a hard wall clock when a time limit is set."""
-    if options.time_limit is not None:
-        return run_isolated(_solve_pyomo_cbc_in_process, arrays, options, warm_start, backend="pyomo-cbc")
-    return _solve_pyomo_cbc_in_process(arrays, options, warm_start)
+    return _solve_shell("cbc", arrays, options, warm_start)
 
 
 def solve_pyomo_glpk(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
-    """pyomo-glpk; isolated in a child process with a hard wall clock when a time limit is set."""
-    if options.time_limit is not None:
-        return run_isolated(_solve_pyomo_glpk_in_process, arrays, options, warm_start, backend="pyomo-glpk")
-    return _solve_pyomo_glpk_in_process(arrays, options, warm_start)
+    return _solve_shell("glpk", arrays, options, warm_start)
 
 
 def _cbc_available() -> bool:
@@ -460,7 +445,7 @@ PYOMO_HIGHS = register_backend(
     Backend(
         name="pyomo-highs",
         description="Pyomo ConcreteModel solved by Pyomo's highs interface (pyomo.contrib.solver)",
-        capabilities=Capabilities(lp=True, milp=True, reports_bound=True, warm_start=False, time_limit=True),
+        capabilities=Capabilities(lp=True, milp=True, reports_bound=True, warm_start=False, time_limit=True, interruptible_size=ISOLATE_SIZE),
         requires=("pyomo", "highspy"),
         extra=None,
         solve_fn=solve_pyomo_highs,
@@ -473,7 +458,7 @@ PYOMO_CBC = register_backend(
     Backend(
         name="pyomo-cbc",
         description="Pyomo ConcreteModel solved by the CBC binary PuLP bundles (Pyomo's cbc shell interface)",
-        capabilities=Capabilities(lp=True, milp=True, reports_bound=True, warm_start=True, time_limit=False, in_process=False),
+        capabilities=Capabilities(lp=True, milp=True, reports_bound=True, warm_start=True, time_limit=False),
         requires=("pyomo", "pulp"),
         extra=None,
         solve_fn=solve_pyomo_cbc,
@@ -487,7 +472,7 @@ PYOMO_GLPK = register_backend(
     Backend(
         name="pyomo-glpk",
         description="Pyomo ConcreteModel solved by glpsol (Pyomo's glpk shell interface; needs GLPK installed)",
-        capabilities=Capabilities(lp=True, milp=True, reports_bound=True, warm_start=False, time_limit=False, in_process=False),
+        capabilities=Capabilities(lp=True, milp=True, reports_bound=True, warm_start=False, time_limit=False),
         requires=("pyomo",),
         extra=None,
         solve_fn=solve_pyomo_glpk,

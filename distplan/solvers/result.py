@@ -8,6 +8,8 @@ incumbent is ``Termination.TIME_LIMIT`` with ``SolutionStatus.FEASIBLE``, never 
 from __future__ import annotations
 
 import math
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -51,6 +53,16 @@ LIMIT_TERMINATIONS = frozenset(
         Termination.KILLED,
     }
 )
+
+
+def map_status(table: Mapping[object, Termination], raw: object, backend: str, default: Termination = Termination.UNKNOWN) -> Termination:
+    """The shared vocabulary's termination for a solver's own status; an unmapped status is
+    ``default`` (UNKNOWN) with a warning naming the backend and the value, never silently."""
+    try:
+        return table[raw]
+    except (KeyError, TypeError):
+        warnings.warn(f"{backend}: unmapped solver status {raw!r}, reported as {default.value}", RuntimeWarning, stacklevel=2)
+        return default
 
 
 def relative_gap(objective: float | None, bound: float | None) -> float | None:

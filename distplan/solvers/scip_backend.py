@@ -22,7 +22,7 @@ from distplan.formulations.export import generic_name, write_mps
 from distplan.formulations.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.common import error_result, finish_result
-from distplan.solvers.result import SolverResult, Termination
+from distplan.solvers.result import SolverResult, Termination, map_status
 
 #: the strings `pyscipopt.Model.getStatus()` returns (one per SCIP_STATUS member, lowercased,
 #: plus "terminate" of newer SCIP releases) -> termination
@@ -57,6 +57,11 @@ def _version() -> str:
 
 def _finite(v: float) -> float | None:
     return v if math.isfinite(v) else None
+
+
+#: SCIP checks its clock between nodes and LP iterations but not inside presolve: beyond
+#: this many rows + columns a solve under a time limit runs isolated (as HiGHS's)
+SCIP_INTERRUPTIBLE_SIZE = 20_000
 
 
 def build_scip_model(arrays: ModelArrays, workdir: str) -> tuple[Any, list[Any]]:
@@ -116,7 +121,7 @@ def _solve_in(workdir: str, version: str, arrays: ModelArrays, options: SolveOpt
         return error_result("scip", version, f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - t1)
     t2 = time.perf_counter()
     raw = str(model.getStatus())
-    termination = STATUS_MAP.get(raw, Termination.UNKNOWN)
+    termination = map_status(STATUS_MAP, raw, "scip")
     values = None
     if model.getNSols() > 0:
         best = model.getBestSol()
@@ -154,7 +159,7 @@ BACKEND = register_backend(
     Backend(
         name="scip",
         description="SCIP via PySCIPOpt, rows handed over in memory",
-        capabilities=Capabilities(lp=True, milp=True, reports_bound=True, warm_start=True, time_limit=True),
+        capabilities=Capabilities(lp=True, milp=True, reports_bound=True, warm_start=True, time_limit=True, interruptible_size=SCIP_INTERRUPTIBLE_SIZE),
         requires=("pyscipopt",),
         extra="scip",
         solve_fn=solve,
