@@ -167,11 +167,11 @@ def _timed(inst: PlacementInstance, form: str, runs: int, old: bool, **kw: Any) 
         with _old_code() if old else contextlib.nullcontext():
             res = distplan.solve(inst, form, **kw)
         times.append(res.timings["formulation_seconds"])
-        obj = res.objective
+        obj = float("nan") if res.objective is None else res.objective
     return statistics.median(times), obj
 
 
-HEURISTICS = [("baechi_topo", {}), ("baechi_etf", {}), ("baechi_sct", {"theta": 0.1})]
+HEURISTICS: list[tuple[str, dict[str, Any]]] = [("baechi_topo", {}), ("baechi_etf", {}), ("baechi_sct", {"theta": 0.1})]
 
 
 def speed(sizes: list[int], runs: int, gnmt_runs: int, old_max_ops: int) -> None:
