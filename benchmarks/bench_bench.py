@@ -1,6 +1,6 @@
 """Overhead of the campaign runner: a fork server vs a fresh interpreter per run.
 
-    python benchmarks/bench_bench.py [--runs 20] [--instance placement-small-1] [--formulation baechi_etf]
+    python benchmarks/bench_bench.py [--runs 20] [--instance placement-small-1] [--formulation baechi_etf] [--kill]
 
 Every campaign run gets its own process. The baseline starts a fresh ``python`` per run
 (imports of numpy, scipy, distplan and the solver packages each time); the runner forks
@@ -9,7 +9,10 @@ one run at a time. Reported: seconds per run (process start to result on disk), 
 solve's own wall seconds inside the run (the same work in both), the overhead (the
 difference) and the speed-up as a ratio against the baseline in the same session. A
 second table times the SQLite store: inserting the records one transaction each (as a
-campaign does) and reading them back.
+campaign does) and reading them back. ``--kill`` adds a third: a campaign whose one run is
+a long CBC solve, started in a process group of its own with a private TMPDIR, killed with
+SIGKILL (the whole group) once CBC runs; reported are the seconds until no process of the
+campaign is left and until its temp folders are gone (the reaper's work).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -49,12 +53,60 @@ def fresh_interpreter(spec: dict, workdir: Path) -> tuple[float, float]:
     return elapsed, float(rec["wall_seconds"])
 
 
+KILL_CAMPAIGN = """
+name = "killed"
+time_limit = 120.0
+threads = 1
+formulations = ["placement_milp"]
+backends = ["pulp-cbc"]
+instances = [{generator = "random_layered_dag", n_ops = 60, seed = 3, n_devices = 4}]
+"""
+
+
+def kill_cleanup() -> tuple[float, float, int]:
+    """(seconds until every process is gone, seconds until no temp folder is left, processes
+    of the campaign at the kill) after SIGKILL of a campaign's process group."""
+    import psutil
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "tmp").mkdir()
+        (work / "c.toml").write_text(KILL_CAMPAIGN)
+        env = dict(os.environ, TMPDIR=str(work / "tmp"), PYTHONPATH=str(ROOT))
+        cmd = [sys.executable, "-m", "distplan", "bench", "run", str(work / "c.toml"), "--db", str(work / "r.db"), "--quiet"]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        driver = psutil.Process(proc.pid)
+        deadline = time.monotonic() + 120
+        def solving() -> bool:  # CBC on the model (not the version probe of campaign loading)
+            try:
+                return any("cbc" in p.name() for p in driver.children(recursive=True)) and any((work / "tmp").rglob("distplan-cbc-*"))
+            except psutil.Error:
+                return False
+
+        while not solving():
+            if time.monotonic() > deadline:
+                raise RuntimeError("CBC never started")
+            time.sleep(0.05)
+        procs = driver.children(recursive=True)
+        t0 = time.perf_counter()
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        psutil.wait_procs(procs, timeout=60)
+        t_procs = time.perf_counter() - t0
+        while any((work / "tmp").rglob("distplan-*")):
+            if time.perf_counter() - t0 > 60:
+                raise RuntimeError(f"temp folders left: {list((work / 'tmp').rglob('distplan-*'))}")
+            time.sleep(0.02)
+        return t_procs, time.perf_counter() - t0, len(procs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--instance", default="placement-small-1")
     parser.add_argument("--formulation", default="baechi_etf")
     parser.add_argument("--backend", default="highs")
+    parser.add_argument("--kill", action="store_true", help="also time the clean-up after SIGKILL of a campaign's process group")
     args = parser.parse_args()
     campaign = parse_campaign({"time_limit": 60, "formulations": [args.formulation], "backends": [args.backend], "instances": [args.instance], "repetitions": args.runs})
     specs = campaign.runs()
@@ -97,6 +149,10 @@ def main() -> None:
         print(f"\n{'store (SQLite, WAL)':<38} {'rows':>6} {'seconds':>9} {'ms/row':>8}")
         print(f"{'insert, one transaction per run':<38} {len(records):>6} {insert:>9.3f} {1e3 * insert / len(records):>8.3f}")
         print(f"{'read all rows':<38} {n:>6} {read:>9.3f} {1e3 * read / n:>8.3f}")
+    if args.kill:
+        t_procs, t_dirs, n_procs = kill_cleanup()
+        print(f"\n{'SIGKILL of a campaign process group':<38} {'procs':>6} {'all gone s':>10} {'no temp s':>10}")
+        print(f"{'one CBC run (reaper + PDEATHSIG)':<38} {n_procs:>6} {t_procs:>10.3f} {t_dirs:>10.3f}")
 
 
 if __name__ == "__main__":
