@@ -329,7 +329,10 @@ def solve_bound(inst: PlacementInstance, ctx: RunContext, time_limit: float | No
     model, data = build(inst, **kw)
     build_s = time.perf_counter() - t0
     limit = _limit(ctx, time_limit)
-    sub = RunContext(ctx.backend, ctx.options if limit is None else ctx.options.with_(time_limit=limit), ctx.params)
+    options = ctx.options if limit is None else ctx.options.with_(time_limit=limit)
+    if not kw.get("integral", True) and options.lp_method == "auto":
+        options = options.with_(lp_method="barrier")  # degenerate for simplex (GNMT: 14 s vs > 60 s)
+    sub = RunContext(ctx.backend, options, ctx.params)
     result = sub.solve_model(model, build_seconds=build_s)
     ctx.solver_results.extend(sub.solver_results)
     if result.bound is None or not np.isfinite(result.bound):
