@@ -22,7 +22,7 @@ CANDIDATES = {
     "placement": ["placement-small-1"],
     "sharding": ["gpt-1layer-tp8"],
     "compression": ["compression-mlp-small"],
-    "pipeline": ["{pipeline_split}", "{pipeline_chunks}", "pipeline-tessel-vshape"],
+    "pipeline": ["{pipeline_split}", "{pipeline_chunks}", "{pipeline_v2}", "pipeline-tessel-vshape"],
     "bandwidth": ["libra-resnet50-3d-total500"],
 }
 
@@ -31,15 +31,18 @@ JSON_CASES = [pytest.param(kind, f.name, id=f"{kind}-{f.name}") for kind in CAND
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Pipeline instances with the B/W split and unlimited memory, one with 2 chunks per device."""
+    """Pipeline instances with the B/W split and unlimited memory: one stage per device, 2
+    interleaved chunks per device, and the V placement (2 chunks per device, zig-zag)."""
     from distplan.instances.pipelines import make_pipeline
 
     tmp = tmp_path_factory.mktemp("made")
     split = make_pipeline("v", 4, 4, forward_time=1.0, backward_time=2.0, weight_time=1.0)
     chunks = make_pipeline("v", 4, 4, forward_time=1.0, backward_time=2.0, weight_time=1.0, chunks=2)
+    v2 = make_pipeline("v2", 4, 8, forward_time=1.0, backward_time=2.0, weight_time=1.0)
     split.to_json(tmp / "split.json")
     chunks.to_json(tmp / "chunks.json")
-    return {"pipeline_split": str(tmp / "split.json"), "pipeline_chunks": str(tmp / "chunks.json")}
+    v2.to_json(tmp / "v2.json")
+    return {"pipeline_split": str(tmp / "split.json"), "pipeline_chunks": str(tmp / "chunks.json"), "pipeline_v2": str(tmp / "v2.json")}
 
 
 @pytest.mark.parametrize(("kind", "formulation"), JSON_CASES)
