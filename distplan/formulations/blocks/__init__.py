@@ -1,1 +1,0 @@
-"""Reusable formulation blocks (scheduling: precedence, disjunctions, memory, periodic rows)."""
