@@ -31,13 +31,20 @@ memory defaults split the forward memory in two halves (Zero Bubble: +2, -1, -1)
 
 Times are seconds and memory bytes (any consistent units work: Tessel counts activations).
 ``mode="inference"`` drops backward blocks and (unless given) forward memory.
+
+``pipeline_from_model(model, stages, micro_batches, cluster)`` cuts a zoo model's layers
+into stages and takes each stage's block times and memory from the model's layer costs.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+import numpy as np
+
 from distplan.errors import InputError
+from distplan.models.catalogue import ClusterSpec
 from distplan.models.pipeline import PipelineBlock, PipelineInstance
 
 SHAPES = {
@@ -253,3 +260,153 @@ def zero_bubble_case(stages: int = 4, micro_batches: int = 12, comm_delay: float
         objective="device_span",
         name=f"zb-p{stages}-m{micro_batches}-comm{comm_delay:g}",
     )
+
+
+_LAYER_INDEX = re.compile(r"^(?:mb\d+\.)?(?:layers\.|h|layer)(\d+)\.")
+
+
+def pipeline_from_model(
+    model: str,
+    stages: int,
+    micro_batches: int,
+    cluster: str | ClusterSpec = "h100-sxm",
+    *,
+    shape: str = "v",
+    chunks: int = 2,
+    batch: int | None = None,
+    seq: int | None = None,
+    dtype: str = "bf16",
+    split_backward: bool = False,
+    memory_capacity: float | None = None,
+    name: str | None = None,
+) -> PipelineInstance:
+    """A pipeline instance whose block times come from a zoo model's layer costs.
+
+    The transformer layers of ``model`` (a zoo name: Llama-class, GPT-2 or BERT, built at
+    module granularity with one micro-batch of ``batch`` x ``seq``) are cut into contiguous
+    stages of near-equal layer counts (the embedding joins the first stage, the final norm,
+    output layer and loss the last). A stage's F block lasts the sum of its forward ops'
+    roofline times on the device it runs on (the first ``stages`` devices of ``cluster``), its
+    B block the sum of their backward ops'; with ``split_backward`` the weight-gradient half
+    of every parameterized op's backward (1x its forward FLOPs of the 2x) becomes a W block
+    (Zero Bubble, Qi et al. ICLR 2024). An F block holds the activations its stage stashes for
+    one micro-batch (bytes), freed by its B (half by B and half by W when split). Each
+    device's capacity is its memory (or ``memory_capacity`` bytes) less the weights,
+    gradients and Adam state of its stages (2 + 2 + 12 bytes per parameter). ``comm_delay``
+    is the largest stage-boundary transfer: activation bytes / pair bandwidth + latency.
+    ``shape``: ``v`` (one stage per device) or ``interleaved`` (``chunks`` stages per device,
+    stage j on device j mod stages). The optimizer step after the flush is not a block.
+    """
+    from distplan.instances.zoo import MODELS, model_graph
+    from distplan.instances.zoo_llama import LLAMA_MODELS
+    from distplan.models.catalogue import cluster as catalogue_cluster
+
+    kind = SHAPES.get(shape.lower())
+    if kind not in ("v", "interleaved"):
+        raise InputError("shape", f"a pipeline from a model is built for shapes v and interleaved, not {shape!r}")
+    if not isinstance(stages, int) or stages < 1:
+        raise InputError("stages", f"expected a positive integer, got {stages!r}")
+    if not isinstance(micro_batches, int) or micro_batches < 1:
+        raise InputError("micro_batches", f"expected a positive integer, got {micro_batches!r}")
+    if kind == "interleaved" and (not isinstance(chunks, int) or chunks < 1):
+        raise InputError("chunks", f"expected a positive integer, got {chunks!r}")
+    if model not in MODELS:
+        raise InputError("model", f"unknown model {model!r}", f"use one of: {', '.join(MODELS)}")
+    spec = catalogue_cluster(cluster) if isinstance(cluster, str) else cluster
+    if spec.n_devices < stages:
+        raise InputError("stages", f"{stages} stages need {stages} devices, {spec.name!r} has {spec.n_devices}")
+    options: dict[str, Any] = {"micro_batches": 1, "granularity": "module"} if model in LLAMA_MODELS else {}
+    graph = model_graph(model, batch, seq, dtype, **options).training("adam")
+    n_stages = stages * (chunks if kind == "interleaved" else 1)
+    index = graph.index
+    layer_of = np.full(len(graph.ops), -1, dtype=np.int64)
+    seen_layer = False
+    for k, op in enumerate(graph.ops):
+        if op.phase != "forward":
+            continue
+        m = _LAYER_INDEX.match(op.name)
+        if m:
+            layer_of[k] = int(m.group(1))
+            seen_layer = True
+        elif seen_layer:
+            layer_of[k] = -2  # after the last layer: the head
+    n_layers = int(layer_of.max()) + 1
+    if n_layers < n_stages:
+        raise InputError("stages", f"{model!r} has {n_layers} layers, fewer than the {n_stages} stages asked for", "use fewer stages (or chunks)")
+    cut = [(j * n_layers) // n_stages for j in range(n_stages + 1)]
+    stage_of_layer = np.searchsorted(np.array(cut[1:]), np.arange(n_layers), side="right")
+    fwd_stage = np.where(layer_of >= 0, stage_of_layer[np.maximum(layer_of, 0)], np.where(layer_of == -1, 0, n_stages - 1))
+    stage = np.empty(len(graph.ops), dtype=np.int64)
+    for k, op in enumerate(graph.ops):
+        stage[k] = fwd_stage[k] if op.phase == "forward" else fwd_stage[index[op.info["forward"]]]
+    device_of_stage = [j % stages for j in range(n_stages)]
+    types = spec.device_types[:stages]
+    per_type = graph.times(sorted(set(types)))
+    fwd = np.zeros(n_stages)
+    bwd = np.zeros(n_stages)
+    wgt = np.zeros(n_stages)
+    act = np.zeros(n_stages)
+    static = np.zeros(n_stages)
+    for k, op in enumerate(graph.ops):
+        j = int(stage[k])
+        t = float(per_type[types[device_of_stage[j]]][k])
+        mem = op.params + op.buffers if op.memory is None else op.memory
+        if op.phase == "forward":
+            fwd[j] += t
+            act[j] += mem - op.params - op.buffers
+            static[j] += op.params + op.buffers
+        elif op.phase == "backward":
+            fwd_op = graph.ops[index[op.info["forward"]]]
+            w = 0.5 * t if (split_backward and fwd_op.params > 0) else 0.0
+            bwd[j] += t - w
+            wgt[j] += w
+            static[j] += mem
+        else:  # optimizer update: its state stays, its time is after the flush
+            static[j] += mem
+    devices = list(spec.device_names[:stages])
+    bw, lat = spec.pair_matrices()
+    inbound = np.zeros(n_stages)  # seconds to receive a stage's inputs from earlier stages
+    for e in graph.edges:
+        if graph.ops[e.src].phase == "forward" and graph.ops[e.dst].phase == "forward":
+            a, b = int(stage[e.src]), int(stage[e.dst])
+            da, db = device_of_stage[a], device_of_stage[b]
+            if a != b and da != db:
+                inbound[b] += e.bytes / bw[da, db] + lat[da, db]
+    delay = float(inbound.max())
+    base = [float(m) for m in spec.memory()[:stages]] if memory_capacity is None else [float(memory_capacity)] * stages
+    capacity: dict[str, float] = {}
+    for d in range(stages):
+        held = float(static[[j for j in range(n_stages) if device_of_stage[j] == d]].sum())
+        if held >= base[d]:
+            raise InputError("stages", f"device {devices[d]!r} holds {held / 1e9:.1f} GB of weights, gradients and optimizer state, more than its {base[d] / 1e9:.1f} GB", "use more stages or a larger memory capacity")
+        capacity[devices[d]] = base[d] - held
+    bld = _Builder(devices)
+    prev = ""
+    for j in range(n_stages):
+        prev = bld.add(f"F{j}", "F", fwd[j], [device_of_stage[j]], act[j], [prev])
+    for j in reversed(range(n_stages)):
+        share = act[j] / 2 if split_backward else act[j]
+        prev = bld.add(f"B{j}", "B", bwd[j], [device_of_stage[j]], -share, [prev])
+        if split_backward:
+            bld.add(f"W{j}", "W", wgt[j], [device_of_stage[j]], -(act[j] - share), [prev])
+    label = f"{model}-{'interleaved' + str(chunks) if kind == 'interleaved' else 'v'}{'-zb' if split_backward else ''}-p{stages}-n{micro_batches}"
+    data: dict[str, Any] = {
+        "format": "distplan/1",
+        "kind": "pipeline",
+        "name": name or label,
+        "description": (
+            f"{graph.name} in {n_stages} stages on {stages} devices of {spec.name} ({types[0]}), {micro_batches} micro-batches; "
+            f"per-stage F {fwd.min() * 1e3:.3g}-{fwd.max() * 1e3:.3g} ms, B {bwd.min() * 1e3:.3g}-{bwd.max() * 1e3:.3g} ms (roofline)"
+        ),
+        "mode": "training",
+        "objective": "makespan",
+        "devices": devices,
+        "memory_capacity": capacity,
+        "micro_batches": micro_batches,
+        "comm_delay": delay,
+        "blocks": [
+            {"name": b.name, "role": b.role, "duration": b.duration, "devices": list(b.devices), "memory": b.memory, "deps": list(b.deps)}
+            for b in bld.build()
+        ],
+    }
+    return PipelineInstance.from_dict(data)
