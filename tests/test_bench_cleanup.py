@@ -19,7 +19,7 @@ from distplan.solvers.base import get_backend
 psutil = pytest.importorskip("psutil")
 ROOT = Path(__file__).resolve().parents[1]
 
-# one CBC solve that runs far longer than the test waits (60 ops on 4 devices, 120 s limit)
+# one CBC solve that runs far longer than the test waits (30 ops on 4 devices, 120 s limit)
 SLOW_CAMPAIGN = """
 name = "killed"
 time_limit = 120.0
@@ -27,7 +27,7 @@ grace = 5.0
 threads = 1
 formulations = ["placement_milp"]
 backends = ["pulp-cbc"]
-instances = [{generator = "random_layered_dag", n_ops = 60, seed = 3, n_devices = 4}]
+instances = [{generator = "random_layered_dag", n_ops = 30, seed = 3, n_devices = 4}]
 """
 
 

@@ -28,7 +28,7 @@ def test_two_drivers_on_one_database_execute_every_run_exactly_once(tmp_path: Pa
     # reaper) started together on one database; threads of this process, to spare the test
     # two interpreter start-ups
     exec_log = tmp_path / "executed.txt"
-    data = _campaign(exec_log, hang=0.4)
+    data = _campaign(exec_log, hang=0.25)
     n_runs = len(parse_campaign(data, base=tmp_path).runs())
     assert n_runs == 12
     db = tmp_path / "r.db"
@@ -83,8 +83,8 @@ def test_a_dead_drivers_runs_are_taken_over_when_their_leases_expire(tmp_path: P
     db = tmp_path / "r.db"
     with Store(db) as store:
         assert store.claim(keys[0], "dead-driver", -5.0) == "claimed"  # expired long ago
-        assert store.claim(keys[1], "slow-driver", 3.0) == "claimed"  # expires in 3 s, never renewed
-    expiry = time.time() + 3.0
+        assert store.claim(keys[1], "slow-driver", 2.0) == "claimed"  # expires in 2 s, never renewed
+    expiry = time.time() + 2.0
     counts = run_campaign(campaign, db, progress=False, lease_seconds=30)
     assert counts["stored"] == len(keys) == 4
     started = {line.split()[0]: float(line.split()[1]) for line in exec_log.read_text().splitlines()}
