@@ -135,6 +135,8 @@ def cmd_make_placement(args: argparse.Namespace) -> int:
             optimizer=None if args.optimizer == "none" else args.optimizer,
             name=args.name,
             memory_model=args.memory_model,
+            micro_batches=args.micro_batches,
+            granularity=args.granularity,
         )
     write_json(doc, args.output)
     mem = sum(op["memory"] for op in doc["graph"]["ops"])
@@ -164,8 +166,8 @@ def cmd_catalogue(args: argparse.Namespace) -> int:
 def add_make_placement(make_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add ``placement`` to a ``make`` command's subparsers (for distplan/cli/make.py)."""
     p = make_sub.add_parser("placement", help="a placement instance from a zoo model and a catalogue cluster")
-    p.add_argument("--model", required=True, help="zoo model: gpt2-small|medium|large|xl, bert-base|large, resnet-50, inception-v3")
-    p.add_argument("--cluster", required=True, help="catalogue cluster, e.g. dgx1, dgx1:4, dgx-a100, tag-mix (see `distplan catalogue`)")
+    p.add_argument("--model", required=True, help="zoo model: gpt2-small|medium|large|xl, bert-base|large, resnet-50, inception-v3, llama3-8b, llama3-70b, mixtral-8x7b")
+    p.add_argument("--cluster", required=True, help="catalogue cluster, e.g. dgx1, dgx1:4, dgx-a100, h100-sxm, h100-nvl, 2xh100-sxm-ib, tag-mix (see `distplan catalogue`)")
     p.add_argument("--memory-limit", default=None, help="cap every device at this size (bytes, or e.g. 4GiB)")
     p.add_argument("--batch", type=int, default=None)
     p.add_argument("--seq", type=int, default=None, help="sequence length (transformers)")
@@ -173,6 +175,8 @@ def add_make_placement(make_sub: argparse._SubParsersAction) -> None:  # type: i
     p.add_argument("--no-backward", action="store_true", help="forward pass only (inference)")
     p.add_argument("--optimizer", default="adam", choices=["adam", "sgd", "none"])
     p.add_argument("--memory-model", default=None, choices=["simple", "liveness"])
+    p.add_argument("--micro-batches", type=int, default=None, help="Llama-class models: micro-batches per training step (default 4)")
+    p.add_argument("--granularity", default=None, choices=["kernel", "module"], help="Llama-class models: one op per CUDA kernel (default) or per module")
     p.add_argument("--name", default=None)
     p.add_argument("-o", "--output", required=True, help="output file (.json or .json.gz)")
     p.set_defaults(func=cmd_make_placement)

@@ -44,7 +44,9 @@ def cmd_make_sharding(args: argparse.Namespace) -> int:
         "sequence_split": args.sequence_split,
         "name": args.name,
     }
-    if args.model == "transformer":
+    if args.model in _llama_models():
+        inst = _make_llama_sharding(args, kw)
+    elif args.model == "transformer":
         missing = [f for f in ("layers", "hidden", "heads", "seq") if getattr(args, f) is None]
         if missing:
             raise InputError(f"--{missing[0]}", "needed for --model transformer", "give --layers --hidden --heads --seq")
@@ -55,6 +57,33 @@ def cmd_make_sharding(args: argparse.Namespace) -> int:
     inst.to_json(args.output)
     print(sharding_summary(args.output, inst), file=sys.stderr)
     return 0
+
+
+def _llama_models() -> list[str]:
+    from distplan.instances.zoo_llama import LLAMA_MODELS
+
+    return list(LLAMA_MODELS)
+
+
+def _make_llama_sharding(args: argparse.Namespace, kw: dict[str, Any]) -> Any:
+    """A Llama-class zoo model on a mesh of a catalogue cluster (--cluster; --device is the
+    cluster's); --bandwidth-gbs / --latency-us override the cluster's links per axis."""
+    from distplan.instances.zoo_sharding import llama_sharding
+
+    return llama_sharding(
+        args.model,
+        batch=args.batch,
+        mesh=kw["mesh"],
+        cluster=args.cluster or "8xh100-sxm-ib",
+        seq=args.seq,
+        layers=args.layers,
+        memory=kw["memory"],
+        flash=not args.no_flash,
+        sequence_split=args.sequence_split,
+        bandwidth=kw["bandwidth"],
+        latency=kw["latency"],
+        name=args.name,
+    )
 
 
 def sharding_summary(path: str, inst: Any) -> str:
@@ -76,8 +105,27 @@ def sharding_summary(path: str, inst: Any) -> str:
 
 
 def cmd_make_pipeline(args: argparse.Namespace) -> int:
-    from distplan.instances.pipelines import make_pipeline
+    from distplan.instances.pipelines import make_pipeline, pipeline_from_model
 
+    if args.model is not None:
+        inst = pipeline_from_model(
+            args.model,
+            args.stages,
+            args.micro_batches,
+            args.cluster or "h100-sxm",
+            shape=args.shape or "v",
+            chunks=args.chunks,
+            batch=args.batch,
+            seq=args.seq,
+            split_backward=args.split_backward,
+            memory_capacity=args.memory,
+            name=args.name,
+        )
+        inst.to_json(args.output)
+        print(wrote_line(args.output, inst.summary()))
+        return 0
+    if args.shape is None:
+        raise InputError("--shape", "needed unless --model is given", "give --shape v (or x, m, k, nn, interleaved, v2), or --model llama3-8b")
     inst = make_pipeline(
         args.shape,
         args.stages,
@@ -112,7 +160,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_make_placement(kinds)
 
     p = kinds.add_parser("sharding", help="a transformer training graph on a device mesh (Alpa/TAP sharding)")
-    p.add_argument("--model", default="transformer", help="transformer (give the shape), gpt2-xl or gpt3-175b")
+    p.add_argument("--model", default="transformer", help="transformer (give the shape), gpt2-xl, gpt3-175b, llama3-8b or llama3-70b")
+    p.add_argument("--cluster", default=None, help="catalogue cluster giving a Llama model's mesh device and links (default 8xh100-sxm-ib)")
     p.add_argument("--layers", type=int, default=None)
     p.add_argument("--hidden", type=int, default=None)
     p.add_argument("--heads", type=int, default=None)
@@ -126,20 +175,26 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--bandwidth-gbs", default=None, help="bandwidth per mesh axis, GB/s, e.g. 240,25")
     p.add_argument("--latency-us", default=None, help="latency per mesh axis, microseconds, e.g. 2,10")
     p.add_argument("--flash", action="store_true", help="flash attention (no s x s score tensors kept)")
+    p.add_argument("--no-flash", action="store_true", help="Llama models: eager attention (score tensors kept; flash is their default)")
     p.add_argument("--sequence-split", action="store_true", help="allow sequence-parallel strategies")
     p.add_argument("--name", default=None)
     p.add_argument("-o", "--output", required=True)
     p.set_defaults(func=cmd_make_sharding)
 
     p = kinds.add_parser("pipeline", help="a pipeline placement (v, x, m, k, nn, interleaved, zb) for repetend scheduling")
-    p.add_argument("--shape", required=True)
+    p.add_argument("--shape", default=None, help="v, x, m, k, nn, interleaved, v2 (with --model: v or interleaved, default v)")
+    p.add_argument("--model", default=None, help="zoo model (e.g. llama3-8b, gpt2-xl): block times and memory from its layer costs")
+    p.add_argument("--cluster", default=None, help="with --model: catalogue cluster whose first devices run the stages (default h100-sxm)")
+    p.add_argument("--batch", type=int, default=None, help="with --model: sequences per micro-batch")
+    p.add_argument("--seq", type=int, default=None, help="with --model: sequence length")
+    p.add_argument("--split-backward", action="store_true", help="with --model: zero-bubble B/W split of the backward blocks")
     p.add_argument("--stages", type=int, required=True)
     p.add_argument("--micro-batches", type=int, required=True)
     p.add_argument("--forward-time", type=float, default=1.0, help="seconds per forward block")
     p.add_argument("--backward-time", type=float, default=3.0, help="seconds per backward block (B + W unless split)")
     p.add_argument("--weight-time", type=float, default=None, help="seconds of the W part (zero-bubble B/W split)")
     p.add_argument("--chunks", type=int, default=2, help="virtual chunks per device (interleaved)")
-    p.add_argument("--memory", type=float, default=None, help="memory capacity per device (the blocks' units)")
+    p.add_argument("--memory", type=float, default=None, help="memory capacity per device (the blocks' units; with --model bytes, default the device's)")
     p.add_argument("--comm-delay", type=float, default=0.0, help="seconds between blocks on different devices")
     p.add_argument("--mode", default="training", choices=["training", "inference"])
     p.add_argument("--name", default=None)

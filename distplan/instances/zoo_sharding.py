@@ -83,6 +83,8 @@ def llama_sharding(
     sequence_split: bool = False,
     dtype: str = "bf16",
     optimizer_bytes_per_param: float = 16.0,
+    bandwidth: Sequence[float] | None = None,
+    latency: Sequence[float] | None = None,
     name: str | None = None,
 ) -> ShardingInstance:
     """A training step of a dense Llama-class model as a sharding instance.
@@ -102,7 +104,12 @@ def llama_sharding(
     if s > cfg.max_seq:
         raise InputError("seq", f"{s} exceeds the model's maximum sequence length {cfg.max_seq}")
     shape = (int(mesh),) if isinstance(mesh, int) else tuple(int(m) for m in mesh)
-    bandwidth, latency, device = mesh_links(cluster, shape)
+    cluster_bw, cluster_lat, device = mesh_links(cluster, shape)
+    for key, given in (("bandwidth", bandwidth), ("latency", latency)):
+        if given is not None and len(given) != len(shape):
+            raise InputError(key, f"{len(given)} values for a {len(shape)}-axis mesh", "give one value per mesh axis")
+    bandwidth = cluster_bw if bandwidth is None else tuple(float(x) for x in bandwidth)
+    latency = cluster_lat if latency is None else tuple(float(x) for x in latency)
     dims = {"b": batch, "s": s, "h": cfg.hidden, "g": cfg.kv_heads, "r": cfg.heads // cfg.kv_heads, "d": cfg.head_dim, "f": cfg.ffn, "v": cfg.vocab}
     bsh = ("b", "s", "h")
     q_dims = ("b", "s", "g", "r", "d")
@@ -144,7 +151,7 @@ def llama_sharding(
     cluster_name = cluster if isinstance(cluster, str) else cluster.name
     return ShardingInstance(
         name=name or f"{cfg.name}-l{cfg.layers}-b{batch}-s{s}-mesh{mesh_txt}",
-        mesh=Mesh(shape=shape, bandwidth=bandwidth, latency=latency, device=device, memory=memory),
+        mesh=Mesh(shape=shape, bandwidth=tuple(bandwidth), latency=tuple(latency), device=device, memory=memory),
         training=Training("b", optimizer_bytes_per_param=optimizer_bytes_per_param),
         dims=dims,
         ops=ops,
