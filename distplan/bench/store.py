@@ -185,6 +185,8 @@ class Store:
     @contextlib.contextmanager
     def _immediate(self) -> Iterator[None]:
         """A write transaction taken at its start (no other writer can slip in between)."""
+        if self.conn.in_transaction:  # an implicit one left open: end it first
+            self.conn.commit()
         self.conn.execute("BEGIN IMMEDIATE")
         try:
             yield
