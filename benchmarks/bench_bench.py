@@ -42,7 +42,7 @@ def fresh_interpreter(spec: dict, workdir: Path) -> tuple[float, float]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     t0 = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-c", f"from distplan.bench.forkserver import _child_main; _child_main({str(spec_path)!r}, {str(result_path)!r})"],
+        [sys.executable, "-c", f"from distplan.bench.forkserver import run_process_main; run_process_main({str(spec_path)!r}, {str(result_path)!r})"],
         check=True,
         env=env,
         stdout=subprocess.DEVNULL,

@@ -70,7 +70,7 @@ from .store import canonical_json
 # -- the run process (forked by the fork server) -----------------------------------------------------
 
 
-def _child_main(spec_path: str, result_path: str, scratch: str | None = None) -> None:
+def run_process_main(spec_path: str, result_path: str, scratch: str | None = None) -> None:
     """Body of a run process: limits, test hooks, `execute_run`, the record to a file.
 
     ``scratch``: the run's temp folder (inside the campaign's, which the driver and its
@@ -143,7 +143,7 @@ def _in_forked_child(msg: dict[str, Any], proto_fd: int, parent: int) -> None:
         os.close(proto_fd)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        _child_main(msg["spec"], msg["result"], msg.get("scratch"))
+        run_process_main(msg["spec"], msg["result"], msg.get("scratch"))
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:
