@@ -1,6 +1,14 @@
 """Benchmarks of instance creation: generators, the analytic zoo, the bundled library, the importer.
 
 Run: python benchmarks/bench_zoo.py [--quick] [--no-import]
+     python benchmarks/bench_zoo.py llama [--repeats 3] [--sharding-batch 32] [--models llama3-8b,...]
+
+``llama`` (issue 20): a Llama-3 8B training step (forward, backward, Adam; 4 micro-batches
+of 8,192 tokens, one op per CUDA kernel) as a placement instance on an H100 SXM node, solved
+by m-ETF; as a sharding instance on an 8x8 H100 mesh (8 nodes, NDR InfiniBand) with the
+device memory as budget, solved by ``tap`` (and without a budget, to show whether memory
+binds); and as a pipeline instance (4 stages), solved by 1F1B and ZB-H1. Build, load and
+solve seconds are timed separately (median of ``--repeats``; tap once unless asked).
 
 1. Generators at 1k / 10k / 100k ops: generation seconds, and for the layered DAG the speed
    ratio against a plain-Python loop building the same distribution (baseline, same run).
@@ -120,7 +128,75 @@ def bench_import() -> None:
         )
 
 
+def _median(xs: list[float]) -> float:
+    return float(np.median(xs))
+
+
+def bench_llama(models: list[str], repeats: int, sharding_batch: int, tap_repeats: int, time_limit: float) -> None:
+    import tempfile
+
+    from distplan.instances.pipelines import pipeline_from_model
+    from distplan.instances.zoo_sharding import llama_sharding
+    from distplan.models.common import write_json
+
+    print(f"\n## Llama-class placement on h100-sxm: make_placement, write + load, m-ETF (median of {repeats}; seconds)")
+    print(f"{'model':<14} {'ops':>6} {'edges':>6} {'build s':>8} {'load s':>7} {'etf s':>7} {'makespan ms':>12} {'bound ms':>9} {'fwd PFLOP':>10}")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in models:
+            builds, loads, solves = [], [], []
+            res = doc = None
+            for _ in range(repeats):
+                doc, tb = timed(make_placement, name, "h100-sxm", dtype="bf16")
+                path = Path(tmp) / f"{name}.json"
+                write_json(doc, str(path))
+                inst, tl = timed(load_instance, str(path))
+                res, ts = timed(distplan.solve, inst, formulation="baechi_etf", time_limit=time_limit)
+                builds.append(tb)
+                loads.append(tl)
+                solves.append(ts)
+            assert res is not None and doc is not None and res.check.feasible
+            bound = res.bound if res.bound is not None else float("nan")
+            print(
+                f"{name:<14} {len(doc['graph']['ops']):>6} {len(doc['graph']['edges']):>6} {_median(builds):>8.2f} {_median(loads):>7.2f} "
+                f"{_median(solves):>7.2f} {res.objective * 1e3:>12.1f} {bound * 1e3:>9.1f} {doc['meta']['totals']['forward_flops'] / 1e15:>10.3f}"
+            )
+
+    print(f"\n## llama3-8b sharding, batch {sharding_batch} x 8192, 8x8 H100 mesh (8xh100-sxm-ib), tap (time limit {time_limit:g} s)")
+    print(f"{'memory':<10} {'ops':>5} {'build s':>8} {'tap s':>7} {'status':>9} {'iteration ms':>13} {'bound ms':>9} {'GB/device':>10} {'budget GB':>10}")
+    inst, tb = timed(llama_sharding, "llama3-8b", sharding_batch)
+    free = llama_sharding("llama3-8b", sharding_batch, memory=1e15)
+    for label, case, reps in (("device", inst, tap_repeats), ("unbounded", free, 1)):
+        times, res = [], None
+        for _ in range(reps):
+            res, ts = timed(distplan.solve, case, formulation="tap", time_limit=time_limit)
+            times.append(ts)
+        assert res is not None
+        mem = res.check.details["memory_bytes"] / 1e9
+        bound = res.bound if res.bound is not None else float("nan")
+        print(
+            f"{label:<10} {len(case.ops):>5} {tb:>8.3f} {_median(times):>7.2f} {res.status.value:>9} {res.objective * 1e3:>13.2f} {bound * 1e3:>9.2f} "
+            f"{mem:>10.2f} {case.memory_budget / 1e9:>10.1f}"
+        )
+
+    print("\n## llama3-8b pipeline on h100-sxm (4 stages, 16 micro-batches), block times from layer costs")
+    print(f"{'instance':<30} {'build s':>8} {'schedule':>9} {'solve s':>8} {'makespan s':>11}")
+    for split, formulation in ((False, "1f1b"), (True, "zb_h1")):
+        pinst, tb = timed(pipeline_from_model, "llama3-8b", 4, 16, "h100-sxm", split_backward=split)
+        res, ts = timed(distplan.solve, pinst, formulation=formulation, time_limit=time_limit)
+        print(f"{pinst.name:<30} {tb:>8.3f} {formulation:>9} {ts:>8.3f} {res.objective:>11.4f}")
+
+
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "llama":
+        lp = argparse.ArgumentParser(description="Llama-class instances (issue 20)", prog="bench_zoo.py llama")
+        lp.add_argument("--models", default="llama3-8b", help="comma-separated zoo models for the placement part")
+        lp.add_argument("--repeats", type=int, default=3, help="repeats of build/load/m-ETF (median)")
+        lp.add_argument("--tap-repeats", type=int, default=1, help="repeats of the memory-bound tap solve (median)")
+        lp.add_argument("--sharding-batch", type=int, default=32, help="global batch (sequences of 8,192 tokens)")
+        lp.add_argument("--time-limit", type=float, default=120.0, help="seconds per solve")
+        la = lp.parse_args(sys.argv[2:])
+        bench_llama(la.models.split(","), la.repeats, la.sharding_batch, la.tap_repeats, la.time_limit)
+        return 0
     ap = argparse.ArgumentParser(description="instance-creation benchmarks")
     ap.add_argument("--quick", action="store_true", help="generators up to 10k ops only")
     ap.add_argument("--no-import", action="store_true", help="skip the PyTorch importer")

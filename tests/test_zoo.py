@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import json
+import math
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -415,3 +416,170 @@ def test_cli_make_placement_and_catalogue(tmp_path: Path, capsys: pytest.Capture
     assert main(["catalogue", "clusters"]) == 0
     assert "dgx1" in capsys.readouterr().out
     assert set(MODELS) >= {"gpt2-small", "gpt2-xl", "bert-large", "resnet-50", "inception-v3"}
+
+
+# -- Llama-class models (issue 20) -------------------------------------------------------------
+
+from distplan.instances.pipelines import pipeline_from_model  # noqa: E402
+from distplan.instances.zoo_llama import LLAMA_MODELS, LlamaConfig, llama_config, llama_graph  # noqa: E402
+from distplan.instances.zoo_sharding import llama_sharding, mesh_links  # noqa: E402
+from distplan.models.graphs import topological_order  # noqa: E402
+
+TINY = LlamaConfig("tiny", 2, 64, 4, 2, 96, 128, 64, 16, 2, 2, "test")
+TINY_MOE = LlamaConfig("tiny-moe", 2, 64, 4, 2, 96, 128, 64, 16, 2, 2, "test", experts=4, top_k=2)
+
+
+def _matmul_params(cfg: LlamaConfig) -> int:
+    pc = cfg.param_count()
+    return pc["attention"] + pc["mlp"] + pc["router"] + pc["output"]
+
+
+def test_llama_param_counts_match_the_papers() -> None:
+    # Llama 3 paper: 8B and 70B (8.03 B / 70.6 B in Meta's model cards); Mixtral: 46.7 B total
+    totals = {n: sum(c.param_count().values()) for n, c in LLAMA_MODELS.items()}
+    assert totals["llama3-8b"] == 8_030_261_248
+    assert totals["llama3-70b"] == pytest.approx(70.55e9, rel=1e-3)
+    assert totals["mixtral-8x7b"] == pytest.approx(46.70e9, rel=1e-3)
+
+
+@pytest.mark.parametrize("granularity", ["kernel", "module"])
+@pytest.mark.parametrize("cfg", [TINY, TINY_MOE], ids=["dense", "moe"])
+def test_llama_graph_is_a_well_formed_training_step(cfg: LlamaConfig, granularity: str) -> None:
+    g = llama_graph(cfg, granularity=granularity)
+    tr = g.training("adam")
+    n = len(tr.ops)
+    src = np.array([e.src for e in tr.edges])
+    dst = np.array([e.dst for e in tr.edges])
+    assert len(topological_order(n, src, dst)) == n  # acyclic
+    assert {o.phase for o in tr.ops} == {"forward", "backward", "update"}
+    # weights are held once (micro-batch 0) and counted once
+    assert g.total_params() == sum(cfg.param_count().values()) * g.elem
+    owners = [o for o in g.ops if o.params > 0]
+    assert all(o.name.startswith("mb0.") for o in owners)
+    updates = [o for o in tr.ops if o.phase == "update"]
+    assert len(updates) == len(owners)
+    # each update gets the gradient of every micro-batch's copy of its op
+    into = Counter(tr.ops[e.dst].name for e in tr.edges if e.gradient)
+    assert all(into[u.name] == cfg.micro_batches for u in updates)
+    # every copy of an op, its backward and its update share one colocation group
+    groups: dict[str, set[str]] = {}
+    for k, grp in tr.colocate.items():
+        groups.setdefault(grp, set()).add(tr.ops[k].name)
+    q = groups["layers.1.self_attn.q_proj"]
+    assert {"mb0.layers.1.self_attn.q_proj", "mb1.layers.1.self_attn.q_proj", "mb0.layers.1.self_attn.q_proj.grad", "mb0.layers.1.self_attn.q_proj.update"} <= q
+    # rotary tables carry no gradient: no backward op
+    assert not any(o.name.startswith("mb0.rotary_emb") for o in tr.ops if o.phase == "backward")
+
+
+@pytest.mark.parametrize("granularity", ["kernel", "module"])
+def test_llama_flops_match_closed_forms(granularity: str) -> None:
+    cfg = TINY
+    g = llama_graph(cfg, granularity=granularity)
+    tr = g.training("adam")
+    tokens = cfg.batch * cfg.seq * cfg.micro_batches
+    n_mm = _matmul_params(cfg)
+    # dense part: 2 FLOPs per parameter per token forward, 6 with the backward pass
+    assert g.total_flops("forward", ["matmul"]) - _rotary_flops(g) == pytest.approx(2 * n_mm * tokens)
+    train_mm = tr.total_flops("forward", ["matmul"]) + tr.total_flops("backward", ["matmul"]) - _rotary_flops(g)
+    assert train_mm == pytest.approx(6 * n_mm * tokens)
+    # attention: 4 b s^2 heads head_dim per layer (full score matrix)
+    att = 4 * cfg.batch * cfg.seq**2 * cfg.heads * cfg.head_dim * cfg.layers * cfg.micro_batches
+    assert g.total_flops("forward", ["flash_attention"]) == pytest.approx(att)
+    # Adam: 12 FLOPs per parameter
+    assert tr.total_flops("update") == pytest.approx(12 * sum(cfg.param_count().values()))
+
+
+def _rotary_flops(g: Any) -> float:
+    """The rotary table's frequency product is a (non-parameter) matmul: b s d/2 x 2."""
+    return sum(o.flops for o in g.ops if o.type == "matmul" and "rotary" in o.name)
+
+
+@pytest.mark.parametrize("capacity", [1.0, 1.25])
+def test_moe_routing_flops_match_top_k(capacity: float) -> None:
+    cfg = llama_config(TINY_MOE, capacity_factor=capacity)
+    g = llama_graph(cfg, granularity="kernel", micro_batches=1)
+    T, h, f, E, k = cfg.batch * cfg.seq, cfg.hidden, cfg.ffn, cfg.experts, cfg.top_k
+    te = math.ceil(capacity * k * T / E)
+    assert cfg.expert_tokens(T) == te
+    experts = sum(o.flops for o in g.ops if ".experts." in o.name and o.type == "matmul")
+    assert experts == pytest.approx(cfg.layers * E * 6 * te * h * f)
+    if capacity == 1.0:  # balanced, no padding: every token through k experts' SwiGLU
+        assert experts == pytest.approx(cfg.layers * k * T * 6 * h * f)
+    router = sum(o.flops for o in g.ops if o.name.endswith("block_sparse_moe.gate"))
+    assert router == pytest.approx(cfg.layers * 2 * T * h * E)
+    combine = sum(o.flops for o in g.ops if o.name.endswith("combine"))
+    assert combine == pytest.approx(cfg.layers * 2 * k * T * h)
+    dispatch = [o for o in g.ops if o.name.endswith("dispatch")]
+    assert all(o.output == E * te * h * g.elem for o in dispatch)
+
+
+def test_llama_config_errors() -> None:
+    with pytest.raises(InputError, match="kv_heads"):
+        LlamaConfig("bad", 2, 64, 4, 3, 96, 128, 64, 16, 1, 1, "test")
+    with pytest.raises(InputError, match="granularity"):
+        llama_graph(TINY, granularity="op")
+    with pytest.raises(InputError, match="micro_batches"):
+        model_graph("gpt2-small", micro_batches=2)
+    with pytest.raises(InputError, match="unknown Llama"):
+        llama_config("llama9")
+    with pytest.raises(InputError, match="mixture-of-experts"):
+        llama_sharding("mixtral-8x7b", 8)
+
+
+def test_llama_placement_loads_and_solves() -> None:
+    doc = make_placement(llama_graph(TINY), "h100-nvl:4")
+    inst = instance_from_dict(doc)
+    assert inst.n_ops == len(doc["graph"]["ops"])
+    res = distplan.solve(inst, formulation="baechi_etf")
+    assert res.check.feasible and res.bound is not None and res.bound <= res.objective
+    # the zoo name builds the full model (not solved here): >= 10k ops for the 8B step
+    assert "llama3-8b" in MODELS and "mixtral-8x7b" in MODELS
+
+
+def test_h100_catalogue() -> None:
+    nvl = device("H100-NVL")
+    assert nvl.peak_flops("bf16") == 835.5e12 and nvl.memory_bandwidth == 3.9e12 and nvl.memory_bytes == 94 * GiB
+    assert device("H100-SXM").peak_flops("bf16") == 989e12
+    bw, _ = cluster("h100-nvl").pair_matrices()
+    assert bw[0, 1] == 300e9 and bw[0, 2] == 63e9 and bw[2, 3] == 300e9
+    bw, _ = cluster("8xh100-sxm-ib").pair_matrices()
+    assert bw[0, 7] == 450e9 and bw[0, 8] == 50e9 and bw.shape == (64, 64)
+    assert mesh_links("8xh100-sxm-ib", (8, 8))[:2] == ((50e9, 450e9), (1.5e-5, 5e-6))
+    assert mesh_links("h100-nvl", (2, 2))[0] == (63e9, 300e9)
+    with pytest.raises(InputError, match="needs 64"):
+        mesh_links("h100-sxm", (8, 8))
+
+
+def test_llama_sharding_instance_loads_and_solves() -> None:
+    cfg = TINY
+    inst = llama_sharding(cfg, batch=8, mesh=(2, 2), cluster="h100-nvl", memory=2e8)
+    again = instance_from_dict(inst.to_dict())
+    assert len(again.ops) == len(inst.ops) == 5 + 17 * cfg.layers
+    b, s = 8, cfg.seq
+    linear = sum(inst.semantics(k).flops for k, op in enumerate(inst.ops) if op.type == "linear")
+    assert linear == pytest.approx(2 * b * s * (_matmul_params(cfg)))
+    att = sum(inst.semantics(k).flops for k, op in enumerate(inst.ops) if op.type == "attention")
+    assert att == pytest.approx(4 * b * s * s * cfg.heads * cfg.head_dim * cfg.layers)
+    params = sum(t.numel for k in range(len(inst.ops)) for t in inst.semantics(k).params)
+    assert params == sum(cfg.param_count().values())
+    for formulation in ("data_parallel", "tap"):
+        res = distplan.solve(again, formulation=formulation)
+        assert res.check.feasible and res.check.details["memory_bytes"] <= 2e8
+
+
+def test_pipeline_from_model_block_times() -> None:
+    from distplan.instances.zoo import model_graph as zoo_graph
+
+    inst = pipeline_from_model("gpt2-small", 3, 4, "h100-sxm", dtype="fp16", split_backward=True)
+    blocks = {b.name: b for b in inst.blocks}
+    tr = zoo_graph("gpt2-small", dtype="fp16").training("adam")
+    t = tr.times(["H100-80GB"])["H100-80GB"]
+    phase = np.array([o.phase for o in tr.ops])
+    assert sum(blocks[f"F{j}"].duration for j in range(3)) == pytest.approx(t[phase == "forward"].sum())
+    back = sum(blocks[f"B{j}"].duration + blocks[f"W{j}"].duration for j in range(3))
+    assert back == pytest.approx(t[phase == "backward"].sum())
+    assert all(blocks[f"F{j}"].memory == pytest.approx(-(blocks[f"B{j}"].memory + blocks[f"W{j}"].memory)) for j in range(3))
+    res = distplan.solve(inst, formulation="zb_h1")
+    assert res.check.feasible
+    with pytest.raises(InputError, match="layers"):
+        pipeline_from_model("gpt2-small", 8, 4, "h100-sxm", shape="interleaved", chunks=2)
