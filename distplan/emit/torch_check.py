@@ -12,8 +12,8 @@ absolute differences. Processes are forked where the platform can (else spawned:
 calling these functions then needs an ``if __name__ == "__main__":`` guard).
 
 `run_dtensor_plan(module_text, ...)` applies an emitted ``parallelize_plan`` with
-``parallelize_module`` to `TransformerBlock` on a ``world``-process CPU gloo mesh and
-compares the output and every parameter gradient with the unsharded block.
+``parallelize_module`` to a small GPT (`gpt_class`) on a ``world``-process CPU gloo mesh
+and compares the logits, the loss and every parameter gradient with the unsharded model.
 
 Every number compared is float32; differences are absolute.
 """
@@ -223,11 +223,14 @@ def run_pipeline_schedules(jobs: Sequence[PipelineJob], world: int = 4, width: i
 # -- tensor parallelism ----------------------------------------------------------------------
 
 
-def transformer_block_class() -> Any:
-    """A pre-norm GPT block built from plain ``torch.nn`` with the module names of
-    `distplan.emit.dtensor.GPT_MODULES` (``layers.{i}.attn.wq|wk|wv|wo``,
-    ``layers.{i}.mlp.fc1|fc2``); the attention infers its local head count from the
-    projection's width (``view(b, s, -1, head_dim)``), as tensor-parallel blocks do."""
+def gpt_class() -> Any:
+    """A pre-norm GPT built from plain ``torch.nn`` with the module names of
+    `distplan.emit.dtensor.GPT_MODULES` (``tok_embeddings``, ``layers.{i}.ln1``,
+    ``layers.{i}.attn.wq|wk|wv|wo``, ``layers.{i}.ln2``, ``layers.{i}.mlp.fc1|fc2``,
+    ``norm``, ``output``) and the ops of `distplan.instances.transformer.transformer`
+    (learned positions, biases, GeLU, LM head without bias); the attention infers its local
+    head count from the projection's width (``view(b, s, -1, head_dim)``), as
+    tensor-parallel blocks do. ``Model(vocab, seq, layers, hidden, heads, ffn)``."""
     torch = _torch()
     from torch import nn
 
@@ -268,32 +271,62 @@ def transformer_block_class() -> Any:
             return x + self.mlp(self.ln2(x))
 
     class Model(nn.Module):
-        def __init__(self, layers: int, hidden: int, heads: int, ffn: int):
+        def __init__(self, vocab: int, seq: int, layers: int, hidden: int, heads: int, ffn: int):
             super().__init__()
+            self.tok_embeddings = nn.Embedding(vocab, hidden)
+            self.pos_embeddings = nn.Embedding(seq, hidden)
             self.layers = nn.ModuleList(Block(hidden, heads, ffn) for _ in range(layers))
+            self.norm = nn.LayerNorm(hidden)
+            self.output = nn.Linear(hidden, vocab, bias=False)
 
-        def forward(self, x: Any) -> Any:
+        def forward(self, ids: Any) -> Any:
+            x = self.tok_embeddings(ids) + self.pos_embeddings(torch.arange(ids.shape[1]))
             for layer in self.layers:
                 x = layer(x)
-            return x
+            return self.output(self.norm(x))
 
     return Model
 
 
-def _block(layers: int, hidden: int, heads: int, ffn: int, seed: int) -> Any:
+@dataclass(frozen=True)
+class GPTShape:
+    """Sizes of the test GPT (match them to the sharding instance's dims)."""
+
+    vocab: int = 256
+    seq: int = 8
+    layers: int = 1
+    hidden: int = 32
+    heads: int = 4
+    ffn: int = 64
+    batch: int = 2
+
+
+def _gpt(shape: GPTShape, seed: int) -> Any:
     torch = _torch()
     torch.manual_seed(seed)
-    return transformer_block_class()(layers, hidden, heads, ffn)
+    return gpt_class()(shape.vocab, shape.seq, shape.layers, shape.hidden, shape.heads, shape.ffn)
 
 
-def _dtensor_worker(rank: int, world: int, port: int, text: str, shape: tuple[int, ...], seed: int, results: Any) -> None:
+def _tokens(shape: GPTShape, seed: int) -> tuple[Any, Any]:
+    torch = _torch()
+    gen = torch.Generator().manual_seed(seed + 1)
+    ids = torch.randint(0, shape.vocab, (shape.batch, shape.seq), generator=gen)
+    return ids, torch.randint(0, shape.vocab, (shape.batch, shape.seq), generator=gen)
+
+
+def _gpt_loss(logits: Any, target: Any) -> Any:
+    torch = _torch()
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten())
+
+
+def _dtensor_worker(rank: int, world: int, port: int, text: str, shape: GPTShape, seed: int, results: Any) -> None:
     try:
         torch = _torch()
         torch.set_num_threads(1)
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.tensor import DTensor
-        from torch.distributed.tensor.parallel import parallelize_module
+        from torch.distributed.tensor.parallel import loss_parallel, parallelize_module
 
         os.environ["MASTER_ADDR"] = "127.0.0.1"
         os.environ["MASTER_PORT"] = str(port)
@@ -301,51 +334,60 @@ def _dtensor_worker(rank: int, world: int, port: int, text: str, shape: tuple[in
         try:
             namespace: dict[str, Any] = {}
             exec(compile(text, "<emitted parallelize_plan>", "exec"), namespace)  # the emitted module
-            layers, hidden, heads, ffn, batch, seq = shape
-            model = _block(layers, hidden, heads, ffn, seed)
+            model = _gpt(shape, seed)
             mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("tp",))
             parallelize_module(model, mesh["tp"], namespace["parallelize_plan"])
-            gen = torch.Generator().manual_seed(seed + 1)
-            x = torch.randn(batch, seq, hidden, generator=gen)
-            out = model(x)
-            out = out.full_tensor() if isinstance(out, DTensor) else out
-            out.pow(2).mean().backward()
+            ids, target = _tokens(shape, seed)
+            logits = model(ids)
+            if namespace.get("LOSS_PARALLEL"):
+                with loss_parallel():
+                    loss = _gpt_loss(logits, target)
+                    loss.backward()
+            else:
+                loss = _gpt_loss(logits, target)
+                loss.backward()
+            full = logits.full_tensor() if isinstance(logits, DTensor) else logits
+            loss_value = float((loss.full_tensor() if isinstance(loss, DTensor) else loss).detach())
             grads = {}
+            sharded = sum(1 for p in model.parameters() if isinstance(p, DTensor) and any(pl.is_shard() for pl in p.placements))
+            grads["__sharded__"] = sharded
             for n, p in model.named_parameters():
                 g = p.grad
                 grads[n] = (g.full_tensor() if isinstance(g, DTensor) else g).detach().numpy().copy()
-            results.put(("dtensor", rank, {"__out__": out.detach().numpy().copy(), **grads}, None, None))
+            results.put(("dtensor", rank, {"__out__": full.detach().numpy().copy(), **grads}, loss_value, None))
         finally:
             dist.destroy_process_group()
     except BaseException:
         results.put(("?", rank, {}, None, traceback.format_exc()))
 
 
-def run_dtensor_plan(module_text: str, layers: int = 1, hidden: int = 32, heads: int = 4, ffn: int = 64, batch: int = 2, seq: int = 8, world: int = 2, seed: int = 0, timeout: float = DEFAULT_TIMEOUT) -> RunReport:
-    """Apply an emitted ``parallelize_plan`` to `transformer_block_class` on ``world``
-    CPU gloo processes; compare output and gradients with the unsharded block."""
-    torch = _torch()
+def run_dtensor_plan(module_text: str, shape: GPTShape | None = None, world: int = 2, seed: int = 0, timeout: float = DEFAULT_TIMEOUT) -> RunReport:
+    """Apply an emitted ``parallelize_plan`` to the `gpt_class` model on ``world`` CPU gloo
+    processes (one ``tp`` mesh axis); compare logits, cross-entropy loss and every
+    parameter gradient with the unsharded model (largest absolute differences)."""
+    _torch()
     importlib.import_module("torch.distributed.tensor.parallel")  # imported once, before the fork
-
-    shape = (layers, hidden, heads, ffn, batch, seq)
+    shape = shape or GPTShape()
     got = _launch(_dtensor_worker, world, (module_text, shape, seed), world, timeout)
-    model = _block(layers, hidden, heads, ffn, seed)
-    gen = torch.Generator().manual_seed(seed + 1)
-    x = torch.randn(batch, seq, hidden, generator=gen)
-    out = model(x)
-    loss = out.pow(2).mean()
+    model = _gpt(shape, seed)
+    ids, target = _tokens(shape, seed)
+    logits = model(ids)
+    loss = _gpt_loss(logits, target)
     loss.backward()
     ref = {n: p.grad.numpy() for n, p in model.named_parameters()}
     worst_out = worst_grad = 0.0
     details: dict[str, float] = {}
-    for _, _rank, tensors, _, _ in got:
-        worst_out = max(worst_out, float(abs(tensors["__out__"] - out.detach().numpy()).max()))
+    run_loss = math.nan
+    for _, _rank, tensors, lo, _ in got:
+        run_loss = lo
+        details["sharded_params"] = float(tensors["__sharded__"])
+        worst_out = max(worst_out, float(abs(tensors["__out__"] - logits.detach().numpy()).max()))
         for n, g in ref.items():
             d = float(abs(tensors[n] - g).max())
             details[n] = max(details.get(n, 0.0), d)
             worst_grad = max(worst_grad, d)
-    return RunReport("dtensor", float(loss), float(loss), worst_grad, worst_out, len(ref), details)
+    return RunReport("dtensor", run_loss, float(loss.detach()), worst_grad, worst_out, len(ref), details)
 
 
-__all__ = ["PipelineJob", "RunReport", "free_port", "make_mlp", "run_dtensor_plan", "run_pipeline_schedules", "transformer_block_class"]
+__all__ = ["GPTShape", "PipelineJob", "RunReport", "free_port", "gpt_class", "make_mlp", "run_dtensor_plan", "run_pipeline_schedules"]
 

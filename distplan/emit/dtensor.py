@@ -1,0 +1,314 @@
+"""Sharding plans as a DTensor ``parallelize_plan`` (``torch.distributed.tensor.parallel``).
+
+The emitted Python module defines ``parallelize_plan``, a dict from module name to
+``ColwiseParallel()``, ``RowwiseParallel()`` or ``SequenceParallel()`` (torch 2.13,
+``torch/distributed/tensor/parallel/style.py``) with ``Shard``/``Replicate`` input and
+output layouts where the neighbouring ops need them, ready for
+``parallelize_module(model, mesh["tp"], parallelize_plan)``. It also defines ``TP_SIZE``
+(the tensor-parallel degree the plan was made for) and ``LOSS_PARALLEL`` (compute the
+loss inside ``torch.distributed.tensor.parallel.loss_parallel()``: the LM head's logits
+stay split over the vocabulary).
+
+How distplan's strategies map (Megatron-LM's scheme, Shoeybi et al. 2019, as DTensor
+spells it), on the one mesh axis that carries tensor parallelism (other axes may only
+split the batch: data parallelism, for DDP/FSDP on ``mesh["dp"]``):
+
+* a ``linear`` op split along an output feature (``S(f)`` on fc1, ``S(a)`` on qkv) is
+  ``ColwiseParallel``; split along its contraction dim (``S(f)`` on fc2, ``S(a)`` on the
+  output projection) is ``RowwiseParallel``;
+* an ``embedding`` split along the vocabulary is ``RowwiseParallel`` (vocab-parallel
+  embedding), along the hidden dim ``ColwiseParallel``;
+* a ``layernorm`` split along the sequence is ``SequenceParallel`` (Korthikanti et al.
+  2022); a ``loss`` split along the vocabulary is ``loss_parallel``;
+* attention split along the heads and elementwise ops run on the local shards between
+  modules (the attention infers its local head count, ``view(b, s, -1, head_dim)``).
+
+DTensor changes a layout only at a styled module's boundary, so the emitter checks that
+every op between modules receives its inputs in the layout its strategy needs; a
+strategy outside this vocabulary (a Linear splitting the batch or sequence, attention
+split along the sequence, a sharded matmul, ...) is an `InputError` naming the op.
+
+Module names: op ``l{i}.qkv`` of a ``distplan make sharding`` transformer maps to the
+separate projections ``layers.{i}.attn.wq``, ``.wk``, ``.wv`` (ColwiseParallel splits a
+weight's output features contiguously, so one fused ``[t, a, d]`` module would be split
+along ``t``, not along the heads); see `GPT_MODULES`. Pass ``modules`` (op name or
+``l{i}.`` template -> module name or list of names) for other models: for a PyTorch
+model, ``distplan import-torch`` lists the fully qualified names of its ``nn.Linear``
+layers in ``meta.linear_modules``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from distplan.errors import InputError
+from distplan.models.sharding import ShardingInstance, ShardingPlan, evaluate
+from distplan.models.sharding_costs import parse_strategy
+
+#: op name (with ``{i}`` for the layer number) -> module name(s) of a GPT-style model
+GPT_MODULES: dict[str, str | list[str]] = {
+    "embed": "tok_embeddings",
+    "l{i}.ln1": "layers.{i}.ln1",
+    "l{i}.qkv": ["layers.{i}.attn.wq", "layers.{i}.attn.wk", "layers.{i}.attn.wv"],
+    "l{i}.proj": "layers.{i}.attn.wo",
+    "l{i}.ln2": "layers.{i}.ln2",
+    "l{i}.fc1": "layers.{i}.mlp.fc1",
+    "l{i}.fc2": "layers.{i}.mlp.fc2",
+    "ln_f": "norm",
+    "head": "output",
+}
+
+#: op types that run on local shards between modules, and the splits they accept
+_LOCAL_OK = {"elementwise": "any", "attention": "heads", "loss": "vocab", "input": "none"}
+
+
+@dataclass
+class _Style:
+    kind: str  # ColwiseParallel | RowwiseParallel | SequenceParallel
+    input_layout: str | None = None  # placement source text, None: the style's default
+    output_layout: str | None = None
+    local_output: bool = True
+    note: str = ""
+    modules: list[str] = field(default_factory=list)
+
+
+def _templates(modules: Mapping[str, Any] | None) -> list[tuple[re.Pattern[str], Any]]:
+    table: dict[str, Any] = dict(GPT_MODULES)
+    table.update(modules or {})
+    out = []
+    for key, value in table.items():
+        pattern = re.escape(key).replace(re.escape("{i}"), r"(?P<i>\d+)")
+        out.append((re.compile(pattern + r"\Z"), value))
+    # exact names before templates
+    out.sort(key=lambda kv: "(?P<i>" in kv[0].pattern)
+    return out
+
+
+def _modules_of(name: str, table: list[tuple[re.Pattern[str], Any]]) -> list[str] | None:
+    for pattern, value in table:
+        m = pattern.match(name)
+        if m is None:
+            continue
+        if value is None:
+            return None
+        values = [value] if isinstance(value, str) else list(value)
+        i = m.groupdict().get("i")
+        return [v.replace("{i}", i) if i is not None else v for v in values]
+    return None
+
+
+def _placement(label: str | None, dims: Sequence[str], batch: str, seq: str | None) -> str:
+    """DTensor placement text of a ``[b, s, features...]`` activation split along ``label``."""
+    if label is None:
+        return "Replicate()"
+    if label == batch:
+        return "Shard(0)"
+    if seq is not None and label == seq:
+        return "Shard(1)"
+    return "Shard(-1)"
+
+
+def dtensor_plan(inst: ShardingInstance, plan: ShardingPlan, modules: Mapping[str, Any] | None = None) -> tuple[dict[str, _Style], dict[str, Any]]:
+    """(module name -> style, facts: tp axis and size, dp axes, loss_parallel, ops per style)."""
+    if not isinstance(inst, ShardingInstance):
+        raise InputError("target", f"dtensor emits sharding plans; {getattr(inst, 'name', inst)!r} is a {getattr(inst, 'kind', '?')} instance", "emit a sharding plan")
+    check = evaluate(inst, plan)
+    if not check.feasible:
+        raise InputError("plan", f"the evaluator rejects the plan: {check.violations[0]}", "emit a feasible plan (see `distplan evaluate`)")
+    ndim = len(inst.mesh.shape)
+    chosen = {op.name: parse_strategy(plan.strategies[op.name], ndim) for op in inst.ops}
+    batch = inst.training.batch_dim
+    seq = "s" if "s" in inst.dims else None
+    tp_axes = sorted({a for st in chosen.values() for a, lab in enumerate(st) if lab is not None and lab != batch})
+    if not tp_axes:
+        raise InputError(
+            "plan",
+            "the plan splits no op beyond the batch: it is data parallel (or replicated), which parallelize_plan does not express",
+            "run it with DDP/FSDP; emit a plan with tensor parallelism (e.g. -f megatron) for dtensor",
+        )
+    if len(tp_axes) > 1:
+        op = next(o for o in inst.ops if chosen[o.name][tp_axes[1]] not in (None, batch))
+        raise InputError(
+            f"strategies.{op.name}",
+            f"op {op.name!r} ({plan.strategies[op.name]}) splits a non-batch dim on mesh axis {tp_axes[1]} as well as others on axis {tp_axes[0]}: "
+            "one parallelize_plan covers one tensor-parallel mesh axis",
+            "emit plans whose other mesh axes are data parallel",
+        )
+    tp = tp_axes[0]
+    label = {op.name: chosen[op.name][tp] for op in inst.ops}
+    table = _templates(modules)
+    ops = {op.name: op for op in inst.ops}
+    consumers: dict[str, list[str]] = {op.name: [] for op in inst.ops}
+    for op in inst.ops:
+        for src in op.inputs:
+            consumers[src].append(op.name)
+
+    def fail(op_name: str, why: str, fix: str = "DTensor's plan vocabulary is ColwiseParallel, RowwiseParallel, SequenceParallel and loss_parallel") -> InputError:
+        return InputError(f"strategies.{op_name}", f"op {op_name!r} ({ops[op_name].type}, {plan.strategies[op_name]}): {why}", fix)
+
+    # 1. a style (or local execution) per op
+    styles: dict[str, _Style] = {}
+    for op in inst.ops:
+        lab = label[op.name]
+        mods = _modules_of(op.name, table)
+        in_dims = ops[op.inputs[0]].out if op.inputs else ()
+        if op.type in ("linear", "embedding"):
+            if lab is None:
+                continue
+            if mods is None:
+                raise fail(op.name, "a sharded parameter op with no module name", "pass modules={op name: module name}")
+            if op.type == "linear":
+                if lab in op.out and lab not in in_dims:
+                    kind = "ColwiseParallel"
+                    feats = [d for d in op.out if d not in in_dims]
+                    if len(mods) > 1:
+                        if inst.dims[feats[0]] != len(mods):
+                            raise fail(op.name, f"maps to {len(mods)} modules but its first output feature {feats[0]!r} has size {inst.dims[feats[0]]}", "map it to one module per slice of its first feature dim")
+                        feats = feats[1:]
+                    lead = [d for d in feats if inst.dims[d] > 1]
+                    if lead and lead[0] != lab:
+                        raise fail(
+                            op.name,
+                            f"ColwiseParallel splits the flattened {'·'.join(feats)} output features of {', '.join(mods)} contiguously, i.e. along {lead[0]!r}, not {lab!r}",
+                            f"map the op to one module per {feats[0]!r} slice (e.g. separate q, k, v projections)",
+                        )
+                elif lab in in_dims and lab not in op.out:
+                    kind = "RowwiseParallel"
+                else:
+                    raise fail(op.name, f"splitting {lab!r} (a dim of both its input and output) runs the Linear data/sequence parallel, which no parallelize_plan style expresses")
+            else:
+                param_dims = op.params[0].dims if op.params else ()
+                if lab in param_dims and lab not in op.out:
+                    kind = "RowwiseParallel"
+                elif lab in op.out and lab in param_dims:
+                    kind = "ColwiseParallel"
+                else:
+                    raise fail(op.name, f"an embedding split along {lab!r} (neither its vocabulary nor its hidden dim)")
+            styles[op.name] = _Style(kind, modules=mods, note=f"{op.name} {plan.strategies[op.name]}")
+        elif op.type in ("layernorm", "rmsnorm"):
+            if lab is None:
+                continue
+            if lab != seq:
+                raise fail(op.name, f"a normalization split along {lab!r}: only the sequence split (SequenceParallel) exists")
+            if mods is None:
+                raise fail(op.name, "a sequence-parallel norm with no module name", "pass modules={op name: module name}")
+            styles[op.name] = _Style("SequenceParallel", modules=mods, note=f"{op.name} {plan.strategies[op.name]}")
+        else:
+            rule = _LOCAL_OK.get(op.type, "none")
+            ok = (
+                lab is None
+                or rule == "any"
+                or (rule == "heads" and lab in op.out and lab not in (batch, op.attrs.get("seq_dim", seq), op.attrs.get("head_dim")))
+                or (rule == "vocab" and op.inputs and lab in in_dims and lab == in_dims[-1])
+            )
+            if not ok:
+                raise fail(op.name, f"runs on local shards between modules, where a split along {lab!r} is not the same computation")
+
+    # 2. layouts between ops: what each op's output is, what each consumer needs
+    def out_layout(name: str) -> str | None:
+        lab = label[name]
+        return lab if lab is not None and lab in ops[name].out else None
+
+    loss_parallel = False
+    for op in inst.ops:  # consumers without a style fix the layout their producers hand over
+        if op.name in styles:
+            continue
+        lab = label[op.name]
+        for src in op.inputs:
+            need = lab if lab is not None and lab in ops[src].out else None
+            if src in styles:
+                st = styles[src]
+                want = _placement(need, ops[src].out, batch, seq)
+                if st.output_layout is not None and st.output_layout != want:
+                    raise fail(src, f"its consumers need different layouts ({st.output_layout} and {want}), and DTensor hands a module's output over in one")
+                st.output_layout = want
+                if op.type == "loss" and need is not None:
+                    st.local_output = False
+                    loss_parallel = True
+                continue
+            have = out_layout(src)
+            if have != need:
+                raise fail(
+                    op.name,
+                    f"receives {src!r} split along {have!r} but its strategy needs {need!r}; DTensor changes layouts only at module boundaries",
+                    "give the ops between two modules the same split",
+                )
+    for name, st in styles.items():  # a style takes its input in whatever layout arrives
+        src = ops[name].inputs[0]
+        if src in styles and styles[src].output_layout is not None:
+            st.input_layout = styles[src].output_layout
+        else:
+            st.input_layout = _placement(out_layout(src), ops[src].out, batch, seq)
+        if st.output_layout is None:
+            st.output_layout = _placement(out_layout(name), ops[name].out, batch, seq)
+    # 3. defaults and canonical text
+    for st in styles.values():
+        if st.kind == "ColwiseParallel":
+            st.input_layout = None if st.input_layout == "Replicate()" else st.input_layout
+            st.output_layout = None if st.output_layout in (None, "Shard(-1)") else st.output_layout
+        elif st.kind == "RowwiseParallel":
+            st.input_layout = None if st.input_layout == "Shard(-1)" else st.input_layout
+            st.output_layout = None if st.output_layout in (None, "Replicate()") else st.output_layout
+        else:
+            st.input_layout = None if st.input_layout == "Shard(1)" else st.input_layout
+            st.output_layout = None if st.output_layout in (None, "Shard(1)") else st.output_layout
+    by_module: dict[str, _Style] = {}
+    for st in styles.values():
+        for m in st.modules:
+            by_module[m] = st
+    facts = {
+        "tp_axis": tp,
+        "tp_size": inst.mesh.shape[tp],
+        "dp_axes": [a for a in range(ndim) if a != tp],
+        "loss_parallel": loss_parallel,
+        "ops": {name: st.kind for name, st in styles.items()},
+    }
+    return by_module, facts
+
+
+def _style_text(st: _Style) -> str:
+    args = []
+    if st.input_layout is not None:
+        args.append(f"input_layouts={st.input_layout}")
+    if st.output_layout is not None:
+        args.append(f"output_layouts={st.output_layout}")
+    if st.kind == "SequenceParallel" or not st.local_output:
+        args.append(f"use_local_output={st.local_output}")
+    return f"{st.kind}({', '.join(args)})"
+
+
+def dtensor_module(inst: ShardingInstance, plan: ShardingPlan, modules: Mapping[str, Any] | None = None) -> str:
+    """The text of a Python module defining ``parallelize_plan`` (see the module docstring)."""
+    by_module, facts = dtensor_plan(inst, plan, modules)
+    shape = "x".join(str(s) for s in inst.mesh.shape)
+    lines = [
+        f'"""parallelize_plan of instance {inst.name!r} (mesh {shape}; tensor parallel on mesh axis {facts["tp_axis"]}), emitted by distplan.',
+        "",
+        "    from torch.distributed.tensor.parallel import parallelize_module",
+        '    parallelize_module(model, mesh["tp"], parallelize_plan)',
+    ]
+    if facts["dp_axes"]:
+        axes = ", ".join(f"{a} (size {inst.mesh.shape[a]})" for a in facts["dp_axes"])
+        lines.append(f'Mesh axes {axes} split the batch only: data parallelism (DDP/FSDP over mesh["dp"]).')
+    if facts["loss_parallel"]:
+        lines.append("Compute the loss inside torch.distributed.tensor.parallel.loss_parallel() (LOSS_PARALLEL).")
+    lines += [
+        '"""',
+        "",
+        "from torch.distributed.tensor import Replicate, Shard  # noqa: F401",
+        "from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, SequenceParallel  # noqa: F401",
+        "",
+        "#: tensor-parallel degree the plan was made for: the size of mesh['tp']",
+        f"TP_SIZE = {facts['tp_size']}",
+        "#: the LM head's logits stay split over the vocabulary: use loss_parallel()",
+        f"LOSS_PARALLEL = {facts['loss_parallel']}",
+        "",
+        "parallelize_plan = {",
+    ]
+    for module, st in by_module.items():
+        lines.append(f"    {module!r}: {_style_text(st)},  # {st.note}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
