@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from distplan.formulations.model import Model, linear_sum
 from distplan.formulations.registry import Bound, RunContext
+from distplan.modeling.model import Model, linear_sum
 from distplan.models.placement import PlacementInstance
 from distplan.solvers.result import SolverResult
 
@@ -210,7 +210,7 @@ def channel_rows(model: Model, inst: PlacementInstance, x: Any, w: Any, data: di
     and b_k = the least p + q of its consumers (fastest times, microseconds), for every
     set K_theta = {k: a_k >= theta} (and mirrored on b_k):
     w >= theta + min_{K_theta} b_k + sum_{k in K_theta} (delay_k y[k, d] + delay_k s[k, d]),
-    with the smallest delays into (out of) the device over its partners.
+    with the smallest delay over all device pairs.
     """
     m = inst.n_devices
     P = inst.time * SCALE
@@ -230,11 +230,10 @@ def channel_rows(model: Model, inst: PlacementInstance, x: Any, w: Any, data: di
     model.add_constraints("delivered-link", y[cls] - x[inst.dst] + x[inst.src] >= 0)
     ally = y.sum(axis=1)  # (K,)
     model.add_constraints("sent-link", s - ally[:, None] + y - (m - 1) * x[prod] >= -(m - 1))
+    # the smallest delay over all device pairs: keeps interchangeable devices symmetric
     off = ~np.eye(m, dtype=bool)
-    lat = np.where(off, inst.latency, np.inf)
-    invbw = np.where(off, 1.0 / inst.bandwidth, np.inf)
-    recv = (lat.min(axis=0)[None, :] + nbytes[:, None] * invbw.min(axis=0)[None, :]) * SCALE  # into d
-    send = (lat.min(axis=1)[None, :] + nbytes[:, None] * invbw.min(axis=1)[None, :]) * SCALE  # out of d
+    delay = (inst.latency[off].min() + nbytes * (1.0 / inst.bandwidth[off]).min()) * SCALE
+    recv = send = np.repeat(delay[:, None], m, axis=1)
     sets: list[tuple[np.ndarray, float]] = [(np.arange(K), float(ahead.min() + behind.min()))]
     for vals, other in ((ahead, behind), (behind, ahead)):
         for theta in _energetic_thresholds(vals, thresholds).tolist():
