@@ -53,6 +53,7 @@ def test_two_drivers_on_one_database_execute_every_run_exactly_once(tmp_path: Pa
     stored = [int(c["stored"]) for c in counts]  # type: ignore[call-overload]
     assert sum(stored) == n_runs and min(stored) > 0, stored  # both took runs, neither twice
     assert all(c["duplicates"] == 0 for c in counts)
+    assert any("other drivers worked on this database" in n for c in counts for n in c["notes"])  # type: ignore[attr-defined]
     with Store(db) as store:
         assert store.count() == n_runs
         assert store.leases() == []  # storing a run ends its lease

@@ -135,6 +135,11 @@ class Leases:
     def release(self, spec: dict[str, Any]) -> None:
         self.store.release(spec["run_key"], self.driver)
 
+    def others(self) -> set[str]:
+        """The other drivers holding live leases on this database now."""
+        now = time.time()
+        return {row["claimed_by"] for row in self.store.leases() if row["claimed_by"] != self.driver and row["expires_at"] > now}
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
@@ -249,6 +254,7 @@ def run_campaign(
                     bar.total -= 1
                 return verdict
 
+            others = leases.others()
             if todo:
                 if executor == "local":
                     server = run_local(todo, on_record, jobs=jobs, claim=claim, release=leases.release)
@@ -263,6 +269,13 @@ def run_campaign(
                     from distplan.errors import InputError
 
                     raise InputError("--executor", f"unknown executor {executor!r}", "use local or dask")
+            others |= leases.others()
+        if others or counts["by_others"]:
+            hosts = sorted({d.split(":")[0] for d in others})
+            campaign.notes.append(
+                f"other drivers worked on this database meanwhile ({len(others)} seen live, on {', '.join(hosts) or 'unknown hosts'}; "
+                f"{counts['by_others']} run(s) stored by them): no run was executed twice, but run times taken on a shared host include their load"
+            )
         bar.finish()
     counts["notes"] = list(campaign.notes)
     return counts
