@@ -32,11 +32,11 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import InfeasibleError
-from distplan.formulations.model import Model, linear_sum
 from distplan.formulations.placement import relaxation
 from distplan.formulations.placement.heuristics import single_device_schedule, topo_assignment
 from distplan.formulations.placement.listsched import Schedule, list_schedule
 from distplan.formulations.registry import Bound, Outcome, RunContext, build_model, get_formulation
+from distplan.modeling.model import Model, linear_sum
 from distplan.models.placement import PlacementInstance, PlacementPlan, evaluate, make_plan
 from distplan.solvers.result import SolverResult
 
@@ -410,6 +410,8 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
         info["pairs_left_out"] = data["pairs_left_out"]
     if result.has_solution:
         plan, claimed = decode(inst, result, data)
+    if plan is not None and claimed is not None and not np.isfinite(claimed):
+        plan, claimed = None, None  # the evaluator rejects it (liveness memory): no plan from the MILP
     if sched is not None and (plan is None or claimed is None or sched.makespan < claimed):
         plan, claimed = make_plan(inst, sched.device, sched.start), sched.makespan
         info["plan_from"] = source
