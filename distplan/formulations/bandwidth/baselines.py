@@ -17,8 +17,8 @@ import numpy as np
 from distplan.formulations.bandwidth.blocks import constraint_rows, optimize_linear
 from distplan.formulations.bandwidth.convex import emit_warnings, no_solution, reject_menus
 from distplan.formulations.bandwidth.data import Program, prepare, unbounded_error
-from distplan.formulations.model import Model
 from distplan.formulations.registry import Outcome, RunContext
+from distplan.modeling.model import Model
 from distplan.models.bandwidth import BandwidthInstance
 from distplan.solvers.result import Termination
 

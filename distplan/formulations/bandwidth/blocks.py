@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from distplan.formulations.bandwidth.data import Program, Row, bandwidth_scale
-from distplan.formulations.model import Model, Variable
 from distplan.formulations.registry import RunContext
+from distplan.modeling.model import Model, Variable
 from distplan.solvers.result import SolverResult, Termination
 
 

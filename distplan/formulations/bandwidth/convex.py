@@ -32,8 +32,10 @@ import numpy as np
 
 from distplan.errors import InputError, NoSolutionError
 from distplan.formulations.bandwidth.blocks import lowest_unused, max_bandwidths, optimize_linear
+from distplan.formulations.bandwidth.conic import DirectSolver
 from distplan.formulations.bandwidth.data import Program, bandwidth_scale, prepare, syntactically_bounded, unbounded_error
 from distplan.formulations.bandwidth.diagnose import raise_if_infeasible
+from distplan.formulations.bandwidth.safe import budget_line, line_from_multipliers, safe_min_linear, safe_time_bound
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.models.bandwidth import GB, BandwidthInstance
 from distplan.solvers.result import SolverResult, Termination
@@ -224,9 +226,29 @@ def emit_warnings(prog: Program) -> None:
         warnings.warn(f"{prog.instance.name}: {text}", UserWarning, stacklevel=3)
 
 
-def solve_min_time(ctx: RunContext, prog: Program, what: str) -> tuple[SolverResult, np.ndarray | None, float]:
+#: hand the programs to Clarabel directly (`conic`) when the backend is cvxpy-CLARABEL;
+#: False: through cvxpy's parametrized programs (the path before; benchmarks compare both)
+DIRECT = True
+
+
+def direct(ctx: RunContext) -> bool:
+    """Whether this run solves its conic programs by `conic.DirectSolver`."""
+    return DIRECT and ctx.backend.name == "cvxpy-CLARABEL"
+
+
+def solve_min_time(ctx: RunContext, prog: Program, what: str, duals: list[Any] | None = None) -> tuple[SolverResult, np.ndarray | None, float]:
     """Solve the convex time program once; returns the record (objective and bound in
-    communication seconds), B (GB/s) and the objective scale."""
+    communication seconds), B (GB/s) and the objective scale; the solver's multipliers are
+    appended to ``duals`` when it gives them."""
+    if direct(ctx):
+        scale = time_scale(prog)
+        solved = DirectSolver(prog, time_scale=scale).solve(time_limit=ctx.remaining_time())
+        ctx.solver_results.append(solved.result)
+        if solved.bandwidth is None:
+            no_solution(ctx, prog, solved.result, what)
+        if duals is not None:
+            duals.extend(solved.duals)
+        return solved.result, solved.bandwidth, scale
     t0 = time.perf_counter()
     tp = build_time_problem(prog)
     scale = time_scale(prog)
@@ -255,46 +277,70 @@ def run_libra_perf(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     reject_menus(prog, "libra_perf")
     check_bounded(ctx, prog)
     emit_warnings(prog)
-    result, B, _ = solve_min_time(ctx, prog, "libra_perf")
+    duals: list[Any] = []
+    result, B, _ = solve_min_time(ctx, prog, "libra_perf", duals)
     if B is None:
         return Outcome(plan=None, solver_results=list(ctx.solver_results))
     B = lowest_unused(ctx, prog, B)
-    bounds: list[Bound] = []
     info: dict[str, Any] = {"terms": int(prog.terms.shape[0]), "warnings": list(prog.warnings)}
     if result.bound is not None and result.objective is not None:
-        bounds.append(Bound(prog.compute_seconds + result.bound, f"libra_perf conic dual objective ({result.backend})"))
+        # the conic dual objective holds within the solver's tolerances only: information
+        info["conic_dual_bound_seconds"] = prog.compute_seconds + result.bound
         info["duality_gap_seconds"] = result.objective - result.bound
-        info["relative_duality_gap"] = (result.objective - result.bound) / max(prog.compute_seconds + result.objective, 1e-300)
         raw = result.extra.get("solver_primal_minus_dual")
         if raw is not None:
             info["solver_primal_minus_dual_scaled"] = raw  # in units of objective_scale_seconds
-    claimed = prog.compute_seconds + result.objective if result.objective is not None else None
+    bounds, claimed = safe_outcome_bound(prog, B, "libra_perf", info, duals)
     return Outcome(
         plan=prog.to_plan(B, "time"),
         bounds=bounds,
         solver_results=list(ctx.solver_results),
         claimed_objective=claimed,
-        proven_optimal=result.termination is Termination.OPTIMAL,
+        proven_optimal=bool(info["relative_gap"] <= OPTIMAL_GAP),
         info=info,
     )
+
+
+#: relative gap (evaluated time vs safe bound) under which a convex solve claims optimality
+OPTIMAL_GAP = 1e-7
+
+
+def safe_outcome_bound(prog: Program, B: np.ndarray, name: str, info: dict[str, Any], duals: list[Any] | None = None) -> tuple[list[Bound], float]:
+    """The exact-arithmetic Lagrangian bound at allocation ``B`` (GB/s) or the solver's
+    multipliers ``duals`` as a safe `Bound`, the allocation's training time (seconds), and
+    the relative gap between them in ``info``."""
+    claimed = prog.compute_seconds + prog.comm_time(B)
+    value, how = safe_time_bound(prog, B, duals)
+    info["safe_bound"] = how
+    info["relative_gap"] = (claimed - value) / claimed if claimed > 0 and math.isfinite(value) else math.inf
+    if not math.isfinite(value):
+        return [], claimed
+    return [Bound(value, f"{name} Lagrangian dual bound (exact: rounding error bounded)", grade="safe")], claimed
 
 
 # -- perf-per-cost ------------------------------------------------------------------------------
 
 @dataclass
 class _Point:
-    """T*(c) at one budget c (normalized cost units): bound, value, multiplier, allocation."""
+    """T*(c) at one budget c (normalized cost units): a line below T*, the allocation found."""
 
     c: float
     ok: bool
-    t_lower: float = math.inf  # lower bound on T*(c), seconds (compute included)
-    #: -dT*/dc >= 0 (seconds per normalized cost unit) from the budget's multiplier; None
-    #: when the backend returned no dual (then only monotonicity bounds T* near this point)
-    lam: float | None = None
+    #: T*(c') >= intercept - slope * c' for every budget c' (seconds, compute included): the
+    #: Lagrangian at the KKT multipliers of this point, exact (`safe.budget_line`); slope >= 0
+    intercept: float = -math.inf
+    slope: float = 0.0
+    #: T*(c') >= floor for every budget (the unconstrained least time), seconds
+    floor: float = -math.inf
     bandwidth: np.ndarray | None = None
     time: float = math.inf  # training time of `bandwidth` (s)
     cost: float = math.inf  # its normalized cost
     product: float = math.inf  # time x normalized cost
+
+    @property
+    def t_lower(self) -> float:
+        """Lower bound on T*(c) at this point's own budget (seconds)."""
+        return self.intercept - self.slope * self.c
 
 
 @dataclass(order=True)
@@ -308,44 +354,87 @@ class _Interval:
     argmin: float = field(compare=False, default=math.nan)
 
 
-#: safety factors on the dual multipliers (conservative against solver tolerance)
-_LAM_SHRINK = 1 - 1e-6
-_LAM_GROW = 1 + 1e-6
+#: relative margin on c * line(c) evaluated in floating point (a few roundings, outward)
+_EVAL_MARGIN = 1e-13
 
 
 def interval_lower_bound(a: float, b: float, left: _Point | None, right: _Point | None) -> tuple[float, float]:
     """Lower bound of min_{c in [a, b]} c * T*(c), and where it is attained.
 
-    T* is convex and nonincreasing, so T*(c) >= T*(p) - lam_p (c - p) for any evaluated
-    point p (lam_p = the budget's multiplier), and the right point's tangent also bounds
-    T* by monotonicity. c * (max of two lines) is concave on each piece, so its minimum
-    over [a, b] sits at a, b or the lines' crossing.
+    Each evaluated point p gives a line T*(c) >= I_p - nu_p c valid for every budget (the
+    Lagrangian is affine in the budget); T* is nonincreasing, so the right point's value also
+    bounds T* from below on [a, b] as a constant. c * (max of lines) is concave on each piece
+    where one line is the max, so its minimum over [a, b] sits at a, b or a crossing of two
+    lines. Values are lowered by ``_EVAL_MARGIN`` for the floating-point evaluation.
     """
     lines: list[tuple[float, float]] = []  # (value at c = 0, slope)
-    if right is not None and right.ok:
-        lam = (right.lam or 0.0) * _LAM_SHRINK  # lam = 0: T*(c) >= T*(b) for c <= b (monotone)
-        lines.append((right.t_lower + lam * right.c, -lam))
-    if left is not None and left.ok and left.lam is not None and math.isfinite(left.t_lower):
-        lam = left.lam * _LAM_GROW
-        lines.append((left.t_lower + lam * left.c, -lam))
+    for p in (left, right):
+        if p is not None and p.ok and math.isfinite(p.intercept):
+            lines.append((p.intercept, -p.slope))
+    if right is not None and right.ok and math.isfinite(right.intercept):
+        lines.append((right.t_lower, 0.0))
+    floors = [p.floor for p in (left, right) if p is not None and p.ok and math.isfinite(p.floor)]
+    if floors:
+        lines.append((max(floors), 0.0))
     if not lines:
         return 0.0, 0.5 * (a + b)
     candidates = [a, b]
-    if len(lines) == 2 and lines[0][1] != lines[1][1]:
-        x = (lines[1][0] - lines[0][0]) / (lines[0][1] - lines[1][1])
-        if a < x < b:
-            candidates.append(x)
+    for (i1, s1), (i2, s2) in itertools.combinations(lines, 2):
+        if s1 != s2:
+            x = (i2 - i1) / (s1 - s2)
+            if a < x < b:
+                candidates.append(x)
     best, where = math.inf, a
     for c in candidates:
-        val = c * max(i + s * c for i, s in lines)
+        val = max(c * i + s * c * c for i, s in lines)
+        size = max(abs(c * i) + abs(s) * c * c for i, s in lines)
+        val -= _EVAL_MARGIN * size
         if val < best:
             best, where = val, c
-    return best, where
+    return max(best, 0.0), where
+
+
+def solver_duals(tp: TimeProblem, prog: Program) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Multipliers (lambda [K, D], mu [rows + budget]) in the program's units from the conic
+    solver's duals of the budget program, with both sign conventions for == rows (either is
+    only a candidate: `safe.line_from_multipliers` keeps the better valid line)."""
+    cons = tp.problem.constraints
+    K, D = prog.terms.shape
+    _, _, _, eq, le, ge = _row_groups(prog)
+    n_rows = len(prog.rows)
+    try:
+        lam = np.zeros((K, D))
+        idx = 1 + (1 if tp.finite_ub.size else 0)
+        if tp.used.size:
+            t_dual = np.asarray(cons[idx + 1].dual_value, dtype=float).reshape(tp.slots, tp.used.size)
+            lam[:, tp.used] = np.maximum(t_dual[:K], 0.0)
+            idx += 2
+        mu = np.zeros(n_rows + 1)
+        per_unit = tp.time_scale / tp.bandwidth_scale  # objective units per (GB/s of a row)
+        signs = {"eq": 1.0, "le": 1.0, "ge": -1.0}
+        eq_rows = None
+        for key, rows in (("eq", eq), ("le", le), ("ge", ge)):
+            if rows.size:
+                y = np.asarray(cons[idx].dual_value, dtype=float).reshape(-1)
+                mu[rows] = signs[key] * y * per_unit
+                if key == "eq":
+                    eq_rows = rows
+                idx += 1
+        assert tp.budget_constraint is not None
+        mu[n_rows] = float(np.asarray(tp.budget_constraint.dual_value, dtype=float).reshape(-1)[0]) * tp.time_scale
+    except (TypeError, ValueError, IndexError):
+        return []
+    out = [(lam, mu)]
+    if eq_rows is not None:
+        flipped = mu.copy()
+        flipped[eq_rows] = -flipped[eq_rows]
+        out.append((lam, flipped))
+    return out
 
 
 def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     """``libra_perf_per_cost``: global minimum of training time x network cost, plus the Pareto curve."""
-    tol = float(ctx.param("tolerance", 1e-7))
+    tol = float(ctx.param("tolerance", 1e-6))
     n_grid = int(ctx.param("curve_points", 8))
     max_points = int(ctx.param("max_points", 400))
     prog = prepare(inst)
@@ -355,44 +444,74 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
     C = prog.compute_seconds
 
     # the cost range: cheapest feasible network, and the cost of a fastest allocation
-    res_min, b_min = optimize_linear(ctx, prog, prog.cost_per_gbps, "min", name="min-cost")
+    if direct(ctx):
+        cheap = DirectSolver(prog, time_scale=max(float(prog.cost_per_gbps.max(initial=0.0)) * bandwidth_scale(prog), 1e-300),
+                             objective=prog.cost_per_gbps).solve(time_limit=ctx.remaining_time())
+        ctx.solver_results.append(cheap.result)
+        res_min, b_min = cheap.result, cheap.bandwidth
+    else:
+        res_min, b_min = optimize_linear(ctx, prog, prog.cost_per_gbps, "min", name="min-cost")
     if b_min is None:
         no_solution(ctx, prog, res_min, "libra_perf_per_cost")
         return Outcome(plan=None, solver_results=list(ctx.solver_results))
     c_min_usd = prog.cost(b_min)
-    res_fast, b_fast, _ = solve_min_time(ctx, prog, "libra_perf_per_cost")
+    fast_duals: list[Any] = []
+    res_fast, b_fast, _ = solve_min_time(ctx, prog, "libra_perf_per_cost", fast_duals)
     if b_fast is None:
         return Outcome(plan=None, solver_results=list(ctx.solver_results))
     b_fast = lowest_unused(ctx, prog, b_fast)
     c_max_usd = prog.cost(b_fast)
     scale = max(c_max_usd, 1e-300)
 
-    def point_from(c: float, B: np.ndarray, t_lower: float, lam: float | None) -> _Point:
+    cost_norm = prog.cost_per_gbps / scale
+
+    def point_from(c: float, B: np.ndarray, duals: list[tuple[np.ndarray, np.ndarray]] | None = None) -> _Point:
+        """The point at budget c; its line is the best (at c) of the KKT-fitted multipliers and
+        the solver's own duals (``duals``), each evaluated exactly (any multipliers are valid)."""
         t = C + prog.comm_time(B)
         cost = prog.cost(B) / scale
-        return _Point(c=c, ok=True, t_lower=t_lower, lam=lam, bandwidth=B, time=t, cost=cost, product=t * cost)
+        lines = [line_from_multipliers(prog, lam, mu, cost_norm, c) for lam, mu in duals or []]
+        if not any(ln is not None and ln[0] - ln[1] * c >= t * (1 - 1e-8) for ln in lines):
+            lines.append(budget_line(prog, B, cost_norm, c))  # the solver's are not tight: fit KKT's
+        good = [ln for ln in lines if ln is not None]
+        intercept, slope = max(good, key=lambda ln: ln[0] - ln[1] * c) if good else (-math.inf, 0.0)
+        return _Point(c=c, ok=True, intercept=intercept, slope=slope, bandwidth=B, time=t, cost=cost, product=t * cost)
 
-    fast_lower = C + (res_fast.bound if res_fast.bound is not None else float(res_fast.objective or 0.0))
-    top = point_from(1.0, b_fast, fast_lower, None)
+    fast_lower, _ = safe_time_bound(prog, b_fast, fast_duals)  # T*(c) >= the unconstrained minimum, any c
+    top = point_from(1.0, b_fast)
+    top.floor = fast_lower
     points: list[_Point] = [top]
     lo_c = c_min_usd / scale
-    info: dict[str, Any] = {"warnings": list(prog.warnings)}
+    #: the least cost comes from an LP (within its tolerances): the budget search starts at a
+    #: bound on it valid in exact arithmetic, so that no feasible budget lies left of it
+    lo_safe = min(lo_c, max(safe_min_linear(prog, prog.cost_per_gbps, b_min) / scale, 0.0))
+    info: dict[str, Any] = {"warnings": list(prog.warnings), "least_cost_safe_usd": lo_safe * scale}
 
     if lo_c >= 1.0 - 1e-12:
         best = top
-        bound_value = best.product
+        # every plan costs >= lo_safe and takes >= the unconstrained minimum
+        bound_value = min(best.product, math.nextafter(lo_safe * fast_lower * (1 - _EVAL_MARGIN), 0.0))
         certified = True
         n_eval = 0
     else:
         t0 = time.perf_counter()
-        tp = build_time_problem(prog, with_budget=True)
         tscale = time_scale(prog)
-        tp.load(prog, time_scale=tscale, cost_scale=scale)
+        if direct(ctx):
+            budget_solver = DirectSolver(prog, time_scale=tscale, cost=cost_norm)
+        else:
+            tp = build_time_problem(prog, with_budget=True)
+            tp.load(prog, time_scale=tscale, cost_scale=scale)
         build = time.perf_counter() - t0
         counter = itertools.count()
 
         def evaluate_at(c: float) -> _Point:
             nonlocal build
+            if direct(ctx):
+                solved = budget_solver.solve(budget=c, time_limit=ctx.remaining_time())
+                ctx.solver_results.append(solved.result)
+                if solved.bandwidth is None:
+                    return _Point(c=c, ok=False)
+                return point_from(c, solved.bandwidth, solved.duals)
             tp.budget.value = c
             res = ctx.solve_convex(tp.problem, build_seconds=build)
             _unscale(res, tscale)
@@ -400,11 +519,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
             B = tp.bandwidth_gbps()
             if not res.has_solution or res.termination is not Termination.OPTIMAL or B is None:
                 return _Point(c=c, ok=False)
-            assert tp.budget_constraint is not None
-            dual = tp.budget_constraint.dual_value
-            lam = max(float(np.asarray(dual).reshape(-1)[0]) * tscale, 0.0) if dual is not None else None
-            lower = C + (res.bound if res.bound is not None else float(res.objective or 0.0))
-            return point_from(c, B, lower, lam)
+            return point_from(c, B, solver_duals(tp, prog))
 
         heap: list[_Interval] = []
 
@@ -413,7 +528,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
             heapq.heappush(heap, _Interval(lower, next(counter), a, b, left, right, where))
 
         grid = [lo_c + (1.0 - lo_c) * i / n_grid for i in range(1, n_grid)]
-        prev_c, prev_point = lo_c, None
+        prev_c, prev_point = lo_safe, None
         for c in grid:
             p = evaluate_at(c)
             points.append(p)
@@ -455,7 +570,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
         bound_value = min(open_lower, best.product)
         if not heap and math.isinf(floor):
             certified = True
-        info["budget_program"] = {"compiled_once": True, "evaluations": n_eval}
+        info["budget_program"] = {"compiled_once": True, "interface": "clarabel direct" if direct(ctx) else "cvxpy DPP", "evaluations": n_eval}
     info["evaluations"] = n_eval
 
     assert best.bandwidth is not None
@@ -466,6 +581,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
             "cost_usd": p.cost * scale,
             "time_seconds": p.time,
             "time_lower_bound_seconds": p.t_lower,
+            "time_lower_bound_slope": p.slope,
             "time_x_cost": p.product * scale,
             "bandwidth": {n: float(v) * GB for n, v in zip(prog.dims, p.bandwidth, strict=True)},  # type: ignore[arg-type]
         }
@@ -487,7 +603,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
     )
     return Outcome(
         plan=prog.to_plan(best.bandwidth, "time_x_cost"),
-        bounds=[Bound(bound_value * scale, "libra_perf_per_cost interval branch-and-bound over the cost budget")],
+        bounds=[Bound(bound_value * scale, "libra_perf_per_cost interval branch-and-bound over the cost budget (exact Lagrangian lines)", grade="safe")],
         solver_results=list(ctx.solver_results),
         claimed_objective=best.product * scale,
         proven_optimal=certified and gap <= tol,

@@ -24,9 +24,10 @@ import numpy as np
 from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.bandwidth.blocks import constraint_rows, max_bandwidths
 from distplan.formulations.bandwidth.convex import check_bounded, emit_warnings, no_solution
-from distplan.formulations.bandwidth.data import Program, prepare
-from distplan.formulations.model import Model, linear_sum
+from distplan.formulations.bandwidth.data import Program, bandwidth_scale, prepare
+from distplan.formulations.bandwidth.outer import run_libra_perf_lp
 from distplan.formulations.registry import Bound, Outcome, RunContext
+from distplan.modeling.model import Model, linear_sum
 from distplan.models.bandwidth import BandwidthInstance
 
 
@@ -92,6 +93,9 @@ def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     used = np.flatnonzero(prog.used)
     K = prog.terms.shape[0]
     if used.size:
+        # t in units of 1 / (1000 sigma) s/GB, so t ~ 1e3: the solver's feasibility tolerance
+        # (absolute, ~1e-6 on t) and the bound margin charged for it are ~1e-9 of the time
+        t_unit = 1.0 / (1e3 * bandwidth_scale(prog))
         t = model.add_vars("term_time", K, lb=0.0)
         # t_k - sum_{j of d} u_kd / b_j z_j >= 0 for every (k, d) with u_kd > 0
         kk, dd = np.nonzero(prog.terms)
@@ -100,10 +104,10 @@ def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
             opts = np.flatnonzero(owner == d)
             row_parts.append(np.full(opts.size, r))
             col_parts.append(z.index[opts])
-            coef_parts.append(-prog.terms[k, d] / speeds[opts])
+            coef_parts.append(-prog.terms[k, d] / speeds[opts] / t_unit)
         expr = linear_sum(np.concatenate(col_parts), np.concatenate(coef_parts), np.concatenate(row_parts), kk.size, model.num_vars)
         model.add_constraints("term_time", expr >= 0.0)
-        model.minimize((t * prog.weights).sum())
+        model.minimize((t * (prog.weights * t_unit)).sum())
     else:
         model.minimize(0.0 * B.sum())
     build = time.perf_counter() - t0
@@ -132,7 +136,16 @@ def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     if result.bound is not None:
         info["menu_problem_bound_seconds"] = prog.compute_seconds + result.bound
         if exact:
-            bounds.append(Bound(prog.compute_seconds + result.bound, f"libra_discrete MILP dual bound ({result.backend})"))
+            # the menus are the instance's: the MILP's dual bound (with the backend's margin
+            # for its tolerances) bounds the instance
+            bounds.append(Bound(prog.compute_seconds + result.bound, f"libra_discrete MILP dual bound ({result.backend})", grade="solver"))
+    if not exact:
+        # menus from ``step`` restrict the continuous problem: its least time bounds every
+        # plan, menu or not; proven exactly at the tangent-cut LPs' allocation
+        cont = run_libra_perf_lp(inst, RunContext(ctx.backend, ctx.options, {"tolerance": 1e-7, "max_rounds": 500}))
+        ctx.solver_results.extend(cont.solver_results)
+        info["continuous_relaxation"] = {k: cont.info[k] for k in ("relative_gap", "upper_bound_seconds") if k in cont.info}
+        bounds.extend(Bound(b.value, "libra_discrete continuous relaxation: " + b.source, grade=b.grade) for b in cont.bounds)
     claimed = prog.compute_seconds + result.objective if (exact and result.objective is not None) else None
     return Outcome(
         plan=prog.to_plan(Bv, "time"),

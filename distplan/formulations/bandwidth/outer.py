@@ -19,10 +19,17 @@ from typing import Any
 import numpy as np
 
 from distplan.formulations.bandwidth.blocks import constraint_rows, lowest_unused
-from distplan.formulations.bandwidth.convex import check_bounded, emit_warnings, no_solution, reject_menus, time_scale
+from distplan.formulations.bandwidth.convex import (
+    check_bounded,
+    emit_warnings,
+    no_solution,
+    reject_menus,
+    safe_outcome_bound,
+    time_scale,
+)
 from distplan.formulations.bandwidth.data import bandwidth_scale, prepare
-from distplan.formulations.model import Model, linear_sum
-from distplan.formulations.registry import Bound, Outcome, RunContext
+from distplan.formulations.registry import Outcome, RunContext
+from distplan.modeling.model import Model, linear_sum
 from distplan.models.bandwidth import BandwidthInstance
 from distplan.solvers.result import Termination
 
@@ -124,22 +131,22 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     if best is None:
         return Outcome(plan=None, solver_results=list(ctx.solver_results))
     best = lowest_unused(ctx, prog, best)
-    bounds = [Bound(lower, f"libra_perf_lp tangent-cut LP relaxation ({ctx.backend.name})")] if math.isfinite(lower) else []
-    gap = (upper - lower) / upper if math.isfinite(lower) and upper > 0 else math.inf
     info: dict[str, Any] = {
         "rounds": rounds,
         "cuts": int(sum(b.stop - b.start for n, b in model.con_blocks.items() if n.startswith("cuts-"))),
-        "lower_bound_seconds": lower,
+        # the LP relaxation's bound holds within the LP solver's tolerances: information
+        "lp_lower_bound_seconds": lower,
         "upper_bound_seconds": upper,
-        "relative_gap": gap,
+        "lp_relative_gap": (upper - lower) / upper if math.isfinite(lower) and upper > 0 else math.inf,
         "tolerance": tol,
         "warnings": list(prog.warnings),
     }
+    bounds, claimed = safe_outcome_bound(prog, best, "libra_perf_lp", info)
     return Outcome(
         plan=prog.to_plan(best, "time"),
         bounds=bounds,
         solver_results=list(ctx.solver_results),
-        claimed_objective=upper,
-        proven_optimal=gap <= tol,
+        claimed_objective=claimed,
+        proven_optimal=bool(info["relative_gap"] <= tol),
         info=info,
     )

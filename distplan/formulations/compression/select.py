@@ -34,8 +34,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from distplan.formulations.compression.costs import CostData, cost_data, horizon, memory_can_bind, memory_terms
-from distplan.formulations.model import LinExpr, Model, linear_sum
 from distplan.formulations.registry import Bound, Outcome, RunContext, build_model
+from distplan.modeling.model import LinExpr, Model, linear_sum
 from distplan.models.compression import CompressionInstance, CompressionPlan, make_plan
 from distplan.solvers.result import SolverResult, Termination
 

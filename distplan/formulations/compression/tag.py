@@ -62,8 +62,8 @@ from distplan.formulations.compression.costs import (
     tag_objective,
 )
 from distplan.formulations.compression.select import Choice, SelectIndex, least_schedule, select_index
-from distplan.formulations.model import Model, linear_sum
 from distplan.formulations.registry import Outcome, RunContext, build_model
+from distplan.modeling.model import Model, linear_sum
 from distplan.models.compression import CompressionInstance, CompressionPlan, make_plan
 from distplan.solvers.result import SolverResult
 
