@@ -139,14 +139,16 @@ def bench_llama(models: list[str], repeats: int, sharding_batch: int, tap_repeat
     from distplan.instances.zoo_sharding import llama_sharding
     from distplan.models.common import write_json
 
-    print(f"\n## Llama-class placement on h100-sxm: make_placement, write + load, m-ETF (median of {repeats}; seconds)")
-    print(f"{'model':<14} {'ops':>6} {'edges':>6} {'build s':>8} {'load s':>7} {'etf s':>7} {'makespan ms':>12} {'bound ms':>9} {'fwd PFLOP':>10}")
+    print(f"\n## Llama-class placement: make_placement, write + load, m-ETF (median of {repeats}; seconds)")
+    print(f"{'model':<14} {'cluster':<14} {'ops':>6} {'edges':>6} {'build s':>8} {'load s':>7} {'etf s':>7} {'makespan ms':>12} {'bound ms':>9} {'fwd PFLOP':>10}")
     with tempfile.TemporaryDirectory() as tmp:
-        for name in models:
+        for item in models:
+            name, _, cluster_name = item.partition("@")
+            cluster_name = cluster_name or "h100-sxm"
             builds, loads, solves = [], [], []
             res = doc = None
             for _ in range(repeats):
-                doc, tb = timed(make_placement, name, "h100-sxm", dtype="bf16")
+                doc, tb = timed(make_placement, name, cluster_name, dtype="bf16")
                 path = Path(tmp) / f"{name}.json"
                 write_json(doc, str(path))
                 inst, tl = timed(load_instance, str(path))
@@ -157,7 +159,7 @@ def bench_llama(models: list[str], repeats: int, sharding_batch: int, tap_repeat
             assert res is not None and doc is not None and res.check.feasible
             bound = res.bound if res.bound is not None else float("nan")
             print(
-                f"{name:<14} {len(doc['graph']['ops']):>6} {len(doc['graph']['edges']):>6} {_median(builds):>8.2f} {_median(loads):>7.2f} "
+                f"{name:<14} {cluster_name:<14} {len(doc['graph']['ops']):>6} {len(doc['graph']['edges']):>6} {_median(builds):>8.2f} {_median(loads):>7.2f} "
                 f"{_median(solves):>7.2f} {res.objective * 1e3:>12.1f} {bound * 1e3:>9.1f} {doc['meta']['totals']['forward_flops'] / 1e15:>10.3f}"
             )
 
@@ -189,7 +191,7 @@ def bench_llama(models: list[str], repeats: int, sharding_batch: int, tap_repeat
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "llama":
         lp = argparse.ArgumentParser(description="Llama-class instances (issue 20)", prog="bench_zoo.py llama")
-        lp.add_argument("--models", default="llama3-8b", help="comma-separated zoo models for the placement part")
+        lp.add_argument("--models", default="llama3-8b", help="comma-separated zoo models for the placement part, MODEL[@CLUSTER] (default cluster h100-sxm)")
         lp.add_argument("--repeats", type=int, default=3, help="repeats of build/load/m-ETF (median)")
         lp.add_argument("--tap-repeats", type=int, default=1, help="repeats of the memory-bound tap solve (median)")
         lp.add_argument("--sharding-batch", type=int, default=32, help="global batch (sequences of 8,192 tokens)")

@@ -583,3 +583,19 @@ def test_pipeline_from_model_block_times() -> None:
     assert res.check.feasible
     with pytest.raises(InputError, match="layers"):
         pipeline_from_model("gpt2-small", 8, 4, "h100-sxm", shape="interleaved", chunks=2)
+
+
+def test_make_llama_instances_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from distplan.cli import main
+
+    place, shard, pipe = (str(tmp_path / f) for f in ("p.json", "s.json", "q.json"))
+    assert main(["make", "placement", "--model", "llama3-8b", "--cluster", "h100-nvl", "--micro-batches", "1", "--granularity", "module", "--seq", "1024", "-o", place]) == 0
+    doc = json.loads(Path(place).read_text())
+    assert doc["meta"]["parameters"]["micro_batches"] == 1 and len(doc["cluster"]["devices"]) == 8
+    assert main(["make", "sharding", "--model", "llama3-8b", "--layers", "2", "--mesh", "2x4", "--cluster", "h100-sxm", "--batch", "8", "-o", shard]) == 0
+    inst = load_instance(shard)
+    assert inst.mesh.shape == (2, 4) and inst.mesh.bandwidth == (450e9, 450e9) and inst.mesh.device == "H100-80GB"
+    assert main(["make", "pipeline", "--model", "gpt2-small", "--stages", "2", "--micro-batches", "4", "--cluster", "dgx1", "-o", pipe]) == 0
+    assert load_instance(pipe).micro_batches == 4
+    assert main(["make", "pipeline", "--stages", "2", "--micro-batches", "4", "-o", pipe]) == 2  # no --shape, no --model
+    capsys.readouterr()
