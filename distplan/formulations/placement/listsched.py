@@ -28,7 +28,10 @@ bound of the start on a device; a device's proposal is found by visiting its ops
 of that bound and evaluating the exact start (channel queues, memory timeline) only until
 the bound exceeds the best exact start found. Under the independent communication model
 and without memory pressure the first valid op is the answer, so one step costs
-O(devices · log V) and the whole schedule O((V + E) · devices · log V). The plans are the
+O(devices · log V) and the whole schedule O((V + E) · devices · log V). A device's proposal
+is kept until the next placement (steps that only advance time reuse it); under uniform
+links an op's arrival on every device comes from its largest and second-largest remote
+arrival, O(in-degree + devices). The plans are the
 same as those of the direct formulation (every ready op on every device at every step),
 which the tests keep as a reference.
 """
@@ -133,9 +136,9 @@ def list_schedule(
     the memory shortfall (bytes).
 
     ``favorite[i]`` is op i's favorite child (a successor of i, or -1 for none; an op is the
-    favorite of at most one op, as m-SCT's rounding makes them); ``assignment`` fixes the device of every op
-    (only the start times are chosen then); ``topo`` is a precomputed `topological_positions`
-    result.
+    favorite of at most one op, as m-SCT's rounding makes them); ``assignment`` fixes the
+    device of every op (only the start times are chosen then); ``topo`` is a precomputed
+    `topological_positions` result.
     """
     n, nd = inst.n_ops, inst.n_devices
     if favorite is not None:
@@ -208,7 +211,6 @@ def list_schedule(
     reserved = [-1] * nd  # favorite child a device waits for
     reserver = [-1] * n  # device that waits for an op
     is_ready = [False] * n
-    n_ready = 0
     rt_lb: list[list[float] | None] = [None] * n  # arrival per device without channel contention
     rel: list[list[int]] = [[] for _ in devs]  # ready ops (topological positions) arrived by dev_free
     pend: list[list[tuple[float, int]]] = [[] for _ in devs]  # (arrival lower bound, position)
@@ -444,9 +446,7 @@ def list_schedule(
             heappush(pend[d], (a, tp))
 
     def add_ready(v: int) -> None:
-        nonlocal n_ready
         is_ready[v] = True
-        n_ready += 1
         rt_lb[v] = independent_arrival(v)
         fx = fixed[v]
         if fx >= 0:
@@ -460,7 +460,7 @@ def list_schedule(
                 heappush(need_heap, (-big, v))
 
     def place(v: int, d: int, at: float) -> None:
-        nonlocal n_ready, epoch
+        nonlocal epoch
         f = fav[v] if fav is not None else -1  # a child of v: not ready before v is placed
         if channels:
             e0 = len(arrived)
@@ -476,7 +476,6 @@ def list_schedule(
         if at > s:
             s = at
         is_ready[v] = False
-        n_ready -= 1
         g = groups[v]
         if fixed[v] < 0 or (forced_mode and not group_placed[g]):
             used[d] += gneed[g]
