@@ -519,12 +519,11 @@ def _least_copy(ch: Chain) -> float:
     return sum(float(a["memory"][stage].min()) for stage in (a["first"], ~a["first"]) if stage.any())
 
 
-def build_chain_model(graph: CostGraph, chains: list[Chain], origin: np.ndarray, virtual: list[np.ndarray], *, relax: bool, cuts: list[tuple[int, np.ndarray]], name: str) -> tuple[Any, dict[str, Any]]:
+def build_chain_model(graph: CostGraph, chains: list[Chain], origin: np.ndarray, virtual: list[np.ndarray], *, relax: bool, cuts: list[tuple[int, np.ndarray]], name: str, memory_row: bool = True) -> tuple[Any, dict[str, Any]]:
     """Alpa's ILP over the explicit nodes plus, per chain, the walk rows (module docstring).
 
     Objective in microseconds, memory row in GiB (as `alpa_ilp`)."""
     from distplan.errors import InfeasibleError
-    from distplan.formulations.model import Model, linear_sum
     from distplan.formulations.sharding.alpa_ilp import (
         MEMORY_SCALE,
         OBJECTIVE_SCALE,
@@ -532,6 +531,7 @@ def build_chain_model(graph: CostGraph, chains: list[Chain], origin: np.ndarray,
         edge_product_block,
         node_choice_block,
     )
+    from distplan.modeling.model import Model, linear_sum
     from distplan.models.sharding import GB, TIGHTEST_POINT
 
     model = Model(name)
@@ -546,7 +546,7 @@ def build_chain_model(graph: CostGraph, chains: list[Chain], origin: np.ndarray,
     node_min = np.array([float(np.min(m[_finite(c)])) if np.any(_finite(c)) else float(np.min(m)) for m, c in zip(graph.node_memory, graph.node_cost)])
     least = float(node_min.sum()) + sum((ch.copies - 1) * _least_copy(ch) for ch in chains)
     budget = graph.memory_budget
-    if least > budget * (1 + 1e-12):
+    if memory_row and least > budget * (1 + 1e-12):
         inst = graph.instance
         mesh = "x".join(str(x) for x in inst.mesh.shape)
         raise InfeasibleError(
@@ -625,7 +625,8 @@ def build_chain_model(graph: CostGraph, chains: list[Chain], origin: np.ndarray,
         coeffs = np.concatenate([np.ones(starts.size), np.ones(entering.size), -np.ones(inner.size) / (stages * (ch.copies - 1))])
         model.add_constraints(f"connect{k}", linear_sum(cols, coeffs, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars) >= 0)
     cols = np.concatenate(mem_cols)
-    model.add_constraints("memory", linear_sum(cols, np.concatenate(mem_coeff) * MEMORY_SCALE, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars) <= rhs * MEMORY_SCALE)
+    if memory_row:
+        model.add_constraints("memory", linear_sum(cols, np.concatenate(mem_coeff) * MEMORY_SCALE, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars) <= rhs * MEMORY_SCALE)
     cols = np.concatenate(obj_cols)
     expr = linear_sum(cols, np.concatenate(obj_coeff) * OBJECTIVE_SCALE, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars)
     model.minimize(expr.sum() + constant * OBJECTIVE_SCALE)
@@ -659,8 +660,44 @@ class ChainSolution:
     last: Any = None
 
 
+def cheapest_arcs(chain: Chain) -> Chain:
+    """The chain with only the cheapest arc per (from, to) pair (least memory among equals):
+    enough for the problem without a memory row."""
+    import dataclasses
+
+    a = chain.arcs
+    order = np.lexsort((a["memory"], a["cost"], a["prev"], a["cur"]))
+    key = a["cur"][order] * (chain.num_walk_states + 1) + a["prev"][order]
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = key[1:] != key[:-1]
+    keep = np.sort(order[first])
+    return dataclasses.replace(chain, arcs={k: v[keep] for k, v in a.items()})
+
+
+def plan_memory(sk: Skeleton, tables: CostTables, choice: np.ndarray) -> float:
+    """Bytes per device of a strategy index per skeleton node (the sum of node memories)."""
+    return float(sum(float(tables.node(sk, i).memory[k]) for i, k in enumerate(choice.tolist())))
+
+
 def solve_chains(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, lp_first: bool, max_rounds: int = 50, build_seconds: float = 0.0) -> ChainSolution:
-    """Solve the folded program, adding connectivity cuts until every walk is one walk."""
+    """Solve the folded program, adding connectivity cuts until every walk is one walk.
+
+    First without the memory row, on the cheapest arc per state pair: that program is exact
+    for the problem without memory (a plan's copies can be swapped for the cheapest copies
+    with the same ends), a relaxation of the problem with memory, so its plan is optimal
+    when it fits the budget. Otherwise the full program (every Pareto arc, memory row)."""
+    free = solve_program(sk, [cheapest_arcs(ch) for ch in chains], tables, ctx, lp_first=lp_first, max_rounds=max_rounds, build_seconds=build_seconds, memory_row=False)
+    if free.choice is not None and plan_memory(sk, tables, free.choice) <= sk.instance.memory_budget:
+        return free
+    full = solve_program(sk, chains, tables, ctx, lp_first=lp_first, max_rounds=max_rounds, memory_row=True)
+    bounds = [b for b in (free.bound, full.bound) if b is not None]
+    full.bound = max(bounds) if bounds else None
+    full.rounds += free.rounds
+    return full
+
+
+def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, lp_first: bool, max_rounds: int = 50, build_seconds: float = 0.0, memory_row: bool = True) -> ChainSolution:
+    """One folded program (with or without the memory row), cuts added until connected."""
     import time
 
     from distplan.formulations.sharding.alpa_ilp import DEFAULT_MIP_GAP, OBJECTIVE_SCALE, decode_choice
@@ -680,7 +717,7 @@ def solve_chains(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any
         while rounds < max_rounds:
             rounds += 1
             t0 = time.perf_counter()
-            model, data = build_chain_model(graph, chains, origin, virtual, relax=relax, cuts=cuts, name="tap_lp" if relax else "tap")
+            model, data = build_chain_model(graph, chains, origin, virtual, relax=relax, cuts=cuts, name="tap_lp" if relax else "tap", memory_row=memory_row)
             res = ctx.solve_model(model, build_seconds=time.perf_counter() - t0 + build_seconds)
             build_seconds = 0.0
             last = res

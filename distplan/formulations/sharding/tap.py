@@ -3,24 +3,31 @@
 Shi et al., "TAP: Accelerating Large-Scale DNN Training Through Tensor Automatic
 Parallelisation", arXiv 2302.00247 (TAPAS, ICPP 2025): the graph of a large network holds
 few distinct subgraphs, so the search is folded onto them and its cost grows
-sub-linearly with depth. Here the copies of a repeated region (found by
-`distplan.formulations.folding` on the cost-graph skeleton, confirmed by an exact
-isomorphism check) share one set of decision variables: node costs and memory are
-multiplied by the copy count, edges inside copies likewise, boundary edges are kept
-between representatives (meta-pytorch/autoparallel's variable sharing). Costs are
-computed only for distinct labels, so the unfolded cost graph is never built.
+sub-linearly with depth. Repeated regions are found by `distplan.formulations.folding` on
+the cost-graph skeleton (confirmed by an exact isomorphism check); costs are computed only
+for distinct labels, so the unfolded cost graph is never built.
 
-The folded ILP is a restriction of Alpa's ILP (all copies pick the same strategies), so
-its optimum is an upper bound. A proven lower bound comes from the LP relaxation of the
+**Exact (default, ``exact=True``).** Copies of a layer may need different strategies when
+memory binds, so they do not share variables: the copies of a chain of layers become
+integer counts of *copy types* on a walk over boundary states, with memory summed over
+the counts (`distplan.formulations.sharding.chainfold`). The program's size does not
+depend on the number of layers, it is a relaxation of Alpa's ILP (Zheng et al., OSDI
+2022) whose connected solutions are plans of equal cost (connectivity cuts are added until
+the solution is one walk), so its optimum is the instance optimum and its dual bound is a
+proven bound. Families that are not chains stay unfolded.
+
+**Shared (``exact=False``, TAP as published).** The copies of a region share one set of
+decision variables: node costs and memory are multiplied by the copy count, edges inside
+copies likewise, boundary edges are kept between representatives (meta-pytorch/
+autoparallel's variable sharing). This is a restriction of Alpa's ILP (an upper bound),
+not exact when memory binds. A proven lower bound comes from the LP relaxation of the
 folded problem *without* boundary edges: once the edges leaving the copies are dropped
 (their costs are >= 0) the copies are interchangeable, the memory row is symmetric, and
 averaging any LP solution over permutations of the copies gives a symmetric one of equal
 cost, so the folded LP equals the unfolded LP of that relaxation (``certify=True``).
-When that bound meets the plan's cost the plan is proven optimal for the full problem.
 
-The folded program is solved as an LP first (``lp_first``, default on): when its optimum
-is integral (on every instance measured, see benchmarks/bench_sharding.py) it is the folded
-ILP's optimum, found without the MILP machinery; otherwise the ILP is solved.
+Both solve their program as an LP first (``lp_first``, default on): an integral (and, for
+the walk, connected) LP optimum is the program's optimum, found without the MILP machinery.
 """
 
 from __future__ import annotations
