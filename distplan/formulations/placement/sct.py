@@ -34,10 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from distplan.formulations.model import Model
 from distplan.formulations.placement.coarsen import chain_clusters, chain_order, contract
 from distplan.formulations.placement.listsched import list_schedule
 from distplan.formulations.registry import Bound, Outcome, RunContext, build_model
+from distplan.modeling.model import Model
 from distplan.models.placement import PlacementInstance, PlacementPlan, make_plan
 from distplan.solvers.result import SolverResult
 
