@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "distplan.cli.bench",
     "distplan.cli.importers",
     "distplan.cli.codecs",
+    "distplan.cli.emit",
 )
 
 

@@ -41,7 +41,10 @@ def _instance_of(plan: Any, instance: Any) -> Any:
         source = source or (plan.instance if isinstance(getattr(plan, "instance", None), str) else None)
     if not source:
         raise InputError("instance", "the plan does not say which instance it solves", "pass the instance (Python: instance=..., CLI: --instance FILE)")
-    return load_instance(source)
+    try:
+        return load_instance(source)
+    except InputError as exc:
+        raise InputError("instance", f"the plan names instance {source!r}, which is neither a file nor bundled", "pass the instance (Python: instance=..., CLI: --instance FILE)") from exc
 
 
 def resolve(plan: Any, instance: Any = None) -> tuple[Any, Any]:

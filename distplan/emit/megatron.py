@@ -1,0 +1,176 @@
+"""Plans as Megatron-LM command-line flags (and the Zero Bubble fork's schedule flags).
+
+Megatron-LM (Shoeybi et al. 2019; Narayanan et al. SC'21; ``megatron/training/arguments.py``)
+runs a fixed family of plans chosen by flags, so only plans of that family have flags:
+
+* **sharding plans**: Megatron's tensor parallelism on one mesh axis (column-parallel qkv
+  and fc1, row-parallel output projection and fc2, heads-split attention, vocab-parallel
+  embedding, LM head and cross-entropy; norms and residuals replicated, or split along
+  the sequence: ``--sequence-parallel``, Korthikanti et al. 2022) in every layer, every
+  other axis data parallel (Megatron derives the data-parallel size from the world
+  size). Flags: ``--tensor-model-parallel-size T`` (``--sequence-parallel``) and the
+  model's shape (``--num-layers``, ``--hidden-size``, ``--ffn-hidden-size``,
+  ``--num-attention-heads``, ``--seq-length``, ``--max-position-embeddings``,
+  ``--micro-batch-size`` = batch / data-parallel size). A plan that splits the batch on
+  every axis is pure data parallelism (``--tensor-model-parallel-size 1``).
+* **pipeline plans** made by a schedule Megatron or the Zero Bubble fork implements
+  (``plan.info["schedule"]``): ``1f1b`` (Megatron's default,
+  ``--pipeline-model-parallel-size p``), ``interleaved_1f1b``
+  (``--num-layers-per-virtual-pipeline-stage``: ``num_layers / (p v)`` for ``v``
+  stages per rank; ``num_layers`` defaults to one layer per stage), and the fork's
+  (sail-sg/zero-bubble-pipeline-parallelism, ``megatron/core/zbpp_utils.py``):
+  ``zb_h1`` / ``zb_h2`` are ``--enable-zero-bubble --zero-bubble-max-pending-backward p``
+  / ``2p`` (the fork's automatic scheduler under ZB-H1's / ZB-H2's memory limit), ``zb_v``
+  ``--zero-bubble-v-schedule``, ``v_zb`` / ``v_half`` / ``v_min`` add
+  ``--zero-bubble-v-schedule-mem-setup zb|half|min`` (Qi et al. ICLR 2024, NeurIPS 2024).
+  The fork orders blocks itself from measured times; the flags select the schedule
+  family and memory limit, not distplan's exact order (use ``torch-pipelining`` for that).
+  GPipe, Tessel's and the exact MILP's schedules have no Megatron flags: an `InputError`
+  says so.
+
+The output is the flags on one line after ``#`` comment lines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distplan.emit.dtensor import dtensor_plan
+from distplan.errors import InputError
+from distplan.models.pipeline import PipelineInstance
+from distplan.models.sharding import ShardingInstance, evaluate
+from distplan.models.sharding_costs import parse_strategy
+
+#: the op types Megatron splits on its tensor-parallel axis, and how (DTensor style)
+_MEGATRON_STYLES = {
+    "qkv": "ColwiseParallel",
+    "fc1": "ColwiseParallel",
+    "proj": "RowwiseParallel",
+    "fc2": "RowwiseParallel",
+    "embed": "RowwiseParallel",
+    "head": "ColwiseParallel",
+}
+_ZB = {
+    "zb_h1": lambda p: ["--enable-zero-bubble", "--zero-bubble-max-pending-backward", str(p)],
+    "zb_h2": lambda p: ["--enable-zero-bubble", "--zero-bubble-max-pending-backward", str(2 * p)],
+    "zb_v": lambda p: ["--zero-bubble-v-schedule"],
+    "v_zb": lambda p: ["--zero-bubble-v-schedule", "--zero-bubble-v-schedule-mem-setup", "zb"],
+    "v_half": lambda p: ["--zero-bubble-v-schedule", "--zero-bubble-v-schedule-mem-setup", "half"],
+    "v_min": lambda p: ["--zero-bubble-v-schedule", "--zero-bubble-v-schedule-mem-setup", "min"],
+}
+_NO_EQUIVALENT = {
+    "gpipe": "Megatron-LM has no GPipe schedule (all forwards, then all backwards)",
+    "tessel": "Tessel's searched schedule is an arbitrary per-rank order; Megatron runs only its built-in schedule families",
+    "pipeline_milp": "the MILP's schedule is an arbitrary per-rank order; Megatron runs only its built-in schedule families",
+}
+
+
+def _text(comments: list[str], flags: list[str]) -> str:
+    return "".join(f"# {c}\n" for c in comments) + " ".join(flags) + "\n"
+
+
+def _sharding_flags(inst: ShardingInstance, plan: Any) -> str:
+    check = evaluate(inst, plan)
+    if not check.feasible:
+        raise InputError("plan", f"the evaluator rejects the plan: {check.violations[0]}", "emit a feasible plan (see `distplan evaluate`)")
+    ndim = len(inst.mesh.shape)
+    batch = inst.training.batch_dim
+    chosen = {op.name: parse_strategy(plan.strategies[op.name], ndim) for op in inst.ops}
+    layers = sum(1 for op in inst.ops if op.name.endswith(".qkv"))
+    dims = inst.dims
+    shape_flags: list[str] = []
+    if {"h", "a", "f", "s"} <= set(dims) and layers:
+        shape_flags = [
+            "--num-layers", str(layers), "--hidden-size", str(dims["h"]), "--ffn-hidden-size", str(dims["f"]),
+            "--num-attention-heads", str(dims["a"]), "--seq-length", str(dims["s"]), "--max-position-embeddings", str(dims["s"]),
+        ]  # fmt: skip
+    if all(lab in (None, batch) for st in chosen.values() for lab in st):
+        dp_axes = sorted({a for st in chosen.values() for a, lab in enumerate(st) if lab == batch})
+        dp = 1
+        for a in dp_axes:
+            dp *= inst.mesh.shape[a]
+        if dp != inst.mesh.num_devices:
+            raise InputError("plan", "the plan replicates work on some mesh axes (neither batch nor tensor split)", "Megatron has no replicated-compute mode")
+        comments = [f"{inst.name}: data parallel over all {dp} devices (Megatron derives the data-parallel size from the world size)"]
+        return _text(comments, ["--tensor-model-parallel-size", "1", *shape_flags, "--micro-batch-size", str(dims[batch] // dp)])
+    by_module, facts = dtensor_plan(inst, plan, {})
+    tp = facts["tp_axis"]
+    label = {name: st[tp] for name, st in chosen.items()}
+    why: list[str] = []
+    for op in inst.ops:
+        role = op.name.rsplit(".", 1)[-1]
+        want = _MEGATRON_STYLES.get(role)
+        got = facts["ops"].get(op.name)
+        if want is not None and got != want:
+            why.append(f"op {op.name!r} is {got or 'replicated'} ({plan.strategies[op.name]}), Megatron makes it {want}")
+        if role == "attn" and label[op.name] is None:
+            why.append(f"op {op.name!r} is replicated, Megatron splits attention by heads")
+    seq_parallel = any(v == "SequenceParallel" for v in facts["ops"].values())
+    norms = [op for op in inst.ops if op.type in ("layernorm", "rmsnorm")]
+    if seq_parallel and any(facts["ops"].get(op.name) != "SequenceParallel" for op in norms):
+        why.append("only some norms are sequence parallel; --sequence-parallel splits all of them")
+    if not facts["loss_parallel"] and any(op.type == "loss" for op in inst.ops):
+        why.append("the loss is replicated; Megatron's cross-entropy is vocab parallel")
+    if why:
+        raise InputError("plan", "no Megatron equivalent: " + "; ".join(why[:3]) + (f" (+{len(why) - 3} more)" if len(why) > 3 else ""), "emit it with --target dtensor")
+    tp_size = inst.mesh.shape[tp]
+    dp = inst.mesh.num_devices // tp_size
+    for a in facts["dp_axes"]:
+        if any(label_ is not None and label_ != batch for label_ in (chosen[n][a] for n in chosen)):
+            raise InputError("plan", f"mesh axis {a} splits more than the batch", "Megatron's other axes are data parallel")
+    flags = ["--tensor-model-parallel-size", str(tp_size)]
+    if seq_parallel:
+        flags.append("--sequence-parallel")
+    flags += shape_flags + ["--micro-batch-size", str(dims[batch] // dp)]
+    comments = [
+        f"{inst.name}: Megatron tensor parallelism of degree {tp_size} on mesh axis {tp}" + (f", data parallel {dp}" if dp > 1 else ""),
+        "column-parallel qkv/fc1, row-parallel output projection/fc2, vocab-parallel embedding, LM head and cross-entropy",
+    ]
+    return _text(comments, flags)
+
+
+def _pipeline_flags(inst: PipelineInstance, plan: Any, num_layers: int | None) -> str:
+    from distplan.emit.pipeline import rank_orders
+
+    layout, _ = rank_orders(inst, plan)
+    schedule = str(plan.info.get("schedule", "")) if isinstance(getattr(plan, "info", None), dict) else ""
+    if not schedule:
+        raise InputError("plan", "the plan names no schedule (plan.info['schedule'])", "emit a plan made by distplan's pipeline formulations")
+    if schedule in _NO_EQUIVALENT:
+        raise InputError("plan", f"no Megatron equivalent for a {schedule} schedule: {_NO_EQUIVALENT[schedule]}", "emit it with --target torch-pipelining")
+    p = layout.n_ranks
+    v = layout.stages_per_rank
+    shape = layout.shape()
+    layers = num_layers if num_layers is not None else layout.n_stages
+    if layers % layout.n_stages:
+        raise InputError("num_layers", f"{layers} layers do not split over {layout.n_stages} stages", "give a multiple of the stage count")
+    flags = ["--pipeline-model-parallel-size", str(p), "--num-layers", str(layers)]
+    comments = [f"{inst.name}: {schedule} schedule, {layout.n_stages} stages on {p} ranks, {inst.micro_batches} micro-batches per iteration"]
+    if schedule == "1f1b" and shape == "plain":
+        comments.append("Megatron-LM's default 1F1B schedule")
+    elif schedule == "interleaved_1f1b" and shape == "interleaved":
+        flags += ["--num-layers-per-virtual-pipeline-stage", str(layers // (p * v))]
+        comments.append(f"Megatron-LM's interleaved 1F1B with {v} virtual stages per rank")
+    elif schedule in ("zb_h1", "zb_h2") and shape == "plain" and any(layout.split):
+        flags += _ZB[schedule](p)
+        comments.append("Zero Bubble fork (sail-sg/zero-bubble-pipeline-parallelism): its scheduler under this schedule's memory limit")
+    elif schedule in ("zb_v", "v_zb", "v_half", "v_min") and shape == "v" and any(layout.split):
+        if layers % (2 * p):
+            raise InputError("num_layers", f"the fork's V schedules need an even number of layers per rank, got {layers} on {p} ranks", "give a multiple of 2p")
+        flags += _ZB[schedule](p)
+        comments.append("Zero Bubble fork (sail-sg/zero-bubble-pipeline-parallelism): V schedule, 2 chunks per rank")
+    else:
+        raise InputError("plan", f"no Megatron equivalent for a {schedule} schedule on a {shape} placement of {layout.n_stages} stages on {p} ranks", "emit it with --target torch-pipelining")
+    comments.append(f"set --global-batch-size to {inst.micro_batches} x --micro-batch-size x the data-parallel size ({inst.micro_batches} micro-batches)")
+    if schedule.startswith(("zb", "v_")):
+        comments.append("the fork orders blocks from measured times; --target torch-pipelining keeps distplan's exact order")
+    return _text(comments, flags)
+
+
+def megatron_flags(inst: Any, plan: Any, num_layers: int | None = None) -> str:
+    """Megatron-LM flags for a sharding or pipeline plan, or InputError saying why none exist."""
+    if isinstance(inst, ShardingInstance):
+        return _sharding_flags(inst, plan)
+    if isinstance(inst, PipelineInstance):
+        return _pipeline_flags(inst, plan, num_layers)
+    raise InputError("target", f"megatron flags exist for sharding and pipeline plans; {inst.name!r} is a {inst.kind} instance", "emit a sharding or pipeline plan")
