@@ -28,8 +28,8 @@ import scipy.sparse as sp
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from distplan.formulations.export import write_mps  # noqa: E402
-from distplan.formulations.model import Model, ModelArrays  # noqa: E402
+from distplan.modeling.export import write_mps  # noqa: E402
+from distplan.modeling.model import Model, ModelArrays  # noqa: E402
 from distplan.solvers.base import SolveOptions, all_backends, get_backend  # noqa: E402
 from distplan.solvers.pulp_backend import build_pulp_problem, write_min_mps  # noqa: E402
 

@@ -25,7 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from distplan.formulations.model import ConstraintSpec, LinExpr, Model, ModelArrays
+from distplan.modeling.export import write_model
+from distplan.modeling.model import ConstraintSpec, LinExpr, Model, ModelArrays
 from distplan.solvers import base
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, all_backends, get_backend, register_backend
 from distplan.solvers.common import MILP_FEASIBILITY_TOLERANCE
@@ -753,7 +754,7 @@ EXPORT_CASES = [
 def test_export_round_trips_through_highs(build: Callable[[], Model], optimum: float, ext: str, tmp_path: object) -> None:
     model = build()
     path = os.path.join(str(tmp_path), f"model.{ext}")
-    model.write(path)
+    write_model(model.to_arrays(), path)
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     status = h.readModel(path)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from distplan.formulations.model import ModelArrays
+from distplan.modeling.model import ModelArrays
 from distplan.solvers.base import SolveOptions, get_backend
 from distplan.solvers.pulp_backend import cbc_arguments, parse_cbc_log
 

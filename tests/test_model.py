@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from distplan.formulations.model import LinExpr, Model, ModelError, concat, linear_sum
+from distplan.modeling.export import write_model
+from distplan.modeling.model import LinExpr, Model, ModelError, concat, linear_sum
 from distplan.solvers.base import get_backend
 
 
@@ -112,7 +113,7 @@ def test_export_mps_and_lp_solve_to_the_same_optimum(tmp_path) -> None:  # type:
     direct = get_backend("highs").solve(m.to_arrays()).objective
     for suffix in ("mps", "lp"):
         path = tmp_path / f"m.{suffix}"
-        m.write(str(path))
+        write_model(m.to_arrays(), str(path))
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
         h.readModel(str(path))

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distplan.formulations.model import Model, ModelArrays
+from distplan.modeling.model import Model, ModelArrays
 from distplan.solvers.base import SolveOptions, get_backend
 from distplan.solvers.safe_bound import lp_safe_bound
 

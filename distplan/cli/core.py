@@ -12,6 +12,7 @@ from distplan.cli.progress import Progress
 from distplan.errors import InputError
 from distplan.formulations.registry import formulations, get_formulation, solver_free_bounds
 from distplan.instances import bundled, load_document, load_instance
+from distplan.modeling.export import write_model
 from distplan.models.common import json_default, kind_spec, read_json, write_json
 from distplan.solvers.base import all_backends
 
@@ -142,7 +143,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     with Progress(f"building {form.name} on {inst.name}"):
         model, _ = form.build(inst, {**form.params, **_params(args.param)})
     with Progress(f"writing {args.to}"):
-        model.write(args.to)
+        write_model(model.to_arrays(), args.to)
     st = model.stats()
     print(f"wrote {args.to}: {st['variables']} variables ({st['binaries']} binary), {st['rows']} rows, {st['nonzeros']} nonzeros")
     return 0

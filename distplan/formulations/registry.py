@@ -26,7 +26,7 @@ from typing import Any, Literal
 import numpy as np
 
 from distplan.errors import InputError
-from distplan.formulations.model import Model
+from distplan.modeling.model import Model
 from distplan.solvers.base import Backend, SolveOptions
 from distplan.solvers.result import SolverResult, Termination
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from distplan.formulations.model import ModelArrays
+from distplan.modeling.model import ModelArrays, ModelError
 
 
 def _num(v: float) -> str:
@@ -169,3 +169,14 @@ def write_lp(arrays: ModelArrays, path: str) -> None:
     out.append("End")
     with open(path, "w") as fh:
         fh.write("\n".join(out) + "\n")
+
+
+def write_model(arrays: ModelArrays, path: str) -> None:
+    """Export to an MPS (``.mps``) or CPLEX LP (``.lp``) file, for debugging and outside
+    solvers (``Model.to_arrays()`` gives the arrays)."""
+    if path.endswith(".mps"):
+        write_mps(arrays, path)
+    elif path.endswith(".lp"):
+        write_lp(arrays, path)
+    else:
+        raise ModelError(f"export path {path!r}: use a .mps or .lp file name")

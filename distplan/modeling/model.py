@@ -530,16 +530,3 @@ class Model:
             "variable_blocks": {b.name: {"shape": list(b.shape), "type": b.vtype} for b in self.var_blocks.values()},
             "constraint_blocks": {b.name: {"rows": b.stop - b.start, "nonzeros": b.nnz} for b in self.con_blocks.values()},
         }
-
-    # -- export ---------------------------------------------------------------------------
-    def write(self, path: str) -> None:
-        """Export to an MPS (``.mps``) or CPLEX LP (``.lp``) file, for debugging and outside solvers."""
-        from distplan.formulations.export import write_lp, write_mps
-
-        arrays = self.to_arrays()
-        if path.endswith(".mps"):
-            write_mps(arrays, path)
-        elif path.endswith(".lp"):
-            write_lp(arrays, path)
-        else:
-            raise ModelError(f"export path {path!r}: use a .mps or .lp file name")

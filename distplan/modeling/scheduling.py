@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from distplan.formulations.model import ConBlockInfo, LinExpr, Model, Variable, linear_sum
+from distplan.modeling.model import ConBlockInfo, LinExpr, Model, Variable, linear_sum
 
 
 def precedence_with_lag(model: Model, start: Variable, src: np.ndarray, dst: np.ndarray, gap: np.ndarray, name: str) -> ConBlockInfo | None:

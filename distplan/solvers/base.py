@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import DistplanError
-from distplan.formulations.model import ModelArrays
+from distplan.modeling.model import ModelArrays
 from distplan.solvers.capture import captured_output, echo_to_stderr
 from distplan.solvers.isolation import run_isolated
 from distplan.solvers.options import SolveOptions

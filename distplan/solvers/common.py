@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from distplan.formulations.model import ModelArrays
+from distplan.modeling.model import ModelArrays
 from distplan.solvers.result import SolutionStatus, SolverResult, Termination
 
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from distplan.formulations.model import ModelArrays
+from distplan.modeling.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.capture import captured_output, echo_to_stderr
 from distplan.solvers.common import with_margin

@@ -21,7 +21,7 @@ import time
 import highspy
 import numpy as np
 
-from distplan.formulations.model import ModelArrays
+from distplan.modeling.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.capture import echo_to_stderr
 from distplan.solvers.common import finish_result

@@ -35,8 +35,8 @@ from typing import Any
 import highspy
 import numpy as np
 
-from distplan.formulations.export import generic_name, mps_number_strings, write_mps
-from distplan.formulations.model import ModelArrays
+from distplan.modeling.export import generic_name, mps_number_strings, write_mps
+from distplan.modeling.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.capture import echo_to_stderr
 from distplan.solvers.common import error_result, fill_unmentioned, finish_result, objective_sign

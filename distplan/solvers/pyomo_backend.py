@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from distplan.formulations.model import ModelArrays
+from distplan.modeling.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.capture import LiveStderr, echo_to_stderr
 from distplan.solvers.common import error_result, fill_unmentioned, finish_result, objective_sign, primal_feasible

@@ -21,7 +21,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from distplan.formulations.model import ModelArrays
+from distplan.modeling.model import ModelArrays
 
 _U = 2.0**-53  # unit roundoff of binary64
 

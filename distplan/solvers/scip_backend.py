@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from distplan.formulations.export import generic_name, write_mps
-from distplan.formulations.model import ModelArrays
+from distplan.modeling.export import generic_name, write_mps
+from distplan.modeling.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.common import error_result, finish_result
 from distplan.solvers.result import SolverResult, Termination, map_status

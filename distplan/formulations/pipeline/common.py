@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from distplan.errors import InfeasibleError
-from distplan.formulations.model import Model
 from distplan.formulations.registry import RunContext
+from distplan.modeling.model import Model
 from distplan.models.pipeline import PipelineInstance
 
 Orders = list[list[int]]
@@ -198,7 +198,7 @@ def retime(inst: PipelineInstance, orders: Orders, ctx: RunContext | None = None
     dst = np.concatenate([arcs.dst, seq_dst])
     gap = np.concatenate([arcs.gap, dur_op[seq_src]])
     horizon = float((start + inst.duration[:, None]).max())
-    from distplan.formulations.blocks.scheduling import precedence_with_lag
+    from distplan.modeling.scheduling import precedence_with_lag
 
     model = Model(f"{inst.name}-retime")
     s = model.add_vars("start", nops, lb=0.0, ub=horizon)

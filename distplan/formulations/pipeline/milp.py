@@ -39,7 +39,6 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
-from distplan.formulations.model import InfeasibleByConstruction, Model
 from distplan.formulations.pipeline.baselines import best_baseline
 from distplan.formulations.pipeline.common import (
     check_capacity,
@@ -50,6 +49,7 @@ from distplan.formulations.pipeline.opmodel import OP_BLOCKS, OpProblem, full_pr
 from distplan.formulations.pipeline.opsolve import choose_model, solve_op_problem
 from distplan.formulations.pipeline.tessel import DEFAULTS, run_tessel
 from distplan.formulations.registry import Bound, Outcome, RunContext
+from distplan.modeling.model import InfeasibleByConstruction, Model
 from distplan.models.pipeline import PipelineInstance, evaluate, make_plan
 from distplan.solvers.result import SolverResult, Termination
 

@@ -18,20 +18,20 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import InfeasibleError
-from distplan.formulations.blocks.scheduling import (
+from distplan.formulations.pipeline.common import (
+    OpArcs,
+    block_tail,
+    dependency_arcs,
+    integral_data,
+)
+from distplan.modeling.model import Model, Variable, linear_sum
+from distplan.modeling.scheduling import (
     cumulative_prefix,
     disjunctive_pairs,
     indicator_sum,
     makespan_epigraph,
     order_implications,
     precedence_with_lag,
-)
-from distplan.formulations.model import Model, Variable, linear_sum
-from distplan.formulations.pipeline.common import (
-    OpArcs,
-    block_tail,
-    dependency_arcs,
-    integral_data,
 )
 from distplan.models.graphs import topological_order
 from distplan.models.pipeline import PipelineInstance

@@ -39,14 +39,14 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
-from distplan.formulations.blocks.scheduling import cyclic_no_overlap, cyclic_precedence, modulo_prefix, winding_triangles
-from distplan.formulations.model import Model
 from distplan.formulations.pipeline.common import (
     block_depth,
     integral_data,
 )
 from distplan.formulations.pipeline.modulo import Cyclic, cyclic_blocks, longest, modulo_backtrack, modulo_heuristic
 from distplan.formulations.registry import RunContext, build_model
+from distplan.modeling.model import Model
+from distplan.modeling.scheduling import cyclic_no_overlap, cyclic_precedence, modulo_prefix, winding_triangles
 from distplan.models.pipeline import PipelineInstance
 
 DEFAULTS: dict[str, Any] = {

@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from distplan.formulations.blocks.scheduling import (
+from distplan.formulations.pipeline.opmodel import OpProblem, _heads, prepare_arcs
+from distplan.modeling.model import Model
+from distplan.modeling.scheduling import (
     StepVars,
     makespan_epigraph,
     step_cumulative,
@@ -30,8 +32,6 @@ from distplan.formulations.blocks.scheduling import (
     step_resource,
     step_start_link,
 )
-from distplan.formulations.model import Model
-from distplan.formulations.pipeline.opmodel import OpProblem, _heads, prepare_arcs
 
 
 def _backward(prob: OpProblem, latest: np.ndarray) -> np.ndarray:

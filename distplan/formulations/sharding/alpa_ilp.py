@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
-from distplan.formulations.model import Model, linear_sum
 from distplan.formulations.registry import Bound, Formulation, Outcome, RunContext
 from distplan.formulations.sharding.costgraph import CostGraph, build_cost_graph
+from distplan.modeling.model import Model, linear_sum
 from distplan.models.sharding import GB, TIGHTEST_POINT, ShardingInstance, ShardingPlan
 from distplan.solvers.result import SolverResult, Termination
 

@@ -1,0 +1,1 @@
+"""TRANSITION ALIAS package, removed before this session's last commit."""
