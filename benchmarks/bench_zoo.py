@@ -132,11 +132,18 @@ def _median(xs: list[float]) -> float:
     return float(np.median(xs))
 
 
-def bench_llama(models: list[str], repeats: int, sharding_batch: int, tap_repeats: int, time_limit: float) -> None:
+def bench_llama(models: list[str], repeats: int, sharding_batch: int, tap_repeats: int, time_limit: float, parts: tuple[str, ...] = ("placement", "sharding", "pipeline")) -> None:
+    if "placement" in parts:
+        bench_llama_placement(models, repeats, time_limit)
+    if "sharding" in parts:
+        bench_llama_sharding(sharding_batch, tap_repeats, time_limit)
+    if "pipeline" in parts:
+        bench_llama_pipeline(time_limit)
+
+
+def bench_llama_placement(models: list[str], repeats: int, time_limit: float) -> None:
     import tempfile
 
-    from distplan.instances.pipelines import pipeline_from_model
-    from distplan.instances.zoo_sharding import llama_sharding
     from distplan.models.common import write_json
 
     print(f"\n## Llama-class placement: make_placement, write + load, m-ETF (median of {repeats}; seconds)")
@@ -163,6 +170,11 @@ def bench_llama(models: list[str], repeats: int, sharding_batch: int, tap_repeat
                 f"{_median(solves):>7.2f} {res.objective * 1e3:>12.1f} {bound * 1e3:>9.1f} {doc['meta']['totals']['forward_flops'] / 1e15:>10.3f}"
             )
 
+
+
+def bench_llama_sharding(sharding_batch: int, tap_repeats: int, time_limit: float) -> None:
+    from distplan.instances.zoo_sharding import llama_sharding
+
     print(f"\n## llama3-8b sharding, batch {sharding_batch} x 8192, 8x8 H100 mesh (8xh100-sxm-ib), tap (time limit {time_limit:g} s)")
     print(f"{'memory':<10} {'ops':>5} {'build s':>8} {'tap s':>7} {'status':>9} {'iteration ms':>13} {'bound ms':>9} {'GB/device':>10} {'budget GB':>10}")
     inst, tb = timed(llama_sharding, "llama3-8b", sharding_batch)
@@ -180,6 +192,11 @@ def bench_llama(models: list[str], repeats: int, sharding_batch: int, tap_repeat
             f"{mem:>10.2f} {case.memory_budget / 1e9:>10.1f}"
         )
 
+
+
+def bench_llama_pipeline(time_limit: float) -> None:
+    from distplan.instances.pipelines import pipeline_from_model
+
     print("\n## llama3-8b pipeline on h100-sxm (4 stages, 16 micro-batches), block times from layer costs")
     print(f"{'instance':<30} {'build s':>8} {'schedule':>9} {'solve s':>8} {'makespan s':>11}")
     for split, formulation in ((False, "1f1b"), (True, "zb_h1")):
@@ -196,8 +213,9 @@ def main() -> int:
         lp.add_argument("--tap-repeats", type=int, default=1, help="repeats of the memory-bound tap solve (median)")
         lp.add_argument("--sharding-batch", type=int, default=32, help="global batch (sequences of 8,192 tokens)")
         lp.add_argument("--time-limit", type=float, default=120.0, help="seconds per solve")
+        lp.add_argument("--parts", default="placement,sharding,pipeline", help="comma-separated parts to run")
         la = lp.parse_args(sys.argv[2:])
-        bench_llama(la.models.split(","), la.repeats, la.sharding_batch, la.tap_repeats, la.time_limit)
+        bench_llama(la.models.split(","), la.repeats, la.sharding_batch, la.tap_repeats, la.time_limit, tuple(la.parts.split(",")))
         return 0
     ap = argparse.ArgumentParser(description="instance-creation benchmarks")
     ap.add_argument("--quick", action="store_true", help="generators up to 10k ops only")
