@@ -185,8 +185,8 @@ def _rope(bl: _Builder, p: str, x: str, n: int, table: float, cos: str, sin: str
     """Rotary embedding of a tensor of ``n`` elements: x*cos + rotate_half(x)*sin
     (HF apply_rotary_pos_emb); ``table`` bytes of cos (and of sin) are read."""
     E = bl.g.elem
-    if not bl.kernels:
-        return bl.op(p, "rotary", 3 * n, n * E, [x, (cos, table), (sin, table)])
+    if not bl.kernels:  # one table op holds cos and sin
+        return bl.op(p, "rotary", 3 * n, n * E, [x, (cos, 2 * table)] if cos == sin else [x, (cos, table), (sin, table)])
     a = bl.op(p + ".mul_cos", "mul", n, n * E, [x, (cos, table)])
     neg = bl.op(p + ".neg", "neg", n / 2, n * E / 2, [(x, n * E / 2)])
     cat = bl.op(p + ".cat", "cat", 0, n * E, [neg, (x, n * E / 2)])
