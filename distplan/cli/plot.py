@@ -9,13 +9,11 @@ from typing import Any
 from distplan.api import solve
 from distplan.errors import InputError
 from distplan.instances import load_instance
+from distplan.kinds import KINDS
 from distplan.models.common import kind_spec, read_json
 
-#: kind -> "module:function" drawing (instance, plan, path)
-PLOTTERS = {
-    "placement": "distplan.models.placement_plot:gantt",
-    "pipeline": "distplan.models.pipeline_plot:gantt",
-}
+#: kind -> "module:function" drawing (instance, plan, path), from the kind table
+PLOTTERS = {name: kind.plotter for name, kind in KINDS.items() if kind.plotter is not None}
 
 
 def plotter(kind: str) -> Any:

@@ -26,6 +26,7 @@ from typing import Any, Literal
 import numpy as np
 
 from distplan.errors import InputError
+from distplan.kinds import KINDS
 from distplan.modeling.model import Model
 from distplan.solvers.base import Backend, SolveOptions
 from distplan.solvers.result import SolverResult, Termination
@@ -213,13 +214,7 @@ def from_blocks(
 
 
 _FORMULATIONS: dict[tuple[str, str], Formulation] = {}
-_KIND_PACKAGES = {
-    "placement": "distplan.formulations.placement",
-    "sharding": "distplan.formulations.sharding",
-    "compression": "distplan.formulations.compression",
-    "pipeline": "distplan.formulations.pipeline",
-    "bandwidth": "distplan.formulations.bandwidth",
-}
+_KIND_PACKAGES = {name: kind.formulations for name, kind in KINDS.items()}
 _loaded: set[str] = set()
 
 

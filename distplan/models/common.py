@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from distplan.errors import InputError
+from distplan.kinds import KINDS
 
 FORMAT = "distplan/1"
 
@@ -69,13 +70,7 @@ class KindSpec:
     describe: Callable[[Any, Any, Check], list[str]] | None = None
 
 
-_KIND_MODULES = {
-    "placement": "distplan.models.placement",
-    "sharding": "distplan.models.sharding",
-    "compression": "distplan.models.compression",
-    "pipeline": "distplan.models.pipeline",
-    "bandwidth": "distplan.models.bandwidth",
-}
+_KIND_MODULES = {name: kind.models for name, kind in KINDS.items()}
 _KINDS: dict[str, KindSpec] = {}
 
 

@@ -17,6 +17,7 @@ from importlib import resources
 from typing import Any
 
 from distplan.errors import InputError
+from distplan.kinds import KINDS
 
 _TYPES: dict[str, Any] = {
     "object": dict,
@@ -31,9 +32,8 @@ _TYPES: dict[str, Any] = {
 def schema_for(kind: str | None) -> dict[str, Any]:
     """The schema of a kind (or the envelope shared by all kinds)."""
     base = resources.files("distplan.schema")
-    path = base / f"{kind}.json"
-    if kind is None or not path.is_file():
-        path = base / "envelope.json"
+    entry = KINDS.get(kind) if kind is not None else None
+    path = base / (entry.schema if entry is not None else "envelope.json")
     return dict(json.loads(path.read_text()))
 
 
