@@ -1,8 +1,16 @@
 """Benchmark of the bandwidth (LIBRA) formulations on the bundled cases.
 
     python benchmarks/bench_bandwidth.py [--repeat 5] [--quick]
+    python benchmarks/bench_bandwidth.py fast [--repeat 20] [--quick]
 
-Three tables:
+``fast`` (issue 20): the formulation time of ``libra_perf`` and ``libra_perf_per_cost`` per
+call, with the conic programs handed to Clarabel directly (``convex.DIRECT``, the default) and
+through cvxpy's parametrized programs (the path before), in the same run: the first call of a
+fresh process (a child that imports distplan, then times its first solve), the median warm
+call, build (structure + values) and solver time summed over the run's solver calls, the
+ratio cvxpy / direct, and the largest relative difference of the optima of the two paths.
+
+Otherwise three tables:
 
 1. speed of ``libra_perf`` (end to end through ``distplan.solve``): the first solve of a
    case in this process ("cold": cvxpy compiles the parametrized program for that shape)
@@ -76,7 +84,88 @@ def ms(x: float) -> str:
     return f"{x * 1e3:8.2f}"
 
 
+_FIRST_CALL = """
+import sys, time, warnings
+warnings.simplefilter("ignore")
+from distplan.formulations.bandwidth import convex
+from distplan.formulations.registry import RunContext
+from distplan.instances import load_instance
+from distplan.solvers.base import get_backend
+from distplan.solvers.options import SolveOptions
+convex.DIRECT = sys.argv[3] == "direct"
+inst = load_instance(sys.argv[1])
+run = convex.run_libra_perf if sys.argv[2] == "libra_perf" else convex.run_libra_perf_per_cost
+ctx = RunContext(get_backend("cvxpy-CLARABEL"), SolveOptions(), {})
+t0 = time.perf_counter()
+run(inst, ctx)
+print(time.perf_counter() - t0)
+"""
+
+
+def first_call_seconds(name: str, formulation: str, path: str) -> float:
+    """Seconds of the first formulation call in a fresh process (imports excluded, compiles included)."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", _FIRST_CALL, name, formulation, path], capture_output=True, text=True, check=True,
+                         cwd=str(Path(__file__).resolve().parents[1]))
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def bench_fast(names: list[str], repeat: int) -> None:
+    """The fast convex path against cvxpy's, per case and formulation (see the module docstring)."""
+    from distplan.formulations.bandwidth import convex
+    from distplan.formulations.registry import RunContext
+    from distplan.solvers.base import get_backend
+    from distplan.solvers.options import SolveOptions
+
+    backend = get_backend("cvxpy-CLARABEL")
+    print("== fast convex path: formulation ms per call; direct = Clarabel standard form, cvxpy = parametrized (DPP) ==")
+    head = (f"{'case':<28} {'formulation':<20} {'first dir':>9} {'first cvx':>9} {'warm dir':>9} {'warm cvx':>9} "
+            f"{'build dir':>9} {'solve dir':>9} {'build cvx':>9} {'solve cvx':>9} {'cvx/dir':>7} {'same opt':>9}")
+    print(head)
+    print("-" * len(head))
+    worst: dict[str, list[float]] = {}
+    for name in names:
+        inst = load_instance(name)
+        for formulation, run in (("libra_perf", convex.run_libra_perf), ("libra_perf_per_cost", convex.run_libra_perf_per_cost)):
+            row: dict[str, Any] = {}
+            for path in ("direct", "cvxpy"):
+                convex.DIRECT = path == "direct"
+                first = first_call_seconds(name, formulation, path)
+                walls, builds, solves = [], [], []
+                out = None
+                for _ in range(repeat if formulation == "libra_perf" else max(3, repeat // 4)):
+                    ctx = RunContext(backend, SolveOptions(), {})
+                    t0 = time.perf_counter()
+                    out = run(inst, ctx)
+                    walls.append(time.perf_counter() - t0)
+                    builds.append(sum(r.build_seconds + r.handover_seconds for r in ctx.solver_results))
+                    solves.append(sum(r.solve_seconds for r in ctx.solver_results))
+                assert out is not None and out.claimed_objective is not None
+                row[path] = (first, statistics.median(walls), statistics.median(builds), statistics.median(solves), out.claimed_objective)
+            convex.DIRECT = True
+            d, c = row["direct"], row["cvxpy"]
+            same = abs(d[4] - c[4]) / abs(c[4])
+            worst.setdefault(formulation, []).extend([d[0], d[1], same])
+            print(f"{name:<28} {formulation:<20} {ms(d[0])} {ms(c[0])} {ms(d[1])} {ms(c[1])} {ms(d[2])} {ms(d[3])} {ms(c[2])} {ms(c[3])} "
+                  f"{c[1] / d[1]:7.1f} {same:9.1e}")
+    for formulation, vals in worst.items():
+        firsts, warms, sames = vals[0::3], vals[1::3], vals[2::3]
+        print(f"{formulation}: max first {max(firsts) * 1e3:.1f} ms, max warm {max(warms) * 1e3:.2f} ms, "
+              f"median warm {statistics.median(warms) * 1e3:.2f} ms, max optimum difference {max(sames):.1e}")
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "fast":
+        fp = argparse.ArgumentParser(description="fast convex path (issue 20)")
+        fp.add_argument("--repeat", type=int, default=20)
+        fp.add_argument("--quick", action="store_true", help="3 cases only")
+        fargs = fp.parse_args(argv[1:])
+        cases = sorted(n for n, e in bundled().items() if e["kind"] == "bandwidth")
+        warnings.simplefilter("ignore")
+        bench_fast(cases[:3] if fargs.quick else cases, fargs.repeat)
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="3 cases only")

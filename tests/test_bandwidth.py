@@ -493,3 +493,58 @@ def test_plot_pareto(tmp_path: Any) -> None:
     assert out.stat().st_size > 10_000
     with pytest.raises(InputError):
         plot_pareto(solve("libra-tnlg-3d-total500", "libra_perf"), tmp_path / "x.png")
+
+
+# -- safe bounds and the direct conic path ------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["libra-gpt3-4d-multi", "libra-dlrm-3d-total500", "libra-tnlg-4d-total500"])
+def test_lagrangian_bound_holds_for_any_multipliers(name: str) -> None:
+    """Weak duality: random multipliers of any size (signs enforced by the bound) never give a
+    bound above a feasible allocation's time, nor a budget line above T at a budget's plan."""
+    from distplan.formulations.bandwidth.safe import lagrangian_bound, line_from_multipliers
+
+    inst = load_instance(name)
+    prog = prepare(inst)
+    best = solve(inst, "libra_perf")
+    plans = [best, solve(inst, "equal_bw"), solve(inst, "proportional_to_traffic")]
+    times = [obj(r) for r in plans]
+    rng = np.random.default_rng(1)
+    K, D = prog.terms.shape
+    for _ in range(200):
+        lam = rng.exponential(size=(K, D)) * (rng.random((K, D)) < 0.7)
+        mu = rng.normal(size=len(prog.rows)) * 10.0 ** rng.uniform(-9, -3)
+        value = lagrangian_bound(prog, lam, mu)
+        assert value <= min(times)
+    # the solver's own multipliers give a bound within 1e-6 of the optimum
+    assert best.bound_grade == "safe" and best.bound >= obj(best) * (1 - 1e-6)
+    pc = solve(inst, "libra_perf_per_cost")
+    scale = pc.info["fastest"]["cost_usd"]
+    cost = prog.cost_per_gbps / scale
+    for point in pc.info["pareto"]:
+        c = point["cost_budget_usd"] / scale
+        B = np.array([point["bandwidth"][d] / GB for d in prog.dims])
+        for _ in range(20):
+            lam = rng.exponential(size=(K, D))
+            mu = np.append(rng.normal(size=len(prog.rows)) * 1e-6, rng.exponential() * 1e-3)
+            line = line_from_multipliers(prog, lam, mu, cost, c)
+            if line is not None:  # T*(c') >= G - nu c' at every budget c' >= cost(B): B is feasible there
+                c_b = float(cost @ B)
+                assert line[0] - line[1] * max(c, c_b) <= prog.compute_seconds + prog.comm_time(B)
+
+
+def test_direct_conic_path_matches_cvxpy() -> None:
+    """Clarabel in standard form (the default) and cvxpy's parametrized program reach the same optima."""
+    from distplan.formulations.bandwidth import convex
+
+    name = "libra-msft1t-4d-multi"
+    direct = [solve(name, "libra_perf"), solve(name, "libra_perf_per_cost")]
+    assert direct[0].solver_results[-1].backend == "clarabel-direct"
+    convex.DIRECT = False
+    try:
+        via_cvxpy = [solve(name, "libra_perf"), solve(name, "libra_perf_per_cost")]
+    finally:
+        convex.DIRECT = True
+    assert via_cvxpy[0].solver_results[-1].backend == "cvxpy-CLARABEL"
+    for a, b in zip(direct, via_cvxpy, strict=True):
+        assert a.objective == pytest.approx(b.objective, rel=1e-6)
+        assert a.bound_grade == b.bound_grade == "safe" and a.bound <= b.objective and b.bound <= a.objective
