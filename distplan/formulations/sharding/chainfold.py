@@ -696,6 +696,93 @@ def solve_chains(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any
     return full
 
 
+def _walk_dp(ch: Chain, start: int, weight: np.ndarray) -> tuple[list[int], int] | None:
+    """Cheapest walk of the chain's K - 1 copies from ``start`` under arc weights
+    (dynamic programming over steps): its arcs and end state, or None."""
+    a = ch.arcs
+    W, S = ch.num_walk_states, ch.num_states
+    steps = (1 + int(W > S)) * (ch.copies - 1)
+    dist = np.full(W, np.inf)
+    dist[start] = 0.0
+    back: list[np.ndarray] = []
+    for _ in range(steps):
+        cand = dist[a["prev"]] + weight
+        order = np.lexsort((cand, a["cur"]))
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = a["cur"][order][1:] != a["cur"][order][:-1]
+        best = order[first]
+        arc_of = np.full(W, -1, dtype=np.int64)
+        arc_of[a["cur"][best]] = best
+        dist = np.full(W, np.inf)
+        dist[a["cur"][best]] = cand[best]
+        back.append(arc_of)
+    if not np.isfinite(dist[:S]).any():
+        return None
+    end = int(np.argmin(dist[:S]))
+    path: list[int] = []
+    state = end
+    for arc_of in reversed(back):
+        arc = int(arc_of[state])
+        path.append(arc)
+        state = int(a["prev"][arc])
+    path.reverse()
+    return path, end
+
+
+def incumbent(sk: Skeleton, graph: CostGraph, chains: list[Chain], origin: np.ndarray, virtual: list[np.ndarray], model: Any, data: dict[str, Any], explicit_choice: np.ndarray) -> np.ndarray | None:
+    """A feasible point of the folded program, to start the MILP from (None if none is
+    found): the explicit nodes as given (else at their least memory), the walk the
+    cheapest under cost + lambda x memory (Lagrangian weight, bisected until it fits)."""
+    if len(chains) != 1:
+        return None
+    ch = chains[0]
+    a = ch.arcs
+    budget = graph.memory_budget
+    finite = [_finite(c) for c in graph.node_cost]
+    least_mem = np.array([int(np.flatnonzero(f)[np.argmin(m[f])]) if f.any() else 0 for m, f in zip(graph.node_memory, finite)])
+    for choice in (np.array(explicit_choice, dtype=np.int64), least_mem):
+        explicit_mem = float(sum(float(m[k]) for m, k in zip(graph.node_memory, choice.tolist())))
+        left = budget - explicit_mem
+        start_nodes = np.array([int(np.flatnonzero(origin == ch.nodes[0, p])[0]) for p in ch.out_pos.tolist()], dtype=np.int64)
+        start = int(_encode(choice[start_nodes][None, :], ch.out_sizes)[0]) if ch.out_pos.size else 0
+        found: tuple[list[int], int] | None = None
+        lo, hi = 0.0, None
+        lam = 0.0
+        for _ in range(40):
+            got = _walk_dp(ch, start, a["cost"] + lam * a["memory"])
+            if got is None:
+                return None
+            if float(a["memory"][got[0]].sum()) <= left:
+                found, hi = got, lam
+            else:
+                lo = lam
+            if hi is None:
+                lam = max(1e-18, 8 * lam)
+            elif hi - lo <= 1e-6 * hi:
+                break
+            else:
+                lam = 0.5 * (lo + hi)
+        if found is None:
+            continue
+        path, end = found
+        choice = choice.copy()
+        choice[virtual[0]] = ch.digits(np.array([end]))[0]
+        values = np.zeros(model.num_vars)
+        free, s_node, s_offset = data["free"], data["s_node"], data["s_offset"]
+        s_local = np.arange(s_node.size) - s_offset[s_node]
+        values[data["s"].index.reshape(-1)] = (s_local == choice[s_node]).astype(float)
+        ent = data["edge_entries"]
+        keep = (free[graph.edge_u] & free[graph.edge_v])[ent["edge"]]
+        eu, ev = graph.edge_u[ent["edge"][keep]], graph.edge_v[ent["edge"][keep]]
+        values[data["e"].index.reshape(-1)] = ((ent["p"][keep] == choice[eu]) & (ent["q"][keep] == choice[ev])).astype(float)
+        walk = data["walk"][0]
+        values[walk["x"].index.reshape(-1)] = np.bincount(np.array(path, dtype=np.int64), minlength=a["cost"].size)
+        values[walk["w"].index.reshape(-1)[start]] = 1.0
+        values[walk["y"].index.reshape(-1)[end]] = 1.0
+        return values
+    return None
+
+
 def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, lp_first: bool, max_rounds: int = 50, build_seconds: float = 0.0, memory_row: bool = True) -> ChainSolution:
     """One folded program (with or without the memory row), cuts added until connected."""
     import time
@@ -712,13 +799,17 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
     bound: float | None = None
     rounds = 0
     lp_integral: bool | None = None
+    lp_choice: np.ndarray | None = None
     last = None
     for relax in ([True] if lp_first else []) + [False]:
         while rounds < max_rounds:
             rounds += 1
             t0 = time.perf_counter()
             model, data = build_chain_model(graph, chains, origin, virtual, relax=relax, cuts=cuts, name="tap_lp" if relax else "tap", memory_row=memory_row)
-            res = ctx.solve_model(model, build_seconds=time.perf_counter() - t0 + build_seconds)
+            start = None
+            if not relax and memory_row and lp_choice is not None and ctx.backend.capabilities.warm_start:
+                start = incumbent(sk, graph, chains, origin, virtual, model, data, lp_choice)
+            res = ctx.solve_model(model, warm_start=start, build_seconds=time.perf_counter() - t0 + build_seconds)
             build_seconds = 0.0
             last = res
             proven = res.objective if (relax and res.termination is Termination.OPTIMAL) else res.bound
@@ -733,6 +824,7 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
             integral = _integral_s(res) and all(k is not None for k in counts)
             if relax:
                 lp_integral = integral
+                lp_choice = decode_choice(res, data)
                 if not integral or res.termination is not Termination.OPTIMAL:
                     break
             explicit_choice = decode_choice(res, data)
