@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from distplan.api import Result, solve
+from distplan.emit import emit
 from distplan.errors import DistplanError, InfeasibleError, InputError, NoSolutionError, PlanCheckError
 from distplan.formulations.registry import formulations
 from distplan.instances import bundled, load_instance
@@ -24,6 +25,7 @@ __all__ = [
     "Result",
     "backends",
     "bundled",
+    "emit",
     "formulations",
     "load_instance",
     "solve",
