@@ -159,12 +159,9 @@ def verify_result(doc: dict[str, Any], instance: Any, report: VerifyReport, labe
 
 
 def verify_path(path: str | Path, instance: str | None = None) -> VerifyReport:
-    """Verify a result file, or a benchmark database (``.db``, ``.sqlite``, ``.sqlite3``)."""
+    """Verify a result file written by ``distplan solve --result`` (benchmark databases are
+    the bench layer's: ``distplan verify`` routes them to `distplan.bench.verify`)."""
     p = Path(path)
-    if p.suffix in (".db", ".sqlite", ".sqlite3"):
-        from distplan.bench.verify import verify_database  # the CLI is to route databases (issue 18)
-
-        return verify_database(p)
     doc = read_json(p)
     if not isinstance(doc, dict) or "kind" not in doc:
         raise InputError(str(p), "not a result document", "write one with `distplan solve ... --result FILE`")

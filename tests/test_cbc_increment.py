@@ -34,16 +34,20 @@ def _pick_two() -> ModelArrays:
     )
 
 
-def test_cbc_finds_an_improvement_below_its_default_cutoff_increment() -> None:
+CBC_BACKENDS = [pytest.param(n, marks=pytest.mark.skipif(not get_backend(n).available(), reason=f"{n} is not installed here")) for n in ("pulp-cbc", "pyomo-cbc")]
+
+
+@pytest.mark.parametrize("name", CBC_BACKENDS)
+def test_cbc_finds_an_improvement_below_its_default_cutoff_increment(name: str) -> None:
     # warm start x0 + x2: with CBC's default increment (1e-5) the cutoff excludes the
     # optimum and CBC says "Optimal solution found" for the warm start
     arrays, start = _pick_two(), np.array([1.0, 0.0, 1.0])
-    res = get_backend("pulp-cbc").solve(arrays, SolveOptions(threads=1, mip_gap=0.0), start)
+    res = get_backend(name).solve(arrays, SolveOptions(threads=1, mip_gap=0.0), start)
     assert res.objective == pytest.approx(2.0e-3, rel=0, abs=1e-12)
     assert res.bound is not None and res.bound <= res.objective
     # CBC's default increment, given explicitly, reproduces the defect; the warm start is
     # then not claimed optimal with itself as the proven bound
-    old = get_backend("pulp-cbc").solve(arrays, SolveOptions(threads=1, mip_gap=0.0, raw={"increment": 1e-5}), start)
+    old = get_backend(name).solve(arrays, SolveOptions(threads=1, mip_gap=0.0, raw={"increment": 1e-5}), start)
     assert old.objective == pytest.approx(2.000005e-3, rel=0, abs=1e-12)
     assert old.bound is None or old.bound <= 2.0e-3
 

@@ -169,9 +169,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from distplan.verify import verify_path
+    from distplan.cli.bench import verify_target
 
-    report = verify_path(args.path, instance=args.instance)
+    report = verify_target(args.path, args.instance)
     for line in report.lines():
         print(line)
     return 0 if report.ok else 1

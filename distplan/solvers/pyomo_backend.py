@@ -341,6 +341,10 @@ def _solve_shell(
         if options.seed is not None:
             opt.options["randomSeed"] = int(options.seed)
             opt.options["randomCbcSeed"] = int(options.seed)
+        if arrays.is_mip and "increment" not in options.raw:
+            # CBC's default cutoff increment (1e-5 objective units) skips better solutions
+            # closer than that and still reports "Optimal" (see pulp_backend.cbc_arguments)
+            opt.options["increment"] = 0
     else:
         opt = pyo.SolverFactory("glpk")
         if options.time_limit is not None:
@@ -386,7 +390,7 @@ def _solve_shell(
         if parsed.termination is not None:  # CBC's own result line is more exact than Pyomo's reading
             termination = parsed.termination
             has_solution = parsed.has_solution
-        proven_optimal_bound = parsed.result_line != "Optimal solution found (within gap tolerance)"
+        proven_optimal_bound = parsed.result_line != "Optimal solution found (within gap tolerance)" and not float(options.raw.get("increment") or 0.0)
         if arrays.is_mip:
             bound_min = parsed.lower_bound
             if termination is Termination.OPTIMAL and proven_optimal_bound and bound_min is None:
