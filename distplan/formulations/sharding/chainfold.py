@@ -806,6 +806,10 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
             rounds += 1
             t0 = time.perf_counter()
             model, data = build_chain_model(graph, chains, origin, virtual, relax=relax, cuts=cuts, name="tap_lp" if relax else "tap", memory_row=memory_row)
+            if model.num_vars == 0:  # every op has a single strategy: nothing to decide
+                choice = np.zeros(sk.num_nodes, dtype=np.int64)
+                value = float(data["constant"])
+                return ChainSolution(choice, value, value, True, rounds, 0, None, None)
             start = None
             if not relax and memory_row and lp_choice is not None and ctx.backend.capabilities.warm_start:
                 start = incumbent(sk, graph, chains, origin, virtual, model, data, lp_choice)
