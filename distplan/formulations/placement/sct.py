@@ -171,8 +171,7 @@ def run_sct(inst: PlacementInstance, ctx: RunContext, run_lp: Callable[[Placemen
                 chosen = (coarse, edge_of)
             break
         k = nxt
-    assert chosen is not None
-    coarse, edge_of = chosen
+    coarse, edge_of = chosen if chosen is not None else (coarse, edge_of)  # else the last tried
     params = {"theta": 0.5, **ctx.params}
     model, data = build_model("baechi_sct", SCT_BLOCKS, coarse, params)
     build = time.perf_counter() - t0
