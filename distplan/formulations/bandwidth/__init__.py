@@ -8,6 +8,10 @@
 | ``libra_discrete`` | MILP, HiGHS | each dimension picks a link speed from a menu |
 | ``equal_bw`` | LPs | equal bandwidth per dimension (max-min fair under constraints) |
 | ``proportional_to_traffic`` | LPs | bandwidth proportional to per-dimension traffic |
+
+Bounds of the time programs are safe (`safe`: the Lagrangian dual function at the solver's
+or KKT-fitted multipliers, valid in exact arithmetic). With ``cvxpy-CLARABEL`` the conic
+programs go to Clarabel directly in standard form (`conic`), not through cvxpy.
 """
 
 from __future__ import annotations
