@@ -115,7 +115,8 @@ def cmd_import_torch(args: argparse.Namespace) -> int:
     print(
         f"wrote {args.output}: {len(doc['graph']['ops'])} ops ({tot['forward_ops']} forward), {len(doc['graph']['edges'])} edges, "
         f"{tot['forward_flops'] / 1e9:.3f} GFLOP forward, {tot['param_bytes'] / 1e6:.2f} MB parameters, "
-        f"{len(doc['meta']['fused'])} nodes fused, {time.perf_counter() - t0:.2f} s"
+        f"{len(doc['meta']['fused'])} nodes fused, {len(doc['meta'].get('linear_modules', []))} nn.Linear modules "
+        f"(meta.linear_modules), inputs {', '.join(doc['meta'].get('input_dtypes', []))}, {time.perf_counter() - t0:.2f} s"
     )
     return 0
 
@@ -193,7 +194,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--measure", action="store_true", help="time each op on this CPU with the torch profiler")
     p.add_argument("--no-backward", action="store_true", help="forward pass only (inference)")
     p.add_argument("--optimizer", default="adam", choices=["adam", "sgd", "none"])
-    p.add_argument("--input-dtype", default=None, help="dtype of the inputs (default: int64 for HF token models, else the weights' dtype)")
+    p.add_argument("--input-dtype", default=None, help="dtype of the inputs (default: int64 for token models: Hugging Face, or an nn.Embedding first layer; else the weights' dtype)")
     p.add_argument("--precision", default=None, help="cast the model to fp16 / bf16 / fp32 before export")
     p.add_argument("--op-time", action="append", metavar="OP=SECONDS", help="time per call of an op the cost model lacks (repeatable)")
     p.add_argument("--name", default=None)

@@ -169,13 +169,47 @@ class _ProfiledInterpreter(torch.fx.Interpreter if torch is not None else object
             return super().run_node(n)
 
 
+_INDEX_MODULES = ("Embedding", "EmbeddingBag")
+
+
+def _first_leaf(module: Any) -> Any:
+    """The first registered submodule without children that holds parameters (a model's
+    input layer in the usual registration order), or None."""
+    for sub in module.modules():
+        if next(sub.children(), None) is None and next(sub.parameters(recurse=False), None) is not None:
+            return sub
+    return None
+
+
 def _default_input_dtype(module: Any) -> Any:
+    """int64 for token-id models (Hugging Face ``input_ids``, or an ``nn.Embedding`` /
+    ``nn.EmbeddingBag`` input layer), else the dtype of the floating-point weights."""
     if getattr(module, "main_input_name", None) == "input_ids":
+        return torch.long
+    first = _first_leaf(module) if hasattr(module, "modules") else None
+    if first is not None and isinstance(first, torch.nn.Embedding | torch.nn.EmbeddingBag):
         return torch.long
     for p in module.parameters() if hasattr(module, "parameters") else []:
         if p.is_floating_point():
             return p.dtype
     return torch.float32
+
+
+def _wants_indices(exc: BaseException) -> bool:
+    """An export failure that says a floating input reached an index argument."""
+    text = str(exc)
+    return "indices" in text and ("Long, Int" in text or "Long" in text) and "float" in text.lower()
+
+
+def linear_modules(module: Any) -> list[dict[str, Any]]:
+    """Fully qualified names and sizes of the ``nn.Linear`` layers of a module, in
+    registration order: the names a DTensor ``parallelize_plan`` keys on (see
+    `distplan.emit.dtensor`)."""
+    out: list[dict[str, Any]] = []
+    for name, sub in module.named_modules():
+        if isinstance(sub, torch.nn.Linear):
+            out.append({"name": name, "in_features": int(sub.in_features), "out_features": int(sub.out_features), "bias": sub.bias is not None})
+    return out
 
 
 _DTYPES = {"long": "int64", "int": "int32", "float": "float32", "half": "float16", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
@@ -265,7 +299,14 @@ def export_module(module_or_factory: Any, input_shapes: Any, *, measure: bool = 
         dts = [pd if d.is_floating_point else d for d in dts]
     inputs = _make_inputs(shapes, dts, "meta" if dev.type == "meta" else dev)
     try:
-        ep = torch.export.export(module, tuple(inputs), strict=False)
+        try:
+            ep = torch.export.export(module, tuple(inputs), strict=False)
+        except Exception as first_exc:
+            # an index input (token ids) that the first leaf did not reveal: retry as int64
+            if input_dtypes is not None or not _wants_indices(first_exc) or not all(d.is_floating_point for d in dts):
+                raise
+            inputs = _make_inputs(shapes, [torch.long] * len(shapes), "meta" if dev.type == "meta" else dev)
+            ep = torch.export.export(module, tuple(inputs), strict=False)
     except InputError:
         raise
     except Exception as exc:  # torch raises many types here; all mean "cannot trace"
@@ -532,7 +573,13 @@ def import_torch(
     ``module_or_factory``: an ``nn.Module``, a zero-argument factory (called on the meta
     device, so no memory is allocated, unless ``measure``), or a ``torch.export``
     ExportedProgram. ``input_shapes``: one shape ``(8, 128)`` or one per input. Integer
-    inputs (token ids) are detected for Hugging Face models; else pass ``input_dtypes``.
+    inputs (token ids, int64) are inferred for Hugging Face models, for a model whose
+    first layer is an ``nn.Embedding`` and when tracing with floating inputs fails on an
+    index argument; else the weights' dtype (override with ``input_dtypes``).
+    ``meta.linear_modules`` lists the fully qualified names and sizes of the model's
+    ``nn.Linear`` layers (what a DTensor ``parallelize_plan`` keys on), ``meta.input_dtypes``
+    the dtypes traced. A factory runs under ``torch.device("meta")``, so even an
+    8e9-parameter model imports without allocating its weights.
     Times: roofline of ``device`` (catalogue name, or a `DeviceSpec` of a catalogue name with
     other constants) on each device of ``cluster`` (default: ``n_devices`` of ``device`` on
     PCIe 3.0), or measured on this CPU. ``op_times`` maps an op (``"aten.foo.default"``,
@@ -575,6 +622,8 @@ def import_torch(
         "generator_version": GENERATOR_VERSION,
         "time_source": "measured on this CPU (torch profiler)" if measure else f"roofline of the catalogue devices ({', '.join(cl.type_names())})",
         "totals": {"forward_flops": fwd_flops, "param_bytes": params, "forward_ops": n_forward},
+        "input_dtypes": [str(t.dtype).replace("torch.", "") for t in inputs],
+        "linear_modules": linear_modules(module) if module is not None else [],
         "fused": fused,
         "import_seconds": {"export": t_export, "total": time.perf_counter() - t0},
     }
