@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import distplan
-from distplan.errors import InputError
+from distplan.errors import InputError, NoSolutionError
 from distplan.instances import bundled
 from distplan.models.common import instance_from_dict
 from distplan.models.placement import PlacementInstance, evaluate, make_plan, schedule_fixed_placement
@@ -112,7 +112,13 @@ def test_milp_bound_never_exceeds_brute_force_optimum(inst: PlacementInstance) -
     opt = brute_force(inst)
     if not np.isfinite(opt):
         return
-    res = distplan.solve(inst, "placement_milp", time_limit=10)
+    try:
+        res = distplan.solve(inst, "placement_milp", time_limit=10)
+    except NoSolutionError:
+        # under the liveness model the MILP charges persistent memory only (a relaxation):
+        # its plan may not fit, and the heuristics may not either
+        assert inst.memory_model == "liveness"
+        return
     assert res.objective >= opt  # an evaluated plan is never better than the optimum
     for b in res.bounds:
         assert b.value <= opt, f"{b.source}: {b.value} > optimum {opt}"
