@@ -37,7 +37,7 @@ from distplan.formulations.placement.heuristics import single_device_schedule, t
 from distplan.formulations.placement.listsched import Schedule, list_schedule
 from distplan.formulations.registry import Bound, Outcome, RunContext, build_model, get_formulation
 from distplan.modeling.model import Model, linear_sum
-from distplan.models.placement import PlacementInstance, PlacementPlan, evaluate, make_plan
+from distplan.models.placement import PlacementInstance, PlacementPlan, evaluate, make_plan, schedule_fixed_placement
 from distplan.solvers.result import SolverResult
 
 SCALE = relaxation.SCALE
@@ -343,6 +343,10 @@ def decode(inst: PlacementInstance, result: SolverResult, data: dict[str, Any]) 
     start = compact(inst, device, result.values_by_block["start"] / SCALE)
     plan = make_plan(inst, device, start)
     check = evaluate(inst, plan)
+    if not check.feasible:  # e.g. liveness memory: the evaluator's own schedule of the devices
+        start = schedule_fixed_placement(inst, device)
+        plan = make_plan(inst, device, start)
+        check = evaluate(inst, plan)
     return plan, check.objective if check.feasible else float("inf")
 
 
