@@ -194,7 +194,7 @@ def _solve(instance: Any, formulation: str, backend: str | None, options: SolveO
         target = folding.instance
     fold_seconds = time.perf_counter() - t_fold
 
-    ctx = RunContext(be, options, {**form.params, **params})
+    ctx = RunContext(be, options, {**form.params, **params}, started=t_start)
     t_run = time.perf_counter()
     outcome = form.run(target, ctx)
     run_seconds = time.perf_counter() - t_run

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import highspy
 import numpy as np
 import pytest
+from conftest import backend_names, backend_params, takes_lp, takes_milp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -36,27 +37,6 @@ from distplan.solvers.result import LIMIT_TERMINATIONS, SolutionStatus, SolverRe
 # -- parametrization from the registry ---------------------------------------------------
 
 
-def backend_names(predicate: Callable[[Backend], bool] = lambda b: True) -> list[str]:
-    """Names of every registered backend satisfying ``predicate`` (available or not)."""
-    return [b.name for b in all_backends() if predicate(b)]
-
-
-def backend_params(predicate: Callable[[Backend], bool] = lambda b: True) -> list[object]:
-    """pytest params for those backends; the ones not installed here are skipped, not dropped."""
-    out: list[object] = []
-    for name in backend_names(predicate):
-        b = get_backend(name)
-        marks = [] if b.available() else [pytest.mark.skip(reason=f"{name} is not installed here")]
-        out.append(pytest.param(name, id=name, marks=marks))
-    return out
-
-
-def takes_lp(b: Backend) -> bool:
-    return b.capabilities.lp
-
-
-def takes_milp(b: Backend) -> bool:
-    return b.capabilities.milp
 
 
 def milp_with_bound(b: Backend) -> bool:

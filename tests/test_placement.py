@@ -50,17 +50,6 @@ def test_small_bundle_exists() -> None:
     assert len(SMALL) >= 6
 
 
-@pytest.mark.parametrize("backend", MILP_BACKENDS)
-@pytest.mark.parametrize("name", SMALL)
-def test_milp_reaches_the_known_optimum_on_every_backend(name: str, backend: str) -> None:
-    inst = distplan.load_instance(name)
-    opt = inst.meta["optimum"]
-    res = distplan.solve(inst, "placement_milp", backend=backend, time_limit=60)
-    assert res.objective == pytest.approx(opt, rel=1e-6)
-    assert res.status.value == "optimal"
-    assert res.bound is not None and res.bound <= res.objective * (1 + 1e-6)
-
-
 @pytest.mark.parametrize("name", SMALL)
 @pytest.mark.parametrize("formulation", HEURISTICS)
 def test_no_heuristic_beats_the_optimum(name: str, formulation: str) -> None:

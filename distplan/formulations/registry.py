@@ -75,12 +75,15 @@ class RunContext:
     hand-over and solve times; every solver call of a run is kept in ``solver_results``.
     """
 
-    def __init__(self, backend: Backend, options: SolveOptions, params: dict[str, Any] | None = None):
+    def __init__(self, backend: Backend, options: SolveOptions, params: dict[str, Any] | None = None, started: float | None = None):
+        """``started`` (a ``time.perf_counter()`` value, default now) is when the time limit
+        began: `distplan.solve` passes its own start, so loading and folding count too."""
         self.backend = backend
         self.options = options
         self.params: dict[str, Any] = dict(params or {})
         self.solver_results: list[SolverResult] = []
-        self._deadline = None if options.time_limit is None else time.perf_counter() + options.time_limit
+        start = time.perf_counter() if started is None else started
+        self._deadline = None if options.time_limit is None else start + options.time_limit
 
     def param(self, key: str, default: Any) -> Any:
         return self.params.get(key, default)

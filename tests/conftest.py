@@ -1,0 +1,44 @@
+"""Shared test parametrization: backends come from the registry, and a backend that is not
+installed here is a skipped parameter, never a silently missing one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from distplan.solvers.base import Backend, all_backends, get_backend
+
+
+def backend_names(predicate: Callable[[Backend], bool] = lambda b: True) -> list[str]:
+    """Names of every registered backend satisfying ``predicate`` (available or not)."""
+    return [b.name for b in all_backends() if predicate(b)]
+
+
+def backend_params(predicate: Callable[[Backend], bool] = lambda b: True) -> list[object]:
+    """pytest params for those backends; the ones not installed here are skipped, not dropped."""
+    out: list[object] = []
+    for name in backend_names(predicate):
+        out.append(pytest.param(name, id=name, marks=skip_unless_available(name)))
+    return out
+
+
+def skip_unless_available(name: str) -> list[pytest.MarkDecorator]:
+    """The marks of a parameter that names backend ``name``: skipped where it is not installed."""
+    return [] if get_backend(name).available() else [pytest.mark.skip(reason=f"{name} is not installed here")]
+
+
+def takes_lp(b: Backend) -> bool:
+    return b.capabilities.lp
+
+
+def takes_milp(b: Backend) -> bool:
+    return b.capabilities.milp
+
+
+def takes_convex(b: Backend) -> bool:
+    return b.capabilities.convex
+
+
+#: which backends can take a formulation's program
+TAKES = {"lp": takes_lp, "milp": takes_milp, "convex": takes_convex}
