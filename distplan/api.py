@@ -201,7 +201,7 @@ def _solve(instance: Any, formulation: str, backend: str | None, options: SolveO
     solver_results = outcome.solver_results or ctx.solver_results
     last = solver_results[-1] if solver_results else None
     # exact programs report their solver's termination; heuristics (even LP-based) "finished"
-    termination = last.termination if (last is not None and form.exact) else Termination.FINISHED
+    termination = last.termination if (last is not None and form.is_exact(target)) else Termination.FINISHED
     if outcome.termination is not None:
         termination = outcome.termination
 

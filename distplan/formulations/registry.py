@@ -141,6 +141,12 @@ class Formulation:
     params: dict[str, Any] = field(default_factory=dict)
     #: reports proven bounds only, no plan
     bound_only: bool = False
+    #: for a formulation exact on some instances only: which (None: all, when ``exact``)
+    exact_for: Callable[[Any], bool] | None = None
+
+    def is_exact(self, instance: Any) -> bool:
+        """Whether an optimal solve of this program is an optimum of ``instance``."""
+        return self.exact and (self.exact_for is None or bool(self.exact_for(instance)))
 
     def build(self, instance: Any, params: dict[str, Any] | None = None) -> tuple[Model, dict[str, Any]]:
         """Assemble the model of a block-declared formulation (for export and inspection)."""
@@ -209,7 +215,8 @@ def from_blocks(
         description=description,
         program=program,
         run=run,
-        exact=bool(exact),
+        exact=True if callable(exact) else bool(exact),
+        exact_for=exact if callable(exact) else None,
         reference=reference,
         blocks=block_tuple,
         params=defaults,
