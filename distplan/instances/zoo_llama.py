@@ -14,7 +14,8 @@ eager implementation: RMSNorm as its 8 kernels (cast to fp32, pow, mean, +eps, r
 cast back, weight), rotary embedding as 5 kernels per tensor (x*cos, neg, cat, *sin, add),
 ``repeat_kv`` copies for grouped-query attention, one flash-attention kernel, the transpose
 copy of its output, SiLU and the gating product as separate kernels.
-``granularity="module"`` fuses each of those into one op. FLOPs: 2 per multiply-add;
+``granularity="module"`` fuses each of those into one op (RMSNorm 6 FLOPs per element as in
+`distplan.models.sharding_costs`, rotary 3, SiLU-and-product 5). FLOPs: 2 per multiply-add;
 attention 4·b·s²·heads·head_dim per layer (the full score matrix, also when causal: the
 convention of the existing zoo and of Narayanan et al. SC'21); elementwise kernels one FLOP
 per element except SiLU (4), softmax (5) and the rotary add/multiply (1 each).
