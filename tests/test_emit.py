@@ -201,3 +201,29 @@ def test_dtensor_plan_runs(tp_case) -> None:
     assert report.max_output_diff <= TOL
     assert report.max_grad_diff <= TOL
     assert abs(report.loss - report.reference_loss) <= TOL
+
+
+def test_dtensor_sequence_parallel() -> None:
+    from distplan.models.sharding import ShardingInstance
+
+    doc = {
+        "format": "distplan/1", "kind": "sharding", "name": "sp",
+        "mesh": {"shape": [2], "bandwidth": [1e11], "latency": [1e-6], "device": "A100-80GB"},
+        "training": {"batch_dim": "b"},
+        "graph": {"dims": {"b": 2, "s": 8, "h": 16, "f": 32}, "ops": [
+            {"name": "x", "type": "input", "out": ["b", "s", "h"]},
+            {"name": "ln", "type": "layernorm", "inputs": ["x"], "out": ["b", "s", "h"], "params": [{"name": "g", "dims": ["h"]}]},
+            {"name": "fc1", "type": "linear", "inputs": ["ln"], "out": ["b", "s", "f"], "params": [{"name": "w", "dims": ["h", "f"]}]},
+            {"name": "act", "type": "elementwise", "inputs": ["fc1"], "out": ["b", "s", "f"]},
+            {"name": "fc2", "type": "linear", "inputs": ["act"], "out": ["b", "s", "h"], "params": [{"name": "w", "dims": ["f", "h"]}]},
+        ]},
+    }  # fmt: skip
+    inst = ShardingInstance.from_dict(doc)
+    plan = {"strategies": {"x": "S(s)", "ln": "S(s)", "fc1": "S(f)", "act": "S(f)", "fc2": "S(f)"}}
+    body = emit(plan, "dtensor", inst, modules={"ln": "norm", "fc1": "w1", "fc2": "w2"}).split("parallelize_plan = ")[1]
+    assert "'norm': SequenceParallel(use_local_output=True)" in body
+    assert "'w1': ColwiseParallel(input_layouts=Shard(1))" in body  # all-gather of the sequence
+    assert "'w2': RowwiseParallel()" in body
+    plan["strategies"].update({"x": "R", "ln": "S(s)"})  # a replicated input cannot enter SequenceParallel
+    with pytest.raises(InputError, match="SequenceParallel takes its input split along the sequence"):
+        emit(plan, "dtensor", inst, modules={"ln": "norm", "fc1": "w1", "fc2": "w2"})

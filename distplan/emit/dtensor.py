@@ -203,6 +203,7 @@ def dtensor_plan(inst: ShardingInstance, plan: ShardingPlan, modules: Mapping[st
                 or rule == "any"
                 or (rule == "heads" and lab in op.out and lab not in (batch, op.attrs.get("seq_dim", seq), op.attrs.get("head_dim")))
                 or (rule == "vocab" and op.inputs and lab in in_dims and lab == in_dims[-1])
+                or (op.type == "input" and lab == seq)  # each rank is fed its sequence shard
             )
             if not ok:
                 raise fail(op.name, f"runs on local shards between modules, where a split along {lab!r} is not the same computation")
@@ -222,6 +223,8 @@ def dtensor_plan(inst: ShardingInstance, plan: ShardingPlan, modules: Mapping[st
             if src in styles:
                 st = styles[src]
                 want = _placement(need, ops[src].out, batch, seq)
+                if st.kind == "SequenceParallel" and want != "Shard(1)":
+                    raise fail(op.name, f"needs {src!r} split along {need!r}, but SequenceParallel hands its output over split along the sequence")
                 if st.output_layout is not None and st.output_layout != want:
                     raise fail(src, f"its consumers need different layouts ({st.output_layout} and {want}), and DTensor hands a module's output over in one")
                 st.output_layout = want
@@ -236,8 +239,20 @@ def dtensor_plan(inst: ShardingInstance, plan: ShardingPlan, modules: Mapping[st
                     f"receives {src!r} split along {have!r} but its strategy needs {need!r}; DTensor changes layouts only at module boundaries",
                     "give the ops between two modules the same split",
                 )
+    for st in styles.values():
+        if st.kind == "SequenceParallel":
+            st.output_layout = "Shard(1)"
     for name, st in styles.items():  # a style takes its input in whatever layout arrives
         src = ops[name].inputs[0]
+        if st.kind == "SequenceParallel":  # no input layouts: a local input is taken as split along the sequence
+            if src in styles:
+                if styles[src].output_layout not in (None, "Shard(1)"):
+                    raise fail(name, f"SequenceParallel takes its input split along the sequence, but {src!r} must hand it over as {styles[src].output_layout}")
+                styles[src].output_layout = "Shard(1)"
+            elif out_layout(src) != seq:
+                raise fail(name, f"SequenceParallel takes its input split along the sequence, but {src!r} is split along {out_layout(src)!r} outside any module")
+            st.input_layout = "Shard(1)"
+            continue
         if src in styles and styles[src].output_layout is not None:
             st.input_layout = styles[src].output_layout
         else:
