@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from distplan.emit import TARGETS, emit
 from distplan.errors import InputError
@@ -34,7 +35,7 @@ def cmd_emit(args: argparse.Namespace) -> int:
     doc = read_json(args.plan)
     if not isinstance(doc, dict):
         raise InputError(str(args.plan), "not a plan document", "write one with `distplan solve ... --out PLAN.json`")
-    options: dict[str, object] = {}
+    options: dict[str, Any] = {}
     modules = _modules(args.module, args.modules_file)
     if modules is not None:
         if args.target != "dtensor":

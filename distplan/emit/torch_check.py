@@ -169,7 +169,7 @@ def _launch(target: Any, world: int, args: tuple[Any, ...], expect: int, timeout
     ctx = mp.get_context("fork" if "fork" in mp.get_all_start_methods() else "spawn")
     results = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=target, args=(r, world, port, *args, results), daemon=True) for r in range(world)]
+    procs = [ctx.Process(target=target, args=(r, world, port, *args, results), daemon=True) for r in range(world)]  # type: ignore[attr-defined]
     for p in procs:
         p.start()
     got: list[tuple[Any, ...]] = []
@@ -348,7 +348,7 @@ def _dtensor_worker(rank: int, world: int, port: int, text: str, shape: GPTShape
                 loss.backward()
             full = logits.full_tensor() if isinstance(logits, DTensor) else logits
             loss_value = float((loss.full_tensor() if isinstance(loss, DTensor) else loss).detach())
-            grads = {}
+            grads: dict[str, Any] = {}
             sharded = sum(1 for p in model.parameters() if isinstance(p, DTensor) and any(pl.is_shard() for pl in p.placements))
             grads["__sharded__"] = sharded
             for n, p in model.named_parameters():
