@@ -2,7 +2,7 @@
 
 Solves the pipeline instances of issue 19 (V shape, 4 stages, 8 micro-batches: 1F1B and
 Tessel without the B/W split; ZB-H1, ZB-H2, Tessel and the exact MILP with it; interleaved
-1F1B with 2 stages per rank), writes each plan as PyTorch's compute-only schedule CSV
+1F1B with 2 stages per rank; ZB-V on the V placement, 2 stages per rank in zig-zag order), writes each plan as PyTorch's compute-only schedule CSV
 (``distplan.emit(result, "torch-pipelining")``), and runs all of them in one launch of 4
 CPU gloo processes on 127.0.0.1 with ``torch.distributed.pipelining``: a 4-block MLP, one
 block per stage, compared with the unpipelined model (loss and every gradient).
@@ -36,6 +36,7 @@ def main() -> None:
         (make_pipeline("v", 4, 8), ["1f1b", "tessel"]),
         (make_pipeline("v", 4, 8, forward_time=1.0, backward_time=1.0, weight_time=1.0), ["zb_h1", "zb_h2", "tessel", "pipeline_milp"]),
         (make_pipeline("interleaved", 4, 8, chunks=2), ["interleaved_1f1b"]),
+        (make_pipeline("v2", 4, 8, forward_time=1.0, backward_time=1.0, weight_time=1.0), ["zb_v"]),  # rank d: stages d, 7-d
     ]
     jobs = []
     for inst, names in cases:

@@ -183,10 +183,12 @@ def test_schedules_run_in_torch(pipeline_plans) -> None:
     from distplan.emit.torch_check import PipelineJob, run_pipeline_schedules
 
     jobs = [PipelineJob(key, emit(res, "torch-pipelining", inst), 8 if "interleaved" in key else 4, 8) for key, (inst, res) in pipeline_plans.items()]
+    v2 = make_pipeline("v2", 4, 8, forward_time=1.0, backward_time=1.0, weight_time=1.0)  # zig-zag: rank d holds d and 7-d
+    jobs.append(PipelineJob("v2/zb_v", emit(distplan.solve(v2, formulation="zb_v"), "torch-pipelining", v2), 8, 8))
     reports = run_pipeline_schedules(jobs, world=4)
-    assert [r.name for r in reports] == list(pipeline_plans)
+    assert [r.name for r in reports] == [*pipeline_plans, "v2/zb_v"]
     for r in reports:
-        assert r.n_params == (16 if "interleaved" in r.name else 8)
+        assert r.n_params == (16 if "interleaved" in r.name or "v2" in r.name else 8)
         assert r.loss_diff <= TOL, r
         assert r.max_grad_diff <= TOL, r
 
