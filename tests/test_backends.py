@@ -745,3 +745,22 @@ def test_export_round_trips_through_highs(build: Callable[[], Model], optimum: f
     assert h.getModelStatus() == highspy.HighsModelStatus.kOptimal
     value = h.getInfo().objective_function_value
     assert value == pytest.approx(optimum, rel=1e-9)
+
+
+def test_an_optimal_claim_with_an_open_gap_is_only_feasible() -> None:
+    """HiGHS 1.16 answered "Optimal" with its bound 15% below its incumbent after mapping a
+    MIP start wrongly into presolved space: such a claim must not stand."""
+    arrays = knapsack().to_arrays()
+
+    def claims_optimal(a: ModelArrays, options: SolveOptions, warm: np.ndarray | None) -> SolverResult:
+        return SolverResult(backend="liar", backend_version="0", termination=Termination.OPTIMAL, status=SolutionStatus.OPTIMAL,
+                            objective=100.0, bound=85.0 if a.sense == "min" else 115.0)
+
+    highs = get_backend("highs")
+    liar = Backend(name="liar", description="claims optimal", capabilities=Capabilities(lp=True, milp=True), requires=(),
+                   extra=None, solve_fn=claims_optimal, version_fn=lambda: "0", status_map=highs.status_map)
+    res = liar.solve(arrays, SolveOptions(mip_gap=1e-4))
+    assert res.termination is Termination.OPTIMAL and res.status is SolutionStatus.FEASIBLE
+    assert "said optimal" in res.message
+    honest = get_backend("highs").solve(arrays, SolveOptions(mip_gap=1e-4))
+    assert honest.status is SolutionStatus.OPTIMAL

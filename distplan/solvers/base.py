@@ -17,7 +17,7 @@ from distplan.modeling.model import ModelArrays
 from distplan.solvers.capture import captured_output, echo_to_stderr
 from distplan.solvers.isolation import run_isolated
 from distplan.solvers.options import SolveOptions
-from distplan.solvers.result import SolverResult
+from distplan.solvers.result import SolutionStatus, SolverResult, Termination
 
 
 class BackendError(DistplanError, RuntimeError):
@@ -102,6 +102,7 @@ class Backend:
                 result = run_isolated(self.solve_fn, arrays, options, warm_start, backend=self.name, version=self.version())
             else:
                 result = self.solve_fn(arrays, options, warm_start)
+        _check_optimality_claim(result, arrays, options)
         return _with_printed(result, printed.text, options.verbose)
 
     def runs_isolated(self, arrays: ModelArrays, options: SolveOptions) -> bool:
@@ -122,6 +123,27 @@ class Backend:
         with captured_output() as printed:
             result = self.solve_convex_fn(problem, options)
         return _with_printed(result, printed.text, options.verbose)
+
+
+#: absolute gap under which solvers stop (HiGHS's ``mip_abs_gap``, CBC's ``allowableGap``)
+SOLVER_ABSOLUTE_GAP = 1e-6
+
+
+def _check_optimality_claim(result: SolverResult, arrays: ModelArrays, options: SolveOptions) -> None:
+    """A solver's "optimal" stands only when its own bound (before distplan's margin) is
+    within the gap it was given: HiGHS 1.16 can map a MIP start into presolved space with a
+    wrong objective and report "Optimal" with a dual bound 15% below its incumbent. Such a
+    result keeps its termination (why the solver stopped) but its solution is FEASIBLE."""
+    if result.termination is not Termination.OPTIMAL or result.objective is None or result.bound is None:
+        return
+    margin = float(result.extra.get("bound_margin") or 0.0)
+    solver_bound = result.bound + margin if arrays.sense != "max" else result.bound - margin
+    gap = abs(result.objective - solver_bound)
+    allowed = (options.mip_gap if options.mip_gap is not None else 1e-4) * max(abs(result.objective), 1e-9) + SOLVER_ABSOLUTE_GAP
+    if gap > allowed * (1 + 1e-9):
+        result.status = SolutionStatus.FEASIBLE
+        note = f"the solver said optimal with its bound {solver_bound!r} {gap:.3g} from its objective {result.objective!r}"
+        result.message = f"{result.message}; {note}" if result.message else note
 
 
 def _with_printed(result: SolverResult, printed: str, verbose: bool) -> SolverResult:
