@@ -229,3 +229,31 @@ def test_dtensor_sequence_parallel() -> None:
     plan["strategies"].update({"x": "R", "ln": "S(s)"})  # a replicated input cannot enter SequenceParallel
     with pytest.raises(InputError, match="SequenceParallel takes its input split along the sequence"):
         emit(plan, "dtensor", inst, modules={"ln": "norm", "fc1": "w1", "fc2": "w2"})
+
+
+def test_llama_dtensor_plan_runs_on_the_example_module() -> None:
+    """A Llama-class sharding instance's Megatron plan, emitted with torchtitan's module
+    names, runs on examples/llama_style.py's module (GQA, rotary, SwiGLU, RMSNorm)."""
+    pytest.importorskip("torch")
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from distplan.emit.torch_check import GPTShape, run_dtensor_plan
+    from distplan.instances.zoo_llama import llama_config
+    from distplan.instances.zoo_sharding import llama_sharding
+
+    path = Path(__file__).resolve().parent.parent / "examples" / "llama_style.py"
+    spec = importlib.util.spec_from_file_location("llama_style", path)
+    assert spec is not None and spec.loader is not None
+    llama = importlib.util.module_from_spec(spec)
+    sys.modules["llama_style"] = llama
+    spec.loader.exec_module(llama)
+    tiny = llama.tiny().cfg
+    cfg = llama_config("llama3-8b", layers=tiny.layers, hidden=tiny.hidden, heads=tiny.heads, kv_heads=tiny.kv_heads, ffn=tiny.ffn, vocab=tiny.vocab, seq=16, max_seq=tiny.max_seq)
+    inst = llama_sharding(cfg, batch=2, mesh=2, cluster="8xh100-sxm-ib")
+    text = emit(distplan.solve(inst, formulation="megatron"), "dtensor", inst)
+    assert "'layers.1.feed_forward.w3': ColwiseParallel()" in text
+    report = run_dtensor_plan(text, GPTShape(vocab=tiny.vocab, seq=16, batch=2), world=2, factory=llama.tiny)
+    assert report.details["sharded_params"] == 1 + 2 * 7 + 1
+    assert report.max_output_diff <= TOL and report.max_grad_diff <= TOL

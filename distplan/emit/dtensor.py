@@ -31,10 +31,13 @@ split along the sequence, a sharded matmul, ...) is an `InputError` naming the o
 Module names: op ``l{i}.qkv`` of a ``distplan make sharding`` transformer maps to the
 separate projections ``layers.{i}.attn.wq``, ``.wk``, ``.wv`` (ColwiseParallel splits a
 weight's output features contiguously, so one fused ``[t, a, d]`` module would be split
-along ``t``, not along the heads); see `GPT_MODULES`. Pass ``modules`` (op name or
-``l{i}.`` template -> module name or list of names) for other models: for a PyTorch
-model, ``distplan import-torch`` lists the fully qualified names of its ``nn.Linear``
-layers in ``meta.linear_modules``.
+along ``t``, not along the heads); see `GPT_MODULES`. Llama-class instances (``make
+sharding --model llama3-8b``) map to torchtitan's names (`LLAMA_MODULES`: ``layers.{i}.wq``
+-> ``layers.{i}.attention.wq``, ``layers.{i}.w1`` -> ``layers.{i}.feed_forward.w1``); any
+other op is taken as its own module name. Pass ``modules`` (op name or ``{i}`` template ->
+module name, list of names, or None) for other models: for a PyTorch model, ``distplan
+import-torch`` lists the fully qualified names of its ``nn.Linear`` layers in
+``meta.linear_modules``.
 """
 
 from __future__ import annotations
@@ -60,6 +63,13 @@ GPT_MODULES: dict[str, str | list[str]] = {
     "ln_f": "norm",
     "head": "output",
 }
+#: Llama-class instances (`distplan.instances.zoo_sharding.llama_sharding`, whose ops are
+#: named like torchtitan's modules) -> the modules of torchtitan's Llama and
+#: ``examples/llama_style.py``; an op matching no template is its own module name
+LLAMA_MODULES: dict[str, str | list[str]] = {
+    **{f"layers.{{i}}.{w}": f"layers.{{i}}.attention.{w}" for w in ("wq", "wk", "wv", "wo")},
+    **{f"layers.{{i}}.{w}": f"layers.{{i}}.feed_forward.{w}" for w in ("w1", "w2", "w3")},
+}
 
 #: op types that run on local shards between modules, and the splits they accept
 _LOCAL_OK = {"elementwise": "any", "attention": "heads", "loss": "vocab", "input": "none"}
@@ -76,7 +86,7 @@ class _Style:
 
 
 def _templates(modules: Mapping[str, Any] | None) -> list[tuple[re.Pattern[str], Any]]:
-    table: dict[str, Any] = dict(GPT_MODULES)
+    table: dict[str, Any] = {**GPT_MODULES, **LLAMA_MODULES}
     table.update(modules or {})
     out = []
     for key, value in table.items():
@@ -97,7 +107,7 @@ def _modules_of(name: str, table: list[tuple[re.Pattern[str], Any]]) -> list[str
         values = [value] if isinstance(value, str) else list(value)
         i = m.groupdict().get("i")
         return [v.replace("{i}", i) if i is not None else v for v in values]
-    return None
+    return [name]
 
 
 def _placement(label: str | None, dims: Sequence[str], batch: str, seq: str | None) -> str:

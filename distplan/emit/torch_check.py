@@ -28,7 +28,7 @@ import queue
 import socket
 import tempfile
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -301,9 +301,11 @@ class GPTShape:
     batch: int = 2
 
 
-def _gpt(shape: GPTShape, seed: int) -> Any:
+def _gpt(shape: GPTShape, seed: int, factory: Callable[[], Any] | None = None) -> Any:
     torch = _torch()
     torch.manual_seed(seed)
+    if factory is not None:
+        return factory()
     return gpt_class()(shape.vocab, shape.seq, shape.layers, shape.hidden, shape.heads, shape.ffn)
 
 
@@ -319,7 +321,7 @@ def _gpt_loss(logits: Any, target: Any) -> Any:
     return torch.nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten())
 
 
-def _dtensor_worker(rank: int, world: int, port: int, text: str, shape: GPTShape, seed: int, results: Any) -> None:
+def _dtensor_worker(rank: int, world: int, port: int, text: str, shape: GPTShape, seed: int, factory: Callable[[], Any] | None, results: Any) -> None:
     try:
         torch = _torch()
         torch.set_num_threads(1)
@@ -334,7 +336,7 @@ def _dtensor_worker(rank: int, world: int, port: int, text: str, shape: GPTShape
         try:
             namespace: dict[str, Any] = {}
             exec(compile(text, "<emitted parallelize_plan>", "exec"), namespace)  # the emitted module
-            model = _gpt(shape, seed)
+            model = _gpt(shape, seed, factory)
             mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("tp",))
             parallelize_module(model, mesh["tp"], namespace["parallelize_plan"])
             ids, target = _tokens(shape, seed)
@@ -361,15 +363,23 @@ def _dtensor_worker(rank: int, world: int, port: int, text: str, shape: GPTShape
         results.put(("?", rank, {}, None, traceback.format_exc()))
 
 
-def run_dtensor_plan(module_text: str, shape: GPTShape | None = None, world: int = 2, seed: int = 0, timeout: float = DEFAULT_TIMEOUT) -> RunReport:
-    """Apply an emitted ``parallelize_plan`` to the `gpt_class` model on ``world`` CPU gloo
-    processes (one ``tp`` mesh axis); compare logits, cross-entropy loss and every
+def run_dtensor_plan(
+    module_text: str,
+    shape: GPTShape | None = None,
+    world: int = 2,
+    seed: int = 0,
+    timeout: float = DEFAULT_TIMEOUT,
+    factory: Callable[[], Any] | None = None,
+) -> RunReport:
+    """Apply an emitted ``parallelize_plan`` to the `gpt_class` model (or ``factory()``, a
+    token-id model of ``shape.vocab``, e.g. ``examples/llama_style.py``'s) on ``world`` CPU
+    gloo processes (one ``tp`` mesh axis); compare logits, cross-entropy loss and every
     parameter gradient with the unsharded model (largest absolute differences)."""
     _torch()
     importlib.import_module("torch.distributed.tensor.parallel")  # imported once, before the fork
     shape = shape or GPTShape()
-    got = _launch(_dtensor_worker, world, (module_text, shape, seed), world, timeout)
-    model = _gpt(shape, seed)
+    got = _launch(_dtensor_worker, world, (module_text, shape, seed, factory), world, timeout)
+    model = _gpt(shape, seed, factory)
     ids, target = _tokens(shape, seed)
     logits = model(ids)
     loss = _gpt_loss(logits, target)
