@@ -154,6 +154,12 @@ def test_megatron_flags(tp_case, pipeline_plans) -> None:
     assert flags[:2] == ["--tensor-model-parallel-size", "4"]
     assert flags[flags.index("--micro-batch-size") + 1] == "4"  # batch 8 over data-parallel 2
     assert flags[flags.index("--num-layers") + 1] == "2"
+    from distplan.instances.zoo_sharding import llama_sharding
+
+    llama = llama_sharding("llama3-8b", batch=16, mesh=(2, 8), layers=2, memory=1e12)
+    line = emit(distplan.solve(llama, formulation="megatron"), "megatron", llama).splitlines()[-1]
+    assert line.startswith("--tensor-model-parallel-size 8 --num-layers 2 --hidden-size 4096")
+    assert "--num-attention-heads 32 --group-query-attention --num-query-groups 8" in line and line.endswith("--micro-batch-size 8")
     inst_zb, zb = pipeline_plans["v-zb-p4-n8/zb_h1"]
     line = emit(zb, "megatron", inst_zb, num_layers=8).splitlines()[-1]
     assert line == "--pipeline-model-parallel-size 4 --num-layers 8 --enable-zero-bubble --zero-bubble-max-pending-backward 4"

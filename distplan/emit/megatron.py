@@ -11,8 +11,11 @@ runs a fixed family of plans chosen by flags, so only plans of that family have 
   size). Flags: ``--tensor-model-parallel-size T`` (``--sequence-parallel``) and the
   model's shape (``--num-layers``, ``--hidden-size``, ``--ffn-hidden-size``,
   ``--num-attention-heads``, ``--seq-length``, ``--max-position-embeddings``,
-  ``--micro-batch-size`` = batch / data-parallel size). A plan that splits the batch on
-  every axis is pure data parallelism (``--tensor-model-parallel-size 1``).
+  ``--micro-batch-size`` = batch / data-parallel size; for Llama-class instances also
+  ``--group-query-attention --num-query-groups``, ``--swiglu``, ``--normalization
+  RMSNorm``, ``--position-embedding-type rope``, ``--disable-bias-linear``,
+  ``--untie-embeddings-and-output-weights``). A plan that splits the batch on every axis
+  is pure data parallelism (``--tensor-model-parallel-size 1``).
 * **pipeline plans** made by a schedule Megatron or the Zero Bubble fork implements
   (``plan.info["schedule"]``): ``1f1b`` (Megatron's default,
   ``--pipeline-model-parallel-size p``), ``interleaved_1f1b``
@@ -49,6 +52,16 @@ _MEGATRON_STYLES = {
     "fc2": "RowwiseParallel",
     "embed": "RowwiseParallel",
     "head": "ColwiseParallel",
+    # Llama-class instances (distplan.instances.zoo_sharding)
+    "wq": "ColwiseParallel",
+    "wk": "ColwiseParallel",
+    "wv": "ColwiseParallel",
+    "wo": "RowwiseParallel",
+    "w1": "ColwiseParallel",
+    "w3": "ColwiseParallel",
+    "w2": "RowwiseParallel",
+    "tok_embeddings": "RowwiseParallel",
+    "output": "ColwiseParallel",
 }
 _ZB = {
     "zb_h1": lambda p: ["--enable-zero-bubble", "--zero-bubble-max-pending-backward", str(p)],
@@ -76,13 +89,22 @@ def _sharding_flags(inst: ShardingInstance, plan: Any) -> str:
     ndim = len(inst.mesh.shape)
     batch = inst.training.batch_dim
     chosen = {op.name: parse_strategy(plan.strategies[op.name], ndim) for op in inst.ops}
-    layers = sum(1 for op in inst.ops if op.name.endswith(".qkv"))
     dims = inst.dims
     shape_flags: list[str] = []
-    if {"h", "a", "f", "s"} <= set(dims) and layers:
+    gpt_layers = sum(1 for op in inst.ops if op.name.endswith(".qkv"))
+    llama_layers = sum(1 for op in inst.ops if op.name.endswith(".wq"))
+    if {"h", "a", "f", "s"} <= set(dims) and gpt_layers:
         shape_flags = [
-            "--num-layers", str(layers), "--hidden-size", str(dims["h"]), "--ffn-hidden-size", str(dims["f"]),
+            "--num-layers", str(gpt_layers), "--hidden-size", str(dims["h"]), "--ffn-hidden-size", str(dims["f"]),
             "--num-attention-heads", str(dims["a"]), "--seq-length", str(dims["s"]), "--max-position-embeddings", str(dims["s"]),
+        ]  # fmt: skip
+    elif {"h", "g", "r", "f", "s"} <= set(dims) and llama_layers:
+        # Llama-class (Megatron-LM's Llama recipe: GQA, SwiGLU, RMSNorm, rotary, no biases, untied head)
+        shape_flags = [
+            "--num-layers", str(llama_layers), "--hidden-size", str(dims["h"]), "--ffn-hidden-size", str(dims["f"]),
+            "--num-attention-heads", str(dims["g"] * dims["r"]), "--group-query-attention", "--num-query-groups", str(dims["g"]),
+            "--seq-length", str(dims["s"]), "--max-position-embeddings", str(dims["s"]), "--swiglu", "--normalization", "RMSNorm",
+            "--position-embedding-type", "rope", "--disable-bias-linear", "--untie-embeddings-and-output-weights",
         ]  # fmt: skip
     if all(lab in (None, batch) for st in chosen.values() for lab in st):
         dp_axes = sorted({a for st in chosen.values() for a, lab in enumerate(st) if lab == batch})
@@ -99,7 +121,7 @@ def _sharding_flags(inst: ShardingInstance, plan: Any) -> str:
     why: list[str] = []
     for op in inst.ops:
         role = op.name.rsplit(".", 1)[-1]
-        want = _MEGATRON_STYLES.get(role)
+        want = _MEGATRON_STYLES.get(role) if op.type in ("linear", "embedding") else None
         got = facts["ops"].get(op.name)
         if want is not None and got != want:
             why.append(f"op {op.name!r} is {got or 'replicated'} ({plan.strategies[op.name]}), Megatron makes it {want}")
@@ -124,7 +146,7 @@ def _sharding_flags(inst: ShardingInstance, plan: Any) -> str:
     flags += shape_flags + ["--micro-batch-size", str(dims[batch] // dp)]
     comments = [
         f"{inst.name}: Megatron tensor parallelism of degree {tp_size} on mesh axis {tp}" + (f", data parallel {dp}" if dp > 1 else ""),
-        "column-parallel qkv/fc1, row-parallel output projection/fc2, vocab-parallel embedding, LM head and cross-entropy",
+        "column-parallel q/k/v and first MLP layer(s), row-parallel output projection and last MLP layer, vocab-parallel embedding, LM head and cross-entropy",
     ]
     return _text(comments, flags)
 
