@@ -90,6 +90,11 @@ def test_pipeline_named_errors(tmp_path) -> None:
     x = make_pipeline("x", 4, 4)
     with pytest.raises(InputError, match="forward blocks have no dependency"):
         stage_layout(x)
+    with pytest.raises(InputError, match="inference pipeline"):
+        stage_layout(make_pipeline("v", 4, 4, mode="inference"))
+    k = make_pipeline("k", 4, 4)
+    with pytest.raises(InputError, match="block 'JF' runs on 4 devices"):
+        stage_layout(k)
     # the CLI: exit code 2 for a placement plan
     plan = tmp_path / "plan.json"
     write_json({"format": "distplan/1", "kind": "placement-plan", "instance": "placement-small-1", **placement.plan.to_dict()}, plan)
