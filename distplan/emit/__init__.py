@@ -34,7 +34,7 @@ def _instance_of(plan: Any, instance: Any) -> Any:
     source = None
     if isinstance(plan, Mapping):
         source = (plan.get("info") or {}).get("source") if isinstance(plan.get("info"), Mapping) else None
-        source = source or plan.get("instance")
+        source = plan.get("source") or source or plan.get("instance")
     else:
         info = getattr(plan, "info", None)
         source = (info or {}).get("source") if isinstance(info, Mapping) else None
