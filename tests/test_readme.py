@@ -42,7 +42,7 @@ def _blocks_after(marker: str) -> list[str]:
     return [line.split("  #")[0].strip() for line in block.group(1).splitlines() if line.startswith("distplan ")]
 
 
-EXAMPLES = _blocks_after("These run as printed") + _blocks_after("## Benchmarking solvers and verifying bounds")
+EXAMPLES = _blocks_after("These run as printed") + _blocks_after("## Run a plan") + _blocks_after("## Benchmarking solvers and verifying bounds")
 
 
 def test_command_examples_run_as_printed(tmp_path: Path) -> None:

@@ -64,7 +64,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         res = _solve_args(inst, args)
     res.info["source"] = str(args.instance)
     if args.out and res.plan is not None:
-        write_json({"format": "distplan/1", "kind": f"{inst.kind}-plan", "instance": inst.name, **res.plan.to_dict()}, args.out)
+        plan_doc = {"format": "distplan/1", "kind": f"{inst.kind}-plan", "instance": inst.name, "source": str(args.instance), **res.plan.to_dict()}
+        write_json(plan_doc, args.out)
     if args.result:
         write_json(res.to_dict(), args.result)
     if args.json:
