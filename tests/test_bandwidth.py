@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import backend_params
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -389,7 +390,7 @@ def test_bounds_are_safe_on_bundled(name: str) -> None:
 
 # -- backends -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("backend", available(lambda b: conic(b.name)))
+@pytest.mark.parametrize("backend", backend_params(lambda b: conic(b.name)))
 def test_libra_perf_on_every_conic_backend(backend: str) -> None:
     ref = solve("libra-gpt3-3d-total500", "libra_perf_lp")
     res = solve("libra-gpt3-3d-total500", "libra_perf", backend=backend, time_limit=30)
@@ -397,7 +398,7 @@ def test_libra_perf_on_every_conic_backend(backend: str) -> None:
     assert res.objective == pytest.approx(ref.objective, rel=rtol)
 
 
-@pytest.mark.parametrize("backend", available(lambda b: b.capabilities.lp and b.name in {"highs", "cvxpy-HIGHS", "cvxpy-CLARABEL", "cvxpy-SCIPY", "pulp-highs", "scip"}))
+@pytest.mark.parametrize("backend", backend_params(lambda b: b.capabilities.lp and b.name in {"highs", "cvxpy-HIGHS", "cvxpy-CLARABEL", "cvxpy-SCIPY", "pulp-highs", "scip"}))
 def test_libra_perf_lp_on_lp_backends(backend: str) -> None:
     ref = solve("libra-dlrm-3d-total500", "libra_perf", time_limit=30)
     res = solve("libra-dlrm-3d-total500", "libra_perf_lp", backend=backend, time_limit=30)
@@ -423,7 +424,7 @@ def knapsack() -> Model:
     return m
 
 
-@pytest.mark.parametrize("backend", available(lambda b: b.name.startswith("cvxpy-") and b.capabilities.lp))
+@pytest.mark.parametrize("backend", backend_params(lambda b: b.name.startswith("cvxpy-") and b.capabilities.lp))
 def test_cvxpy_backends_known_optima(backend: str) -> None:
     be = get_backend(backend)
     spec = SOLVERS[backend.split("-", 1)[1]]

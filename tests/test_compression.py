@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import backend_params, takes_milp
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -33,9 +34,8 @@ from distplan.instances import compression_models as cm
 from distplan.instances import load_instance
 from distplan.instances.codec_measure import CodecSpec, gradient_tensor, measure_codecs, measure_one
 from distplan.models.compression import CompressionInstance, CompressionPlan, evaluate, make_plan, plan_from_dict
-from distplan.solvers.base import all_backends
 
-MILP_BACKENDS = [b.name for b in all_backends() if b.available() and b.capabilities.milp]
+MILP_BACKENDS = backend_params(takes_milp)
 BASELINES = ("allreduce_all", "sfb_poseidon_rule", "greedy_by_saving")
 FORMULATIONS = (*BASELINES, "tag_sfb", "tag_sfb_maxflow", "codec_select")
 

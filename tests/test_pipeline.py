@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import backend_params, takes_milp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,9 +34,9 @@ from distplan.instances import bundled, load_instance
 from distplan.instances.pipelines import make_pipeline, tessel_case, zero_bubble_case
 from distplan.models.common import instance_from_dict
 from distplan.models.pipeline import PipelineInstance, evaluate, make_plan, plan_from_dict
-from distplan.solvers.base import SolveOptions, all_backends, get_backend
+from distplan.solvers.base import SolveOptions, get_backend
 
-MILP_BACKENDS = [b.name for b in all_backends() if b.available() and b.capabilities.milp]
+MILP_BACKENDS = backend_params(takes_milp)
 
 
 def solve(inst: PipelineInstance, formulation: str, **kw: Any) -> distplan.Result:
