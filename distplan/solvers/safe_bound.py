@@ -17,7 +17,6 @@ subtracted, so the bound holds for the arrays exactly as given.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import numpy as np
 
@@ -64,29 +63,42 @@ def _box_min(coef: np.ndarray, err: np.ndarray, lo: np.ndarray, hi: np.ndarray) 
     return total, _U * abs(total) + _gamma(2) * float(np.abs(term).sum())
 
 
+def _two_product(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``p + e == a * b`` exactly, elementwise (Dekker's product with Veltkamp's split;
+    no overflow or underflow at the magnitudes of a model's coefficients and duals)."""
+    split = 134217729.0  # 2**27 + 1
+    p = a * b
+    ta = split * a
+    a_hi = ta - (ta - a)
+    a_lo = a - a_hi
+    tb = split * b
+    b_hi = tb - (tb - b)
+    b_lo = b - b_hi
+    e = ((a_hi * b_hi - p) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+    return p, e
+
+
 def _exact_where_rounding_decides(arrays: ModelArrays, c: np.ndarray, y: np.ndarray, z: np.ndarray, z_err: np.ndarray) -> None:
     """Columns with an infinite bound whose reduced cost is zero within its rounding error
     (basic variables): the interval would reach the infinite side and give no bound, so
-    their reduced cost is computed exactly (rationals) and its error set to zero. Where the
-    exact value still points to the infinite side, the float is kept: no bound."""
+    their reduced cost is recomputed exactly rounded (each product split exactly into two
+    floats, the column summed by ``math.fsum``, which rounds the exact sum once: its sign is
+    exact and its error at most half an ulp) and its error set to that half ulp. Where the
+    exact value still points to the infinite side, the column keeps its interval: no bound."""
     lo_inf = ~np.isfinite(arrays.col_lo)
     hi_inf = ~np.isfinite(arrays.col_hi)
     undecided = np.flatnonzero((np.abs(z) <= z_err) & (lo_inf | hi_inf))
     if undecided.size == 0:
         return
-    A = arrays.A.tocsc()
-    for j in undecided.tolist():
-        start, end = A.indptr[j], A.indptr[j + 1]
-        exact = Fraction(float(c[j])) - sum(
-            (Fraction(float(a)) * Fraction(float(y[i])) for a, i in zip(A.data[start:end].tolist(), A.indices[start:end].tolist())),
-            Fraction(0),
-        )
+    A = arrays.A.tocsc()[:, undecided]
+    p, e = _two_product(A.data, y[A.indices])
+    for k, j in enumerate(undecided.tolist()):
+        start, end = A.indptr[k], A.indptr[k + 1]
+        exact = math.fsum([float(c[j]), *(-p[start:end]).tolist(), *(-e[start:end]).tolist()])
         if (exact > 0 and lo_inf[j]) or (exact < 0 and hi_inf[j]):
             continue  # truly pointing to the infinite side: stays undecided, no bound
-        # the nearest float and its exact distance (rounded up): an interval that holds the
-        # exact reduced cost and, being within half an ulp of it, keeps its sign
-        z[j] = float(exact)
-        z_err[j] = math.nextafter(float(abs(Fraction(z[j]) - exact)), math.inf) if Fraction(z[j]) != exact else 0.0
+        z[j] = exact
+        z_err[j] = _U * abs(exact)
 
 
 def lp_safe_bound(arrays: ModelArrays, row_dual: np.ndarray) -> float | None:
