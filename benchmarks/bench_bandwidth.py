@@ -44,7 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from distplan.api import solve  # noqa: E402
 from distplan.instances import bundled, load_instance  # noqa: E402
-from distplan.models.bandwidth import BandwidthInstance, collective_traffic  # noqa: E402
+from distplan.models.bandwidth_eval import collective_traffic  # noqa: E402
+from distplan.models.bandwidth_instance import BandwidthInstance  # noqa: E402
 
 
 def naive_cvxpy_seconds(inst: BandwidthInstance) -> tuple[float, float]:

@@ -31,7 +31,7 @@ from distplan.formulations.compression.costs import prune_dangling  # noqa: E402
 from distplan.formulations.compression.tag import DEFAULT_ALPHA, min_cut_duplicated  # noqa: E402
 from distplan.instances import compression_models as cm  # noqa: E402
 from distplan.instances import load_instance  # noqa: E402
-from distplan.models.compression import CompressionInstance  # noqa: E402
+from distplan.models.compression_instance import CompressionInstance  # noqa: E402
 
 BASELINES = ("allreduce_all", "sfb_poseidon_rule", "greedy_by_saving")
 FORMULATIONS = ("allreduce_all", "sfb_poseidon_rule", "greedy_by_saving", "tag_sfb", "tag_sfb_maxflow", "codec_select")

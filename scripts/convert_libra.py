@@ -31,7 +31,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from distplan.models.bandwidth import GB, BandwidthInstance, collective_traffic, network_cost  # noqa: E402
+from distplan.models.bandwidth_eval import collective_traffic, network_cost  # noqa: E402
+from distplan.models.bandwidth_instance import BandwidthInstance  # noqa: E402
+from distplan.models.bandwidth_records import GB  # noqa: E402
 from distplan.models.common import write_json  # noqa: E402
 
 BLOCK = {"ring": "ring", "fc": "fully_connected", "switch": "switch"}

@@ -18,15 +18,10 @@ from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.bandwidth.data import prepare, traffic_factors
 from distplan.instances import bundled, load_document, load_instance
 from distplan.modeling.model import Model
-from distplan.models.bandwidth import (
-    GB,
-    BandwidthInstance,
-    BandwidthPlan,
-    collective_traffic,
-    evaluate,
-    network_cost,
-    plan_from_dict,
-)
+from distplan.models.bandwidth_eval import collective_traffic, evaluate, network_cost
+from distplan.models.bandwidth_instance import BandwidthInstance
+from distplan.models.bandwidth_plan import BandwidthPlan, plan_from_dict
+from distplan.models.bandwidth_records import GB
 from distplan.solvers.base import BackendError, SolveOptions, all_backends, get_backend
 from distplan.solvers.cvxpy_backend import SOLVERS, STATUS_MAP, solver_spec
 from distplan.solvers.result import SolutionStatus, Termination

@@ -33,7 +33,9 @@ from distplan.formulations.registry import get_formulation
 from distplan.instances import compression_models as cm
 from distplan.instances import load_instance
 from distplan.instances.codec_measure import CodecSpec, gradient_tensor, measure_codecs, measure_one
-from distplan.models.compression import CompressionInstance, CompressionPlan, evaluate, make_plan, plan_from_dict
+from distplan.models.compression_eval import evaluate
+from distplan.models.compression_instance import CompressionInstance
+from distplan.models.compression_plan import CompressionPlan, make_plan, plan_from_dict
 
 MILP_BACKENDS = backend_params(takes_milp)
 BASELINES = ("allreduce_all", "sfb_poseidon_rule", "greedy_by_saving")

@@ -25,7 +25,7 @@ import pytest
 from distplan.errors import InputError
 from distplan.instances import bundled, load_document
 from distplan.instances.pipelines import make_pipeline, tessel_case, zero_bubble_case
-from distplan.models import bandwidth, compression, pipeline, sharding_costs
+from distplan.models import bandwidth_records, compression_records, pipeline, sharding_costs
 from distplan.models.common import instance_from_dict
 from distplan.models.schema import schema_errors, schema_for, validate_document
 
@@ -107,11 +107,11 @@ def test_schema_enums_match_the_parsers_constants() -> None:
 
     co = _schema_file("compression")["properties"]
     graph = co["graph"]["properties"]
-    assert graph["ops"]["items"]["properties"]["role"]["enum"] == list(compression.ROLES)
-    assert graph["gradients"]["items"]["properties"]["dtype"]["enum"] == list(compression.DTYPE_BYTES)
+    assert graph["ops"]["items"]["properties"]["role"]["enum"] == list(compression_records.ROLES)
+    assert graph["gradients"]["items"]["properties"]["dtype"]["enum"] == list(compression_records.DTYPE_BYTES)
     codec = co["codecs"]["items"]["properties"]
-    assert codec["method"]["enum"] == list(compression.CODEC_METHODS)
-    assert codec["name"]["not"]["enum"] == list(compression.BUILTIN_METHODS)
+    assert codec["method"]["enum"] == list(compression_records.CODEC_METHODS)
+    assert codec["name"]["not"]["enum"] == list(compression_records.BUILTIN_METHODS)
 
     pi = _schema_file("pipeline")["properties"]
     assert pi["mode"]["enum"] == list(pipeline.MODES)
@@ -120,17 +120,17 @@ def test_schema_enums_match_the_parsers_constants() -> None:
 
     bw = _schema_file("bandwidth")["properties"]
     dim = bw["network"]["properties"]["dimensions"]["items"]["properties"]
-    assert dim["block"]["enum"] == list(bandwidth.BLOCKS)
+    assert dim["block"]["enum"] == list(bandwidth_records.BLOCKS)
     work = bw["workload"]["properties"]
-    assert work["training_loop"]["enum"] == list(bandwidth.TRAINING_LOOPS)
+    assert work["training_loop"]["enum"] == list(bandwidth_records.TRAINING_LOOPS)
     layer = work["layers"]["items"]["properties"]
-    assert list(layer["compute"]["properties"]) == list(bandwidth.PHASES)
+    assert list(layer["compute"]["properties"]) == list(bandwidth_records.PHASES)
     coll = layer["collectives"]["items"]["properties"]
-    assert coll["phase"]["enum"] == list(bandwidth.PHASES)
-    assert coll["type"]["enum"] == list(bandwidth.COLLECTIVE_TYPES)
+    assert coll["phase"]["enum"] == list(bandwidth_records.PHASES)
+    assert coll["type"]["enum"] == list(bandwidth_records.COLLECTIVE_TYPES)
     cons = bw["constraints"]["properties"]
-    assert cons["total_bandwidth"]["properties"]["sense"]["enum"] == list(bandwidth.SENSES)
-    assert cons["linear"]["items"]["properties"]["sense"]["enum"] == list(bandwidth.SENSES)
+    assert cons["total_bandwidth"]["properties"]["sense"]["enum"] == list(bandwidth_records.SENSES)
+    assert cons["linear"]["items"]["properties"]["sense"]["enum"] == list(bandwidth_records.SENSES)
 
 
 # -- valid documents ----------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import InputError
-from distplan.models.compression import DTYPE_BYTES, INDEX_BYTES, profile_key
+from distplan.models.compression_records import DTYPE_BYTES, INDEX_BYTES, profile_key
 
 NUMPY_DTYPES = {"float16": np.float16, "float32": np.float32}
 

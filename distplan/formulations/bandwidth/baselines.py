@@ -19,7 +19,7 @@ from distplan.formulations.bandwidth.convex import emit_warnings, no_solution, r
 from distplan.formulations.bandwidth.data import Program, prepare, unbounded_error
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.modeling.model import Model
-from distplan.models.bandwidth import BandwidthInstance
+from distplan.models.bandwidth_instance import BandwidthInstance
 from distplan.solvers.result import Termination
 
 _REL = 1e-9

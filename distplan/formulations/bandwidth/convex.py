@@ -37,7 +37,8 @@ from distplan.formulations.bandwidth.data import Program, bandwidth_scale, prepa
 from distplan.formulations.bandwidth.diagnose import raise_if_infeasible
 from distplan.formulations.bandwidth.safe import budget_line, line_from_multipliers, safe_min_linear, safe_time_bound
 from distplan.formulations.registry import Bound, Outcome, RunContext
-from distplan.models.bandwidth import GB, BandwidthInstance
+from distplan.models.bandwidth_instance import BandwidthInstance
+from distplan.models.bandwidth_records import GB
 from distplan.solvers.result import SolverResult, Termination
 
 

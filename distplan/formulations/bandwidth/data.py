@@ -9,7 +9,7 @@ its size S, so collectives with the same (type, group) are one term of weight su
 terms whose per-dimension vectors are proportional (all-reduce is twice reduce-scatter)
 merge too. On the bundled LIBRA cases this leaves 1-3 terms instead of up to 162. The
 per-dimension factors f are derived here in closed form, independently of the evaluator's
-chunk walk in `distplan.models.bandwidth`.
+chunk walk in `distplan.models.bandwidth_eval`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from distplan.errors import InputError
-from distplan.models.bandwidth import GB, BandwidthInstance, BandwidthPlan
+from distplan.models.bandwidth_instance import BandwidthInstance
+from distplan.models.bandwidth_plan import BandwidthPlan
+from distplan.models.bandwidth_records import GB
 
 #: relative precision under which two normalized traffic vectors count as the same term
 _MERGE_DIGITS = 12

@@ -28,7 +28,7 @@ from distplan.formulations.bandwidth.data import Program, bandwidth_scale, prepa
 from distplan.formulations.bandwidth.outer import run_libra_perf_lp
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.modeling.model import Model, linear_sum
-from distplan.models.bandwidth import BandwidthInstance
+from distplan.models.bandwidth_instance import BandwidthInstance
 
 
 def menus(ctx: RunContext, prog: Program, step: float, max_options: int) -> list[np.ndarray]:

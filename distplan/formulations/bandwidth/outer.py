@@ -30,7 +30,7 @@ from distplan.formulations.bandwidth.convex import (
 from distplan.formulations.bandwidth.data import bandwidth_scale, prepare
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.modeling.model import Model, linear_sum
-from distplan.models.bandwidth import BandwidthInstance
+from distplan.models.bandwidth_instance import BandwidthInstance
 from distplan.solvers.result import Termination
 
 

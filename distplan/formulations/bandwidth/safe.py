@@ -20,7 +20,7 @@ least squares, so the bound is tight when the allocation is; a poor allocation g
 bound, never a wrong one.
 
 The aggregated program (`data.prepare`) is derived from the instance in floating point, and
-the evaluator (`distplan.models.bandwidth`) computes T(B) in floating point too; both differ
+the evaluator (`distplan.models.bandwidth_eval`) computes T(B) in floating point too; both differ
 from exact arithmetic by a few units in the last place. The bound is lowered by
 ``DATA_MARGIN`` (relative to the magnitudes summed) to cover that, then rounded down to a float.
 

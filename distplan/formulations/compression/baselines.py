@@ -14,7 +14,8 @@ import numpy as np
 from distplan.errors import InfeasibleError
 from distplan.formulations.compression.costs import cost_data, memory_terms
 from distplan.formulations.registry import Outcome, RunContext
-from distplan.models.compression import CompressionInstance, CompressionPlan, make_plan
+from distplan.models.compression_instance import CompressionInstance
+from distplan.models.compression_plan import CompressionPlan, make_plan
 
 
 def allreduce_plan(inst: CompressionInstance) -> CompressionPlan:

@@ -18,7 +18,7 @@ import numpy as np
 
 from distplan.formulations.compression.costs import cost_data
 from distplan.formulations.registry import Bound
-from distplan.models.compression import CompressionInstance
+from distplan.models.compression_instance import CompressionInstance
 
 
 def min_sfb_channel(inst: CompressionInstance) -> np.ndarray:

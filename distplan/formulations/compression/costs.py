@@ -1,7 +1,7 @@
 """Coefficients shared by the compression formulations, computed vectorized from an instance.
 
 Units: seconds, bytes. Cost model (one per-device model throughout; see
-`distplan.models.compression`): ring all-reduce ``2 (M-1)/M * S / B``; all-gather of a
+`distplan.models.compression_eval`): ring all-reduce ``2 (M-1)/M * S / B``; all-gather of a
 per-replica payload ``P``: ``(M-1) * P / B``; a duplicated op costs ``(M-1) * t`` more
 compute (it runs on the whole batch). TAG's code (ylxdzsw/tag ``search/sfb.jl``) charges a
 broadcast ``M (M-1) S / B`` (total bytes on a shared medium) next to a per-device all-reduce
@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from distplan.models.compression import DTYPE_BYTES, INDEX_BYTES, CompressionInstance
+from distplan.models.compression_instance import CompressionInstance
+from distplan.models.compression_records import DTYPE_BYTES, INDEX_BYTES
 
 
 @dataclass

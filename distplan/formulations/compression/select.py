@@ -2,7 +2,7 @@
 entropy coding, and the order on the shared channel, minimizing the iteration time.
 
 Beyond TAG (Zhang et al., arXiv 2302.06126): TAG sums costs; here communication overlaps the
-backward pass. The MILP is the evaluator's iteration model (`distplan.models.compression`)
+backward pass. The MILP is the evaluator's iteration model (`distplan.models.compression_eval`)
 written as a scheduling program, per device class k (devices with one type and one set of
 ops share a timeline):
 
@@ -36,7 +36,8 @@ import scipy.sparse as sp
 from distplan.formulations.compression.costs import CostData, cost_data, horizon, memory_can_bind, memory_terms
 from distplan.formulations.registry import Bound, Outcome, RunContext, build_model
 from distplan.modeling.model import LinExpr, Model, linear_sum
-from distplan.models.compression import CompressionInstance, CompressionPlan, make_plan
+from distplan.models.compression_instance import CompressionInstance
+from distplan.models.compression_plan import CompressionPlan, make_plan
 from distplan.solvers.result import SolverResult, Termination
 
 # -- index structures -------------------------------------------------------------------------

@@ -8,7 +8,7 @@ Xie et al. 2016, Poseidon (Zhang et al., USENIX ATC 2017).
 **tag_sfb** (``objective="iteration"``, the default) chooses the duplicated ops (gradients of
 duplicated producers travel as sufficient factors, the others by ring all-reduce, the channel
 in release order: TAG's plans) that minimize the iteration time the compression evaluator
-computes (`distplan.models.compression.evaluate`). With the channel order fixed the
+computes (`distplan.models.compression_eval.evaluate`). With the channel order fixed the
 evaluator's simulation is a max-plus recursion, so its least schedule is the optimum of
 linear rows without big-M (seconds, divided by ``unit``), per device class k (devices of one
 type hosting the same ops) and gradient g in release order (g-1 its predecessor):
@@ -64,7 +64,8 @@ from distplan.formulations.compression.costs import (
 from distplan.formulations.compression.select import Choice, SelectIndex, least_schedule, select_index
 from distplan.formulations.registry import Outcome, RunContext, build_model
 from distplan.modeling.model import Model, linear_sum
-from distplan.models.compression import CompressionInstance, CompressionPlan, make_plan
+from distplan.models.compression_instance import CompressionInstance
+from distplan.models.compression_plan import CompressionPlan, make_plan
 from distplan.solvers.result import SolverResult
 
 #: seconds charged per duplicated op in TAG's cost program: TAG's tie-break (alpha = 1 in
