@@ -10,6 +10,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 import pytest
+from conftest import backend_params, takes_milp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,9 +31,10 @@ from distplan.models.sharding import ShardingInstance, ShardingPlan, evaluate
 from distplan.models.sharding_costs import enumerate_strategies, parse_strategy, strategy_name
 from distplan.solvers.base import all_backends
 
-MILP_BACKENDS = [b.name for b in all_backends() if b.available() and b.capabilities.milp]
+MILP_BACKENDS = backend_params(takes_milp)
+_AVAILABLE_MILP = [b.name for b in all_backends() if b.available() and b.capabilities.milp]
 #: the backends the folding sweep runs on: highs and pulp-cbc (the issue's pair), else the next available
-SWEEP_BACKENDS = [b for b in ("highs", "pulp-cbc", "scip", "cvxpy-SCIPY", "pyomo-cbc") if b in MILP_BACKENDS][:2]
+SWEEP_BACKENDS = [b for b in ("highs", "pulp-cbc", "scip", "cvxpy-SCIPY", "pyomo-cbc") if b in _AVAILABLE_MILP][:2]
 BUNDLED = sorted(n for n, e in bundled().items() if e["kind"] == "sharding")
 A100 = device("A100-80GB")
 
