@@ -88,14 +88,14 @@ def ms(x: float) -> str:
 _FIRST_CALL = """
 import sys, time, warnings
 warnings.simplefilter("ignore")
-from distplan.formulations.bandwidth import convex
+from distplan.formulations.bandwidth import convex, per_cost
 from distplan.formulations.registry import RunContext
 from distplan.instances import load_instance
 from distplan.solvers.base import get_backend
 from distplan.solvers.options import SolveOptions
 convex.DIRECT = sys.argv[3] == "direct"
 inst = load_instance(sys.argv[1])
-run = convex.run_libra_perf if sys.argv[2] == "libra_perf" else convex.run_libra_perf_per_cost
+run = convex.run_libra_perf if sys.argv[2] == "libra_perf" else per_cost.run_libra_perf_per_cost
 ctx = RunContext(get_backend("cvxpy-CLARABEL"), SolveOptions(), {})
 t0 = time.perf_counter()
 run(inst, ctx)
@@ -114,7 +114,7 @@ def first_call_seconds(name: str, formulation: str, path: str) -> float:
 
 def bench_fast(names: list[str], repeat: int) -> None:
     """The fast convex path against cvxpy's, per case and formulation (see the module docstring)."""
-    from distplan.formulations.bandwidth import convex
+    from distplan.formulations.bandwidth import convex, per_cost
     from distplan.formulations.registry import RunContext
     from distplan.solvers.base import get_backend
     from distplan.solvers.options import SolveOptions
@@ -128,7 +128,7 @@ def bench_fast(names: list[str], repeat: int) -> None:
     worst: dict[str, list[float]] = {}
     for name in names:
         inst = load_instance(name)
-        for formulation, run in (("libra_perf", convex.run_libra_perf), ("libra_perf_per_cost", convex.run_libra_perf_per_cost)):
+        for formulation, run in (("libra_perf", convex.run_libra_perf), ("libra_perf_per_cost", per_cost.run_libra_perf_per_cost)):
             row: dict[str, Any] = {}
             for path in ("direct", "cvxpy"):
                 convex.DIRECT = path == "direct"

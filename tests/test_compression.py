@@ -26,8 +26,9 @@ from distplan.api import solve
 from distplan.cli import main as cli_main
 from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.compression.bounds import compression_bounds, min_sfb_channel
+from distplan.formulations.compression.choices import choice_from_plan
 from distplan.formulations.compression.costs import cost_data, tag_objective
-from distplan.formulations.compression.select import choice_from_plan, least_schedule
+from distplan.formulations.compression.schedule import least_schedule
 from distplan.formulations.compression.tag import TAG_BLOCKS, min_cut_duplicated, prune_dangling, tag_iteration, tag_warm_vector
 from distplan.formulations.registry import get_formulation
 from distplan.instances import compression_models as cm

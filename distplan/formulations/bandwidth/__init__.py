@@ -17,9 +17,10 @@ programs go to Clarabel directly in standard form (`conic`), not through cvxpy.
 from __future__ import annotations
 
 from distplan.formulations.bandwidth.baselines import run_equal_bw, run_proportional
-from distplan.formulations.bandwidth.convex import run_libra_perf, run_libra_perf_per_cost
+from distplan.formulations.bandwidth.convex import run_libra_perf
 from distplan.formulations.bandwidth.discrete import run_libra_discrete
 from distplan.formulations.bandwidth.outer import run_libra_perf_lp
+from distplan.formulations.bandwidth.per_cost import run_libra_perf_per_cost
 from distplan.formulations.registry import Formulation, register
 
 REFERENCE = "Won et al., LIBRA, ISPASS 2024 (arXiv 2109.11762); github.com/astra-sim/libra"

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from distplan.formulations.bandwidth.blocks import constraint_rows, optimize_linear
+from distplan.formulations.bandwidth.blocks import optimize_linear
 from distplan.formulations.bandwidth.convex import emit_warnings, no_solution, reject_menus
 from distplan.formulations.bandwidth.data import Program, prepare, unbounded_error
+from distplan.formulations.bandwidth.rows import constraint_rows
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.modeling.model import Model
 from distplan.models.bandwidth_instance import BandwidthInstance

@@ -1,8 +1,7 @@
 """Linear blocks over the bandwidth vector B (GB/s) and the small LPs built from them.
 
-Every block adds whole named blocks to a `Model`; each instance constraint is its own
-block named by its JSON path (``constraints.linear[2]``), so solver rows map back to the
-user's constraints. The LPs here (linear objective over the feasible bandwidths) serve
+The instance's rows come from `distplan.formulations.bandwidth.rows` (one named block
+each). The LPs here (linear objective over the feasible bandwidths) serve
 the baselines, the cost range of the Pareto sweep, the "unused dimension gets its lower
 bound" step and the boundedness check; they run on whatever backend the run uses.
 """
@@ -17,30 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from distplan.formulations.bandwidth.data import Program, Row, bandwidth_scale
+from distplan.formulations.bandwidth.data import Program, bandwidth_scale
+from distplan.formulations.bandwidth.diagnose import raise_if_infeasible
+from distplan.formulations.bandwidth.rows import constraint_rows
 from distplan.formulations.registry import RunContext
-from distplan.modeling.model import Model, Variable
+from distplan.modeling.model import Model
 from distplan.solvers.result import SolverResult, Termination
-
-
-def bandwidth_vars(model: Model, prog: Program, *, with_bounds: bool = True) -> Variable:
-    """B_d in GB/s, with the dimension bounds (or only B >= 0 when ``with_bounds`` is False)."""
-    if with_bounds:
-        return model.add_vars("bandwidth", prog.num_dims, lb=prog.lb, ub=prog.ub)
-    return model.add_vars("bandwidth", prog.num_dims, lb=0.0)
-
-
-def row_block(model: Model, B: Variable, row: Row, name: str | None = None) -> None:
-    """One instance row ``coeffs @ B sense rhs`` as a named block."""
-    expr = (B * row.coeffs).sum()
-    spec = expr <= row.rhs if row.sense == "<=" else (expr >= row.rhs if row.sense == ">=" else expr == row.rhs)
-    model.add_constraints(name or row.path, spec)
-
-
-def constraint_rows(model: Model, prog: Program, B: Variable, rows: Sequence[Row] | None = None) -> None:
-    """The instance's rows (total bandwidth, cost budget, user rows), one block each."""
-    for row in prog.rows if rows is None else rows:
-        row_block(model, B, row)
 
 
 def optimize_linear(
@@ -168,8 +149,6 @@ def max_bandwidths(ctx: RunContext, prog: Program, dims: Sequence[int]) -> dict[
         e[k] = 1.0
         result, b = optimize_linear(ctx, prog, e, "max", name=f"max-bandwidth-{prog.dims[k]}")
         if result.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED, Termination.NUMERICAL):
-            from distplan.formulations.bandwidth.diagnose import raise_if_infeasible
-
             raise_if_infeasible(ctx, prog, "bandwidth range")
         if result.termination in (Termination.UNBOUNDED, Termination.INFEASIBLE_OR_UNBOUNDED):
             out[k] = np.inf

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from distplan.errors import InfeasibleError
-from distplan.formulations.bandwidth.blocks import row_block
 from distplan.formulations.bandwidth.data import Program, Row
+from distplan.formulations.bandwidth.rows import row_block
 from distplan.formulations.registry import RunContext
 from distplan.modeling.model import Model
 from distplan.solvers.result import Termination

@@ -22,10 +22,11 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
-from distplan.formulations.bandwidth.blocks import constraint_rows, max_bandwidths
+from distplan.formulations.bandwidth.blocks import max_bandwidths
 from distplan.formulations.bandwidth.convex import check_bounded, emit_warnings, no_solution
 from distplan.formulations.bandwidth.data import Program, bandwidth_scale, prepare
 from distplan.formulations.bandwidth.outer import run_libra_perf_lp
+from distplan.formulations.bandwidth.rows import constraint_rows
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.bandwidth_instance import BandwidthInstance

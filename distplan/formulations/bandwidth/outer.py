@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from distplan.formulations.bandwidth.blocks import constraint_rows, lowest_unused
+from distplan.formulations.bandwidth.blocks import lowest_unused
 from distplan.formulations.bandwidth.convex import (
     check_bounded,
     emit_warnings,
@@ -28,6 +28,7 @@ from distplan.formulations.bandwidth.convex import (
     time_scale,
 )
 from distplan.formulations.bandwidth.data import bandwidth_scale, prepare
+from distplan.formulations.bandwidth.rows import constraint_rows
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.bandwidth_instance import BandwidthInstance

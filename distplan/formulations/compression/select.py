@@ -23,87 +23,27 @@ order of gradients more than ``window`` apart in release order to first-come-fir
 then the dual bound holds only for that restricted program and is not reported.
 """
 
+
 from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from distplan.formulations.compression.costs import CostData, cost_data, horizon, memory_can_bind, memory_terms
+from distplan.errors import InfeasibleError
+from distplan.formulations.compression.baselines import allreduce_plan, greedy_plan, poseidon_plan
+from distplan.formulations.compression.choices import choice_from_plan, choice_to_plan, improve_choice, min_channel_choice
+from distplan.formulations.compression.costs import CostData, cost_data, memory_can_bind, memory_terms
+from distplan.formulations.compression.schedule import Choice, SelectIndex, least_schedule, select_index
+from distplan.formulations.compression.tag import run_tag_sfb
 from distplan.formulations.registry import Bound, Outcome, RunContext, build_model
 from distplan.modeling.model import LinExpr, Model, linear_sum
 from distplan.models.compression_instance import CompressionInstance
-from distplan.models.compression_plan import CompressionPlan, make_plan
+from distplan.models.compression_plan import CompressionPlan
 from distplan.solvers.result import SolverResult, Termination
-
-# -- index structures -------------------------------------------------------------------------
-
-
-@dataclass
-class SelectIndex:
-    """Index arrays of one codec_select build."""
-
-    elig: np.ndarray  # op ids of eligible ops (x variables)
-    x_of_op: np.ndarray  # op id -> x index or -1
-    opt_grad: np.ndarray  # option -> gradient
-    opt_coded: np.ndarray  # option has an encode stage (a codec)
-    grad_coded: np.ndarray  # gradient has at least one codec option
-    pair_g: np.ndarray  # (gradient, class) pairs
-    pair_k: np.ndarray
-    pair_of: np.ndarray  # [G, n_classes] -> pair id or -1
-    enc_pairs: np.ndarray  # pair ids of coded gradients
-    enc_of_pair: np.ndarray  # pair id -> encode variable index or -1
-    stream_const: np.ndarray  # [n_ops, n_classes] C_k(i): stream time up to op i with nothing duplicated
-    stream_end: np.ndarray  # [n_classes]
-    rank: np.ndarray  # gradients in release order
-    H: float
-    release_lb: np.ndarray  # [G] earliest possible channel start (everything eligible duplicated)
-    sync_lb: np.ndarray  # [n_classes] earliest possible end of backward
-    #: seconds per model time unit: the MILP measures time in units of H so its values are
-    #: O(1) and solver tolerances (absolute gap 1e-6, feasibility 1e-7) are relative
-    unit: float
-
-
-def select_index(inst: CompressionInstance, cd: CostData, upper: float | None = None) -> SelectIndex:
-    """Index arrays; ``upper`` (seconds) is an iteration time some plan reaches: every time of
-    a solution that is at least as good is below it, so it serves as the big-M."""
-    elig = np.flatnonzero(cd.eligible)
-    x_of_op = np.full(cd.n_ops, -1, dtype=np.int64)
-    x_of_op[elig] = np.arange(elig.size)
-    opt_grad = np.array([o.gradient for o in cd.options], dtype=np.int64)
-    opt_coded = np.array([o.method != "allreduce" for o in cd.options], dtype=bool)
-    grad_coded = np.zeros(cd.n_gradients, dtype=bool)
-    grad_coded[opt_grad[opt_coded]] = True
-    nk = cd.n_classes
-    pair_g_list, pair_k_list = [], []
-    for g, ks in enumerate(cd.grad_classes):
-        pair_g_list.extend([g] * ks.size)
-        pair_k_list.extend(ks.tolist())
-    pair_g = np.array(pair_g_list, dtype=np.int64)
-    pair_k = np.array(pair_k_list, dtype=np.int64)
-    pair_of = np.full((cd.n_gradients, nk), -1, dtype=np.int64)
-    pair_of[pair_g, pair_k] = np.arange(pair_g.size)
-    enc_pairs = np.flatnonzero(grad_coded[pair_g])
-    enc_of_pair = np.full(pair_g.size, -1, dtype=np.int64)
-    enc_of_pair[enc_pairs] = np.arange(enc_pairs.size)
-    stream_t = cd.class_time * (~inst.is_update)[:, None]
-    stream_const = np.cumsum(stream_t, axis=0)
-    stream_end = stream_const[-1] if cd.n_ops else np.zeros(nk)
-    rank = np.lexsort((np.arange(cd.n_gradients), cd.grad_op))
-    H = horizon(inst) if upper is None else upper
-    all_dup = np.cumsum(cd.class_time * cd.eligible[:, None], axis=0)
-    fastest = stream_const - all_dup
-    release_lb = np.zeros(cd.n_gradients)
-    np.maximum.at(release_lb, pair_g, fastest[cd.grad_op[pair_g], pair_k])
-    sync_lb = fastest[-1] if cd.n_ops else np.zeros(nk)
-    return SelectIndex(
-        elig, x_of_op, opt_grad, opt_coded, grad_coded, pair_g, pair_k, pair_of, enc_pairs, enc_of_pair,
-        stream_const, stream_end, rank, H, release_lb, sync_lb, max(H, 1e-12),
-    )
 
 
 def _index(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> tuple[CostData, SelectIndex]:
@@ -387,168 +327,6 @@ def select_order(model: Model, inst: CompressionInstance, data: dict[str, Any]) 
 SELECT_BLOCKS = (select_choice, select_memory, select_timing, select_order)
 
 
-# -- the least schedule of fixed choices (warm start, candidate comparison) -------------------
-
-
-@dataclass
-class Choice:
-    """Fixed decisions: duplicated ops (mask over ops), option index per gradient (-1 = sfb),
-    channel order (gradient indices)."""
-
-    dup: np.ndarray
-    option: np.ndarray
-    order: np.ndarray
-
-
-def least_schedule(inst: CompressionInstance, ch: Choice, data: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The earliest schedule of fixed choices under the model's rows: iteration seconds and
-    every time variable (the MILP's values for a warm start)."""
-    cd = cost_data(inst)
-    si = data["si"] if data is not None and "si" in data else select_index(inst, cd)
-    dupf = (ch.dup & cd.eligible).astype(float)
-    sub = np.cumsum(cd.class_time * dupf[:, None], axis=0)
-    F = si.stream_const - sub
-    End = si.stream_end - (sub[-1] if cd.n_ops else 0.0)
-    nk = cd.n_classes
-    b = np.maximum(0.0, dupf[cd.cand_dst] - dupf[cd.cand_src])
-    sfb_chan = np.bincount(cd.cand_gradient[cd.cand_gradient >= 0], weights=(b * cd.cand_seconds)[cd.cand_gradient >= 0], minlength=cd.n_gradients)
-    tree_work = np.zeros((cd.n_gradients, nk))
-    elig = np.flatnonzero(cd.eligible & ch.dup & (inst.tree >= 0))
-    np.add.at(tree_work, inst.tree[elig], inst.replicas[elig][:, None] * cd.class_time[elig])
-    enc_free = np.zeros(nk)
-    sync_free = np.zeros(nk)
-    chan_free = 0.0
-    busy = 0.0
-    c = np.zeros(cd.n_gradients)
-    e = np.zeros(si.enc_pairs.size)
-    u = np.zeros(si.pair_g.size)
-    for g in ch.order.tolist():
-        ks = cd.grad_classes[g]
-        p = cd.grad_op[g]
-        o = int(ch.option[g])
-        opt = cd.options[o] if o >= 0 else None
-        coded = opt is not None and opt.method != "allreduce"
-        chan = opt.channel_seconds if opt is not None else float(sfb_chan[g])
-        ready = 0.0
-        for k in ks.tolist():
-            q = si.enc_of_pair[si.pair_of[g, k]]
-            if coded:
-                s = max(enc_free[k], F[p, k])
-                e[q] = s
-                enc_free[k] = s + opt.encode_seconds[k]  # type: ignore[union-attr]
-                ready = max(ready, enc_free[k])
-            else:
-                if q >= 0:
-                    e[q] = enc_free[k]
-                ready = max(ready, F[p, k])
-        start = max(chan_free, ready)
-        c[g] = start
-        chan_free = start + chan
-        busy += chan
-        for k in ks.tolist():
-            work = cd.update_seconds[g, k] + tree_work[g, k] + (opt.decode_seconds[k] if opt is not None else 0.0)
-            s = max(sync_free[k], chan_free, End[k])
-            u[si.pair_of[g, k]] = s
-            sync_free[k] = s + work
-    T = float(max(End.max(initial=0.0), sync_free.max(initial=0.0), chan_free))
-    return {"iteration": T, "channel_start": c, "encode_start": e, "sync_start": u, "broadcast": b, "channel_busy": busy}
-
-
-def _memory_ok(inst: CompressionInstance, dup: np.ndarray, terms: tuple[np.ndarray, np.ndarray]) -> bool:
-    cd = cost_data(inst)
-    dup_bytes, bcast_bytes = terms
-    b = dup[cd.cand_dst] & ~dup[cd.cand_src]
-    used = cd.memory_base + dup_bytes @ dup.astype(float) + bcast_bytes @ b.astype(float)
-    return bool(np.all(used <= cd.memory_capacity * (1 + 1e-9)))
-
-
-def _sfb_variants(inst: CompressionInstance, g: int) -> list[np.ndarray]:
-    """Duplicated sets for sfb of gradient g: its whole eligible tree, and its producer alone."""
-    p = int(inst.grad_op[g])
-    if not inst.eligible[p]:
-        return []
-    tree = inst.eligible & (inst.tree == g)
-    root = np.zeros(inst.n_ops, dtype=bool)
-    root[p] = True
-    return [tree] if np.array_equal(tree, root) else [tree, root]
-
-
-def min_channel_choice(inst: CompressionInstance) -> Choice:
-    """Per gradient the way with the least channel time (sfb as its whole tree), taken in
-    order of saving while memory fits; release order."""
-    cd = cost_data(inst)
-    terms = memory_terms(inst)
-    best = np.full(cd.n_gradients, -1, dtype=np.int64)
-    best_tau = np.full(cd.n_gradients, np.inf)
-    for o, opt in enumerate(cd.options):
-        if opt.channel_seconds < best_tau[opt.gradient]:
-            best[opt.gradient], best_tau[opt.gradient] = o, opt.channel_seconds
-    fallback = best.copy()
-    trees: dict[int, np.ndarray] = {}
-    for g in range(cd.n_gradients):
-        variants = _sfb_variants(inst, g)
-        if not variants:
-            continue
-        tree = variants[0]
-        into = tree[cd.cand_dst] & ~tree[cd.cand_src]
-        tau = float(cd.cand_seconds[into].sum())
-        if tau < best_tau[g]:
-            best[g], best_tau[g], trees[g] = -1, tau, tree
-    dup = np.zeros(inst.n_ops, dtype=bool)
-    for g in np.argsort(best_tau - cd.grad_allreduce_seconds, kind="stable").tolist():
-        if best[g] >= 0:
-            continue
-        trial = dup | trees[g]
-        if _memory_ok(inst, trial, terms):
-            dup = trial
-        else:
-            best[g] = fallback[g]
-    return Choice(dup, best, fifo_order(inst))
-
-
-def improve_choice(inst: CompressionInstance, ch: Choice, data: dict[str, Any] | None, deadline: float, max_sweeps: int = 4) -> tuple[Choice, int]:
-    """Coordinate descent on the way each gradient is synchronized (options, sfb as whole
-    tree or producer alone), keeping the order: a change is kept when it lowers (iteration
-    time, channel busy time). Stops after ``max_sweeps`` sweeps without change or at
-    ``deadline`` (perf_counter seconds). Returns the choice and the number of changes."""
-    cd = cost_data(inst)
-    terms = memory_terms(inst)
-    opts_of = [np.flatnonzero(np.array([o.gradient == g for o in cd.options])) for g in range(cd.n_gradients)]
-
-    def score(c: Choice) -> tuple[float, float]:
-        sched = least_schedule(inst, c, data)
-        return (round(sched["iteration"], 12), round(sched["channel_busy"], 12))
-
-    cur = Choice(ch.dup.copy(), ch.option.copy(), ch.order.copy())
-    cur_score = score(cur)
-    changes = 0
-    grads = np.argsort(-cd.grad_allreduce_seconds, kind="stable").tolist()
-    for _ in range(max_sweeps):
-        changed = False
-        for g in grads:
-            if time.perf_counter() > deadline:
-                return cur, changes
-            tree = inst.eligible & (inst.tree == g)
-            base_dup = cur.dup & ~tree
-            alternatives: list[tuple[int, np.ndarray]] = [(int(o), base_dup) for o in opts_of[g].tolist()]
-            alternatives += [(-1, base_dup | v) for v in _sfb_variants(inst, g)]
-            for o, dup in alternatives:
-                if o == cur.option[g] and np.array_equal(dup, cur.dup):
-                    continue
-                if o < 0 and not _memory_ok(inst, dup, terms):
-                    continue
-                option = cur.option.copy()
-                option[g] = o
-                trial = Choice(dup, option, cur.order)
-                sc = score(trial)
-                if sc < cur_score:
-                    cur, cur_score = trial, sc
-                    changes += 1
-                    changed = True
-        if not changed:
-            break
-    return cur, changes
-
 
 def warm_vector(model: Model, inst: CompressionInstance, data: dict[str, Any], ch: Choice) -> np.ndarray:
     """A full solution vector of the codec_select model for fixed choices."""
@@ -598,35 +376,10 @@ def decode_choice(inst: CompressionInstance, result: SolverResult, data: dict[st
     return Choice(dup, option, order)
 
 
-def choice_to_plan(inst: CompressionInstance, ch: Choice) -> CompressionPlan:
-    cd = cost_data(inst)
-    methods = ["sfb" if ch.option[g] < 0 else cd.options[int(ch.option[g])].method for g in range(cd.n_gradients)]
-    return make_plan(inst, ch.dup, methods, ch.order.tolist())
-
-
-def fifo_order(inst: CompressionInstance) -> np.ndarray:
-    return np.lexsort((np.arange(inst.n_gradients), inst.grad_op))
-
-
-def choice_from_plan(inst: CompressionInstance, plan: CompressionPlan) -> Choice:
-    """The fixed choices of a plan (for warm starts); the order defaults to release order."""
-    cd = cost_data(inst)
-    dup = np.array([o.name in set(plan.duplicated) for o in inst.ops], dtype=bool)
-    option = np.full(cd.n_gradients, -1, dtype=np.int64)
-    for o_idx, opt in enumerate(cd.options):
-        if plan.sync[inst.gradients[opt.gradient].name] == opt.method:
-            option[opt.gradient] = o_idx
-    order = np.array([inst.gradient_index[n] for n in plan.order], dtype=np.int64) if plan.order is not None else fifo_order(inst)
-    return Choice(dup, option, order)
-
 
 def run_codec_select(inst: CompressionInstance, ctx: RunContext) -> Outcome:
     """Solve the scheduling MILP, warm-started with the best of all-reduce, TAG's plan and the
     greedy plan (each in release order); return the best plan found."""
-    from distplan.errors import InfeasibleError
-    from distplan.formulations.compression.baselines import allreduce_plan, greedy_plan, poseidon_plan
-    from distplan.formulations.compression.tag import run_tag_sfb
-
     inst.check_base_memory()
     window = ctx.param("window", None)
     candidates: dict[str, CompressionPlan] = {"allreduce_all": allreduce_plan(inst), "greedy_by_saving": greedy_plan(inst)}

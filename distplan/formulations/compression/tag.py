@@ -61,7 +61,7 @@ from distplan.formulations.compression.costs import (
     prune_dangling,
     tag_objective,
 )
-from distplan.formulations.compression.select import Choice, SelectIndex, least_schedule, select_index
+from distplan.formulations.compression.schedule import Choice, SelectIndex, least_schedule, select_index
 from distplan.formulations.registry import Outcome, RunContext, build_model
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.compression_instance import CompressionInstance
