@@ -32,6 +32,8 @@ from distplan.formulations.pipeline.common import (
     check_capacity,
     memory_peaks,
     orders_from_starts,
+    predecessor_lists,
+    ready_time,
 )
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
@@ -357,10 +359,7 @@ def greedy(
     if np.any(inst.device_mask.sum(axis=1) != 1):
         raise InputError("schedule", f"{inst.name}: this greedy schedule needs every block on one device", "use 1f1b")
     dev_of = inst.device_mask.argmax(axis=1)
-    src, dst, lag = inst.edges
-    preds: list[list[tuple[int, float]]] = [[] for _ in range(nb)]
-    for a, b, g in zip(src.tolist(), dst.tolist(), lag.tolist()):
-        preds[b].append((a, g))
+    preds = predecessor_lists(inst)
     start = np.full((nb, n), np.nan)
     nxt = np.zeros(nb, dtype=np.int64)
     free_at = np.zeros(inst.n_devices)
@@ -384,14 +383,8 @@ def greedy(
                 m = int(nxt[b])
                 if m >= n:
                     continue
-                ready = 0.0
-                ok = True
-                for a, g in preds[b]:
-                    if np.isnan(start[a, m]):
-                        ok = False
-                        break
-                    ready = max(ready, start[a, m] + dur[a] + g)
-                if not ok:
+                ready = ready_time(preds[b], start, dur, m)
+                if ready is None:
                     continue
                 if ready > t + 1e-12:
                     heapq.heappush(events, ready)

@@ -51,6 +51,27 @@ def dependency_arcs(inst: PipelineInstance, micro_batches: int | None = None) ->
     return OpArcs(s, t, g)
 
 
+def predecessor_lists(inst: PipelineInstance) -> list[list[tuple[int, float]]]:
+    """For every block, its (predecessor block, lag in seconds) pairs."""
+    src, dst, lag = inst.edges
+    preds: list[list[tuple[int, float]]] = [[] for _ in range(inst.n_blocks)]
+    for a, b, g in zip(src.tolist(), dst.tolist(), lag.tolist()):
+        preds[b].append((a, g))
+    return preds
+
+
+def ready_time(preds: list[tuple[int, float]], start: np.ndarray, duration: np.ndarray, micro: int) -> float | None:
+    """When a block's micro-batch ``micro`` may start (seconds), from the (B, N) starts of
+    its predecessors' same micro-batch; None while one of them has not started."""
+    ready = 0.0
+    for a, g in preds:
+        s = start[a, micro]
+        if np.isnan(s):
+            return None
+        ready = max(ready, float(s) + float(duration[a]) + g)
+    return ready
+
+
 def block_depth(inst: PipelineInstance) -> np.ndarray:
     """(B,) earliest start (seconds) of each block when one micro-batch runs alone with
     unlimited devices: the longest dependency path (durations + delays) to the block."""

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
-from distplan.formulations.pipeline.common import Orders, block_depth
+from distplan.formulations.pipeline.common import Orders, block_depth, predecessor_lists, ready_time
 from distplan.models.pipeline import PipelineInstance
 
 F, B, W = 0, 1, 2
@@ -275,10 +275,7 @@ def v_zb_start(inst: PipelineInstance) -> np.ndarray:
     for d in range(p):
         cls[lay.b[d, 1]], cls[lay.b[d, 0]], cls[lay.f[d, 1]], cls[lay.f[d, 0]] = 0, 1, 2, 3
         chunk[lay.f[d, 1]] = chunk[lay.b[d, 1]] = chunk[lay.w[d, 1]] = 1
-    src, dst, lag = inst.edges
-    preds: list[list[tuple[int, float]]] = [[] for _ in range(nb)]
-    for a, bb, g in zip(src.tolist(), dst.tolist(), lag.tolist()):
-        preds[bb].append((a, g))
+    preds = predecessor_lists(inst)
     start = np.full((nb, n), np.nan)
     nxt = np.zeros(nb, dtype=np.int64)
     free_at = np.zeros(p)
@@ -302,14 +299,8 @@ def v_zb_start(inst: PipelineInstance) -> np.ndarray:
                 m = int(nxt[blk])
                 if m >= n:
                     continue
-                ready = 0.0
-                ok = True
-                for a, g in preds[blk]:
-                    if np.isnan(start[a, m]):
-                        ok = False
-                        break
-                    ready = max(ready, start[a, m] + dur[a] + g)
-                if not ok:
+                ready = ready_time(preds[blk], start, dur, m)
+                if ready is None:
                     continue
                 if ready > t + 1e-12:
                     heapq.heappush(events, ready)
