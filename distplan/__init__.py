@@ -7,12 +7,18 @@
 
 from __future__ import annotations
 
-from distplan.api import Result, solve
-from distplan.emit import emit
-from distplan.errors import DistplanError, InfeasibleError, InputError, NoSolutionError, PlanCheckError
-from distplan.formulations.registry import formulations
-from distplan.instances import bundled, load_instance
-from distplan.solvers.base import all_backends as backends
+import time as _time
+
+#: when distplan began to load (``time.perf_counter()``): the command line counts its time
+#: limit from here, so importing and reading the instance are inside the limit too
+LOADED_AT = _time.perf_counter()
+
+from distplan.api import Result, solve  # noqa: E402
+from distplan.emit import emit  # noqa: E402
+from distplan.errors import DistplanError, InfeasibleError, InputError, NoSolutionError, PlanCheckError  # noqa: E402
+from distplan.formulations.registry import formulations  # noqa: E402
+from distplan.instances import bundled, load_instance  # noqa: E402
+from distplan.solvers.base import all_backends as backends  # noqa: E402
 
 __version__ = "0.1.0"
 

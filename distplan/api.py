@@ -108,6 +108,7 @@ def solve(
     seed: int | None = None,
     verbose: bool = False,
     solver_options: dict[str, Any] | None = None,
+    started: float | None = None,
     **params: Any,
 ) -> Result:
     """Solve ``instance`` (an instance object, a file path or a bundled name) with a named
@@ -123,11 +124,12 @@ def solve(
     the formulation's own phases; a solver that cannot be interrupted runs in a child
     process that is killed shortly after the limit. ``mip_gap`` (relative, default
     `DEFAULT_GAP_TOLERANCE`) is handed to every backend and recorded as the result's
-    ``gap_tolerance``.
+    ``gap_tolerance``. ``started`` (a ``time.perf_counter()`` value) moves the start of the
+    time limit earlier, e.g. to when a command began, so that loading counts too.
     """
     options = _options(time_limit, mip_gap, threads, seed, verbose, solver_options)
     try:
-        return _solve(instance, formulation, backend, options, fold, params)
+        return _solve(instance, formulation, backend, options, fold, params, started)
     except DistplanError:
         raise
     except Exception as exc:  # a bug: still a DistplanError, with the original as its cause
@@ -165,8 +167,10 @@ def _options(
     )
 
 
-def _solve(instance: Any, formulation: str, backend: str | None, options: SolveOptions, fold: bool, params: dict[str, Any]) -> Result:
-    t_start = time.perf_counter()
+def _solve(
+    instance: Any, formulation: str, backend: str | None, options: SolveOptions, fold: bool, params: dict[str, Any], started: float | None
+) -> Result:
+    t_start = time.perf_counter() if started is None else min(started, time.perf_counter())
     inst = _load(instance)
     spec = kind_spec(inst.kind)
     form = get_formulation(inst.kind, formulation)

@@ -211,3 +211,17 @@ def test_an_op_larger_than_every_device_is_infeasible_exit_3(tmp_path: Path, cap
     assert "gpu1" in err and "short by 50 bytes" in err
     with pytest.raises(InfeasibleError):
         distplan.solve(path, "baechi_etf")
+
+
+def test_a_solve_that_cannot_be_interrupted_returns_within_its_limit_plus_grace() -> None:
+    """codec_select on BERT-large hands HiGHS 111k rows whose presolve ignores the time
+    limit (it ran 12 minutes): the solve is isolated and killed, and returns its best plan."""
+    import time
+
+    limit = 3.0
+    t0 = time.perf_counter()
+    res = distplan.solve("compression-bert-large", "codec_select", time_limit=limit)
+    elapsed = time.perf_counter() - t0
+    assert elapsed <= limit + max(2.0, 0.1 * limit), elapsed
+    assert res.status.value == "feasible" and res.check is not None and res.check.feasible
+    assert any(r.extra.get("isolated") for r in res.solver_results)
