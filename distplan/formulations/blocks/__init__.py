@@ -1,1 +1,0 @@
-"""TRANSITION ALIAS package, removed before this session's last commit."""
