@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import InputError
-from distplan.models.catalogue import ALIASES, GB, LAT_ICI, TPU_V4_ICI_LINK, ClusterSpec, Link
+from distplan.models.clusters import ClusterSpec, Link
+from distplan.models.hardware import ALIASES, GB, LAT_ICI, TPU_V4_ICI_LINK
 
 # -- multi-dimensional networks (LIBRA) and tori (TPU v4) ------------------------------------------
 
