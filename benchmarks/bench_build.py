@@ -21,7 +21,7 @@ from distplan.formulations.placement.sct import SCT_BLOCKS
 from distplan.formulations.registry import build_model
 from distplan.instances.generators import random_layered_dag
 from distplan.models.common import instance_from_dict
-from distplan.models.placement import PlacementInstance
+from distplan.models.placement_instance import PlacementInstance
 
 
 def lp_data(inst: PlacementInstance) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -29,7 +29,7 @@ import numpy as np
 import distplan
 from distplan.errors import InfeasibleError
 from distplan.formulations.placement.coarsen import coarsen
-from distplan.models.placement import PlacementInstance
+from distplan.models.placement_instance import PlacementInstance
 
 RUNS: list[tuple[str, dict[str, Any]]] = [
     ("single_device", {}),

@@ -19,7 +19,8 @@ from distplan.formulations.placement.coarsen import coarsen
 from distplan.formulations.placement.sct import favorites_from_lp
 from distplan.instances import bundled, load_document
 from distplan.models.common import instance_from_dict
-from distplan.models.placement import evaluate, make_plan, memory_peaks
+from distplan.models.placement_evaluate import evaluate, memory_peaks
+from distplan.models.placement_plan import make_plan
 
 HEURISTICS = ["single_device", "baechi_topo", "baechi_etf", "baechi_sct"]
 SMALL = sorted(n for n, e in bundled().items() if n.startswith("placement-small-"))
@@ -244,7 +245,7 @@ def test_gnmt_coarsening_and_folded_solve() -> None:
     assert inst.n_ops == 2169
     assert fold.stats["coarse_ops"] <= 562  # the reference's conservative fusion leaves 562
     coarse = fold.instance
-    from distplan.models.placement import find_cycle
+    from distplan.models.graphs import find_cycle
 
     assert find_cycle(coarse.n_ops, coarse.src, coarse.dst) is None
     assert coarse.time.sum() == pytest.approx(inst.time.sum())

@@ -19,7 +19,9 @@ import distplan
 from distplan.errors import InputError, NoSolutionError
 from distplan.instances import bundled
 from distplan.models.common import instance_from_dict
-from distplan.models.placement import PlacementInstance, evaluate, make_plan, schedule_fixed_placement
+from distplan.models.placement_evaluate import evaluate, schedule_fixed_placement
+from distplan.models.placement_instance import PlacementInstance
+from distplan.models.placement_plan import make_plan
 
 
 def brute_force(inst: PlacementInstance) -> float:

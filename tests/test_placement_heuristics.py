@@ -18,7 +18,7 @@ from distplan.formulations.placement.heuristics import topo_assignment
 from distplan.formulations.placement.listsched import list_schedule, topological_positions
 from distplan.formulations.placement.sct import favorites_from_lp
 from distplan.models.common import instance_from_dict
-from distplan.models.placement import PlacementInstance
+from distplan.models.placement_instance import PlacementInstance
 
 
 def random_instance(seed: int) -> PlacementInstance:

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from distplan.models.placement import PlacementInstance, PlacementPlan, evaluate
+from distplan.models.placement_evaluate import evaluate
+from distplan.models.placement_instance import PlacementInstance
+from distplan.models.placement_plan import PlacementPlan
 
 
 def gantt(inst: PlacementInstance, plan: PlacementPlan, path: str | Path, title: str | None = None) -> Path:

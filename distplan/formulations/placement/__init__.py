@@ -17,7 +17,7 @@ from distplan.formulations.registry import (
     register_bounds,
     register_folder,
 )
-from distplan.models.placement import PlacementInstance
+from distplan.models.placement_instance import PlacementInstance
 
 BAECHI = "Jeon et al., Baechi: Fast Device Placement of Machine Learning Graphs, SoCC 2020 (arXiv 2301.08695)"
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from distplan.formulations.registry import Bound
-from distplan.models.placement import PlacementInstance
+from distplan.models.placement_instance import PlacementInstance
 
 
 def critical_path(inst: PlacementInstance, times: np.ndarray | None = None) -> float:

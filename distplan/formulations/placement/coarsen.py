@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from distplan.formulations.registry import Folding
-from distplan.models.placement import PlacementInstance, PlacementPlan, make_plan
+from distplan.models.placement_instance import PlacementInstance
+from distplan.models.placement_plan import PlacementPlan, make_plan
 
 
 class _UnionFind:

@@ -12,7 +12,8 @@ import numpy as np
 from distplan.errors import InfeasibleError
 from distplan.formulations.placement.listsched import Schedule, list_schedule, topological_positions
 from distplan.formulations.registry import Outcome, RunContext
-from distplan.models.placement import PlacementInstance, make_plan
+from distplan.models.placement_instance import PlacementInstance
+from distplan.models.placement_plan import make_plan
 
 
 def outcome_of(inst: PlacementInstance, sched: Schedule, **info: object) -> Outcome:

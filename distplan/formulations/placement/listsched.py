@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from distplan.errors import InfeasibleError
-from distplan.models.placement import PlacementInstance
+from distplan.models.placement_instance import PlacementInstance
 
 _INF = math.inf
 

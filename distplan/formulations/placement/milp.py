@@ -37,7 +37,9 @@ from distplan.formulations.placement.heuristics import single_device_schedule, t
 from distplan.formulations.placement.listsched import Schedule, list_schedule
 from distplan.formulations.registry import Bound, Outcome, RunContext, build_model, get_formulation
 from distplan.modeling.model import Model, linear_sum
-from distplan.models.placement import PlacementInstance, PlacementPlan, evaluate, make_plan, schedule_fixed_placement
+from distplan.models.placement_evaluate import evaluate, schedule_fixed_placement
+from distplan.models.placement_instance import PlacementInstance
+from distplan.models.placement_plan import PlacementPlan, make_plan
 from distplan.solvers.result import SolverResult
 
 SCALE = relaxation.SCALE

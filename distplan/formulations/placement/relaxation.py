@@ -40,7 +40,7 @@ import numpy as np
 
 from distplan.formulations.registry import Bound, RunContext
 from distplan.modeling.model import Model, linear_sum
-from distplan.models.placement import PlacementInstance
+from distplan.models.placement_instance import PlacementInstance
 from distplan.solvers.result import SolverResult
 
 #: seconds -> model time unit (microseconds)

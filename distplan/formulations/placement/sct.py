@@ -38,7 +38,8 @@ from distplan.formulations.placement.coarsen import chain_clusters, chain_order,
 from distplan.formulations.placement.listsched import list_schedule
 from distplan.formulations.registry import Bound, Outcome, RunContext, build_model
 from distplan.modeling.model import Model
-from distplan.models.placement import PlacementInstance, PlacementPlan, make_plan
+from distplan.models.placement_instance import PlacementInstance
+from distplan.models.placement_plan import PlacementPlan, make_plan
 from distplan.solvers.result import SolverResult
 
 

@@ -1,0 +1,239 @@
+"""Operator placement: the independent evaluator (fixed-placement schedule, memory peaks, feasibility and makespan in seconds)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from distplan.errors import InputError
+from distplan.models.common import Check
+from distplan.models.placement_instance import PlacementInstance
+from distplan.models.placement_plan import PlacementPlan
+
+# -- the independent evaluator -----------------------------------------------------------------
+
+
+def schedule_fixed_placement(inst: PlacementInstance, device: np.ndarray, order_key: np.ndarray | None = None) -> np.ndarray:
+    """Start times (seconds) for a fixed device per op.
+
+    Without ``order_key``: ETF order — repeatedly start the ready op with the earliest
+    possible start on its device (ties: topological position). With ``order_key``: each
+    device runs its ops in increasing key order (as soon as inputs arrive). Honours the
+    instance's communication model.
+    """
+    n, nd = inst.n_ops, inst.n_devices
+    dur = inst.time[np.arange(n), device]
+    preds: list[list[int]] = [[] for _ in range(n)]
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for e, (a, b) in enumerate(zip(inst.src.tolist(), inst.dst.tolist())):
+        preds[b].append(e)
+        succs[a].append(e)
+    topo_pos = np.empty(n, dtype=np.int64)
+    topo_pos[inst.topo_order()] = np.arange(n)
+    channels = inst.communication == "channels"
+    chan_free = np.zeros(nd)
+    # channels cache: a tensor (producer op, bytes) received once on a device is reused there
+    arrived: dict[tuple[int, int, float], float] = {}
+    end = np.full(n, np.nan)
+    start = np.full(n, np.nan)
+    dev_free = np.zeros(nd)
+    remaining = np.array([len(p) for p in preds])
+    if order_key is not None:
+        queues = [sorted(np.flatnonzero(device == d).tolist(), key=lambda v: (order_key[v], topo_pos[v])) for d in range(nd)]
+        qpos = [0] * nd
+
+    def ready_time(v: int, commit: bool) -> float:
+        d = int(device[v])
+        t = 0.0
+        local_chan = chan_free.copy() if (channels and not commit) else chan_free
+        for e in preds[v]:
+            u = int(inst.src[e])
+            du = int(device[u])
+            if du == d:
+                t = max(t, end[u])
+                continue
+            if channels:
+                key = (u, d, float(inst.edge_bytes[e]))
+                if key in arrived:
+                    t = max(t, arrived[key])
+                    continue
+                c = inst.latency[du, d] + inst.edge_bytes[e] / inst.bandwidth[du, d]
+                send = max(end[u], local_chan[du])
+                recv = max(send, local_chan[d])
+                arr = recv + c
+                local_chan[du] = local_chan[d] = arr
+                if commit:
+                    arrived[key] = arr
+                t = max(t, arr)
+            else:
+                t = max(t, end[u] + inst.latency[du, d] + inst.edge_bytes[e] / inst.bandwidth[du, d])
+        return t
+
+    done = 0
+    ready = {v for v in range(n) if remaining[v] == 0}
+    while done < n:
+        if order_key is not None:
+            cands = []
+            for d in range(nd):
+                if qpos[d] < len(queues[d]):
+                    v = queues[d][qpos[d]]
+                    if remaining[v] == 0:
+                        cands.append(v)
+            if not cands:
+                raise InputError("plan.start", "the per-device order contradicts the dependencies (deadlock)", "order ops consistently with the graph")
+        else:
+            cands = list(ready)
+        best = None
+        for v in cands:
+            s = max(ready_time(v, False), dev_free[device[v]])
+            key = (s, topo_pos[v], v)
+            if best is None or key < best[0]:
+                best = (key, v)
+        assert best is not None
+        v = best[1]
+        s = max(ready_time(v, True), dev_free[device[v]])
+        start[v] = s
+        end[v] = s + dur[v]
+        dev_free[device[v]] = end[v]
+        done += 1
+        if order_key is not None:
+            qpos[int(device[v])] += 1
+        else:
+            ready.discard(v)
+        for e in succs[v]:
+            w = int(inst.dst[e])
+            remaining[w] -= 1
+            if remaining[w] == 0 and order_key is None:
+                ready.add(w)
+    return start
+
+
+def memory_peaks(inst: PlacementInstance, device: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Peak bytes per device under the instance's memory model."""
+    nd = inst.n_devices
+    if inst.memory_model == "simple":
+        return np.bincount(device, weights=inst.memory, minlength=nd)
+    n = inst.n_ops
+    dur = inst.time[np.arange(n), device]
+    end = start + dur
+    last_use = end.copy()  # outputs live at least until the op ends
+    has_succ = np.zeros(n, dtype=bool)
+    for a, b in zip(inst.src.tolist(), inst.dst.tolist()):
+        last_use[a] = max(last_use[a], end[b])
+        has_succ[a] = True
+    peaks = np.zeros(nd)
+    for d in range(nd):
+        ops = np.flatnonzero(device == d)
+        events: list[tuple[float, int, float]] = []  # (time, 0 free / 1 alloc, bytes)
+        for v in ops.tolist():
+            events.append((start[v], 1, inst.memory[v] + inst.temporary[v] + inst.output[v]))
+            events.append((end[v], 0, -inst.temporary[v]))
+            if has_succ[v]:
+                events.append((last_use[v], 0, -inst.output[v]))
+        events.sort(key=lambda x: (x[0], x[1]))
+        cur = 0.0
+        peak = 0.0
+        for _, _, delta in events:
+            cur += delta
+            peak = max(peak, cur)
+        peaks[d] = peak
+    return peaks
+
+
+def evaluate(inst: PlacementInstance, plan: PlacementPlan) -> Check:
+    """Check a plan and recompute its makespan (seconds), independently of any formulation.
+
+    Checks: every op placed once on a known device; colocation groups together; start
+    times non-negative; precedence with communication delay; no two ops overlapping on a
+    device; memory per device under its capacity (instance memory model). With the
+    channel communication model, or when the plan has no start times, the schedule is
+    re-simulated from the plan's device assignment (and per-device order).
+    """
+    n, nd = inst.n_ops, inst.n_devices
+    violations: list[str] = []
+    device = np.asarray(plan.device)
+    if device.shape != (n,):
+        return Check(False, math.inf, [f"plan has {device.size} device entries for {n} ops"])
+    if np.any((device < 0) | (device >= nd)):
+        k = int(np.flatnonzero((device < 0) | (device >= nd))[0])
+        return Check(False, math.inf, [f"op {inst.op_names[k]!r} has invalid device id {int(device[k])}"])
+    groups = inst.colocation_groups()
+    n_groups = int(groups.max()) + 1 if n else 0
+    lo = np.full(n_groups, nd, dtype=np.int64)
+    hi = np.full(n_groups, -1, dtype=np.int64)
+    np.minimum.at(lo, groups, device)
+    np.maximum.at(hi, groups, device)
+    for g in np.flatnonzero(lo != hi).tolist():  # O(V): only split groups are looked at
+        members = np.flatnonzero(groups == g)
+        violations.append(f"colocation group {inst.colocate[int(members[0])]!r} is split over several devices")
+    simulated = plan.start is None or inst.communication == "channels"
+    if plan.start is None:
+        start = schedule_fixed_placement(inst, device)
+    elif inst.communication == "channels":
+        start = schedule_fixed_placement(inst, device, order_key=np.asarray(plan.start))
+    else:
+        start = np.asarray(plan.start, dtype=float)
+        if start.shape != (n,) or not np.all(np.isfinite(start)):
+            return Check(False, math.inf, ["start times missing or not finite"])
+    dur = inst.time[np.arange(n), device]
+    end = start + dur
+    scale = max(1.0, float(np.max(end))) if n else 1.0
+    tol = 1e-7 * scale
+    if np.any(start < -tol):
+        k = int(np.flatnonzero(start < -tol)[0])
+        violations.append(f"op {inst.op_names[k]!r} starts at {start[k]} < 0")
+    if not simulated and inst.n_edges:
+        a, b = inst.src, inst.dst
+        need_t = end[a] + inst.delay(np.arange(inst.n_edges), device[a], device[b])
+        late = np.flatnonzero(start[b] < need_t - tol)
+        for e in late[:10].tolist():
+            violations.append(
+                f"edge {inst.op_names[a[e]]!r} -> {inst.op_names[b[e]]!r}: starts at {start[b[e]]:.9g} s before "
+                f"its input arrives at {need_t[e]:.9g} s"
+            )
+        if late.size > 10:
+            violations.append(f"... {late.size - 10} more precedence violations")
+    for d in range(nd):
+        ops = np.flatnonzero(device == d)
+        if ops.size < 2:
+            continue
+        order = ops[np.lexsort((end[ops], start[ops]))]
+        overlap = np.flatnonzero(start[order[1:]] < end[order[:-1]] - tol)
+        for k in overlap[:5].tolist():
+            u, v = int(order[k]), int(order[k + 1])
+            violations.append(
+                f"device {inst.device_names[d]!r}: ops {inst.op_names[u]!r} [{start[u]:.9g}, {end[u]:.9g}] s and "
+                f"{inst.op_names[v]!r} [{start[v]:.9g}, {end[v]:.9g}] s overlap"
+            )
+    peaks = memory_peaks(inst, device, start)
+    for d in range(nd):
+        if peaks[d] > inst.device_memory[d] * (1 + 1e-12):
+            violations.append(
+                f"device {inst.device_names[d]!r}: memory peak {int(peaks[d])} bytes exceeds its capacity "
+                f"{int(inst.device_memory[d])} by {int(peaks[d] - inst.device_memory[d])} bytes"
+            )
+    makespan = float(end.max()) if n else 0.0
+    details = {
+        "makespan_seconds": makespan,
+        "start": start,
+        "simulated": simulated,
+        "ops_per_device": np.bincount(device, minlength=nd).tolist(),
+        "busy_seconds": np.bincount(device, weights=dur, minlength=nd).tolist(),
+        "memory_peak_bytes": peaks.tolist(),
+        "memory_capacity_bytes": inst.device_memory.tolist(),
+        "cross_device_edges": int(np.sum(device[inst.src] != device[inst.dst])),
+    }
+    return Check(not violations, makespan, violations, details)
+
+
+def describe(inst: PlacementInstance, plan: PlacementPlan, check: Check) -> list[str]:
+    d = check.details
+    lines = [f"{'device':<14} {'ops':>6} {'busy':>12} {'memory peak':>16} {'capacity':>16}"]
+    for k, name in enumerate(inst.device_names):
+        lines.append(
+            f"{name:<14} {d['ops_per_device'][k]:>6} {d['busy_seconds'][k] * 1e3:>9.3f} ms "
+            f"{d['memory_peak_bytes'][k] / 1e6:>13.1f} MB {d['memory_capacity_bytes'][k] / 1e6:>13.1f} MB"
+        )
+    lines.append(f"cross-device edges {d['cross_device_edges']} of {inst.n_edges}")
+    return lines

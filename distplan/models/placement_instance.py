@@ -1,0 +1,370 @@
+"""Operator placement with memory limits: the instance (parsing, validation, serialization).
+
+Units: seconds, bytes, bytes/second. The instance is the ``distplan/1`` document of kind
+``placement`` (see README); internally ops and devices are numbered in document order and
+all per-op / per-edge data are numpy arrays.
+
+Communication delay of an edge whose ends run on different devices is
+``latency[a, b] + bytes / bandwidth[a, b]``; zero on the same device ("independent" model).
+Baechi's channel model (``"communication": "channels"``) serializes every transfer on one
+channel per device shared by sends and receives (a transfer occupies the sender's and the
+receiver's channel from its start to its arrival), and caches a tensor received once (a
+tensor is identified by its producer and its size in bytes).
+
+Memory models: ``"simple"`` (default): the sum of ``memory`` of the ops on a device must
+fit its capacity. ``"liveness"`` (Baechi, Jeon et al. SoCC 2020): ``memory`` is persistent,
+``temporary`` is held while the op runs, ``output`` from the op's start until its last
+consumer finished (sink outputs stay); the peak per device must fit.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from distplan.errors import InfeasibleError, InputError
+from distplan.models.common import FORMAT, JsonDocument, name_list, need, number
+from distplan.models.graphs import find_cycle, topological_order
+
+MEMORY_MODELS = ("simple", "liveness")
+COMMUNICATION_MODELS = ("independent", "channels")
+TOL = 1e-9
+
+
+@dataclass
+class PlacementInstance(JsonDocument):
+    """A DAG of ops and a cluster of devices. Arrays are indexed by op / edge / device id."""
+
+    name: str
+    op_names: list[str]
+    time: np.ndarray  # (n_ops, n_devices) seconds
+    memory: np.ndarray  # (n_ops,) bytes held on the device the op runs on (persistent)
+    temporary: np.ndarray  # (n_ops,) bytes while the op runs
+    output: np.ndarray  # (n_ops,) bytes of outputs, held until the last consumer ran
+    colocate: list[str | None]
+    src: np.ndarray  # (n_edges,) op ids
+    dst: np.ndarray
+    edge_bytes: np.ndarray  # (n_edges,) bytes
+    device_names: list[str]
+    device_memory: np.ndarray  # (n_devices,) bytes
+    device_types: list[str]
+    bandwidth: np.ndarray  # (n_devices, n_devices) bytes/second
+    latency: np.ndarray  # (n_devices, n_devices) seconds
+    memory_model: str = "simple"
+    communication: str = "independent"
+    meta: dict[str, Any] = field(default_factory=dict)
+    document: dict[str, Any] | None = None
+    kind: str = "placement"
+
+    # -- sizes ----------------------------------------------------------------------------
+    @property
+    def n_ops(self) -> int:
+        return len(self.op_names)
+
+    @property
+    def n_devices(self) -> int:
+        return len(self.device_names)
+
+    @property
+    def n_edges(self) -> int:
+        return int(self.src.size)
+
+    @property
+    def op_index(self) -> dict[str, int]:
+        return {n: k for k, n in enumerate(self.op_names)}
+
+    # -- derived quantities ---------------------------------------------------------------
+    def delay(self, edges: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Transfer delay (seconds) of edges from device a to device b; zero where a == b."""
+        d = self.latency[a, b] + self.edge_bytes[edges] / self.bandwidth[a, b]
+        return np.where(a == b, 0.0, d)
+
+    def max_delay(self) -> np.ndarray:
+        """Per edge, the largest delay over all device pairs (seconds)."""
+        if self.n_devices == 1:
+            return np.zeros(self.n_edges)
+        off = ~np.eye(self.n_devices, dtype=bool)
+        inv_bw = (1.0 / self.bandwidth)[off]
+        lat = self.latency[off]
+        return np.max(lat[None, :] + self.edge_bytes[:, None] * inv_bw[None, :], axis=1)
+
+    def min_delay(self) -> np.ndarray:
+        """Per edge, the smallest nonzero-pair delay (seconds)."""
+        if self.n_devices == 1:
+            return np.zeros(self.n_edges)
+        off = ~np.eye(self.n_devices, dtype=bool)
+        inv_bw = (1.0 / self.bandwidth)[off]
+        lat = self.latency[off]
+        return np.min(lat[None, :] + self.edge_bytes[:, None] * inv_bw[None, :], axis=1)
+
+    def memory_need(self) -> np.ndarray:
+        """Bytes an op needs on its device under the instance's memory model (alone)."""
+        if self.memory_model == "liveness":
+            return self.memory + self.temporary + self.output
+        return self.memory.copy()
+
+    def topo_order(self) -> np.ndarray:
+        return topological_order(self.n_ops, self.src, self.dst)
+
+    def colocation_groups(self) -> np.ndarray:
+        """Group id per op: ops sharing a ``colocate`` name share an id; others are alone."""
+        ids: dict[str, int] = {}
+        out = np.empty(self.n_ops, dtype=np.int64)
+        nxt = 0
+        for k, g in enumerate(self.colocate):
+            if g is None:
+                out[k] = nxt
+                nxt += 1
+            else:
+                if g not in ids:
+                    ids[g] = nxt
+                    nxt += 1
+                out[k] = ids[g]
+        return out
+
+    def with_models(self, memory_model: str | None = None, communication: str | None = None) -> PlacementInstance:
+        """A copy with other memory/communication models."""
+        inst = copy.copy(self)
+        if memory_model is not None:
+            if memory_model not in MEMORY_MODELS:
+                raise InputError("model.memory", f"unknown memory model {memory_model!r}", f"use one of {MEMORY_MODELS}")
+            inst.memory_model = memory_model
+        if communication is not None:
+            if communication not in COMMUNICATION_MODELS:
+                raise InputError("model.communication", f"unknown model {communication!r}", f"use one of {COMMUNICATION_MODELS}")
+            inst.communication = communication
+        inst.document = None
+        return inst
+
+    def with_device_memory(self, memory: float | np.ndarray) -> PlacementInstance:
+        """A copy with another memory capacity per device (bytes)."""
+        inst = copy.copy(self)
+        inst.device_memory = np.broadcast_to(np.asarray(memory, dtype=float), (self.n_devices,)).copy()
+        inst.document = None
+        return inst
+
+    # -- I/O ------------------------------------------------------------------------------
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> PlacementInstance:
+        return _parse(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        if self.document is not None:
+            return copy.deepcopy(self.document)
+        return _serialize(self)
+
+    def summary(self) -> dict[str, Any]:
+        tmin = self.time.min(axis=1)
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "ops": self.n_ops,
+            "edges": self.n_edges,
+            "devices": self.n_devices,
+            "device memory (bytes)": ", ".join(f"{n}={int(m)}" for n, m in zip(self.device_names, self.device_memory)),
+            "total op time, fastest device (s)": float(tmin.sum()),
+            "total memory (bytes)": float(self.memory_need().sum()),
+            "total edge bytes": float(self.edge_bytes.sum()),
+            "memory model": self.memory_model,
+            "communication model": self.communication,
+        }
+
+
+def _parse(data: Mapping[str, Any]) -> PlacementInstance:
+    name = data.get("name", "unnamed")
+    if not isinstance(name, str):
+        raise InputError("name", f"expected a string, got {name!r}")
+    cluster = need(data, "cluster", "")
+    devs = need(cluster, "devices", "cluster")
+    if not isinstance(devs, list) or not devs:
+        raise InputError("cluster.devices", "the device list is empty", "list at least one device")
+    dev_names = name_list(devs, "cluster.devices", "devices")
+    dev_mem = np.array([number(need(d, "memory", f"cluster.devices[{k}]"), f"cluster.devices[{k}].memory", positive=True) for k, d in enumerate(devs)])
+    dev_types = [str(d.get("type", "default")) for d in devs]
+    nd = len(dev_names)
+    bw0 = number(cluster.get("bandwidth", math.inf) if nd > 1 else cluster.get("bandwidth", 1.0), "cluster.bandwidth", positive=True) if ("bandwidth" in cluster or nd == 1) else None
+    if bw0 is None:
+        raise InputError("cluster.bandwidth", "missing", "give the default bandwidth between devices in bytes/second")
+    lat0 = number(cluster.get("latency", 0.0), "cluster.latency")
+    bandwidth = np.full((nd, nd), bw0)
+    latency = np.full((nd, nd), lat0)
+    dix = {n: k for k, n in enumerate(dev_names)}
+    for k, link in enumerate(cluster.get("links", []) or []):
+        path = f"cluster.links[{k}]"
+        a, b = need(link, "src", path), need(link, "dst", path)
+        for key, v in (("src", a), ("dst", b)):
+            if v not in dix:
+                raise InputError(f"{path}.{key}", f"unknown device {v!r}", f"use one of: {', '.join(dev_names)}")
+        bw = number(link.get("bandwidth", bw0), f"{path}.bandwidth", positive=True)
+        lat = number(link.get("latency", lat0), f"{path}.latency")
+        bandwidth[dix[a], dix[b]] = bw
+        latency[dix[a], dix[b]] = lat
+        if not link.get("directed", False):
+            bandwidth[dix[b], dix[a]] = bw
+            latency[dix[b], dix[a]] = lat
+
+    graph = need(data, "graph", "")
+    ops = need(graph, "ops", "graph")
+    if not isinstance(ops, list) or not ops:
+        raise InputError("graph.ops", "the op list is empty", "list at least one op")
+    op_names = name_list(ops, "graph.ops", "ops")
+    n = len(op_names)
+    time = np.zeros((n, nd))
+    memory = np.zeros(n)
+    temporary = np.zeros(n)
+    output = np.zeros(n)
+    colocate: list[str | None] = []
+    for k, op in enumerate(ops):
+        path = f"graph.ops[{k}]"
+        t = need(op, "time", path)
+        if isinstance(t, Mapping):
+            for d in range(nd):
+                if dev_types[d] not in t:
+                    raise InputError(f"{path}.time", f"no time for device type {dev_types[d]!r} (device {dev_names[d]!r})", "add an entry for every device type in the cluster")
+                time[k, d] = number(t[dev_types[d]], f"{path}.time.{dev_types[d]}")
+        else:
+            time[k, :] = number(t, f"{path}.time")
+        memory[k] = number(op.get("memory", 0), f"{path}.memory")
+        temporary[k] = number(op.get("temporary", 0), f"{path}.temporary")
+        output[k] = number(op.get("output", 0), f"{path}.output")
+        g = op.get("colocate")
+        if g is not None and not isinstance(g, str):
+            raise InputError(f"{path}.colocate", f"expected a group name (string), got {g!r}")
+        colocate.append(g)
+
+    edges = graph.get("edges", [])
+    if not isinstance(edges, list):
+        raise InputError("graph.edges", "expected a list of edges")
+    oix = {nm: k for k, nm in enumerate(op_names)}
+    src = np.zeros(len(edges), dtype=np.int64)
+    dst = np.zeros(len(edges), dtype=np.int64)
+    nbytes = np.zeros(len(edges))
+    for k, e in enumerate(edges):
+        path = f"graph.edges[{k}]"
+        for key, arr in (("src", src), ("dst", dst)):
+            v = need(e, key, path)
+            if v not in oix:
+                raise InputError(f"{path}.{key}", f"unknown op {v!r}", "name an op listed in graph.ops")
+            arr[k] = oix[v]
+        if src[k] == dst[k]:
+            raise InputError(path, f"self-loop on op {op_names[src[k]]!r}", "remove the edge")
+        nbytes[k] = number(e.get("bytes", 0), f"{path}.bytes")
+    cyc = find_cycle(n, src, dst)
+    if cyc is not None:
+        shown = " -> ".join(op_names[v] for v in cyc + [cyc[0]])
+        raise InputError("graph.edges", f"the graph has a cycle: {shown}", "remove an edge of this cycle")
+
+    model = data.get("model", {}) or {}
+    mem_model = model.get("memory", "simple")
+    comm = model.get("communication", "independent")
+    if mem_model not in MEMORY_MODELS:
+        raise InputError("model.memory", f"unknown memory model {mem_model!r}", f"use one of {MEMORY_MODELS}")
+    if comm not in COMMUNICATION_MODELS:
+        raise InputError("model.communication", f"unknown communication model {comm!r}", f"use one of {COMMUNICATION_MODELS}")
+
+    inst = PlacementInstance(
+        name=name,
+        op_names=op_names,
+        time=time,
+        memory=memory,
+        temporary=temporary,
+        output=output,
+        colocate=colocate,
+        src=src,
+        dst=dst,
+        edge_bytes=nbytes,
+        device_names=dev_names,
+        device_memory=dev_mem,
+        device_types=dev_types,
+        bandwidth=bandwidth,
+        latency=latency,
+        memory_model=mem_model,
+        communication=comm,
+        meta=dict(data.get("meta", {}) or {}),
+        document=copy.deepcopy(dict(data)),
+    )
+    _check_fits(inst)
+    return inst
+
+
+def _check_fits(inst: PlacementInstance) -> None:
+    need_ = inst.memory_need()
+    biggest = int(np.argmax(inst.device_memory))
+    cap = inst.device_memory[biggest]
+    over = np.flatnonzero(need_ > cap)
+    if over.size:
+        k = int(over[0])
+        raise InfeasibleError(
+            f"graph.ops[{k}].memory: op {inst.op_names[k]!r} needs {int(need_[k])} bytes but the largest device "
+            f"{inst.device_names[biggest]!r} has {int(cap)} (short by {int(need_[k] - cap)} bytes): no plan exists "
+            "(give the cluster a larger device or split the op)",
+            {"op": inst.op_names[k], "device": inst.device_names[biggest], "short_bytes": int(need_[k] - cap)},
+        )
+    groups = inst.colocation_groups()
+    gmem = np.bincount(groups, weights=inst.memory)
+    bad = np.flatnonzero(gmem > cap + TOL)
+    if bad.size:
+        g = int(bad[0])
+        members = np.flatnonzero(groups == g)
+        raise InfeasibleError(
+            f"graph.ops[{int(members[0])}].colocate: colocation group {inst.colocate[int(members[0])]!r} holds {int(gmem[g])} "
+            f"bytes but the largest device {inst.device_names[biggest]!r} has {int(cap)} (short by {int(gmem[g] - cap)} bytes): "
+            "no plan exists (split the group or use larger devices)",
+            {"group": inst.colocate[int(members[0])], "device": inst.device_names[biggest], "short_bytes": int(gmem[g] - cap)},
+        )
+
+
+def _serialize(inst: PlacementInstance) -> dict[str, Any]:
+    types = inst.device_types
+    ops = []
+    for k, nm in enumerate(inst.op_names):
+        row = inst.time[k]
+        if np.all(row == row[0]):
+            t: Any = float(row[0])
+        else:
+            t = {}
+            for d, ty in enumerate(types):
+                t[ty] = float(row[d])
+        op: dict[str, Any] = {"name": nm, "time": t, "memory": float(inst.memory[k])}
+        if inst.temporary[k]:
+            op["temporary"] = float(inst.temporary[k])
+        if inst.output[k]:
+            op["output"] = float(inst.output[k])
+        if inst.colocate[k] is not None:
+            op["colocate"] = inst.colocate[k]
+        ops.append(op)
+    edges = [
+        {"src": inst.op_names[a], "dst": inst.op_names[b], "bytes": float(x)}
+        for a, b, x in zip(inst.src.tolist(), inst.dst.tolist(), inst.edge_bytes.tolist())
+    ]
+    nd = inst.n_devices
+    off = ~np.eye(nd, dtype=bool)
+    bw0 = float(np.median(inst.bandwidth[off])) if nd > 1 else float(inst.bandwidth[0, 0])
+    lat0 = float(np.median(inst.latency[off])) if nd > 1 else float(inst.latency[0, 0])
+    links = []
+    for a in range(nd):
+        for b in range(nd):
+            if a != b and (inst.bandwidth[a, b] != bw0 or inst.latency[a, b] != lat0):
+                links.append({"src": inst.device_names[a], "dst": inst.device_names[b], "bandwidth": float(inst.bandwidth[a, b]), "latency": float(inst.latency[a, b]), "directed": True})
+    doc: dict[str, Any] = {
+        "format": FORMAT,
+        "kind": "placement",
+        "name": inst.name,
+        "graph": {"ops": ops, "edges": edges},
+        "cluster": {
+            "devices": [{"name": n, "memory": float(m), "type": t} for n, m, t in zip(inst.device_names, inst.device_memory, types)],
+            "bandwidth": bw0,
+            "latency": lat0,
+            "links": links,
+        },
+    }
+    if inst.memory_model != "simple" or inst.communication != "independent":
+        doc["model"] = {"memory": inst.memory_model, "communication": inst.communication}
+    if inst.meta:
+        doc["meta"] = inst.meta
+    return doc
