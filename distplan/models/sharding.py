@@ -40,11 +40,9 @@ from distplan.models.sharding_costs import (
     DIM_NAME,
     DTYPE_BYTES,
     CostContext,
-    InputTensor,
     OpSemantics,
     Strategy,
     follow_strategy,
-    make_semantics,
     op_cost,
     parse_strategy,
     reshard_seconds,
@@ -52,6 +50,7 @@ from distplan.models.sharding_costs import (
     strategy_problem,
     tensor_spec,
 )
+from distplan.models.sharding_semantics import InputTensor, make_semantics
 
 GB = 1e9
 #: where the memory row is taken: with all activations kept for the backward pass, the
