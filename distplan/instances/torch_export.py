@@ -1,0 +1,335 @@
+"""Export a PyTorch model and read its ATen graph (extra ``torch``): the torch side of the importer.
+
+`export_module` runs ``torch.export`` (a factory under the meta device unless measuring),
+`FlopInterpreter` counts FLOPs per node with ``torch.utils.flop_counter`` on shape-only
+meta tensors, `measure_seconds` times every node on this machine's CPU with the torch profiler
+(seconds), and the op tables say which ATen ops are views, metadata or memory-bound.
+`distplan.instances.torch_import` builds the placement instance from what this reads.
+torch is imported when this module is loaded (the importer and the CLI load it lazily: the core
+never needs torch); without it ``torch`` is None and `require_torch` names the extra.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from distplan.errors import InputError
+
+try:  # the extra is optional: everything else in distplan works without it
+    import torch
+    import torch.fx
+    from torch.utils._pytree import tree_flatten, tree_map
+except ImportError:  # pragma: no cover - exercised only without torch
+    torch = None  # type: ignore[assignment]
+
+
+def _names(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+#: ATen ops that only re-describe memory (fused into their producer; cost zero)
+VIEW_OPS = _names(
+    """view _unsafe_view reshape _reshape_alias expand expand_as permute transpose t squeeze unsqueeze slice select
+    alias detach split split_with_sizes unbind as_strided unflatten flatten view_as narrow chunk movedim
+    lift_fresh_copy view_as_real view_as_complex tensor_split swapaxes swapdims numpy_T mT"""
+)
+#: nodes that check or query metadata (no kernel)
+META_OPS = _names(
+    """_assert_tensor_metadata _assert_scalar _assert_async sym_size sym_numel sym_stride sym_storage_offset
+    sym_constrain_range_for_size sym_constrain_range _functional_assert_async"""
+)
+#: memory-bound ops that are not tagged pointwise: normalisations, reductions, data movement, creation
+MEMORY_BOUND_OPS = _names(
+    """layer_norm native_layer_norm group_norm native_group_norm batch_norm _native_batch_norm_legit
+    _native_batch_norm_legit_no_training _native_batch_norm_legit_functional instance_norm rms_norm _fused_rms_norm
+    softmax _softmax log_softmax _log_softmax _safe_softmax embedding index index_select gather scatter scatter_add
+    scatter_reduce index_put index_add index_fill index_copy _unsafe_index masked_fill masked_scatter where cat
+    concat stack hstack vstack sum mean amax amin max min var var_mean std std_mean prod norm linalg_vector_norm
+    logsumexp cumsum cumprod argmax argmin topk sort max_pool1d max_pool2d max_pool3d max_pool2d_with_indices
+    max_pool3d_with_indices avg_pool1d avg_pool2d avg_pool3d adaptive_avg_pool1d adaptive_avg_pool2d
+    adaptive_avg_pool3d _adaptive_avg_pool2d adaptive_max_pool1d adaptive_max_pool2d upsample_nearest1d
+    upsample_nearest2d upsample_bilinear2d upsample_bicubic2d _upsample_nearest_exact2d constant_pad_nd pad
+    reflection_pad1d reflection_pad2d replication_pad1d replication_pad2d arange full full_like zeros zeros_like
+    ones ones_like new_ones new_zeros new_full new_empty empty empty_like empty_strided rand randn rand_like
+    randn_like randint randint_like clone contiguous copy copy_ _to_copy to fill fill_ diff tril triu repeat tile
+    flip roll one_hot nll_loss nll_loss_forward nll_loss2d_forward cross_entropy_loss mse_loss l1_loss smooth_l1_loss
+    binary_cross_entropy binary_cross_entropy_with_logits kl_div dropout native_dropout feature_dropout
+    alpha_dropout bernoulli any all scalar_tensor unfold im2col col2im pixel_shuffle pixel_unshuffle
+    channel_shuffle repeat_interleave count_nonzero cosine_similarity pairwise_distance linspace logspace eye
+    _unsafe_masked_index squeeze_copy unsqueeze_copy expand_copy permute_copy view_copy t_copy transpose_copy
+    slice_copy select_copy split_copy as_strided_copy detach_copy alias_copy __and__ __or__ __xor__ __lshift__
+    __rshift__ __iand__ __ior__ __ixor__"""
+)
+
+
+def require_torch() -> None:
+    if torch is None:
+        raise InputError("torch", "PyTorch is not installed", "pip install 'distplan[torch]'")
+
+
+def op_key(target: Any) -> tuple[str, str]:
+    """(full name like 'aten.addmm.default', base name like 'addmm') of a node target."""
+    if target is operator.getitem:
+        return "getitem", "getitem"
+    name = str(target)
+    base = getattr(target, "_opname", None) or getattr(target, "__name__", name)
+    return name, str(base)
+
+
+def tensor_bytes(value: Any) -> float:
+    leaves, _ = tree_flatten(value)
+    total = 0
+    for t in leaves:
+        if isinstance(t, torch.Tensor):
+            total += t.numel() * t.element_size()
+    return float(total)
+
+
+def tensor_shapes(value: Any) -> list[list[int]]:
+    leaves, _ = tree_flatten(value)
+    return [list(map(int, t.shape)) for t in leaves if isinstance(t, torch.Tensor)]
+
+
+def is_floating(value: Any) -> bool:
+    leaves, _ = tree_flatten(value)
+    return any(isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()) for t in leaves)
+
+
+def module_path(node: Any) -> str:
+    stack = node.meta.get("nn_module_stack") or {}
+    if not stack:
+        return ""
+    path = list(stack.values())[-1][0]
+    for prefix in ("L['self'].", "L__self__.", "L['self']"):
+        if path.startswith(prefix):
+            path = path[len(prefix) :]
+    return str(path)
+
+
+def module_type(node: Any) -> str:
+    stack = node.meta.get("nn_module_stack") or {}
+    return str(list(stack.values())[-1][1]) if stack else ""
+
+
+def to_meta(x: Any) -> Any:
+    if isinstance(x, torch.Tensor) and x.device.type != "meta":
+        return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+    if isinstance(x, torch.device):
+        return torch.device("meta")
+    return x
+
+
+class FlopInterpreter(torch.fx.Interpreter if torch is not None else object):  # type: ignore[misc]
+    """Runs an exported graph on shape-only meta tensors, recording FLOPs per node."""
+
+    def __init__(self, gm: Any, counter: Any):
+        super().__init__(gm)
+        self.counter = counter
+        self.flops: dict[str, float] = {}
+
+    def run_node(self, n: Any) -> Any:
+        if n.op != "call_function":
+            return super().run_node(n)
+        args, kwargs = self.fetch_args_kwargs_from_env(n)
+        args = tree_map(to_meta, args)
+        kwargs = {k: (torch.device("meta") if k == "device" and v is not None else tree_map(to_meta, v)) for k, v in kwargs.items()}
+        before = self.counter.get_total_flops()
+        out = n.target(*args, **kwargs)
+        self.flops[n.name] = float(self.counter.get_total_flops() - before)
+        return out
+
+
+class _ProfiledInterpreter(torch.fx.Interpreter if torch is not None else object):  # type: ignore[misc]
+    """Runs an exported graph on real tensors, each node inside a profiler record_function."""
+
+    def run_node(self, n: Any) -> Any:
+        if n.op != "call_function":
+            return super().run_node(n)
+        with torch.profiler.record_function(f"distplan::{n.name}"):
+            return super().run_node(n)
+
+
+_INDEX_MODULES = ("Embedding", "EmbeddingBag")
+
+
+def _first_leaf(module: Any) -> Any:
+    """The first registered submodule without children that holds parameters (a model's
+    input layer in the usual registration order), or None."""
+    for sub in module.modules():
+        if next(sub.children(), None) is None and next(sub.parameters(recurse=False), None) is not None:
+            return sub
+    return None
+
+
+def _default_input_dtype(module: Any) -> Any:
+    """int64 for token-id models (Hugging Face ``input_ids``, or an ``nn.Embedding`` /
+    ``nn.EmbeddingBag`` input layer), else the dtype of the floating-point weights."""
+    if getattr(module, "main_input_name", None) == "input_ids":
+        return torch.long
+    first = _first_leaf(module) if hasattr(module, "modules") else None
+    if first is not None and isinstance(first, torch.nn.Embedding | torch.nn.EmbeddingBag):
+        return torch.long
+    for p in module.parameters() if hasattr(module, "parameters") else []:
+        if p.is_floating_point():
+            return p.dtype
+    return torch.float32
+
+
+def _wants_indices(exc: BaseException) -> bool:
+    """An export failure that says a floating input reached an index argument."""
+    text = str(exc)
+    return "indices" in text and ("Long, Int" in text or "Long" in text) and "float" in text.lower()
+
+
+def linear_modules(module: Any) -> list[dict[str, Any]]:
+    """Fully qualified names and sizes of the ``nn.Linear`` layers of a module, in
+    registration order: the names a DTensor ``parallelize_plan`` keys on (see
+    `distplan.emit.dtensor`)."""
+    out: list[dict[str, Any]] = []
+    for name, sub in module.named_modules():
+        if isinstance(sub, torch.nn.Linear):
+            out.append({"name": name, "in_features": int(sub.in_features), "out_features": int(sub.out_features), "bias": sub.bias is not None})
+    return out
+
+
+_DTYPES = {"long": "int64", "int": "int32", "float": "float32", "half": "float16", "fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+
+
+def _parse_dtype(spec: Any, path: str) -> Any:
+    if spec is None or isinstance(spec, torch.dtype):
+        return spec
+    name = _DTYPES.get(str(spec), str(spec))
+    dt = getattr(torch, name, None)
+    if not isinstance(dt, torch.dtype):
+        raise InputError(path, f"unknown dtype {spec!r}", "use e.g. float32, float16, bfloat16, int64")
+    return dt
+
+
+def _make_inputs(shapes: Sequence[Sequence[int]], dtypes: Sequence[Any], device: Any) -> list[Any]:
+    out = []
+    for shape, dt in zip(shapes, dtypes):
+        if dt.is_floating_point:
+            out.append(torch.randn(*shape, dtype=dt, device=device) if device != "meta" else torch.empty(*shape, dtype=dt, device="meta"))
+        else:
+            out.append(torch.zeros(*shape, dtype=dt, device=device))  # token id 0 exists in every vocabulary
+    return out
+
+
+def normalise_shapes(input_shapes: Any) -> list[list[int]]:
+    if isinstance(input_shapes, int):
+        return [[input_shapes]]
+    if not isinstance(input_shapes, Sequence) or not input_shapes:
+        raise InputError("input_shape", f"{input_shapes!r} is not a shape", "give e.g. (8, 128) or [(8, 128), (8, 128)]")
+    if all(isinstance(d, int) for d in input_shapes):
+        return [list(input_shapes)]
+    shapes = []
+    for k, s in enumerate(input_shapes):
+        if not isinstance(s, Sequence) or not all(isinstance(d, int) and d > 0 for d in s):
+            raise InputError(f"input_shape[{k}]", f"{s!r} is not a shape of positive integers")
+        shapes.append(list(s))
+    return shapes
+
+
+def lookup_time(op_times: Mapping[str, float], full: str, base: str) -> float | None:
+    for key in (full, full.rsplit(".", 1)[0], base):
+        if key in op_times:
+            return float(op_times[key])
+    return None
+
+
+def export_module(module_or_factory: Any, input_shapes: Any, *, measure: bool = False, input_dtypes: Any = None, precision: str | None = None) -> tuple[Any, Any, list[Any], str]:
+    """(ExportedProgram, module or None, example inputs, model label). A factory is called
+    under the meta device unless ``measure`` (then real weights are needed)."""
+    require_torch()
+    if isinstance(module_or_factory, torch.export.ExportedProgram):
+        ep = module_or_factory
+        return ep, None, [], "ExportedProgram"
+    shapes = normalise_shapes(input_shapes)
+    if isinstance(module_or_factory, torch.nn.Module):
+        module = module_or_factory
+    elif callable(module_or_factory):
+        if measure:
+            module = module_or_factory()
+        else:
+            try:
+                with torch.device("meta"):
+                    module = module_or_factory()
+            except Exception:  # a factory that cannot run on meta (loads files, ...) builds real weights
+                module = module_or_factory()
+        if not isinstance(module, torch.nn.Module):
+            raise InputError("module", f"the factory returned {type(module).__name__}, not a torch.nn.Module", "return the model from the factory")
+    else:
+        raise InputError("module", f"{module_or_factory!r} is neither a torch.nn.Module nor a factory", "pass a module or a zero-argument function returning one")
+    label = type(module).__qualname__
+    if precision is not None:
+        module = module.to(_parse_dtype(precision, "precision"))
+    config = getattr(module, "config", None)
+    if config is not None and getattr(config, "use_cache", False):
+        config.use_cache = False  # Hugging Face caches are not exportable tensor trees
+    module = module.eval() if not measure else module
+    dev = next((p.device for p in module.parameters()), torch.device("cpu"))
+    if isinstance(input_dtypes, str | torch.dtype) or input_dtypes is None:
+        dts = [_parse_dtype(input_dtypes, "input_dtype") or _default_input_dtype(module)] * len(shapes)
+    else:
+        dts = [_parse_dtype(d, f"input_dtype[{k}]") for k, d in enumerate(input_dtypes)]
+        if len(dts) != len(shapes):
+            raise InputError("input_dtype", f"{len(dts)} dtypes for {len(shapes)} inputs", "give one dtype per input")
+    if precision is not None:
+        pd = _parse_dtype(precision, "precision")
+        dts = [pd if d.is_floating_point else d for d in dts]
+    inputs = _make_inputs(shapes, dts, "meta" if dev.type == "meta" else dev)
+    try:
+        try:
+            ep = torch.export.export(module, tuple(inputs), strict=False)
+        except Exception as first_exc:
+            # an index input (token ids) that the first leaf did not reveal: retry as int64
+            if input_dtypes is not None or not _wants_indices(first_exc) or not all(d.is_floating_point for d in dts):
+                raise
+            inputs = _make_inputs(shapes, [torch.long] * len(shapes), "meta" if dev.type == "meta" else dev)
+            ep = torch.export.export(module, tuple(inputs), strict=False)
+    except InputError:
+        raise
+    except Exception as exc:  # torch raises many types here; all mean "cannot trace"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(
+            f"module {label}",
+            f"torch.export cannot trace it ({type(exc).__name__}: {first[:300]})",
+            "make forward() traceable: no Python branches on tensor values, no unsupported outputs "
+            "(return tensors or tuples/dicts of tensors); or export it yourself and pass the ExportedProgram",
+        ) from exc
+    return ep, module, inputs, label
+
+
+def measure_seconds(ep: Any, inputs: Sequence[Any], repeats: int) -> dict[str, float]:
+    """Mean CPU seconds per node over ``repeats`` runs (after one warm-up), torch profiler."""
+    if not inputs:
+        raise InputError("measure", "measuring needs the module and example inputs", "pass the module or a factory, not an ExportedProgram")
+    gm = ep.graph_module
+    args: list[Any] = []
+    user = iter(inputs)
+    consts = getattr(ep, "constants", {})
+    for spec in ep.graph_signature.input_specs:
+        kind = spec.kind.name
+        if kind == "USER_INPUT":
+            args.append(next(user))
+        elif kind in ("PARAMETER", "BUFFER"):
+            args.append(ep.state_dict[spec.target] if spec.target in ep.state_dict else consts[spec.target])
+        elif kind == "CONSTANT_TENSOR":
+            args.append(consts[spec.target])
+        else:
+            raise InputError("measure", f"cannot feed graph input of kind {kind}", "use measure=False")
+    if any(isinstance(a, torch.Tensor) and a.device.type == "meta" for a in args):
+        raise InputError("measure", "the model has meta (shape-only) weights", "pass a real module or a factory for measure=True")
+    interp = _ProfiledInterpreter(gm)
+    with torch.no_grad():
+        interp.run(*args)  # warm-up
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for _ in range(max(1, repeats)):
+                interp.run(*args)
+    out: dict[str, float] = {}
+    for ev in prof.key_averages():
+        if ev.key.startswith("distplan::"):
+            out[ev.key[len("distplan::") :]] = ev.cpu_time_total / max(1, ev.count) * 1e-6
+    return out
