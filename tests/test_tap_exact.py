@@ -1,4 +1,4 @@
-"""Exact folding under memory (`tap`, distplan/formulations/sharding/chainfold.py): the
+"""Exact folding under memory (`tap`, distplan/formulations/sharding/chainfold.py and chain_*.py): the
 folded walk program equals Alpa's ILP on memory-tight instances, its pieces are exact."""
 
 from __future__ import annotations
@@ -13,14 +13,9 @@ from hypothesis import strategies as st
 
 import distplan
 from distplan.formulations.sharding.alpa_ilp import memory_shortfall
-from distplan.formulations.sharding.chainfold import (
-    _pareto,
-    _Table,
-    components_apart,
-    euler_walk,
-    find_chains,
-    segment_fronts,
-)
+from distplan.formulations.sharding.chain_fronts import _pareto, _Table, segment_fronts
+from distplan.formulations.sharding.chain_walk import components_apart, euler_walk
+from distplan.formulations.sharding.chainfold import find_chains
 from distplan.formulations.sharding.costgraph import CostTables, build_cost_graph
 from distplan.formulations.sharding.tap import fold_instance
 from distplan.instances.transformer import transformer

@@ -46,7 +46,9 @@ from distplan.formulations.sharding.alpa_ilp import (
     solve_graph,
     unfolded,
 )
-from distplan.formulations.sharding.chainfold import MAX_STATES, find_chains, segment_fronts, solve_chains
+from distplan.formulations.sharding.chain_fronts import segment_fronts
+from distplan.formulations.sharding.chain_program import solve_chains
+from distplan.formulations.sharding.chainfold import MAX_STATES, find_chains
 from distplan.formulations.sharding.costgraph import (
     CostTables,
     Skeleton,

@@ -1,0 +1,207 @@
+"""Pareto fronts of one chain copy in (seconds, bytes) per boundary-state pair, by exact
+bi-criteria variable elimination: the arcs of the walk (see `distplan.formulations.sharding.chainfold`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from distplan.formulations.sharding.alpa_ilp import INFINITE_SECONDS
+from distplan.formulations.sharding.chainfold import Chain
+from distplan.formulations.sharding.costgraph import CostTables, Skeleton
+
+# -- Pareto fronts of one copy by bi-criteria variable elimination ----------------------------
+
+
+@dataclass
+class _Table:
+    """Rows of partial assignments: live variables, assignment (-1: unset), seconds, bytes."""
+
+    live: list[int]
+    asg: np.ndarray
+    cost: np.ndarray
+    mem: np.ndarray
+
+
+def encode_states(cols: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    key = np.zeros(cols.shape[0], dtype=np.int64)
+    for j in range(cols.shape[1]):
+        key = key * int(sizes[j]) + cols[:, j]
+    return key
+
+
+def _join(a: _Table, b: _Table, dom: np.ndarray) -> _Table:
+    common = [x for x in a.live if x in b.live]
+    if common:
+        ka = encode_states(a.asg[:, common], dom[common])
+        kb = encode_states(b.asg[:, common], dom[common])
+    else:
+        ka = np.zeros(a.cost.size, dtype=np.int64)
+        kb = np.zeros(b.cost.size, dtype=np.int64)
+    ob = np.argsort(kb, kind="stable")
+    kbs = kb[ob]
+    lo = np.searchsorted(kbs, ka, "left")
+    cnt = np.searchsorted(kbs, ka, "right") - lo
+    ra = np.repeat(np.arange(ka.size), cnt)
+    start = np.cumsum(cnt) - cnt
+    rb = ob[lo[ra] + np.arange(ra.size) - start[ra]]
+    live = a.live + [x for x in b.live if x not in a.live]
+    return _Table(live, np.maximum(a.asg[ra], b.asg[rb]), a.cost[ra] + b.cost[rb], a.mem[ra] + b.mem[rb])
+
+
+def _pareto(t: _Table, group: list[int], dom: np.ndarray) -> _Table:
+    """Keep, per assignment of ``group``, the rows not dominated in (bytes, seconds)."""
+    if t.cost.size == 0:
+        return _Table(group, t.asg, t.cost, t.mem)
+    key = encode_states(t.asg[:, group], dom[group]) if group else np.zeros(t.cost.size, dtype=np.int64)
+    order = np.lexsort((t.cost, t.mem, key))
+    g = np.unique(key, return_inverse=True)[1].reshape(-1)[order]
+    r = np.unique(t.cost, return_inverse=True)[1].reshape(-1)[order]
+    R = int(r.max()) + 1
+    score = g * (R + 1) + (R - r)  # larger = cheaper, groups in increasing blocks
+    best = np.maximum.accumulate(score)
+    keep = np.ones(order.size, dtype=bool)
+    keep[1:] = score[1:] > best[:-1]
+    rows = order[keep]
+    return _Table(group, t.asg[rows], t.cost[rows], t.mem[rows])
+
+
+def finite_mask(cost: np.ndarray) -> np.ndarray:
+    return np.isfinite(cost) & (cost < INFINITE_SECONDS)
+
+
+def _scope_size(x: int, pool: list[_Table], dom: np.ndarray) -> float:
+    """Rows of the table that eliminating ``x`` would build (product of its scope's domains)."""
+    scope = set().union(*[t.live for t in pool if x in t.live])
+    return float(np.prod([float(dom[y]) for y in scope]))
+
+
+def _eliminate(pool: list[_Table], kept: list[int], dom: np.ndarray) -> _Table:
+    """Eliminate every variable of the pool not in ``kept`` (smallest resulting table
+    first), keeping per assignment of the remaining variables the Pareto rows; then join
+    what is left and keep the Pareto rows per assignment of ``kept``."""
+    free = sorted(set().union(*[t.live for t in pool]) - set(kept))
+    while free:
+        x = min(free, key=lambda y, tabs=pool: _scope_size(y, tabs, dom))
+        free.remove(x)
+        mine = sorted([t for t in pool if x in t.live], key=lambda t: t.cost.size)
+        pool = [t for t in pool if x not in t.live]
+        joined = mine[0]
+        for t in mine[1:]:
+            joined = _join(joined, t, dom)
+        pool.append(_pareto(joined, [y for y in joined.live if y != x], dom))
+    pool.sort(key=lambda t: t.cost.size)
+    joined = pool[0]
+    for t in pool[1:]:
+        joined = _join(joined, t, dom)
+    return _pareto(joined, kept, dom)
+
+
+def _separator(n: int, P: int, pairs: list[tuple[int, int]], out: set[int], dom: np.ndarray, states: int) -> tuple[int, set[int]] | None:
+    """A position j whose removal cuts P (and the positions it reaches) from the out
+    positions, with the fewest arcs (states x dom[j] on both sides): (j, P's side) or None."""
+    best: tuple[float, int, set[int]] | None = None
+    for j in range(n):
+        if j in out:
+            continue
+        seen = {P}
+        todo = [P]
+        while todo:
+            x = todo.pop()
+            for a, b in pairs:
+                for y in ((b,) if a == x else (a,) if b == x else ()):
+                    if y != j and y not in seen:
+                        seen.add(y)
+                        todo.append(y)
+        if seen & out:
+            continue
+        score = 2.0 * states * float(dom[j])
+        if score < states * states and (best is None or score < best[0]):
+            best = (score, j, seen - {P})
+    return None if best is None else (best[1], best[2])
+
+
+def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables) -> dict[str, np.ndarray]:
+    """Walk arcs of a chain: the Pareto-optimal copies in (seconds per iteration, bytes per
+    device) per (state of the previous copy, state of this copy), exactly.
+
+    Variables: the n positions of a copy and P (the previous copy's boundary state). Factors:
+    node costs and memory, edges inside the copy, and the edges from the previous copy
+    (over P and their target). Positions are eliminated one by one, keeping per assignment
+    of the remaining variables the Pareto rows; rows carry the assignment of every
+    eliminated position, so each arc comes with its strategies.
+
+    When one position j separates P from the out positions (the attention output
+    projection of a transformer layer), a copy is two arcs in sequence: P -> j (the
+    positions on P's side, and j) and j -> state (the rest). A copy's cost and memory are
+    the sums of its halves', and a copy made of Pareto-optimal halves dominates any copy
+    with the same P, j and state, so the two-stage walk is exact with far fewer arcs.
+    Combined state ids: the boundary states first, then the values of j. Returned arrays:
+    ``prev``, ``cur`` (state ids), ``first`` (arc leaves a boundary state), ``cost``
+    (seconds), ``memory`` (bytes), ``strategy`` (per position, -1 where the arc's half
+    does not decide it)."""
+    n = chain.positions
+    P = n
+    rep = chain.nodes[1]
+    nodes = [tables.node(sk, int(i)) for i in rep.tolist()]
+    S = chain.num_states
+    dom = np.array([len(nc.strategies) for nc in nodes] + [S], dtype=np.int64)
+    pos_of = {int(node): j for j, node in enumerate(rep.tolist())}
+    pos_prev = {int(node): j for j, node in enumerate(chain.nodes[0].tolist())}
+    out_index = {int(p): k for k, p in enumerate(chain.out_pos.tolist())}
+    V = n + 1
+
+    def table(live: list[int], cols: list[np.ndarray], cost: np.ndarray, mem: np.ndarray) -> _Table:
+        ok = finite_mask(cost)
+        asg = np.full((int(ok.sum()), V), -1, dtype=np.int64)
+        for x, c in zip(live, cols):
+            asg[:, x] = c[ok]
+        return _Table(list(live), asg, cost[ok], mem[ok])
+
+    factors: list[_Table] = []
+    for j, nc in enumerate(nodes):
+        factors.append(table([j], [np.arange(dom[j])], np.asarray(nc.cost, float), np.asarray(nc.memory, float)))
+    states = np.arange(S)
+    factors.append(table([P], [states], np.zeros(S), np.zeros(S)))
+    pairs: list[tuple[int, int]] = []
+    for e in chain.internal_edges.tolist():
+        a, b = pos_of[int(sk.edge_u[e])], pos_of[int(sk.edge_v[e])]
+        M = tables.edge(sk, e)
+        ia, ib = np.meshgrid(np.arange(dom[a]), np.arange(dom[b]), indexing="ij")
+        factors.append(table([a, b], [ia.ravel(), ib.ravel()], M.ravel().astype(float), np.zeros(M.size)))
+        pairs.append((a, b))
+    digits = chain.digits(states)
+    for e in chain.link_edges.tolist():
+        a, b = pos_prev[int(sk.edge_u[e])], pos_of[int(sk.edge_v[e])]
+        M = tables.edge(sk, e)
+        ip, ib = np.meshgrid(states, np.arange(dom[b]), indexing="ij")
+        factors.append(table([P, b], [ip.ravel(), ib.ravel()], M[digits[:, out_index[a]]].ravel().astype(float), np.zeros(ip.size)))
+        pairs.append((P, b))
+    out = [int(p) for p in chain.out_pos.tolist()]
+    sep = _separator(n, P, pairs, set(out), dom, S)
+
+    def encode_out(t: _Table) -> np.ndarray:
+        return encode_states(t.asg[:, chain.out_pos], chain.out_sizes) if out else np.zeros(t.cost.size, dtype=np.int64)
+
+    if sep is None:
+        front = _eliminate(factors, [P] + out, dom)
+        prev, cur, first = front.asg[:, P], encode_out(front), np.ones(front.cost.size, dtype=bool)
+        cost, mem, strat = front.cost, front.mem, front.asg[:, :n]
+        chain.num_walk_states = S
+    else:
+        j, side = sep
+        one = [t for t in factors if set(t.live) <= side | {P, j}]
+        two = [t for t in factors if t not in one]
+        h1 = _eliminate(one, [P, j], dom)
+        h2 = _eliminate(two + [table([j], [np.arange(dom[j])], np.zeros(dom[j]), np.zeros(dom[j]))], [j] + out, dom)
+        prev = np.concatenate([h1.asg[:, P], S + h2.asg[:, j]])
+        cur = np.concatenate([S + h1.asg[:, j], encode_out(h2)])
+        first = np.concatenate([np.ones(h1.cost.size, dtype=bool), np.zeros(h2.cost.size, dtype=bool)])
+        cost, mem = np.concatenate([h1.cost, h2.cost]), np.concatenate([h1.mem, h2.mem])
+        s2 = h2.asg[:, :n].copy()
+        s2[:, j] = -1
+        strat = np.concatenate([h1.asg[:, :n], s2])
+        chain.num_walk_states = S + int(dom[j])
+    order = np.lexsort((mem, prev, cur))
+    return {"prev": prev[order], "cur": cur[order], "first": first[order], "cost": cost[order], "memory": mem[order], "strategy": strat[order]}

@@ -1,0 +1,339 @@
+"""The folded program of chain folding (see `distplan.formulations.sharding.chainfold`): the
+explicit cost graph, Alpa's ILP over it with per-chain arc counts and flow rows, and the
+solve loop that adds lazy connectivity cuts until every walk is one walk. Units: seconds, bytes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from distplan.formulations.sharding.chain_fronts import encode_states, finite_mask
+from distplan.formulations.sharding.chain_walk import components_apart, euler_walk, incumbent
+from distplan.formulations.sharding.chainfold import Chain
+from distplan.formulations.sharding.costgraph import CostGraph, CostTables, Skeleton
+
+# -- explicit cost graph -------------------------------------------------------------------
+
+
+def explicit_graph(sk: Skeleton, chains: list[Chain], tables: CostTables) -> tuple[CostGraph, np.ndarray, list[np.ndarray]]:
+    """Alpa's cost graph over the explicit nodes (everything outside the walk copies), plus
+    one cost-free *virtual* node per out position of every chain's last copy, standing for
+    that node on the edges leaving the chain. Returns the graph, the skeleton node of each
+    explicit node (-1 for virtual ones) and, per chain, the virtual node of each out position."""
+    inst = sk.instance
+    n = sk.num_nodes
+    walk = np.zeros(n, dtype=bool)
+    for ch in chains:
+        walk[ch.nodes[1:].ravel()] = True
+    explicit = np.flatnonzero(~walk)
+    index = np.full(n, -1, dtype=np.int64)
+    index[explicit] = np.arange(explicit.size)
+    origin = list(explicit.tolist())
+    virtual: list[np.ndarray] = []
+    src_index = index.copy()
+    for ch in chains:
+        ids = np.arange(len(origin), len(origin) + ch.out_pos.size)
+        virtual.append(ids)
+        src_index[ch.nodes[-1, ch.out_pos]] = ids
+        origin += [-1] * ch.out_pos.size
+    skip = walk[sk.edge_u] | walk[sk.edge_v]
+    for ch in chains:
+        skip[ch.tail_edges] = False
+    edges = np.flatnonzero(~skip)
+    a = src_index[sk.edge_u[edges]]
+    b = index[sk.edge_v[edges]]
+    if np.any(a < 0) or np.any(b < 0):
+        raise AssertionError("chain folding: an edge touches the inside of a chain")
+    node_costs = [tables.node(sk, int(i)) for i in explicit.tolist()]
+    node_ops = [sk.node_ops[int(i)] for i in explicit.tolist()]
+    strategies = [nc.strategies for nc in node_costs]
+    cost = [nc.cost for nc in node_costs]
+    memory = [nc.memory for nc in node_costs]
+    for ch in chains:
+        for j in ch.out_pos.tolist():
+            node = int(ch.nodes[-1, j])
+            nc = tables.node(sk, node)
+            node_ops.append(sk.node_ops[node])
+            strategies.append(nc.strategies)
+            cost.append(np.zeros(len(nc.strategies)))
+            memory.append(np.zeros(len(nc.strategies)))
+    graph = CostGraph(
+        name=inst.name,
+        instance=inst,
+        node_ops=node_ops,
+        node_strategies=strategies,
+        node_cost=cost,
+        node_memory=memory,
+        edge_u=a,
+        edge_v=b,
+        edge_cost=[tables.edge(sk, e) for e in edges.tolist()],
+        multiplicity=np.ones(len(node_ops), dtype=np.int64),
+        memory_budget=inst.memory_budget,
+    )
+    return graph, np.array(origin, dtype=np.int64), virtual
+
+
+# -- the folded program ----------------------------------------------------------------------
+
+
+def _least_copy(ch: Chain) -> float:
+    """Least memory of one copy (bytes per device): the least of each stage, summed."""
+    a = ch.arcs
+    return sum(float(a["memory"][stage].min()) for stage in (a["first"], ~a["first"]) if stage.any())
+
+
+def build_chain_model(graph: CostGraph, chains: list[Chain], origin: np.ndarray, virtual: list[np.ndarray], *, relax: bool, cuts: list[tuple[int, np.ndarray]], name: str, memory_row: bool = True) -> tuple[Any, dict[str, Any]]:
+    """Alpa's ILP over the explicit nodes plus, per chain, the walk rows (module docstring).
+
+    Objective in microseconds, memory row in GiB (as `alpa_ilp`)."""
+    from distplan.errors import InfeasibleError
+    from distplan.formulations.sharding.alpa_ilp import (
+        MEMORY_SCALE,
+        OBJECTIVE_SCALE,
+        cost_graph_block,
+        edge_product_block,
+        node_choice_block,
+    )
+    from distplan.modeling.model import Model, linear_sum
+    from distplan.models.sharding import GB, TIGHTEST_POINT
+
+    model = Model(name)
+    data: dict[str, Any] = {"params": {"relax": relax}, "graph": graph}
+    cost_graph_block(model, None, data)
+    node_choice_block(model, None, data)
+    edge_product_block(model, None, data)
+    s: Any = data["s"]
+    free, s_offset = data["free"], data["s_offset"]
+    s_col = s.index.reshape(-1)
+    # memory: the explicit nodes' smallest memory and each chain's smallest copy move to the right-hand side
+    node_min = np.array([float(np.min(m[finite_mask(c)])) if np.any(finite_mask(c)) else float(np.min(m)) for m, c in zip(graph.node_memory, graph.node_cost)])
+    least = float(node_min.sum()) + sum((ch.copies - 1) * _least_copy(ch) for ch in chains)
+    budget = graph.memory_budget
+    if memory_row and least > budget * (1 + 1e-12):
+        inst = graph.instance
+        mesh = "x".join(str(x) for x in inst.mesh.shape)
+        raise InfeasibleError(
+            f"{graph.name}: memory: device 0 of the {inst.mesh.num_devices}-device {mesh} mesh of {inst.mesh.device} "
+            f"(every device holds an equal shard) needs at least {least / GB:.3f} GB at {TIGHTEST_POINT}, "
+            f"even with the most memory-saving strategy of every op; it has {budget / GB:.3f} GB: {(least - budget) / GB:.3f} GB missing",
+            details={"device": 0, "point": "end of forward", "needed_bytes": least, "budget_bytes": budget, "missing_bytes": least - budget},
+        )
+    flat_free = free[data["flat_node"]]
+    mem_cols = [s_col]
+    mem_coeff = [(data["flat_memory"][flat_free] - node_min[data["s_node"]])]
+    rhs = budget - float(node_min.sum())
+    # objective: every one-hot group (a node's s, a stage's arcs) is shifted by its least
+    # cost into the constant, which keeps the solver's bound margin (eps x |c|_1) small
+    s_cost, s_node = data["s_cost"], data["s_node"]
+    least_cost = np.full(graph.num_nodes, np.inf)
+    if s_cost.size:
+        np.minimum.at(least_cost, s_node, s_cost)
+    least_cost[~np.isfinite(least_cost)] = 0.0
+    constant = float(data["constant"]) + float(least_cost[free].sum())
+    obj_cols = [s_col, data["e"].index.reshape(-1)]
+    obj_coeff = [s_cost - least_cost[s_node], data["e_cost"]]
+    walk: list[dict[str, Any]] = []
+    for c, ch in enumerate(chains):
+        arcs = ch.arcs
+        A, S, W, K1 = arcs["cost"].size, ch.num_states, ch.num_walk_states, ch.copies - 1
+        x = model.add_vars(f"x{c}", A, lb=0, ub=K1, vtype="continuous" if relax else "integer")
+        w = model.add_vars(f"w{c}", S, lb=0, ub=1)
+        y = model.add_vars(f"y{c}", S, lb=0, ub=1)
+        xc, wc, yc = x.index.reshape(-1), w.index.reshape(-1), y.index.reshape(-1)
+        N = model.num_vars
+        model.add_constraints(f"start-one{c}", linear_sum(wc, np.ones(S), np.zeros(S, dtype=np.int64), 1, N) == 1)
+        digits = ch.digits(np.arange(S))
+        for t, pos in enumerate(ch.out_pos.tolist()):
+            for tag, states_var, node in (("start", wc, int(np.flatnonzero(origin == ch.nodes[0, pos])[0])), ("end", yc, int(virtual[c][t]))):
+                if not free[node]:
+                    continue
+                size = int(ch.out_sizes[t])
+                own = s_col[s_offset[node] + np.arange(size)]
+                cols = np.concatenate([states_var, own])
+                coeffs = np.concatenate([np.ones(S), -np.ones(size)])
+                rows = np.concatenate([digits[:, t], np.arange(size)])
+                model.add_constraints(f"{tag}-state{c}.{t}", linear_sum(cols, coeffs, rows, size, N) == 0)
+        # w(o) + in(o) - out(o) - y(o) = 0
+        cols = np.concatenate([wc, xc, xc, yc])
+        coeffs = np.concatenate([np.ones(S), np.ones(A), -np.ones(A), -np.ones(S)])
+        rows = np.concatenate([np.arange(S), arcs["cur"], arcs["prev"], np.arange(S)])
+        model.add_constraints(f"flow{c}", linear_sum(cols, coeffs, rows, W, N) == 0)
+        first = np.flatnonzero(arcs["first"])
+        model.add_constraints(f"copies{c}", linear_sum(xc[first], np.ones(first.size), np.zeros(first.size, dtype=np.int64), 1, N) == K1)
+        # every stage is taken K - 1 times: its least memory moves to the right-hand side
+        shift = np.zeros(A)
+        for stage in (arcs["first"], ~arcs["first"]):
+            if stage.any():
+                shift[stage] = float(arcs["memory"][stage].min())
+                rhs -= K1 * float(arcs["memory"][stage].min())
+        mem_cols.append(xc)
+        mem_coeff.append(arcs["memory"] - shift)
+        cost_shift = np.zeros(A)
+        for stage in (arcs["first"], ~arcs["first"]):
+            if stage.any():
+                cost_shift[stage] = float(arcs["cost"][stage].min())
+                constant += K1 * float(arcs["cost"][stage].min())
+        obj_cols.append(xc)
+        obj_coeff.append(arcs["cost"] - cost_shift)
+        walk.append({"x": x, "w": w, "y": y})
+    for k, (c, states) in enumerate(cuts):
+        ch, arcs = chains[c], chains[c].arcs
+        inside_prev, inside_cur = np.isin(arcs["prev"], states), np.isin(arcs["cur"], states)
+        entering = np.flatnonzero(~inside_prev & inside_cur)
+        inner = np.flatnonzero(inside_prev & inside_cur)
+        xc, wc = walk[c]["x"].index.reshape(-1), walk[c]["w"].index.reshape(-1)
+        stages = 1 + int(ch.num_walk_states > ch.num_states)
+        starts = states[states < ch.num_states]
+        cols = np.concatenate([wc[starts], xc[entering], xc[inner]])
+        coeffs = np.concatenate([np.ones(starts.size), np.ones(entering.size), -np.ones(inner.size) / (stages * (ch.copies - 1))])
+        model.add_constraints(f"connect{k}", linear_sum(cols, coeffs, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars) >= 0)
+    cols = np.concatenate(mem_cols)
+    if memory_row:
+        model.add_constraints("memory", linear_sum(cols, np.concatenate(mem_coeff) * MEMORY_SCALE, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars) <= rhs * MEMORY_SCALE)
+    cols = np.concatenate(obj_cols)
+    expr = linear_sum(cols, np.concatenate(obj_coeff) * OBJECTIVE_SCALE, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars)
+    model.minimize(expr.sum() + constant * OBJECTIVE_SCALE)
+    data["walk"] = walk
+    data["least_memory_bytes"] = least
+    return model, data
+
+
+def _counts(values: np.ndarray) -> np.ndarray | None:
+    """Integer counts of arc values, or None when they are not integral."""
+    r = np.round(values)
+    return r.astype(np.int64) if np.all(np.abs(values - r) <= 1e-6) else None
+
+
+def _integral_s(res: Any) -> bool:
+    v = res.values_by_block.get("s")
+    return v is None or bool(np.all(np.minimum(np.abs(v), np.abs(1 - v)) <= 1e-6))
+
+
+@dataclass
+class ChainSolution:
+    """Strategy index per skeleton node, and how the program was solved."""
+
+    choice: np.ndarray | None
+    objective: float | None  # seconds (the program's value)
+    bound: float | None  # seconds, proven (dual bound of a relaxation of Alpa's ILP)
+    optimal: bool
+    rounds: int
+    cuts: int
+    lp_integral: bool | None
+    last: Any = None
+
+
+def cheapest_arcs(chain: Chain) -> Chain:
+    """The chain with only the cheapest arc per (from, to) pair (least memory among equals):
+    enough for the problem without a memory row."""
+    import dataclasses
+
+    a = chain.arcs
+    order = np.lexsort((a["memory"], a["cost"], a["prev"], a["cur"]))
+    key = a["cur"][order] * (chain.num_walk_states + 1) + a["prev"][order]
+    first = np.ones(order.size, dtype=bool)
+    first[1:] = key[1:] != key[:-1]
+    keep = np.sort(order[first])
+    return dataclasses.replace(chain, arcs={k: v[keep] for k, v in a.items()})
+
+
+def plan_memory(sk: Skeleton, tables: CostTables, choice: np.ndarray) -> float:
+    """Bytes per device of a strategy index per skeleton node (the sum of node memories)."""
+    return float(sum(float(tables.node(sk, i).memory[k]) for i, k in enumerate(choice.tolist())))
+
+
+def solve_chains(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, lp_first: bool, max_rounds: int = 50, build_seconds: float = 0.0) -> ChainSolution:
+    """Solve the folded program, adding connectivity cuts until every walk is one walk.
+
+    First without the memory row, on the cheapest arc per state pair: that program is exact
+    for the problem without memory (a plan's copies can be swapped for the cheapest copies
+    with the same ends), a relaxation of the problem with memory, so its plan is optimal
+    when it fits the budget. Otherwise the full program (every Pareto arc, memory row)."""
+    free = solve_program(sk, [cheapest_arcs(ch) for ch in chains], tables, ctx, lp_first=lp_first, max_rounds=max_rounds, build_seconds=build_seconds, memory_row=False)
+    if free.choice is not None and plan_memory(sk, tables, free.choice) <= sk.instance.memory_budget:
+        return free
+    full = solve_program(sk, chains, tables, ctx, lp_first=lp_first, max_rounds=max_rounds, memory_row=True)
+    bounds = [b for b in (free.bound, full.bound) if b is not None]
+    full.bound = max(bounds) if bounds else None
+    full.rounds += free.rounds
+    return full
+
+
+def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, lp_first: bool, max_rounds: int = 50, build_seconds: float = 0.0, memory_row: bool = True) -> ChainSolution:
+    """One folded program (with or without the memory row), cuts added until connected."""
+    import time
+
+    from distplan.formulations.sharding.alpa_ilp import DEFAULT_MIP_GAP, OBJECTIVE_SCALE, decode_choice
+    from distplan.solvers.result import Termination
+
+    if ctx.options.mip_gap is None:
+        ctx.options = ctx.options.with_(mip_gap=DEFAULT_MIP_GAP)
+    t0 = time.perf_counter()
+    graph, origin, virtual = explicit_graph(sk, chains, tables)
+    build_seconds += time.perf_counter() - t0
+    cuts: list[tuple[int, np.ndarray]] = []
+    bound: float | None = None
+    rounds = 0
+    lp_integral: bool | None = None
+    lp_choice: np.ndarray | None = None
+    last = None
+    for relax in ([True] if lp_first else []) + [False]:
+        while rounds < max_rounds:
+            rounds += 1
+            t0 = time.perf_counter()
+            model, data = build_chain_model(graph, chains, origin, virtual, relax=relax, cuts=cuts, name="tap_lp" if relax else "tap", memory_row=memory_row)
+            if model.num_vars == 0:  # every op has a single strategy: nothing to decide
+                choice = np.zeros(sk.num_nodes, dtype=np.int64)
+                value = float(data["constant"])
+                return ChainSolution(choice, value, value, True, rounds, 0, None, None)
+            start = None
+            if not relax and memory_row and lp_choice is not None and ctx.backend.capabilities.warm_start:
+                start = incumbent(sk, graph, chains, origin, virtual, model, data, lp_choice)
+            res = ctx.solve_model(model, warm_start=start, build_seconds=time.perf_counter() - t0 + build_seconds)
+            build_seconds = 0.0
+            last = res
+            proven = res.objective if (relax and res.termination is Termination.OPTIMAL) else res.bound
+            if proven is not None and res.termination is not Termination.INFEASIBLE:
+                value = proven / OBJECTIVE_SCALE
+                bound = value if bound is None else max(bound, value)
+            if not res.has_solution:
+                if relax and res.termination is not Termination.INFEASIBLE:
+                    break
+                return ChainSolution(None, None, bound, False, rounds, len(cuts), lp_integral, res)
+            counts = [_counts(res.values_by_block[f"x{c}"]) for c in range(len(chains))]
+            integral = _integral_s(res) and all(k is not None for k in counts)
+            if relax:
+                lp_integral = integral
+                lp_choice = decode_choice(res, data)
+                if not integral or res.termination is not Termination.OPTIMAL:
+                    break
+            explicit_choice = decode_choice(res, data)
+            choice = np.full(sk.num_nodes, -1, dtype=np.int64)
+            keep = origin >= 0
+            choice[origin[keep]] = explicit_choice[keep]
+            new_cuts = 0
+            for c, ch in enumerate(chains):
+                arcs = ch.arcs
+                start = int(encode_states(choice[ch.nodes[0, ch.out_pos]][None, :], ch.out_sizes)[0]) if ch.out_pos.size else 0
+                k = counts[c]
+                assert k is not None
+                path = euler_walk(start, arcs["prev"], arcs["cur"], k)
+                if path is None:
+                    for states in components_apart(start, arcs["prev"], arcs["cur"], k):
+                        cuts.append((c, states))
+                        new_cuts += 1
+                    continue
+                stages = 1 + int(ch.num_walk_states > ch.num_states)
+                steps = arcs["strategy"][np.array(path, dtype=np.int64)].reshape(ch.copies - 1, stages, ch.positions)
+                choice[ch.nodes[1:]] = steps.max(axis=1)
+                end = explicit_choice[virtual[c]]
+                if not np.array_equal(end, choice[ch.nodes[-1, ch.out_pos]]):
+                    raise AssertionError("chain folding: the end state disagrees with the last copy")
+            if new_cuts:
+                continue
+            optimal = res.termination is Termination.OPTIMAL
+            objective = res.objective / OBJECTIVE_SCALE if res.objective is not None else None
+            return ChainSolution(choice, objective, bound, optimal, rounds, len(cuts), lp_integral, res)
+    return ChainSolution(None, None, bound, False, rounds, len(cuts), lp_integral, last)
