@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import csv
 import io
+import json
 import re
 
 import pytest
@@ -110,7 +111,16 @@ def test_cli_emit(tmp_path, capsys) -> None:
     out = tmp_path / "s.csv"
     assert main(["emit", str(plan), "-i", str(path), "-t", "torch-pipelining", "-o", str(out)]) == 0
     assert out.read_text().splitlines()[3].startswith("3F0,3B0,3F1")
-    assert main(["emit", str(plan), "-t", "torch-pipelining"]) == 2  # the plan names no findable instance
+    capsys.readouterr()
+    # solve --out records the instance's source: emit finds it without -i
+    assert main(["emit", str(plan), "-t", "torch-pipelining"]) == 0
+    assert capsys.readouterr().out.splitlines()[3].startswith("3F0,3B0,3F1")
+    # a plan whose instance cannot be found is a named error
+    doc = json.loads(plan.read_text())
+    doc["source"] = str(tmp_path / "gone.json")
+    doc["instance"] = "no-such-instance"
+    plan.write_text(json.dumps(doc))
+    assert main(["emit", str(plan), "-t", "torch-pipelining"]) == 2
     assert "--instance" in capsys.readouterr().err
 
 

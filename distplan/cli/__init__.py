@@ -11,6 +11,7 @@ import argparse
 import importlib
 import importlib.util
 import sys
+import time
 from collections.abc import Sequence
 
 from distplan.errors import DistplanError
@@ -37,8 +38,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command. Called with no ``argv`` it is the process's entry point, and a time
+    limit counts from when distplan began to load (imports and reading the instance
+    included); called with an ``argv`` (from Python) it counts from this call."""
+    import distplan
+
+    started = distplan.LOADED_AT if argv is None else time.perf_counter()
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.started = started
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

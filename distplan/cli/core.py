@@ -77,11 +77,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def _solve_args(inst: Any, args: argparse.Namespace) -> Result:
-    import distplan
-
     return solve(
         inst,
-        started=distplan.LOADED_AT,  # the limit covers the whole command: imports and loading too
+        started=getattr(args, "started", None),  # the limit covers the whole command (see cli.main)
         formulation=args.formulation,
         backend=args.backend,
         time_limit=args.time_limit,

@@ -220,6 +220,17 @@ def parse_cbc_log(log: str) -> CbcLog:
     return CbcLog(result_line, termination, has_solution, objective, lower, nodes, iterations, objective_lower)
 
 
+def completed_search_bound(parsed: CbcLog, arrays: ModelArrays, values: np.ndarray | None) -> float | None:
+    """The bound a completed CBC search proves (min form, no offset): the smaller of its
+    printed "Objective value" (less its rounding) and c @ x of its solution. Each alone has
+    failed: the solution file's 8 significant digits put c @ x 2.4e-11 s above the optimum,
+    and CBC has printed -0.5 for a solution of value -1.5 (random MILP test)."""
+    candidates = [] if parsed.objective_lower is None else [parsed.objective_lower]
+    if values is not None and values.shape == (arrays.num_vars,) and np.all(np.isfinite(values)):
+        candidates.append(float(objective_sign(arrays) * (arrays.c @ values)))
+    return min(candidates) if candidates else None
+
+
 def read_cbc_solution(path: str, n: int) -> tuple[str, np.ndarray | None]:
     """CBC's solution file: the status line and the values of columns C0..C<n-1>."""
     if not os.path.exists(path):
@@ -348,7 +359,7 @@ def solve_cbc(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray
     bound_min = parsed.lower_bound if arrays.is_mip else None
     completed = parsed.result_line != "Optimal solution found (within gap tolerance)" and not float(options.raw.get("increment") or 0.0)
     if termination is Termination.OPTIMAL and completed and bound_min is None:
-        bound_min = parsed.objective_lower
+        bound_min = completed_search_bound(parsed, arrays, values if has_solution else None)
     if termination in (Termination.UNBOUNDED, Termination.INFEASIBLE_OR_UNBOUNDED):
         has_solution = True  # finish_result keeps the point only if it proves unboundedness
     return finish_result(

@@ -35,7 +35,7 @@ from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_
 from distplan.solvers.capture import LiveStderr, echo_to_stderr
 from distplan.solvers.common import error_result, fill_unmentioned, finish_result, objective_sign, primal_feasible
 from distplan.solvers.highs import ISOLATE_SIZE, highs_version, use_threads
-from distplan.solvers.pulp_backend import cbc_path, parse_cbc_log
+from distplan.solvers.pulp_backend import cbc_path, completed_search_bound, parse_cbc_log
 from distplan.solvers.result import SolverResult, Termination, map_status
 
 #: pyomo.contrib.solver.common.results.TerminationCondition member name -> termination
@@ -385,6 +385,7 @@ def _solve_shell(
     nodes = iterations = None
     proven_optimal_bound = True
     has_solution: bool | None = None
+    completed_cbc = False
     if which == "cbc":
         parsed = parse_cbc_log(log)
         if parsed.termination is not None:  # CBC's own result line is more exact than Pyomo's reading
@@ -393,8 +394,7 @@ def _solve_shell(
         proven_optimal_bound = parsed.result_line != "Optimal solution found (within gap tolerance)" and not float(options.raw.get("increment") or 0.0)
         if arrays.is_mip:
             bound_min = parsed.lower_bound
-            if termination is Termination.OPTIMAL and proven_optimal_bound and bound_min is None:
-                bound_min = parsed.objective_lower  # the solution's values carry 8 digits only
+            completed_cbc = termination is Termination.OPTIMAL and proven_optimal_bound and bound_min is None
         nodes, iterations = parsed.nodes, parsed.iterations
     else:
         glpk_term, glpk_bound = parse_glpk_log(log)
@@ -415,6 +415,8 @@ def _solve_shell(
             values = None  # e.g. CBC's "no integer solution - continuous used": not a solution
     elif arrays.num_vars == 0:
         values = np.zeros(0)
+    if completed_cbc:  # after the values are loaded: the bound takes the smaller of two readings
+        bound_min = completed_search_bound(parsed, arrays, values)
     return finish_result(
         backend=backend,
         version=version,
