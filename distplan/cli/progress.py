@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -32,11 +33,9 @@ class Progress:
         self._t0 = 0.0
 
     def _write(self, text: str) -> None:
-        try:
+        with contextlib.suppress(OSError, ValueError):  # a closed stream never fails the command
             self.stream.write(text)
             self.stream.flush()
-        except (OSError, ValueError):  # a closed stream never fails the command
-            pass
 
     def _run(self) -> None:
         if self._stop.wait(QUIET_SECONDS):
