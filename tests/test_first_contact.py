@@ -225,3 +225,23 @@ def test_a_solve_that_cannot_be_interrupted_returns_within_its_limit_plus_grace(
     assert elapsed <= limit + max(2.0, 0.1 * limit), elapsed
     assert res.status.value == "feasible" and res.check is not None and res.check.feasible
     assert any(r.extra.get("isolated") for r in res.solver_results)
+
+
+def test_progress_speaks_on_stderr_only_for_long_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Quiet for short commands; in a pipe a line now and then and a closing line."""
+    import io
+    import time
+
+    from distplan.cli import progress
+
+    quick = io.StringIO()
+    with progress.Progress("quick", stream=quick):
+        pass
+    assert quick.getvalue() == ""
+    monkeypatch.setattr(progress, "QUIET_SECONDS", 0.05)
+    monkeypatch.setattr(progress, "LINE_EVERY_SECONDS", 0.05)
+    slow = io.StringIO()
+    with progress.Progress("solving x", stream=slow):
+        time.sleep(0.3)
+    lines = slow.getvalue().splitlines()
+    assert lines[0].startswith("solving x ... ") and lines[-1].startswith("solving x: done in ")
