@@ -21,6 +21,8 @@ import heapq
 from collections.abc import Callable
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.pipeline import vshape
@@ -81,20 +83,13 @@ def downstream_devices(inst: PipelineInstance) -> np.ndarray:
 
 
 def device_groups(inst: PipelineInstance) -> np.ndarray:
-    """(D,) group id: devices connected through multi-device blocks share a group."""
-    parent = list(range(inst.n_devices))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for b in range(inst.n_blocks):
-        devs = np.flatnonzero(inst.device_mask[b])
-        for d in devs[1:].tolist():
-            parent[find(int(d))] = find(int(devs[0]))
-    return np.array([find(d) for d in range(inst.n_devices)])
+    """(D,) group id: devices connected through multi-device blocks share a group (the
+    connected components of the devices' co-occurrence in blocks)."""
+    blocks, devices = np.nonzero(inst.device_mask)
+    lead = np.argmax(inst.device_mask, axis=1)[blocks]  # each block's first device, per (block, device) pair
+    graph = sp.coo_matrix((np.ones(devices.size), (lead, devices)), shape=(inst.n_devices, inst.n_devices))
+    _, labels = connected_components(graph, directed=False)
+    return np.asarray(labels, dtype=np.int64)
 
 
 def _group_max(values: np.ndarray, groups: np.ndarray) -> np.ndarray:

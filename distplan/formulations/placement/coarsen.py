@@ -29,6 +29,11 @@ from distplan.models.placement_plan import PlacementPlan, make_plan
 
 
 class _UnionFind:
+    """Union-find with path compression. Kept rather than scipy's connected_components: a
+    union here depends on the merged group's memory at the moment it is made (groups grow
+    one decision at a time), so the groups are not the components of a graph known in
+    advance."""
+
     def __init__(self, n: int):
         self.parent = np.arange(n)
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
 
 from distplan.formulations.sharding.chain_fronts import encode_states, finite_mask
 from distplan.formulations.sharding.chainfold import Chain
@@ -42,27 +44,13 @@ def euler_walk(start: int, prev: np.ndarray, cur: np.ndarray, counts: np.ndarray
 def components_apart(start: int, prev: np.ndarray, cur: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
     """State sets of the weakly connected components of the used arcs not holding ``start``."""
     used = np.flatnonzero(counts > 0)
-    parent: dict[int, int] = {}
-
-    def find(x: int) -> int:
-        parent.setdefault(x, x)
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    find(start)
-    for a in used.tolist():
-        ra, rb = find(int(prev[a])), find(int(cur[a]))
-        if ra != rb:
-            parent[ra] = rb
-    root = find(start)
-    groups: dict[int, list[int]] = {}
-    for x in list(parent):
-        r = find(x)
-        if r != root:
-            groups.setdefault(r, []).append(x)
-    return [np.array(sorted(g), dtype=np.int64) for g in groups.values()]
+    states = np.unique(np.concatenate([[start], prev[used], cur[used]])).astype(np.int64)
+    index = np.searchsorted(states, np.concatenate([prev[used], cur[used]]))
+    half = used.size
+    graph = sp.coo_matrix((np.ones(half), (index[:half], index[half:])), shape=(states.size, states.size))
+    _, labels = connected_components(graph, directed=False)
+    home = labels[np.searchsorted(states, start)]
+    return [states[labels == g] for g in np.unique(labels) if g != home]
 
 
 def _walk_dp(ch: Chain, start: int, weight: np.ndarray) -> tuple[list[int], int] | None:
