@@ -186,6 +186,9 @@ def evaluate(inst: BandwidthInstance, plan: BandwidthPlan) -> Check:
         },
         "warnings": warnings,
     }
+    per_cost = plan.objective == "time_x_cost"
     return Check(feasible=not violations, objective=objective if math.isfinite(objective) else math.inf,
-                 violations=violations, details=details)
+                 violations=violations, details=details,
+                 objective_name="time x cost" if per_cost else "training time",
+                 objective_unit="s*USD" if per_cost else "s")
 
