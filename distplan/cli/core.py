@@ -44,9 +44,9 @@ def print_result(res: Result, instance: Any) -> None:
     print(f"formulation  {res.formulation}   backend {res.backend} {res.backend_version}")
     print(f"termination  {res.termination.value}   status {res.status.value}")
     print(f"{res.objective_name:<12} {_fmt(res.objective, unit)}")
-    src = f"  [{res.bound_source}]" if res.bound_source else ""
+    src = f"  [{res.bound_source}; {res.bound_grade}]" if res.bound_source else ""
     print(f"bound        {_fmt(res.bound, unit)}{src}")
-    print(f"gap          {'-' if res.gap is None else f'{100 * res.gap:.2f} %'}")
+    print(f"gap          {'-' if res.gap is None else f'{100 * res.gap:.2f} %'}   (optimal when <= {100 * res.gap_tolerance:g} %)")
     t = res.timings
     print(
         f"time         build {t['build_seconds']:.3f} s, hand-over {t['handover_seconds']:.3f} s, "
