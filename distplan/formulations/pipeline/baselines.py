@@ -17,7 +17,6 @@ ZB-H1 / ZB-H2 (Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024).
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 
 import numpy as np
@@ -32,10 +31,9 @@ from distplan.formulations.pipeline.common import (
     asap,
     block_depth,
     check_capacity,
+    greedy,
     memory_peaks,
     orders_from_starts,
-    predecessor_lists,
-    ready_time,
 )
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
@@ -342,62 +340,6 @@ def zb_h1(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
     return start, {"schedule": "zb_h1"}
 
 
-def greedy(
-    inst: PipelineInstance,
-    priority: Callable[[int, int], tuple],
-    limit: np.ndarray,
-) -> np.ndarray:
-    """Event-driven list scheduling of single-device blocks: whenever a device is free it
-    starts its ready operation of best ``priority(block, micro)`` whose memory fits under
-    ``limit`` (bytes per device); each block runs its micro-batches in order."""
-    n, nb = inst.micro_batches, inst.n_blocks
-    if np.any(inst.device_mask.sum(axis=1) != 1):
-        raise InputError("schedule", f"{inst.name}: this greedy schedule needs every block on one device", "use 1f1b")
-    dev_of = inst.device_mask.argmax(axis=1)
-    preds = predecessor_lists(inst)
-    start = np.full((nb, n), np.nan)
-    nxt = np.zeros(nb, dtype=np.int64)
-    free_at = np.zeros(inst.n_devices)
-    mem = np.zeros(inst.n_devices)
-    dur = inst.duration
-    on_dev = [np.flatnonzero(dev_of == d).tolist() for d in range(inst.n_devices)]
-    events = [0.0]
-    done = 0
-    t = 0.0
-    while done < nb * n:
-        if not events:
-            raise InfeasibleError(f"{inst.name}: the greedy schedule deadlocks under the memory limit", details={})
-        t = heapq.heappop(events)
-        while events and events[0] <= t + 1e-12:
-            heapq.heappop(events)
-        for d in range(inst.n_devices):
-            if free_at[d] > t + 1e-12:
-                continue
-            best = None
-            for b in on_dev[d]:
-                m = int(nxt[b])
-                if m >= n:
-                    continue
-                ready = ready_time(preds[b], start, dur, m)
-                if ready is None:
-                    continue
-                if ready > t + 1e-12:
-                    heapq.heappush(events, ready)
-                    continue
-                if inst.memory[b] > 0 and mem[d] + inst.memory[b] > limit[d] + 1e-12:
-                    continue
-                key = priority(b, m)
-                if best is None or key < best[0]:
-                    best = (key, b, m)
-            if best is not None:
-                _, b, m = best
-                start[b, m] = t
-                nxt[b] += 1
-                mem[d] += inst.memory[b]
-                free_at[d] = t + dur[b]
-                heapq.heappush(events, free_at[d])
-                done += 1
-    return start
 
 
 def zb_h2(inst: PipelineInstance) -> tuple[np.ndarray, dict]:

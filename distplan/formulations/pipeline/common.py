@@ -10,12 +10,14 @@ sequences (earliest starts for the makespan, an LP for the longest device span).
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from distplan.errors import InfeasibleError
+from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.registry import RunContext
 from distplan.modeling.model import Model
 from distplan.models.pipeline import PipelineInstance
@@ -237,3 +239,68 @@ def retime(inst: PipelineInstance, orders: Orders, ctx: RunContext | None = None
     # snap to the exact longest-path times of the LP's own tight arcs: keep LP times, but
     # re-run the earliest-start pass from them as release times so every arc holds exactly.
     return asap(inst, orders, release=lp)
+
+
+def greedy(
+    inst: PipelineInstance,
+    priority: Callable[[int, int], tuple],
+    limit: np.ndarray,
+    *,
+    reserve: Callable[[int, int, np.ndarray], float] | None = None,
+    tol: float = 1e-12,
+    what: str = "the greedy schedule",
+) -> np.ndarray:
+    """Event-driven list scheduling of single-device blocks: whenever a device is free it
+    starts its ready operation of best ``priority(block, micro)`` whose memory fits under
+    ``limit`` (bytes per device), together with ``reserve(device, block, next_micro)``
+    bytes kept free for later blocks; each block runs its micro-batches in order. Returns
+    (B, N) start times in seconds (ZB-H2's greedy and the V-ZB greedy both run on it)."""
+    n, nb = inst.micro_batches, inst.n_blocks
+    if np.any(inst.device_mask.sum(axis=1) != 1):
+        raise InputError("schedule", f"{inst.name}: this greedy schedule needs every block on one device", "use 1f1b")
+    dev_of = inst.device_mask.argmax(axis=1)
+    preds = predecessor_lists(inst)
+    start = np.full((nb, n), np.nan)
+    nxt = np.zeros(nb, dtype=np.int64)
+    free_at = np.zeros(inst.n_devices)
+    mem = np.zeros(inst.n_devices)
+    dur = inst.duration
+    on_dev = [np.flatnonzero(dev_of == d).tolist() for d in range(inst.n_devices)]
+    events = [0.0]
+    done = 0
+    while done < nb * n:
+        if not events:
+            raise InfeasibleError(f"{inst.name}: {what} deadlocks under the memory limit", details={})
+        t = heapq.heappop(events)
+        while events and events[0] <= t + 1e-12:
+            heapq.heappop(events)
+        for d in range(inst.n_devices):
+            if free_at[d] > t + 1e-12:
+                continue
+            best = None
+            for b in on_dev[d]:
+                m = int(nxt[b])
+                if m >= n:
+                    continue
+                ready = ready_time(preds[b], start, dur, m)
+                if ready is None:
+                    continue
+                if ready > t + 1e-12:
+                    heapq.heappush(events, ready)
+                    continue
+                if inst.memory[b] > 0:
+                    need = mem[d] + inst.memory[b] + (reserve(d, b, nxt) if reserve is not None else 0.0)
+                    if need > limit[d] + tol:
+                        continue
+                key = priority(b, m)
+                if best is None or key < best[0]:
+                    best = (key, b, m)
+            if best is not None:
+                _, b, m = best
+                start[b, m] = t
+                nxt[b] += 1
+                mem[d] += inst.memory[b]
+                free_at[d] = t + dur[b]
+                heapq.heappush(events, free_at[d])
+                done += 1
+    return start

@@ -36,13 +36,12 @@ micro-batch with the backward of another inside one fused F&B block, which the b
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
 import numpy as np
 
-from distplan.errors import InfeasibleError, InputError
-from distplan.formulations.pipeline.common import Orders, block_depth, predecessor_lists, ready_time
+from distplan.errors import InputError
+from distplan.formulations.pipeline.common import Orders, block_depth, greedy
 from distplan.models.pipeline import PipelineInstance
 
 F, B, W = 0, 1, 2
@@ -266,8 +265,7 @@ def v_zb_start(inst: PipelineInstance) -> np.ndarray:
     """(B, N) start times of the V-ZB greedy (module docstring), in seconds."""
     lay = v_layout(inst)
     _need_split(inst, lay, "v_zb")
-    n, p, nb = inst.micro_batches, inst.n_devices, inst.n_blocks
-    dev_of = inst.device_mask.argmax(axis=1)
+    p, nb = inst.n_devices, inst.n_blocks
     fmem = np.array([max(float(inst.memory[lay.f[d, 0]]), 0.0) + max(float(inst.memory[lay.f[d, 1]]), 0.0) for d in range(p)])
     limit = np.minimum(inst.capacity, p * fmem)
     cls = np.full(nb, 4)
@@ -275,51 +273,14 @@ def v_zb_start(inst: PipelineInstance) -> np.ndarray:
     for d in range(p):
         cls[lay.b[d, 1]], cls[lay.b[d, 0]], cls[lay.f[d, 1]], cls[lay.f[d, 0]] = 0, 1, 2, 3
         chunk[lay.f[d, 1]] = chunk[lay.b[d, 1]] = chunk[lay.w[d, 1]] = 1
-    preds = predecessor_lists(inst)
-    start = np.full((nb, n), np.nan)
-    nxt = np.zeros(nb, dtype=np.int64)
-    free_at = np.zeros(p)
-    mem = np.zeros(p)
-    dur = inst.duration
-    on_dev = [np.flatnonzero(dev_of == d).tolist() for d in range(p)]
-    events = [0.0]
-    done = 0
-    while done < nb * n:
-        if not events:
-            raise InfeasibleError(f"{inst.name}: the V-ZB greedy deadlocks under the memory limit", details={})
-        t = heapq.heappop(events)
-        while events and events[0] <= t + 1e-12:
-            heapq.heappop(events)
-        for d in range(p):
-            if free_at[d] > t + 1e-12:
-                continue
-            f0, f1 = int(lay.f[d, 0]), int(lay.f[d, 1])
-            best = None
-            for blk in on_dev[d]:
-                m = int(nxt[blk])
-                if m >= n:
-                    continue
-                ready = ready_time(preds[blk], start, dur, m)
-                if ready is None:
-                    continue
-                if ready > t + 1e-12:
-                    heapq.heappush(events, ready)
-                    continue
-                need = mem[d] + max(float(inst.memory[blk]), 0.0)
-                if blk == f0:  # keep room for the chunk-1 forwards of the micro-batches in flight
-                    owed = int(nxt[f0]) + 1 - int(nxt[f1])
-                    need += owed * max(float(inst.memory[f1]), 0.0)
-                if inst.memory[blk] > 0 and need > limit[d] + 1e-9:
-                    continue
-                key = (int(cls[blk]), m, -int(chunk[blk]))
-                if best is None or key < best[0]:
-                    best = (key, blk, m)
-            if best is not None:
-                _, blk, m = best
-                start[blk, m] = t
-                nxt[blk] += 1
-                mem[d] += inst.memory[blk]
-                free_at[d] = t + dur[blk]
-                heapq.heappush(events, free_at[d])
-                done += 1
-    return start
+    f0_of = {int(lay.f[d, 0]): (d, int(lay.f[d, 1])) for d in range(p)}
+
+    def reserve(d: int, blk: int, nxt: np.ndarray) -> float:
+        """A chunk-0 forward keeps room for the chunk-1 forwards of the micro-batches in flight."""
+        if blk not in f0_of:
+            return 0.0
+        f1 = f0_of[blk][1]
+        owed = int(nxt[blk]) + 1 - int(nxt[f1])
+        return owed * max(float(inst.memory[f1]), 0.0)
+
+    return greedy(inst, lambda b, m: (int(cls[b]), m, -int(chunk[b])), limit, reserve=reserve, tol=1e-9, what="the V-ZB greedy")
