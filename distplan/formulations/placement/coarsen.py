@@ -19,6 +19,7 @@ is not exact: bounds proven on the coarse instance are not kept.
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -185,7 +186,8 @@ def coarsen(inst: PlacementInstance, params: dict[str, Any] | None = None) -> Fo
         first = inst.op_names[int(members[f][0])]
         names.append(first if members[f].size == 1 else f"{first}[+{members[f].size - 1}]")
 
-    coarse = PlacementInstance(
+    coarse = replace(  # the same cluster, memory and communication models; a coarser graph
+        inst,
         name=f"{inst.name}-coarse",
         op_names=names,
         time=time,
@@ -196,13 +198,7 @@ def coarsen(inst: PlacementInstance, params: dict[str, Any] | None = None) -> Fo
         src=src.astype(np.int64),
         dst=dst.astype(np.int64),
         edge_bytes=ebytes,
-        device_names=inst.device_names,
-        device_memory=inst.device_memory,
-        device_types=inst.device_types,
-        bandwidth=inst.bandwidth,
-        latency=inst.latency,
-        memory_model=inst.memory_model,
-        communication=inst.communication,
+        document=None,
         meta={"coarsened_from": inst.name},
     )
 
@@ -279,7 +275,8 @@ def contract(inst: PlacementInstance, cluster: np.ndarray) -> tuple[PlacementIns
     edge_of = np.full(inst.n_edges, -1, dtype=np.int64)
     edge_of[cross] = inv
     zeros = np.zeros(k)
-    coarse = PlacementInstance(
+    coarse = replace(
+        inst,
         name=f"{inst.name}-clusters{k}",
         op_names=[f"cluster{c}" for c in range(k)],
         time=time,
@@ -290,13 +287,7 @@ def contract(inst: PlacementInstance, cluster: np.ndarray) -> tuple[PlacementIns
         src=(uniq // k).astype(np.int64),
         dst=(uniq % k).astype(np.int64),
         edge_bytes=ebytes,
-        device_names=inst.device_names,
-        device_memory=inst.device_memory,
-        device_types=inst.device_types,
-        bandwidth=inst.bandwidth,
-        latency=inst.latency,
-        memory_model=inst.memory_model,
-        communication=inst.communication,
+        document=None,
         meta={"contracted_from": inst.name},
     )
     return coarse, edge_of
