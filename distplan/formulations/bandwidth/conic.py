@@ -81,14 +81,6 @@ class Structure:
 _STRUCTURES: OrderedDict[tuple[Any, ...], Structure] = OrderedDict()
 
 
-def _groups(prog: Program) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    A, lo, hi = prog.rows_matrix()
-    eq = np.flatnonzero(lo == hi)
-    le = np.flatnonzero(np.isfinite(hi) & (lo != hi))
-    ge = np.flatnonzero(np.isfinite(lo) & (lo != hi))
-    return A, lo, hi, eq, le, ge
-
-
 # entry kinds of A
 _ROW_COEF, _NEG_ROW_COEF, _MINUS_ONE, _PLUS_ONE, _TRAFFIC, _COST = range(6)
 
@@ -96,7 +88,7 @@ _ROW_COEF, _NEG_ROW_COEF, _MINUS_ONE, _PLUS_ONE, _TRAFFIC, _COST = range(6)
 def structure(prog: Program, *, linear: bool = False, budget: bool = False) -> Structure:
     """The (cached) structure of ``prog``'s time program (or of a linear objective over its
     rows with ``linear``; with a cost budget row with ``budget``)."""
-    A, _, _, eq, le, ge = _groups(prog)
+    A, _, _, eq, le, ge = prog.row_groups()
     D, K = prog.num_dims, prog.terms.shape[0]
     used = np.flatnonzero(prog.used) if not linear else np.zeros(0, np.int64)
     pk, pd = np.nonzero(prog.terms) if not linear else (np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -186,7 +178,7 @@ def fill(st: Structure, prog: Program, *, time_scale: float, objective: np.ndarr
     """The numbers of ``prog`` in the structure (x = B / sigma; objective / time_scale)."""
     import clarabel
 
-    A_rows, lo, hi, _, _, _ = _groups(prog)
+    A_rows, lo, hi, _, _, _ = prog.row_groups()
     sigma = bandwidth_scale(prog)
     D = st.D
     vals = np.empty(st.kinds.size)

@@ -117,12 +117,19 @@ def unscale(result: SolverResult, scale: float) -> None:
     result.extra["objective_scale_seconds"] = scale
 
 
-def run_libra_perf(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
-    """``libra_perf``: minimum training time, convex program (default backend cvxpy-CLARABEL)."""
+def continuous_program(inst: BandwidthInstance, ctx: RunContext, formulation: str) -> Program:
+    """The instance's program for a formulation over continuous bandwidths: menus refused,
+    an unbounded program refused before solving, warnings emitted."""
     prog = prepare(inst)
-    reject_menus(prog, "libra_perf")
+    reject_menus(prog, formulation)
     check_bounded(ctx, prog)
     emit_warnings(prog)
+    return prog
+
+
+def run_libra_perf(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
+    """``libra_perf``: minimum training time, convex program (default backend cvxpy-CLARABEL)."""
+    prog = continuous_program(inst, ctx, "libra_perf")
     duals: list[Any] = []
     result, B, _ = solve_min_time(ctx, prog, "libra_perf", duals)
     if B is None:

@@ -109,6 +109,14 @@ class Program:
         hi = np.array([r.rhs if r.sense in ("<=", "==") else np.inf for r in self.rows])
         return A, lo, hi
 
+
+    def row_groups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(A, lo, hi) of the instance rows and the indices of its ==, <= and >= rows."""
+        A, lo, hi = self.rows_matrix()
+        eq = np.flatnonzero(lo == hi)
+        le = np.flatnonzero(np.isfinite(hi) & (lo != hi))
+        ge = np.flatnonzero(np.isfinite(lo) & (lo != hi))
+        return A, lo, hi, eq, le, ge
     def to_plan(self, bandwidth_gbps: np.ndarray, objective: str = "time") -> BandwidthPlan:
         """A plan in bytes/s, clipped into the dimension bounds (solver noise only)."""
         b = np.clip(np.asarray(bandwidth_gbps, dtype=float), self.lb, self.ub)

@@ -20,14 +20,12 @@ import numpy as np
 
 from distplan.formulations.bandwidth.blocks import lowest_unused
 from distplan.formulations.bandwidth.convex import (
-    check_bounded,
-    emit_warnings,
+    continuous_program,
     no_solution,
-    reject_menus,
     safe_outcome_bound,
     time_scale,
 )
-from distplan.formulations.bandwidth.data import bandwidth_scale, prepare
+from distplan.formulations.bandwidth.data import bandwidth_scale
 from distplan.formulations.bandwidth.rows import constraint_rows
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.modeling.model import Model, linear_sum
@@ -54,10 +52,7 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     """
     tol = float(ctx.param("tolerance", 1e-7))
     max_rounds = int(ctx.param("max_rounds", 500))
-    prog = prepare(inst)
-    reject_menus(prog, "libra_perf_lp")
-    check_bounded(ctx, prog)
-    emit_warnings(prog)
+    prog = continuous_program(inst, ctx, "libra_perf_lp")
     C = prog.compute_seconds
     t0 = time.perf_counter()
     sigma = bandwidth_scale(prog)

@@ -24,17 +24,15 @@ import numpy as np
 from distplan.formulations.bandwidth.blocks import lowest_unused, optimize_linear
 from distplan.formulations.bandwidth.conic import DirectSolver
 from distplan.formulations.bandwidth.convex import (
-    check_bounded,
+    continuous_program,
     direct,
-    emit_warnings,
     no_solution,
-    reject_menus,
     solve_min_time,
     unscale,
 )
-from distplan.formulations.bandwidth.data import Program, bandwidth_scale, prepare
+from distplan.formulations.bandwidth.data import Program, bandwidth_scale
 from distplan.formulations.bandwidth.safe import budget_line, line_from_multipliers, safe_min_linear, safe_time_bound
-from distplan.formulations.bandwidth.time_program import TimeProblem, build_time_problem, row_groups, time_scale
+from distplan.formulations.bandwidth.time_program import TimeProblem, build_time_problem, time_scale
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.models.bandwidth_instance import BandwidthInstance
 from distplan.models.bandwidth_records import GB
@@ -121,7 +119,7 @@ def solver_duals(tp: TimeProblem, prog: Program) -> list[tuple[np.ndarray, np.nd
     only a candidate: `safe.line_from_multipliers` keeps the better valid line)."""
     cons = tp.problem.constraints
     K, D = prog.terms.shape
-    _, _, _, eq, le, ge = row_groups(prog)
+    _, _, _, eq, le, ge = prog.row_groups()
     n_rows = len(prog.rows)
     try:
         lam = np.zeros((K, D))
@@ -158,10 +156,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
     tol = float(ctx.param("tolerance", 1e-6))
     n_grid = int(ctx.param("curve_points", 8))
     max_points = int(ctx.param("max_points", 400))
-    prog = prepare(inst)
-    reject_menus(prog, "libra_perf_per_cost")
-    check_bounded(ctx, prog)
-    emit_warnings(prog)
+    prog = continuous_program(inst, ctx, "libra_perf_per_cost")
     C = prog.compute_seconds
 
     # the cost range: cheapest feasible network, and the cost of a fastest allocation

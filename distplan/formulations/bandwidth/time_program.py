@@ -20,15 +20,6 @@ import numpy as np
 from distplan.formulations.bandwidth.data import Program, bandwidth_scale
 
 
-def row_groups(prog: Program) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(A, lo, hi) of the instance rows and the indices of its ==, <= and >= rows."""
-    A, lo, hi = prog.rows_matrix()
-    eq = np.flatnonzero(lo == hi)
-    le = np.flatnonzero(np.isfinite(hi) & (lo != hi))
-    ge = np.flatnonzero(np.isfinite(lo) & (lo != hi))
-    return A, lo, hi, eq, le, ge
-
-
 def _padded(k: int) -> int:
     """Number of term slots compiled for k terms (powers of two, so shapes are shared)."""
     return 1 << max(0, (k - 1).bit_length())
@@ -66,7 +57,7 @@ class TimeProblem:
         """
         p = self.params
         sigma = bandwidth_scale(prog)
-        A, lo, hi, eq, le, ge = row_groups(prog)
+        A, lo, hi, eq, le, ge = prog.row_groups()
         p["lb"].value = prog.lb / sigma
         if self.finite_ub.size:
             p["ub"].value = prog.ub[self.finite_ub] / sigma
@@ -100,7 +91,7 @@ class TimeProblem:
 
 
 def _signature(prog: Program, with_budget: bool) -> tuple[Any, ...]:
-    _, _, _, eq, le, ge = row_groups(prog)
+    _, _, _, eq, le, ge = prog.row_groups()
     used = tuple(int(k) for k in np.flatnonzero(prog.used))
     finite_ub = tuple(int(k) for k in np.flatnonzero(np.isfinite(prog.ub)))
     return (prog.num_dims, used, _padded(prog.terms.shape[0]), eq.size, le.size, ge.size, finite_ub, with_budget)
@@ -120,7 +111,7 @@ def build_time_problem(prog: Program, *, with_budget: bool = False) -> TimeProbl
     import cvxpy as cp
 
     D = prog.num_dims
-    _, _, _, eq, le, ge = row_groups(prog)
+    _, _, _, eq, le, ge = prog.row_groups()
     used = np.flatnonzero(prog.used)
     finite_ub = np.flatnonzero(np.isfinite(prog.ub))
     slots = _padded(prog.terms.shape[0])
