@@ -61,6 +61,19 @@ def _rows(prog: Program, extra: tuple[np.ndarray, float] | None) -> tuple[np.nda
     return A.reshape(-1, prog.num_dims), b.astype(float), sign.astype(int)
 
 
+def _active(prog: Program, A: np.ndarray, b: np.ndarray, sign: np.ndarray, B: np.ndarray) -> tuple[list[int], list[int], list[int]]:
+    """At the allocation ``B`` (bytes/s per dimension): the rows that hold with equality (or
+    are equalities), the dimensions at their lower bound, and those at their upper bound,
+    each within the relative tolerance ``ACTIVE``."""
+    D = prog.num_dims
+    act = A @ B if A.size else np.zeros(0)
+    scale_rows = np.maximum(np.abs(b), np.abs(A) @ np.abs(B)) if A.size else np.zeros(0)
+    rows = [i for i in range(b.size) if sign[i] == 0 or abs(act[i] - b[i]) <= ACTIVE * max(scale_rows[i], 1e-300)]
+    at_lb = [d for d in range(D) if B[d] <= prog.lb[d] + ACTIVE * max(float(np.abs(B).max(initial=0.0)), 1e-300)]
+    at_ub = [d for d in range(D) if d not in at_lb and B[d] >= prog.ub[d] * (1 - ACTIVE)]
+    return rows, at_lb, at_ub
+
+
 def kkt_multipliers(prog: Program, B: np.ndarray, extra: tuple[np.ndarray, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Multipliers (lambda [K, D], mu [rows]) fitted to the KKT conditions at allocation ``B``
     (GB/s): sum_d lambda_kd = w_k, and for every dimension strictly inside its bounds
@@ -74,11 +87,7 @@ def kkt_multipliers(prog: Program, B: np.ndarray, extra: tuple[np.ndarray, float
         ratio = np.where(prog.terms > 0, prog.terms / np.maximum(B, 1e-300)[None, :], 0.0)
     top = ratio.max(axis=1, initial=0.0) if K else np.zeros(0)
     lam_kd = [(k, d) for k in range(K) for d in range(D) if prog.terms[k, d] > 0 and ratio[k, d] >= top[k] * (1 - ACTIVE)]
-    act = A @ B if A.size else np.zeros(0)
-    scale_rows = np.maximum(np.abs(b), np.abs(A) @ np.abs(B)) if A.size else np.zeros(0)
-    mu_rows = [i for i in range(b.size) if sign[i] == 0 or abs(act[i] - b[i]) <= ACTIVE * max(scale_rows[i], 1e-300)]
-    at_lb = [d for d in range(D) if B[d] <= prog.lb[d] + ACTIVE * max(float(np.abs(B).max(initial=0.0)), 1e-300)]
-    at_ub = [d for d in range(D) if d not in at_lb and B[d] >= prog.ub[d] * (1 - ACTIVE)]
+    mu_rows, at_lb, at_ub = _active(prog, A, b, sign, B)
     slack = at_lb + at_ub
     n = len(lam_kd) + len(mu_rows) + len(slack)
     lam = np.zeros((K, D))
@@ -266,11 +275,7 @@ def safe_min_linear(prog: Program, coeffs: np.ndarray, B: np.ndarray) -> float:
     D = prog.num_dims
     A, b, sign = _rows(prog, None)
     B = np.asarray(B, dtype=float)
-    act = A @ B if A.size else np.zeros(0)
-    scale_rows = np.maximum(np.abs(b), np.abs(A) @ np.abs(B)) if A.size else np.zeros(0)
-    rows = [i for i in range(b.size) if sign[i] == 0 or abs(act[i] - b[i]) <= ACTIVE * max(scale_rows[i], 1e-300)]
-    at_lb = [d for d in range(D) if B[d] <= prog.lb[d] + ACTIVE * max(float(np.abs(B).max(initial=0.0)), 1e-300)]
-    at_ub = [d for d in range(D) if d not in at_lb and B[d] >= prog.ub[d] * (1 - ACTIVE)]
+    rows, at_lb, at_ub = _active(prog, A, b, sign, B)
     slack = at_lb + at_ub
     n = len(rows) + len(slack)
     mu = np.zeros(b.size)
