@@ -198,6 +198,7 @@ def _solve(
         target = folding.instance
     fold_seconds = time.perf_counter() - t_fold
 
+    options = form.policy.options_for(options, target)
     ctx = RunContext(be, options, {**form.params, **params}, started=t_start)
     t_run = time.perf_counter()
     outcome = form.run(target, ctx)

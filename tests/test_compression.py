@@ -29,7 +29,13 @@ from distplan.formulations.compression.bounds import compression_bounds, min_sfb
 from distplan.formulations.compression.choices import choice_from_plan
 from distplan.formulations.compression.costs import cost_data, tag_objective
 from distplan.formulations.compression.schedule import least_schedule
-from distplan.formulations.compression.tag import TAG_BLOCKS, min_cut_duplicated, prune_dangling, tag_iteration, tag_warm_vector
+from distplan.formulations.compression.tag import (
+    TAG_ITERATION,
+    min_cut_duplicated,
+    prune_dangling,
+    tag_iteration,
+    tag_warm_vector,
+)
 from distplan.formulations.registry import get_formulation
 from distplan.instances import compression_models as cm
 from distplan.instances import load_instance
@@ -353,7 +359,6 @@ def test_no_baseline_beats_tag_sfb(name: str, bundled: dict[str, CompressionInst
 def test_tag_iteration_model_is_the_evaluator(seed: int, plan_seed: int) -> None:
     """A random TAG plan fixed in the iteration MILP: its LP value is the evaluator's time,
     and the schedule vector of the plan is feasible with that value."""
-    from distplan.formulations.registry import build_model
     from distplan.solvers.base import get_backend
 
     inst = CompressionInstance.from_dict(random_doc(seed))
@@ -367,16 +372,17 @@ def test_tag_iteration_model_is_the_evaluator(seed: int, plan_seed: int) -> None
     dup = prune_dangling(inst, dup)
     methods = ["sfb" if dup[p] else "allreduce" for p in inst.grad_op.tolist()]
     truth = evaluate(inst, make_plan(inst, dup, methods)).objective
-    model, data = build_model("fixed", TAG_BLOCKS, inst, {})
+    model, index = TAG_ITERATION.build(inst, name="fixed")
+    unit = index.si.unit
     x = model["duplicate"]
     model.set_bounds(x, lb=dup.astype(float), ub=dup.astype(float))
     arrays = model.to_arrays()
     res = get_backend("highs").solve(arrays)
-    assert res.objective * data["si"].unit == pytest.approx(truth, rel=1e-7)
-    vec = tag_warm_vector(model, inst, data, dup)
+    assert res.objective * unit == pytest.approx(truth, rel=1e-7)
+    vec = tag_warm_vector(model, inst, index, dup)
     act = arrays.A @ vec
     assert np.all(act >= arrays.row_lo - 1e-9) and np.all(act <= arrays.row_hi + 1e-9)
-    assert vec[model["iteration"].index[0]] * data["si"].unit == pytest.approx(truth, rel=1e-12)
+    assert vec[model["iteration"].index[0]] * unit == pytest.approx(truth, rel=1e-12)
 
 
 def test_min_sfb_channel_is_the_cheapest_cut() -> None:
@@ -481,20 +487,19 @@ def test_formulation_schedule_matches_evaluator(seed: int, plan_seed: int) -> No
 
 def test_milp_objective_is_the_evaluator_objective() -> None:
     """Solve codec_select with its choices fixed to a plan: the MILP value is the evaluator's."""
-    from distplan.formulations.compression.select import SELECT_BLOCKS, warm_vector
-    from distplan.formulations.registry import build_model
+    from distplan.formulations.compression.select import CODEC_SELECT, warm_vector
     from distplan.solvers.base import get_backend
 
     inst = CompressionInstance.from_dict(random_doc(7))
     for plan_name in ("allreduce_all", "tag_sfb", "greedy_by_saving"):
         plan = solve(inst, plan_name).plan
-        model, data = build_model("fixed", SELECT_BLOCKS, inst, {"window": None})
+        model, index = CODEC_SELECT.build(inst, {"window": None}, name="fixed")
         ch = choice_from_plan(inst, plan)
-        vec = warm_vector(model, inst, data, ch)
+        vec = warm_vector(model, inst, index, ch)
         for name in ("duplicate", "method", "order"):
             model.set_bounds(model[name], lb=vec[model[name].index], ub=vec[model[name].index])
         res = get_backend("highs").solve(model.to_arrays())
-        assert res.objective * data["si"].unit == pytest.approx(evaluate(inst, plan).objective, rel=1e-7)
+        assert res.objective * index.si.unit == pytest.approx(evaluate(inst, plan).objective, rel=1e-7)
 
 
 def test_poseidon_rule() -> None:

@@ -1,16 +1,18 @@
 """Named formulations, declared as data.
 
 A formulation is its problem kind, a one-line description, the paper it comes from, the
-kind of program it solves (``lp``, ``milp``, ``convex`` or ``algorithm``) and a ``run``
-function. Model-based formulations are *declared* from blocks with `from_blocks`: a list
-of pure block functions that add named variable/constraint blocks, and a decoder that
-turns solver values into a plan. Algorithmic formulations (list scheduling, closed-form
-baselines) register the same way with their own ``run``.
+kind of program it solves (``lp``, ``milp``, ``convex`` or ``algorithm``), a `Policy` and a
+``run`` function. Model-based formulations are *declared* with `from_blocks` from a
+`ModelSpec` (`distplan.formulations.contract`: ``prepare`` → frozen index, pure blocks,
+decoder). Algorithms that solve programs along the way (searches, cut loops) register with
+their own ``run`` and build every program they solve from a `ModelSpec` too.
 
     my_variant = register(from_blocks(
         "placement", "milp_no_memory", "placement MILP without memory rows",
-        blocks=[assignment, start_times, precedence, no_overlap, makespan],
-        decode=decode_placement, program="milp", exact=True))
+        spec=ModelSpec("milp_no_memory", prepare_placement,
+                       (assignment, start_times, precedence, no_overlap, makespan),
+                       decode_placement),
+        program="milp", exact=True, policy=Policy(default_time_limit=60.0)))
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, Literal
 import numpy as np
 
 from distplan.errors import InputError
+from distplan.formulations.contract import ModelSpec, Policy
 from distplan.kinds import KINDS
 from distplan.modeling.model import Model
 from distplan.solvers.base import Backend, SolveOptions
@@ -116,11 +119,9 @@ class RunContext:
         return result
 
 
-#: A block adds variables/constraints for an instance: block(model, instance, data).
-#: ``data`` is a dict shared by the blocks of one build (index arrays, horizons, ...).
-#: A decoder returns the plan, or (plan, the formulation's own objective for it).
-Block = Callable[[Model, Any, dict[str, Any]], None]
-Decoder = Callable[[Any, SolverResult, dict[str, Any]], Any]
+#: The older form of a block, block(model, instance, data) sharing a dict: kept only until
+#: the last formulations move to `ModelSpec` (`build_model`).
+LegacyBlock = Callable[[Model, Any, dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -135,8 +136,12 @@ class Formulation:
     reference: str = ""
     #: backend used when the caller names none
     default_backend: str = "highs"
-    #: the blocks it is declared from (empty for algorithms)
-    blocks: tuple[Block, ...] = ()
+    #: the program it is declared from (None for algorithms that declare none)
+    spec: ModelSpec[Any] | None = None
+    #: what it asks of a solve when the caller does not say (default time limit, LP method)
+    policy: Policy = field(default_factory=Policy)
+    #: legacy dict-sharing blocks (formulations not yet declared by a `ModelSpec`)
+    blocks: tuple[LegacyBlock, ...] = ()
     #: parameters it understands, with defaults: shown in `distplan list`
     params: dict[str, Any] = field(default_factory=dict)
     #: reports proven bounds only, no plan
@@ -148,14 +153,16 @@ class Formulation:
         """Whether an optimal solve of this program is an optimum of ``instance``."""
         return self.exact and (self.exact_for is None or bool(self.exact_for(instance)))
 
-    def build(self, instance: Any, params: dict[str, Any] | None = None) -> tuple[Model, dict[str, Any]]:
-        """Assemble the model of a block-declared formulation (for export and inspection)."""
+    def build(self, instance: Any, params: dict[str, Any] | None = None) -> tuple[Model, Any]:
+        """Assemble the model of a declared formulation (for export and inspection)."""
+        if self.spec is not None:
+            return self.spec.build(instance, params or {}, name=self.name)
         if not self.blocks:
             raise InputError("formulation", f"{self.name!r} is an algorithm, not a model", "export a model-based formulation")
         return build_model(self.name, self.blocks, instance, params or {})
 
 
-def build_model(name: str, blocks: Sequence[Block], instance: Any, params: dict[str, Any]) -> tuple[Model, dict[str, Any]]:
+def build_model(name: str, blocks: Sequence[LegacyBlock], instance: Any, params: dict[str, Any]) -> tuple[Model, dict[str, Any]]:
     model = Model(name)
     data: dict[str, Any] = {"params": params}
     for block in blocks:
@@ -163,44 +170,70 @@ def build_model(name: str, blocks: Sequence[Block], instance: Any, params: dict[
     return model, data
 
 
+#: warm_start(instance, model, index, ctx) -> a full solution vector or None
+WarmStart = Callable[[Any, Model, Any, "RunContext"], np.ndarray | None]
+#: bounds(instance, result, index) -> the bounds a solve proves besides an exact dual bound
+SolveBounds = Callable[[Any, SolverResult, Any], list[Bound]]
+#: run(instance, ctx) of a declared program
+Run = Callable[[Any, RunContext], Outcome]
+
+
 def from_blocks(
     kind: str,
     name: str,
     description: str,
     *,
-    blocks: Sequence[Block],
-    decode: Decoder,
     program: Program,
     exact: bool | Callable[[Any], bool],
+    spec: ModelSpec[Any] | None = None,
+    blocks: Sequence[LegacyBlock] = (),
+    decode: Callable[[Any, SolverResult, dict[str, Any]], Any] | None = None,
+    policy: Policy | None = None,
     reference: str = "",
     params: dict[str, Any] | None = None,
-    warm_start: Callable[[Any, Model, dict[str, Any], RunContext], np.ndarray | None] | None = None,
-    bounds: Callable[[Any, SolverResult, dict[str, Any]], list[Bound]] | None = None,
+    warm_start: WarmStart | None = None,
+    bounds: SolveBounds | None = None,
+    driver: Callable[[Any, RunContext, Run], Outcome] | None = None,
 ) -> Formulation:
-    """Declare a model-based formulation from blocks and a decoder.
+    """Declare a model-based formulation from its `ModelSpec`.
 
-    When ``exact`` is True the solver's proven bound is a bound of the instance; otherwise
-    ``bounds`` says which bounds (if any) the solve proves.
+    The declared run builds the model (``prepare`` then the blocks), solves it on the run's
+    backend (from ``warm_start`` when given) and decodes the plan. When ``exact`` is True
+    (or true of the instance) the solver's proven bound is a bound of the instance;
+    ``bounds`` adds what else the solve proves. ``driver(instance, ctx, run)`` wraps the
+    declared run when a formulation needs a step around it (solving on a contracted graph,
+    say) and calls ``run`` for the solve itself.
     """
+    legacy = spec is None
+    if legacy and (not blocks or decode is None):
+        raise ValueError(f"{name}: declare a spec (or blocks and a decoder)")
     block_tuple = tuple(blocks)
     defaults = dict(params or {})
 
     def run(instance: Any, ctx: RunContext) -> Outcome:
         t0 = time.perf_counter()
-        model, data = build_model(name, block_tuple, instance, {**defaults, **ctx.params})
+        merged = {**defaults, **ctx.params}
+        if spec is not None:
+            model, index = spec.build(instance, merged, name=name)
+        else:
+            model, index = build_model(name, block_tuple, instance, merged)
         build = time.perf_counter() - t0
-        start = warm_start(instance, model, data, ctx) if warm_start is not None else None
+        start = warm_start(instance, model, index, ctx) if warm_start is not None else None
         result = ctx.solve_model(model, warm_start=start, build_seconds=build)
         is_exact = exact(instance) if callable(exact) else exact
         out_bounds: list[Bound] = []
         if is_exact and result.bound is not None:
             out_bounds.append(Bound(result.bound, f"{name} dual bound ({result.backend})", result.bound_grade or "solver"))
         if bounds is not None:
-            out_bounds.extend(bounds(instance, result, data))
+            out_bounds.extend(bounds(instance, result, index))
         if not result.has_solution:
-            return Outcome(plan=None, bounds=out_bounds, solver_results=list(ctx.solver_results), info={"data": data})
-        decoded = decode(instance, result, data)
-        plan, claimed = decoded if isinstance(decoded, tuple) else (decoded, None)
+            return Outcome(plan=None, bounds=out_bounds, solver_results=list(ctx.solver_results))
+        if spec is not None:
+            plan, claimed = spec.decode_result(instance, result, index)
+        else:
+            assert decode is not None
+            decoded = decode(instance, result, index)
+            plan, claimed = decoded if isinstance(decoded, tuple) else (decoded, None)
         return Outcome(
             plan=plan,
             bounds=out_bounds,
@@ -209,15 +242,21 @@ def from_blocks(
             proven_optimal=is_exact and result.termination.value == "optimal",
         )
 
+    def driven(instance: Any, ctx: RunContext) -> Outcome:
+        assert driver is not None
+        return driver(instance, ctx, run)
+
     return Formulation(
         kind=kind,
         name=name,
         description=description,
         program=program,
-        run=run,
+        run=run if driver is None else driven,
         exact=True if callable(exact) else bool(exact),
         exact_for=exact if callable(exact) else None,
         reference=reference,
+        spec=spec,
+        policy=policy or Policy(),
         blocks=block_tuple,
         params=defaults,
     )

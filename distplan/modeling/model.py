@@ -382,6 +382,8 @@ class Model:
         self.num_rows = 0
         self.objective: LinExpr = LinExpr.constant(0.0)
         self.sense: Literal["min", "max"] = "min"
+        #: named expressions one block defines for the blocks after it (`define`, `expression`)
+        self.expressions: dict[str, LinExpr] = {}
 
     # -- variables ------------------------------------------------------------------------
     def add_vars(
@@ -415,7 +417,28 @@ class Model:
         return var
 
     def __getitem__(self, name: str) -> Variable:
-        return self.variables[name]
+        """The variable block ``name``; a `ModelError` naming the blocks that exist when no
+        block has added it (yet): the blocks of a formulation run in their declared order."""
+        var = self.variables.get(name)
+        if var is None:
+            raise ModelError(f"model {self.name!r} has no variable block {name!r} (it has: {', '.join(self.variables) or 'none'})")
+        return var
+
+    # -- named expressions ----------------------------------------------------------------
+    def define(self, name: str, expr: LinExpr | Variable) -> LinExpr:
+        """Name an expression (a duration, a load) so that later blocks use it by name."""
+        if name in self.expressions:
+            raise ModelError(f"expression {name!r} already exists")
+        e = _to_expr(expr)
+        self.expressions[name] = e
+        return e
+
+    def expression(self, name: str) -> LinExpr:
+        """The expression ``name`` defined by an earlier block."""
+        e = self.expressions.get(name)
+        if e is None:
+            raise ModelError(f"model {self.name!r} has no expression {name!r} (it has: {', '.join(self.expressions) or 'none'})")
+        return e
 
     def set_bounds(self, var: Variable, lb: ArrayLike | None = None, ub: ArrayLike | None = None) -> None:
         """Tighten or fix bounds of (a slice of) a variable block."""

@@ -12,12 +12,17 @@ the smallest bandwidth the constraints allow.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
-from distplan.formulations.bandwidth.blocks import optimize_linear
+from distplan.formulations.bandwidth.blocks import linear_bounds, optimize_linear
 from distplan.formulations.bandwidth.convex import emit_warnings, no_solution, reject_menus
 from distplan.formulations.bandwidth.data import Program, prepare, unbounded_error
-from distplan.formulations.bandwidth.rows import constraint_rows
+from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block
+from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.modeling.model import Model
 from distplan.models.bandwidth_instance import BandwidthInstance
@@ -26,18 +31,35 @@ from distplan.solvers.result import Termination
 _REL = 1e-9
 
 
+@dataclass(frozen=True)
+class FillIndex(BandwidthIndex):
+    """Water filling: the ``free`` dimensions rise together, B_d >= t * weights_d."""
+
+    free: np.ndarray
+    weights: np.ndarray
+
+
+def prepare_fill(prog: Program, params: Mapping[str, Any]) -> FillIndex:
+    """``weights`` per dimension, ``free`` dimensions, ``fixed`` {dimension: GB/s}."""
+    lb, ub = linear_bounds(prog, params.get("fixed"), None)
+    return FillIndex(lb, ub, tuple(prog.rows), np.asarray(params["free"], dtype=np.int64), np.asarray(params["weights"], dtype=float))
+
+
+def fill_level(model: Model, prog: Program, index: FillIndex) -> None:
+    """max t s.t. B_d >= t * w_d for the free dimensions (t in GB/s per unit weight)."""
+    B = model["bandwidth"]
+    t = model.add_vars("level", 1, lb=0.0)
+    model.add_constraints("fill", B[index.free] - t.expr() * index.weights[index.free] >= 0.0)
+    model.maximize(t.sum())
+
+
+#: one level of weighted max-min fair filling
+FILL_LEVEL = ModelSpec("fill-level", prepare_fill, (bandwidth_block, rows_block, fill_level))
+
+
 def _fill_level(ctx: RunContext, prog: Program, weights: np.ndarray, free: list[int], fixed: dict[int, float]) -> tuple[float | None, np.ndarray | None]:
     """max t s.t. B_d >= t * w_d (d free), fixed dimensions pinned, instance rows."""
-    model = Model("fill-level")
-    lb, ub = prog.lb.copy(), prog.ub.copy()
-    for k, v in fixed.items():
-        lb[k] = ub[k] = v
-    B = model.add_vars("bandwidth", prog.num_dims, lb=lb, ub=ub)
-    t = model.add_vars("level", 1, lb=0.0)
-    constraint_rows(model, prog, B)
-    idx = np.asarray(free)
-    model.add_constraints("fill", B[idx] - t.expr() * weights[idx] >= 0.0)
-    model.maximize(t.sum())
+    model, _ = FILL_LEVEL.build(prog, {"weights": weights, "free": free, "fixed": fixed})
     result = ctx.solve_model(model)
     if result.termination in (Termination.UNBOUNDED, Termination.INFEASIBLE_OR_UNBOUNDED) and result.status.value == "none":
         raise unbounded_error(prog, free)

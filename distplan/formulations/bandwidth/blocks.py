@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,10 +18,52 @@ import numpy as np
 
 from distplan.formulations.bandwidth.data import Program, bandwidth_scale
 from distplan.formulations.bandwidth.diagnose import raise_if_infeasible
-from distplan.formulations.bandwidth.rows import constraint_rows
+from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block
+from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import RunContext
 from distplan.modeling.model import Model
 from distplan.solvers.result import SolverResult, Termination
+
+
+@dataclass(frozen=True)
+class LinearIndex(BandwidthIndex):
+    """A linear objective over B: ``objective`` (per GB/s) and its sense."""
+
+    objective: np.ndarray
+    sense: str
+
+
+def prepare_linear(prog: Program, params: Mapping[str, Any]) -> LinearIndex:
+    """Bounds of B from the instance, narrowed by ``fixed`` ({dimension: GB/s}) and
+    ``at_least`` (GB/s per dimension, NaN for none); ``objective`` and ``sense``."""
+    lb, ub = linear_bounds(prog, params.get("fixed"), params.get("at_least"))
+    return LinearIndex(lb, ub, tuple(prog.rows), np.asarray(params["objective"], dtype=float), str(params.get("sense", "min")))
+
+
+def linear_bounds(prog: Program, fixed: dict[int, float] | None, at_least: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The instance's bounds of B (GB/s) with ``fixed`` dimensions pinned and ``at_least``
+    raised (within the upper bound)."""
+    lb = prog.lb.copy()
+    ub = prog.ub.copy()
+    if at_least is not None:
+        mask = np.isfinite(at_least)
+        lb[mask] = np.maximum(lb[mask], np.minimum(at_least[mask], ub[mask]))
+    for k, v in (fixed or {}).items():
+        lb[k] = ub[k] = v
+    return lb, ub
+
+
+def linear_objective(model: Model, prog: Program, index: LinearIndex) -> None:
+    """min or max ``objective @ B``."""
+    expr = (model["bandwidth"] * index.objective).sum()
+    if index.sense == "min":
+        model.minimize(expr)
+    else:
+        model.maximize(expr)
+
+
+#: a linear objective over the feasible bandwidths
+LINEAR_LP = ModelSpec("bandwidth-lp", prepare_linear, (bandwidth_block, rows_block, linear_objective))
 
 
 def optimize_linear(
@@ -39,27 +81,13 @@ def optimize_linear(
     ``fixed`` pins dimensions to values; ``at_least`` adds B >= at_least (NaN entries free).
     Returns the solver record and B (or None without a solution). On a backend that takes
     cvxpy problems the LP is a cached parametrized cvxpy problem (compiled once per shape);
-    otherwise a `Model` handed to ``ctx.solve_model``.
+    otherwise `LINEAR_LP` handed to ``ctx.solve_model``.
     """
-    lb = prog.lb.copy()
-    ub = prog.ub.copy()
-    if at_least is not None:
-        mask = np.isfinite(at_least)
-        lb[mask] = np.maximum(lb[mask], np.minimum(at_least[mask], ub[mask]))
-    if fixed:
-        for k, v in fixed.items():
-            lb[k] = ub[k] = v
     c = np.asarray(objective, dtype=float)
     if ctx.backend.capabilities.convex:
+        lb, ub = linear_bounds(prog, fixed, at_least)
         return _optimize_linear_cvxpy(ctx, prog, c, sense, lb, ub)
-    model = Model(name)
-    B = model.add_vars("bandwidth", prog.num_dims, lb=lb, ub=ub)
-    constraint_rows(model, prog, B)
-    expr = (B * c).sum()
-    if sense == "min":
-        model.minimize(expr)
-    else:
-        model.maximize(expr)
+    model, _ = LINEAR_LP.build(prog, {"objective": c, "sense": sense, "fixed": fixed, "at_least": at_least}, name=name)
     result = ctx.solve_model(model)
     values = result.values_by_block.get("bandwidth") if result.has_solution else None
     return result, None if values is None else np.asarray(values, dtype=float)

@@ -12,13 +12,16 @@ constraint alone that restores feasibility ("by how much"). Each test is one sma
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
 from distplan.errors import InfeasibleError
 from distplan.formulations.bandwidth.data import Program, Row
-from distplan.formulations.bandwidth.rows import row_block
+from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block
+from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import RunContext
 from distplan.modeling.model import Model
 from distplan.solvers.result import Termination
@@ -55,17 +58,48 @@ def elements(prog: Program) -> list[Element]:
     return out
 
 
-def _model(prog: Program, subset: list[Element]) -> Model:
-    model = Model("bandwidth-feasibility")
-    B = model.add_vars("bandwidth", prog.num_dims, lb=0.0)
-    for k, el in enumerate(subset):
-        row_block(model, B, el.row, name=f"e{k}")
-    model.minimize(0.0 * B.sum())
-    return model
+@dataclass(frozen=True)
+class SubsetIndex(BandwidthIndex):
+    """A subset of the elements as rows named ``e0, e1, ...`` over B >= 0 (GB/s), and the
+    one that may be relaxed (``-1``: none)."""
+
+    relaxed: int
+
+
+def prepare_subset(prog: Program, params: Mapping[str, Any]) -> SubsetIndex:
+    """``subset`` (a list of `Element`), ``relaxed`` (the position of the element allowed to move)."""
+    rows = tuple(replace(el.row, path=f"e{k}") for k, el in enumerate(params["subset"]))
+    D = prog.num_dims
+    return SubsetIndex(np.zeros(D), np.full(D, np.inf), rows, int(params.get("relaxed", -1)))
+
+
+def no_objective(model: Model, prog: Program, index: SubsetIndex) -> None:
+    """A feasibility problem: min 0."""
+    model.minimize(0.0 * model["bandwidth"].sum())
+
+
+def relaxed_rows(model: Model, prog: Program, index: SubsetIndex) -> None:
+    """The subset's rows, the relaxed one with slacks both ways; min their sum (the row's unit)."""
+    B = model["bandwidth"]
+    slack = model.add_vars("relax", 2, lb=0.0)
+    for k, r in enumerate(index.rows):
+        expr = (B * r.coeffs).sum()
+        if k == index.relaxed:
+            expr = expr - slack[0] + slack[1]
+        spec = expr <= r.rhs if r.sense == "<=" else (expr >= r.rhs if r.sense == ">=" else expr == r.rhs)
+        model.add_constraints(r.path, spec)
+    model.minimize(slack.sum())
+
+
+#: is this subset of constraints feasible?
+FEASIBILITY = ModelSpec("bandwidth-feasibility", prepare_subset, (bandwidth_block, rows_block, no_objective))
+#: the least relaxation of one element that makes the subset feasible
+RELAX_ONE = ModelSpec("bandwidth-relax-one", prepare_subset, (bandwidth_block, relaxed_rows))
 
 
 def _infeasible(ctx: RunContext, prog: Program, subset: list[Element]) -> bool | None:
-    result = ctx.solve_model(_model(prog, subset))
+    model, _ = FEASIBILITY.build(prog, {"subset": subset})
+    result = ctx.solve_model(model)
     if result.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED):
         return True
     if result.has_solution:
@@ -75,17 +109,7 @@ def _infeasible(ctx: RunContext, prog: Program, subset: list[Element]) -> bool |
 
 def _relaxation(ctx: RunContext, prog: Program, subset: list[Element], free: int) -> float | None:
     """Smallest amount (original units) by which element ``free`` alone must be relaxed."""
-    model = Model("bandwidth-relax-one")
-    B = model.add_vars("bandwidth", prog.num_dims, lb=0.0)
-    slack = model.add_vars("relax", 2, lb=0.0)
-    for k, el in enumerate(subset):
-        r = el.row
-        expr = (B * r.coeffs).sum()
-        if k == free:
-            expr = expr - slack[0] + slack[1]
-        spec = expr <= r.rhs if r.sense == "<=" else (expr >= r.rhs if r.sense == ">=" else expr == r.rhs)
-        model.add_constraints(f"e{k}", spec)
-    model.minimize(slack.sum())
+    model, _ = RELAX_ONE.build(prog, {"subset": subset, "relaxed": free})
     result = ctx.solve_model(model)
     if not result.has_solution or result.objective is None:
         return None

@@ -17,6 +17,8 @@ one 100 Gb/s lane): a restriction of the continuous problem, so no instance boun
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,7 +28,8 @@ from distplan.formulations.bandwidth.blocks import max_bandwidths
 from distplan.formulations.bandwidth.convex import check_bounded, emit_warnings, no_solution
 from distplan.formulations.bandwidth.data import Program, bandwidth_scale, prepare
 from distplan.formulations.bandwidth.outer import run_libra_perf_lp
-from distplan.formulations.bandwidth.rows import constraint_rows
+from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block
+from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.bandwidth_instance import BandwidthInstance
@@ -70,6 +73,58 @@ def menus(ctx: RunContext, prog: Program, step: float, max_options: int) -> list
     return out
 
 
+@dataclass(frozen=True)
+class MenuIndex(BandwidthIndex):
+    """Link-speed menus: option j of dimension ``owner[j]`` has ``speeds[j]`` GB/s; ``t_unit``
+    (s/GB) is the unit of the term times, 1 / (1000 sigma), so they are ~1e3 and the solver's
+    absolute feasibility tolerance (~1e-6) is ~1e-9 of the time."""
+
+    sizes: np.ndarray
+    owner: np.ndarray
+    speeds: np.ndarray
+    t_unit: float
+
+
+def prepare_menus(prog: Program, params: Mapping[str, Any]) -> MenuIndex:
+    """``menus``: per dimension the allowed bandwidths (GB/s)."""
+    menu = params["menus"]
+    sizes = np.array([m.size for m in menu])
+    owner = np.repeat(np.arange(prog.num_dims), sizes)
+    return MenuIndex(prog.lb, prog.ub, tuple(prog.rows), sizes, owner, np.concatenate(menu), 1.0 / (1e3 * bandwidth_scale(prog)))
+
+
+def menu_choice(model: Model, prog: Program, index: MenuIndex) -> None:
+    """z_j binary, one option per dimension, and B_d the chosen option's speed."""
+    D = prog.num_dims
+    z = model.add_vars("choice", index.speeds.size, vtype="binary")
+    model.add_constraints("one-option", z.group_sum(index.owner, D) == 1.0)
+    model.add_constraints("bandwidth-is-option", (z * index.speeds).group_sum(index.owner, D) - model["bandwidth"] == 0.0)
+
+
+def menu_time(model: Model, prog: Program, index: MenuIndex) -> None:
+    """t_k >= u_kd / b_j z_j summed over d's options, for every (k, d) with u_kd > 0;
+    min sum_k w_k t_k (units of ``t_unit``)."""
+    z = model["choice"]
+    if not prog.used.any():
+        model.minimize(0.0 * z.sum())
+        return
+    t = model.add_vars("term_time", prog.terms.shape[0], lb=0.0)
+    kk, dd = np.nonzero(prog.terms)
+    row_parts, col_parts, coef_parts = [np.arange(kk.size)], [t.index[kk]], [np.ones(kk.size)]
+    for r, (k, d) in enumerate(zip(kk, dd, strict=True)):
+        opts = np.flatnonzero(index.owner == d)
+        row_parts.append(np.full(opts.size, r))
+        col_parts.append(z.index[opts])
+        coef_parts.append(-prog.terms[k, d] / index.speeds[opts] / index.t_unit)
+    expr = linear_sum(np.concatenate(col_parts), np.concatenate(coef_parts), np.concatenate(row_parts), kk.size, model.num_vars)
+    model.add_constraints("term_time", expr >= 0.0)
+    model.minimize((t * (prog.weights * index.t_unit)).sum())
+
+
+#: LIBRA's minimum training time over link-speed menus, exact as a MILP
+DISCRETE = ModelSpec("libra_discrete", prepare_menus, (bandwidth_block, menu_choice, rows_block, menu_time))
+
+
 def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     step = float(ctx.param("step", 12.5))
     max_options = int(ctx.param("max_options", 400))
@@ -81,36 +136,9 @@ def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     exact = all(o is not None for o in prog.options)
     t0 = time.perf_counter()
     menu = menus(ctx, prog, step, max_options)
+    model, index = DISCRETE.build(prog, {"menus": menu}, name="libra_discrete")
     D = prog.num_dims
-    sizes = np.array([m.size for m in menu])
-    owner = np.repeat(np.arange(D), sizes)
-    speeds = np.concatenate(menu)
-    model = Model("libra_discrete")
-    z = model.add_vars("choice", speeds.size, vtype="binary")
-    B = model.add_vars("bandwidth", D, lb=prog.lb, ub=prog.ub)
-    model.add_constraints("one-option", z.group_sum(owner, D) == 1.0)
-    model.add_constraints("bandwidth-is-option", (z * speeds).group_sum(owner, D) - B == 0.0)
-    constraint_rows(model, prog, B)
-    used = np.flatnonzero(prog.used)
-    K = prog.terms.shape[0]
-    if used.size:
-        # t in units of 1 / (1000 sigma) s/GB, so t ~ 1e3: the solver's feasibility tolerance
-        # (absolute, ~1e-6 on t) and the bound margin charged for it are ~1e-9 of the time
-        t_unit = 1.0 / (1e3 * bandwidth_scale(prog))
-        t = model.add_vars("term_time", K, lb=0.0)
-        # t_k - sum_{j of d} u_kd / b_j z_j >= 0 for every (k, d) with u_kd > 0
-        kk, dd = np.nonzero(prog.terms)
-        row_parts, col_parts, coef_parts = [np.arange(kk.size)], [t.index[kk]], [np.ones(kk.size)]
-        for r, (k, d) in enumerate(zip(kk, dd, strict=True)):
-            opts = np.flatnonzero(owner == d)
-            row_parts.append(np.full(opts.size, r))
-            col_parts.append(z.index[opts])
-            coef_parts.append(-prog.terms[k, d] / speeds[opts] / t_unit)
-        expr = linear_sum(np.concatenate(col_parts), np.concatenate(coef_parts), np.concatenate(row_parts), kk.size, model.num_vars)
-        model.add_constraints("term_time", expr >= 0.0)
-        model.minimize((t * (prog.weights * t_unit)).sum())
-    else:
-        model.minimize(0.0 * B.sum())
+    sizes, owner, speeds = index.sizes, index.owner, index.speeds
     build = time.perf_counter() - t0
     result = ctx.solve_model(model, build_seconds=build)
     if not result.has_solution:

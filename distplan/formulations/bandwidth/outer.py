@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -25,8 +26,9 @@ from distplan.formulations.bandwidth.convex import (
     safe_outcome_bound,
     time_scale,
 )
-from distplan.formulations.bandwidth.data import bandwidth_scale
-from distplan.formulations.bandwidth.rows import constraint_rows
+from distplan.formulations.bandwidth.data import Program, bandwidth_scale
+from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block
+from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.bandwidth_instance import BandwidthInstance
@@ -43,6 +45,53 @@ def add_cuts(model: Model, s_cols: np.ndarray, b_cols: np.ndarray, dims: np.ndar
     model.add_constraints(name, expr >= 2.0)
 
 
+@dataclass(frozen=True)
+class TangentIndex(BandwidthIndex):
+    """LIBRA's time program scaled to O(1): x = B / ``sigma`` (GB/s), s_d >= 1/x_d on the
+    ``used`` dimensions by tangent cuts, the objective in units of ``t_unit`` seconds."""
+
+    sigma: float
+    t_unit: float
+    used: np.ndarray
+    #: the points (in units of x) of the first tangents, per used dimension
+    first_cuts: np.ndarray
+
+
+def prepare_tangent(prog: Program, params: Mapping[str, Any]) -> TangentIndex:
+    """Scales and first tangent points (2^-3 .. 2^3 of sigma)."""
+    sigma = bandwidth_scale(prog)
+    rows = tuple(replace(r, rhs=r.rhs / sigma) for r in prog.rows)
+    return TangentIndex(prog.lb / sigma, prog.ub / sigma, rows, sigma, time_scale(prog), np.flatnonzero(prog.used), np.logspace(-3, 3, 13, base=2.0))
+
+
+def tangent_time(model: Model, prog: Program, index: TangentIndex) -> None:
+    """s_d (inverse bandwidth) and t_k >= u_kd s_d; min sum_k w_k t_k; the first tangents."""
+    x = model["bandwidth"]
+    used = index.used
+    if not used.size:
+        model.minimize(0.0 * x.sum())
+        return
+    s = model.add_vars("inv_bandwidth", used.size, lb=0.0)
+    t = model.add_vars("term_time", prog.terms.shape[0], lb=0.0)
+    terms = prog.terms[:, used]
+    r, c = np.nonzero(terms)
+    # t_k - u_kd s_d >= 0 (t in units of sigma * seconds per GB)
+    expr = linear_sum(
+        np.concatenate([t.index[r], s.index[c]]), np.concatenate([np.ones(r.size), -terms[r, c]]),
+        np.concatenate([np.arange(r.size), np.arange(r.size)]), r.size, model.num_vars,
+    )
+    model.add_constraints("term_time", expr >= 0.0)
+    model.minimize((t * (prog.weights / (index.sigma * index.t_unit))).sum())
+    s_cols = np.full(prog.num_dims, -1)
+    s_cols[used] = s.index
+    dims = np.repeat(used, index.first_cuts.size)
+    add_cuts(model, s_cols, x.index, dims, np.tile(index.first_cuts, used.size), "cuts-0")
+
+
+#: the tangent-cut LP (cuts added by `run_libra_perf_lp` round after round)
+TANGENT_LP = ModelSpec("libra_perf_lp", prepare_tangent, (bandwidth_block, rows_block, tangent_time))
+
+
 def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     """Minimum training time by tangent-cut LPs; lower bound from the LP, upper from the allocation.
 
@@ -55,33 +104,12 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     prog = continuous_program(inst, ctx, "libra_perf_lp")
     C = prog.compute_seconds
     t0 = time.perf_counter()
-    sigma = bandwidth_scale(prog)
-    t_unit = time_scale(prog)
-    model = Model("libra_perf_lp")
-    x = model.add_vars("bandwidth", prog.num_dims, lb=prog.lb / sigma, ub=prog.ub / sigma)
-    constraint_rows(model, prog, x, [replace(r, rhs=r.rhs / sigma) for r in prog.rows])
-    used = np.flatnonzero(prog.used)
-    K = prog.terms.shape[0]
+    model, index = TANGENT_LP.build(prog, name="libra_perf_lp")
+    sigma, t_unit, used = index.sigma, index.t_unit, index.used
     s_cols = np.full(prog.num_dims, -1)
-    x_cols = x.index.copy()
+    x_cols = model["bandwidth"].index.copy()
     if used.size:
-        s = model.add_vars("inv_bandwidth", used.size, lb=0.0)
-        t = model.add_vars("term_time", K, lb=0.0)
-        terms = prog.terms[:, used]
-        r, c = np.nonzero(terms)
-        # t_k - u_kd s_d >= 0 (t in units of sigma * seconds per GB)
-        expr = linear_sum(
-            np.concatenate([t.index[r], s.index[c]]), np.concatenate([np.ones(r.size), -terms[r, c]]),
-            np.concatenate([np.arange(r.size), np.arange(r.size)]), r.size, model.num_vars,
-        )
-        model.add_constraints("term_time", expr >= 0.0)
-        model.minimize((t * (prog.weights / (sigma * t_unit))).sum())
-        s_cols[used] = s.index
-        first = np.logspace(-3, 3, 13, base=2.0)
-        dims = np.repeat(used, first.size)
-        add_cuts(model, s_cols, x_cols, dims, np.tile(first, used.size), "cuts-0")
-    else:
-        model.minimize(0.0 * x.sum())
+        s_cols[used] = model["inv_bandwidth"].index
     build = time.perf_counter() - t0
 
     lower, upper = -math.inf, math.inf

@@ -1,26 +1,46 @@
-"""The bandwidth vector B (GB/s) and the instance's rows over it, as named model blocks.
+"""The bandwidth vector B and the instance's rows over it, as named model blocks.
 
-Each instance constraint is its own block named by its JSON path
-(``constraints.linear[2]``), so solver rows map back to the user's constraints.
+Every bandwidth program (the small LPs, LIBRA's tangent-cut LP, the menu MILP, the
+feasibility tests) is declared by the block contract (`distplan.formulations.contract`) on
+a `Program`; its index derives from `BandwidthIndex`: the dimension bounds and the rows in
+the program's bandwidth unit (GB/s, or GB/s / sigma when scaled). Each instance constraint
+is its own block named by its JSON path (``constraints.linear[2]``), so solver rows map
+back to the user's constraints.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
 
 from distplan.formulations.bandwidth.data import Program, Row
 from distplan.modeling.model import Model, Variable
 
 
-def bandwidth_vars(model: Model, prog: Program, *, with_bounds: bool = True) -> Variable:
-    """B_d in GB/s, with the dimension bounds (or only B >= 0 when ``with_bounds`` is False)."""
-    if with_bounds:
-        return model.add_vars("bandwidth", prog.num_dims, lb=prog.lb, ub=prog.ub)
-    return model.add_vars("bandwidth", prog.num_dims, lb=0.0)
+@dataclass(frozen=True)
+class BandwidthIndex:
+    """What the blocks of every bandwidth program share: bounds of B (``lb``, ``ub``, in the
+    program's bandwidth unit) and the rows over B, each added as a block named ``row.path``."""
+
+    lb: np.ndarray
+    ub: np.ndarray
+    rows: tuple[Row, ...]
+
+
+def bandwidth_block(model: Model, prog: Program, index: BandwidthIndex) -> None:
+    """B_d within the index's bounds: the variable block ``bandwidth``."""
+    model.add_vars("bandwidth", prog.num_dims, lb=index.lb, ub=index.ub)
+
+
+def rows_block(model: Model, prog: Program, index: BandwidthIndex) -> None:
+    """The index's rows over ``bandwidth``, one named block each."""
+    constraint_rows(model, prog, model["bandwidth"], index.rows)
 
 
 def row_block(model: Model, B: Variable, row: Row, name: str | None = None) -> None:
-    """One instance row ``coeffs @ B sense rhs`` as a named block."""
+    """One row ``coeffs @ B sense rhs`` as a named block."""
     expr = (B * row.coeffs).sum()
     spec = expr <= row.rhs if row.sense == "<=" else (expr >= row.rhs if row.sense == ">=" else expr == row.rhs)
     model.add_constraints(name or row.path, spec)
@@ -30,4 +50,3 @@ def constraint_rows(model: Model, prog: Program, B: Variable, rows: Sequence[Row
     """The instance's rows (total bandwidth, cost budget, user rows), one block each."""
     for row in prog.rows if rows is None else rows:
         row_block(model, B, row)
-

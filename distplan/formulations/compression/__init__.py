@@ -24,7 +24,7 @@ register(
         run=tag.run_tag_sfb,
         exact=False,
         reference=TAG,
-        blocks=tag.TAG_BLOCKS,
+        spec=tag.TAG_ITERATION,
         params={"objective": "iteration", "alpha": tag.DEFAULT_ALPHA, "relaxation": False},
     )
 )
@@ -49,7 +49,7 @@ register(
         run=select.run_codec_select,
         exact=True,
         reference=TAG + "; extended with codecs and channel scheduling",
-        blocks=select.SELECT_BLOCKS,
+        spec=select.CODEC_SELECT,
         params={"window": None, "improve_seconds": 5.0},
     )
 )

@@ -9,12 +9,11 @@ scored by the least schedule (`distplan.formulations.compression.schedule`);
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import numpy as np
 
 from distplan.formulations.compression.costs import cost_data, memory_terms
-from distplan.formulations.compression.schedule import Choice, least_schedule
+from distplan.formulations.compression.schedule import Choice, SelectIndex, least_schedule
 from distplan.models.compression_instance import CompressionInstance
 from distplan.models.compression_plan import CompressionPlan, make_plan
 
@@ -71,7 +70,7 @@ def min_channel_choice(inst: CompressionInstance) -> Choice:
     return Choice(dup, best, fifo_order(inst))
 
 
-def improve_choice(inst: CompressionInstance, ch: Choice, data: dict[str, Any] | None, deadline: float, max_sweeps: int = 4) -> tuple[Choice, int]:
+def improve_choice(inst: CompressionInstance, ch: Choice, si: SelectIndex | None, deadline: float, max_sweeps: int = 4) -> tuple[Choice, int]:
     """Coordinate descent on the way each gradient is synchronized (options, sfb as whole
     tree or producer alone), keeping the order: a change is kept when it lowers (iteration
     time, channel busy time). Stops after ``max_sweeps`` sweeps without change or at
@@ -81,7 +80,7 @@ def improve_choice(inst: CompressionInstance, ch: Choice, data: dict[str, Any] |
     opts_of = [np.flatnonzero(np.array([o.gradient == g for o in cd.options])) for g in range(cd.n_gradients)]
 
     def score(c: Choice) -> tuple[float, float]:
-        sched = least_schedule(inst, c, data)
+        sched = least_schedule(inst, c, si)
         return (round(sched["iteration"], 12), round(sched["channel_busy"], 12))
 
     cur = Choice(ch.dup.copy(), ch.option.copy(), ch.order.copy())

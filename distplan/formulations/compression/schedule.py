@@ -21,7 +21,7 @@ from distplan.models.compression_instance import CompressionInstance
 # -- index structures -------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class SelectIndex:
     """Index arrays of one codec_select build."""
 
@@ -96,11 +96,12 @@ class Choice:
     order: np.ndarray
 
 
-def least_schedule(inst: CompressionInstance, ch: Choice, data: dict[str, Any] | None = None) -> dict[str, Any]:
+def least_schedule(inst: CompressionInstance, ch: Choice, si: SelectIndex | None = None) -> dict[str, Any]:
     """The earliest schedule of fixed choices under the model's rows: iteration seconds and
-    every time variable (the MILP's values for a warm start)."""
+    every time variable (the MILP's values for a warm start). ``si``: the index arrays, when
+    the caller has them (they are rebuilt otherwise)."""
     cd = cost_data(inst)
-    si = data["si"] if data is not None and "si" in data else select_index(inst, cd)
+    si = si if si is not None else select_index(inst, cd)
     dupf = (ch.dup & cd.eligible).astype(float)
     sub = np.cumsum(cd.class_time * dupf[:, None], axis=0)
     F = si.stream_const - sub

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -39,18 +41,38 @@ from distplan.formulations.compression.choices import choice_from_plan, choice_t
 from distplan.formulations.compression.costs import CostData, cost_data, memory_can_bind, memory_terms
 from distplan.formulations.compression.schedule import Choice, SelectIndex, least_schedule, select_index
 from distplan.formulations.compression.tag import run_tag_sfb
-from distplan.formulations.registry import Bound, Outcome, RunContext, build_model
+from distplan.formulations.contract import ModelSpec
+from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.modeling.model import LinExpr, Model, linear_sum
 from distplan.models.compression_instance import CompressionInstance
 from distplan.models.compression_plan import CompressionPlan
 from distplan.solvers.result import SolverResult, Termination
 
 
-def _index(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> tuple[CostData, SelectIndex]:
-    if "si" not in data:
-        data["cd"] = cost_data(inst)
-        data["si"] = select_index(inst, data["cd"], data["params"].get("_upper"))
-    return data["cd"], data["si"]
+@dataclass(frozen=True)
+class CodecIndex:
+    """What the blocks of codec_select share (block contract: `distplan.formulations.contract`)."""
+
+    cd: CostData
+    si: SelectIndex
+    #: gradient pairs (first, second), ``first`` released first, one per unordered pair
+    first: np.ndarray
+    second: np.ndarray
+    #: which pairs get an order binary (within ``window`` in release order; the others stay
+    #: first-come-first-served)
+    free: np.ndarray
+    window: int | None
+
+
+def prepare_codec_select(inst: CompressionInstance, params: Mapping[str, Any]) -> CodecIndex:
+    """Cost and index arrays, and the gradient pairs; ``_upper`` (s) is an iteration time some
+    plan reaches (the horizon and time unit), ``window`` the ordering window."""
+    cd = cost_data(inst)
+    si = select_index(inst, cd, params.get("_upper"))
+    window = params.get("window")
+    ia, ib = np.triu_indices(cd.n_gradients, k=1)
+    free = np.ones(ia.size, dtype=bool) if window is None else (ib - ia) <= int(window)
+    return CodecIndex(cd, si, si.rank[ia], si.rank[ib], free, None if window is None else int(window))
 
 
 def _dup_time_triplets(inst: CompressionInstance, cd: CostData, si: SelectIndex, pairs: np.ndarray, upto: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -83,9 +105,9 @@ def _dup_time_triplets(inst: CompressionInstance, cd: CostData, si: SelectIndex,
 # -- blocks -----------------------------------------------------------------------------------
 
 
-def select_choice(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> None:
+def select_choice(model: Model, inst: CompressionInstance, index: CodecIndex) -> None:
     """x (duplicate eligible op), b (broadcast), z (method per gradient) and their links."""
-    cd, si = _index(model, inst, data)
+    cd, si = index.cd, index.si
     x = model.add_vars("duplicate", si.elig.size, vtype="binary")
     b = model.add_vars("broadcast", cd.cand_edges.size, vtype="binary")
     z = model.add_vars("method", len(cd.options), vtype="binary")
@@ -129,9 +151,9 @@ def select_choice(model: Model, inst: CompressionInstance, data: dict[str, Any])
         model.add_constraints("duplicate-closure", expr <= 0.0)
 
 
-def select_memory(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> None:
+def select_memory(model: Model, inst: CompressionInstance, index: CodecIndex) -> None:
     """Memory rows for the devices where duplication can overflow (none otherwise)."""
-    cd, si = _index(model, inst, data)
+    cd, si = index.cd, index.si
     bind = memory_can_bind(inst)
     if not bind.any():
         return
@@ -196,9 +218,10 @@ def _durations(model: Model, inst: CompressionInstance, cd: CostData, si: Select
     return tau, enc, w
 
 
-def select_timing(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> None:
-    """Release, encode, channel, sync-stream and iteration-time rows (no order yet)."""
-    cd, si = _index(model, inst, data)
+def select_timing(model: Model, inst: CompressionInstance, index: CodecIndex) -> None:
+    """Release, encode, channel, sync-stream and iteration-time rows (no order yet). Names
+    the durations (time units) ``channel_seconds``, ``encode_seconds`` and ``sync_seconds``."""
+    cd, si = index.cd, index.si
     P = si.pair_g.size
     G = cd.n_gradients
     nk = cd.n_classes
@@ -211,7 +234,9 @@ def select_timing(model: Model, inst: CompressionInstance, data: dict[str, Any])
     x = model["duplicate"]
     nv = model.num_vars
     tau, enc, w = _durations(model, inst, cd, si)
-    data["tau"], data["enc"], data["w"] = tau, enc, w
+    model.define("channel_seconds", tau)
+    model.define("encode_seconds", enc)
+    model.define("sync_seconds", w)
     z = model["method"]
     # release per pair: R = sum t x over eligible ops up to the producer
     prod = cd.grad_op[si.pair_g]
@@ -269,27 +294,21 @@ def select_timing(model: Model, inst: CompressionInstance, data: dict[str, Any])
     model.minimize(T.expr())
 
 
-def select_order(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> None:
+def select_order(model: Model, inst: CompressionInstance, index: CodecIndex) -> None:
     """One order binary per pair of gradients (within ``window`` in release order; the others
     stay first-come-first-served): disjunctive channel, encode and sync streams."""
-    cd, si = _index(model, inst, data)
-    window = data["params"].get("window")
-    G = cd.n_gradients
-    ia, ib = np.triu_indices(G, k=1)
-    a, bb = si.rank[ia], si.rank[ib]  # a is released first
-    free = np.ones(ia.size, dtype=bool) if window is None else (ib - ia) <= int(window)
-    data["pairs"] = (a, bb, free)
+    cd, si = index.cd, index.si
+    a, bb, free = index.first, index.second, index.free  # a is released first
     nfree = int(free.sum())
     y = model.add_vars("order", nfree, vtype="binary")
-    data["order_free"] = np.flatnonzero(free)
     k_ = 1.0 / si.unit
     H = si.H * k_
-    yslot = np.full(ia.size, -1, dtype=np.int64)
+    yslot = np.full(a.size, -1, dtype=np.int64)
     yslot[free] = np.arange(nfree)
     c = model["channel_start"].expr()
     u = model["sync_start"].expr()
     e = model["encode_start"].expr()
-    tau, enc, w = data["tau"], data["enc"], data["w"]
+    tau, enc, w = model.expression("channel_seconds"), model.expression("encode_seconds"), model.expression("sync_seconds")
     ye = y.expr()
 
     def disjunctive(name: str, start: LinExpr, dur: LinExpr, ra: np.ndarray, rb: np.ndarray, pair_ids: np.ndarray, lb: np.ndarray) -> None:
@@ -310,7 +329,7 @@ def select_order(model: Model, inst: CompressionInstance, data: dict[str, Any]) 
         if fx.size:
             model.add_constraints(f"{name}-fcfs", start[rb[fx]] - start[ra[fx]] - dur[ra[fx]] >= 0.0)
 
-    all_pairs = np.arange(ia.size)
+    all_pairs = np.arange(a.size)
     disjunctive("channel", c, tau, a, bb, all_pairs, si.release_lb * k_)
     sync_lb = si.sync_lb[si.pair_k] * k_
     enc_lb = np.zeros(si.enc_pairs.size)
@@ -324,14 +343,42 @@ def select_order(model: Model, inst: CompressionInstance, data: dict[str, Any]) 
         disjunctive(f"encode{k}", e, enc, ea, eb, both_e, enc_lb)
 
 
-SELECT_BLOCKS = (select_choice, select_memory, select_timing, select_order)
+def decode_choice(inst: CompressionInstance, result: SolverResult, index: CodecIndex) -> Choice:
+    """The choices of a solution: duplicated ops, one option per gradient, the channel order."""
+    cd, si = index.cd, index.si
+    vb = result.values_by_block
+    dup = np.zeros(cd.n_ops, dtype=bool)
+    dup[si.elig[vb["duplicate"] > 0.5]] = True
+    option = np.full(cd.n_gradients, -1, dtype=np.int64)
+    zval = vb["method"]
+    for g in range(cd.n_gradients):
+        if dup[cd.grad_op[g]]:
+            continue
+        opts = np.flatnonzero(si.opt_grad == g)
+        option[g] = opts[int(np.argmax(zval[opts]))]
+    a, bb, free = index.first, index.second, index.free
+    before = np.ones(a.size, dtype=bool)
+    before[free] = vb["order"] > 0.5
+    preds = np.zeros(cd.n_gradients)
+    np.add.at(preds, bb, before.astype(float))
+    np.add.at(preds, a, (~before).astype(float))
+    order = np.lexsort((np.arange(cd.n_gradients), vb["channel_start"], preds))
+    return Choice(dup, option, order)
+
+
+def decode(inst: CompressionInstance, result: SolverResult, index: CodecIndex) -> CompressionPlan:
+    return choice_to_plan(inst, decode_choice(inst, result, index))
+
+
+#: the scheduling MILP of codec_select
+CODEC_SELECT = ModelSpec("codec_select", prepare_codec_select, (select_choice, select_memory, select_timing, select_order), decode)
 
 
 
-def warm_vector(model: Model, inst: CompressionInstance, data: dict[str, Any], ch: Choice) -> np.ndarray:
+def warm_vector(model: Model, inst: CompressionInstance, index: CodecIndex, ch: Choice) -> np.ndarray:
     """A full solution vector of the codec_select model for fixed choices."""
-    cd, si = data["cd"], data["si"]
-    sched = least_schedule(inst, ch, data)
+    cd, si = index.cd, index.si
+    sched = least_schedule(inst, ch, si)
     k_ = 1.0 / si.unit
     vals: dict[str, np.ndarray] = {
         "duplicate": (ch.dup[si.elig]).astype(float),
@@ -344,7 +391,7 @@ def warm_vector(model: Model, inst: CompressionInstance, data: dict[str, Any], c
     }
     has = ch.option >= 0
     vals["method"][ch.option[has]] = 1.0
-    a, bb, free = data["pairs"]
+    a, bb, free = index.first, index.second, index.free
     pos = np.empty(cd.n_gradients, dtype=np.int64)
     pos[ch.order] = np.arange(ch.order.size)
     vals["order"] = (pos[a] < pos[bb])[free].astype(float)
@@ -352,29 +399,6 @@ def warm_vector(model: Model, inst: CompressionInstance, data: dict[str, Any], c
     for name, blk in model.var_blocks.items():
         out[blk.start : blk.stop] = np.asarray(vals[name], dtype=float).reshape(-1)
     return out
-
-
-def decode_choice(inst: CompressionInstance, result: SolverResult, data: dict[str, Any]) -> Choice:
-    cd, si = data["cd"], data["si"]
-    vb = result.values_by_block
-    dup = np.zeros(cd.n_ops, dtype=bool)
-    dup[si.elig[vb["duplicate"] > 0.5]] = True
-    option = np.full(cd.n_gradients, -1, dtype=np.int64)
-    zval = vb["method"]
-    for g in range(cd.n_gradients):
-        if dup[cd.grad_op[g]]:
-            continue
-        opts = np.flatnonzero(si.opt_grad == g)
-        option[g] = opts[int(np.argmax(zval[opts]))]
-    a, bb, free = data["pairs"]
-    before = np.ones(a.size, dtype=bool)
-    before[free] = vb["order"] > 0.5
-    preds = np.zeros(cd.n_gradients)
-    np.add.at(preds, bb, before.astype(float))
-    np.add.at(preds, a, (~before).astype(float))
-    order = np.lexsort((np.arange(cd.n_gradients), vb["channel_start"], preds))
-    return Choice(dup, option, order)
-
 
 
 def run_codec_select(inst: CompressionInstance, ctx: RunContext) -> Outcome:
@@ -389,26 +413,26 @@ def run_codec_select(inst: CompressionInstance, ctx: RunContext) -> Outcome:
         candidates["tag_sfb"] = tag_out.plan
     with contextlib.suppress(InfeasibleError):  # when the rule overflows memory it is no candidate
         candidates["sfb_poseidon_rule"] = poseidon_plan(inst)
-    sched_data = {"si": select_index(inst, cost_data(inst))}
+    sched_si = select_index(inst, cost_data(inst))
     scored = {}
     for name, plan in candidates.items():
         ch = choice_from_plan(inst, plan)
-        scored[name] = (least_schedule(inst, ch, sched_data)["iteration"], ch)
+        scored[name] = (least_schedule(inst, ch, sched_si)["iteration"], ch)
     ch = min_channel_choice(inst)
-    scored["min_channel"] = (least_schedule(inst, ch, sched_data)["iteration"], ch)
+    scored["min_channel"] = (least_schedule(inst, ch, sched_si)["iteration"], ch)
     best0 = min(scored, key=lambda n: scored[n][0])
     remaining = ctx.remaining_time()
     budget = float(ctx.param("improve_seconds", 5.0))
     if remaining is not None:
         budget = min(budget, 0.25 * remaining)
-    improved, changes = improve_choice(inst, scored[best0][1], sched_data, time.perf_counter() + budget)
-    scored["improved"] = (least_schedule(inst, improved, sched_data)["iteration"], improved)
+    improved, changes = improve_choice(inst, scored[best0][1], sched_si, time.perf_counter() + budget)
+    scored["improved"] = (least_schedule(inst, improved, sched_si)["iteration"], improved)
     start_name = min(scored, key=lambda n: scored[n][0])
     upper = scored[start_name][0] * (1 + 1e-6) + 1e-12
     t0 = time.perf_counter()
-    model, data = build_model("codec_select", SELECT_BLOCKS, inst, {"window": window, "_upper": upper})
+    model, index = CODEC_SELECT.build(inst, {"window": window, "_upper": upper})
     build = time.perf_counter() - t0
-    start = warm_vector(model, inst, data, scored[start_name][1])
+    start = warm_vector(model, inst, index, scored[start_name][1])
     saved = ctx.options
     if saved.mip_gap is None:  # prove optimality, not HiGHS's default 0.01 % gap
         ctx.options = saved.with_(mip_gap=1e-7)
@@ -416,7 +440,7 @@ def run_codec_select(inst: CompressionInstance, ctx: RunContext) -> Outcome:
         res = ctx.solve_model(model, warm_start=start, build_seconds=build)
     finally:
         ctx.options = saved
-    unit = data["si"].unit
+    unit = index.si.unit
     res.extra["time_unit_seconds"] = unit  # time variables in res.values are in this unit
     if res.objective is not None:
         res.objective *= unit
@@ -435,8 +459,8 @@ def run_codec_select(inst: CompressionInstance, ctx: RunContext) -> Outcome:
     bounds = [Bound(res.bound, f"codec_select dual bound ({res.backend})")] if exact and res.bound is not None else []
     best_name, (best_seconds, best_ch) = start_name, scored[start_name]
     if res.has_solution:
-        ch = decode_choice(inst, res, data)
-        seconds = least_schedule(inst, ch, data)["iteration"]
+        ch = decode_choice(inst, res, index)
+        seconds = least_schedule(inst, ch, index.si)["iteration"]
         info["milp_plan_iteration"] = seconds
         if seconds <= best_seconds + 1e-12:
             best_name, best_seconds, best_ch = "milp", seconds, ch

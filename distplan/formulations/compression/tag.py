@@ -47,6 +47,8 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import networkx as nx
@@ -62,7 +64,8 @@ from distplan.formulations.compression.costs import (
     tag_objective,
 )
 from distplan.formulations.compression.schedule import Choice, SelectIndex, least_schedule, select_index
-from distplan.formulations.registry import Outcome, RunContext, build_model
+from distplan.formulations.contract import ContractError, ModelSpec
+from distplan.formulations.registry import Outcome, RunContext
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.compression_instance import CompressionInstance
 from distplan.models.compression_plan import CompressionPlan, make_plan
@@ -77,23 +80,49 @@ OBJECTIVES = ("iteration", "tag_cost")
 CUT_PRICES = (0.0, 0.125, 0.25, 0.5, 1.0, 2.0)
 
 
-def _vtype(data: dict[str, Any]) -> Any:
-    return "continuous" if data["params"].get("_relax", False) else "binary"
+@dataclass(frozen=True)
+class TagIndex:
+    """What the blocks of TAG's programs share (block contract: `distplan.formulations.contract`)."""
+
+    cd: CostData
+    #: False: the LP relaxation (x continuous)
+    integral: bool
+    #: seconds charged per duplicated op in the cost program
+    alpha: float
+    #: the iteration program's index arrays (time unit, horizon); None in the cost program
+    si: SelectIndex | None
 
 
-def tag_duplicate(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> None:
-    """x_i in {0,1}: op i is duplicated on every replica; ineligible ops fixed to 0."""
+def prepare_tag_cost(inst: CompressionInstance, params: Mapping[str, Any]) -> TagIndex:
+    """TAG's cost program: cost arrays; ``alpha`` (s); ``_relax`` for the LP relaxation."""
+    return TagIndex(cost_data(inst), not params.get("_relax", False), float(params.get("alpha", DEFAULT_ALPHA)), None)
+
+
+def prepare_tag_iteration(inst: CompressionInstance, params: Mapping[str, Any]) -> TagIndex:
+    """The iteration program: cost arrays and the schedule's index arrays, with ``_upper`` (s),
+    an iteration time some TAG plan reaches, as the time unit and horizon."""
     cd = cost_data(inst)
-    data["cd"] = cd
-    model.add_vars("duplicate", cd.n_ops, lb=0.0, ub=cd.eligible.astype(float), vtype=_vtype(data))
+    return TagIndex(cd, not params.get("_relax", False), float(params.get("alpha", DEFAULT_ALPHA)), select_index(inst, cd, params.get("_upper")))
 
 
-def tag_broadcast(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> None:
+def _schedule_index(index: TagIndex) -> SelectIndex:
+    if index.si is None:
+        raise ContractError("the schedule block needs prepare_tag_iteration's index")
+    return index.si
+
+
+def tag_duplicate(model: Model, inst: CompressionInstance, index: TagIndex) -> None:
+    """x_i in {0,1}: op i is duplicated on every replica; ineligible ops fixed to 0."""
+    cd = index.cd
+    model.add_vars("duplicate", cd.n_ops, lb=0.0, ub=cd.eligible.astype(float), vtype="binary" if index.integral else "continuous")
+
+
+def tag_broadcast(model: Model, inst: CompressionInstance, index: TagIndex) -> None:
     """b_e >= x_j - x_i for every edge e = (i -> j) into an eligible op (other edges have
     x_j = 0 and b_e = 0 at every optimum, so they get no variable). b is continuous: every
     b_e has a nonnegative price, so it takes its least value max(0, x_j - x_i), integral
     when x is."""
-    cd = data["cd"]
+    cd = index.cd
     x = model["duplicate"]
     n = cd.cand_edges.size
     b = model.add_vars("broadcast", n, lb=0.0, ub=1.0)
@@ -110,10 +139,10 @@ def tag_broadcast(model: Model, inst: CompressionInstance, data: dict[str, Any])
     model.add_constraints("broadcast-closure", expr >= 0.0)
 
 
-def tag_closure(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> None:
+def tag_closure(model: Model, inst: CompressionInstance, index: TagIndex) -> None:
     """x_i <= x_consumer(i): a duplicated op feeds a duplicated op (or the update of the
     gradient it produces, its only consumer then); eligible ops in no gradient's tree stay 0."""
-    cd = data["cd"]
+    cd = index.cd
     x = model["duplicate"]
     elig = np.flatnonzero(cd.eligible)
     dead = elig[inst.tree[elig] < 0]
@@ -134,14 +163,13 @@ def tag_closure(model: Model, inst: CompressionInstance, data: dict[str, Any]) -
         model.add_constraints("duplicate-closure", expr <= 0.0)
 
 
-def tag_memory(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> None:
+def tag_memory(model: Model, inst: CompressionInstance, index: TagIndex) -> None:
     """Memory per device, added only for devices where duplicating everything could overflow
     (rows scaled by the capacity, bytes / bytes)."""
     bind = memory_can_bind(inst)
-    data["memory_rows"] = int(bind.sum())
     if not bind.any():
         return
-    cd = data["cd"]
+    cd = index.cd
     devs = np.flatnonzero(bind)
     dup_bytes, bcast_bytes = memory_terms(inst)
     x, b = model["duplicate"], model["broadcast"]
@@ -164,11 +192,11 @@ def tag_memory(model: Model, inst: CompressionInstance, data: dict[str, Any]) ->
 OBJECTIVE_SCALE = 1e6
 
 
-def tag_objective_block(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> None:
+def tag_objective_block(model: Model, inst: CompressionInstance, index: TagIndex) -> None:
     """min redundant compute + broadcasts - all-reduce avoided + alpha per duplicated op
     (microseconds: ``OBJECTIVE_SCALE``)."""
-    cd = data["cd"]
-    alpha = float(data["params"].get("alpha", DEFAULT_ALPHA))
+    cd = index.cd
+    alpha = index.alpha
     x, b = model["duplicate"], model["broadcast"]
     coef = cd.dup_seconds + alpha * cd.eligible
     np.subtract.at(coef, cd.grad_op, cd.grad_allreduce_seconds)
@@ -190,13 +218,12 @@ def _class_pairs(cd: CostData, si: SelectIndex, k: int) -> np.ndarray:
     return pk[np.argsort(pos[si.pair_g[pk]], kind="stable")]
 
 
-def tag_schedule(model: Model, inst: CompressionInstance, data: dict[str, Any]) -> None:
+def tag_schedule(model: Model, inst: CompressionInstance, index: TagIndex) -> None:
     """The evaluator's schedule of TAG's plans (channel in release order) as linear rows, and
     min T (see the module docstring). Times in units of ``si.unit`` seconds (an upper bound
     on the optimum when ``_upper`` is given, else a horizon), so values are O(1)."""
-    cd = data["cd"]
-    si = select_index(inst, cd, data["params"].get("_upper"))
-    data["si"] = si
+    cd = index.cd
+    si = _schedule_index(index)
     k_ = 1.0 / si.unit
     x, b = model["duplicate"], model["broadcast"]
     G, P, nk = cd.n_gradients, si.pair_g.size, cd.n_classes
@@ -275,8 +302,14 @@ def tag_schedule(model: Model, inst: CompressionInstance, data: dict[str, Any]) 
     model.minimize(T.expr())
 
 
-TAG_COST_BLOCKS = (tag_duplicate, tag_broadcast, tag_memory, tag_objective_block)
-TAG_BLOCKS = (tag_duplicate, tag_broadcast, tag_closure, tag_memory, tag_schedule)
+def decode(inst: CompressionInstance, result: SolverResult, index: TagIndex) -> CompressionPlan:
+    return plan_from_duplicated(inst, result.values_by_block["duplicate"] > 0.5)
+
+
+#: TAG's cost program (Zhang et al.): redundant compute + broadcasts - all-reduce avoided
+TAG_COST = ModelSpec("tag_sfb_cost", prepare_tag_cost, (tag_duplicate, tag_broadcast, tag_memory, tag_objective_block), decode)
+#: the evaluator's iteration time over TAG's plans (channel in release order)
+TAG_ITERATION = ModelSpec("tag_sfb", prepare_tag_iteration, (tag_duplicate, tag_broadcast, tag_closure, tag_memory, tag_schedule), decode)
 
 
 def plan_from_duplicated(inst: CompressionInstance, dup: np.ndarray) -> CompressionPlan:
@@ -298,16 +331,16 @@ def tag_choice(inst: CompressionInstance, dup: np.ndarray) -> Choice:
     return Choice(dup, option, np.lexsort((np.arange(cd.n_gradients), cd.grad_op)))
 
 
-def tag_iteration(inst: CompressionInstance, dup: np.ndarray, data: dict[str, Any] | None = None) -> float:
+def tag_iteration(inst: CompressionInstance, dup: np.ndarray, si: SelectIndex | None = None) -> float:
     """Iteration seconds of TAG's plan of a duplicated set (the evaluator's schedule)."""
-    return float(least_schedule(inst, tag_choice(inst, dup), data)["iteration"])
+    return float(least_schedule(inst, tag_choice(inst, dup), si)["iteration"])
 
 
-def tag_warm_vector(model: Model, inst: CompressionInstance, data: dict[str, Any], dup: np.ndarray) -> np.ndarray:
+def tag_warm_vector(model: Model, inst: CompressionInstance, index: TagIndex, dup: np.ndarray) -> np.ndarray:
     """A full solution vector of the iteration model for a duplicated set."""
-    cd, si = data["cd"], data["si"]
+    cd, si = index.cd, _schedule_index(index)
     ch = tag_choice(inst, dup)
-    sched = least_schedule(inst, ch, data)
+    sched = least_schedule(inst, ch, si)
     k_ = 1.0 / si.unit
     sub = np.cumsum(cd.class_time * (ch.dup & cd.eligible)[:, None], axis=0)
     F = si.stream_const - sub
@@ -327,10 +360,6 @@ def tag_warm_vector(model: Model, inst: CompressionInstance, data: dict[str, Any
 
 def _seconds(value: float | None) -> float | None:
     return None if value is None else value / OBJECTIVE_SCALE
-
-
-def decode(inst: CompressionInstance, result: SolverResult, data: dict[str, Any]) -> CompressionPlan:
-    return plan_from_duplicated(inst, result.values_by_block["duplicate"] > 0.5)
 
 
 def _dup_of(inst: CompressionInstance, plan: CompressionPlan) -> np.ndarray:
@@ -356,11 +385,11 @@ def run_tag_cost(inst: CompressionInstance, ctx: RunContext) -> Outcome:
     lp = None
     if ctx.param("relaxation", False):
         t0 = time.perf_counter()
-        lp_model, _ = build_model("tag_sfb_lp", TAG_COST_BLOCKS, inst, {**params, "_relax": True})
+        lp_model, _ = TAG_COST.build(inst, {**params, "_relax": True}, name="tag_sfb_lp")
         lp = ctx.solve_model(lp_model, build_seconds=time.perf_counter() - t0)
         info["lp_relaxation"] = _relaxation_info(lp, 1.0 / OBJECTIVE_SCALE)
     t0 = time.perf_counter()
-    model, data = build_model("tag_sfb", TAG_COST_BLOCKS, inst, params)
+    model, index = TAG_COST.build(inst, params, name="tag_sfb")
     build = time.perf_counter() - t0
     saved = ctx.options
     if saved.mip_gap is None:
@@ -371,7 +400,7 @@ def run_tag_cost(inst: CompressionInstance, ctx: RunContext) -> Outcome:
         ctx.options = saved
     info["tag_objective"] = _seconds(res.objective)
     info["tag_bound"] = _seconds(res.bound)
-    info["memory_rows"] = data.get("memory_rows", 0)
+    info["memory_rows"] = int(memory_can_bind(inst).sum())
     if lp is not None and res.objective is not None and lp.objective is not None:
         lp_info = info["lp_relaxation"]
         lp_info["milp_objective"] = info["tag_objective"]
@@ -379,7 +408,7 @@ def run_tag_cost(inst: CompressionInstance, ctx: RunContext) -> Outcome:
         lp_info["integral"] = bool(lp_info.get("max_fractionality", 1.0) <= 1e-6 and gap <= 1e-6 + 1e-7 * abs(res.objective))
     if not res.has_solution:
         return Outcome(plan=None, solver_results=list(ctx.solver_results), info=info)
-    plan = decode(inst, res, data)
+    plan, _ = TAG_COST.decode_result(inst, res, index)
     info["tag_objective_of_plan"] = tag_objective(inst, _dup_of(inst, plan), alpha)
     return Outcome(plan=plan, solver_results=list(ctx.solver_results), info=info)
 
@@ -414,19 +443,19 @@ def run_tag_sfb(inst: CompressionInstance, ctx: RunContext) -> Outcome:
     if objective == "tag_cost":
         return run_tag_cost(inst, ctx)
     cands = tag_candidates(inst, ctx)
-    sched_data = {"si": select_index(inst, cost_data(inst))}
-    scored = {name: tag_iteration(inst, dup, sched_data) for name, dup in cands.items()}
+    sched_si = select_index(inst, cost_data(inst))
+    scored = {name: tag_iteration(inst, dup, sched_si) for name, dup in cands.items()}
     start_name = min(scored, key=lambda n: scored[n])
     upper = scored[start_name]
     info: dict[str, Any] = {"objective": "iteration", "candidates": dict(scored), "warm_start": start_name}
     params = {"_upper": max(upper, 1e-12)}
     if ctx.param("relaxation", False):
         t0 = time.perf_counter()
-        lp_model, lp_data = build_model("tag_sfb_lp", TAG_BLOCKS, inst, {**params, "_relax": True})
+        lp_model, lp_index = TAG_ITERATION.build(inst, {**params, "_relax": True}, name="tag_sfb_lp")
         lp = ctx.solve_model(lp_model, build_seconds=time.perf_counter() - t0)
-        info["lp_relaxation"] = _relaxation_info(lp, lp_data["si"].unit)
+        info["lp_relaxation"] = _relaxation_info(lp, _schedule_index(lp_index).unit)
     t0 = time.perf_counter()
-    model, data = build_model("tag_sfb", TAG_BLOCKS, inst, params)
+    model, index = TAG_ITERATION.build(inst, params)
     build = time.perf_counter() - t0
     # no MIP start: HiGHS 1.16 mapped a feasible start to its presolved space with a wrong
     # objective and stopped "optimal" there (vgg16); the solve takes ~0.1 s without one
@@ -437,17 +466,17 @@ def run_tag_sfb(inst: CompressionInstance, ctx: RunContext) -> Outcome:
         res = ctx.solve_model(model, build_seconds=build)
     finally:
         ctx.options = saved
-    unit = data["si"].unit
+    unit = _schedule_index(index).unit
     res.extra["time_unit_seconds"] = unit
     if res.objective is not None:
         res.objective *= unit
     if res.bound is not None:
         res.bound *= unit
-    info["memory_rows"] = data.get("memory_rows", 0)
+    info["memory_rows"] = int(memory_can_bind(inst).sum())
     best_name, best_dup, best_seconds = start_name, cands[start_name], upper
     if res.has_solution:
         dup = prune_dangling(inst, res.values_by_block["duplicate"] > 0.5)
-        seconds = tag_iteration(inst, dup, data)
+        seconds = tag_iteration(inst, dup, index.si)
         info["milp_plan_iteration"] = seconds
         if seconds <= best_seconds:
             best_name, best_dup, best_seconds = "milp", dup, seconds
@@ -529,7 +558,7 @@ def run_tag_sfb_maxflow(inst: CompressionInstance, ctx: RunContext) -> Outcome:
     prices = sorted({1.0, *(float(p) for p in ctx.param("prices", CUT_PRICES))}, reverse=True)
     if prices[-1] < 0:
         raise InputError("params.prices", f"negative price {prices[-1]}", "give prices >= 0 (seconds of cut cost per second of redundant compute)")
-    sched_data = {"si": select_index(inst, cost_data(inst))}
+    sched_si = select_index(inst, cost_data(inst))
     best: tuple[float, float, np.ndarray] | None = None
     cuts: dict[str, dict[str, Any]] = {}
     tag_value = 0.0
@@ -537,7 +566,7 @@ def run_tag_sfb_maxflow(inst: CompressionInstance, ctx: RunContext) -> Outcome:
     for price in prices:
         dup, value, st = min_cut_duplicated(inst, alpha, price)
         dup = prune_dangling(inst, dup)
-        seconds = tag_iteration(inst, dup, sched_data)
+        seconds = tag_iteration(inst, dup, sched_si)
         cuts[f"{price:g}"] = {"iteration_seconds": seconds, "duplicated_ops": int(dup.sum()), "cut_objective": value}
         if price == 1.0:
             tag_value, stats = value, st
