@@ -1,4 +1,12 @@
-"""Small graph utilities on edge arrays (ops/blocks numbered 0..n-1): cycles and orders."""
+"""Small graph utilities on edge arrays (ops/blocks numbered 0..n-1): cycles and orders.
+
+Kept instead of networkx / graphlib because they are measured faster on the edge arrays
+distplan holds, at the sizes it runs (`python benchmarks/bench_graphs.py`, graph
+construction counted for the library): the smallest-id-first topological order 3.0x
+faster than ``networkx.lexicographical_topological_sort`` at 1k ops, 2.9x at 10k, 4.5x at
+100k (graphlib's order is not deterministic by id, and no faster at 10k); cycle finding
+2.4-17x faster than ``networkx.find_cycle``.
+"""
 
 from __future__ import annotations
 
@@ -57,3 +65,34 @@ def topological_order(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
             if indeg[w] == 0:
                 heapq.heappush(heap, w)
     return np.asarray(out, dtype=np.int64)
+
+
+def transitive_closure(n: int, src: np.ndarray, dst: np.ndarray, order: np.ndarray | None = None) -> np.ndarray:
+    """(n, n) bool: ``reach[i, j]`` when a path i -> j exists (i != j, acyclic graph).
+
+    Rows are bit sets (64 nodes per word) ORed over each node's successors in reverse
+    topological ``order`` (computed when not given), so the work is O(E * n / 64) word
+    operations. Measured 40x faster than ``networkx.transitive_closure_dag`` at 1k nodes
+    and 240x at 3k (`benchmarks/bench_graphs.py`).
+    """
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    if order is None:
+        order = topological_order(n, src, dst)
+    if len(order) < n:
+        raise ValueError("the graph has a cycle: no transitive closure of a DAG")
+    words = (n + 63) // 64
+    bits = np.zeros((n, words), dtype=np.uint64)
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    eo = np.argsort(-pos[src], kind="stable")
+    src, dst = src[eo], dst[eo]
+    own = np.zeros((n, words), dtype=np.uint64)
+    own[np.arange(n), np.arange(n) // 64] = np.left_shift(np.uint64(1), (np.arange(n) % 64).astype(np.uint64))
+    cuts = np.flatnonzero(np.diff(src)) + 1 if src.size else np.zeros(0, dtype=np.int64)
+    for group in np.split(np.arange(src.size), cuts):
+        if group.size == 0:
+            continue
+        ws = dst[group]
+        bits[int(src[group[0]])] = np.bitwise_or.reduce(bits[ws] | own[ws], axis=0)
+    return np.unpackbits(bits.view(np.uint8), axis=1, bitorder="little")[:, :n].astype(bool)

@@ -33,7 +33,7 @@ import numpy as np
 
 from distplan.errors import InputError
 from distplan.models.common import FORMAT, Check, JsonDocument, KindSpec, name_list, need, number, register_kind
-from distplan.models.graphs import find_cycle
+from distplan.models.graphs import find_cycle, topological_order, transitive_closure
 
 ROLES = ("F", "B", "W")
 MODES = ("training", "inference")
@@ -151,35 +151,13 @@ class PipelineInstance(JsonDocument):
     def topo_order(self) -> np.ndarray:
         """Blocks in a topological order (smallest index first among ready ones)."""
         src, dst, _ = self.edges
-        indeg = np.bincount(dst, minlength=self.n_blocks)
-        succ: list[list[int]] = [[] for _ in range(self.n_blocks)]
-        for a, b in zip(src.tolist(), dst.tolist()):
-            succ[a].append(b)
-        ready = sorted(int(v) for v in np.flatnonzero(indeg == 0))
-        out: list[int] = []
-        while ready:
-            v = ready.pop(0)
-            out.append(v)
-            for w in succ[v]:
-                indeg[w] -= 1
-                if indeg[w] == 0:
-                    ready.append(w)
-                    ready.sort()
-        return np.asarray(out, dtype=np.int64)
+        return topological_order(self.n_blocks, src, dst)
 
     @cached_property
     def reach(self) -> np.ndarray:
         """(B, B) True where a dependency path block i -> block j exists (i != j)."""
         src, dst, _ = self.edges
-        reach = np.zeros((self.n_blocks, self.n_blocks), dtype=bool)
-        succ: list[list[int]] = [[] for _ in range(self.n_blocks)]
-        for a, b in zip(src.tolist(), dst.tolist()):
-            succ[a].append(b)
-        for v in self.topo_order[::-1].tolist():
-            for w in succ[v]:
-                reach[v, w] = True
-                reach[v] |= reach[w]
-        return reach
+        return transitive_closure(self.n_blocks, src, dst, self.topo_order)
 
     def device_work(self) -> np.ndarray:
         """(D,) seconds of work of one micro-batch on each device."""
