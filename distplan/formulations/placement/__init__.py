@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from distplan.formulations.placement import heuristics, milp, relaxation, sct
+from distplan.formulations.placement import heuristics, milp, relaxation, sct, search
 from distplan.formulations.placement.bounds import placement_bounds
 from distplan.formulations.placement.coarsen import coarsen
 from distplan.formulations.registry import (
@@ -96,6 +96,18 @@ def _run_milp(inst: PlacementInstance, ctx: RunContext) -> Outcome:
 
 
 register(replace(_milp, run=_run_milp, exact=True))
+
+register(
+    Formulation(
+        kind="placement",
+        name="placement_search",
+        description="the Baechi heuristics' plans improved by critical-chain local search over device assignments",
+        program="algorithm",
+        run=search.run_search,
+        reference=BAECHI + "; Kwok & Ahmad, ACM Computing Surveys 31(4) 1999; Wu, Shu & Gu, IEEE TPDS 15(4) 2004",
+        params={"default_time_limit": 30.0, "seed": 0, "max_evals": None},
+    )
+)
 
 
 def _run_bounds(inst: PlacementInstance, ctx: RunContext) -> Outcome:

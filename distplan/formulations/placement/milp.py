@@ -92,6 +92,12 @@ def _schedule_of(inst: PlacementInstance, plan: PlacementPlan) -> Schedule | Non
 def best_heuristic(inst: PlacementInstance, ctx: RunContext | None = None) -> tuple[Schedule | None, str]:
     """The best evaluated plan of m-ETF, m-TOPO, single device and (given a context for its
     LP) m-SCT on the instance and on its coarsened graph: (schedule, name) or (None, "")."""
+    found = heuristic_schedules(inst, ctx)
+    return found[0] if found else (None, "")
+
+
+def heuristic_schedules(inst: PlacementInstance, ctx: RunContext | None = None) -> list[tuple[Schedule, str]]:
+    """The evaluated plans of the Baechi heuristics (see `best_heuristic`), best first."""
     found: list[tuple[Schedule, str]] = []
     makers = [
         ("m-ETF", lambda: list_schedule(inst)),
@@ -111,9 +117,7 @@ def best_heuristic(inst: PlacementInstance, ctx: RunContext | None = None) -> tu
             sched = _schedule_of(inst, plan)
             if sched is not None:
                 found.append((sched, name))
-    if not found:
-        return None, ""
-    return min(found, key=lambda f: f[0].makespan)
+    return sorted(found, key=lambda f: f[0].makespan)
 
 
 def _sct_plans(inst: PlacementInstance, ctx: RunContext) -> list[tuple[str, PlacementPlan]]:

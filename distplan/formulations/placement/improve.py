@@ -1,0 +1,352 @@
+"""Local search over device assignments: improves the best Baechi plan (placement_search).
+
+A plan's quality is the makespan of the memory-aware list schedule of its device assignment
+(`listsched.list_schedule` with the assignment fixed, ETF order on every device, either
+communication model); the api re-evaluates the final plan with the independent evaluator.
+
+One step looks at the schedule's *critical chain*: walking back from the op that ends
+last, every op started exactly when something let it start, either
+
+* a data input (``local``: from the same device; ``data``: a transfer from another
+  device), or
+* ``device`` contention: the op before it on its device, which is not one of its inputs.
+
+Moves shorten that chain (the critical-path-guided moves of list-scheduling local search,
+Kwok & Ahmad, ACM Computing Surveys 31(4), 1999, sec. 6; Wu, Shu & Gu, "Efficient local
+search far away from local minima for DAG scheduling", IEEE TPDS 15(4), 2004):
+
+* offload a blocker (the first op of a ``device`` link, preferring ops with slack in the
+  graph: weight updates, side branches) to the least busy device where it fits; all the
+  chain's blockers with slack at once first (then halves), because blockers of one kind
+  replace each other in ETF's order and one at a time rarely shortens the chain;
+* join the ends of a ``data`` link (move the consumer to the producer's device, or back).
+
+A move is kept when it lowers (makespan, sum of the latest twentieth of the end times):
+the second key carries the search across plateaus where removing one of many equal
+blockers does not yet shorten the makespan. The search stops at a deadline, after
+``max_evals`` schedules, or when no move of the chain improves. It is deterministic for a
+given seed and number of evaluations. Times in seconds, memory in bytes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from distplan.errors import InfeasibleError
+from distplan.formulations.placement.listsched import Schedule, list_schedule, topological_positions
+from distplan.formulations.placement.relaxation import heads_tails
+from distplan.models.placement_instance import PlacementInstance
+
+#: links of the critical chain: (kind, from op, to op), kind in {"local", "data", "device"}
+Link = tuple[str, int, int]
+
+
+@dataclass
+class SearchLog:
+    """What the search did: schedules evaluated, moves kept, makespans (seconds)."""
+
+    evaluations: int = 0
+    accepted: int = 0
+    start_makespan: float = float("inf")
+    makespan: float = float("inf")
+    stopped: str = ""
+    history: list[float] = field(default_factory=list)
+
+
+class _Problem:
+    """Static data of one instance for the search: colocation groups, inputs per op, graph
+    slack at fastest times (seconds), memory needs (bytes), topological positions."""
+
+    def __init__(self, inst: PlacementInstance):
+        self.inst = inst
+        n = inst.n_ops
+        self.topo = topological_positions(inst)
+        groups = inst.colocation_groups()
+        self.groups = groups
+        order = np.argsort(groups, kind="stable")
+        cuts = np.flatnonzero(np.diff(groups[order])) + 1
+        self.members = {int(groups[g[0]]): g for g in np.split(order, cuts) if g.size}
+        self.preds: list[list[int]] = [[] for _ in range(n)]
+        for e, b in enumerate(inst.dst.tolist()):
+            self.preds[b].append(e)
+        p = inst.time.min(axis=1)
+        r, q = heads_tails(inst, p)
+        self.slack = float((r + p + q).max(initial=0.0)) - (r + p + q)
+        self.need = inst.memory_need()
+        self.simple = inst.memory_model == "simple"
+
+    def schedule(self, device: np.ndarray) -> Schedule | None:
+        """The list schedule of a fixed assignment (None when memory does not fit)."""
+        inst = self.inst
+        if self.simple and np.any(np.bincount(device, weights=self.need, minlength=inst.n_devices) > inst.device_memory * (1 + 1e-12)):
+            return None
+        try:
+            return list_schedule(inst, assignment=device, topo=self.topo)
+        except InfeasibleError:
+            return None
+
+    def key(self, s: Schedule) -> tuple[float, float]:
+        """(makespan, sum of the latest twentieth of the end times), seconds."""
+        end = s.start + self.inst.time[np.arange(self.inst.n_ops), s.device]
+        k = max(1, self.inst.n_ops // 20)
+        return (s.makespan, float(np.partition(end, end.size - k)[end.size - k :].sum()))
+
+
+def critical_links(prob: _Problem, s: Schedule, rng: np.random.Generator) -> list[Link]:
+    """The links of one critical chain of schedule ``s``, from the last op back to time 0
+    (ties between tight links broken at random)."""
+    inst = prob.inst
+    n = inst.n_ops
+    dev = s.device
+    start = s.start
+    end = start + inst.time[np.arange(n), dev]
+    tol = 1e-9 * max(1.0, s.makespan)
+    prev = np.full(n, -1, dtype=np.int64)
+    for d in range(inst.n_devices):
+        ops = np.flatnonzero(dev == d)
+        o = ops[np.lexsort((end[ops], start[ops]))]
+        prev[o[1:]] = o[:-1]
+    channels = inst.communication == "channels"
+    v = int(np.argmax(end))
+    links: list[Link] = []
+    for _ in range(n):
+        cands: list[tuple[str, int]] = []
+        inputs = set()
+        late: tuple[float, int] | None = None
+        for e in prob.preds[v]:
+            u = int(inst.src[e])
+            inputs.add(u)
+            du, dv = int(dev[u]), int(dev[v])
+            if du == dv:
+                if end[u] >= start[v] - tol:
+                    cands.append(("local", u))
+                continue
+            arrive = end[u] + inst.latency[du, dv] + inst.edge_bytes[e] / inst.bandwidth[du, dv]
+            if arrive >= start[v] - tol:
+                cands.append(("data", u))
+            if late is None or arrive > late[0]:
+                late = (arrive, u)
+        p = int(prev[v])
+        if p >= 0 and p not in inputs and end[p] >= start[v] - tol:
+            cands.append(("device", p))
+        if not cands and channels and late is not None and start[v] > tol:
+            cands.append(("data", late[1]))  # waited for a channel: the latest transfer
+        if not cands:
+            break
+        kind, u = cands[int(rng.integers(len(cands)))]
+        links.append((kind, u, v))
+        v = u
+    return links
+
+
+def _destinations(prob: _Problem, device: np.ndarray, busy: np.ndarray, used: np.ndarray, ops: np.ndarray, avoid: int) -> list[int]:
+    """Devices other than ``avoid`` that hold ``ops`` (simple memory), least busy first."""
+    inst = prob.inst
+    need = float(prob.need[ops].sum())
+    out = []
+    for d in np.argsort(busy, kind="stable").tolist():
+        if d == avoid:
+            continue
+        if prob.simple and used[d] + need > inst.device_memory[d] * (1 + 1e-12):
+            continue
+        out.append(int(d))
+    return out
+
+
+def candidate_moves(prob: _Problem, device: np.ndarray, links: list[Link], fanout: int = 2) -> list[list[tuple[np.ndarray, int]]]:
+    """Moves for a chain, best first; a move is a list of (ops, device) reassignments.
+
+    Compound offloads of the blockers with slack (all, then halves), then single offloads
+    of blockers (by decreasing graph slack) to the ``fanout`` least busy devices, then
+    joins of transfer links."""
+    inst = prob.inst
+    m = inst.n_devices
+    busy = np.bincount(device, weights=inst.time[np.arange(inst.n_ops), device], minlength=m)
+    used = np.bincount(device, weights=prob.need, minlength=m)
+    blockers: list[int] = []  # first ops of device links, then the ops they delay
+    blocked: list[int] = []
+    seen: set[int] = set()
+    for kind, u, v in links:
+        if kind == "device":
+            for w, out in ((u, blockers), (v, blocked)):
+                g = int(prob.groups[w])
+                if g not in seen:
+                    seen.add(g)
+                    out.append(w)
+    blockers.sort(key=lambda w: -prob.slack[w])
+    blocked.sort(key=lambda w: -prob.slack[w])
+    moves: list[list[tuple[np.ndarray, int]]] = []
+    with_slack = [w for w in blockers if prob.slack[w] > 0]
+    size = len(with_slack)
+    while size >= 2:
+        b2, u2 = busy.copy(), used.copy()
+        move = []
+        for w in with_slack[:size]:
+            ops = prob.members[int(prob.groups[w])]
+            dests = _destinations(prob, device, b2, u2, ops, int(device[w]))
+            if not dests:
+                continue
+            d = dests[0]
+            t = float(inst.time[ops, d].sum())
+            b2[d] += t
+            b2[device[w]] -= float(inst.time[ops, device[w]].sum())
+            u2[d] += prob.need[ops].sum()
+            move.append((ops, d))
+        if move:
+            moves.append(move)
+        size //= 2
+    if with_slack:  # all of them together onto one device (keeps their own edges local)
+        ops = np.unique(np.concatenate([prob.members[int(prob.groups[w])] for w in with_slack]))
+        for d in _destinations(prob, device, busy, used, ops, -1)[:fanout]:
+            moves.append([(ops[device[ops] != d], d)])
+    moves.extend(run_splits(prob, device, links, busy, used, fanout))
+    for w in blockers + blocked:
+        ops = prob.members[int(prob.groups[w])]
+        for d in _destinations(prob, device, busy, used, ops, int(device[w]))[:fanout]:
+            moves.append([(ops, d)])
+    for kind, u, v in links:
+        if kind == "data":
+            for w, d in ((v, int(device[u])), (u, int(device[v]))):
+                ops = prob.members[int(prob.groups[w])]
+                if not prob.simple or used[d] + prob.need[ops].sum() <= inst.device_memory[d] * (1 + 1e-12):
+                    moves.append([(ops, d)])
+    return moves
+
+
+def run_splits(prob: _Problem, device: np.ndarray, links: list[Link], busy: np.ndarray, used: np.ndarray, fanout: int) -> list[list[tuple[np.ndarray, int]]]:
+    """Moves that split a run of the critical chain (consecutive chain ops on one device):
+    its later half (quarter, three quarters) with their colocation groups to another
+    device, so that work queued behind the run (a layer's weight updates, say) overlaps
+    with the rest of the chain."""
+    if not links:
+        return []
+    chain = [links[-1][1]] + [v for _, _, v in reversed(links)]
+    runs: list[list[int]] = []
+    for v in chain:
+        if runs and device[runs[-1][-1]] == device[v]:
+            runs[-1].append(v)
+        else:
+            runs.append([v])
+    runs.sort(key=len, reverse=True)
+    moves: list[list[tuple[np.ndarray, int]]] = []
+    for run in runs[:4]:
+        if len(run) < 4:
+            continue
+        here = int(device[run[0]])
+        for frac in (0.5, 0.75, 0.25, 0.875):
+            cut = int(round(frac * len(run)))
+            for part in (run[cut:], run[:cut]):
+                if not part:
+                    continue
+                ops = np.unique(np.concatenate([prob.members[int(prob.groups[w])] for w in part]))
+                ops = ops[device[ops] == here]
+                for d in _destinations(prob, device, busy, used, ops, here)[:fanout]:
+                    moves.append([(ops, d)])
+    return moves
+
+
+def improve(
+    inst: PlacementInstance,
+    device: np.ndarray,
+    *,
+    deadline: float | None = None,
+    max_evals: int | None = None,
+    seed: int = 0,
+    per_step: int = 80,
+    escapes: int = 30,
+) -> tuple[Schedule | None, SearchLog]:
+    """Local search from ``device`` (one id per op) until ``deadline`` (a
+    ``time.perf_counter()`` value) or ``max_evals`` schedules.
+
+    First improvement among the first ``per_step`` moves of the chain (two destination
+    devices each); when none improves, every move with every destination; when still none
+    does, the least bad move not leading to a visited assignment is taken (a tabu step,
+    at most ``escapes`` times in a row) and the best schedule seen is kept. Returns the
+    best schedule (None when the start does not fit memory) and the log."""
+    prob = _Problem(inst)
+    rng = np.random.default_rng(seed)
+    log = SearchLog()
+    m = inst.n_devices
+    dev = np.asarray(device, dtype=np.int64).copy()
+    cur = prob.schedule(dev)
+    log.evaluations += 1
+    if cur is None:
+        log.stopped = "start does not fit"
+        return None, log
+    ck = prob.key(cur)
+    best, bk = cur, ck
+    log.start_makespan = cur.makespan
+    log.history.append(cur.makespan)
+    visited = {dev.tobytes()}
+    stuck = 0
+
+    def out_of_budget() -> str:
+        if deadline is not None and time.perf_counter() >= deadline:
+            return "time limit"
+        if max_evals is not None and log.evaluations >= max_evals:
+            return "evaluation limit"
+        return ""
+
+    while not log.stopped and m > 1:
+        links = critical_links(prob, cur, rng)
+        step: tuple[tuple[float, float], np.ndarray, Schedule] | None = None
+        for wide in (False, True):
+            moves = candidate_moves(prob, dev, links, fanout=m - 1 if wide else 2)
+            if not wide:
+                moves = moves[:per_step]
+            for move in moves:
+                why = out_of_budget()
+                if why:
+                    log.stopped = why
+                    break
+                trial = dev.copy()
+                for ops, d in move:
+                    trial[ops] = d
+                h = trial.tobytes()
+                if h in visited:
+                    continue
+                visited.add(h)
+                s = prob.schedule(trial)
+                log.evaluations += 1
+                if s is None:
+                    continue
+                k = prob.key(s)
+                if step is None or k < step[0]:
+                    step = (k, trial, s)
+                if k < ck:
+                    break
+            if log.stopped or (step is not None and step[0] < ck):
+                break
+        if step is None:
+            if not log.stopped:
+                log.stopped = "no move left"
+            break
+        if step[0] >= ck:
+            stuck += 1
+            if stuck > escapes:
+                log.stopped = "no improving move"
+                break
+        else:
+            stuck = 0 if step[0] < bk else stuck
+        ck, dev, cur = step
+        log.accepted += 1
+        if ck < bk:
+            best, bk = cur, ck
+            if cur.makespan < log.history[-1]:
+                log.history.append(cur.makespan)
+    log.makespan = best.makespan
+    return best, log
+
+
+def search_info(log: SearchLog) -> dict[str, Any]:
+    return {
+        "search_evaluations": log.evaluations,
+        "search_moves": log.accepted,
+        "search_start_makespan": log.start_makespan,
+        "search_makespan": log.makespan,
+        "search_stopped": log.stopped,
+    }

@@ -1,0 +1,76 @@
+"""placement_search: the Baechi heuristics' plans improved by local search (`improve`).
+
+The heuristics (m-ETF, m-TOPO, m-SCT on the graph and on its coarsened graph, single
+device; Jeon et al., SoCC 2020) give the starting plans, best first. The search runs from
+the best one until it stops improving, then from the next ones with other seeds while time
+is left; the best schedule found is the plan (the api re-evaluates it with the independent
+evaluator). No bound is proven here. Times in seconds.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from distplan.formulations.placement.improve import improve, search_info
+from distplan.formulations.placement.listsched import Schedule
+from distplan.formulations.placement.milp import heuristic_schedules
+from distplan.formulations.registry import Outcome, RunContext
+from distplan.models.placement_evaluate import evaluate
+from distplan.models.placement_instance import PlacementInstance
+from distplan.models.placement_plan import make_plan
+
+
+def search_deadline(ctx: RunContext, default: float) -> float:
+    """The ``time.perf_counter()`` value at which the search stops: the run's deadline,
+    else ``default`` seconds from now."""
+    rem = ctx.remaining_time()
+    return time.perf_counter() + (default if rem is None else rem)
+
+
+def improved_schedule(inst: PlacementInstance, starts: list[tuple[Schedule, str]], deadline: float, seed: int = 0, max_evals: int | None = None) -> tuple[Schedule | None, str, dict[str, object]]:
+    """Local search from each start (best first) until ``deadline`` or ``max_evals``
+    schedules in all: (best schedule, its origin, search statistics)."""
+    best: Schedule | None = None
+    origin = ""
+    info: dict[str, object] = {}
+    evals = 0
+    for k, (sched, name) in enumerate(starts):
+        if time.perf_counter() >= deadline or (max_evals is not None and evals >= max_evals):
+            break
+        if best is None or sched.makespan < best.makespan:
+            best, origin = sched, name
+        budget = None if max_evals is None else max_evals - evals
+        found, log = improve(inst, sched.device, deadline=deadline, max_evals=budget, seed=seed + k)
+        evals += log.evaluations
+        if k == 0:
+            info = search_info(log)
+        if found is not None and (best is None or found.makespan < best.makespan):
+            best, origin = found, f"{name} + local search"
+    info["search_starts_used"] = min(len(starts), k + 1) if starts else 0
+    info["search_evaluations_total"] = evals
+    return best, origin, info
+
+
+def run_search(inst: PlacementInstance, ctx: RunContext) -> Outcome:
+    """Heuristic plans -> local search within the time limit (``default_time_limit``
+    seconds without one) -> the best plan, timed by the evaluator's own re-simulation
+    under the channel model."""
+    deadline = search_deadline(ctx, float(ctx.param("default_time_limit", 30.0)))
+    starts = heuristic_schedules(inst, ctx)
+    if not starts:
+        return Outcome(plan=None, solver_results=list(ctx.solver_results), info={"search_stopped": "no heuristic plan fits"})
+    max_evals = ctx.param("max_evals", None)
+    best, origin, info = improved_schedule(inst, starts, deadline, int(ctx.param("seed", 0)), None if max_evals is None else int(max_evals))
+    assert best is not None
+    plan = make_plan(inst, best.device, best.start)
+    check = evaluate(inst, plan)
+    s0, name0 = starts[0]
+    if not check.feasible or check.objective > s0.makespan:  # the evaluator times it worse: keep the start
+        plan, claimed, origin = make_plan(inst, s0.device, s0.start), s0.makespan, name0
+    else:
+        claimed = float(check.objective)
+    info["plan_from"] = origin
+    info["heuristic_makespan"] = float(starts[0][0].makespan)
+    return Outcome(plan=plan, solver_results=list(ctx.solver_results), claimed_objective=claimed, info={k: (v.item() if isinstance(v, np.generic) else v) for k, v in info.items()})
