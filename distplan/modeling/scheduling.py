@@ -247,12 +247,14 @@ def modulo_prefix(
 class StepVars:
     """Step variables of operations with integer start windows [earliest, latest]."""
 
-    def __init__(self, model: Model, earliest: np.ndarray, latest: np.ndarray, name: str):
+    def __init__(self, model: Model, earliest: np.ndarray, latest: np.ndarray, name: str, *, existing: bool = False):
+        """Add the binary block ``name`` (one variable per integer step of each window), or
+        with ``existing`` take the block of that name an earlier block added."""
         self.earliest = np.asarray(earliest, dtype=np.int64)
         self.latest = np.asarray(latest, dtype=np.int64)
         width = np.maximum(self.latest - self.earliest, 0)
         self.offset = np.concatenate([[0], np.cumsum(width)])
-        self.var = model.add_vars(name, int(self.offset[-1]), vtype="binary")
+        self.var = model[name] if existing else model.add_vars(name, int(self.offset[-1]), vtype="binary")
         self.name = name
 
     @property

@@ -36,7 +36,7 @@ register(
         run=milp.run_pipeline_milp,
         exact=True,
         reference=ZB,
-        blocks=milp.MILP_BLOCKS,
+        spec=milp.PIPELINE_MILP,
         params={"model": "auto", "warm_start": "tessel", "energy_cuts": True},
     )
 )

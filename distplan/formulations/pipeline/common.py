@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
+from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import RunContext
 from distplan.modeling.model import Model
+from distplan.modeling.scheduling import precedence_with_lag
 from distplan.models.pipeline import PipelineInstance
 
 Orders = list[list[int]]
@@ -202,6 +205,57 @@ def integral_data(inst: PipelineInstance) -> bool:
     return bool(np.all(np.abs(vals - np.round(vals)) < 1e-12))
 
 
+@dataclass(frozen=True)
+class RetimeIndex:
+    """The retiming LP's index (block contract): dependency and device-sequence arcs over the
+    (block, micro-batch) operations, each sequence's first and last operation, durations (s)."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    gap: np.ndarray
+    firsts: np.ndarray
+    lasts: np.ndarray
+    duration: np.ndarray
+    horizon: float
+
+
+def prepare_retime(inst: PipelineInstance, params: Mapping[str, Any]) -> RetimeIndex:
+    """``orders``: the device sequences; ``horizon`` (s): the earliest schedule's end."""
+    orders: Orders = params["orders"]
+    n = inst.micro_batches
+    arcs = dependency_arcs(inst)
+    dur_op = np.repeat(inst.duration, n)
+    seq_src = np.concatenate([np.asarray(s[:-1], dtype=np.int64) for s in orders if len(s) > 1] or [np.zeros(0, np.int64)])
+    seq_dst = np.concatenate([np.asarray(s[1:], dtype=np.int64) for s in orders if len(s) > 1] or [np.zeros(0, np.int64)])
+    return RetimeIndex(
+        np.concatenate([arcs.src, seq_src]),
+        np.concatenate([arcs.dst, seq_dst]),
+        np.concatenate([arcs.gap, dur_op[seq_src]]),
+        np.array([seq[0] for seq in orders if seq], dtype=np.int64),
+        np.array([seq[-1] for seq in orders if seq], dtype=np.int64),
+        dur_op,
+        float(params["horizon"]),
+    )
+
+
+def retime_starts(model: Model, inst: PipelineInstance, index: RetimeIndex) -> None:
+    """Start times within [0, horizon] after every dependency and sequence arc."""
+    s = model.add_vars("start", index.duration.size, lb=0.0, ub=index.horizon)
+    precedence_with_lag(model, s, index.src, index.dst, index.gap, "precedence")
+
+
+def retime_span(model: Model, inst: PipelineInstance, index: RetimeIndex) -> None:
+    """min the longest device span (s)."""
+    s = model["start"]
+    span = model.add_vars("span", (), lb=0.0)
+    model.add_constraints("device-span", s[index.lasts] - s[index.firsts] + index.duration[index.lasts] - span <= 0)
+    model.minimize(span)
+
+
+#: the device sequences fixed, the start times of least longest device span
+RETIME = ModelSpec("retime", prepare_retime, (retime_starts, retime_span))
+
+
 def retime(inst: PipelineInstance, orders: Orders, ctx: RunContext | None = None) -> np.ndarray:
     """Start times (B, N) optimal for the instance objective given the device sequences.
 
@@ -211,26 +265,9 @@ def retime(inst: PipelineInstance, orders: Orders, ctx: RunContext | None = None
     start = asap(inst, orders)
     if inst.objective != "device_span" or ctx is None:
         return start
-    n = inst.micro_batches
-    nops = inst.n_blocks * n
-    arcs = dependency_arcs(inst)
-    dur_op = np.repeat(inst.duration, n)
-    seq_src = np.concatenate([np.asarray(s[:-1], dtype=np.int64) for s in orders if len(s) > 1] or [np.zeros(0, np.int64)])
-    seq_dst = np.concatenate([np.asarray(s[1:], dtype=np.int64) for s in orders if len(s) > 1] or [np.zeros(0, np.int64)])
-    src = np.concatenate([arcs.src, seq_src])
-    dst = np.concatenate([arcs.dst, seq_dst])
-    gap = np.concatenate([arcs.gap, dur_op[seq_src]])
-    horizon = float((start + inst.duration[:, None]).max())
-    from distplan.modeling.scheduling import precedence_with_lag
-
-    model = Model(f"{inst.name}-retime")
-    s = model.add_vars("start", nops, lb=0.0, ub=horizon)
-    precedence_with_lag(model, s, src, dst, gap, "precedence")
-    firsts = np.array([seq[0] for seq in orders if seq])
-    lasts = np.array([seq[-1] for seq in orders if seq])
-    span = model.add_vars("span", (), lb=0.0)
-    model.add_constraints("device-span", s[lasts] - s[firsts] + dur_op[lasts] - span <= 0)
-    model.minimize(span)
+    model, index = RETIME.build(inst, {"orders": orders, "horizon": float((start + inst.duration[:, None]).max())}, name=f"{inst.name}-retime")
+    lasts, firsts = index.lasts, index.firsts
+    dur_op = index.duration
     warm = model.vector({"start": start.reshape(-1), "span": float(np.max(start.reshape(-1)[lasts] + dur_op[lasts] - start.reshape(-1)[firsts]))})
     res = ctx.solve_model(model, warm_start=warm)
     if res.values is None:

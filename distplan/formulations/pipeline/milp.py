@@ -34,52 +34,71 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
+from distplan.formulations.contract import ModelSpec
 from distplan.formulations.pipeline.baselines import best_baseline
 from distplan.formulations.pipeline.common import (
     check_capacity,
     orders_from_starts,
     retime,
 )
-from distplan.formulations.pipeline.opmodel import OP_BLOCKS, OpProblem, full_problem, serial_horizon
+from distplan.formulations.pipeline.opmodel import OP_MODEL, OpIndex, OpProblem, full_problem, prepare_ops, serial_horizon
 from distplan.formulations.pipeline.opsolve import choose_model, solve_op_problem
 from distplan.formulations.pipeline.tessel import DEFAULTS, run_tessel
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.modeling.model import InfeasibleByConstruction, Model
-from distplan.models.pipeline import PipelineInstance, evaluate, make_plan
+from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
 from distplan.solvers.result import SolverResult, Termination
 
 
-def _prepare(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> None:
-    """Best baseline (warm start) and the valid horizon (makespan) or span bound."""
+def whole_problem(inst: PipelineInstance, energy_cuts: bool = True) -> tuple[OpProblem, tuple[str, PipelinePlan] | None]:
+    """Every (block, micro-batch) operation of the run, with the valid horizon (makespan) or
+    span bound from the best baseline, and that baseline (the warm start)."""
     check_capacity(inst)
     found = best_baseline(inst)
-    data["baseline"] = found
-    prob = full_problem(inst, serial_horizon(inst), bool(data["params"].get("energy_cuts", True)))
+    prob = full_problem(inst, serial_horizon(inst), energy_cuts)
     if found is not None:
         best = evaluate(inst, found[1]).objective * (1 + 1e-9) + 1e-9
         if inst.objective == "makespan":
             prob.horizon = min(prob.horizon, best)
         else:
             prob.span_ub = best
-    data["problem"] = prob
+    return prob, found
 
 
-def _block(fn: Any) -> Any:
-    def block(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> None:
-        fn(model, data["problem"], data)
+@dataclass(frozen=True)
+class ScheduleIndex:
+    """The whole-schedule model's index (block contract): its operations and the op
+    model's index over them."""
+
+    problem: OpProblem
+    ops: OpIndex
+
+
+def prepare_schedule(inst: PipelineInstance, params: Mapping[str, Any]) -> ScheduleIndex:
+    prob, _ = whole_problem(inst, bool(params.get("energy_cuts", True)))
+    return ScheduleIndex(prob, prepare_ops(prob, params))
+
+
+def _on_operations(fn: Any) -> Any:
+    """An op-model block as a block of the whole schedule."""
+
+    def block(model: Model, inst: PipelineInstance, index: ScheduleIndex) -> None:
+        fn(model, index.problem, index.ops)
 
     block.__name__ = fn.__name__
     block.__doc__ = fn.__doc__
     return block
 
 
-#: the disjunctive (Zero Bubble style) model, as exported by `distplan export`
-MILP_BLOCKS = (_prepare, *(_block(f) for f in OP_BLOCKS))
+#: the disjunctive (Zero Bubble style) model of the whole run, as exported by `distplan export`
+PIPELINE_MILP = ModelSpec("pipeline_milp", prepare_schedule, tuple(_on_operations(f) for f in OP_MODEL.blocks))
 
 
 def _objective_of(inst: PipelineInstance, start: np.ndarray) -> float:
@@ -101,11 +120,8 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     if ctx.options.mip_gap is None:
         ctx.options = ctx.options.with_(mip_gap=1e-6)
     params = dict(ctx.params)
-    data: dict[str, Any] = {"params": params}
     t0 = time.perf_counter()
-    _prepare(Model("prepare"), inst, data)
-    prob: OpProblem = data["problem"]
-    found = data["baseline"]
+    prob, found = whole_problem(inst, bool(params.get("energy_cuts", True)))
     if str(params.get("warm_start", "tessel")) == "tessel":
         found = _with_tessel(inst, ctx, found, prob)
     incumbent = found[1].start.reshape(-1) if found is not None else None

@@ -12,12 +12,14 @@ with step variables, and `opsolve.py` picks one of the two and solves it.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from distplan.errors import InfeasibleError
+from distplan.formulations.contract import ModelSpec
 from distplan.formulations.pipeline.common import (
     OpArcs,
     block_tail,
@@ -33,7 +35,7 @@ from distplan.modeling.scheduling import (
     order_implications,
     precedence_with_lag,
 )
-from distplan.models.graphs import topological_order
+from distplan.models.graphs import transitive_closure
 from distplan.models.pipeline import PipelineInstance
 
 
@@ -72,27 +74,18 @@ class OpProblem:
 
 
 def closure(n: int, arcs: OpArcs) -> np.ndarray:
-    """(n, n) bool: a path i -> j exists (i != j)."""
-    reach = np.zeros((n, n), dtype=bool)
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for a, b in zip(arcs.src.tolist(), arcs.dst.tolist()):
-        succ[a].append(b)
-    order = topological_order(n, np.asarray(arcs.src, dtype=np.int64), np.asarray(arcs.dst, dtype=np.int64)).tolist()
-    if len(order) < n:
-        raise ValueError("precedence arcs contain a cycle")
-    for v in reversed(order):
-        for w in succ[v]:
-            reach[v, w] = True
-            reach[v] |= reach[w]
-    return reach
+    """(n, n) bool: a path i -> j exists (i != j); ValueError on a cycle."""
+    return transitive_closure(n, arcs.src, arcs.dst)
 
 
-def _heads(prob: OpProblem) -> np.ndarray:
-    """Earliest start of every operation (longest path from the release times)."""
+def _heads(prob: OpProblem, arcs: OpArcs | None = None) -> np.ndarray:
+    """Earliest start of every operation (longest path from the release times) along
+    ``arcs`` (default: the problem's)."""
+    arcs = prob.arcs if arcs is None else arcs
     n = prob.n
     lb = np.zeros(n) if prob.release is None else prob.release.astype(float).copy()
-    order = np.argsort(prob.arcs.src, kind="stable")
-    src, dst, gap = prob.arcs.src[order], prob.arcs.dst[order], prob.arcs.gap[order]
+    order = np.argsort(arcs.src, kind="stable")
+    src, dst, gap = arcs.src[order], arcs.dst[order], arcs.gap[order]
     indeg = np.bincount(dst, minlength=n)
     ptr = np.searchsorted(src, np.arange(n + 1))
     stack = [int(v) for v in np.flatnonzero(indeg == 0)]
@@ -163,52 +156,67 @@ def memory_implied_arcs(prob: OpProblem, reach: np.ndarray) -> OpArcs:
     return OpArcs(s_arr, np.asarray(dst, dtype=np.int64), prob.dur[s_arr] if s_arr.size else np.zeros(0))
 
 
-def prepare_arcs(prob: OpProblem, data: dict[str, Any]) -> None:
+@dataclass(frozen=True)
+class ImpliedArcs:
+    """The problem's arcs with the memory-implied precedences added (to a fixpoint), and the
+    transitive closure of them."""
+
+    arcs: OpArcs
+    reach: np.ndarray
+    implied: int
+
+
+def implied_arcs(prob: OpProblem) -> ImpliedArcs:
     """Transitive closure of the arcs, after adding the memory-implied precedences (to a
-    fixpoint); stores ``reach`` and the number of implied arcs in ``data``."""
+    fixpoint: six rounds at most)."""
     n = prob.n
-    reach = closure(n, prob.arcs)
+    arcs = prob.arcs
+    reach = closure(n, arcs)
     implied = 0
     for _ in range(6):
         extra = memory_implied_arcs(prob, reach)
         if extra.src.size == 0:
             break
         implied += int(extra.src.size)
-        prob.arcs = OpArcs(
-            np.concatenate([prob.arcs.src, extra.src]), np.concatenate([prob.arcs.dst, extra.dst]), np.concatenate([prob.arcs.gap, extra.gap])
-        )
+        arcs = OpArcs(np.concatenate([arcs.src, extra.src]), np.concatenate([arcs.dst, extra.dst]), np.concatenate([arcs.gap, extra.gap]))
         try:
-            reach = closure(n, prob.arcs)
+            reach = closure(n, arcs)
         except ValueError:
             raise InfeasibleError(f"{prob.name}: the memory capacity forces a cyclic order (no schedule fits)", details={}) from None
-    data["implied_arcs"] = implied
-    data["reach"] = reach
+    return ImpliedArcs(arcs, reach, implied)
 
 
-def op_variables(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
-    """Start times within [earliest start, horizon - duration - tail], after the
-    memory-implied precedences (`prepare_arcs`)."""
-    prepare_arcs(prob, data)
+@dataclass(frozen=True)
+class OpIndex:
+    """What the blocks of the disjunctive model share (block contract:
+    `distplan.formulations.contract`). Times in seconds."""
+
+    #: the problem's arcs plus the memory-implied ones, their closure, and how many were implied
+    arcs: OpArcs
+    reach: np.ndarray
+    implied_arcs: int
+    #: start windows
+    lb: np.ndarray
+    ub: np.ndarray
+    #: unrelated pairs sharing a device (first < second), pair id of (i, j) or -1, big-M
+    pair_first: np.ndarray
+    pair_second: np.ndarray
+    pid: np.ndarray
+    big_m: np.ndarray
+
+
+def prepare_ops(prob: OpProblem, params: Mapping[str, Any]) -> OpIndex:
+    """Implied arcs and closure, start windows within [earliest start, horizon - duration -
+    tail], and the unrelated pairs on each device with their big-M."""
+    imp = implied_arcs(prob)
     n = prob.n
-    reach = data["reach"]
-    lb = _heads(prob)
+    reach = imp.reach
+    lb = _heads(prob, imp.arcs)
     tail = np.zeros(n) if prob.tail is None else prob.tail
     ub = prob.horizon - prob.dur - tail
     if np.any(ub < lb - 1e-9):
         raise InfeasibleError(f"{prob.name}: no schedule fits the horizon {prob.horizon:.6g} s", details={})
     ub = np.maximum(ub, lb)
-    data.update(reach=reach, lb=lb, ub=ub)
-    data["start"] = model.add_vars("start", n, lb=lb, ub=ub)
-
-
-def op_precedence(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
-    precedence_with_lag(model, data["start"], prob.arcs.src, prob.arcs.dst, prob.arcs.gap, "precedence")
-
-
-def op_pairs(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
-    """Order binaries for unrelated pairs sharing a device, and their transitivity."""
-    n = prob.n
-    reach = data["reach"]
     related = reach | reach.T
     keys: list[np.ndarray] = []
     for d in range(prob.mask.shape[1]):
@@ -224,19 +232,34 @@ def op_pairs(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
     pid = np.full((n, n), -1, dtype=np.int32)
     pid[first, second] = np.arange(key.size, dtype=np.int32)
     pid[second, first] = np.arange(key.size, dtype=np.int32)
-    lb, ub = data["lb"], data["ub"]
     big_m = np.maximum(prob.dur[first] + ub[first] - lb[second], prob.dur[second] + ub[second] - lb[first])
     big_m = np.maximum(big_m, 0.0)
     if prob.objective == "device_span" and prob.span_ub is not None:
         big_m = np.minimum(big_m, prob.span_ub)
-    order = disjunctive_pairs(model, data["start"], first, second, prob.dur[first], prob.dur[second], big_m, "no-overlap")
-    data.update(pair_first=first, pair_second=second, pid=pid, order=order)
+    return OpIndex(imp.arcs, reach, imp.implied, lb, ub, first, second, pid, big_m)
+
+
+def op_variables(model: Model, prob: OpProblem, index: OpIndex) -> None:
+    """Start times within their windows (`prepare_ops`): the block ``start``."""
+    model.add_vars("start", prob.n, lb=index.lb, ub=index.ub)
+
+
+def op_precedence(model: Model, prob: OpProblem, index: OpIndex) -> None:
+    """s[dst] >= s[src] + gap along the arcs, memory-implied ones included."""
+    precedence_with_lag(model, model["start"], index.arcs.src, index.arcs.dst, index.arcs.gap, "precedence")
+
+
+def op_pairs(model: Model, prob: OpProblem, index: OpIndex) -> None:
+    """Order binaries ``no-overlap-order`` for unrelated pairs sharing a device
+    (`disjunctive_pairs`), and their transitivity along the arcs."""
+    first, second, pid = index.pair_first, index.pair_second, index.pid
+    order = disjunctive_pairs(model, model["start"], first, second, prob.dur[first], prob.dur[second], index.big_m, "no-overlap")
     # transitivity along arcs: for arc u -> v and pair (v, x): [v before x] <= [u before x];
     # for pair (x, u): [x before u] <= [x before v]
     low: list[int] = []
     high: list[int] = []
     neg: list[tuple[int, int]] = []
-    for u, v in zip(prob.arcs.src.tolist(), prob.arcs.dst.tolist()):
+    for u, v in zip(index.arcs.src.tolist(), index.arcs.dst.tolist()):
         row_v = np.flatnonzero(pid[v] >= 0)
         for x in row_v[pid[u, row_v] >= 0].tolist():
             kv, ku = int(pid[v, x]), int(pid[u, x])
@@ -272,12 +295,12 @@ def op_pairs(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
             model.add_constraints("order-chains-mixed-ge", expr[hi_rows] >= 1.0)
 
 
-def _pair_terms(prob: OpProblem, data: dict[str, Any], d: int, targets: np.ndarray, others_mask: np.ndarray, before: bool):
+def _pair_terms(prob: OpProblem, index: OpIndex, d: int, targets: np.ndarray, others_mask: np.ndarray, before: bool):
     """For each target op (row) and unrelated op b on device d with others_mask[b]: the
     pair index and whether I(b before target) (before=True) / I(target before b) is
     ``order`` (first_before=True) or ``1 - order``."""
-    reach = data["reach"]
-    pid = data["pid"]
+    reach = index.reach
+    pid = index.pid
     ops = np.flatnonzero(prob.mask[:, d] & others_mask)
     if ops.size == 0 or targets.size == 0:
         return (np.zeros(0, np.int64),) * 3 + (np.zeros(0, bool),)
@@ -296,9 +319,9 @@ def _pair_terms(prob: OpProblem, data: dict[str, Any], d: int, targets: np.ndarr
     return r, k, b, first_before
 
 
-def op_memory(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
+def op_memory(model: Model, prob: OpProblem, index: OpIndex) -> None:
     """Memory prefix at every allocating operation within the device capacity."""
-    reach = data["reach"]
+    reach = index.reach
     init = np.zeros(prob.mask.shape[1]) if prob.init_mem is None else prob.init_mem
     consts: list[np.ndarray] = []
     caps: list[np.ndarray] = []
@@ -318,7 +341,7 @@ def op_memory(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
         fixed = (reach[:, targets] & on[:, None]).T.astype(float) @ prob.mem
         consts.append(init[d] + prob.mem[targets] + fixed)
         caps.append(np.full(targets.size, prob.capacity[d]))
-        r, k, b, fb = _pair_terms(prob, data, d, targets, nonzero, before=True)
+        r, k, b, fb = _pair_terms(prob, index, d, targets, nonzero, before=True)
         rows_l.append(r + nrow)
         pairs_l.append(k)
         coef_l.append(prob.mem[b])
@@ -328,7 +351,7 @@ def op_memory(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
         return
     cumulative_prefix(
         model,
-        data["order"],
+        model["no-overlap-order"],
         np.concatenate(consts),
         np.concatenate(caps),
         np.concatenate(rows_l),
@@ -339,20 +362,20 @@ def op_memory(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
     )
 
 
-def op_objective(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
-    """Objective epigraph (makespan, device span or shift) and energy cuts."""
-    s: Variable = data["start"]
+def op_objective(model: Model, prob: OpProblem, index: OpIndex) -> None:
+    """Objective epigraph (makespan, device span or shift: blocks of those names) and
+    energy cuts."""
+    s: Variable = model["start"]
     n, nd = prob.n, prob.mask.shape[1]
     tail = np.zeros(n) if prob.tail is None else prob.tail
     has_succ = np.zeros(n, dtype=bool)
     has_succ[prob.arcs.src] = True
-    lb = data["lb"]
+    lb = index.lb
     if prob.objective == "makespan":
         ends = np.flatnonzero(~has_succ)
         c = makespan_epigraph(
             model, s, ends, prob.dur[ends] + tail[ends], "makespan", integer=prob.integral, ub=math.floor(prob.horizon + 1e-9) if prob.integral else prob.horizon
         )
-        data["objective_var"] = c
         model.minimize(c)
     elif prob.objective == "device_span":
         used = [d for d in range(nd) if prob.mask[:, d].any()]
@@ -371,19 +394,18 @@ def op_objective(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
         model.add_constraints("device-last-ge", last[dd] - s[oo] >= prob.dur[oo])
         used_a = np.asarray(used)
         model.add_constraints("span-epigraph", last[used_a] - first[used_a] - span <= 0.0)
-        data.update(objective_var=span, device_first=first, device_last=last)
         model.minimize(span)
     elif prob.objective == "shift":
         shift = model.add_vars("shift", (), lb=-np.inf)
         ops = prob.deadline_ops
         model.add_constraints("deadline", s[ops] - shift <= prob.deadline_base - prob.deadline_gap)
-        data["objective_var"] = shift
         model.minimize(shift)
     else:
         raise ValueError(f"unknown objective {prob.objective!r}")
     if not prob.energy_cuts or prob.objective == "shift":
         return
-    reach = data["reach"]
+    reach = index.reach
+    order = model["no-overlap-order"]
     every = np.ones(n, dtype=bool)
     for d in range(nd):
         on = prob.mask[:, d]
@@ -392,39 +414,36 @@ def op_objective(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
             continue
         work_after = (reach[ops][:, ops].astype(float)) @ prob.dur[ops]
         work_before = (reach[:, ops][ops].T.astype(float)) @ prob.dur[ops]
-        r, k, b, fb = _pair_terms(prob, data, d, ops, every, before=False)
-        after = indicator_sum(data["order"], ops.size, r, k, prob.dur[b], fb)
-        r2, k2, b2, fb2 = _pair_terms(prob, data, d, ops, every, before=True)
-        before = indicator_sum(data["order"], ops.size, r2, k2, prob.dur[b2], fb2)
+        r, k, b, fb = _pair_terms(prob, index, d, ops, every, before=False)
+        after = indicator_sum(order, ops.size, r, k, prob.dur[b], fb)
+        r2, k2, b2, fb2 = _pair_terms(prob, index, d, ops, every, before=True)
+        before = indicator_sum(order, ops.size, r2, k2, prob.dur[b2], fb2)
         if prob.objective == "makespan":
             tail_min = float(tail[ops].min())
-            c = data["objective_var"]
+            c = model["makespan"]
             model.add_constraints(f"energy-after-{d}", s[ops] + after - c <= -(prob.dur[ops] + work_after + tail_min))
             head_min = float(lb[ops].min())
             model.add_constraints(f"energy-before-{d}", s[ops] - before >= head_min + work_before)
         else:
-            last = data["device_last"]
-            first = data["device_first"]
+            last = model["device-last"]
+            first = model["device-first"]
             model.add_constraints(f"energy-after-{d}", s[ops] + after - last[np.full(ops.size, d)] <= -(prob.dur[ops] + work_after))
             model.add_constraints(f"energy-before-{d}", s[ops] - before - first[np.full(ops.size, d)] >= work_before)
 
 
-OP_BLOCKS = (op_variables, op_precedence, op_pairs, op_memory, op_objective)
+#: the disjunctive op model (Zero Bubble style; Qi et al., ICLR 2024, Sec. 3)
+OP_MODEL = ModelSpec("op-model", prepare_ops, (op_variables, op_precedence, op_pairs, op_memory, op_objective))
 
 
-def build_op_model(prob: OpProblem) -> tuple[Model, dict[str, Any]]:
-    model = Model(prob.name)
-    data: dict[str, Any] = {"problem": prob}
-    for block in OP_BLOCKS:
-        block(model, prob, data)
-    return model, data
+def build_op_model(prob: OpProblem) -> tuple[Model, OpIndex]:
+    return OP_MODEL.build(prob, name=prob.name)
 
 
-def warm_vector(model: Model, prob: OpProblem, data: dict[str, Any], start: np.ndarray) -> np.ndarray:
+def warm_vector(model: Model, prob: OpProblem, index: OpIndex, start: np.ndarray) -> np.ndarray:
     """A full MILP vector from feasible start times of the operations."""
     start = np.asarray(start, dtype=float)
     end = start + prob.dur
-    vals: dict[str, Any] = {"start": start, "no-overlap-order": (start[data["pair_first"]] < start[data["pair_second"]]).astype(float)}
+    vals: dict[str, Any] = {"start": start, "no-overlap-order": (start[index.pair_first] < start[index.pair_second]).astype(float)}
     tail = np.zeros(prob.n) if prob.tail is None else prob.tail
     if prob.objective == "makespan":
         vals["makespan"] = math.ceil(float((end + tail).max()) - 1e-9) if prob.integral else float((end + tail).max())

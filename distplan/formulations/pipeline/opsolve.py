@@ -40,18 +40,21 @@ def solve_op_problem(
     prob: OpProblem, ctx: RunContext, start: np.ndarray | None, model: str = "auto"
 ) -> tuple[np.ndarray | None, SolverResult, dict[str, Any]]:
     """Build (disjunctive or time-indexed), warm start (when ``start`` is given) and
-    solve; returns the MILP's start times (seconds)."""
+    solve; returns the MILP's start times (seconds), the solver record and what was built
+    (``model_kind``, ``implied_arcs``: the number of memory-implied precedences)."""
     t0 = time.perf_counter()
     kind = choose_model(prob, model)
     if kind == "time_indexed":
         prob.integral = True
-        mdl, data = build_ti_model(prob)
-        warm = ti_warm_vector(mdl, prob, data, start) if start is not None else None
+        mdl, ti_index = build_ti_model(prob)
+        warm = ti_warm_vector(mdl, prob, ti_index, start) if start is not None else None
+        implied = ti_index.implied_arcs
     else:
-        mdl, data = build_op_model(prob)
-        warm = warm_vector(mdl, prob, data, start) if start is not None else None
-    data["model_kind"] = kind
+        mdl, op_index = build_op_model(prob)
+        warm = warm_vector(mdl, prob, op_index, start) if start is not None else None
+        implied = op_index.implied_arcs
+    built = {"model_kind": kind, "implied_arcs": implied}
     res = ctx.solve_model(mdl, warm_start=warm, build_seconds=time.perf_counter() - t0)
     if res.values is None:
-        return None, res, data
-    return np.asarray(res.values_by_block["start"], dtype=float), res, data
+        return None, res, built
+    return np.asarray(res.values_by_block["start"], dtype=float), res, built

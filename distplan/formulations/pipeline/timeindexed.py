@@ -17,11 +17,15 @@ along the arcs, and a device's first start is at most its operations' latest sta
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from distplan.formulations.pipeline.opmodel import OpProblem, _heads, prepare_arcs
+from distplan.formulations.contract import ModelSpec
+from distplan.formulations.pipeline.common import OpArcs
+from distplan.formulations.pipeline.opmodel import OpProblem, _heads, implied_arcs
 from distplan.modeling.model import Model
 from distplan.modeling.scheduling import (
     StepVars,
@@ -34,12 +38,12 @@ from distplan.modeling.scheduling import (
 )
 
 
-def _backward(prob: OpProblem, latest: np.ndarray) -> np.ndarray:
+def _backward(prob: OpProblem, latest: np.ndarray, arcs: OpArcs) -> np.ndarray:
     """Latest starts pulled back along the arcs: ``L[src] <= L[dst] - gap`` (to a fixpoint)."""
     ub = latest.astype(float).copy()
     for _ in range(prob.n + 1):
         cand = np.full(prob.n, np.inf)
-        np.minimum.at(cand, prob.arcs.src, ub[prob.arcs.dst] - prob.arcs.gap)
+        np.minimum.at(cand, arcs.src, ub[arcs.dst] - arcs.gap)
         new = np.minimum(ub, cand)
         if np.array_equal(new, ub):
             break
@@ -47,10 +51,12 @@ def _backward(prob: OpProblem, latest: np.ndarray) -> np.ndarray:
     return ub
 
 
-def windows(prob: OpProblem) -> tuple[np.ndarray, np.ndarray]:
-    """Integer start windows [earliest, latest] of every operation."""
+def windows(prob: OpProblem, arcs: OpArcs | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Integer start windows [earliest, latest] of every operation, along ``arcs`` (default:
+    the problem's)."""
+    arcs = prob.arcs if arcs is None else arcs
     n = prob.n
-    earliest = np.ceil(_heads(prob) - 1e-9).astype(np.int64)
+    earliest = np.ceil(_heads(prob, arcs) - 1e-9).astype(np.int64)
     tail = np.zeros(n) if prob.tail is None else prob.tail
     latest = prob.horizon - prob.dur - tail
     if prob.objective == "shift":
@@ -60,7 +66,7 @@ def windows(prob: OpProblem) -> tuple[np.ndarray, np.ndarray]:
         latest = np.minimum(latest, dl)
     if prob.objective == "device_span" and prob.span_ub is not None:
         has_pred = np.zeros(n, dtype=bool)
-        has_pred[prob.arcs.dst] = True
+        has_pred[arcs.dst] = True
         roots = np.flatnonzero(~has_pred)
         if roots.size == 1:
             r = float(np.floor(prob.span_ub + 1e-9))
@@ -74,7 +80,7 @@ def windows(prob: OpProblem) -> tuple[np.ndarray, np.ndarray]:
                 for d in range(nd):
                     on = prob.mask[:, d]
                     ub[on] = np.minimum(ub[on], first[d] + r - prob.dur[on])
-                ub = _backward(prob, np.where(np.isfinite(ub), ub, 1e300))
+                ub = _backward(prob, np.where(np.isfinite(ub), ub, 1e300), arcs)
                 ub[ub >= 1e299] = np.inf
                 for d in range(nd):
                     on = prob.mask[:, d]
@@ -85,33 +91,54 @@ def windows(prob: OpProblem) -> tuple[np.ndarray, np.ndarray]:
             latest = np.minimum(latest, ub)
             earliest[roots[0]] = 0
             latest[roots[0]] = 0.0
-    latest = np.floor(_backward(prob, latest) + 1e-9).astype(np.int64)
+    latest = np.floor(_backward(prob, latest, arcs) + 1e-9).astype(np.int64)
     return earliest, np.maximum(latest, earliest)
 
 
-def ti_prepare(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
-    prepare_arcs(prob, data)
-    e, lt = windows(prob)
-    data.update(earliest=e, latest=lt)
-    data["steps"] = StepVars(model, e, lt, "started")
-    data["start"] = model.add_vars("start", prob.n, lb=e.astype(float), ub=lt.astype(float))
+@dataclass(frozen=True)
+class StepIndex:
+    """What the blocks of the time-indexed model share (block contract): the arcs with the
+    memory-implied precedences, and integer start windows."""
+
+    arcs: OpArcs
+    implied_arcs: int
+    earliest: np.ndarray
+    latest: np.ndarray
 
 
-def ti_constraints(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
-    sv: StepVars = data["steps"]
-    step_start_link(model, sv, data["start"], "start-link")
+def prepare_steps(prob: OpProblem, params: Mapping[str, Any]) -> StepIndex:
+    imp = implied_arcs(prob)
+    e, lt = windows(prob, imp.arcs)
+    return StepIndex(imp.arcs, imp.implied, e, lt)
+
+
+def ti_variables(model: Model, prob: OpProblem, index: StepIndex) -> None:
+    """Step variables ``started`` and start times ``start`` (integers within the windows)."""
+    StepVars(model, index.earliest, index.latest, "started")
+    model.add_vars("start", prob.n, lb=index.earliest.astype(float), ub=index.latest.astype(float))
+
+
+def _steps(model: Model, index: StepIndex) -> StepVars:
+    return StepVars(model, index.earliest, index.latest, "started", existing=True)
+
+
+def ti_constraints(model: Model, prob: OpProblem, index: StepIndex) -> None:
+    """Link, monotone steps, precedence, one operation at a time, memory per device."""
+    sv = _steps(model, index)
+    step_start_link(model, sv, model["start"], "start-link")
     step_monotone(model, sv, "started-monotone")
-    step_precedence(model, sv, prob.arcs.src, prob.arcs.dst, prob.arcs.gap, "precedence")
+    step_precedence(model, sv, index.arcs.src, index.arcs.dst, index.arcs.gap, "precedence")
     nd = prob.mask.shape[1]
     groups = [np.flatnonzero(prob.mask[:, d]) for d in range(nd)]
-    horizon = int((data["latest"] + np.round(prob.dur).astype(np.int64)).max()) + 1
+    horizon = int((index.latest + np.round(prob.dur).astype(np.int64)).max()) + 1
     step_resource(model, sv, groups, prob.dur, np.ones(nd), horizon, "one-at-a-time")
     init = np.zeros(nd) if prob.init_mem is None else prob.init_mem
     step_cumulative(model, sv, groups, prob.mem, init, prob.capacity, horizon, "memory")
 
 
-def ti_objective(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
-    s = data["start"]
+def ti_objective(model: Model, prob: OpProblem, index: StepIndex) -> None:
+    """Makespan, shift or device-span epigraph (blocks of those names)."""
+    s = model["start"]
     n, nd = prob.n, prob.mask.shape[1]
     tail = np.zeros(n) if prob.tail is None else prob.tail
     has_succ = np.zeros(n, dtype=bool)
@@ -119,14 +146,12 @@ def ti_objective(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
     if prob.objective == "makespan":
         ends = np.flatnonzero(~has_succ)
         c = makespan_epigraph(model, s, ends, prob.dur[ends] + tail[ends], "makespan", integer=True, ub=math.floor(prob.horizon + 1e-9))
-        data["objective_var"] = c
         model.minimize(c)
         return
     if prob.objective == "shift":
         shift = model.add_vars("shift", (), lb=-np.inf, ub=0.0)
         ops = prob.deadline_ops
         model.add_constraints("deadline", s[ops] - shift <= prob.deadline_base - prob.deadline_gap)
-        data["objective_var"] = shift
         model.minimize(shift)
         return
     if prob.objective != "device_span":
@@ -141,34 +166,31 @@ def ti_objective(model: Model, prob: OpProblem, data: dict[str, Any]) -> None:
     model.add_constraints("device-first-le", first[dd] - s[oo] <= 0.0)
     model.add_constraints("device-last-ge", last[dd] - s[oo] >= prob.dur[oo])
     model.add_constraints("span-epigraph", last[used] - first[used] - span <= 0.0)
-    data.update(objective_var=span, device_first=first, device_last=last)
     model.minimize(span)
 
 
-TI_BLOCKS = (ti_prepare, ti_constraints, ti_objective)
+#: the time-indexed form of the op model (integral data)
+TIME_INDEXED = ModelSpec("time-indexed", prepare_steps, (ti_variables, ti_constraints, ti_objective))
 
 
-def build_ti_model(prob: OpProblem) -> tuple[Model, dict[str, Any]]:
-    model = Model(f"{prob.name}-time-indexed")
-    data: dict[str, Any] = {"problem": prob}
-    for block in TI_BLOCKS:
-        block(model, prob, data)
-    return model, data
+def build_ti_model(prob: OpProblem) -> tuple[Model, StepIndex]:
+    return TIME_INDEXED.build(prob, name=f"{prob.name}-time-indexed")
 
 
 def ti_size(prob: OpProblem) -> int:
-    """Number of step variables the time-indexed model would have (after preprocessing)."""
+    """Number of step variables of the time-indexed model over the problem's own arcs (the
+    memory-implied precedences added at build narrow it further)."""
     e, lt = windows(prob)
     return int(np.maximum(lt - e, 0).sum())
 
 
-def ti_warm_vector(model: Model, prob: OpProblem, data: dict[str, Any], start: np.ndarray) -> np.ndarray | None:
+def ti_warm_vector(model: Model, prob: OpProblem, index: StepIndex, start: np.ndarray) -> np.ndarray | None:
     """Step variables and objective of feasible integer start times (None if outside the windows)."""
     start = np.round(np.asarray(start, dtype=float)).astype(np.int64)
-    e, lt = data["earliest"], data["latest"]
+    e, lt = index.earliest, index.latest
     if np.any(start < e) or np.any(start > lt):
         return None
-    sv: StepVars = data["steps"]
+    sv = _steps(model, index)
     width = np.maximum(lt - e, 0)
     ops = np.repeat(np.arange(prob.n), width)
     t = e[ops] + (np.arange(ops.size) - np.repeat(sv.offset[:-1], width))
