@@ -28,8 +28,6 @@ NOT_YET_DECLARED = {
     "placement/sct.py",
     "placement/relaxation.py",
     "pipeline/repetend.py",
-    "sharding/alpa_ilp.py",
-    "sharding/chain_program.py",
     "registry.py",
 }
 

@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
+from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import Bound, Formulation, Outcome, RunContext
 from distplan.formulations.sharding.costgraph import CostGraph, build_cost_graph
 from distplan.modeling.model import Model, linear_sum
@@ -70,21 +73,7 @@ def graph_of(instance: ShardingInstance | FoldedSharding) -> CostGraph:
     return instance.graph if isinstance(instance, FoldedSharding) else build_cost_graph(instance)
 
 
-# -- blocks ---------------------------------------------------------------------------------
-
-def cost_graph_block(model: Model, instance: Any, data: dict[str, Any]) -> None:
-    """Build (or take) the cost graph; flatten node vectors into arrays."""
-    if "graph" not in data:
-        data["graph"] = graph_of(instance)
-    g: CostGraph = data["graph"]
-    sizes = g.strategy_counts()
-    offset = np.concatenate([[0], np.cumsum(sizes)])
-    data["sizes"] = sizes
-    data["node_offset"] = offset
-    data["flat_cost"] = np.concatenate(g.node_cost) if g.num_nodes else np.zeros(0)
-    data["flat_memory"] = np.concatenate(g.node_memory) if g.num_nodes else np.zeros(0)
-    data["flat_node"] = np.repeat(np.arange(g.num_nodes), sizes)
-    data["constant"] = 0.0
+# -- the block contract: index, blocks, decoder ------------------------------------------------
 
 
 def _edge_entries(g: CostGraph, sizes: np.ndarray) -> dict[str, np.ndarray]:
@@ -100,13 +89,50 @@ def _edge_entries(g: CostGraph, sizes: np.ndarray) -> dict[str, np.ndarray]:
     return {"edge": edge, "p": p, "q": q, "cost": cost}
 
 
-def node_choice_block(model: Model, instance: Any, data: dict[str, Any]) -> None:
-    """One-hot strategy vector ``s`` for every node with more than one strategy.
+@dataclass(frozen=True)
+class AlpaIndex:
+    """What the blocks of Alpa's ILP share (block contract: `distplan.formulations.contract`).
+    Costs in seconds, memory in bytes.
 
-    Edges with a single-strategy end are folded into the other end's cost vector here."""
-    g: CostGraph = data["graph"]
-    sizes, offset = data["sizes"], data["node_offset"]
-    cost = data["flat_cost"].copy()
+    A node with one strategy is a constant; edges with a single-strategy end are folded into
+    the other end's cost vector; the ``s`` variables are the strategies of the free nodes
+    (``s_node``, ``s_offset``: node and first position of each), ``e`` the entries of the
+    edges between free nodes (``e_edge`` numbers those edges 0..)."""
+
+    graph: CostGraph
+    relax: bool
+    sizes: np.ndarray
+    flat_node: np.ndarray
+    flat_memory: np.ndarray
+    free: np.ndarray
+    #: every entry of every edge matrix (edge, p, q, cost)
+    entries: dict[str, np.ndarray]
+    s_cost: np.ndarray
+    s_node: np.ndarray
+    s_offset: np.ndarray
+    s_upper: np.ndarray
+    free_rank: np.ndarray
+    kept_edges: np.ndarray
+    e_edge: np.ndarray
+    e_p: np.ndarray
+    e_q: np.ndarray
+    e_cost: np.ndarray
+    e_upper: np.ndarray
+    #: seconds every plan pays (fixed nodes, edges between them)
+    constant: float
+
+
+def prepare_alpa(instance: Any, params: Mapping[str, Any]) -> AlpaIndex:
+    """The cost graph's arrays (``instance``: a cost graph, an instance or a folded one);
+    ``relax`` for the LP relaxation. Raises InfeasibleError when an op has no allowed
+    strategy."""
+    g = instance if isinstance(instance, CostGraph) else graph_of(instance)
+    sizes = g.strategy_counts()
+    offset = np.concatenate([[0], np.cumsum(sizes)])
+    flat_cost = np.concatenate(g.node_cost) if g.num_nodes else np.zeros(0)
+    flat_memory = np.concatenate(g.node_memory) if g.num_nodes else np.zeros(0)
+    flat_node = np.repeat(np.arange(g.num_nodes), sizes)
+    cost = flat_cost.copy()
     ent = _edge_entries(g, sizes)
     free = sizes > 1
     eu, ev = g.edge_u[ent["edge"]], g.edge_v[ent["edge"]]
@@ -115,16 +141,14 @@ def node_choice_block(model: Model, instance: Any, data: dict[str, Any]) -> None
     np.add.at(cost, offset[ev[to_v]] + ent["q"][to_v], ent["cost"][to_v])
     to_u = fu & ~fv
     np.add.at(cost, offset[eu[to_u]] + ent["p"][to_u], ent["cost"][to_u])
-    both_fixed = ~fu & ~fv
-    data["constant"] += float(ent["cost"][both_fixed].sum())
+    constant = float(ent["cost"][~fu & ~fv].sum())
     fixed_nodes = np.flatnonzero(~free)
-    data["constant"] += float(cost[offset[fixed_nodes]].sum())
-    if not np.isfinite(data["constant"]) or data["constant"] >= INFINITE_SECONDS:
+    constant += float(cost[offset[fixed_nodes]].sum())
+    if not np.isfinite(constant) or constant >= INFINITE_SECONDS:
         raise InfeasibleError(f"{g.name}: two single-strategy ops are joined by a resharding that is not allowed (mesh.all_to_all false)")
-
-    flat_free = free[data["flat_node"]]
+    flat_free = free[flat_node]
     s_cost = cost[flat_free]
-    s_node = data["flat_node"][flat_free]
+    s_node = flat_node[flat_free]
     infinite = ~np.isfinite(s_cost) | (s_cost >= INFINITE_SECONDS)
     if infinite.any():
         blocked = np.bincount(s_node[infinite], minlength=g.num_nodes)
@@ -132,38 +156,59 @@ def node_choice_block(model: Model, instance: Any, data: dict[str, Any]) -> None
         if dead.size:
             op = g.instance.ops[g.node_ops[int(dead[0])][0]].name
             raise InfeasibleError(f"{g.name}: every strategy of op {op!r} needs a resharding this mesh does not allow")
-    s_cost = np.where(infinite, 0.0, s_cost)
-    n_free = int(flat_free.sum())
-    relax = bool(data["params"].get("relax", False))
-    s = model.add_vars("s", n_free, lb=0, ub=np.where(infinite, 0.0, 1.0), vtype="continuous" if relax else "binary")
     free_ids = np.flatnonzero(free)
     rank = np.full(g.num_nodes, -1)
     rank[free_ids] = np.arange(free_ids.size)
-    model.add_constraints("one-strategy", s.group_sum(rank[s_node], free_ids.size) == 1)
     s_offset = np.zeros(g.num_nodes, dtype=np.int64)
     s_offset[free_ids] = np.concatenate([[0], np.cumsum(sizes[free_ids])])[:-1]
-    data.update(s=s, s_cost=s_cost, s_node=s_node, s_offset=s_offset, free=free, edge_entries=ent)
-
-
-def edge_product_block(model: Model, instance: Any, data: dict[str, Any]) -> None:
-    """Edge variables ``e`` linearizing s_i s_j^T for edges whose ends are both free."""
-    g: CostGraph = data["graph"]
-    sizes, free, ent = data["sizes"], data["free"], data["edge_entries"]
-    s: Any = data["s"]
     keep_edge = free[g.edge_u] & free[g.edge_v]
     kept = np.flatnonzero(keep_edge)
     mask = keep_edge[ent["edge"]]
-    edge = ent["edge"][mask]
-    p, q, cost = ent["p"][mask], ent["q"][mask], ent["cost"][mask]
-    n_e = int(mask.sum())
-    infinite = ~np.isfinite(cost) | (cost >= INFINITE_SECONDS)
-    e = model.add_vars("e", n_e, lb=0, ub=np.where(infinite, 0.0, 1.0), vtype="continuous")
-    data.update(e=e, e_cost=np.where(infinite, 0.0, cost))
+    e_cost = ent["cost"][mask]
+    e_inf = ~np.isfinite(e_cost) | (e_cost >= INFINITE_SECONDS)
+    edge_rank = np.full(len(g.edge_u), -1)
+    edge_rank[kept] = np.arange(kept.size)
+    return AlpaIndex(
+        graph=g,
+        relax=bool(params.get("relax", False)),
+        sizes=sizes,
+        flat_node=flat_node,
+        flat_memory=flat_memory,
+        free=free,
+        entries=ent,
+        s_cost=np.where(infinite, 0.0, s_cost),
+        s_node=s_node,
+        s_offset=s_offset,
+        s_upper=np.where(infinite, 0.0, 1.0),
+        free_rank=rank,
+        kept_edges=kept,
+        e_edge=edge_rank[ent["edge"][mask]],
+        e_p=ent["p"][mask],
+        e_q=ent["q"][mask],
+        e_cost=np.where(e_inf, 0.0, e_cost),
+        e_upper=np.where(e_inf, 0.0, 1.0),
+        constant=constant,
+    )
+
+
+def node_choice_block(model: Model, instance: Any, index: AlpaIndex) -> None:
+    """One-hot strategy vector ``s`` for every node with more than one strategy (choices of
+    infinite cost fixed to 0)."""
+    s = model.add_vars("s", index.s_node.size, lb=0, ub=index.s_upper, vtype="continuous" if index.relax else "binary")
+    model.add_constraints("one-strategy", s.group_sum(index.free_rank[index.s_node], int(index.free.sum())) == 1)
+
+
+def edge_product_block(model: Model, instance: Any, index: AlpaIndex) -> None:
+    """Edge variables ``e`` linearizing s_i s_j^T for edges whose ends are both free."""
+    g = index.graph
+    sizes = index.sizes
+    s = model["s"]
+    n_e = index.e_edge.size
+    e = model.add_vars("e", n_e, lb=0, ub=index.e_upper, vtype="continuous")
     if n_e == 0:
         return
-    rank = np.full(len(g.edge_u), -1)
-    rank[kept] = np.arange(kept.size)
-    r = rank[edge]
+    kept = index.kept_edges
+    r, p, q = index.e_edge, index.e_p, index.e_q
     ncols = model.num_vars
     e_col = e.index.reshape(-1)
     s_col = s.index.reshape(-1)
@@ -174,14 +219,14 @@ def edge_product_block(model: Model, instance: Any, data: dict[str, Any]) -> Non
     # sum_q e[p, q] - s_u[p] <= 0
     rows_u = row_start_u[r] + p
     own_u = np.arange(int(su.sum())) - np.repeat(row_start_u, su)
-    s_u = s_col[data["s_offset"][np.repeat(g.edge_u[kept], su)] + own_u]
+    s_u = s_col[index.s_offset[np.repeat(g.edge_u[kept], su)] + own_u]
     cols = np.concatenate([e_col, s_u])
     coeffs = np.concatenate([np.ones(n_e), -np.ones(s_u.size)])
     rows = np.concatenate([rows_u, np.arange(int(su.sum()))])
     model.add_constraints("edge-row", linear_sum(cols, coeffs, rows, int(su.sum()), ncols) <= 0)
     rows_v = row_start_v[r] + q
     own_v = np.arange(int(sv.sum())) - np.repeat(row_start_v, sv)
-    s_v = s_col[data["s_offset"][np.repeat(g.edge_v[kept], sv)] + own_v]
+    s_v = s_col[index.s_offset[np.repeat(g.edge_v[kept], sv)] + own_v]
     cols = np.concatenate([e_col, s_v])
     coeffs = np.concatenate([np.ones(n_e), -np.ones(s_v.size)])
     rows = np.concatenate([rows_v, np.arange(int(sv.sum()))])
@@ -196,9 +241,10 @@ def memory_shortfall(g: CostGraph) -> tuple[float, float, list[tuple[float, str]
     return float(sum(least)), g.memory_budget, top
 
 
-def memory_block(model: Model, instance: Any, data: dict[str, Any]) -> None:
-    """The per-device memory row at the tightest point (end of the forward pass)."""
-    g: CostGraph = data["graph"]
+def memory_block(model: Model, instance: Any, index: AlpaIndex) -> None:
+    """The per-device memory row at the tightest point (end of the forward pass), in GiB;
+    an InfeasibleError with the shortfall when even the least-memory plan does not fit."""
+    g = index.graph
     least, budget, top = memory_shortfall(g)
     if least > budget * (1 + 1e-12):
         inst = g.instance
@@ -210,57 +256,53 @@ def memory_block(model: Model, instance: Any, data: dict[str, Any]) -> None:
             f"{(least - budget) / GB:.3f} GB missing. Largest needs: {', '.join(f'{n} {m / GB:.3f} GB' for m, n in top)}",
             details={"device": 0, "point": "end of forward", "needed_bytes": least, "budget_bytes": budget, "missing_bytes": least - budget},
         )
-    s: Any = data["s"]
+    s = model["s"]
     if s.size == 0:
         return
-    mem = data["flat_memory"]
     node_min = np.array([float(np.min(m)) for m in g.node_memory])
-    free = data["free"]
-    flat_free = free[data["flat_node"]]
-    coeff = (mem[flat_free] - node_min[data["s_node"]]) * MEMORY_SCALE
+    flat_free = index.free[index.flat_node]
+    coeff = (index.flat_memory[flat_free] - node_min[index.s_node]) * MEMORY_SCALE
     rhs = (budget - float(node_min.sum())) * MEMORY_SCALE
     cols = s.index.reshape(-1)
     row = linear_sum(cols, coeff, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars)
     model.add_constraints("memory", row <= rhs)
-    data["memory_rhs_gib"] = rhs
 
 
-def objective_block(model: Model, instance: Any, data: dict[str, Any]) -> None:
+def objective_block(model: Model, instance: Any, index: AlpaIndex) -> None:
     """Node costs + edge resharding costs (+ constants), in microseconds."""
-    s: Any = data["s"]
-    e: Any = data["e"]
+    s, e = model["s"], model["e"]
     cols = np.concatenate([s.index.reshape(-1), e.index.reshape(-1)])
-    coeffs = np.concatenate([data["s_cost"], data["e_cost"]]) * OBJECTIVE_SCALE
+    coeffs = np.concatenate([index.s_cost, index.e_cost]) * OBJECTIVE_SCALE
     expr = linear_sum(cols, coeffs, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars)
-    model.minimize(expr.sum() + data["constant"] * OBJECTIVE_SCALE)
+    model.minimize(expr.sum() + index.constant * OBJECTIVE_SCALE)
 
 
-BLOCKS = (cost_graph_block, node_choice_block, edge_product_block, memory_block, objective_block)
-
-
-def build_sharding_model(graph: CostGraph, *, relax: bool = False, name: str = "alpa_ilp") -> tuple[Model, dict[str, Any]]:
-    """Assemble the ILP (or its LP relaxation) of a cost graph from the blocks."""
-    model = Model(name)
-    data: dict[str, Any] = {"params": {"relax": relax}, "graph": graph}
-    for block in BLOCKS:
-        block(model, None, data)
-    return model, data
-
-
-def decode_choice(result: SolverResult, data: dict[str, Any]) -> np.ndarray:
+def decode_choice(result: SolverResult, index: AlpaIndex) -> np.ndarray:
     """Strategy index per node: argmax of each node's ``s`` segment (0 for fixed nodes)."""
-    g: CostGraph = data["graph"]
-    choice = np.zeros(g.num_nodes, dtype=np.int64)
+    choice = np.zeros(index.graph.num_nodes, dtype=np.int64)
     values = result.values_by_block.get("s")
     if values is None or values.size == 0:
         return choice
-    node = data["s_node"]
+    node = index.s_node
     order = np.lexsort((-values, node))
     first = np.concatenate([[True], node[order][1:] != node[order][:-1]])
     best = order[first]
     nodes = node[best]
-    choice[nodes] = best - data["s_offset"][nodes]
+    choice[nodes] = best - index.s_offset[nodes]
     return choice
+
+
+def decode_plan(instance: Any, result: SolverResult, index: AlpaIndex) -> ShardingPlan:
+    return ShardingPlan(index.graph.plan(decode_choice(result, index)))
+
+
+#: Alpa's intra-operator ILP over a cost graph (``relax``: its LP relaxation)
+ALPA_ILP_SPEC = ModelSpec("alpa_ilp", prepare_alpa, (node_choice_block, edge_product_block, memory_block, objective_block), decode_plan)
+
+
+def build_sharding_model(graph: CostGraph, *, relax: bool = False, name: str = "alpa_ilp") -> tuple[Model, AlpaIndex]:
+    """Assemble the ILP (or its LP relaxation) of a cost graph."""
+    return ALPA_ILP_SPEC.build(graph, {"relax": relax}, name=name)
 
 
 def is_integral(result: SolverResult, tol: float = 1e-6) -> bool:
@@ -277,7 +319,7 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
     info: dict[str, Any] = {}
     if lp_first:
         t0 = time.perf_counter()
-        lp, lp_data = build_sharding_model(graph, relax=True, name=name + "_lp")
+        lp, lp_index = build_sharding_model(graph, relax=True, name=name + "_lp")
         res = ctx.solve_model(lp, build_seconds=time.perf_counter() - t0 + build_seconds)
         build_seconds = 0.0
         if res.termination is Termination.OPTIMAL and res.objective is not None:
@@ -288,11 +330,11 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
             if integral:
                 info["objective_seconds"] = res.objective / OBJECTIVE_SCALE
                 info["optimal"] = True
-                return res, decode_choice(res, lp_data), info
+                return res, decode_choice(res, lp_index), info
     t0 = time.perf_counter()
-    model, data = build_sharding_model(graph, name=name)
+    model, index = build_sharding_model(graph, name=name)
     if model.num_vars == 0:  # every op has a single strategy: nothing to decide
-        value = float(data["constant"])
+        value = float(index.constant)
         info.update(objective_seconds=value, bound_seconds=value, optimal=True)
         return None, np.zeros(graph.num_nodes, dtype=np.int64), info
     res = ctx.solve_model(model, build_seconds=time.perf_counter() - t0 + build_seconds)
@@ -302,7 +344,7 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
         return res, None, info
     info["objective_seconds"] = res.objective / OBJECTIVE_SCALE if res.objective is not None else None
     info["optimal"] = res.termination is Termination.OPTIMAL
-    return res, decode_choice(res, data), info
+    return res, decode_choice(res, index), info
 
 
 def run_alpa_ilp(instance: ShardingInstance | FoldedSharding, ctx: RunContext) -> Outcome:
@@ -334,6 +376,6 @@ ALPA_ILP = Formulation(
     run=run_alpa_ilp,
     exact=True,
     reference=REFERENCE,
-    blocks=BLOCKS,
+    spec=ALPA_ILP_SPEC,
     params={"lp_first": False},
 )

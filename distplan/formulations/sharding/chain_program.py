@@ -4,15 +4,27 @@ solve loop that adds lazy connectivity cuts until every walk is one walk. Units:
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from distplan.formulations.contract import ModelSpec
+from distplan.formulations.sharding.alpa_ilp import (
+    MEMORY_SCALE,
+    OBJECTIVE_SCALE,
+    AlpaIndex,
+    edge_product_block,
+    node_choice_block,
+    prepare_alpa,
+)
 from distplan.formulations.sharding.chain_fronts import encode_states, finite_mask
 from distplan.formulations.sharding.chain_walk import components_apart, euler_walk, incumbent
 from distplan.formulations.sharding.chainfold import Chain
 from distplan.formulations.sharding.costgraph import CostGraph, CostTables, Skeleton
+from distplan.modeling.model import Model, linear_sum
 
 # -- explicit cost graph -------------------------------------------------------------------
 
@@ -84,30 +96,48 @@ def _least_copy(ch: Chain) -> float:
     return sum(float(a["memory"][stage].min()) for stage in (a["first"], ~a["first"]) if stage.any())
 
 
-def build_chain_model(graph: CostGraph, chains: list[Chain], origin: np.ndarray, virtual: list[np.ndarray], *, relax: bool, cuts: list[tuple[int, np.ndarray]], name: str, memory_row: bool = True) -> tuple[Any, dict[str, Any]]:
-    """Alpa's ILP over the explicit nodes plus, per chain, the walk rows (module docstring).
+@dataclass(frozen=True)
+class ChainIndex(AlpaIndex):
+    """The folded program's index (block contract): Alpa's index over the explicit graph,
+    plus the chains, the explicit node of each chain's first copy (``origin``) and of its
+    last copy's end (``virtual``), the connectivity cuts so far, and the shifted memory
+    right-hand side (bytes) and objective constant (seconds): every one-hot group (a node's
+    s, a stage's arcs) moves its least value to the constant, which keeps the solver's
+    bound margin (eps x |c|_1) small."""
 
-    Objective in microseconds, memory row in GiB (as `alpa_ilp`)."""
+    chains: tuple[Chain, ...]
+    origin: np.ndarray
+    virtual: tuple[np.ndarray, ...]
+    cuts: tuple[tuple[int, np.ndarray], ...]
+    memory_row: bool
+    node_min: np.ndarray
+    least_memory_bytes: float
+    memory_rhs: float
+    least_cost: np.ndarray
+    shifted_constant: float
+
+
+def _stage_shift(arcs: dict[str, np.ndarray], key: str) -> tuple[np.ndarray, float]:
+    """Per arc the least ``key`` value of its stage (first copy / later copies), and the sum
+    of those least values over the two stages."""
+    shift = np.zeros(arcs[key].size)
+    total = 0.0
+    for stage in (arcs["first"], ~arcs["first"]):
+        if stage.any():
+            shift[stage] = float(arcs[key][stage].min())
+            total += float(arcs[key][stage].min())
+    return shift, total
+
+
+def prepare_chain(graph: CostGraph, params: Mapping[str, Any]) -> ChainIndex:
+    """``chains``, ``origin``, ``virtual``, ``cuts``, ``relax``, ``memory_row``. Raises an
+    InfeasibleError with the shortfall when even the least-memory plan does not fit."""
     from distplan.errors import InfeasibleError
-    from distplan.formulations.sharding.alpa_ilp import (
-        MEMORY_SCALE,
-        OBJECTIVE_SCALE,
-        cost_graph_block,
-        edge_product_block,
-        node_choice_block,
-    )
-    from distplan.modeling.model import Model, linear_sum
     from distplan.models.sharding import GB, TIGHTEST_POINT
 
-    model = Model(name)
-    data: dict[str, Any] = {"params": {"relax": relax}, "graph": graph}
-    cost_graph_block(model, None, data)
-    node_choice_block(model, None, data)
-    edge_product_block(model, None, data)
-    s: Any = data["s"]
-    free, s_offset = data["free"], data["s_offset"]
-    s_col = s.index.reshape(-1)
-    # memory: the explicit nodes' smallest memory and each chain's smallest copy move to the right-hand side
+    base = prepare_alpa(graph, params)
+    chains = tuple(params["chains"])
+    memory_row = bool(params.get("memory_row", True))
     node_min = np.array([float(np.min(m[finite_mask(c)])) if np.any(finite_mask(c)) else float(np.min(m)) for m, c in zip(graph.node_memory, graph.node_cost)])
     least = float(node_min.sum()) + sum((ch.copies - 1) * _least_copy(ch) for ch in chains)
     budget = graph.memory_budget
@@ -120,25 +150,39 @@ def build_chain_model(graph: CostGraph, chains: list[Chain], origin: np.ndarray,
             f"even with the most memory-saving strategy of every op; it has {budget / GB:.3f} GB: {(least - budget) / GB:.3f} GB missing",
             details={"device": 0, "point": "end of forward", "needed_bytes": least, "budget_bytes": budget, "missing_bytes": least - budget},
         )
-    flat_free = free[data["flat_node"]]
-    mem_cols = [s_col]
-    mem_coeff = [(data["flat_memory"][flat_free] - node_min[data["s_node"]])]
     rhs = budget - float(node_min.sum())
-    # objective: every one-hot group (a node's s, a stage's arcs) is shifted by its least
-    # cost into the constant, which keeps the solver's bound margin (eps x |c|_1) small
-    s_cost, s_node = data["s_cost"], data["s_node"]
     least_cost = np.full(graph.num_nodes, np.inf)
-    if s_cost.size:
-        np.minimum.at(least_cost, s_node, s_cost)
+    if base.s_cost.size:
+        np.minimum.at(least_cost, base.s_node, base.s_cost)
     least_cost[~np.isfinite(least_cost)] = 0.0
-    constant = float(data["constant"]) + float(least_cost[free].sum())
-    obj_cols = [s_col, data["e"].index.reshape(-1)]
-    obj_coeff = [s_cost - least_cost[s_node], data["e_cost"]]
-    walk: list[dict[str, Any]] = []
-    for c, ch in enumerate(chains):
+    constant = float(base.constant) + float(least_cost[base.free].sum())
+    for ch in chains:
+        rhs -= (ch.copies - 1) * _stage_shift(ch.arcs, "memory")[1]
+        constant += (ch.copies - 1) * _stage_shift(ch.arcs, "cost")[1]
+    return ChainIndex(
+        **{f.name: getattr(base, f.name) for f in dataclasses.fields(AlpaIndex)},
+        chains=chains,
+        origin=np.asarray(params["origin"]),
+        virtual=tuple(params["virtual"]),
+        cuts=tuple(params.get("cuts", ())),
+        memory_row=memory_row,
+        node_min=node_min,
+        least_memory_bytes=least,
+        memory_rhs=rhs,
+        least_cost=least_cost,
+        shifted_constant=constant,
+    )
+
+
+def walk_block(model: Model, graph: CostGraph, index: ChainIndex) -> None:
+    """Per chain c: arc counts ``x{c}`` (integers up to copies - 1), start and end states
+    ``w{c}``, ``y{c}`` tied to the strategies of the first copy's and the end's explicit
+    nodes, flow conservation, and copies - 1 first-stage arcs."""
+    s_col = model["s"].index.reshape(-1)
+    for c, ch in enumerate(index.chains):
         arcs = ch.arcs
         A, S, W, K1 = arcs["cost"].size, ch.num_states, ch.num_walk_states, ch.copies - 1
-        x = model.add_vars(f"x{c}", A, lb=0, ub=K1, vtype="continuous" if relax else "integer")
+        x = model.add_vars(f"x{c}", A, lb=0, ub=K1, vtype="continuous" if index.relax else "integer")
         w = model.add_vars(f"w{c}", S, lb=0, ub=1)
         y = model.add_vars(f"y{c}", S, lb=0, ub=1)
         xc, wc, yc = x.index.reshape(-1), w.index.reshape(-1), y.index.reshape(-1)
@@ -146,11 +190,11 @@ def build_chain_model(graph: CostGraph, chains: list[Chain], origin: np.ndarray,
         model.add_constraints(f"start-one{c}", linear_sum(wc, np.ones(S), np.zeros(S, dtype=np.int64), 1, N) == 1)
         digits = ch.digits(np.arange(S))
         for t, pos in enumerate(ch.out_pos.tolist()):
-            for tag, states_var, node in (("start", wc, int(np.flatnonzero(origin == ch.nodes[0, pos])[0])), ("end", yc, int(virtual[c][t]))):
-                if not free[node]:
+            for tag, states_var, node in (("start", wc, int(np.flatnonzero(index.origin == ch.nodes[0, pos])[0])), ("end", yc, int(index.virtual[c][t]))):
+                if not index.free[node]:
                     continue
                 size = int(ch.out_sizes[t])
-                own = s_col[s_offset[node] + np.arange(size)]
+                own = s_col[index.s_offset[node] + np.arange(size)]
                 cols = np.concatenate([states_var, own])
                 coeffs = np.concatenate([np.ones(S), -np.ones(size)])
                 rows = np.concatenate([digits[:, t], np.arange(size)])
@@ -162,42 +206,54 @@ def build_chain_model(graph: CostGraph, chains: list[Chain], origin: np.ndarray,
         model.add_constraints(f"flow{c}", linear_sum(cols, coeffs, rows, W, N) == 0)
         first = np.flatnonzero(arcs["first"])
         model.add_constraints(f"copies{c}", linear_sum(xc[first], np.ones(first.size), np.zeros(first.size, dtype=np.int64), 1, N) == K1)
-        # every stage is taken K - 1 times: its least memory moves to the right-hand side
-        shift = np.zeros(A)
-        for stage in (arcs["first"], ~arcs["first"]):
-            if stage.any():
-                shift[stage] = float(arcs["memory"][stage].min())
-                rhs -= K1 * float(arcs["memory"][stage].min())
-        mem_cols.append(xc)
-        mem_coeff.append(arcs["memory"] - shift)
-        cost_shift = np.zeros(A)
-        for stage in (arcs["first"], ~arcs["first"]):
-            if stage.any():
-                cost_shift[stage] = float(arcs["cost"][stage].min())
-                constant += K1 * float(arcs["cost"][stage].min())
-        obj_cols.append(xc)
-        obj_coeff.append(arcs["cost"] - cost_shift)
-        walk.append({"x": x, "w": w, "y": y})
-    for k, (c, states) in enumerate(cuts):
-        ch, arcs = chains[c], chains[c].arcs
+
+
+def connect_block(model: Model, graph: CostGraph, index: ChainIndex) -> None:
+    """The connectivity cuts found so far: a set of states a walk enters must be entered
+    (or started in) whenever its inner arcs are used."""
+    for k, (c, states) in enumerate(index.cuts):
+        ch, arcs = index.chains[c], index.chains[c].arcs
         inside_prev, inside_cur = np.isin(arcs["prev"], states), np.isin(arcs["cur"], states)
         entering = np.flatnonzero(~inside_prev & inside_cur)
         inner = np.flatnonzero(inside_prev & inside_cur)
-        xc, wc = walk[c]["x"].index.reshape(-1), walk[c]["w"].index.reshape(-1)
+        xc, wc = model[f"x{c}"].index.reshape(-1), model[f"w{c}"].index.reshape(-1)
         stages = 1 + int(ch.num_walk_states > ch.num_states)
         starts = states[states < ch.num_states]
         cols = np.concatenate([wc[starts], xc[entering], xc[inner]])
         coeffs = np.concatenate([np.ones(starts.size), np.ones(entering.size), -np.ones(inner.size) / (stages * (ch.copies - 1))])
         model.add_constraints(f"connect{k}", linear_sum(cols, coeffs, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars) >= 0)
-    cols = np.concatenate(mem_cols)
-    if memory_row:
-        model.add_constraints("memory", linear_sum(cols, np.concatenate(mem_coeff) * MEMORY_SCALE, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars) <= rhs * MEMORY_SCALE)
-    cols = np.concatenate(obj_cols)
-    expr = linear_sum(cols, np.concatenate(obj_coeff) * OBJECTIVE_SCALE, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars)
-    model.minimize(expr.sum() + constant * OBJECTIVE_SCALE)
-    data["walk"] = walk
-    data["least_memory_bytes"] = least
-    return model, data
+
+
+def chain_memory_block(model: Model, graph: CostGraph, index: ChainIndex) -> None:
+    """The memory row (GiB) over the explicit nodes and every chain's arcs (least values on
+    the right-hand side), unless the program is solved without it."""
+    if not index.memory_row:
+        return
+    flat_free = index.free[index.flat_node]
+    cols = [model["s"].index.reshape(-1)]
+    coeff = [index.flat_memory[flat_free] - index.node_min[index.s_node]]
+    for c, ch in enumerate(index.chains):
+        cols.append(model[f"x{c}"].index.reshape(-1))
+        coeff.append(ch.arcs["memory"] - _stage_shift(ch.arcs, "memory")[0])
+    col = np.concatenate(cols)
+    model.add_constraints("memory", linear_sum(col, np.concatenate(coeff) * MEMORY_SCALE, np.zeros(col.size, dtype=np.int64), 1, model.num_vars) <= index.memory_rhs * MEMORY_SCALE)
+
+
+def chain_objective_block(model: Model, graph: CostGraph, index: ChainIndex) -> None:
+    """Node, edge and arc costs less their groups' least values, plus the constant (us)."""
+    cols = [model["s"].index.reshape(-1), model["e"].index.reshape(-1)]
+    coeff = [index.s_cost - index.least_cost[index.s_node], index.e_cost]
+    for c, ch in enumerate(index.chains):
+        cols.append(model[f"x{c}"].index.reshape(-1))
+        coeff.append(ch.arcs["cost"] - _stage_shift(ch.arcs, "cost")[0])
+    col = np.concatenate(cols)
+    expr = linear_sum(col, np.concatenate(coeff) * OBJECTIVE_SCALE, np.zeros(col.size, dtype=np.int64), 1, model.num_vars)
+    model.minimize(expr.sum() + index.shifted_constant * OBJECTIVE_SCALE)
+
+
+#: Alpa's ILP over the explicit nodes plus, per chain, the walk rows (module docstring);
+#: objective in microseconds, memory row in GiB (as `alpa_ilp`)
+CHAIN_PROGRAM = ModelSpec("tap", prepare_chain, (node_choice_block, edge_product_block, walk_block, connect_block, chain_memory_block, chain_objective_block))
 
 
 def _counts(values: np.ndarray) -> np.ndarray | None:
@@ -265,7 +321,7 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
     """One folded program (with or without the memory row), cuts added until connected."""
     import time
 
-    from distplan.formulations.sharding.alpa_ilp import DEFAULT_MIP_GAP, OBJECTIVE_SCALE, decode_choice
+    from distplan.formulations.sharding.alpa_ilp import DEFAULT_MIP_GAP, decode_choice
     from distplan.solvers.result import Termination
 
     if ctx.options.mip_gap is None:
@@ -283,14 +339,18 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
         while rounds < max_rounds:
             rounds += 1
             t0 = time.perf_counter()
-            model, data = build_chain_model(graph, chains, origin, virtual, relax=relax, cuts=cuts, name="tap_lp" if relax else "tap", memory_row=memory_row)
+            model, index = CHAIN_PROGRAM.build(
+                graph,
+                {"chains": chains, "origin": origin, "virtual": virtual, "relax": relax, "cuts": list(cuts), "memory_row": memory_row},
+                name="tap_lp" if relax else "tap",
+            )
             if model.num_vars == 0:  # every op has a single strategy: nothing to decide
                 choice = np.zeros(sk.num_nodes, dtype=np.int64)
-                value = float(data["constant"])
+                value = float(index.shifted_constant)
                 return ChainSolution(choice, value, value, True, rounds, 0, None, None)
             start = None
             if not relax and memory_row and lp_choice is not None and ctx.backend.capabilities.warm_start:
-                start = incumbent(sk, graph, chains, origin, virtual, model, data, lp_choice)
+                start = incumbent(sk, graph, chains, origin, virtual, model, index, lp_choice)
             res = ctx.solve_model(model, warm_start=start, build_seconds=time.perf_counter() - t0 + build_seconds)
             build_seconds = 0.0
             last = res
@@ -306,10 +366,10 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
             integral = _integral_s(res) and all(k is not None for k in counts)
             if relax:
                 lp_integral = integral
-                lp_choice = decode_choice(res, data)
+                lp_choice = decode_choice(res, index)
                 if not integral or res.termination is not Termination.OPTIMAL:
                     break
-            explicit_choice = decode_choice(res, data)
+            explicit_choice = decode_choice(res, index)
             choice = np.full(sk.num_nodes, -1, dtype=np.int64)
             keep = origin >= 0
             choice[origin[keep]] = explicit_choice[keep]

@@ -86,7 +86,7 @@ def _walk_dp(ch: Chain, start: int, weight: np.ndarray) -> tuple[list[int], int]
     return path, end
 
 
-def incumbent(sk: Skeleton, graph: CostGraph, chains: list[Chain], origin: np.ndarray, virtual: list[np.ndarray], model: Any, data: dict[str, Any], explicit_choice: np.ndarray) -> np.ndarray | None:
+def incumbent(sk: Skeleton, graph: CostGraph, chains: list[Chain], origin: np.ndarray, virtual: list[np.ndarray], model: Any, index: Any, explicit_choice: np.ndarray) -> np.ndarray | None:
     """A feasible point of the folded program, to start the MILP from (None if none is
     found): the explicit nodes as given (else at their least memory), the walk the
     cheapest under cost + lambda x memory (Lagrangian weight, bisected until it fits)."""
@@ -125,16 +125,15 @@ def incumbent(sk: Skeleton, graph: CostGraph, chains: list[Chain], origin: np.nd
         choice = choice.copy()
         choice[virtual[0]] = ch.digits(np.array([end]))[0]
         values = np.zeros(model.num_vars)
-        free, s_node, s_offset = data["free"], data["s_node"], data["s_offset"]
+        free, s_node, s_offset = index.free, index.s_node, index.s_offset
         s_local = np.arange(s_node.size) - s_offset[s_node]
-        values[data["s"].index.reshape(-1)] = (s_local == choice[s_node]).astype(float)
-        ent = data["edge_entries"]
+        values[model["s"].index.reshape(-1)] = (s_local == choice[s_node]).astype(float)
+        ent = index.entries
         keep = (free[graph.edge_u] & free[graph.edge_v])[ent["edge"]]
         eu, ev = graph.edge_u[ent["edge"][keep]], graph.edge_v[ent["edge"][keep]]
-        values[data["e"].index.reshape(-1)] = ((ent["p"][keep] == choice[eu]) & (ent["q"][keep] == choice[ev])).astype(float)
-        walk = data["walk"][0]
-        values[walk["x"].index.reshape(-1)] = np.bincount(np.array(path, dtype=np.int64), minlength=a["cost"].size)
-        values[walk["w"].index.reshape(-1)[start]] = 1.0
-        values[walk["y"].index.reshape(-1)[end]] = 1.0
+        values[model["e"].index.reshape(-1)] = ((ent["p"][keep] == choice[eu]) & (ent["q"][keep] == choice[ev])).astype(float)
+        values[model["x0"].index.reshape(-1)] = np.bincount(np.array(path, dtype=np.int64), minlength=a["cost"].size)
+        values[model["w0"].index.reshape(-1)[start]] = 1.0
+        values[model["y0"].index.reshape(-1)[end]] = 1.0
         return values
     return None
