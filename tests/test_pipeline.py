@@ -357,10 +357,16 @@ def test_candidate_periods_below() -> None:
 def test_period_proofs_agree(shape: str, memory: float) -> None:
     """The candidate-period proof (probes) and the rate MILP prove the same least period."""
     inst = tessel_case(shape, memory, 16)
-    by_probe = search_repetend(inst, _ctx(), dict(DEFAULTS))
+    by_probe = search_repetend(inst, _ctx(), {**DEFAULTS, "period_proof": "auto"})
     by_rate = search_repetend(inst, _ctx(), {**DEFAULTS, "period_proof": "rate_milp"})
+    by_residue = search_repetend(inst, _ctx(), dict(DEFAULTS))
     assert by_probe.proven and by_rate.proven
     assert by_probe.period == pytest.approx(by_rate.period)
+    # the residue search (budgeted) finds the same period; a proof it could not finish is
+    # reported as such, with a bound below the period
+    assert by_residue.period == pytest.approx(by_rate.period)
+    assert by_residue.period_bound is not None and by_residue.period_bound <= by_residue.period + 1e-9
+    assert by_residue.proven == (by_residue.period_bound == pytest.approx(by_residue.period))
 
 
 @pytest.mark.parametrize("f,b,cap,comm,period", [(1, 1, 3, 2.0, Fraction(8, 3)), (1, 3, 3, 3.0, Fraction(14, 3)), (2, 3, 3, 3.0, Fraction(16, 3))])
@@ -368,7 +374,7 @@ def test_fractional_least_period(f: int, b: int, cap: int, comm: float, period: 
     """Integral data with a fractional least period (a critical cycle of height 3): the
     candidate-period proof must not stop at the integer below the incumbent."""
     inst = make_pipeline("v", 2, 8, forward_time=float(f), backward_time=float(b), comm_delay=comm, memory_capacity=float(cap))
-    for proof in ("auto", "rate_milp"):
+    for proof in ("auto", "rate_milp", "residue"):
         rep = search_repetend(inst, _ctx(), {**DEFAULTS, "period_proof": proof})
         assert rep.proven and rep.period == pytest.approx(float(period))
 
@@ -385,17 +391,17 @@ def test_fractional_least_period(f: int, b: int, cap: int, comm: float, period: 
 def test_period_proofs_agree_random(shape: str, p: int, f: int, b: int, cap: int, comm: float) -> None:
     inst = make_pipeline(shape, p, 8, forward_time=float(f), backward_time=float(b), comm_delay=comm, memory_capacity=float(cap))
     found = []
-    for proof in ("auto", "rate_milp"):
+    for proof in ("auto", "rate_milp", "residue"):
         try:
             rep = search_repetend(inst, _ctx(), {**DEFAULTS, "period_proof": proof})
         except InfeasibleError:
             found.append(None)
             continue
-        assert rep.proven
+        assert rep.proven or proof == "residue"
         found.append(rep.period)
-    assert (found[0] is None) == (found[1] is None)
+    assert (found[0] is None) == (found[1] is None) == (found[2] is None)
     if found[0] is not None:
-        assert found[0] == pytest.approx(found[1])
+        assert found[0] == pytest.approx(found[1]) == pytest.approx(found[2])
 
 
 @pytest.mark.parametrize("shape,memory,offsets,period", [("nn", 6, 6, 8), ("nn", 4, 5, 9), ("m", 4, 5, 7), ("m", 5, 6, 6), ("x", 4, 3, 8), ("k", 4, 3, 6)])
@@ -432,7 +438,7 @@ def test_mshape_memory4_needs_one_bubble() -> None:
     """Tessel leaves one bubble per repetend on mshape at memory 4: optimal (busy is 6)."""
     inst = tessel_case("m", 4, 16)
     assert inst.device_work().max() == 6.0
-    rep = search_repetend(inst, _ctx(), {**DEFAULTS, "offsets": 8})
+    rep = search_repetend(inst, _ctx(), {**DEFAULTS, "offsets": 8, "period_proof": "auto"})
     assert rep.proven and rep.period_bound == pytest.approx(7.0)
 
 

@@ -555,7 +555,9 @@ def test_vectorized_growth_rejects_misplaced_and_shared_nodes() -> None:
     shared = LabelledGraph(G.node_labels, [(u, 10 * 4 + 1) if (u, v) == (11 * 4, 11 * 4 + 1) else (u, v) for u, v in G.edges], G.edge_labels)
     fast, slow, replays = fold_both_ways(swapped(shared, 29), 0)
     assert [f.copies for f in fast] == [f.copies for f in slow]
-    assert replays and not any(ok for _, ok in replays)
+    # the 4-node region mapped from the template is rejected (a later seed class may grow a
+    # smaller region that replays: the families still equal the lock step's)
+    assert ((30, 4), False) in replays and not any(ok for shape, ok in replays if shape == (30, 4))
 
 def test_vectorized_growth_skips_claimed_nodes() -> None:
     """60 blocks a0 -> a1 -> a2 (a chain), 30 of them with b0 -> b1 hanging off a1: the

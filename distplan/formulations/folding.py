@@ -18,8 +18,10 @@ carry a hashable label, and is meant for every kind (sharding, placement, pipeli
    the embedding or the head, stay unfolded, as their optimal decisions often differ
    (``iterations=0`` folds by labels alone). Regions grow in lock step from the seeds:
    a neighbour (same direction, edge label, node label and colour) joins every copy at
-   once, or none; nodes belong to at most one copy. The seed class giving the largest
-   coverage (copies x region size) is kept; repeat on the remaining nodes.
+   once, or none; nodes belong to at most one copy. Of ``max_seed_trials`` seed classes
+   (largest first; a class inside a region grown this round, or growing none, is no trial:
+   so a layer is not split in two families) the largest coverage (copies x size) is kept;
+   repeat on the remaining nodes.
    From many seeds (``TEMPLATE_SEEDS``) the lock step runs on three of them first (the
    first two, where neighbouring copies meet, and the last); the region is mapped to
    every seed along the steps that grew it (or shifted, when the three copies are
@@ -28,8 +30,7 @@ carry a hashable label, and is meant for every kind (sharding, placement, pipeli
    a single node) the lock step runs on every seed, which stops at the first copy that
    differs. Either way the region is the lock step's.
 3. Each family is confirmed by an exact isomorphism check: the position-wise bijection
-   between every copy and the representative (copy 0) preserves node labels and the
-   labelled induced edges.
+   from the representative (copy 0) to every copy keeps node labels and labelled edges.
 
 `FoldMap` holds the families as arrays of node indices (`FoldMap.regions`) with arrays
 over node indices for vectorized callers, and dicts by node name built on first use.
@@ -561,19 +562,22 @@ def find_repeated_subgraphs(
         eligible = n_nodes - n_claimed
         best: np.ndarray | None = None
         best_cover = 0
-        tried = candidates[:max_seed_trials]
+        tried: list[int] = []
         grown = np.zeros(num_colors, dtype=bool)  # classes that are whole positions of a region grown this round
-        for i in tried:
-            if grown[classes[i]]:
-                continue  # growing from another position of that region gives it again
+        for i in candidates:
+            if len(tried) >= max_seed_trials:
+                break
+            if grown[classes[i]]:  # another position of a region grown this round: not a trial
+                continue
             region = _grow(members[starts[i] : starts[i] + sizes[i]], gr)
             k, size = region.shape
             position_colors = color[region]
             whole = (position_colors == position_colors[0]).all(axis=0) & (class_size[position_colors[0]] == k)
             grown[position_colors[0][whole]] = True
             if size < min_size:
-                rejected[classes[i]] = True
+                rejected[classes[i]] = True  # never tried again, so not a trial
                 continue
+            tried.append(i)
             if k * size <= best_cover:
                 continue  # may still fold in a later round
             try:
@@ -585,16 +589,12 @@ def find_repeated_subgraphs(
             if best_cover >= 0.9 * eligible:
                 break
         if best is None:
-            rejected[classes[tried]] = True  # every class tried failed
+            rejected[classes[tried]] = True  # every class tried failed (or grew no region)
             continue
         regions.append(best)
         gr.claimed[best] = True
         n_claimed += best.size
 
-    stats = {
-        "nodes": n_nodes,
-        "folded_nodes": n_nodes - sum(r.size - r.shape[1] for r in regions),
-        "families": [{"copies": r.shape[0], "nodes_per_copy": r.shape[1]} for r in regions],
-        "wl_iterations": iterations,
-    }
+    families = [{"copies": r.shape[0], "nodes_per_copy": r.shape[1]} for r in regions]
+    stats = {"nodes": n_nodes, "folded_nodes": n_nodes - sum(r.size - r.shape[1] for r in regions), "families": families, "wl_iterations": iterations}
     return FoldMap(g.nodes(), regions, stats)

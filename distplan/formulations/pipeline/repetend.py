@@ -23,7 +23,14 @@ allows (Tessel's repetends hold at most that many micro-batches), stopping at th
 bound ``max_d work_d``. At the largest K the incumbent is proven least: for integral data
 by fixed-period feasibility MILPs at the largest period below it that any repetend can
 have (the least period is a cycle ratio L / h with bounded integers, and feasibility is
-monotone in T), otherwise (or when a probe is undecided) by the rate MILP. The search
+monotone in T), otherwise (or when a probe is undecided) by the rate MILP.
+
+For integral data the default (``period_proof="residue"``) first tries the exact residue
+search (`residue.py`: residues enumerated, offsets computed by longest paths) at the
+largest K: it refutes or finds each integer period, refutes the largest fractional
+candidate below (after a short MILP probe) and minimizes the flat length, all within a
+node budget; whatever it leaves undecided goes to the path above, and an unfinished
+proof is reported as unproven.
 
 The repetend is unrolled and completed in `tessel.py`.
 """
@@ -44,6 +51,7 @@ from distplan.formulations.pipeline.common import (
     integral_data,
 )
 from distplan.formulations.pipeline.modulo import Cyclic, cyclic_blocks, longest, modulo_backtrack, modulo_heuristic
+from distplan.formulations.pipeline.residue import ResidueResult, residue_search
 from distplan.formulations.registry import RunContext, build_model
 from distplan.modeling.model import Model
 from distplan.modeling.scheduling import cyclic_no_overlap, cyclic_precedence, modulo_prefix, winding_triangles
@@ -57,7 +65,9 @@ DEFAULTS: dict[str, Any] = {
     "min_flat_length": True,  # second solve: shortest flat schedule at the optimal period
     "flat_time_limit": 0.25,  # seconds for that second solve
     "probe_time_limit": 1.0,  # seconds per fixed-period feasibility probe
-    "period_proof": "auto",  # least period proven by: auto (candidate periods for integral data) | rate_milp
+    "period_proof": "residue",  # least period proven by: residue (exact residue search, integral data, within residue_nodes; else as auto) | auto (candidate-period MILP probes for integral data) | rate_milp
+    "residue_nodes": 20_000,  # placements the residue search may try in one repetend search (period, proof, flat length)
+    "candidate_probe_limit": 0.15,  # seconds for the MILP probe at a fractional candidate period (residue proof)
     "baselines": True,  # also evaluate the classic schedules that apply and keep the best plan
     "search_time_limit": None,  # seconds for the repetend search in a tessel run (None: until the period is proven; a budget weakens the heuristics)
 }
@@ -275,6 +285,10 @@ def search_repetend(inst: PipelineInstance, ctx: RunContext, params: dict[str, A
     critical path doubling up to what memory allows (stopping at the resource bound, which
     no K beats); then, time-limited, minimize the flat length at the best period."""
     t0 = time.perf_counter()
+    if params.get("period_proof", "residue") == "residue":
+        found = _search_residues(inst, ctx, params, t0)
+        if found is not None:
+            return found
     if params.get("offsets") is not None:
         ks = [int(params["offsets"])]
     else:
@@ -371,10 +385,10 @@ def _search_once(
         return np.asarray(heur[0]), float(heur[1]), t_lb, True, int(data["offsets"]), data
     if not prove and heur:
         return np.asarray(heur[0]), float(heur[1]), None, False, int(data["offsets"]), data
-    proof = params.get("period_proof", "auto")
-    if proof not in ("auto", "rate_milp"):
-        raise InputError("params.period_proof", f"expected 'auto' or 'rate_milp', got {proof!r}")
-    if heur and proof == "auto" and integral_data(inst):
+    proof = params.get("period_proof", "residue")
+    if proof not in ("residue", "auto", "rate_milp"):
+        raise InputError("params.period_proof", f"expected 'residue', 'auto' or 'rate_milp', got {proof!r}")
+    if heur and proof in ("auto", "residue") and integral_data(inst):
         heur, proven = _prove_by_candidates(inst, ctx, params, data, heur)
         if proven:
             return np.asarray(heur[0]), float(heur[1]), float(heur[1]), True, int(data["offsets"]), data
@@ -449,3 +463,72 @@ def _prove_by_candidates(
     if sigma is not None:
         return (sigma, float(cand)), False
     return heur, infeasible
+
+
+def _search_residues(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any], t0: float) -> Repetend | None:
+    """Integral data: the least period by the exact residue search (`residue.residue_search`)
+    at T = ceil(t_lb), ceil(t_lb) + 1, ... with the largest offsets memory allows, proven
+    least when every integer below is refuted and the largest candidate period below T
+    (`candidate_periods_below`) too (a short MILP probe, then the residue search on
+    scaled time); then the least flat length at T (branch and bound),
+    which also gives the fewest offsets. All within ``residue_nodes`` placements. Returns
+    None (the MILP path takes over) when a period is undecided or a fractional candidate
+    has a repetend; an undecided candidate leaves the period unproven, with the refuted
+    integer as its bound."""
+    if not integral_data(inst):
+        return None
+    unfold = int(params.get("unfold", 1))
+    cy = cyclic_blocks(inst, unfold)
+    k = int(params["offsets"]) if params.get("offsets") is not None else offsets_range(inst, unfold)[1]
+    work = cy.dur @ cy.mask
+    t_lb = float(max(work.max(), cy.dur.max()))
+    _, _, lag = inst.edges
+    t_ub = float(unfold * (inst.duration.sum() + lag.sum()))
+    budget = int(params.get("residue_nodes", DEFAULTS["residue_nodes"]))
+    deadline = params.get("_deadline")
+    t = math.ceil(t_lb - 1e-9)
+    refuted: int | None = None  # the largest integer period proven to have no repetend
+    found = None
+    while t <= t_ub + 1e-9:
+        # a bounded exact pass; undecided: the backtracking heuristic (it prunes on the
+        # memory of the least offsets, so it finds faster), then the exact search again
+        r = residue_search(cy, inst, k, t, node_limit=max(1, min(budget, 5_000)), deadline=deadline)
+        budget -= r.nodes
+        if r.status == "undecided" and budget > 0:
+            quick, used = modulo_backtrack(cy, inst, k, t, node_limit=5_000, deadline=deadline)
+            if quick is not None:
+                r = ResidueResult("found", quick, float((quick + cy.dur).max()), False, used)
+            else:
+                r = residue_search(cy, inst, k, t, node_limit=max(1, budget), deadline=deadline)
+                budget -= r.nodes
+        if r.status == "undecided":
+            return None
+        if r.status == "found":
+            found = r
+            break
+        refuted, t = t, t + 1
+    if found is None:
+        return None
+    sigma, length = found.sigma, float(found.length)
+    proven, bound = True, float(t)
+    cand = None if t <= t_lb + 1e-9 else candidate_periods_below(cy, t_lb, Fraction(t))
+    if cand is not None and (refuted is None or cand > refuted):
+        # a fractional candidate: a short MILP probe (often quick), then the exact search
+        # on time scaled by the candidate's denominator (often large), both bounded
+        sig, refuted_cand = probe_period(inst, ctx, {**params, "offsets": k, "probe_time_limit": float(params.get("candidate_probe_limit", DEFAULTS["candidate_probe_limit"]))}, float(cand))
+        if sig is not None:
+            return None  # a fractional period beats every integer one: the rate MILP finds it
+        if not refuted_cand:
+            rc = residue_search(cy, inst, k, cand, node_limit=max(1, min(budget, 5_000)), deadline=deadline)
+            budget -= rc.nodes
+            if rc.status == "found":
+                return None
+            if rc.status == "undecided":
+                proven, bound = False, float(refuted) if refuted is not None else t_lb
+    if params.get("min_flat_length", True):
+        rm = residue_search(cy, inst, k, t, minimize_length=True, below=length, node_limit=min(max(budget, 3_000), 8_000), deadline=deadline)
+        if rm.sigma is not None and rm.length is not None and rm.length < length:
+            sigma, length = rm.sigma, float(rm.length)
+    sigma = np.round(sigma - sigma.min(), 9)
+    offsets = max(1, math.ceil(length / t - 1e-9))
+    return Repetend(sigma, float(t), bound, proven, offsets, unfold, time.perf_counter() - t0)

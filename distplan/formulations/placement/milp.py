@@ -33,7 +33,9 @@ import numpy as np
 
 from distplan.errors import InfeasibleError
 from distplan.formulations.placement import relaxation
+from distplan.formulations.placement.forced import forced_bound
 from distplan.formulations.placement.heuristics import single_device_schedule, topo_assignment
+from distplan.formulations.placement.improve import improve
 from distplan.formulations.placement.listsched import Schedule, list_schedule
 from distplan.formulations.registry import Bound, Outcome, RunContext, build_model, get_formulation
 from distplan.modeling.model import Model, linear_sum
@@ -392,15 +394,30 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
     the MILP's dual bound (less the safety margin) is a bound in every case."""
     t0 = time.perf_counter()
     sched, source = best_heuristic(inst, ctx)
+    rem = ctx.remaining_time()
+    search_share = float(ctx.param("search_share", 0.2))
+    if sched is not None and search_share > 0 and rem is not None and inst.n_devices > 1:
+        # a better incumbent: a smaller horizon (big-M) and a better warm start
+        found, log = improve(inst, sched.device, deadline=time.perf_counter() + search_share * rem, seed=int(ctx.param("seed", 0)))
+        if found is not None and found.makespan < sched.makespan:
+            checked = _schedule_of(inst, make_plan(inst, found.device, found.start))
+            if checked is not None and checked.makespan < sched.makespan:
+                sched, source = checked, f"{source} + local search"
     heuristics_s = time.perf_counter() - t0
     bounds: list[Bound] = []
+    rem = ctx.remaining_time()
+    forced_share = float(ctx.param("forced_share", 0.1))
+    if sched is not None and forced_share > 0:
+        b = forced_bound(inst, sched.makespan, deadline=None if rem is None else time.perf_counter() + forced_share * rem)
+        if b is not None:
+            bounds.append(b)
     share = float(ctx.param("relaxation_share", 0.25))
     rem = ctx.remaining_time()
     lo, hi = ctx.param("relaxation_ops", (30, 1500))
     if share > 0 and rem is not None and lo < inst.n_ops <= hi and inst.n_devices > 1:
         # the assignment relaxation alone first: its branch and bound raises the bound
         # faster than the disjunctive model's, and w >= its bound helps the MILP prune
-        bounds = relaxation.relaxation_bounds(inst, ctx, share * rem)
+        bounds += relaxation.relaxation_bounds(inst, ctx, share * rem)
     t1 = time.perf_counter()
     model, data = build_model(name, MILP_BLOCKS, inst, {**ctx.params, "incumbent": sched})
     if bounds:

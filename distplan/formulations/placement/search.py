@@ -4,7 +4,8 @@ The heuristics (m-ETF, m-TOPO, m-SCT on the graph and on its coarsened graph, si
 device; Jeon et al., SoCC 2020) give the starting plans, best first. The search runs from
 the best one until it stops improving, then from the next ones with other seeds while time
 is left; the best schedule found is the plan (the api re-evaluates it with the independent
-evaluator). No bound is proven here. Times in seconds.
+evaluator). The forced co-location bound (`forced`) gets a share of the time first, up to
+the best heuristic's makespan. Times in seconds.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 
 import numpy as np
 
+from distplan.formulations.placement.forced import forced_bound
 from distplan.formulations.placement.improve import improve, search_info
 from distplan.formulations.placement.listsched import Schedule
 from distplan.formulations.placement.milp import heuristic_schedules
@@ -57,10 +59,17 @@ def run_search(inst: PlacementInstance, ctx: RunContext) -> Outcome:
     """Heuristic plans -> local search within the time limit (``default_time_limit``
     seconds without one) -> the best plan, timed by the evaluator's own re-simulation
     under the channel model."""
+    t0 = time.perf_counter()
     deadline = search_deadline(ctx, float(ctx.param("default_time_limit", 30.0)))
     starts = heuristic_schedules(inst, ctx)
     if not starts:
         return Outcome(plan=None, solver_results=list(ctx.solver_results), info={"search_stopped": "no heuristic plan fits"})
+    bounds = []
+    share = float(ctx.param("forced_share", 0.1))
+    if share > 0:  # the forced co-location bound first, with a share of the time
+        b = forced_bound(inst, starts[0][0].makespan, deadline=time.perf_counter() + share * max(0.0, deadline - t0))
+        if b is not None:
+            bounds.append(b)
     max_evals = ctx.param("max_evals", None)
     best, origin, info = improved_schedule(inst, starts, deadline, int(ctx.param("seed", 0)), None if max_evals is None else int(max_evals))
     assert best is not None
@@ -73,4 +82,4 @@ def run_search(inst: PlacementInstance, ctx: RunContext) -> Outcome:
         claimed = float(check.objective)
     info["plan_from"] = origin
     info["heuristic_makespan"] = float(starts[0][0].makespan)
-    return Outcome(plan=plan, solver_results=list(ctx.solver_results), claimed_objective=claimed, info={k: (v.item() if isinstance(v, np.generic) else v) for k, v in info.items()})
+    return Outcome(plan=plan, bounds=bounds, solver_results=list(ctx.solver_results), claimed_objective=claimed, info={k: (v.item() if isinstance(v, np.generic) else v) for k, v in info.items()})

@@ -22,6 +22,13 @@ class _Table:
     asg: np.ndarray
     cost: np.ndarray
     mem: np.ndarray
+    #: least memory (bytes) of the factors joined into the table: rows whose memory exceeds
+    #: it by more than the problem's slack cannot be completed within the budget
+    floor: float = 0.0
+
+
+class TooLarge(RuntimeError):
+    """A table of the elimination would exceed its row limit."""
 
 
 def encode_states(cols: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -31,7 +38,7 @@ def encode_states(cols: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     return key
 
 
-def _join(a: _Table, b: _Table, dom: np.ndarray) -> _Table:
+def _join(a: _Table, b: _Table, dom: np.ndarray, max_rows: float = np.inf) -> _Table:
     common = [x for x in a.live if x in b.live]
     if common:
         ka = encode_states(a.asg[:, common], dom[common])
@@ -43,17 +50,19 @@ def _join(a: _Table, b: _Table, dom: np.ndarray) -> _Table:
     kbs = kb[ob]
     lo = np.searchsorted(kbs, ka, "left")
     cnt = np.searchsorted(kbs, ka, "right") - lo
+    if cnt.sum() > max_rows:
+        raise TooLarge(f"a join of {int(cnt.sum())} rows (limit {max_rows:g})")
     ra = np.repeat(np.arange(ka.size), cnt)
     start = np.cumsum(cnt) - cnt
     rb = ob[lo[ra] + np.arange(ra.size) - start[ra]]
     live = a.live + [x for x in b.live if x not in a.live]
-    return _Table(live, np.maximum(a.asg[ra], b.asg[rb]), a.cost[ra] + b.cost[rb], a.mem[ra] + b.mem[rb])
+    return _Table(live, np.maximum(a.asg[ra], b.asg[rb]), a.cost[ra] + b.cost[rb], a.mem[ra] + b.mem[rb], a.floor + b.floor)
 
 
 def _pareto(t: _Table, group: list[int], dom: np.ndarray) -> _Table:
     """Keep, per assignment of ``group``, the rows not dominated in (bytes, seconds)."""
     if t.cost.size == 0:
-        return _Table(group, t.asg, t.cost, t.mem)
+        return _Table(group, t.asg, t.cost, t.mem, t.floor)
     key = encode_states(t.asg[:, group], dom[group]) if group else np.zeros(t.cost.size, dtype=np.int64)
     order = np.lexsort((t.cost, t.mem, key))
     g = np.unique(key, return_inverse=True)[1].reshape(-1)[order]
@@ -64,37 +73,68 @@ def _pareto(t: _Table, group: list[int], dom: np.ndarray) -> _Table:
     keep = np.ones(order.size, dtype=bool)
     keep[1:] = score[1:] > best[:-1]
     rows = order[keep]
-    return _Table(group, t.asg[rows], t.cost[rows], t.mem[rows])
+    return _Table(group, t.asg[rows], t.cost[rows], t.mem[rows], t.floor)
 
 
 def finite_mask(cost: np.ndarray) -> np.ndarray:
     return np.isfinite(cost) & (cost < INFINITE_SECONDS)
 
 
-def _scope_size(x: int, pool: list[_Table], dom: np.ndarray) -> float:
-    """Rows of the table that eliminating ``x`` would build (product of its scope's domains)."""
-    scope = set().union(*[t.live for t in pool if x in t.live])
-    return float(np.prod([float(dom[y]) for y in scope]))
-
-
-def _eliminate(pool: list[_Table], kept: list[int], dom: np.ndarray) -> _Table:
+def _eliminate(pool: list[_Table], kept: list[int], dom: np.ndarray, *, slack: float = np.inf, max_rows: float = np.inf) -> _Table:
     """Eliminate every variable of the pool not in ``kept`` (smallest resulting table
-    first), keeping per assignment of the remaining variables the Pareto rows; then join
-    what is left and keep the Pareto rows per assignment of ``kept``."""
-    free = sorted(set().union(*[t.live for t in pool]) - set(kept))
+    first: the product of the domains of its scope; ties by variable), keeping per
+    assignment of the remaining variables the Pareto rows; then join what is left and keep
+    the Pareto rows per assignment of ``kept``.
+
+    Rows whose memory exceeds their table's ``floor`` by more than ``slack`` bytes are
+    dropped (no completion fits the budget); a join beyond ``max_rows`` rows raises `TooLarge`."""
+
+    def prune(t: _Table) -> _Table:
+        if not np.isfinite(slack):
+            return t
+        ok = t.mem - t.floor <= slack
+        return t if ok.all() else _Table(t.live, t.asg[ok], t.cost[ok], t.mem[ok], t.floor)
+
+    size = dom.tolist()
+    tables: dict[int, _Table] = dict(enumerate(pool))
+    by_var: dict[int, set[int]] = {}
+    for tid, t in tables.items():
+        for y in t.live:
+            by_var.setdefault(y, set()).add(tid)
+    free = sorted(set(by_var) - set(kept))
+
+    def scope_size(x: int) -> float:
+        scope: set[int] = set()
+        for tid in by_var[x]:
+            scope.update(tables[tid].live)
+        out = 1.0
+        for y in scope:
+            out *= size[y]
+        return out
+
+    next_id = len(pool)
     while free:
-        x = min(free, key=lambda y, tabs=pool: _scope_size(y, tabs, dom))
+        x = min(free, key=scope_size)
         free.remove(x)
-        mine = sorted([t for t in pool if x in t.live], key=lambda t: t.cost.size)
-        pool = [t for t in pool if x not in t.live]
+        mine_ids = sorted(by_var.pop(x))  # creation order
+        mine = [tables.pop(tid) for tid in mine_ids]
+        for tid, t in zip(mine_ids, mine):
+            for y in t.live:
+                if y != x:
+                    by_var[y].discard(tid)
+        mine.sort(key=lambda t: t.cost.size)
         joined = mine[0]
         for t in mine[1:]:
-            joined = _join(joined, t, dom)
-        pool.append(_pareto(joined, [y for y in joined.live if y != x], dom))
-    pool.sort(key=lambda t: t.cost.size)
-    joined = pool[0]
-    for t in pool[1:]:
-        joined = _join(joined, t, dom)
+            joined = prune(_join(joined, t, dom, max_rows))
+        new = _pareto(joined, [y for y in joined.live if y != x], dom)
+        tables[next_id] = new
+        for y in new.live:
+            by_var[y].add(next_id)
+        next_id += 1
+    rest = sorted(tables.values(), key=lambda t: t.cost.size)
+    joined = rest[0]
+    for t in rest[1:]:
+        joined = prune(_join(joined, t, dom, max_rows))
     return _pareto(joined, kept, dom)
 
 

@@ -279,6 +279,19 @@ class ChainSolution:
     cuts: int
     lp_integral: bool | None
     last: Any = None
+    #: variables of the folded program (as the MILP would have them), when not solved by one
+    variables: int | None = None
+
+
+def folded_variables(graph: CostGraph, chains: list[Chain]) -> int:
+    """Variables of the folded program over ``graph`` (`build_chain_model`): one-hot
+    entries of the nodes with several strategies, edge products between two such nodes,
+    and per chain its arc counts, start and end states."""
+    sizes = graph.strategy_counts()
+    free = sizes > 1
+    both = free[graph.edge_u] & free[graph.edge_v]
+    walk = sum(int(ch.arcs["cost"].size) + 2 * ch.num_states for ch in chains)
+    return int(sizes[free].sum() + (sizes[graph.edge_u] * sizes[graph.edge_v])[both].sum()) + walk
 
 
 def cheapest_arcs(chain: Chain) -> Chain:

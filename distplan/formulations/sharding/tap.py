@@ -46,6 +46,7 @@ from distplan.formulations.sharding.alpa_ilp import (
     solve_graph,
     unfolded,
 )
+from distplan.formulations.sharding.chain_dp import DeadlineReached, solve_by_dp
 from distplan.formulations.sharding.chain_fronts import segment_fronts
 from distplan.formulations.sharding.chain_program import solve_chains
 from distplan.formulations.sharding.chainfold import MAX_STATES, find_chains
@@ -61,7 +62,7 @@ from distplan.models.sharding_costs import strategy_name
 from distplan.solvers.result import Termination
 
 REFERENCE = "Shi et al., TAP, arXiv 2302.00247 (folded search over repeated subgraphs)"
-DEFAULTS: dict[str, Any] = {"exact": True, "certify": True, "lp_first": True, "min_copies": 2, "wl_iterations": 2, "max_states": MAX_STATES}
+DEFAULTS: dict[str, Any] = {"exact": True, "certify": True, "lp_first": True, "dp": True, "min_copies": 2, "wl_iterations": 2, "max_states": MAX_STATES}
 #: a proven bound from a floating-point solver is lowered by this relative margin (the
 #: evaluator's sums and the solver's differ in the last bits: 5e-15 relative measured)
 BOUND_MARGIN = 1e-10
@@ -120,13 +121,23 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
     for ch in chains:
         ch.arcs = segment_fronts(ch, sk, tables)
     t2 = time.perf_counter()
-    sol = solve_chains(sk, chains, tables, ctx, lp_first=bool(ctx.param("lp_first", True)), build_seconds=t2 - t0)
+    sol = None
+    if ctx.param("dp", True):
+        try:
+            sol = solve_by_dp(sk, chains, tables, ctx)
+        except DeadlineReached:
+            return Outcome(plan=None, bounds=[], info={"fold_seconds": t1 - t0, "chain_seconds": t2 - t1}, termination=Termination.TIME_LIMIT)
+    method = "dp" if sol is not None else "milp"
+    if sol is None:
+        sol = solve_chains(sk, chains, tables, ctx, lp_first=bool(ctx.param("lp_first", True)), build_seconds=t2 - t0)
     info: dict[str, Any] = {
         "fold_seconds": t1 - t0,
         "chain_seconds": t2 - t1,
         "folding": dict(fold.stats),
         "chains": chain_info,
         "walk_arcs": [int(ch.arcs["cost"].size) for ch in chains],
+        "method": method,
+        "dp_seconds": time.perf_counter() - t2 if method == "dp" else None,
         "rounds": sol.rounds,
         "connectivity_cuts": sol.cuts,
     }
@@ -135,10 +146,15 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
     bounds: list[Bound] = []
     if sol.bound is not None:
         value = sol.bound - abs(sol.bound) * BOUND_MARGIN
-        bounds.append(Bound(value, f"tap: dual bound of the folded walk program, a relaxation of Alpa's ILP ({ctx.backend.name}), less {BOUND_MARGIN:g} relative"))
+        if method == "dp":
+            bounds.append(Bound(value, f"tap: exhaustive Pareto dynamic program over the folded walk (no solver), less {BOUND_MARGIN:g} relative"))
+        else:
+            bounds.append(Bound(value, f"tap: dual bound of the folded walk program, a relaxation of Alpa's ILP ({ctx.backend.name}), less {BOUND_MARGIN:g} relative"))
         info["bound_seconds"] = value
     last = sol.last
-    if last is not None:
+    if sol.variables is not None:
+        info["variables_folded"] = sol.variables
+    elif last is not None:
         info["variables_folded"] = last.extra.get("model", {}).get("variables")
     if sol.choice is None:
         return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info)
@@ -154,6 +170,7 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
         claimed_objective=sol.objective,
         proven_optimal=sol.optimal,
         info=info,
+        termination=Termination.OPTIMAL if method == "dp" else None,
     )
 
 

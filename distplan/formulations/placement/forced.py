@@ -1,0 +1,187 @@
+"""A destructive lower bound on the placement makespan: forced co-location and one machine.
+
+For a trial makespan C (seconds) the bound derives consequences that every plan finishing
+by C must satisfy, until one is impossible; then the optimum exceeds C, and a bisection
+over C gives the bound (Klein & Scholl, "Computing lower bounds by destructive improvement:
+an application to resource-constrained project scheduling", EJOR 112(2), 1999).
+
+Consequences, with heads r_v and tails q_v (longest paths before and after v at fastest
+times, no communication) and the smallest delay c_e of an edge over device pairs:
+
+1. *Forced co-location.* Colocation groups share a device. If op v were not on the device
+   of a group G of ops already known to share one, every edge between v and G would carry
+   a transfer, so a path through v would take at least
+   h + p_v + t, h = max(r_v, max_{u in pred(v) & G} r_u + p_u + c_uv),
+   t = max(q_v, max_{w in succ(v) & G} c_vw + p_w + q_w).
+   When that exceeds C, v is on G's device: v joins G. Repeated to a fixpoint.
+2. *One machine.* The ops of a group run on one device d one at a time, each after its
+   head and followed by its tail: the preemptive one-machine bound (Jackson's preemptive
+   schedule, optimal for 1|r_j, pmtn|max(C_j + q_j); Carlier, EJOR 11(1), 1982) with the
+   times of d, minimized over d, exceeds C: impossible.
+3. *Memory.* The group's memory (persistent memory under the liveness model: it is held
+   to the end) exceeds the largest device: impossible.
+
+Every step relaxes order, communication contention and memory timing, so the bound holds
+under both communication models (a transfer is never faster than its smallest delay) and
+both memory models. Comparisons carry a relative margin of 1e-9 (`MARGIN`) and the result
+is rounded down, so float rounding in the sums cannot make it exceed the exact optimum.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+
+import numpy as np
+
+from distplan.formulations.placement.relaxation import heads_tails
+from distplan.formulations.registry import Bound, round_down
+from distplan.models.placement_instance import PlacementInstance
+
+#: relative margin of every "exceeds C" test (float rounding of sums of instance data)
+MARGIN = 1e-9
+SOURCE = "forced co-location + one-machine bound (destructive bisection)"
+
+
+def preemptive_one_machine(r: np.ndarray, p: np.ndarray, q: np.ndarray) -> float:
+    """max_j (C_j + q_j) of Jackson's preemptive schedule (seconds): at every moment the
+    released op with the largest tail runs. O(k log k) for k ops."""
+    order = np.argsort(r, kind="stable")
+    rs, ps, qs = r[order].tolist(), p[order].tolist(), q[order].tolist()
+    k = len(rs)
+    heap: list[tuple[float, int]] = []
+    rem = list(ps)
+    t = 0.0
+    i = 0
+    best = 0.0
+    while i < k or heap:
+        if not heap and t < rs[i]:
+            t = rs[i]
+        while i < k and rs[i] <= t:
+            heapq.heappush(heap, (-qs[i], i))
+            i += 1
+        j = heap[0][1]
+        nxt = rs[i] if i < k else float("inf")
+        run = min(rem[j], nxt - t)
+        t += run
+        rem[j] -= run
+        if rem[j] <= 0.0:
+            heapq.heappop(heap)
+            best = max(best, t + qs[j])
+    return best
+
+
+class _Data:
+    """Static arrays for the tests at every trial makespan."""
+
+    def __init__(self, inst: PlacementInstance):
+        self.inst = inst
+        self.p = inst.time.min(axis=1)
+        self.r, self.q = heads_tails(inst, self.p)
+        self.c = inst.min_delay() if inst.n_devices > 1 else np.zeros(inst.n_edges)
+        n = inst.n_ops
+        self.preds: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+        self.succs: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+        # per neighbour: what a path through v gains when the edge is cut
+        for a, b, c in zip(inst.src.tolist(), inst.dst.tolist(), self.c.tolist()):
+            self.preds[b].append((a, float(self.r[a] + self.p[a] + c)))
+            self.succs[a].append((b, float(c + self.p[b] + self.q[b])))
+        self.groups = inst.colocation_groups()
+        self.mem = inst.memory if inst.memory_model == "liveness" else inst.memory_need()
+        self.cap = float(inst.device_memory.max())
+
+
+def _find(parent: list[int], a: int) -> int:
+    while parent[a] != a:
+        parent[a] = parent[parent[a]]
+        a = parent[a]
+    return a
+
+
+def groups_at(data: _Data, C: float) -> np.ndarray:
+    """Group id per op: ops that share a device in every plan of makespan <= C (rule 1)."""
+    n = data.inst.n_ops
+    parent = list(range(n))
+    first: dict[int, int] = {}
+    for v, g in enumerate(data.groups.tolist()):
+        if g in first:
+            a, b = _find(parent, first[g]), _find(parent, v)
+            if a != b:
+                parent[b] = a
+        else:
+            first[g] = v
+    r, q, p = data.r.tolist(), data.q.tolist(), data.p.tolist()
+    limit = C * (1 + MARGIN)
+    # only ops whose path through them could exceed C with one cut edge can be forced
+    cand = [v for v in range(n) if data.preds[v] or data.succs[v]]
+    changed = True
+    while changed:
+        changed = False
+        for v in cand:
+            heads: dict[int, float] = {}
+            tails: dict[int, float] = {}
+            for u, h in data.preds[v]:
+                g = _find(parent, u)
+                if h > heads.get(g, r[v]):
+                    heads[g] = h
+            for w, t in data.succs[v]:
+                g = _find(parent, w)
+                if t > tails.get(g, q[v]):
+                    tails[g] = t
+            own = _find(parent, v)
+            for g in set(heads) | set(tails):
+                if g == own:
+                    continue
+                if heads.get(g, r[v]) + p[v] + tails.get(g, q[v]) > limit:
+                    parent[_find(parent, g)] = own
+                    changed = True
+    roots = np.fromiter((_find(parent, v) for v in range(n)), dtype=np.int64, count=n)
+    return np.unique(roots, return_inverse=True)[1].reshape(-1)
+
+
+def infeasible_at(data: _Data, C: float) -> str:
+    """Why no plan has makespan <= C (seconds), or "" when these rules find no reason."""
+    inst = data.inst
+    gid = groups_at(data, C)
+    sizes = np.bincount(gid)
+    gmem = np.bincount(gid, weights=data.mem)
+    if np.any(gmem > data.cap):
+        return "memory"
+    limit = C * (1 + MARGIN)
+    order = np.argsort(gid, kind="stable")
+    cuts = np.flatnonzero(np.diff(gid[order])) + 1
+    for mbr in np.split(order, cuts):
+        if sizes[gid[mbr[0]]] < 2:
+            continue
+        r, q = data.r[mbr], data.q[mbr]
+        # Jackson's value is at most max r + load + max q: skip groups that surely fit
+        if float(r.max() + inst.time[mbr].sum(axis=0).min() + q.max()) <= limit:
+            continue
+        if all(preemptive_one_machine(r, inst.time[mbr, d], q) > limit for d in range(inst.n_devices)):
+            return f"one machine ({mbr.size} ops on one device)"
+    return ""
+
+
+def forced_bound(inst: PlacementInstance, upper: float, deadline: float | None = None, steps: int = 20) -> Bound | None:
+    """The largest trial makespan (seconds) in [critical path, ``upper``] that the rules
+    prove infeasible, by bisection (``steps`` trials at most, stopping at ``deadline``, a
+    ``time.perf_counter()`` value); None when none beyond the critical path is."""
+    if inst.n_ops == 0 or not np.isfinite(upper):
+        return None
+    data = _Data(inst)
+    lo = float((data.r + data.p + data.q).max())
+    hi = float(upper)
+    proven: float | None = None
+    reason = ""
+    for _ in range(steps):
+        if hi <= lo * (1 + 1e-7) or (deadline is not None and time.perf_counter() >= deadline):
+            break
+        mid = 0.5 * (lo + hi)
+        why = infeasible_at(data, mid)
+        if why:
+            lo, proven, reason = mid, mid, why
+        else:
+            hi = mid
+    if proven is None:
+        return None
+    return Bound(round_down(proven), f"{SOURCE}: {reason}", "safe")

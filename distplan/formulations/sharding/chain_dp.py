@@ -1,0 +1,429 @@
+"""Exact solve of a chain-folded sharding problem without a MILP: Pareto dynamic programming.
+
+The folded program of `distplan.formulations.sharding.chainfold` (Alpa's ILP, Zheng et al.,
+OSDI 2022, over the explicit nodes, plus a walk of K - 1 copies over boundary states) has a
+single memory row. With one chain it is a *resource-constrained shortest path*: the
+explicit nodes before and after the walk reduce, by bi-criteria variable elimination
+(`chain_fronts._eliminate`), to Pareto fronts in (seconds, bytes) per start state and per
+end state; the walk is then a label-setting dynamic program over its 2(K - 1) (or K - 1)
+steps, keeping per state only the labels not dominated in (seconds, bytes) (Joksch, "The
+shortest route problem with constraints", J. Math. Anal. Appl. 14, 1966; Irnich and
+Desaulniers, "Shortest path problems with resource constraints", 2005). A label is dropped
+when even the least memory still to come (a backward pass over the steps) exceeds the
+budget. Every plan of the folded program is a combination of one row of each front and
+one path, and dominance never drops the only cheapest feasible completion, so the best
+combination within the budget is the optimum: exhaustive, with no solver tolerance.
+
+Memory is compared with a relative slack of `MEMORY_SLACK` when pruning and for the bound
+(the bound is the least cost within ``budget x (1 + slack)``, a relaxation), and exactly
+(``<= budget``) for the plan. The size of the search does not depend on K through the
+program, only through the steps of the walk; each table and label set is capped at
+``max_rows`` rows, beyond which (or when the explicit nodes before and after the walk are
+joined other than through it, or there are several chains) the caller solves the MILP.
+Units: seconds per iteration, bytes per device.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from distplan.formulations.sharding.chain_fronts import TooLarge, _eliminate, _join, _pareto, _Table, encode_states, finite_mask
+from distplan.formulations.sharding.chain_program import ChainSolution, explicit_graph, folded_variables, plan_memory
+from distplan.formulations.sharding.chainfold import Chain
+from distplan.formulations.sharding.costgraph import CostGraph, CostTables, Skeleton
+
+#: relative memory slack of the pruning tests and of the bound (the evaluator accepts
+#: plans within ``budget x (1 + 1e-9)``)
+MEMORY_SLACK = 1e-9
+#: default cap on the rows of any table or label set of the dynamic program
+MAX_ROWS = 1_000_000
+#: the first cost cap of the label passes, relative to the Lagrangian bound (x 4 per pass)
+FIRST_GAP = 1e-3
+
+
+class DeadlineReached(RuntimeError):
+    """The dynamic program ran out of time."""
+
+
+@dataclass
+class DPResult:
+    """The best plan of the folded problem within the budget (exact)."""
+
+    #: strategy index per node of the explicit graph (virtual nodes included)
+    explicit: np.ndarray
+    #: arc index of every step of the walk (stage by stage, copy by copy)
+    path: np.ndarray
+    cost: float  # seconds
+    memory: float  # bytes per device
+    #: least cost over every plan within budget x (1 + MEMORY_SLACK): a proven lower bound (seconds)
+    bound: float
+    labels: int  # labels kept over all steps (a size measure)
+
+
+def _factors(graph: CostGraph) -> tuple[list[_Table], np.ndarray]:
+    """One table per node (cost, memory) and per edge (resharding cost) of the explicit
+    graph, infinite-cost rows removed."""
+    dom = graph.strategy_counts()
+    n = dom.size
+    out: list[_Table] = []
+
+    def add(live: list[int], cols: list[np.ndarray], cost: np.ndarray, mem: np.ndarray) -> None:
+        ok = finite_mask(cost)
+        asg = np.full((int(ok.sum()), n), -1, dtype=np.int64)
+        for x, c in zip(live, cols):
+            asg[:, x] = c[ok]
+        m = mem[ok]
+        out.append(_Table(live, asg, cost[ok].astype(float), m.astype(float), float(m.min()) if m.size else 0.0))
+
+    for i in range(n):
+        add([i], [np.arange(dom[i])], np.asarray(graph.node_cost[i], float), np.asarray(graph.node_memory[i], float))
+    for e in range(graph.edge_u.size):
+        u, v = int(graph.edge_u[e]), int(graph.edge_v[e])
+        ia, ib = np.meshgrid(np.arange(dom[u]), np.arange(dom[v]), indexing="ij")
+        M = np.asarray(graph.edge_cost[e], float)
+        add([u, v], [ia.ravel(), ib.ravel()], M.ravel(), np.zeros(M.size))
+    return out, dom
+
+
+def _side_fronts(graph: CostGraph, start_vars: list[int], end_vars: list[int], slack: float, max_rows: float) -> tuple[_Table, _Table] | None:
+    """Pareto fronts of the explicit nodes per start state and per end state (rows keyed by
+    ``start_vars`` / ``end_vars``); None when a part of the explicit graph touches both."""
+    factors, dom = _factors(graph)
+    n = dom.size
+    eu, ev = graph.edge_u, graph.edge_v
+    _, comp = connected_components(coo_matrix((np.ones(eu.size), (eu, ev)), shape=(n, n)), directed=False)
+    is_start = np.zeros(n, dtype=bool)
+    is_start[start_vars] = True
+    is_end = np.zeros(n, dtype=bool)
+    is_end[end_vars] = True
+    if np.intersect1d(comp[is_start], comp[is_end]).size:
+        return None
+    pools: dict[int, list[_Table]] = {}
+    for t in factors:
+        pools.setdefault(int(comp[t.live[0]]), []).append(t)
+    start_side: list[_Table] = []
+    end_side: list[_Table] = []
+    for c, pool in sorted(pools.items()):
+        members = np.flatnonzero(comp == c)
+        kept = [int(x) for x in members if is_start[x] or is_end[x]]
+        table = _eliminate(pool, kept, dom, slack=slack, max_rows=max_rows)
+        (end_side if kept and is_end[kept[0]] else start_side).append(table)
+
+    def combine(tables: list[_Table], keys: list[int]) -> _Table:
+        if not tables:
+            return _Table([], np.full((1, n), -1, dtype=np.int64), np.zeros(1), np.zeros(1), 0.0)
+        tables = sorted(tables, key=lambda t: t.cost.size)
+        joined = tables[0]
+        for t in tables[1:]:
+            joined = _join(joined, t, dom, max_rows)
+            ok = joined.mem - joined.floor <= slack
+            joined = _Table(joined.live, joined.asg[ok], joined.cost[ok], joined.mem[ok], joined.floor)
+        return _pareto(joined, keys, dom)
+
+    return combine(start_side, start_vars), combine(end_side, end_vars)
+
+
+def _keyed(t: _Table, vars_: list[int], sizes: np.ndarray) -> np.ndarray:
+    return encode_states(t.asg[:, vars_], sizes) if vars_ else np.zeros(t.cost.size, dtype=np.int64)
+
+
+def _expand(state: np.ndarray, count_of: np.ndarray, first_of: np.ndarray, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (item of ``src``, label) for every label in the state of each item: labels are
+    sorted by state, ``first_of[s]`` / ``count_of[s]`` their range."""
+    cnt = count_of[state]
+    item = np.repeat(src, cnt)
+    offset = np.arange(item.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    return item, np.repeat(first_of[state], cnt) + offset
+
+
+def _pareto_labels(state: np.ndarray, cost: np.ndarray, mem: np.ndarray) -> np.ndarray:
+    """Indices of the labels not dominated in (cost, memory) within their state (one per
+    equal pair), sorted by state then memory."""
+    if cost.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort((cost, mem, state))
+    rank = np.unique(cost, return_inverse=True)[1].reshape(-1)[order]
+    R = int(rank.max()) + 1
+    score = state[order] * (R + 1) + (R - rank)
+    best = np.maximum.accumulate(score)
+    keep = np.ones(order.size, dtype=bool)
+    keep[1:] = score[1:] > best[:-1]
+    return order[keep]
+
+
+def _best_per_key(key: np.ndarray, weight: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Least weight per key (inf where none) and its row (-1 where none)."""
+    value = np.full(size, np.inf)
+    row = np.full(size, -1, dtype=np.int64)
+    if key.size:
+        order = np.lexsort((weight, key))
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = key[order][1:] != key[order][:-1]
+        value[key[order[first]]] = weight[order[first]]
+        row[key[order[first]]] = order[first]
+    return value, row
+
+
+@dataclass
+class _Walk:
+    """The walk's steps and the fronts at its ends, for the scalar and label passes."""
+
+    chain: Chain
+    stage_arcs: list[np.ndarray]
+    steps: int
+    arc_mem: np.ndarray
+    front_start: _Table
+    front_end: _Table
+    key_start: np.ndarray
+    key_end: np.ndarray
+
+    @property
+    def W(self) -> int:
+        return self.chain.num_walk_states
+
+    def stage_matrices(self, weight: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per stage, the least arc weight per (from, to) state pair and its arc (-1: none)."""
+        a, W = self.chain.arcs, self.W
+        out = []
+        for idx in self.stage_arcs:
+            value, row = _best_per_key(a["prev"][idx] * W + a["cur"][idx], weight[idx], W * W)
+            out.append((value.reshape(W, W), np.where(row >= 0, idx[np.maximum(row, 0)], -1).reshape(W, W)))
+        return out
+
+    def scalar(self, lam: float) -> tuple[float, float, float, tuple[int, np.ndarray, int]] | None:
+        """The plan of least cost + lam x memory (dynamic program over the steps on dense
+        state matrices): its weight, cost, memory and (start row, arcs, end row)."""
+        a, W = self.chain.arcs, self.W
+        fs, fe = self.front_start, self.front_end
+        start_w, start_row = _best_per_key(self.key_start, fs.cost + lam * fs.mem, W)
+        end_w, end_row = _best_per_key(self.key_end, fe.cost + lam * fe.mem, W)
+        mats = self.stage_matrices(a["cost"] + lam * self.arc_mem)
+        val = start_w
+        back = []
+        cols = np.arange(W)
+        for t in range(self.steps):
+            M = val[:, None] + mats[t % len(mats)][0]
+            arg = M.argmin(axis=0)
+            val = M[arg, cols]
+            back.append(arg)
+        total = val + end_w
+        end = int(np.argmin(total))
+        if not np.isfinite(total[end]):
+            return None
+        path = np.zeros(self.steps, dtype=np.int64)
+        state = end
+        for t in range(self.steps - 1, -1, -1):
+            prev = int(back[t][state])
+            path[t] = mats[t % len(mats)][1][prev, state]
+            state = prev
+        r0, r1 = int(start_row[state]), int(end_row[end])
+        cost = float(fs.cost[r0] + a["cost"][path].sum() + fe.cost[r1])
+        mem = float(fs.mem[r0] + self.arc_mem[path].sum() + fe.mem[r1])
+        return float(total[end]), cost, mem, (r0, path, r1)
+
+    def to_go(self, weight: np.ndarray, end_weight: np.ndarray) -> np.ndarray:
+        """(steps + 1, W): least weight from each state at each step to the end."""
+        a, W = self.chain.arcs, self.W
+        out = np.full((self.steps + 1, W), np.inf)
+        np.minimum.at(out[self.steps], self.key_end, end_weight)
+        for t in range(self.steps - 1, -1, -1):
+            idx = self.stage_arcs[t % len(self.stage_arcs)]
+            np.minimum.at(out[t], a["prev"][idx], weight[idx] + out[t + 1][a["cur"][idx]])
+        return out
+
+
+def _lagrange(walk: _Walk, budget: float, deadline: float | None) -> tuple[float, float, tuple[float, tuple[int, np.ndarray, int]] | None]:
+    """The Lagrangian dual of the memory row, max over lam >= 0 of min (cost + lam x
+    (memory - budget)), by walking the hull between a plan over budget and one within it
+    (lam = the slope between them, until no plan lies below that line). Returns lam, the
+    dual value (a lower bound, seconds) and the best plan within budget seen (cost, plan)."""
+    got = walk.scalar(0.0)
+    if got is None:
+        return 0.0, np.inf, None
+    _, c1, m1, p1 = got
+    if m1 <= budget:
+        return 0.0, c1, (c1, p1)
+    # a plan of least memory (cost as a tie-breaker at a tiny weight)
+    scale = max(c1, 1e-300) / max(m1, 1.0)
+    got = walk.scalar(1e9 * scale)
+    if got is None or got[2] > budget:
+        return 0.0, -np.inf, None
+    _, c2, m2, p2 = got
+    best = (c2, p2)
+    lam, lower = 0.0, c1
+    for _ in range(60):
+        if deadline is not None and time.perf_counter() > deadline:
+            raise DeadlineReached("tap: the Lagrangian search ran out of time")
+        if m1 <= m2:
+            break
+        lam = max((c2 - c1) / (m1 - m2), 0.0)
+        weight, c, m, plan = walk.scalar(lam)  # type: ignore[misc]
+        lower = max(lower, weight - lam * budget)
+        line = c1 + lam * m1
+        if weight >= line - 1e-12 * abs(line):
+            break  # nothing below the line through the two plans: lam is the dual optimum
+        if m > budget:
+            c1, m1 = c, m
+        else:
+            c2, m2 = c, m
+            if c < best[0]:
+                best = (c, plan)
+    return lam, lower, best
+
+
+def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_vars: list[int], *, deadline: float | None = None, max_rows: float = MAX_ROWS) -> DPResult | None:
+    """The exact optimum of the folded problem with one chain (module docstring), or None
+    when the dynamic program does not apply (explicit parts joined other than through the
+    walk, a table beyond ``max_rows``) or nothing fits the budget. Raises `DeadlineReached`."""
+    a = chain.arcs
+    S, W, K1 = chain.num_states, chain.num_walk_states, chain.copies - 1
+    stages = 1 + int(W > S)
+    stage_arcs = [np.flatnonzero(a["first"]), np.flatnonzero(~a["first"])][:stages]
+    budget = float(graph.memory_budget)
+    least_walk = sum(K1 * float(a["memory"][idx].min()) for idx in stage_arcs if idx.size)
+    finite = [finite_mask(np.asarray(c, float)) for c in graph.node_cost]
+    least_explicit = float(sum(float(np.asarray(m, float)[f].min()) for m, f in zip(graph.node_memory, finite) if f.any()))
+    slack = budget * (1 + MEMORY_SLACK) - least_explicit - least_walk
+    if slack < 0 or max_rows < W * W:
+        return None
+    try:
+        sides = _side_fronts(graph, start_vars, end_vars, slack, max_rows)
+    except TooLarge:
+        return None
+    if sides is None:
+        return None
+    fs, fe = sides
+    walk = _Walk(chain, stage_arcs, stages * K1, a["memory"], fs, fe, _keyed(fs, start_vars, chain.out_sizes), _keyed(fe, end_vars, chain.out_sizes))
+    lam, lower, best = _lagrange(walk, budget, deadline)
+    if best is None:
+        return None
+    if best[0] <= lower:  # the plan of least cost (memory aside) fits: optimal
+        r0, path, r1 = best[1]
+        return DPResult(np.maximum(fs.asg[r0], fe.asg[r1]), path, best[0], float(fs.mem[r0] + a["memory"][path].sum() + fe.mem[r1]), lower, 0)
+    mem_to_go = walk.to_go(a["memory"], fe.mem)
+    lag_to_go = walk.to_go(a["cost"] + lam * a["memory"], fe.cost + lam * fe.mem)
+    # exact passes with a growing cost cap: a pass keeps every plan of cost <= cap (a
+    # label is dropped only when all its completions cost more), so its best plan is the
+    # optimum once that plan costs <= cap; the last cap is the incumbent's cost
+    cap, step, labels = lower * (1 + FIRST_GAP), FIRST_GAP, 0
+    while True:
+        final = cap >= best[0]
+        cap = min(cap, best[0])
+        try:
+            res = _label_dp(walk, budget, lam, cap * (1 + 1e-9), mem_to_go, lag_to_go, deadline, max_rows)
+        except TooLarge:
+            return None
+        if res is None and final:
+            return None
+        if res is not None:
+            if final or res.cost <= cap:
+                res.labels += labels
+                return res
+            best = (res.cost, best[1])
+            labels += res.labels
+        step *= 4
+        cap = lower * (1 + step)
+
+
+def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: np.ndarray, lag_to_go: np.ndarray, deadline: float | None, max_rows: float) -> DPResult | None:
+    """The walk's labels (cost, memory) per state, step by step, keeping the Pareto ones;
+    a label is dropped when the least memory to come cannot fit, or when its Lagrangian
+    bound cost + lam x (memory - budget) + least (cost + lam x memory) to come exceeds
+    ``upper`` (then every completion costs more than ``upper``). The best plan within budget
+    (None if none survives) with, as its bound, the least cost within the slack."""
+    a, W, stages = walk.chain.arcs, walk.W, len(walk.stage_arcs)
+    fs, fe = walk.front_start, walk.front_end
+    limit = budget * (1 + MEMORY_SLACK)
+
+    def alive(t: int, st: np.ndarray, c: np.ndarray, m: np.ndarray) -> np.ndarray:
+        est = c + lam * (m - budget) + lag_to_go[t][st]
+        ok = np.flatnonzero((m + mem_to_go[t][st] <= limit) & (est <= upper))
+        return ok[_pareto_labels(st[ok], c[ok], m[ok])]
+
+    key_start = walk.key_start
+    keep = alive(0, key_start, fs.cost, fs.mem)
+    state, cost, mem = key_start[keep], fs.cost[keep], fs.mem[keep]
+    start_row = keep
+    parents: list[np.ndarray] = []
+    arcs_of: list[np.ndarray] = []
+    labels = int(state.size)
+    for t in range(walk.steps):
+        if deadline is not None and time.perf_counter() > deadline:
+            raise DeadlineReached("tap: the walk's dynamic program ran out of time")
+        idx = walk.stage_arcs[t % stages]
+        count_of = np.bincount(state, minlength=W)
+        first_of = np.cumsum(count_of) - count_of
+        if int(count_of[a["prev"][idx]].sum()) > max_rows:
+            raise TooLarge(f"more than {max_rows:g} labels")
+        arc, lab = _expand(a["prev"][idx], count_of, first_of, idx)
+        nstate = a["cur"][arc]
+        ncost = cost[lab] + a["cost"][arc]
+        nmem = mem[lab] + walk.arc_mem[arc]
+        sel = alive(t + 1, nstate, ncost, nmem)
+        parents.append(lab[sel])
+        arcs_of.append(arc[sel])
+        state, cost, mem = nstate[sel], ncost[sel], nmem[sel]
+        labels += int(sel.size)
+    # the end: every label with every row of the end front of its state
+    order = np.argsort(walk.key_end, kind="stable")
+    count_end = np.bincount(walk.key_end, minlength=W)
+    first_end = np.cumsum(count_end) - count_end
+    lab, row = _expand(state, count_end, first_end, np.arange(state.size))
+    row = order[row]
+    total_cost = cost[lab] + fe.cost[row]
+    total_mem = mem[lab] + fe.mem[row]
+    fits = np.flatnonzero(total_mem <= budget)
+    if not fits.size:
+        return None
+    pick = int(fits[np.argmin(total_cost[fits])])
+    # every pruned plan costs more than ``upper``; the bound is the least cost within the slack
+    bound = min(float(total_cost[total_mem <= limit].min()), float(total_cost[pick]))
+    path = np.zeros(walk.steps, dtype=np.int64)
+    k = int(lab[pick])
+    for t in range(walk.steps - 1, -1, -1):
+        path[t] = arcs_of[t][k]
+        k = int(parents[t][k])
+    explicit = np.maximum(fs.asg[start_row[k]], fe.asg[row[pick]])
+    return DPResult(explicit, path, float(total_cost[pick]), float(total_mem[pick]), bound, labels)
+
+
+def _choice(sk_nodes: int, chain: Chain, origin: np.ndarray, virtual: np.ndarray, res: DPResult) -> np.ndarray:
+    """Strategy index per skeleton node of a dynamic-program plan."""
+    choice = np.full(sk_nodes, -1, dtype=np.int64)
+    keep = origin >= 0
+    choice[origin[keep]] = res.explicit[keep]
+    stages = 1 + int(chain.num_walk_states > chain.num_states)
+    steps = chain.arcs["strategy"][res.path].reshape(chain.copies - 1, stages, chain.positions)
+    choice[chain.nodes[1:]] = steps.max(axis=1)
+    if not np.array_equal(res.explicit[virtual], choice[chain.nodes[-1, chain.out_pos]]):
+        raise AssertionError("chain folding: the end state disagrees with the last copy")
+    if (choice < 0).any():
+        raise AssertionError("chain folding: the dynamic program left a node without a strategy")
+    return choice
+
+
+def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, max_rows: float = MAX_ROWS) -> ChainSolution | None:
+    """The folded problem of one chain solved exactly by dynamic programming (module
+    docstring). None when it does not apply (the caller solves the MILP); raises
+    `DeadlineReached`."""
+    if len(chains) != 1:
+        return None
+    remaining = ctx.remaining_time()
+    deadline = None if remaining is None else time.perf_counter() + remaining
+    chain = chains[0]
+    graph, origin, virtual = explicit_graph(sk, chains, tables)
+    start_vars = [int(np.flatnonzero(origin == chain.nodes[0, p])[0]) for p in chain.out_pos.tolist()]
+    end_vars = [int(x) for x in virtual[0].tolist()]
+    res = solve_walk_dp(chain, graph, start_vars, end_vars, deadline=deadline, max_rows=max_rows)
+    if res is None:
+        return None
+    choice = _choice(sk.num_nodes, chain, origin, virtual[0], res)
+    if plan_memory(sk, tables, choice) > sk.instance.memory_budget * (1 + MEMORY_SLACK):
+        raise AssertionError("tap: the dynamic program's plan exceeds the memory budget")
+    return ChainSolution(choice, res.cost, res.bound, True, 0, 0, None, None, folded_variables(graph, chains))
