@@ -284,7 +284,7 @@ class ChainSolution:
 
 
 def folded_variables(graph: CostGraph, chains: list[Chain]) -> int:
-    """Variables of the folded program over ``graph`` (`build_chain_model`): one-hot
+    """Variables of the folded program over ``graph`` (`CHAIN_PROGRAM`): one-hot
     entries of the nodes with several strategies, edge products between two such nodes,
     and per chain its arc counts, start and end states."""
     sizes = graph.strategy_counts()
