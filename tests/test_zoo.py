@@ -206,6 +206,26 @@ def test_training_graph_structure() -> None:
         train.training()
 
 
+@pytest.mark.parametrize("model", ["gpt2-small", "bert-base", "resnet-50"])
+def test_backward_and_update_ops_are_colocated_with_their_forward_op(model: str) -> None:
+    """Each ``<op>.grad`` and ``<op>.update`` is in the colocation group that holds ``<op>``
+    itself (the weights it reads), in the graph and in the placement instance built from it."""
+    train = model_graph(model, batch=1).training("adam")
+    group = {train.ops[k].name: g for k, g in train.colocate.items()}
+    checked = 0
+    for op in train.ops:
+        if op.phase in ("backward", "update"):
+            fwd = op.info["forward"]
+            assert fwd in group and group[op.name] == group[fwd], op.name
+            checked += 1
+    assert checked > 0
+    inst = instance_from_dict(make_placement(train, "dgx1:4", backward=False))
+    by_name = dict(zip(inst.op_names, inst.colocation_groups().tolist()))
+    for op in train.ops:
+        if op.phase in ("backward", "update"):
+            assert by_name[op.name] == by_name[op.info["forward"]], op.name
+
+
 def test_layer_graph_rejects_unknown_inputs_and_duplicates() -> None:
     g = LayerGraph("t")
     g.add("a", "matmul", flops=1.0, output=4.0)

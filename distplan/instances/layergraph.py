@@ -138,7 +138,11 @@ class LayerGraph:
         """A new graph with backward ops (``<op>.grad``: ``backward_factor`` x forward FLOPs and
         time, 2x bytes moved) and, with an optimizer, update ops (``<op>.update``) fed by
         parameter-gradient edges. Forward ops then also hold their output (stashed for the
-        backward pass). Only ops a gradient reaches get a backward op."""
+        backward pass). Only ops a gradient reaches get a backward op. With
+        ``colocate_backward`` a forward op, its backward op and its update share one
+        colocation group (named after the forward op, or its own group), as TensorFlow's
+        ``colocate_gradients_with_ops`` does in Baechi's graphs: the update holds the
+        optimizer state of the weights the forward op reads."""
         if self.training_of is not None:
             raise InputError("backward", "the graph already has backward ops")
         if optimizer is not None and optimizer not in OPTIMIZERS:
@@ -196,7 +200,8 @@ class LayerGraph:
                 )
             )
             grads[v] = g
-            if colocate_backward:
+            if colocate_backward:  # the forward op, its gradient and its update: one group
+                out.colocate[v] = group_of[v]
                 out.colocate[g] = group_of[v]
             if not any(needs[s] for s in succ[v]):  # gradient seed at an output / the loss
                 out.edges.append(Edge(v, g, op.output))
