@@ -17,8 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from distplan.formulations.placement.sct import SCT_BLOCKS
-from distplan.formulations.registry import build_model
+from distplan.formulations.placement.sct import SCT_LP
 from distplan.instances.generators import random_layered_dag
 from distplan.models.common import instance_from_dict
 from distplan.models.placement_instance import PlacementInstance
@@ -34,7 +33,7 @@ def build_distplan(inst: PlacementInstance) -> tuple[float, float]:
     from distplan.solvers.highs import pass_arrays
 
     t0 = time.perf_counter()
-    model, _ = build_model("sct", SCT_BLOCKS, inst, {})
+    model, _ = SCT_LP.build(inst, name="sct")
     arrays = model.to_arrays()
     t1 = time.perf_counter()
     h = highspy.Highs()

@@ -198,8 +198,9 @@ def _solve(
         target = folding.instance
     fold_seconds = time.perf_counter() - t_fold
 
-    options = form.policy.options_for(options, target)
-    ctx = RunContext(be, options, {**form.params, **params}, started=t_start)
+    run_params = {**form.params, **params}
+    options = form.policy.options_for(options, target, run_params)
+    ctx = RunContext(be, options, run_params, started=t_start)
     t_run = time.perf_counter()
     outcome = form.run(target, ctx)
     run_seconds = time.perf_counter() - t_run

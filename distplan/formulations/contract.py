@@ -52,20 +52,24 @@ class Policy:
 
     ``default_time_limit`` (seconds) applies when the caller gives no limit (a MILP that would
     otherwise search for hours returns its incumbent and bound instead). ``lp_method`` is the
-    LP algorithm hint ("auto", "simplex", "barrier") used when the caller leaves "auto"; a
-    callable picks it per instance (large degenerate LPs solve faster by barrier).
+    LP algorithm hint ("auto", "simplex", "barrier") used when the caller leaves "auto".
+    Either may be a function of (instance, the run's parameters): large degenerate LPs solve
+    faster by barrier, and a parameter may set the default limit.
     """
 
-    default_time_limit: float | None = None
-    lp_method: str | Callable[[Any], str] = "auto"
+    default_time_limit: float | Callable[[Any, Mapping[str, Any]], float | None] | None = None
+    lp_method: str | Callable[[Any, Mapping[str, Any]], str] = "auto"
 
-    def options_for(self, options: SolveOptions, instance: Any) -> SolveOptions:
+    def options_for(self, options: SolveOptions, instance: Any, params: Mapping[str, Any] | None = None) -> SolveOptions:
         """``options`` completed by this policy for ``instance`` (what the caller set wins)."""
+        params = params or {}
         changes: dict[str, Any] = {}
         if options.time_limit is None and self.default_time_limit is not None:
-            changes["time_limit"] = float(self.default_time_limit)
+            limit = self.default_time_limit(instance, params) if callable(self.default_time_limit) else self.default_time_limit
+            if limit is not None:
+                changes["time_limit"] = float(limit)
         if options.lp_method == "auto":
-            method = self.lp_method(instance) if callable(self.lp_method) else self.lp_method
+            method = self.lp_method(instance, params) if callable(self.lp_method) else self.lp_method
             if method != "auto":
                 changes["lp_method"] = method
         return options.with_(**changes) if changes else options

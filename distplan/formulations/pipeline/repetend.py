@@ -51,7 +51,7 @@ from distplan.formulations.pipeline.common import (
     integral_data,
 )
 from distplan.formulations.pipeline.modulo import Cyclic, cyclic_blocks, longest, modulo_backtrack, modulo_heuristic
-from distplan.formulations.pipeline.residue import ResidueResult, residue_search
+from distplan.formulations.pipeline.residue import residue_search
 from distplan.formulations.registry import RunContext, build_model
 from distplan.modeling.model import Model
 from distplan.modeling.scheduling import cyclic_no_overlap, cyclic_precedence, modulo_prefix, winding_triangles
@@ -60,14 +60,15 @@ from distplan.models.pipeline import PipelineInstance
 DEFAULTS: dict[str, Any] = {
     "offsets": None,  # periods one micro-batch may span (None: from the critical path)
     "unfold": 1,  # micro-batches per repetend
-    "phase_time_limit": 0.3,  # seconds for each warm-up / cool-down MILP (0: none; small N: whole-schedule MILP, at least 1 s)
+    "phase_time_limit": 0.0,  # seconds for each warm-up / cool-down MILP after the local search (0: none; small N: whole-schedule MILP, at least 1 s)
+    "repetend_candidates": 12,  # repetends of the least period (different offsets) whose completions are compared
     "phase_model": "disjunctive",  # warm-up / cool-down model: auto | disjunctive | time_indexed
     "min_flat_length": True,  # second solve: shortest flat schedule at the optimal period
     "flat_time_limit": 0.25,  # seconds for that second solve
     "probe_time_limit": 1.0,  # seconds per fixed-period feasibility probe
     "period_proof": "residue",  # least period proven by: residue (exact residue search, integral data, within residue_nodes; else as auto) | auto (candidate-period MILP probes for integral data) | rate_milp
     "residue_nodes": 20_000,  # placements the residue search may try in one repetend search (period, proof, flat length)
-    "candidate_probe_limit": 0.15,  # seconds for the MILP probe at a fractional candidate period (residue proof)
+    "candidate_probe_limit": 0.1,  # seconds for the MILP probe at a fractional candidate period (residue proof)
     "baselines": True,  # also evaluate the classic schedules that apply and keep the best plan
     "search_time_limit": None,  # seconds for the repetend search in a tessel run (None: until the period is proven; a budget weakens the heuristics)
 }
@@ -469,8 +470,7 @@ def _search_residues(inst: PipelineInstance, ctx: RunContext, params: dict[str, 
     """Integral data: the least period by the exact residue search (`residue.residue_search`)
     at T = ceil(t_lb), ceil(t_lb) + 1, ... with the largest offsets memory allows, proven
     least when every integer below is refuted and the largest candidate period below T
-    (`candidate_periods_below`) too (a short MILP probe, then the residue search on
-    scaled time); then the least flat length at T (branch and bound),
+    (`candidate_periods_below`) too (a short MILP probe); then the least flat length at T (branch and bound),
     which also gives the fewest offsets. All within ``residue_nodes`` placements. Returns
     None (the MILP path takes over) when a period is undecided or a fractional candidate
     has a repetend; an undecided candidate leaves the period unproven, with the refuted
@@ -490,17 +490,8 @@ def _search_residues(inst: PipelineInstance, ctx: RunContext, params: dict[str, 
     refuted: int | None = None  # the largest integer period proven to have no repetend
     found = None
     while t <= t_ub + 1e-9:
-        # a bounded exact pass; undecided: the backtracking heuristic (it prunes on the
-        # memory of the least offsets, so it finds faster), then the exact search again
-        r = residue_search(cy, inst, k, t, node_limit=max(1, min(budget, 5_000)), deadline=deadline)
+        r = residue_search(cy, inst, k, t, node_limit=max(1, budget), deadline=deadline)
         budget -= r.nodes
-        if r.status == "undecided" and budget > 0:
-            quick, used = modulo_backtrack(cy, inst, k, t, node_limit=5_000, deadline=deadline)
-            if quick is not None:
-                r = ResidueResult("found", quick, float((quick + cy.dur).max()), False, used)
-            else:
-                r = residue_search(cy, inst, k, t, node_limit=max(1, budget), deadline=deadline)
-                budget -= r.nodes
         if r.status == "undecided":
             return None
         if r.status == "found":
@@ -513,20 +504,16 @@ def _search_residues(inst: PipelineInstance, ctx: RunContext, params: dict[str, 
     proven, bound = True, float(t)
     cand = None if t <= t_lb + 1e-9 else candidate_periods_below(cy, t_lb, Fraction(t))
     if cand is not None and (refuted is None or cand > refuted):
-        # a fractional candidate: a short MILP probe (often quick), then the exact search
-        # on time scaled by the candidate's denominator (often large), both bounded
-        sig, refuted_cand = probe_period(inst, ctx, {**params, "offsets": k, "probe_time_limit": float(params.get("candidate_probe_limit", DEFAULTS["candidate_probe_limit"]))}, float(cand))
+        # a fractional candidate (time scaled by its denominator makes the residue search
+        # slow): a short MILP probe decides it or leaves the period unproven
+        limit = float(params.get("candidate_probe_limit", DEFAULTS["candidate_probe_limit"]))
+        sig, refuted_cand = probe_period(inst, ctx, {**params, "offsets": k, "probe_time_limit": limit}, float(cand))
         if sig is not None:
             return None  # a fractional period beats every integer one: the rate MILP finds it
         if not refuted_cand:
-            rc = residue_search(cy, inst, k, cand, node_limit=max(1, min(budget, 5_000)), deadline=deadline)
-            budget -= rc.nodes
-            if rc.status == "found":
-                return None
-            if rc.status == "undecided":
-                proven, bound = False, float(refuted) if refuted is not None else t_lb
+            proven, bound = False, float(refuted) if refuted is not None else t_lb
     if params.get("min_flat_length", True):
-        rm = residue_search(cy, inst, k, t, minimize_length=True, below=length, node_limit=min(max(budget, 3_000), 8_000), deadline=deadline)
+        rm = residue_search(cy, inst, k, t, minimize_length=True, below=length, node_limit=max(1, min(budget, 2_000)), deadline=deadline)
         if rm.sigma is not None and rm.length is not None and rm.length < length:
             sigma, length = rm.sigma, float(rm.length)
     sigma = np.round(sigma - sigma.min(), 9)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 import numpy as np
@@ -56,6 +56,7 @@ class ResidueResult:
     length: float | None
     least_length: bool
     nodes: int
+    alternatives: list[np.ndarray] = field(default_factory=list)
 
 
 def _applicable(cy: Cyclic) -> bool:
@@ -71,6 +72,9 @@ def residue_search(
     *,
     minimize_length: bool = False,
     below: float | None = None,
+    collect: int = 0,
+    rotate: list[int] | None = None,
+    greedy: bool = False,
     node_limit: int = 100_000,
     deadline: float | None = None,
 ) -> ResidueResult:
@@ -78,7 +82,13 @@ def residue_search(
     ``offsets`` periods (see the module docstring). At most ``node_limit`` placements
     (fewer when the ``time.perf_counter()`` deadline passes). ``below`` (seconds): only flat
     lengths below it are of interest (minimize: the length of a repetend in hand; then
-    "infeasible" means that one is least)."""
+    "infeasible" means that one is least). ``collect`` > 0: keep searching until that many
+    repetends with different offsets are found (in search order; ``alternatives``).
+    ``rotate`` (one integer per block): try each block's delays starting from that one
+    (cyclically) instead of the earliest, to reach other repetends first. ``greedy``: also
+    prune an F/B pair whose least offsets overflow the memory, as `modulo.modulo_backtrack`
+    does (finds faster; its "infeasible" is then no proof and is reported as
+    "undecided")."""
     frac = Fraction(period).limit_denominator(10**6)
     scale = frac.denominator  # a fractional period p / q: time in units of 1 / q
     t, kk = int(frac.numerator), int(offsets)
@@ -264,27 +274,33 @@ def residue_search(
             dist[v] = dv
             if dv + st > span_max[j]:
                 return False
+            if greedy and v == pair[j][1] and x[v] - x[a] > span_max[j]:
+                return False
         return True
+
+    fits_memo: dict[tuple[int, int], int] = {}
+    shared = [[(u, devs[u], [d for d in devs[u] if d in devs[b]]) for u in later[b]] for b in range(n)]
 
     def room(b: int) -> bool:
         """Forward checking after placing b: every later block on b's devices keeps a
         free residue, and on each of b's devices the residues later blocks can still
         cover hold their remaining work (seconds)."""
-        cover = {d: 0 for d in devs[b]}
-        for u in later[b]:
-            ds = devs[u]
-            comb = occ[ds[0]]
-            for d in ds[1:]:
+        cover = dict.fromkeys(devs[b], 0)
+        for u, ds, common in shared[b]:
+            comb = 0
+            for d in ds:
                 comb |= occ[d]
-            fit = 0
-            for mm in masks[u]:
-                if not mm & comb:
-                    fit |= mm
+            fit = fits_memo.get((u, comb))
+            if fit is None:
+                fit = 0
+                for mm in masks[u]:
+                    if not mm & comb:
+                        fit |= mm
+                fits_memo[(u, comb)] = fit
             if not fit:
                 return False
-            for d in ds:
-                if d in cover:
-                    cover[d] |= fit
+            for d in common:
+                cover[d] |= fit
         i = pos[b]
         return all((cover[d] & ~occ[d]).bit_count() >= rest[d][i] for d in devs[b])
 
@@ -298,7 +314,14 @@ def residue_search(
             length = max(sigma[b] + dur[b] for b in range(n))
             if length < best[1]:
                 best[0], best[1] = sigma, length
-            if not minimize_length:
+            if collect > 0:
+                key = tuple(k)
+                if key not in kinds:
+                    kinds.add(key)
+                    alts.append(np.asarray(sigma, dtype=float) / scale)
+                if len(alts) >= collect:
+                    stop[0] = True
+            elif not minimize_length:
                 stop[0] = True
             return
         b = order[i]
@@ -307,7 +330,11 @@ def residue_search(
         if b == pinned:
             est, hi = 0, min(0, last_start[b])
         j = 0
-        for xb in range(est, hi + 1):
+        span = range(est, hi + 1)
+        if rotate is not None and len(span) > 1:  # a different first branch (diversification)
+            cut_at = rotate[b] % len(span)
+            span = list(span[cut_at:]) + list(span[:cut_at])
+        for xb in span:
             if minimize_length and xb + tail[b] >= best[1]:
                 break
             r = xb % t
@@ -333,21 +360,23 @@ def residue_search(
             if stop[0]:
                 return
 
+    kinds: set[tuple[int, ...]] = set()
+    alts: list[np.ndarray] = []
     cut = [False]
     slack = 0
     while True:  # limited discrepancy search (Harvey & Ginsberg 1995), then complete
         cut[0] = False
         place(0, slack)
-        if stop[0] or not cut[0] or (best[0] is not None and not minimize_length):
+        if stop[0] or not cut[0] or (best[0] is not None and not minimize_length and collect == 0):
             break
-        if best[0] is not None:  # minimize: the rest of the tree, bounded by the incumbent
+        if best[0] is not None:  # minimize / collect: the rest of the tree
             slack = n * t
             continue
-        slack = 3 if slack < 3 else n * t  # two cheap passes, then the whole tree
+        slack = {0: 1, 1: 2, 2: 4, 4: 6}.get(slack, n * t)  # a few limited passes, then the whole tree
     nodes = node_limit - max(budget[0], 0) if budget[0] >= 0 else node_limit
     exhausted = budget[0] >= 0
     if best[0] is not None:
-        return ResidueResult("found", np.asarray(best[0], dtype=float) / scale, float(best[1]) / scale, minimize_length and exhausted and not undecided[0], nodes)
-    if exhausted and not undecided[0]:
+        return ResidueResult("found", np.asarray(best[0], dtype=float) / scale, float(best[1]) / scale, minimize_length and exhausted and not undecided[0], nodes, alts)
+    if exhausted and not undecided[0] and not greedy:
         return ResidueResult("infeasible", None, None, False, nodes)
     return ResidueResult("undecided", None, None, False, nodes)

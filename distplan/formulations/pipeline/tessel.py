@@ -15,6 +15,8 @@ retimed to exact earliest starts (or, for the device-span objective, the span LP
 
 from __future__ import annotations
 
+import math
+import random
 import time
 from typing import Any
 
@@ -28,6 +30,7 @@ from distplan.formulations.pipeline.common import (
     asap,
     check_capacity,
     dependency_arcs,
+    integral_data,
     orders_from_starts,
     retime,
 )
@@ -35,7 +38,9 @@ from distplan.formulations.pipeline.compaction import best_candidate, guided
 from distplan.formulations.pipeline.modulo import cyclic_blocks, steady_memory
 from distplan.formulations.pipeline.opmodel import OpProblem, full_problem, serial_horizon
 from distplan.formulations.pipeline.opsolve import solve_op_problem
-from distplan.formulations.pipeline.repetend import DEFAULTS, Repetend, search_repetend, sub_ctx
+from distplan.formulations.pipeline.repetend import DEFAULTS, Repetend, offsets_range, search_repetend, sub_ctx
+from distplan.formulations.pipeline.residue import residue_search
+from distplan.formulations.pipeline.seqsearch import improve
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.models.pipeline import PipelineInstance, evaluate, make_plan
 
@@ -157,11 +162,11 @@ def complete_phases(
         # whole schedule, so complete it with the whole-schedule MILP (its size is bounded
         # by 2 x offsets micro-batches), warm-started from the better of the unrolled
         # repetend and the classic schedules
-        return _complete_whole(inst, start, ctx, max(limit, 1.0), model, info, seed)
+        return _complete_whole(inst, start, ctx, max(limit, 1.0) if limit > 0 else 0.0, model, info, seed)
     warm = period_of < first_full
     if warm.any():
         prob, ops, _ = _phase_problem(inst, start, warm, "warmup", 0.0)
-        s, res, _ = solve_op_problem(prob, sub_ctx(ctx, limit), start.reshape(-1)[ops], model)
+        s, res = _solve_phase(prob, ctx, start.reshape(-1)[ops], limit, model, info, "warmup")
         if s is not None:
             shift = float(np.max(s[prob.deadline_ops] + prob.deadline_gap - prob.deadline_base)) if prob.deadline_ops.size else 0.0
             shift = min(shift, 0.0)
@@ -171,17 +176,32 @@ def complete_phases(
             flat[ops] = s
             start = flat.reshape(nb, n)
             info["warmup_shift"] = shift
-            info["warmup_termination"] = res.termination.value
     cool = period_of > last_full
     if cool.any():
         prob, ops, t0 = _phase_problem(inst, start, cool, "cooldown", 0.0)
-        s, res, _ = solve_op_problem(prob, sub_ctx(ctx, limit), start.reshape(-1)[ops] - t0, model)
+        s, res = _solve_phase(prob, ctx, start.reshape(-1)[ops] - t0, limit, model, info, "cooldown")
         if s is not None:
             flat = start.reshape(-1).copy()
             flat[ops] = s + t0
             start = flat.reshape(nb, n)
-            info["cooldown_termination"] = res.termination.value
     return start, info
+
+
+def _solve_phase(prob: OpProblem, ctx: RunContext, start: np.ndarray, limit: float, model: str, info: dict[str, Any], label: str) -> tuple[np.ndarray | None, Any]:
+    """The sequence local search (`seqsearch.improve`) from the unrolled times, then, when
+    ``limit`` > 0, the phase MILP warm-started from its result (at most ``limit`` s)."""
+    s_ls, value = improve(prob, start, deadline=_ls_deadline(ctx))
+    info[f"{label}_local_search"] = value
+    if limit <= 0:
+        return s_ls, None
+    s, res, _ = solve_op_problem(prob, sub_ctx(ctx, limit), s_ls, model)
+    info[f"{label}_termination"] = res.termination.value
+    return (s if s is not None else s_ls), res
+
+
+def _ls_deadline(ctx: RunContext) -> float | None:
+    remaining = ctx.remaining_time()
+    return None if remaining is None else time.perf_counter() + max(0.0, remaining) / 3
 
 
 def _complete_whole(
@@ -195,7 +215,14 @@ def _complete_whole(
         best, source = found[1].start, found[0]
     if seed is not None and _objective(inst, seed[1]) < _objective(inst, best) - 1e-9:
         best, source = seed[1], seed[0]
+    prob = full_problem(inst, serial_horizon(inst))
+    s_ls, _ = improve(prob, best.reshape(-1), deadline=_ls_deadline(ctx))
+    if _objective(inst, s_ls.reshape(best.shape)) < _objective(inst, best) - 1e-9:
+        best, source = s_ls.reshape(best.shape), f"{source} + sequence local search"
     value = _objective(inst, best)
+    if limit <= 0:
+        info.update(phases="whole-schedule local search", completion_warm_start=source)
+        return best, info
     prob = full_problem(inst, serial_horizon(inst))
     if inst.objective == "makespan":
         prob.horizon = value * (1 + 1e-9) + 1e-9
@@ -221,24 +248,32 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     check_capacity(inst)
     params = {**DEFAULTS, **ctx.params}
     rep = _budgeted_search(inst, ctx, params)
+    limit = float(params["phase_time_limit"])
+    rep, picked = _pick_repetend(inst, rep, ctx, params)
     naive = naive_unroll(inst, rep)
     candidates: list[tuple[str, np.ndarray]] = [("naive unroll", asap(inst, orders_from_starts(inst, naive)))]
     steady = _steady_peak(inst, rep)
-    deferred = naive + (inst.role_code == 2)[:, None] * (float(naive.max()) + 1.0)  # W passes only when idle
-    for prio, label in ((naive, "repetend-guided list schedule"), (deferred, "repetend-guided list schedule, W deferred")):
+    priorities = [(naive, "repetend-guided list schedule")]
+    if (inst.role_code == 2).any():  # W passes only when idle
+        priorities.append((naive + (inst.role_code == 2)[:, None] * (float(naive.max()) + 1.0), "repetend-guided list schedule, W deferred"))
+    for prio, label in priorities:
         for s in guided(inst, prio, [inst.capacity, steady]):
             candidates.append((label, s))
     if params.get("baselines", True):
         found = best_baseline(inst)
         if found is not None:
             candidates.append((f"baseline {found[0]}", found[1].start))
-    limit = float(params["phase_time_limit"])
-    info: dict[str, Any] = {}
+    info: dict[str, Any] = {"repetend_candidates": picked.pop("candidates", 1)}
     name, seed, scores = best_candidate(inst, candidates)
     at_bound = scores[name] <= max(b.value for b in pipeline_bounds(inst)) * (1 + 1e-9)  # nothing to gain
-    if limit > 0 and not at_bound:
-        start, info = complete_phases(inst, rep, ctx, limit, str(params.get("phase_model", "auto")), seed=(name, seed))
-        candidates.append((str(info.get("phases", "warm-up/cool-down MILPs")), retime(inst, orders_from_starts(inst, start), ctx)))
+    if not at_bound:
+        if "start" in picked and limit <= 0:  # the chosen repetend's completion is in hand
+            start, phase_info = picked["start"], picked["info"]
+        else:
+            start, phase_info = complete_phases(inst, rep, ctx, limit, str(params.get("phase_model", "auto")), seed=(name, seed))
+        info.update(phase_info)
+        label = info.get("phases", "warm-up/cool-down " + ("MILPs" if limit > 0 else "local search"))
+        candidates.append((str(label), retime(inst, orders_from_starts(inst, start), ctx)))
     name, exact, scores = best_candidate(inst, candidates)
     if inst.objective == "device_span":
         exact = retime(inst, orders_from_starts(inst, exact), ctx)
@@ -257,6 +292,60 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     }
     plan = make_plan(inst, exact, plan_info)
     return Outcome(plan=plan, solver_results=list(ctx.solver_results), info=plan_info)
+
+
+def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, params: dict[str, Any]) -> tuple[Repetend, dict[str, Any]]:
+    """Among repetends of the same (least) period, one whose warm-up and cool-down complete
+    well. Repetends of one period differ in their micro-batch offsets and residues, and so
+    in how densely the pipeline fills and drains (Tessel enumerates the offset assignments,
+    `MicroPicker`). Up to ``repetend_candidates`` - 1 others are drawn by the residue
+    search with rotated delay orders (deterministic seeds; memory pruned greedily) at the
+    largest offsets memory allows; each is unrolled on ``2 K + 2`` micro-batches (its
+    warm-up and cool-down do not depend on N) and scored by the repetend-guided list
+    schedule (`compaction.guided`, seconds); the best is completed on the instance by
+    the sequence local search (`complete_phases` without MILPs). Only for integral data,
+    an integer period, one micro-batch per repetend and N of at least two flat lengths.
+    Returns the chosen repetend and, under "start"/"info", its completion."""
+    count = int(params.get("repetend_candidates", DEFAULTS["repetend_candidates"]))
+    n = inst.micro_batches
+    if count <= 1 or rep.unfold != 1 or not integral_data(inst) or not float(rep.period).is_integer() or n < 2 * rep.offsets:
+        return rep, {}
+    cy = cyclic_blocks(inst, 1)
+    k = int(params["offsets"]) if params.get("offsets") is not None else offsets_range(inst, 1)[1]
+    period = int(rep.period)
+    rng = random.Random(len(cy.dur) * 7919 + period)
+    sigmas = [rep.sigma]
+    seen = {tuple(np.round(rep.sigma - rep.sigma.min(), 6).tolist())}
+    nodes = int(params.get("residue_nodes", DEFAULTS["residue_nodes"])) // 4
+    for _ in range(3 * count):
+        if len(sigmas) >= count or nodes <= 0:
+            break
+        rot = [rng.randrange(period) for _ in range(cy.n)]
+        found = residue_search(cy, inst, k, period, rotate=rot, greedy=True, node_limit=min(nodes, 1_000))
+        nodes -= found.nodes
+        if found.sigma is not None:
+            key = tuple(np.round(found.sigma - found.sigma.min(), 6).tolist())
+            if key not in seen:
+                seen.add(key)
+                sigmas.append(found.sigma - found.sigma.min())
+    small = inst.with_(micro_batches=min(n, 2 * max(k, rep.offsets) + 2))
+    scored = []
+    for i, sigma in enumerate(sigmas):
+        sigma = sigma - sigma.min()
+        offsets = max(1, math.ceil(float((sigma + cy.dur).max()) / period - 1e-9))
+        cand = Repetend(sigma, rep.period, rep.period_bound, rep.proven, offsets, 1, rep.search_seconds)
+        naive = naive_unroll(small, cand)
+        values = [_objective(small, s) for s in guided(small, naive, [small.capacity])] or [_objective(small, asap(small, orders_from_starts(small, naive)))]
+        scored.append((min(values), i, cand))
+    scored.sort(key=lambda x: (x[0], x[1]))
+    best: tuple[float, Repetend, np.ndarray, dict[str, Any]] | None = None
+    for _, _, cand in scored[:1]:
+        start, info = complete_phases(inst, cand, ctx, 0.0)
+        value = _objective(inst, asap(inst, orders_from_starts(inst, start)))
+        if best is None or value < best[0] - 1e-9:
+            best = (value, cand, start, info)
+    assert best is not None
+    return best[1], {"start": best[2], "info": best[3], "candidates": len(sigmas)}
 
 
 def _budgeted_search(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any]) -> Repetend:

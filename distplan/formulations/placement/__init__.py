@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from distplan.formulations.contract import Policy
 from distplan.formulations.placement import forced, heuristics, milp, relaxation, sct, search
 from distplan.formulations.placement.bounds import placement_bounds
 from distplan.formulations.placement.coarsen import coarsen
@@ -52,27 +53,21 @@ register(
         reference=BAECHI + "; Hwang et al., SIAM J. Comput. 1989",
     )
 )
-_sct = from_blocks(
-    "placement",
-    "baechi_sct",
-    "m-SCT: Hanen-Munier small-communication LP, favorite children, favorite-aware list scheduling",
-    blocks=sct.SCT_BLOCKS,
-    decode=sct.decode,
-    program="lp",
-    exact=False,
-    bounds=sct.lp_bounds,
-    reference=BAECHI + "; Hanen & Munier, Discrete Applied Math. 108 (2001)",
-    params={"theta": 0.5, "barrier_above_edges": 10000, "lp_max_edges": 5000},
+register(
+    from_blocks(
+        "placement",
+        "baechi_sct",
+        "m-SCT: Hanen-Munier small-communication LP, favorite children, favorite-aware list scheduling",
+        spec=sct.SCT_LP,
+        program="lp",
+        exact=False,
+        bounds=sct.lp_bounds,
+        policy=Policy(lp_method=sct.lp_method),
+        driver=sct.run_sct,
+        reference=BAECHI + "; Hanen & Munier, Discrete Applied Math. 108 (2001)",
+        params={"theta": 0.5, "barrier_above_edges": 10000, "lp_max_edges": 5000},
+    )
 )
-
-
-def _run_sct(inst: PlacementInstance, ctx: RunContext) -> Outcome:
-    """The LP on the instance up to ``lp_max_edges`` edges, on a contracted graph above
-    (`sct.run_sct`)."""
-    return sct.run_sct(inst, ctx, _sct.run)
-
-
-register(replace(_sct, run=_run_sct))
 
 _milp = from_blocks(
     "placement",

@@ -29,45 +29,57 @@ original graph. The result's info says so (``lp_coarsened``); no LP bound is rep
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from distplan.formulations.contract import ModelSpec
 from distplan.formulations.placement.coarsen import chain_clusters, chain_order, contract
 from distplan.formulations.placement.listsched import list_schedule
-from distplan.formulations.registry import Bound, Outcome, RunContext, build_model
+from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.modeling.model import Model
 from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import PlacementPlan, make_plan
 from distplan.solvers.result import SolverResult
 
 
-def sct_data(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
-    """Per-op times p (fastest device) and per-edge delays c (largest over device pairs)."""
-    data["p"] = inst.time.min(axis=1)
-    data["c"] = inst.max_delay()
+@dataclass(frozen=True)
+class SctIndex:
+    """What the blocks of the SCT LP share (block contract): per-op times ``p`` (fastest
+    device, s), per-edge delays ``c`` (largest over device pairs, s), and ``theta`` (the
+    rounding threshold of the decoder)."""
+
+    p: np.ndarray
+    c: np.ndarray
+    theta: float
 
 
-def sct_variables(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
-    data["x"] = model.add_vars("sct-x", inst.n_edges, lb=0.0, ub=1.0)
-    data["s"] = model.add_vars("start", inst.n_ops, lb=0.0)
-    data["w"] = model.add_vars("makespan", (), lb=0.0)
+def prepare_sct(inst: PlacementInstance, params: Mapping[str, Any]) -> SctIndex:
+    return SctIndex(inst.time.min(axis=1), inst.max_delay(), float(params.get("theta", 0.5)))
 
 
-def sct_precedence(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
+def sct_variables(model: Model, inst: PlacementInstance, index: SctIndex) -> None:
+    """x_ij in [0, 1] per edge (``sct-x``), start times (``start``), makespan w."""
+    model.add_vars("sct-x", inst.n_edges, lb=0.0, ub=1.0)
+    model.add_vars("start", inst.n_ops, lb=0.0)
+    model.add_vars("makespan", (), lb=0.0)
+
+
+def sct_precedence(model: Model, inst: PlacementInstance, index: SctIndex) -> None:
     """s_i + p_i + c_ij x_ij <= s_j for every edge."""
     if inst.n_edges == 0:
         return
-    s, x, p, c = data["s"], data["x"], data["p"], data["c"]
-    model.add_constraints("sct-precedence", s[inst.src] - s[inst.dst] + c * x <= -p[inst.src])
+    s, x = model["start"], model["sct-x"]
+    model.add_constraints("sct-precedence", s[inst.src] - s[inst.dst] + index.c * x <= -index.p[inst.src])
 
 
-def sct_favorite_rules(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
+def sct_favorite_rules(model: Model, inst: PlacementInstance, index: SctIndex) -> None:
     """At most one favorite child per op and one favorite parent per op."""
     if inst.n_edges == 0:
         return
-    x = data["x"]
+    x = model["sct-x"]
     outdeg = np.bincount(inst.src, minlength=inst.n_ops)
     indeg = np.bincount(inst.dst, minlength=inst.n_ops)
     by_src = x.group_sum(inst.src, inst.n_ops)
@@ -80,14 +92,11 @@ def sct_favorite_rules(model: Model, inst: PlacementInstance, data: dict[str, An
         model.add_constraints("sct-one-favorite-parent", by_dst[has_in] >= indeg[has_in] - 1)
 
 
-def makespan_objective(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
+def makespan_objective(model: Model, inst: PlacementInstance, index: SctIndex) -> None:
     """s_i + p_i <= w; minimize w."""
-    s, w, p = data["s"], data["w"], data["p"]
-    model.add_constraints("makespan", s - w <= -p)
+    s, w = model["start"], model["makespan"]
+    model.add_constraints("makespan", s - w <= -index.p)
     model.minimize(w)
-
-
-SCT_BLOCKS = (sct_data, sct_variables, sct_precedence, sct_favorite_rules, makespan_objective)
 
 
 def favorites_from_lp(inst: PlacementInstance, x: np.ndarray, theta: float) -> np.ndarray:
@@ -107,42 +116,50 @@ def favorites_from_lp(inst: PlacementInstance, x: np.ndarray, theta: float) -> n
     return fav
 
 
-def lp_bound_valid(inst: PlacementInstance, data: dict[str, Any]) -> bool:
+def lp_bound_valid(inst: PlacementInstance, index: SctIndex) -> bool:
     """Hanen–Munier's precondition for the LP value to bound the optimum."""
     homogeneous = bool(np.all(inst.time == inst.time[:, :1]))
     nd = inst.n_devices
     off = ~np.eye(nd, dtype=bool)
     links = nd == 1 or (np.ptp(inst.bandwidth[off]) == 0 and np.ptp(inst.latency[off]) == 0)
-    c, p = data["c"], data["p"]
+    c, p = index.c, index.p
     small = inst.n_edges == 0 or float(c.max()) <= float(p.min())
     return homogeneous and links and small
 
 
-def decode(inst: PlacementInstance, result: SolverResult, data: dict[str, Any]) -> tuple[PlacementPlan, float]:
+def decode(inst: PlacementInstance, result: SolverResult, index: SctIndex) -> tuple[PlacementPlan, float]:
     """Favorites from the LP solution, then favorite-aware list scheduling."""
-    theta = float(data["params"].get("theta", 0.5))
-    fav = favorites_from_lp(inst, result.values_by_block["sct-x"], theta)
+    fav = favorites_from_lp(inst, result.values_by_block["sct-x"], index.theta)
     sched = list_schedule(inst, favorite=fav)
     return make_plan(inst, sched.device, sched.start), sched.makespan
 
 
-def lp_bounds(inst: PlacementInstance, result: SolverResult, data: dict[str, Any]) -> list[Bound]:
+#: Hanen & Munier's LP (module docstring), decoded by favorite-aware list scheduling
+SCT_LP = ModelSpec("baechi_sct", prepare_sct, (sct_variables, sct_precedence, sct_favorite_rules, makespan_objective), decode)
+
+
+def lp_method(inst: PlacementInstance, params: Mapping[str, Any]) -> str:
+    """The LP method m-SCT asks for (its `Policy`): large SCT LPs are degenerate for simplex,
+    so the LP solved on the instance itself (up to ``lp_max_edges`` edges) with more than
+    ``barrier_above_edges`` edges asks for interior point (10k ops: 15 s instead of 205 s
+    on HiGHS)."""
+    max_edges = int(params.get("lp_max_edges", 5000))
+    on_instance = max_edges <= 0 or inst.n_edges <= max_edges
+    return "barrier" if on_instance and inst.n_edges > int(params.get("barrier_above_edges", 10000)) else "auto"
+
+
+def lp_bounds(inst: PlacementInstance, result: SolverResult, index: SctIndex) -> list[Bound]:
     """The LP value, only when it is proven optimal and the SCT precondition holds."""
-    if result.termination.value == "optimal" and result.bound is not None and lp_bound_valid(inst, data):
+    if result.termination.value == "optimal" and result.bound is not None and lp_bound_valid(inst, index):
         return [Bound(float(result.bound), "SCT LP value (small-communication precondition holds)")]
     return []
 
 
 def run_sct(inst: PlacementInstance, ctx: RunContext, run_lp: Callable[[PlacementInstance, RunContext], Outcome]) -> Outcome:
-    """m-SCT with the LP on the instance itself (``run_lp``) up to ``lp_max_edges`` edges,
-    on a contracted graph above (see the module docstring).
-
-    Large SCT LPs are degenerate for simplex: above ``barrier_above_edges`` edges the backend
-    is asked for its interior-point method (10k ops: 15 s instead of 205 s on HiGHS)."""
+    """m-SCT with the LP on the instance itself (``run_lp``: the declared run of `SCT_LP`) up
+    to ``lp_max_edges`` edges, on a contracted graph above (see the module docstring)."""
     max_edges = int(ctx.param("lp_max_edges", 5000))
     if max_edges <= 0 or inst.n_edges <= max_edges:
-        if ctx.options.lp_method == "auto" and inst.n_edges > int(ctx.param("barrier_above_edges", 10000)):
-            ctx = RunContext(ctx.backend, ctx.options.with_(lp_method="barrier"), ctx.params)
         return run_lp(inst, ctx)
     t0 = time.perf_counter()
     # the number of clusters k for about max_edges coarse edges: secant steps on log(edges)
@@ -174,7 +191,7 @@ def run_sct(inst: PlacementInstance, ctx: RunContext, run_lp: Callable[[Placemen
         k = nxt
     coarse, edge_of = chosen if chosen is not None else (coarse, edge_of)  # else the last tried
     params = {"theta": 0.5, **ctx.params}
-    model, data = build_model("baechi_sct", SCT_BLOCKS, coarse, params)
+    model, index = SCT_LP.build(coarse, params)
     build = time.perf_counter() - t0
     result = ctx.solve_model(model, build_seconds=build)
     info = {
@@ -189,7 +206,7 @@ def run_sct(inst: PlacementInstance, ctx: RunContext, run_lp: Callable[[Placemen
         return Outcome(plan=None, solver_results=list(ctx.solver_results), info=info)
     xc = np.asarray(result.values_by_block["sct-x"], dtype=float)
     x = np.where(edge_of >= 0, xc[np.maximum(edge_of, 0)] if xc.size else 0.0, 0.0)
-    fav = favorites_from_lp(inst, x, float(params.get("theta", 0.5)))
+    fav = favorites_from_lp(inst, x, index.theta)
     sched = list_schedule(inst, favorite=fav)
     return Outcome(plan=make_plan(inst, sched.device, sched.start), solver_results=list(ctx.solver_results),
                    claimed_objective=sched.makespan, info=info)

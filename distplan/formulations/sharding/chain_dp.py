@@ -66,9 +66,9 @@ class DPResult:
     labels: int  # labels kept over all steps (a size measure)
 
 
-def _factors(graph: CostGraph) -> tuple[list[_Table], np.ndarray]:
+def _factors(graph: CostGraph, memory: bool) -> tuple[list[_Table], np.ndarray]:
     """One table per node (cost, memory) and per edge (resharding cost) of the explicit
-    graph, infinite-cost rows removed."""
+    graph, infinite-cost rows removed; ``memory=False`` zeroes the memory."""
     dom = graph.strategy_counts()
     n = dom.size
     out: list[_Table] = []
@@ -78,7 +78,7 @@ def _factors(graph: CostGraph) -> tuple[list[_Table], np.ndarray]:
         asg = np.full((int(ok.sum()), n), -1, dtype=np.int64)
         for x, c in zip(live, cols):
             asg[:, x] = c[ok]
-        m = mem[ok]
+        m = mem[ok] if memory else np.zeros(int(ok.sum()))
         out.append(_Table(live, asg, cost[ok].astype(float), m.astype(float), float(m.min()) if m.size else 0.0))
 
     for i in range(n):
@@ -91,10 +91,10 @@ def _factors(graph: CostGraph) -> tuple[list[_Table], np.ndarray]:
     return out, dom
 
 
-def _side_fronts(graph: CostGraph, start_vars: list[int], end_vars: list[int], slack: float, max_rows: float) -> tuple[_Table, _Table] | None:
+def _side_fronts(graph: CostGraph, start_vars: list[int], end_vars: list[int], slack: float, max_rows: float, memory: bool = True) -> tuple[_Table, _Table] | None:
     """Pareto fronts of the explicit nodes per start state and per end state (rows keyed by
     ``start_vars`` / ``end_vars``); None when a part of the explicit graph touches both."""
-    factors, dom = _factors(graph)
+    factors, dom = _factors(graph, memory)
     n = dom.size
     eu, ev = graph.edge_u, graph.edge_v
     _, comp = connected_components(coo_matrix((np.ones(eu.size), (eu, ev)), shape=(n, n)), directed=False)
@@ -277,10 +277,12 @@ def _lagrange(walk: _Walk, budget: float, deadline: float | None) -> tuple[float
     return lam, lower, best
 
 
-def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_vars: list[int], *, deadline: float | None = None, max_rows: float = MAX_ROWS) -> DPResult | None:
+def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_vars: list[int], *, memory: bool = True, deadline: float | None = None, max_rows: float = MAX_ROWS) -> DPResult | None:
     """The exact optimum of the folded problem with one chain (module docstring), or None
     when the dynamic program does not apply (explicit parts joined other than through the
-    walk, a table beyond ``max_rows``) or nothing fits the budget. Raises `DeadlineReached`."""
+    walk, a table beyond ``max_rows``) or nothing fits the budget. ``memory=False``: the
+    problem without the memory row (scalar fronts, one pass; the plan's memory is not
+    reported). Raises `DeadlineReached`."""
     a = chain.arcs
     S, W, K1 = chain.num_states, chain.num_walk_states, chain.copies - 1
     stages = 1 + int(W > S)
@@ -289,17 +291,23 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
     least_walk = sum(K1 * float(a["memory"][idx].min()) for idx in stage_arcs if idx.size)
     finite = [finite_mask(np.asarray(c, float)) for c in graph.node_cost]
     least_explicit = float(sum(float(np.asarray(m, float)[f].min()) for m, f in zip(graph.node_memory, finite) if f.any()))
-    slack = budget * (1 + MEMORY_SLACK) - least_explicit - least_walk
+    slack = budget * (1 + MEMORY_SLACK) - least_explicit - least_walk if memory else np.inf
     if slack < 0 or max_rows < W * W:
         return None
     try:
-        sides = _side_fronts(graph, start_vars, end_vars, slack, max_rows)
+        sides = _side_fronts(graph, start_vars, end_vars, slack, max_rows, memory)
     except TooLarge:
         return None
     if sides is None:
         return None
     fs, fe = sides
     walk = _Walk(chain, stage_arcs, stages * K1, a["memory"], fs, fe, _keyed(fs, start_vars, chain.out_sizes), _keyed(fe, end_vars, chain.out_sizes))
+    if not memory:
+        got = walk.scalar(0.0)
+        if got is None:
+            return None
+        _, cost, _, (r0, path, r1) = got
+        return DPResult(np.maximum(fs.asg[r0], fe.asg[r1]), path, cost, np.nan, cost, 0)
     lam, lower, best = _lagrange(walk, budget, deadline)
     if best is None:
         return None
@@ -410,8 +418,9 @@ def _choice(sk_nodes: int, chain: Chain, origin: np.ndarray, virtual: np.ndarray
 
 def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, max_rows: float = MAX_ROWS) -> ChainSolution | None:
     """The folded problem of one chain solved exactly by dynamic programming (module
-    docstring). None when it does not apply (the caller solves the MILP); raises
-    `DeadlineReached`."""
+    docstring): first without memory (scalar fronts: its plan is optimal when it fits,
+    its cost a lower bound either way), then with the budget. None when it does not
+    apply (the caller solves the MILP); raises `DeadlineReached`."""
     if len(chains) != 1:
         return None
     remaining = ctx.remaining_time()
@@ -420,10 +429,17 @@ def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any,
     graph, origin, virtual = explicit_graph(sk, chains, tables)
     start_vars = [int(np.flatnonzero(origin == chain.nodes[0, p])[0]) for p in chain.out_pos.tolist()]
     end_vars = [int(x) for x in virtual[0].tolist()]
+    size = folded_variables(graph, chains)
+    free = solve_walk_dp(chain, graph, start_vars, end_vars, memory=False, deadline=deadline, max_rows=max_rows)
+    if free is None:
+        return None
+    choice = _choice(sk.num_nodes, chain, origin, virtual[0], free)
+    if plan_memory(sk, tables, choice) <= sk.instance.memory_budget:
+        return ChainSolution(choice, free.cost, free.bound, True, 0, 0, None, None, size)
     res = solve_walk_dp(chain, graph, start_vars, end_vars, deadline=deadline, max_rows=max_rows)
     if res is None:
         return None
     choice = _choice(sk.num_nodes, chain, origin, virtual[0], res)
     if plan_memory(sk, tables, choice) > sk.instance.memory_budget * (1 + MEMORY_SLACK):
         raise AssertionError("tap: the dynamic program's plan exceeds the memory budget")
-    return ChainSolution(choice, res.cost, res.bound, True, 0, 0, None, None, folded_variables(graph, chains))
+    return ChainSolution(choice, res.cost, max(res.bound, free.bound), True, 0, 0, None, None, size)

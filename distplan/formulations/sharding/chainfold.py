@@ -52,7 +52,6 @@ the warm start in `chain_walk`, the folded program and its solve loop in `chain_
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,6 +65,86 @@ MAX_STATES = 4096
 
 
 # -- chains --------------------------------------------------------------------------------
+
+
+def _closure(seed: int, internal: list[tuple[int, int]], links: list[tuple[int, int]]) -> set[int]:
+    """The least shift set holding ``seed``: with b in it, every internal predecessor a
+    (a -> b inside a copy) is in it; with a in it, every link successor b (a -> b into the
+    next copy) is in it."""
+    shift = {seed}
+    changed = True
+    while changed:
+        changed = False
+        for a, b in internal:
+            if b in shift and a not in shift:
+                shift.add(a)
+                changed = True
+        for a, b in links:
+            if a in shift and b not in shift:
+                shift.add(b)
+                changed = True
+    return shift
+
+
+def realigned(nodes: np.ndarray, iu: np.ndarray, iv: np.ndarray, lu: np.ndarray, lv: np.ndarray, tail_pos: np.ndarray, dom: np.ndarray) -> np.ndarray:
+    """The copies of a chain with their boundary moved to where the fewest boundary states
+    cross it (the region growth may cut a layer in its middle: Llama's copies ran from one
+    layer's FFN into the next one's attention projections, four out positions).
+
+    A shift set T of positions takes the copies ``new[k, j] = nodes[k + (j in T), j]``
+    (K - 1 copies; the first copy's T nodes and the last copy's others become explicit).
+    They are copies again (the chain is periodic) and consecutive as long as no internal
+    edge runs from outside T into T and no link from T to outside T (`_closure`). Their
+    out positions: sources of internal edges from T to outside it, of links within T or
+    within its complement, and of edges leaving the chain from T. Candidates: the closures
+    of every single position; the one of fewest states (product of the out positions'
+    strategy counts) wins over the chain as it is only when strictly fewer."""
+    n = nodes.shape[1]
+    internal = list(zip(iu.tolist(), iv.tolist()))
+    links = list(zip(lu.tolist(), lv.tolist()))
+
+    def states(shift: set[int]) -> float:
+        out = {a for a, b in internal if a in shift and b not in shift}
+        out |= {a for a, b in links if (a in shift) == (b in shift)}
+        out |= {p for p in tail_pos.tolist() if p in shift or not shift}
+        return float(np.prod([float(dom[j]) for j in out])) if out else 1.0
+
+    best, best_shift = states(set()), set()
+    if nodes.shape[0] < 3:
+        return nodes
+    for j in range(n):
+        shift = _closure(j, internal, links)
+        if len(shift) < n:
+            got = states(shift)
+            if got < best:
+                best, best_shift = got, shift
+    if not best_shift:
+        return nodes
+    take = np.zeros(n, dtype=np.int64)
+    take[sorted(best_shift)] = 1
+    return nodes[np.arange(nodes.shape[0] - 1)[:, None] + take[None, :], np.arange(n)[None, :]]
+
+
+def _chain_of(f: int, nodes: np.ndarray, sk: Skeleton, dom: np.ndarray) -> Chain | str:
+    """The chain of copies ``nodes`` (in chain order), or why they are not one: every
+    edge touching a copy joins two nodes of one copy, runs from a copy to the next, enters
+    the first copy, or leaves the first or the last."""
+    u, v = sk.edge_u, sk.edge_v
+    K, n = nodes.shape
+    copy_of = np.full(sk.num_nodes, -1, dtype=np.int64)
+    copy_of[nodes] = np.arange(K)[:, None]
+    position = np.full(sk.num_nodes, -1, dtype=np.int64)
+    position[nodes] = np.arange(n)[None, :]
+    cu, cv = copy_of[u], copy_of[v]
+    touch = (cu >= 0) | (cv >= 0)
+    ok = (cu == cv) | ((cu >= 0) & (cv == cu + 1)) | ((cu < 0) & (cv == 0)) | ((cv < 0) & ((cu == 0) | (cu == K - 1)))
+    if not np.all(ok[touch]):
+        return "copies inside the chain have edges to other nodes"
+    in1 = np.flatnonzero((cu == 1) & (cv == 1))
+    link = np.flatnonzero((cu == 0) & (cv == 1))
+    tail = np.flatnonzero((cu == K - 1) & (cv < 0))
+    out_pos = np.unique(np.concatenate([position[u[(cu >= 0) & (cv == cu + 1)]], position[u[tail]]]))
+    return Chain(f, nodes, out_pos, dom[out_pos], in1, link, tail)
 
 
 @dataclass
@@ -165,15 +244,19 @@ def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int
             rejected[f] = "copies inside the chain have edges to other nodes"
             continue
         tail = out_edges[r_out == K - 1]
-        out_pos = np.unique(np.concatenate([position[u[cross]], position[u[tail]]]))
         nodes = region[np.array(order)]
-        sizes = np.array([len(tables.node(sk, int(nodes[0, j])).strategies) for j in out_pos.tolist()], dtype=np.int64)
-        if math.prod(sizes.tolist()) > max_states:
-            rejected[f] = f"{math.prod(sizes.tolist())} boundary states (more than {max_states})"
-            continue
-        in1 = both[(copy[u[both]] == order[1]) & (copy[v[both]] == order[1])]
+        dom = np.array([len(tables.node(sk, int(x)).strategies) for x in nodes[0].tolist()], dtype=np.int64)
+        in0 = both[(copy[u[both]] == order[0]) & (copy[v[both]] == order[0])]
         link = cross[(copy[u[cross]] == order[0]) & (copy[v[cross]] == order[1])]
-        candidates[f] = Chain(f, nodes, out_pos, sizes, in1, link, tail)
+        nodes = realigned(nodes, position[u[in0]], position[v[in0]], position[u[link]], position[v[link]], np.unique(position[u[tail]]), dom)
+        made = _chain_of(f, nodes, sk, dom)
+        if isinstance(made, str):
+            rejected[f] = made
+            continue
+        if made.num_states > max_states:
+            rejected[f] = f"{made.num_states} boundary states (more than {max_states})"
+            continue
+        candidates[f] = made
     # the other end of an edge leaving a last copy or touching a first copy must be explicit
     changed = True
     while changed:

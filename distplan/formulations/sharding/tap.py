@@ -46,6 +46,7 @@ from distplan.formulations.sharding.alpa_ilp import (
     solve_graph,
     unfolded,
 )
+from distplan.formulations.sharding.chain_dp import MAX_ROWS as DP_MAX_ROWS
 from distplan.formulations.sharding.chain_dp import DeadlineReached, solve_by_dp
 from distplan.formulations.sharding.chain_fronts import segment_fronts
 from distplan.formulations.sharding.chain_program import solve_chains
@@ -62,7 +63,7 @@ from distplan.models.sharding_costs import strategy_name
 from distplan.solvers.result import Termination
 
 REFERENCE = "Shi et al., TAP, arXiv 2302.00247 (folded search over repeated subgraphs)"
-DEFAULTS: dict[str, Any] = {"exact": True, "certify": True, "lp_first": True, "dp": True, "min_copies": 2, "wl_iterations": 2, "max_states": MAX_STATES}
+DEFAULTS: dict[str, Any] = {"exact": True, "certify": True, "lp_first": True, "dp": True, "dp_max_rows": DP_MAX_ROWS, "min_copies": 2, "wl_iterations": 2, "max_states": MAX_STATES}
 #: a proven bound from a floating-point solver is lowered by this relative margin (the
 #: evaluator's sums and the solver's differ in the last bits: 5e-15 relative measured)
 BOUND_MARGIN = 1e-10
@@ -124,7 +125,7 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
     sol = None
     if ctx.param("dp", True):
         try:
-            sol = solve_by_dp(sk, chains, tables, ctx)
+            sol = solve_by_dp(sk, chains, tables, ctx, max_rows=float(ctx.param("dp_max_rows", DP_MAX_ROWS)))
         except DeadlineReached:
             return Outcome(plan=None, bounds=[], info={"fold_seconds": t1 - t0, "chain_seconds": t2 - t1}, termination=Termination.TIME_LIMIT)
     method = "dp" if sol is not None else "milp"

@@ -1,0 +1,146 @@
+"""tap's dynamic program (distplan/formulations/sharding/chain_dp.py) and chain realignment
+(chainfold.realigned): the same optimum as the walk MILP and Alpa's ILP, its pieces exact."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import distplan
+from distplan.formulations.folding import _check, _indexed
+from distplan.formulations.sharding.chain_dp import DeadlineReached, _pareto_labels, solve_walk_dp
+from distplan.formulations.sharding.chain_fronts import segment_fronts
+from distplan.formulations.sharding.chain_program import explicit_graph
+from distplan.formulations.sharding.chainfold import Chain, _chain_of, find_chains, realigned
+from distplan.formulations.sharding.costgraph import CostTables
+from distplan.formulations.sharding.tap import fold_instance
+from tests.test_tap_exact import tight
+
+
+@settings(max_examples=3, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    layers=st.integers(5, 7),
+    mesh=st.sampled_from([4, 8, (2, 2)]),
+    frac=st.sampled_from([0.0, 0.02, 0.3, 0.8]),
+    bandwidth=st.sampled_from([None, 2.5e10]),
+)
+def test_dp_equals_the_walk_milp_and_alpa_ilp(layers: int, mesh: int | tuple[int, int], frac: float, bandwidth: float | None) -> None:
+    inst = tight(layers, mesh, frac, bandwidth)
+    alpa = distplan.solve(inst, "alpa_ilp", mip_gap=1e-9)
+    dp = distplan.solve(inst, "tap", mip_gap=1e-9)
+    milp = distplan.solve(inst, "tap", mip_gap=1e-9, dp=False)
+    assert dp.info["method"] == "dp" and milp.info["method"] == "milp"
+    assert dp.objective == pytest.approx(alpa.objective, rel=1e-6)
+    assert milp.objective == pytest.approx(alpa.objective, rel=1e-6)
+    assert dp.status.value == "optimal" and dp.termination.value == "optimal"
+    # the DP's bound is proven: below every plan's cost (zero tolerance), tight at its own
+    assert dp.bound is not None and dp.bound <= alpa.objective and dp.bound <= dp.objective
+    assert dp.check is not None and dp.check.details["memory_bytes"] <= inst.memory_budget * (1 + 1e-9)
+
+
+def test_dp_gives_up_to_the_milp_beyond_its_row_limit() -> None:
+    inst = tight(6, 4, 0.05)
+    small = distplan.solve(inst, "tap", mip_gap=1e-9, dp_max_rows=1)
+    dp = distplan.solve(inst, "tap", mip_gap=1e-9)
+    assert small.info["method"] == "milp" and dp.info["method"] == "dp"
+    assert small.objective == pytest.approx(dp.objective, rel=1e-9)
+
+
+def _one_chain(inst: distplan.models.sharding.ShardingInstance) -> tuple:  # type: ignore[name-defined]
+    sk, fold = fold_instance(inst, {})
+    tables = CostTables(inst)
+    (chain,), _ = find_chains(sk, fold, tables)
+    chain.arcs = segment_fronts(chain, sk, tables)
+    graph, origin, virtual = explicit_graph(sk, [chain], tables)
+    start = [int(np.flatnonzero(origin == chain.nodes[0, p])[0]) for p in chain.out_pos.tolist()]
+    return chain, graph, start, virtual[0].tolist()
+
+
+def test_dp_stops_at_its_deadline() -> None:
+    chain, graph, start, end = _one_chain(tight(8, 8, 0.3))
+    with pytest.raises(DeadlineReached):
+        solve_walk_dp(chain, graph, start, end, deadline=time.perf_counter() - 1.0)
+    free = solve_walk_dp(chain, graph, start, end, memory=False)
+    full = solve_walk_dp(chain, graph, start, end)
+    assert free is not None and full is not None and free.cost <= full.cost
+    assert full.memory <= graph.memory_budget
+
+
+def test_pareto_labels_keep_exactly_the_undominated_labels() -> None:
+    rng = np.random.default_rng(7)
+    state = rng.integers(0, 4, 200)
+    cost = rng.integers(0, 8, 200).astype(float)
+    mem = rng.integers(0, 8, 200).astype(float)
+    kept = _pareto_labels(state, cost, mem)
+    assert np.all(np.diff(state[kept]) >= 0)  # sorted by state
+    points = {(int(state[i]), cost[i], mem[i]) for i in kept.tolist()}
+    assert len(points) == kept.size  # one label per distinct point
+    for s in range(4):
+        same = np.flatnonzero(state == s)
+        front = {(cost[i], mem[i]) for i in same if not np.any((cost[same] <= cost[i]) & (mem[same] <= mem[i]) & ((cost[same] < cost[i]) | (mem[same] < mem[i])))}
+        assert {(c, m) for g, c, m in points if g == s} == front
+
+
+def test_realigned_copies_cross_the_fewest_states() -> None:
+    """A chain of 3-node blocks a -> b -> c, c -> next a and b -> next b, grown as copies
+    (b, c, next a): out positions b and next a (5 x 3 states). Shifting b to the next copy
+    gives copies (c, next a, next b) with b alone crossing (5 states), the fewest of every
+    shift set (brute force); the realigned copies are isomorphic and one chain."""
+    from distplan.formulations.folding import LabelledGraph
+
+    K = 6
+    edges, labels = [], []
+    for k in range(K):
+        labels += [0, 1, 2]
+        edges += [(3 * k, 3 * k + 1), (3 * k + 1, 3 * k + 2)]
+        if k + 1 < K:
+            edges += [(3 * k + 2, 3 * k + 3), (3 * k + 1, 3 * k + 4)]
+    # copies as grown from b: (b, c, next a)
+    nodes = np.array([[3 * k + 1, 3 * k + 2, 3 * k + 3] for k in range(K - 1)])
+    # positions: 0 = b, 1 = c, 2 = a'; internal b -> c, c -> a'; links b -> b', a' -> b'
+    iu, iv = np.array([0, 1]), np.array([1, 2])
+    lu, lv = np.array([0, 2]), np.array([0, 0])
+    dom = np.array([5, 7, 3])
+    new = realigned(nodes, iu, iv, lu, lv, np.array([], dtype=np.int64), dom)
+    assert new.shape == (K - 2, 3)
+    g = _indexed(LabelledGraph(labels, edges, [0] * len(edges)), "label", "label")
+    _check(new, g)
+    # brute force over every shift set: none crosses fewer states than the one chosen
+    internal, links = list(zip(iu.tolist(), iv.tolist())), list(zip(lu.tolist(), lv.tolist()))
+
+    def states(shift: set[int]) -> float:
+        out = {a for a, b in internal if a in shift and b not in shift} | {a for a, b in links if (a in shift) == (b in shift)}
+        return float(np.prod([dom[j] for j in out])) if out else 1.0
+
+    valid = [set(t) for r in range(3) for t in itertools.combinations(range(3), r) if all(not (a not in t and b in t) for a, b in internal) and all(not (a in t and b not in t) for a, b in links)]
+    assert states(set()) == 15.0 and min(states(t) for t in valid) == 5.0
+    arrays = np.array(edges)
+    sk = SimpleNamespace(edge_u=arrays[:, 0], edge_v=arrays[:, 1], num_nodes=3 * K)
+    made = _chain_of(0, new, sk, dom)  # type: ignore[arg-type]
+    assert not isinstance(made, str) and made.num_states == 5 and made.out_pos.tolist() == [0]
+    grown = _chain_of(0, nodes, sk, dom)  # type: ignore[arg-type]
+    assert isinstance(grown, Chain) and grown.num_states == 15
+
+
+def test_llama_layers_fold_whole_and_realign_to_one_out_position() -> None:
+    """Issue 20: Llama-3 8B's 32 layers used to fold as 31 copies of 7 nodes and 30 of 5
+    (a layer split in two families, neither a chain); now 30 whole layers, realigned to
+    cut after the FFN's down projection (one out position, the residual stream)."""
+    from distplan.instances.zoo_sharding import llama_sharding
+
+    inst = llama_sharding("llama3-8b", 32, layers=8)
+    sk, fold = fold_instance(inst, {})
+    assert [(f["copies"], f["nodes_per_copy"]) for f in fold.stats["families"]] == [(6, 12)]
+    tables = CostTables(inst)
+    chains, info = find_chains(sk, fold, tables)
+    assert len(chains) == 1 and chains[0].out_pos.size == 1 and chains[0].copies == 5
+    names = list(inst.index)
+    assert names[sk.node_ops[int(chains[0].nodes[0, chains[0].out_pos[0]])][0]].endswith(".w2")
+    made = _chain_of(0, chains[0].nodes, sk, np.array([len(tables.node(sk, int(x)).strategies) for x in chains[0].nodes[0].tolist()]))
+    assert not isinstance(made, str)
