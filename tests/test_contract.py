@@ -26,7 +26,6 @@ BUILDS_A_MODEL = re.compile(r"\b(Model|build_model)\(")
 NOT_YET_DECLARED = {
     "placement/milp.py",
     "placement/relaxation.py",
-    "pipeline/repetend.py",
     "registry.py",
 }
 

@@ -23,13 +23,13 @@ from distplan.formulations.pipeline.common import SequenceCycleError, asap, orde
 from distplan.formulations.pipeline.modulo import cyclic_blocks, modulo_backtrack
 from distplan.formulations.pipeline.repetend import (
     DEFAULTS,
-    REPETEND_BLOCKS,
+    REPETEND,
     Repetend,
     candidate_periods_below,
     search_repetend,
 )
 from distplan.formulations.pipeline.tessel import complete_phases, naive_unroll
-from distplan.formulations.registry import RunContext, build_model
+from distplan.formulations.registry import RunContext
 from distplan.instances import bundled, load_instance
 from distplan.instances.pipelines import make_pipeline, tessel_case, zero_bubble_case
 from distplan.models.common import instance_from_dict
@@ -458,7 +458,7 @@ def test_mshape_memory4_three_micro_batch_repetend_beats_one_bubble() -> None:
 def test_repetend_search_does_not_see_n() -> None:
     sizes = []
     for n in (8, 128):
-        model, data = build_model("r", REPETEND_BLOCKS, tessel_case("x", 4, n), {**DEFAULTS, "_t": None})
+        model, data = REPETEND.build(tessel_case("x", 4, n), {**DEFAULTS, "_t": None}, name="r")
         sizes.append((model.num_vars, model.num_rows))
     assert sizes[0] == sizes[1]
 

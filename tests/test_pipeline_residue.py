@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distplan.formulations.pipeline.modulo import cyclic_blocks, steady_memory
-from distplan.formulations.pipeline.repetend import DEFAULTS, REPETEND_BLOCKS, Repetend, probe_period
+from distplan.formulations.pipeline.repetend import DEFAULTS, REPETEND, Repetend, probe_period
 from distplan.formulations.pipeline.residue import residue_search
 from distplan.formulations.pipeline.tessel import naive_unroll
-from distplan.formulations.registry import RunContext, build_model
+from distplan.formulations.registry import RunContext
 from distplan.instances.pipelines import make_pipeline, tessel_case
 from distplan.models.pipeline import PipelineInstance, evaluate, make_plan
 from distplan.solvers.base import SolveOptions, get_backend
@@ -96,7 +96,7 @@ def test_least_flat_length_matches_the_milp(shape: str, memory: float, offsets: 
     cy = cyclic_blocks(inst, 1)
     res = residue_search(cy, inst, offsets, period, minimize_length=True, node_limit=500_000)
     assert res.status == "found" and res.least_length and res.length is not None
-    model, _ = build_model("flat", REPETEND_BLOCKS, inst, {**DEFAULTS, "offsets": offsets, "_t": float(period)})
+    model, _ = REPETEND.build(inst, {**DEFAULTS, "offsets": offsets, "_t": float(period)}, name="flat")
     out = _ctx().solve_model(model)
     assert out.termination.value == "optimal"
     assert res.length == pytest.approx(out.objective * period, abs=1e-6)

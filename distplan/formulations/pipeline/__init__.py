@@ -50,7 +50,7 @@ register(
         run=tessel.run_tessel,
         exact=False,
         reference=TESSEL + "; Hanen & Munier, cyclic scheduling (1995)",
-        blocks=repetend.REPETEND_BLOCKS,
+        spec=repetend.REPETEND,
         params=dict(repetend.DEFAULTS),
     )
 )

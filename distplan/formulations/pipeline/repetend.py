@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -46,13 +47,14 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
+from distplan.formulations.contract import ModelSpec
 from distplan.formulations.pipeline.common import (
     block_depth,
     integral_data,
 )
 from distplan.formulations.pipeline.modulo import Cyclic, cyclic_blocks, longest, modulo_backtrack, modulo_heuristic
 from distplan.formulations.pipeline.residue import residue_search
-from distplan.formulations.registry import RunContext, build_model
+from distplan.formulations.registry import RunContext
 from distplan.modeling.model import Model
 from distplan.modeling.scheduling import cyclic_no_overlap, cyclic_precedence, modulo_prefix, winding_triangles
 from distplan.models.pipeline import PipelineInstance
@@ -74,15 +76,41 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def rep_prepare(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> None:
-    """Repetend blocks, period bounds (a heuristic repetend gives the upper bound),
-    offsets, and the range of the winding number of every pair of blocks on a device."""
-    params = data["params"]
+@dataclass(frozen=True)
+class RepetendIndex:
+    """What the blocks of the repetend MILPs share (block contract). Times in seconds.
+
+    The cyclic blocks, the period range [``t_lb``, ``t_ub``] (a heuristic repetend, kept in
+    ``heuristic`` as (flat starts, period), gives the upper bound), ``offsets`` (periods one
+    micro-batch may span), the longest paths ``dist`` between blocks, the pairs of blocks
+    sharing a device with the range of their winding numbers, the ``anchor`` block (the one
+    root, or -1), and the mode: ``fixed_period`` None maximizes the rate; a fixed period
+    minimizes the flat length, or (``feasibility``) only asks for a repetend."""
+
+    cyclic: Cyclic
+    t_lb: float
+    t_ub: float
+    offsets: int
+    dist: np.ndarray
+    pair_a: np.ndarray
+    pair_b: np.ndarray
+    q_lo: np.ndarray
+    q_hi: np.ndarray
+    anchor: int
+    heuristic: tuple[np.ndarray, float] | None
+    fixed_period: float | None
+    feasibility: bool
+
+
+def prepare_repetend(inst: PipelineInstance, params: Mapping[str, Any]) -> RepetendIndex:
+    """Repetend blocks, period bounds (a heuristic repetend gives the upper bound), offsets,
+    and the range of the winding number of every pair of blocks on a device. Parameters:
+    ``unfold``, ``offsets``, ``_t`` (a fixed period), ``_feasibility``, ``_below`` (only
+    periods below it are of interest), ``_deadline``."""
     unfold = int(params.get("unfold", 1))
     if unfold < 1:
         raise InputError("params.unfold", f"expected a positive integer, got {unfold!r}")
     cy = cyclic_blocks(inst, unfold)
-    data["cyclic"] = cy
     capped = np.isfinite(inst.capacity)
     net = inst.memory @ inst.device_mask
     bad = np.flatnonzero(capped & (np.abs(net) > 1e-9 * (1 + np.abs(inst.memory).sum())))
@@ -103,12 +131,13 @@ def rep_prepare(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> N
     if k < 1:
         raise InputError("params.offsets", f"expected a positive integer, got {k!r}")
     fixed = params.get("_t")
+    heuristic = None
     if fixed is None:
         below = params.get("_below")  # only periods below an incumbent's are of interest
         t_hi = t_ub if below is None else min(t_ub, math.ceil(below - 1e-9) - 1)
         found = modulo_heuristic(cy, inst, k, t_lb, t_hi, deadline=params.get("_deadline"))
         if found:
-            data["heuristic"] = found
+            heuristic = (np.asarray(found[0]), float(found[1]))
             t_ub = max(found[1], t_lb)
     else:
         t_lb = t_ub = float(fixed)
@@ -123,27 +152,29 @@ def rep_prepare(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> N
     before = np.isfinite(dist[ib, ia])  # a after b: q >= 1
     q_hi[after] = 0
     q_lo[before] = 1
-    data.update(t_lb=t_lb, t_ub=t_ub, offsets=k, dist=dist, pair_a=ia, pair_b=ib, q_lo=q_lo, q_hi=q_hi, anchor=int(roots[0]) if roots.size == 1 else -1)
+    return RepetendIndex(
+        cy, t_lb, t_ub, k, dist, ia, ib, q_lo, q_hi, int(roots[0]) if roots.size == 1 else -1, heuristic,
+        None if fixed is None else float(fixed), bool(params.get("_feasibility", False)),
+    )
 
 
-def rep_variables(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> None:
+def rep_variables(model: Model, inst: PipelineInstance, index: RepetendIndex) -> None:
     """theta = flat start / period (periods), rho = 1 / period (1/seconds)."""
-    cy: Cyclic = data["cyclic"]
-    k = data["offsets"]
-    hi = np.full(cy.n, float(k))
-    if data["anchor"] >= 0:
-        hi[data["anchor"]] = 0.0
-    data["theta"] = model.add_vars("theta", cy.n, lb=0.0, ub=hi)
-    data["rate"] = model.add_vars("rate", 1, lb=1.0 / data["t_ub"], ub=1.0 / data["t_lb"])
+    cy = index.cyclic
+    hi = np.full(cy.n, float(index.offsets))
+    if index.anchor >= 0:
+        hi[index.anchor] = 0.0
+    model.add_vars("theta", cy.n, lb=0.0, ub=hi)
+    model.add_vars("rate", 1, lb=1.0 / index.t_ub, ub=1.0 / index.t_lb)
 
 
-def rep_dependencies(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> None:
+def rep_dependencies(model: Model, inst: PipelineInstance, index: RepetendIndex) -> None:
     """Dependencies and the flat span (at most `offsets` periods), in period units."""
-    cy: Cyclic = data["cyclic"]
-    theta, rate = data["theta"], data["rate"]
+    cy = index.cyclic
+    theta, rate = model["theta"], model["rate"]
     cyclic_precedence(model, theta, rate, cy.src, cy.dst, cy.gap, "flat-dependencies")
     zero = np.zeros(cy.n, dtype=np.int64)
-    model.add_constraints("flat-length", theta + rate[zero] * cy.dur <= float(data["offsets"]))
+    model.add_constraints("flat-length", theta + rate[zero] * cy.dur <= float(index.offsets))
     if cy.unfold > 1:  # identical copies keep their order (symmetry)
         nb = inst.n_blocks
         first = int(inst.topo_order[0])
@@ -151,13 +182,13 @@ def rep_dependencies(model: Model, inst: PipelineInstance, data: dict[str, Any])
         model.add_constraints("copy-order", theta[idx + nb] - theta[idx] >= 0.0)
 
 
-def rep_no_overlap(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> None:
-    """Integer winding number per pair of blocks sharing a device, and their consistency
-    on every triple of blocks of one device."""
-    cy: Cyclic = data["cyclic"]
-    a, b = data["pair_a"], data["pair_b"]
-    data["wind"] = cyclic_no_overlap(model, data["theta"], data["rate"], a, b, cy.dur[a], cy.dur[b], data["q_lo"], data["q_hi"], "modulo")
-    index = {(int(x), int(y)): j for j, (x, y) in enumerate(zip(a.tolist(), b.tolist()))}
+def rep_no_overlap(model: Model, inst: PipelineInstance, index: RepetendIndex) -> None:
+    """Integer winding number per pair of blocks sharing a device (``modulo-wind``), and
+    their consistency on every triple of blocks of one device."""
+    cy = index.cyclic
+    a, b = index.pair_a, index.pair_b
+    wind = cyclic_no_overlap(model, model["theta"], model["rate"], a, b, cy.dur[a], cy.dur[b], index.q_lo, index.q_hi, "modulo")
+    pair_of = {(int(x), int(y)): j for j, (x, y) in enumerate(zip(a.tolist(), b.tolist()))}
     triples: set[tuple[int, int, int]] = set()
     for d in range(cy.mask.shape[1]):
         on = np.flatnonzero(cy.mask[:, d]).tolist()
@@ -167,16 +198,16 @@ def rep_no_overlap(model: Model, inst: PipelineInstance, data: dict[str, Any]) -
                     triples.add((x, on[j], on[m]))
     if triples:
         tri = np.array(sorted(triples), dtype=np.int64)
-        ab = np.array([index[(x, y)] for x, y, _ in tri.tolist()])
-        bc = np.array([index[(y, z)] for _, y, z in tri.tolist()])
-        ac = np.array([index[(x, z)] for x, _, z in tri.tolist()])
-        winding_triangles(model, data["wind"], ab, bc, ac, "winding-triangle")
+        ab = np.array([pair_of[(x, y)] for x, y, _ in tri.tolist()])
+        bc = np.array([pair_of[(y, z)] for _, y, z in tri.tolist()])
+        ac = np.array([pair_of[(x, z)] for x, _, z in tri.tolist()])
+        winding_triangles(model, wind, ab, bc, ac, "winding-triangle")
 
 
-def rep_memory(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> None:
+def rep_memory(model: Model, inst: PipelineInstance, index: RepetendIndex) -> None:
     """Steady-state memory at every allocating block: mu_a + sum_b mu_b q_ab <= cap."""
-    cy: Cyclic = data["cyclic"]
-    a, b = data["pair_a"], data["pair_b"]
+    cy = index.cyclic
+    a, b = index.pair_a, index.pair_b
     cap = inst.capacity
     consts, caps, rows, cols, coefs = [], [], [], [], []
     nrow = 0
@@ -196,25 +227,26 @@ def rep_memory(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> No
     if nrow == 0:
         return
     modulo_prefix(
-        model, data["wind"], np.asarray(consts), np.asarray(caps), np.concatenate(rows), np.concatenate(cols), np.concatenate(coefs), "steady-memory"
+        model, model["modulo-wind"], np.asarray(consts), np.asarray(caps), np.concatenate(rows), np.concatenate(cols), np.concatenate(coefs), "steady-memory"
     )
 
 
-def rep_objective(model: Model, inst: PipelineInstance, data: dict[str, Any]) -> None:
+def rep_objective(model: Model, inst: PipelineInstance, index: RepetendIndex) -> None:
     """Maximize the rate 1/T (minimize the period); with the period fixed, minimize the
     flat length (periods)."""
-    if data["params"].get("_t") is None:
-        model.maximize(data["rate"])
+    if index.fixed_period is None:
+        model.maximize(model["rate"])
         return
-    if data["params"].get("_feasibility"):
+    if index.feasibility:
         return
-    cy: Cyclic = data["cyclic"]
+    cy = index.cyclic
     length = model.add_vars("flat-length", (), lb=0.0)
-    model.add_constraints("flat-length-epigraph", data["theta"] + data["rate"][np.zeros(cy.n, dtype=np.int64)] * cy.dur - length <= 0.0)
+    model.add_constraints("flat-length-epigraph", model["theta"] + model["rate"][np.zeros(cy.n, dtype=np.int64)] * cy.dur - length <= 0.0)
     model.minimize(length)
 
 
-REPETEND_BLOCKS = (rep_prepare, rep_variables, rep_dependencies, rep_no_overlap, rep_memory, rep_objective)
+#: Tessel's repetend (module docstring): the rate MILP, or at a fixed period the flat length
+REPETEND = ModelSpec("tessel-repetend", prepare_repetend, (rep_variables, rep_dependencies, rep_no_overlap, rep_memory, rep_objective))
 
 
 @dataclass
@@ -230,9 +262,9 @@ class Repetend:
     search_seconds: float
 
 
-def _warm(model: Model, data: dict[str, Any], sigma: np.ndarray, period: float) -> np.ndarray:
-    cy: Cyclic = data["cyclic"]
-    a, b = data["pair_a"], data["pair_b"]
+def _warm(model: Model, index: RepetendIndex, sigma: np.ndarray, period: float) -> np.ndarray:
+    cy = index.cyclic
+    a, b = index.pair_a, index.pair_b
     q = np.ceil((sigma[a] + cy.dur[a] - sigma[b]) / period - 1e-9)
     vals: dict[str, Any] = {"theta": sigma / period, "rate": [1.0 / period], "modulo-wind": q}
     if "flat-length" in model.var_blocks:
@@ -254,7 +286,7 @@ def probe_period(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any]
     """Fixed-period feasibility MILP with the offsets in ``params`` (at most
     ``probe_time_limit`` seconds): (flat starts in seconds, or None; True when proven
     infeasible). None and False: undecided within the time limit."""
-    mp, _ = build_model("tessel-probe", REPETEND_BLOCKS, inst, {**params, "_t": float(period), "_feasibility": True})
+    mp, _ = REPETEND.build(inst, {**params, "_t": float(period), "_feasibility": True}, name="tessel-probe")
     rp = sub_ctx(ctx, float(params.get("probe_time_limit", DEFAULTS["probe_time_limit"]))).solve_model(mp)
     if rp.values is not None:
         return np.asarray(rp.values_by_block["theta"], dtype=float) * float(period), False
@@ -297,29 +329,29 @@ def search_repetend(inst: PipelineInstance, ctx: RunContext, params: dict[str, A
         ks = [first]
         while ks[-1] < largest:
             ks.append(min(largest, 2 * ks[-1]))
-    best: tuple[np.ndarray, float, float | None, bool, int, dict[str, Any]] | None = None
+    best: tuple[np.ndarray, float, float | None, bool, int, RepetendIndex] | None = None
     reached: list[tuple[int, float, np.ndarray]] = []  # (K, least period found, its flat starts)
     for i, k in enumerate(ks):
         last = i == len(ks) - 1
         # the best repetend so far is feasible for a larger K: it warm-starts the next search
         best = _search_once(inst, ctx, {**params, "offsets": k}, None if best is None else (best[0], best[1]), prove=last)
         reached.append((k, best[1], best[0]))
-        if best[1] <= best[5]["t_lb"] * (1 + 1e-9) + 1e-12:
-            best = (best[0], best[1], best[5]["t_lb"], True, best[4], best[5])
+        if best[1] <= best[5].t_lb * (1 + 1e-9) + 1e-12:
+            best = (best[0], best[1], best[5].t_lb, True, best[4], best[5])
             break
     assert best is not None
-    sigma, period, bound, proven, k, data = best
+    sigma, period, bound, proven, k, index = best
     sigma, k = _fewest_offsets(inst, ctx, params, reached, period, sigma, k)
     if params.get("min_flat_length", True):
         t1 = time.perf_counter()
-        m2, d2 = build_model("tessel-flat", REPETEND_BLOCKS, inst, {**params, "offsets": k, "_t": period})
+        m2, d2 = REPETEND.build(inst, {**params, "offsets": k, "_t": period}, name="tessel-flat")
         r2 = sub_ctx(ctx, float(params.get("flat_time_limit", 0.5))).solve_model(m2, warm_start=_warm(m2, d2, sigma, period), build_seconds=time.perf_counter() - t1)
         if r2.values is not None:
             sigma = np.asarray(r2.values_by_block["theta"], dtype=float) * period
     sigma = sigma - sigma.min()
     if integral_data(inst) and float(period).is_integer() and np.all(np.abs(sigma - np.round(sigma)) < 1e-6):
         sigma = np.round(sigma)  # remove the solver's tolerance from integral times
-    return Repetend(sigma, period, bound, proven, int(k), int(data["cyclic"].unfold), time.perf_counter() - t0)
+    return Repetend(sigma, period, bound, proven, int(k), int(index.cyclic.unfold), time.perf_counter() - t0)
 
 
 def _fewest_offsets(
@@ -358,19 +390,19 @@ def _fewest_offsets(
 
 def _search_once(
     inst: PipelineInstance, ctx: RunContext, params: dict[str, Any], incumbent: tuple[np.ndarray, float] | None = None, prove: bool = True
-) -> tuple[np.ndarray, float, float | None, bool, int, dict[str, Any]]:
+) -> tuple[np.ndarray, float, float | None, bool, int, RepetendIndex]:
     """Least period with a fixed number of offsets: the backtracking heuristic (below the
     incumbent of a smaller K, if any); without ``prove`` that is all. With ``prove``:
     integer-period probes when there is no incumbent yet, then (integral data) the
     candidate-period proof, else the rate MILP; nothing once the resource bound is met."""
     t0 = time.perf_counter()
     below = None if incumbent is None or not integral_data(inst) else incumbent[1]
-    model, data = build_model("tessel-repetend", REPETEND_BLOCKS, inst, {**params, "_t": None, "_below": below})
+    model, data = REPETEND.build(inst, {**params, "_t": None, "_below": below})
     build_seconds = time.perf_counter() - t0
-    heur = data.get("heuristic")
+    heur = data.heuristic
     if incumbent is not None and (not heur or incumbent[1] <= heur[1]):
         heur = incumbent
-    t_lb = float(data["t_lb"])
+    t_lb = float(data.t_lb)
     if incumbent is None and prove and heur and heur[1] > t_lb * (1 + 1e-9) + 1e-12 and integral_data(inst):
         # probe integer periods below the heuristic's with fixed-period feasibility MILPs
         # (feasibility is monotone in the period: a T-feasible repetend is T'-feasible for
@@ -383,16 +415,16 @@ def _search_once(
             if not infeasible:
                 break
     if heur and heur[1] <= t_lb * (1 + 1e-9) + 1e-12:
-        return np.asarray(heur[0]), float(heur[1]), t_lb, True, int(data["offsets"]), data
+        return np.asarray(heur[0]), float(heur[1]), t_lb, True, int(data.offsets), data
     if not prove and heur:
-        return np.asarray(heur[0]), float(heur[1]), None, False, int(data["offsets"]), data
+        return np.asarray(heur[0]), float(heur[1]), None, False, int(data.offsets), data
     proof = params.get("period_proof", "residue")
     if proof not in ("residue", "auto", "rate_milp"):
         raise InputError("params.period_proof", f"expected 'residue', 'auto' or 'rate_milp', got {proof!r}")
     if heur and proof in ("auto", "residue") and integral_data(inst):
         heur, proven = _prove_by_candidates(inst, ctx, params, data, heur)
         if proven:
-            return np.asarray(heur[0]), float(heur[1]), float(heur[1]), True, int(data["offsets"]), data
+            return np.asarray(heur[0]), float(heur[1]), float(heur[1]), True, int(data.offsets), data
     warm = _warm(model, data, heur[0], heur[1]) if heur else None
     remaining = ctx.remaining_time()
     if remaining is not None and heur and params.get("_deadline") is None:  # leave the warm-up and cool-down their time
@@ -401,12 +433,12 @@ def _search_once(
     res = ctx.solve_model(model, warm_start=warm, build_seconds=build_seconds)
     if res.values is None and heur and res.termination.value not in ("infeasible", "infeasible_or_unbounded"):
         bound = None if res.bound is None or res.bound <= 0 else 1.0 / res.bound  # rate bound: a period bound
-        return np.asarray(heur[0]), float(heur[1]), bound, False, int(data["offsets"]), data
+        return np.asarray(heur[0]), float(heur[1]), bound, False, int(data.offsets), data
     if res.values is None:
         if res.termination.value in ("infeasible", "infeasible_or_unbounded"):
             raise InfeasibleError(
-                f"{inst.name}: no repetend with at most {data['offsets']} micro-batch offsets fits the memory capacity",
-                details={"offsets": data["offsets"]},
+                f"{inst.name}: no repetend with at most {data.offsets} micro-batch offsets fits the memory capacity",
+                details={"offsets": data.offsets},
             )
         raise InfeasibleError(f"{inst.name}: the repetend search found no solution ({res.termination.value})", details={})
     period = 1.0 / float(res.values_by_block["rate"][0])
@@ -418,10 +450,10 @@ def _search_once(
         # no repetend period lies strictly between the largest candidate below the
         # incumbent and the incumbent (`candidate_periods_below`): a bound above that
         # candidate is the incumbent itself (removes the solver's tolerance, e.g. 6.99995)
-        cand = candidate_periods_below(data["cyclic"], float(data["t_lb"]), Fraction(period).limit_denominator(10**6))
+        cand = candidate_periods_below(data.cyclic, float(data.t_lb), Fraction(period).limit_denominator(10**6))
         if cand is None or bound > float(cand):
             bound = period
-    return sigma, period, bound, res.termination.value == "optimal", int(data["offsets"]), data
+    return sigma, period, bound, res.termination.value == "optimal", int(data.offsets), data
 
 
 def candidate_periods_below(cy: Cyclic, t_lb: float, upper: Fraction) -> Fraction | None:
@@ -448,7 +480,7 @@ def candidate_periods_below(cy: Cyclic, t_lb: float, upper: Fraction) -> Fractio
 
 
 def _prove_by_candidates(
-    inst: PipelineInstance, ctx: RunContext, params: dict[str, Any], data: dict[str, Any], heur: tuple[np.ndarray, float]
+    inst: PipelineInstance, ctx: RunContext, params: dict[str, Any], data: RepetendIndex, heur: tuple[np.ndarray, float]
 ) -> tuple[tuple[np.ndarray, float], bool]:
     """Integral data: prove the incumbent period least by one fixed-period feasibility
     probe at the largest period below it that a repetend can have
@@ -456,8 +488,7 @@ def _prove_by_candidates(
     down keeps every constraint in ``theta`` satisfied with the same winding numbers).
     A feasible probe (the incumbent was not least) becomes the incumbent and leaves the
     rest to the rate MILP, as does an undecided one."""
-    cy: Cyclic = data["cyclic"]
-    cand = candidate_periods_below(cy, float(data["t_lb"]), Fraction(heur[1]).limit_denominator(10**6))
+    cand = candidate_periods_below(data.cyclic, float(data.t_lb), Fraction(heur[1]).limit_denominator(10**6))
     if cand is None:
         return heur, True
     sigma, infeasible = probe_period(inst, ctx, params, float(cand))
