@@ -20,13 +20,18 @@ Tables:
    instances, and small GPTs (hidden 256, 4 heads, seq 128, batch 8) of 4 to 24 layers on
    meshes of 4 and 8 devices, homogeneous or heterogeneous (one axis at 25 GB/s), with a
    budget a fraction of the way from the least memory to the unconstrained optimum's
-   (0.05 and 0.3: binding; 1.0: not binding). Build (everything but the solver calls) and
-   solve seconds separately; "same" = objectives equal within 1e-6 relative.
+   (0.05 and 0.3: binding; 1.0: not binding). "same" = objectives equal within 1e-6
+   relative. Wall and CPU seconds (this process and its children) are medians of up to 3
+   runs; the ratios alpa/tap are summarized over the cases of 24 layers or more.
+5. ``--only llama``: tap on the Llama-3 8B sharding instance (issue 20).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import resource
 import sys
 import time
 from pathlib import Path
@@ -168,17 +173,46 @@ def tight_instance(layers: int, mesh: Any, hetero: bool, frac: float) -> Any:
     return base.with_memory(least + frac * (free.details["memory_bytes"] - least))
 
 
-def timed_solve(inst: Any, formulation: str, backend: str, time_limit: float) -> dict[str, Any]:
-    t0 = time.perf_counter()
-    r = distplan.solve(inst, formulation, backend=backend, time_limit=time_limit, mip_gap=1e-9)
-    wall = time.perf_counter() - t0
-    solve = r.timings["handover_seconds"] + r.timings["solve_seconds"]
-    return {"wall": wall, "build": wall - solve, "solve": solve, "objective": r.objective, "status": r.status.value, "rounds": r.info.get("rounds")}
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished children (isolated solver runs)."""
+    child = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + child.ru_utime + child.ru_stime
+
+
+def timed_solve(inst: Any, formulation: str, backend: str, time_limit: float, repeat: int = 3) -> dict[str, Any]:
+    """Median wall and CPU seconds of up to ``repeat`` solves (one when a solve takes
+    more than 5 s), with the last run's objective, status and method."""
+    walls, cpus, solves = [], [], []
+    for _ in range(repeat):
+        t0, c0 = time.perf_counter(), cpu_seconds()
+        r = distplan.solve(inst, formulation, backend=backend, time_limit=time_limit, mip_gap=1e-9)
+        walls.append(time.perf_counter() - t0)
+        cpus.append(cpu_seconds() - c0)
+        solves.append(r.timings["handover_seconds"] + r.timings["solve_seconds"])
+        if walls[-1] > 5.0:
+            break
+    wall, cpu, solve = (float(np.median(x)) for x in (walls, cpus, solves))
+    return {"wall": wall, "cpu": cpu, "build": wall - solve, "solve": solve, "objective": r.objective, "status": r.status.value, "rounds": r.info.get("rounds"), "method": r.info.get("method", "")}
+
+
+def layers_of(inst: Any) -> int:
+    """Transformer layers of an instance (ops named ``l<i>.*``)."""
+    return len({op.name.split(".")[0] for op in inst.ops if re.match(r"l\d+\.", op.name)})
+
+
+def summary(label: str, ratios: list[float]) -> str:
+    if not ratios:
+        return f"{label}: no cases"
+    return f"{label}: min {min(ratios):.1f}, geometric mean {float(np.exp(np.mean(np.log(ratios)))):.1f}, max {max(ratios):.1f} ({len(ratios)} cases)"
 
 
 def exact_table(quick: bool, backend: str, time_limit: float) -> list[str]:
-    lines = ["## 4. Exact folding under memory: tap vs alpa_ilp (seconds; MIP gap 1e-9 for both)", ""]
-    header = f"{'instance':<34} | {'alpa build':>10} {'alpa solve':>10} {'alpa total':>10} | {'tap build':>9} {'tap solve':>9} {'tap total':>9} {'rounds':>6} | {'alpa/tap':>8} {'tap - alpa (rel)':>16} {'same':>4}"
+    lines = ["## 4. Exact folding under memory: tap vs alpa_ilp (seconds, median of up to 3 runs; MIP gap 1e-9 for both)", ""]
+    lines.append(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+    header = (
+        f"{'instance':<34} {'L':>3} | {'alpa wall':>9} {'alpa cpu':>8} {'status':>8} | {'tap wall':>8} {'tap cpu':>7} {'method':>6} | "
+        f"{'wall x':>7} {'cpu x':>7} {'tap - alpa (rel)':>16} {'same':>4}"
+    )
     lines += [header, "-" * len(header)]
     cases: list[tuple[str, Any]] = []
     for name, entry in sorted(bundled().items()):
@@ -191,7 +225,8 @@ def exact_table(quick: bool, backend: str, time_limit: float) -> list[str]:
             for frac in (0.05, 0.3, 1.0):
                 inst = tight_instance(layers, mesh, hetero, frac)
                 cases.append((inst.name, inst))
-    ratios_24: list[float] = []
+    wall_24: list[float] = []
+    cpu_24: list[float] = []
     worst = 0.0
     for name, inst in cases:
         try:
@@ -202,18 +237,36 @@ def exact_table(quick: bool, backend: str, time_limit: float) -> list[str]:
             continue
         rel = (tap["objective"] - alpa["objective"]) / alpa["objective"]
         worst = max(worst, abs(rel))
-        ratio = alpa["wall"] / tap["wall"]
-        if "-l" in name and int(name.split("-l")[1].split("-")[0]) >= 24:
-            ratios_24.append(ratio)
+        ratio, cpu_ratio = alpa["wall"] / tap["wall"], alpa["cpu"] / tap["cpu"]
+        layers = layers_of(inst)
+        if layers >= 24:
+            wall_24.append(ratio)
+            cpu_24.append(cpu_ratio)
         lines.append(
-            f"{name:<34} | {alpa['build']:>10.3f} {alpa['solve']:>10.3f} {alpa['wall']:>10.3f} | {tap['build']:>9.3f} {tap['solve']:>9.3f} {tap['wall']:>9.3f} {tap['rounds'] or 0:>6} | "
-            f"{ratio:>8.1f} {rel:>16.2e} {'yes' if abs(rel) <= 1e-6 else 'NO':>4}"
+            f"{name:<34} {layers:>3} | {alpa['wall']:>9.3f} {alpa['cpu']:>8.3f} {alpa['status']:>8} | {tap['wall']:>8.3f} {tap['cpu']:>7.3f} {tap['method']:>6} | "
+            f"{ratio:>7.1f} {cpu_ratio:>7.1f} {rel:>16.2e} {'yes' if abs(rel) <= 1e-6 else 'NO':>4}"
         )
     lines.append("")
+    lines.append(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     lines.append(f"largest |tap - alpa| / alpa: {worst:.2e}")
-    if ratios_24:
-        lines.append(f"alpa/tap at 24 layers or more: min {min(ratios_24):.1f}, geometric mean {float(np.exp(np.mean(np.log(ratios_24)))):.1f}, max {max(ratios_24):.1f}")
-    lines.append("rounds = solver calls of tap (its LP first, then the MILP; one more per round of connectivity cuts).")
+    lines.append(summary("alpa/tap wall at 24 layers or more", wall_24))
+    lines.append(summary("alpa/tap CPU at 24 layers or more", cpu_24))
+    lines.append("L = transformer layers; status = alpa_ilp's (time_limit: stopped at --time-limit, so its ratio is a lower bound);")
+    lines.append("method = how tap solved its folded program (dp: chain_dp.py, no solver; milp: the walk MILP).")
+    return lines
+
+
+def llama_table(backend: str, time_limit: float) -> list[str]:
+    """Issue 20: tap on the Llama-3 8B sharding instance (batch 32 x 8192 tokens, 8x8 H100
+    mesh, device memory: binding), folding and chain statistics."""
+    from distplan.instances.zoo_sharding import llama_sharding
+
+    inst = llama_sharding("llama3-8b", 32)
+    lines = ["## 5. tap on Llama-3 8B (batch 32 x 8192, 8x8 H100 mesh, 80 GB per device)", ""]
+    r = timed_solve(inst, "tap", backend, time_limit)
+    res = distplan.solve(inst, "tap", backend=backend, time_limit=time_limit)
+    lines.append(f"ops {len(inst.ops)}, layers {layers_of(inst) or 32}; families {res.info['folding']['families']}; chains {res.info['chains']['chains']}")
+    lines.append(f"tap: wall {r['wall']:.2f} s, cpu {r['cpu']:.2f} s, method {r['method']}, status {r['status']}, iteration {res.objective * 1e3:.3f} ms, bound {res.bound * 1e3:.3f} ms")
     return lines
 
 
@@ -223,7 +276,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--backend", default="highs")
     ap.add_argument("--time-limit", type=float, default=600.0)
-    ap.add_argument("--only", choices=["search", "compare", "lp", "exact"], default=None)
+    ap.add_argument("--only", choices=["search", "compare", "lp", "exact", "llama"], default=None)
     args = ap.parse_args()
     layers = [12, 96] if args.quick else [12, 24, 48, 96]
     repeat = 2 if args.quick else args.repeat
@@ -235,7 +288,9 @@ def main() -> None:
     if args.only in (None, "lp"):
         out += lp_table(args.backend) + [""]
     if args.only in (None, "exact"):
-        out += exact_table(args.quick, args.backend, args.time_limit)
+        out += exact_table(args.quick, args.backend, args.time_limit) + [""]
+    if args.only in (None, "llama"):
+        out += llama_table(args.backend, args.time_limit)
     print("\n".join(out))
 
 

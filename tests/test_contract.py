@@ -78,6 +78,18 @@ def test_blocks_in_the_wrong_order_name_what_is_missing() -> None:
         later.build(None)
 
 
+def test_variants_leave_out_or_add_blocks() -> None:
+    def at_least_three(model: Model, inst: Any, index: _Index) -> None:
+        model.add_constraints("at-least-three", model["x"].sum() >= 3.0)
+
+    model, _ = SPEC.with_blocks(at_least_three, name="three").build(None, {"n": 4})
+    assert model.name == "three" and "at-least-three" in model.con_blocks and "at-least-two" in model.con_blocks
+    free, _ = SPEC.without(_rows, _objective).with_blocks(lambda m, i, x: m.minimize(m["x"].sum())).build(None)
+    assert "at-least-two" not in free.con_blocks
+    with pytest.raises(ContractError, match="no block"):
+        SPEC.without(at_least_three)
+
+
 def test_prepare_must_return_a_frozen_dataclass() -> None:
     @dataclass
     class Mutable:

@@ -422,8 +422,8 @@ def test_backtracking_respects_memory() -> None:
 #: Tessel's own search (zhiqi-0/Tessel at 44f72c3, Z3 5.4, `Composer.compose_n` as in
 #: examples/simulator/cases_tessel.py), run on this machine: period and unrolled makespan
 #: for N = 16 (`SchedPlan.unroll(16).nsteps`); kshape varied between 103 and 104. (nnshape
-#: at memory 4 and 5 matches Tessel only when the warm-up MILP gets ~2 s of a quiet core,
-#: so it is measured in benchmarks/bench_pipeline.py, not asserted here.)
+#: at memory 5: tests/test_pipeline_completion.py; at memory 4 tessel is one step behind
+#: Tessel's 153, measured in benchmarks/bench_pipeline.py.)
 TESSEL_REFERENCE = [("v", 4, 4.0, 85.0), ("x", 4, 8.0, 142.0), ("k", 4, 6.0, 103.0), ("m", 4, 7.0, 121.0), ("nn", 20, 8.0, 140.0)]
 
 

@@ -198,7 +198,7 @@ def test_milp_never_returns_a_plan_worse_than_its_warm_start() -> None:
     json.dumps(res.info)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_instances())
 def test_forced_bound_never_exceeds_brute_force_optimum(inst: PlacementInstance) -> None:
     """No trial makespan at or above the optimum is declared infeasible, and the bisected
@@ -232,3 +232,35 @@ def test_forced_bound_sees_edges_too_dear_to_cut() -> None:
     assert brute_force(cheap) == 4.0
     b2 = forced_bound(cheap, 100.0, steps=60)
     assert b2 is None or b2.value <= 4.0
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_instances())
+def test_path_cut_bound_never_exceeds_brute_force_optimum(inst: PlacementInstance) -> None:
+    from distplan.formulations.placement.pathcut import path_cut_bound
+
+    opt = brute_force(inst)
+    if not np.isfinite(opt):
+        return
+    b = path_cut_bound(inst)
+    if b is not None:
+        assert b.value <= opt, f"{b.source}: {b.value} > optimum {opt}"
+
+
+def test_path_cut_bound_charges_the_cuts_memory_forces() -> None:
+    """A chain a -> b -> c -> d (1 s each, 1 byte each) on devices of 2 bytes: it must be
+    cut at least once; the cheapest cut is b -> c (2 s; the others cost 5 s)."""
+    from distplan.formulations.placement.pathcut import cheapest_cuts, path_cut_bound
+
+    edges = [(0, 1, 5), (1, 2, 2), (2, 3, 5)]
+    inst = tiny(4, edges, [1, 1, 1, 1], [1, 1, 1, 1], 2, 0, "independent", False)
+    assert brute_force(inst) == 6.0
+    b = path_cut_bound(inst)
+    assert b is not None and 5.99 < b.value <= 6.0
+    groups = np.arange(4)
+    # three bytes of room: still one cut; one byte: three cuts
+    assert cheapest_cuts([0, 1, 2, 3], groups, np.ones(4), 3.0, np.array([5.0, 2.0, 5.0])) == 2.0
+    assert cheapest_cuts([0, 1, 2, 3], groups, np.ones(4), 1.0, np.array([5.0, 2.0, 5.0])) == 12.0
+    assert cheapest_cuts([0, 1, 2, 3], groups, np.ones(4), 4.0, np.array([5.0, 2.0, 5.0])) == 0.0
+    # b and c colocated with 2 bytes fill a device alone: the dear cuts a | b c | d
+    assert cheapest_cuts([0, 1, 2, 3], np.array([0, 1, 1, 2]), np.array([1.0, 2.0, 1.0]), 2.0, np.array([5.0, 2.0, 5.0])) == 10.0

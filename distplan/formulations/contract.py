@@ -103,6 +103,17 @@ class ModelSpec(Generic[IndexT]):
             block(model, instance, index)
         return model, index
 
+    def without(self, *blocks: Block, name: str | None = None) -> ModelSpec[IndexT]:
+        """The same program without some of its blocks (a relaxation, or a variant)."""
+        missing = [b for b in blocks if b not in self.blocks]
+        if missing:
+            raise ContractError(f"{self.name}: no block {getattr(missing[0], '__name__', missing[0])!r} to leave out")
+        return dataclasses.replace(self, name=name or self.name, blocks=tuple(b for b in self.blocks if b not in blocks))
+
+    def with_blocks(self, *blocks: Block, name: str | None = None) -> ModelSpec[IndexT]:
+        """The same program with more blocks after its own (extra rows, a new objective)."""
+        return dataclasses.replace(self, name=name or self.name, blocks=(*self.blocks, *blocks))
+
     def decode_result(self, instance: Any, result: SolverResult, index: IndexT) -> tuple[Any, float | None]:
         """(plan, claimed objective or None) from a solve of this spec's model."""
         if self.decode is None:

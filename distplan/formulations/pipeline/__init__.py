@@ -45,7 +45,7 @@ register(
     Formulation(
         kind="pipeline",
         name="tessel",
-        description="repetend (modulo schedule) MILP minimizing the period, warm-up/cool-down MILPs, unrolled to N",
+        description="repetend (modulo schedule) of least period by an exact residue search (MILP fallback), unrolled to N, warm-up/cool-down by local search (MILPs opt-in)",
         program="milp",
         run=tessel.run_tessel,
         exact=False,

@@ -53,7 +53,7 @@ from distplan.formulations.pipeline.common import (
     integral_data,
 )
 from distplan.formulations.pipeline.modulo import Cyclic, cyclic_blocks, longest, modulo_backtrack, modulo_heuristic
-from distplan.formulations.pipeline.residue import residue_search
+from distplan.formulations.pipeline.residue import ResidueResult, residue_search
 from distplan.formulations.registry import RunContext
 from distplan.modeling.model import Model
 from distplan.modeling.scheduling import cyclic_no_overlap, cyclic_precedence, modulo_prefix, winding_triangles
@@ -510,7 +510,9 @@ def _search_residues(inst: PipelineInstance, ctx: RunContext, params: dict[str, 
         return None
     unfold = int(params.get("unfold", 1))
     cy = cyclic_blocks(inst, unfold)
-    k = int(params["offsets"]) if params.get("offsets") is not None else offsets_range(inst, unfold)[1]
+    first, k = offsets_range(inst, unfold)
+    if params.get("offsets") is not None:
+        first = k = int(params["offsets"])
     work = cy.dur @ cy.mask
     t_lb = float(max(work.max(), cy.dur.max()))
     _, _, lag = inst.edges
@@ -523,6 +525,14 @@ def _search_residues(inst: PipelineInstance, ctx: RunContext, params: dict[str, 
     while t <= t_ub + 1e-9:
         r = residue_search(cy, inst, k, t, node_limit=max(1, budget), deadline=deadline)
         budget -= r.nodes
+        if r.status == "undecided":
+            # the backtracking heuristic prunes on memory greedily and may still find one,
+            # also with fewer offsets (a repetend within fewer periods fits the largest K)
+            for kk in sorted({min(k, first), k}):
+                quick, _ = modulo_backtrack(cy, inst, kk, t, node_limit=3_000, deadline=deadline)
+                if quick is not None:
+                    r = ResidueResult("found", quick, float((quick + cy.dur).max()), False, 0)
+                    break
         if r.status == "undecided":
             return None
         if r.status == "found":

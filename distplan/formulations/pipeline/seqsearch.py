@@ -163,10 +163,22 @@ class SequenceSearch:
         return out
 
 
-def improve(prob: OpProblem, start: np.ndarray, max_evals: int = 2_000, deadline: float | None = None, tabu_size: int = 8, stall: int = 12, first_improvement: bool = True) -> tuple[np.ndarray, float]:
-    """Steepest-descent tabu search from feasible ``start`` times; returns the best start
-    times found (earliest starts of their sequences) and their objective (seconds)."""
+def improve(
+    prob: OpProblem,
+    start: np.ndarray,
+    max_evals: int = 2_000,
+    deadline: float | None = None,
+    tabu_size: int = 8,
+    stall: int = 12,
+    first_improvement: bool = True,
+    max_work: int = 150_000,
+) -> tuple[np.ndarray, float]:
+    """Tabu search from feasible ``start`` times (the first improving reversal, else the
+    best non-tabu one); returns the best start times found (earliest starts of their
+    sequences) and their objective (seconds). At most ``max_evals`` evaluations, and at
+    most ``max_work`` operations and arcs visited by them (large problems get fewer)."""
     ss = SequenceSearch(prob)
+    max_evals = min(max_evals, max(20, max_work // max(1, prob.n + int(prob.arcs.src.size))))
     start = np.asarray(start, dtype=float)
     seqs = []
     for d in range(ss.nd):

@@ -1,17 +1,22 @@
 """The ``tessel`` formulation: Tessel's repetend (`repetend.search_repetend`; Lin et al.,
 HPCA 2024) unrolled to N micro-batches and completed.
 
-The repetend is unrolled; the completion keeps the best, by the evaluator, of: the naive
-unroll; list schedules of the whole run guided by the unrolled repetend's start times
-(`compaction`: warm-up and cool-down compacted around the steady state, with the W
-passes in repetend order or deferred to fill idle time, within the capacity and within
-the repetend's steady-state peak); the warm-up and cool-down re-solved as makespan MILPs
-over their own operations (`opmodel.OpProblem`) against the fixed steady state (skipped
-when a candidate already meets the solver-free bound), or, when N is so small that the
-schedule has fewer full repetends than warm-up periods, the whole-schedule MILP
-(bounded size: about 2 K micro-batches) warm-started from the best so far; and the classic
-schedules that apply (``baselines``: tessel never returns worse than them). The plan is
-retimed to exact earliest starts (or, for the device-span objective, the span LP)."""
+Among repetends of the least period, the one to unroll is chosen by how well its warm-up
+and cool-down complete (`_pick_repetend`: variants from the residue search, scored by a
+guided list schedule on 2 K + 2 micro-batches). The completion keeps the best, by the
+evaluator, of: the naive unroll; list schedules of the whole run guided by the unrolled
+repetend's start times (`compaction`: warm-up and cool-down compacted around the steady
+state, with the W passes in repetend order or deferred to fill idle time, within the
+capacity and within the repetend's steady-state peak); the warm-up and cool-down
+re-scheduled over their own operations (`opmodel.OpProblem`) against the fixed steady
+state by the sequence local search (`seqsearch`), then, when ``phase_time_limit`` > 0, as
+makespan MILPs warm-started from it (skipped when a candidate already meets the
+solver-free bound), or, when N is so small that the schedule has fewer full repetends
+than warm-up periods, the whole schedule likewise (local search; the whole-schedule MILP
+of bounded size, about 2 K micro-batches, only with ``phase_time_limit`` > 0); and the
+classic schedules that apply (``baselines``: tessel never returns worse than them). The
+plan is retimed to exact earliest starts (or, for the device-span objective, the span
+LP)."""
 
 from __future__ import annotations
 
@@ -340,6 +345,8 @@ def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, param
     scored.sort(key=lambda x: (x[0], x[1]))
     best: tuple[float, Repetend, np.ndarray, dict[str, Any]] | None = None
     for _, _, cand in scored[:1]:
+        if n < 2 * cand.offsets:  # the small-N completion is left to `run_tessel`
+            return cand, {"candidates": len(sigmas)}
         start, info = complete_phases(inst, cand, ctx, 0.0)
         value = _objective(inst, asap(inst, orders_from_starts(inst, start)))
         if best is None or value < best[0] - 1e-9:

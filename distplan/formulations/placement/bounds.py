@@ -1,8 +1,11 @@
 """Solver-free lower bounds on the placement makespan (seconds).
 
-Valid for every memory and communication model: each relaxes memory and communication.
+Valid for every memory and communication model: each relaxes memory timing and
+communication contention.
 * critical path: the longest chain with every op at its fastest device time;
-* work / m: the total fastest-device time spread evenly over the m devices.
+* work / m: the total fastest-device time spread evenly over the m devices;
+* memory-driven cuts on a path (`pathcut`): the path's length plus the cheapest cuts that
+  split it into segments whose colocation groups fit a device.
 (The single-device time is an upper bound, not a lower one: it is the `single_device` plan.)
 """
 
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from distplan.formulations.placement.pathcut import path_cut_bound
 from distplan.formulations.registry import Bound
 from distplan.models.placement_instance import PlacementInstance
 
@@ -39,8 +43,14 @@ def critical_path(inst: PlacementInstance, times: np.ndarray | None = None) -> f
 
 
 def placement_bounds(inst: PlacementInstance) -> list[Bound]:
+    """Critical path, work / devices and, when memory forces cuts, the memory-driven cuts
+    on a path (`pathcut`, O(V + E) per path)."""
     p = inst.time.min(axis=1)
-    return [
+    out = [
         Bound(critical_path(inst, p), "critical path without communication"),
         Bound(float(p.sum()) / inst.n_devices, "total work / number of devices"),
     ]
+    cut = path_cut_bound(inst)
+    if cut is not None:
+        out.append(cut)
+    return out

@@ -20,6 +20,9 @@ times, no communication) and the smallest delay c_e of an edge over device pairs
    times of d, minimized over d, exceeds C: impossible.
 3. *Memory.* The group's memory (persistent memory under the liveness model: it is held
    to the end) exceeds the largest device: impossible.
+4. *Memory-driven cuts* (`pathcut`) with these groups: a path whose segments between
+   cuts must each hold whole groups within the largest device's memory, and whose cuts
+   inside a group are impossible, takes longer than C: impossible.
 
 Every step relaxes order, communication contention and memory timing, so the bound holds
 under both communication models (a transfer is never faster than its smallest delay) and
@@ -34,6 +37,7 @@ import time
 
 import numpy as np
 
+from distplan.formulations.placement.pathcut import candidate_paths, cheapest_cuts
 from distplan.formulations.placement.relaxation import heads_tails
 from distplan.formulations.registry import Bound, round_down
 from distplan.models.placement_instance import PlacementInstance
@@ -89,6 +93,9 @@ class _Data:
         self.groups = inst.colocation_groups()
         self.mem = inst.memory if inst.memory_model == "liveness" else inst.memory_need()
         self.cap = float(inst.device_memory.max())
+        gmem = np.bincount(self.groups, weights=self.mem)
+        tight = inst.n_devices > 1 and gmem.sum() > self.cap
+        self.paths = candidate_paths(inst, self.p, self.r, self.q, self.groups, gmem, 8) if tight else []
 
 
 def _find(parent: list[int], a: int) -> int:
@@ -148,6 +155,11 @@ def infeasible_at(data: _Data, C: float) -> str:
     if np.any(gmem > data.cap):
         return "memory"
     limit = C * (1 + MARGIN)
+    for path, cost in data.paths:  # rule 4: memory-driven cuts between forced groups
+        g = gid[path]
+        cost = np.where(g[:-1] == g[1:], np.inf, cost)  # one group sits on one device
+        if float(data.p[path].sum()) + cheapest_cuts(path, gid, gmem, data.cap, cost) > limit:
+            return "memory-driven cuts on a path"
     order = np.argsort(gid, kind="stable")
     cuts = np.flatnonzero(np.diff(gid[order])) + 1
     for mbr in np.split(order, cuts):

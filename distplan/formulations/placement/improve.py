@@ -217,11 +217,8 @@ def candidate_moves(prob: _Problem, device: np.ndarray, links: list[Link], fanou
     return moves
 
 
-def run_splits(prob: _Problem, device: np.ndarray, links: list[Link], busy: np.ndarray, used: np.ndarray, fanout: int) -> list[list[tuple[np.ndarray, int]]]:
-    """Moves that split a run of the critical chain (consecutive chain ops on one device):
-    its later half (quarter, three quarters) with their colocation groups to another
-    device, so that work queued behind the run (a layer's weight updates, say) overlaps
-    with the rest of the chain."""
+def chain_runs(device: np.ndarray, links: list[Link]) -> list[list[int]]:
+    """The critical chain (first op first) cut into runs of consecutive ops on one device."""
     if not links:
         return []
     chain = [links[-1][1]] + [v for _, _, v in reversed(links)]
@@ -231,9 +228,42 @@ def run_splits(prob: _Problem, device: np.ndarray, links: list[Link], busy: np.n
             runs[-1].append(v)
         else:
             runs.append([v])
-    runs.sort(key=len, reverse=True)
+    return runs
+
+
+def run_splits(prob: _Problem, device: np.ndarray, links: list[Link], busy: np.ndarray, used: np.ndarray, fanout: int) -> list[list[tuple[np.ndarray, int]]]:
+    """Moves of parts of the critical chain's runs (consecutive chain ops on one device),
+    each with the colocation groups of its ops:
+
+    * boundary shifts and joins: the whole run, or its first / last half (quarter), to the
+      device of the run before or after it on the chain (fewer transfers on the chain,
+      or memory moved across a boundary so that a later join fits);
+    * splits of the longest runs: their later or earlier half (quarter, three quarters,
+      seven eighths) to the least busy devices, so that work queued behind a run (a
+      layer's weight updates, say) overlaps with the rest of the chain."""
+    runs = chain_runs(device, links)
     moves: list[list[tuple[np.ndarray, int]]] = []
-    for run in runs[:4]:
+
+    def part_move(part: list[int], d: int) -> None:
+        if not part:
+            return
+        here = int(device[part[0]])
+        ops = np.unique(np.concatenate([prob.members[int(prob.groups[w])] for w in part]))
+        ops = ops[device[ops] == here]
+        if ops.size and (not prob.simple or used[d] + prob.need[ops].sum() <= prob.inst.device_memory[d] * (1 + 1e-12)):
+            moves.append([(ops, d)])
+
+    for k, run in enumerate(runs):
+        size = len(run)
+        if k > 0:  # towards the previous run's device: the whole run or its head
+            d = int(device[runs[k - 1][0]])
+            for cut in sorted({size, (size + 1) // 2, (size + 3) // 4}):
+                part_move(run[:cut], d)
+        if k + 1 < len(runs):  # towards the next run's device: the whole run or its tail
+            d = int(device[runs[k + 1][0]])
+            for cut in sorted({0, size // 2, (3 * size) // 4}):
+                part_move(run[cut:], d)
+    for run in sorted(runs, key=len, reverse=True)[:4]:
         if len(run) < 4:
             continue
         here = int(device[run[0]])

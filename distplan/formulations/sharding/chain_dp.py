@@ -25,6 +25,7 @@ Units: seconds per iteration, bytes per device.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +34,17 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from distplan.formulations.sharding.chain_fronts import TooLarge, _eliminate, _join, _pareto, _Table, encode_states, finite_mask
+from distplan.formulations.sharding.chain_fronts import (
+    TooLarge,
+    _eliminate,
+    _join,
+    _pareto,
+    _Table,
+    encode_states,
+    finite_mask,
+    segment_fronts,
+)
+from distplan.formulations.sharding.chain_minsum import cheapest_copy_arcs, scalar_sides
 from distplan.formulations.sharding.chain_program import ChainSolution, explicit_graph, folded_variables, plan_memory
 from distplan.formulations.sharding.chainfold import Chain
 from distplan.formulations.sharding.costgraph import CostGraph, CostTables, Skeleton
@@ -42,7 +53,7 @@ from distplan.formulations.sharding.costgraph import CostGraph, CostTables, Skel
 #: plans within ``budget x (1 + 1e-9)``)
 MEMORY_SLACK = 1e-9
 #: default cap on the rows of any table or label set of the dynamic program
-MAX_ROWS = 1_000_000
+MAX_ROWS = 200_000
 #: the first cost cap of the label passes, relative to the Lagrangian bound (x 4 per pass)
 FIRST_GAP = 1e-3
 
@@ -295,7 +306,7 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
     if slack < 0 or max_rows < W * W:
         return None
     try:
-        sides = _side_fronts(graph, start_vars, end_vars, slack, max_rows, memory)
+        sides = _side_fronts(graph, start_vars, end_vars, slack, max_rows) if memory else scalar_sides(graph, start_vars, end_vars, max_rows)
     except TooLarge:
         return None
     if sides is None:
@@ -418,9 +429,11 @@ def _choice(sk_nodes: int, chain: Chain, origin: np.ndarray, virtual: np.ndarray
 
 def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, max_rows: float = MAX_ROWS) -> ChainSolution | None:
     """The folded problem of one chain solved exactly by dynamic programming (module
-    docstring): first without memory (scalar fronts: its plan is optimal when it fits,
-    its cost a lower bound either way), then with the budget. None when it does not
-    apply (the caller solves the MILP); raises `DeadlineReached`."""
+    docstring): first without memory (`chain_minsum`: the cheapest copy per state pair
+    and the cheapest explicit nodes per end state; its plan is optimal when it fits, its
+    cost a lower bound either way), then with the budget on the Pareto arcs (computed
+    here when needed). None when it does not apply (the caller solves the MILP, with
+    the chain's Pareto arcs set); raises `DeadlineReached`."""
     if len(chains) != 1:
         return None
     remaining = ctx.remaining_time()
@@ -429,17 +442,22 @@ def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any,
     graph, origin, virtual = explicit_graph(sk, chains, tables)
     start_vars = [int(np.flatnonzero(origin == chain.nodes[0, p])[0]) for p in chain.out_pos.tolist()]
     end_vars = [int(x) for x in virtual[0].tolist()]
-    size = folded_variables(graph, chains)
-    free = solve_walk_dp(chain, graph, start_vars, end_vars, memory=False, deadline=deadline, max_rows=max_rows)
-    if free is None:
+    cheap = cheapest_copy_arcs(chain, sk, tables, max_rows)
+    if cheap is not None:
+        walk = dataclasses.replace(chain, arcs=cheap, num_walk_states=chain.num_states)
+        free = solve_walk_dp(walk, graph, start_vars, end_vars, memory=False, deadline=deadline, max_rows=max_rows)
+        if free is not None:
+            choice = _choice(sk.num_nodes, walk, origin, virtual[0], free)
+            if plan_memory(sk, tables, choice) <= sk.instance.memory_budget:
+                return ChainSolution(choice, free.cost, free.bound, True, 0, 0, None, None, folded_variables(graph, [walk]))
+    if not chain.arcs:
+        chain.arcs = segment_fronts(chain, sk, tables)
+    if cheap is None or free is None:
         return None
-    choice = _choice(sk.num_nodes, chain, origin, virtual[0], free)
-    if plan_memory(sk, tables, choice) <= sk.instance.memory_budget:
-        return ChainSolution(choice, free.cost, free.bound, True, 0, 0, None, None, size)
     res = solve_walk_dp(chain, graph, start_vars, end_vars, deadline=deadline, max_rows=max_rows)
     if res is None:
         return None
     choice = _choice(sk.num_nodes, chain, origin, virtual[0], res)
     if plan_memory(sk, tables, choice) > sk.instance.memory_budget * (1 + MEMORY_SLACK):
         raise AssertionError("tap: the dynamic program's plan exceeds the memory budget")
-    return ChainSolution(choice, res.cost, max(res.bound, free.bound), True, 0, 0, None, None, size)
+    return ChainSolution(choice, res.cost, max(res.bound, free.bound), True, 0, 0, None, None, folded_variables(graph, chains))

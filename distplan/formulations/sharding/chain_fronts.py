@@ -3,6 +3,7 @@ bi-criteria variable elimination: the arcs of the walk (see `distplan.formulatio
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,14 +104,11 @@ def _eliminate(pool: list[_Table], kept: list[int], dom: np.ndarray, *, slack: f
             by_var.setdefault(y, set()).add(tid)
     free = sorted(set(by_var) - set(kept))
 
-    def scope_size(x: int) -> float:
+    def scope_size(x: int) -> int:
         scope: set[int] = set()
         for tid in by_var[x]:
             scope.update(tables[tid].live)
-        out = 1.0
-        for y in scope:
-            out *= size[y]
-        return out
+        return math.prod(size[y] for y in scope)
 
     next_id = len(pool)
     while free:

@@ -119,8 +119,6 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
     t1 = time.perf_counter()
     tables = CostTables(instance)
     chains, chain_info = find_chains(sk, fold, tables, int(ctx.param("max_states", MAX_STATES)))
-    for ch in chains:
-        ch.arcs = segment_fronts(ch, sk, tables)
     t2 = time.perf_counter()
     sol = None
     if ctx.param("dp", True):
@@ -130,15 +128,18 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
             return Outcome(plan=None, bounds=[], info={"fold_seconds": t1 - t0, "chain_seconds": t2 - t1}, termination=Termination.TIME_LIMIT)
     method = "dp" if sol is not None else "milp"
     if sol is None:
-        sol = solve_chains(sk, chains, tables, ctx, lp_first=bool(ctx.param("lp_first", True)), build_seconds=t2 - t0)
+        for ch in chains:
+            if not ch.arcs:
+                ch.arcs = segment_fronts(ch, sk, tables)
+        sol = solve_chains(sk, chains, tables, ctx, lp_first=bool(ctx.param("lp_first", True)), build_seconds=time.perf_counter() - t0)
     info: dict[str, Any] = {
         "fold_seconds": t1 - t0,
         "chain_seconds": t2 - t1,
         "folding": dict(fold.stats),
         "chains": chain_info,
-        "walk_arcs": [int(ch.arcs["cost"].size) for ch in chains],
+        "walk_arcs": [int(ch.arcs["cost"].size) if ch.arcs else None for ch in chains],
         "method": method,
-        "dp_seconds": time.perf_counter() - t2 if method == "dp" else None,
+        "dp_seconds": time.perf_counter() - t2 if method == "dp" else None,  # Pareto arcs included when needed
         "rounds": sol.rounds,
         "connectivity_cuts": sol.cuts,
     }

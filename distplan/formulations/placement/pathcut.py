@@ -1,0 +1,146 @@
+"""Memory-driven path cuts: a lower bound that charges the transfers memory forces on a path.
+
+Take a path P = (v_1, ..., v_k) of the graph. In any plan, cutting P where consecutive ops
+sit on different devices splits it into maximal segments, each on one device; that device
+then holds the whole colocation group of every op of the segment, so the groups' memory
+must fit its capacity. Every cut between v_i and v_{i+1} delays v_{i+1} by at least the
+smallest delay of an edge v_i -> v_{i+1} over device pairs, so
+
+    makespan >= sum_i p_min(v_i) + min over partitions of P into segments whose groups'
+                memory fits the largest device, of the delays at the cuts.
+
+The minimum is a shortest path over cut positions (dynamic programming, O(k) with two
+pointers, since a segment that fits stays fitting when shortened, and a sliding-window
+minimum). Segments are checked one by one (two segments on one device are not added up),
+which only lowers the bound. It holds under both communication models (a transfer is never
+faster than its smallest delay) and both memory models (under the liveness model the
+persistent memory, held to the end, is charged). The paths tried are the longest path at
+fastest times and the longest paths through the heaviest colocation groups. Seconds, bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+
+from distplan.formulations.placement.relaxation import heads_tails
+from distplan.formulations.registry import Bound, round_down
+from distplan.models.placement_instance import PlacementInstance
+
+SOURCE = "memory-driven cuts on a path (path length + cheapest feasible cuts)"
+
+
+def longest_path_through(inst: PlacementInstance, p: np.ndarray, v: int, r: np.ndarray, q: np.ndarray) -> list[int]:
+    """The ops of a longest path (weights ``p``, seconds) through op ``v``, first op first."""
+    pred_of: dict[int, list[int]] = {}
+    succ_of: dict[int, list[int]] = {}
+    for a, b in zip(inst.src.tolist(), inst.dst.tolist()):
+        pred_of.setdefault(b, []).append(a)
+        succ_of.setdefault(a, []).append(b)
+    path = [v]
+    u = v
+    while pred_of.get(u):
+        u = max(pred_of[u], key=lambda a: (r[a] + p[a], -a))
+        path.append(u)
+    path.reverse()
+    u = v
+    while succ_of.get(u):
+        u = max(succ_of[u], key=lambda b: (p[b] + q[b], -b))
+        path.append(u)
+    return path
+
+
+def cheapest_cuts(path: list[int], group: np.ndarray, gmem: np.ndarray, cap: float, cut_cost: np.ndarray) -> float:
+    """Least total ``cut_cost[i]`` (cut between path[i] and path[i + 1]) over partitions of
+    ``path`` into segments whose colocation groups' memory (``gmem`` per group) is at most
+    ``cap``; inf when some op alone does not fit."""
+    k = len(path)
+    if k == 0:
+        return 0.0
+    gs = group[path].tolist()
+    count: dict[int, int] = {}
+    held = 0.0
+    left = 0
+    best = [math.inf] * k  # best[b]: cheapest partition of path[0..b]
+    window: deque[int] = deque()  # candidate cut positions a - 1 (increasing best + cost)
+    for b in range(k):
+        g = gs[b]
+        count[g] = count.get(g, 0) + 1
+        if count[g] == 1:
+            held += float(gmem[g])
+        while held > cap and left <= b:
+            h = gs[left]
+            count[h] -= 1
+            if count[h] == 0:
+                held -= float(gmem[h])
+            left += 1
+        if left > b:
+            return math.inf
+        if b > 0:  # a cut between b - 1 and b may start the last segment at b
+            val = best[b - 1] + float(cut_cost[b - 1])
+            while window and best[window[-1]] + float(cut_cost[window[-1]]) >= val:
+                window.pop()
+            window.append(b - 1)
+        while window and window[0] + 1 < left:
+            window.popleft()
+        options = []
+        if left == 0:
+            options.append(0.0)
+        if window:
+            a = window[0]
+            options.append(best[a] + float(cut_cost[a]))
+        best[b] = min(options) if options else math.inf
+    return best[k - 1]
+
+
+def path_cut_bound(inst: PlacementInstance, paths: int = 8) -> Bound | None:
+    """The best `cheapest_cuts` bound (seconds) over the longest path and the longest paths
+    through the ``paths`` colocation groups with the most memory; None when it is no
+    better than the path's length (memory never forces a cut) or for one device."""
+    if inst.n_devices < 2 or inst.n_ops == 0:
+        return None
+    p = inst.time.min(axis=1)
+    r, q = heads_tails(inst, p)
+    group = inst.colocation_groups()
+    mem = inst.memory if inst.memory_model == "liveness" else inst.memory_need()
+    gmem = np.bincount(group, weights=mem)
+    cap = float(inst.device_memory.max())
+    if gmem.sum() <= cap:
+        return None
+    best: tuple[float, float] | None = None
+    for path, cost in candidate_paths(inst, p, r, q, group, gmem, paths):
+        cuts = cheapest_cuts(path, group, gmem, cap, cost)
+        length = float(p[path].sum())
+        if math.isfinite(cuts) and (best is None or length + cuts > best[0]):
+            best = (length + cuts, cuts)
+    if best is None or best[1] <= 0:
+        return None
+    return Bound(round_down(best[0]), SOURCE, "safe")
+
+
+def candidate_paths(
+    inst: PlacementInstance, p: np.ndarray, r: np.ndarray, q: np.ndarray, group: np.ndarray, gmem: np.ndarray, paths: int
+) -> list[tuple[list[int], np.ndarray]]:
+    """The longest path and the longest paths through the ``paths`` groups with the most
+    memory, each with the cost of a cut after each of its ops (the largest smallest delay
+    of the edges between two consecutive ops, seconds)."""
+    cmin = inst.min_delay()
+    pair_cost: dict[tuple[int, int], float] = {}
+    for a, b, c in zip(inst.src.tolist(), inst.dst.tolist(), cmin.tolist()):
+        if c > pair_cost.get((a, b), -1.0):
+            pair_cost[(a, b)] = c
+    through = [int(np.argmax(r + p + q))]
+    for g in np.argsort(-gmem, kind="stable")[:paths].tolist():
+        members = np.flatnonzero(group == g)
+        through.append(int(members[np.argmax(r[members] + p[members] + q[members])]))
+    out: list[tuple[list[int], np.ndarray]] = []
+    seen: set[tuple[int, ...]] = set()
+    for v in through:
+        path = longest_path_through(inst, p, v, r, q)
+        if tuple(path) in seen:
+            continue
+        seen.add(tuple(path))
+        out.append((path, np.array([pair_cost[(a, b)] for a, b in zip(path[:-1], path[1:])])))
+    return out

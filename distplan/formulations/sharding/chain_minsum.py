@@ -1,0 +1,165 @@
+"""Dense min-sum variable elimination for the memory-free problem of chain folding.
+
+Without the memory row the folded problem of `distplan.formulations.sharding.chainfold`
+is a plain min-sum problem: the cheapest copy per pair of boundary states (one arc per
+pair suffices: a plan's copies can be swapped for the cheapest ones with the same ends)
+and, for the explicit nodes before and after the walk, the cheapest assignment per start
+state and per end state. Both are computed here by bucket elimination (Dechter, "Bucket
+elimination: a unifying framework for reasoning", Artificial Intelligence 113, 1999) on
+dense arrays: eliminating a variable adds the arrays of its factors over their joint scope
+and takes the minimum along its axis, keeping the argmin to recover the assignment.
+Variables go smallest scope first; a scope beyond ``max_rows`` entries gives up (None).
+Costs in seconds; infinite costs (`INFINITE_SECONDS` and above) are never chosen.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from distplan.formulations.sharding.chain_fronts import _Table, finite_mask
+from distplan.formulations.sharding.chainfold import Chain
+from distplan.formulations.sharding.costgraph import CostGraph, CostTables, Skeleton
+
+Factor = tuple[tuple[int, ...], np.ndarray]
+
+
+def _finite(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, float)
+    return np.where(finite_mask(x), x, np.inf)
+
+
+def _pair(u: int, v: int, M: np.ndarray) -> Factor:
+    """A factor over two variables, axes in increasing variable order."""
+    return ((u, v), M) if u < v else ((v, u), M.T)
+
+
+def min_sum(dom: list[int], factors: list[Factor], keys: list[int], max_rows: float) -> tuple[np.ndarray, np.ndarray] | None:
+    """Least total cost per assignment of ``keys`` (flattened, first key slowest) and the
+    assignment of every variable achieving it (rows x variables, -1 for variables in no
+    factor), or None when a scope exceeds ``max_rows`` entries."""
+    table: dict[int, Factor] = dict(enumerate(factors))
+    by_var: dict[int, set[int]] = {}
+    for fid, (scope, _) in table.items():
+        for y in scope:
+            by_var.setdefault(y, set()).add(fid)
+    free = sorted(set(by_var) - set(keys))
+    sizes: dict[int, int] = {}
+    trace: list[tuple[int, tuple[int, ...], np.ndarray]] = []
+
+    def scope_of(x: int) -> list[int]:
+        return sorted(set().union(*[table[f][0] for f in by_var[x]]))
+
+    def scope_size(x: int) -> int:
+        got = sizes.get(x)
+        if got is None:
+            got = sizes[x] = math.prod(dom[z] for z in scope_of(x))
+        return got
+
+    def joined(ids: list[int], scope: list[int]) -> np.ndarray:
+        total = np.zeros([dom[y] for y in scope])
+        for f in ids:
+            vars_, arr = table.pop(f)
+            total = total + arr.reshape([dom[y] if y in vars_ else 1 for y in scope])
+        return total
+
+    next_id = len(factors)
+    while free:
+        x = min(free, key=scope_size)
+        free.remove(x)
+        scope = scope_of(x)
+        if math.prod(dom[z] for z in scope) > max_rows:
+            return None
+        ids = sorted(by_var.pop(x))
+        for f in ids:
+            for y in table[f][0]:
+                if y != x:
+                    by_var[y].discard(f)
+        total = joined(ids, scope)
+        ax = scope.index(x)
+        rest = tuple(y for y in scope if y != x)
+        for y in rest:  # their scopes changed
+            sizes.pop(y, None)
+        trace.append((x, rest, total.argmin(axis=ax)))
+        table[next_id] = (rest, total.min(axis=ax))
+        for y in rest:
+            by_var[y].add(next_id)
+        next_id += 1
+    order = sorted(keys)
+    if math.prod(dom[k] for k in keys) > max_rows:
+        return None
+    total = joined(list(table), order)
+    dense = np.transpose(total, [order.index(k) for k in keys]).reshape(-1) if keys else total.reshape(1)
+    digits = np.unravel_index(np.arange(dense.size), [dom[k] for k in keys]) if keys else ()
+    assign: dict[int, np.ndarray] = {k: d.astype(np.int64) for k, d in zip(keys, digits)}
+    for x, rest, arg in reversed(trace):
+        assign[x] = np.broadcast_to(arg[tuple(assign[y] for y in rest)], (dense.size,))
+    asg = np.full((dense.size, len(dom)), -1, dtype=np.int64)
+    for y, vals in assign.items():
+        asg[:, y] = vals
+    return dense, asg
+
+
+def scalar_sides(graph: CostGraph, start_vars: list[int], end_vars: list[int], max_rows: float) -> tuple[_Table, _Table] | None:
+    """The cheapest assignment of the explicit nodes per start state and per end state (as
+    tables keyed by ``start_vars`` / ``end_vars``, memory 0; parts joined to neither end
+    go with the start), or None when a part touches both ends or a scope is too large."""
+    dom = graph.strategy_counts().tolist()
+    n = len(dom)
+    eu, ev = graph.edge_u, graph.edge_v
+    _, comp = connected_components(coo_matrix((np.ones(eu.size), (eu, ev)), shape=(n, n)), directed=False)
+    end_comps = set(comp[end_vars].tolist())
+    if end_comps & set(comp[start_vars].tolist()):
+        return None
+    at_end = np.isin(comp, list(end_comps))
+    sides: list[list[Factor]] = [[], []]
+    for i in range(n):
+        sides[int(at_end[i])].append(((i,), _finite(graph.node_cost[i])))
+    for e in range(eu.size):
+        u, v = int(eu[e]), int(ev[e])
+        sides[int(at_end[u])].append(_pair(u, v, _finite(graph.edge_cost[e])))
+    out: list[_Table] = []
+    for factors, keys in zip(sides, (start_vars, end_vars)):
+        got = min_sum(dom, factors, keys, max_rows)
+        if got is None:
+            return None
+        dense, asg = got
+        ok = np.isfinite(dense)
+        out.append(_Table(list(keys), asg[ok], dense[ok], np.zeros(int(ok.sum())), 0.0))
+    return out[0], out[1]
+
+
+def cheapest_copy_arcs(chain: Chain, sk: Skeleton, tables: CostTables, max_rows: float) -> dict[str, np.ndarray] | None:
+    """The cheapest copy per (previous boundary state, boundary state): the walk arcs of
+    the problem without memory (one stage), in the format of `chain_fronts.segment_fronts`;
+    None when a scope is too large."""
+    n, S = chain.positions, chain.num_states
+    rep = chain.nodes[1]
+    nodes = [tables.node(sk, int(i)) for i in rep.tolist()]
+    dom = [len(nc.strategies) for nc in nodes] + [S]
+    P = n
+    pos_of = {int(node): j for j, node in enumerate(rep.tolist())}
+    pos_prev = {int(node): j for j, node in enumerate(chain.nodes[0].tolist())}
+    out_index = {int(p): k for k, p in enumerate(chain.out_pos.tolist())}
+    factors: list[Factor] = [((j,), _finite(nc.cost)) for j, nc in enumerate(nodes)]
+    factors.append(((P,), np.zeros(S)))
+    for e in chain.internal_edges.tolist():
+        factors.append(_pair(pos_of[int(sk.edge_u[e])], pos_of[int(sk.edge_v[e])], _finite(tables.edge(sk, e))))
+    digits = chain.digits(np.arange(S))
+    for e in chain.link_edges.tolist():
+        a, b = pos_prev[int(sk.edge_u[e])], pos_of[int(sk.edge_v[e])]
+        factors.append(((b, P), _finite(tables.edge(sk, e)[digits[:, out_index[a]]]).T))
+    out = [int(p) for p in chain.out_pos.tolist()]
+    got = min_sum(dom, factors, [P] + out, max_rows)
+    if got is None:
+        return None
+    dense, asg = got
+    ok = np.flatnonzero(np.isfinite(dense))
+    strat = asg[ok, :n]
+    memory = np.zeros(ok.size)
+    for j, nc in enumerate(nodes):
+        memory += np.asarray(nc.memory, float)[strat[:, j]]
+    return {"prev": asg[ok, P], "cur": ok % max(1, chain.num_states), "first": np.ones(ok.size, dtype=bool), "cost": dense[ok], "memory": memory, "strategy": strat}
