@@ -78,6 +78,7 @@ class _Problem:
         self.slack = float((r + p + q).max(initial=0.0)) - (r + p + q)
         self.need = inst.memory_need()
         self.simple = inst.memory_model == "simple"
+        self.nbrs: list[list[int]] | None = None  # undirected adjacency, built on first use
 
     def schedule(self, device: np.ndarray) -> Schedule | None:
         """The list schedule of a fixed assignment (None when memory does not fit)."""
@@ -203,6 +204,12 @@ def candidate_moves(prob: _Problem, device: np.ndarray, links: list[Link], fanou
         ops = np.unique(np.concatenate([prob.members[int(prob.groups[w])] for w in with_slack]))
         for d in _destinations(prob, device, busy, used, ops, -1)[:fanout]:
             moves.append([(ops[device[ops] != d], d)])
+    chain_ops = {u for _, u, _ in links} | {v for _, _, v in links}
+    for w in with_slack[:4]:  # a blocker's whole branch: its slack neighbourhood on its device
+        ops = branch(prob, device, w, chain_ops)
+        if ops.size > 1:
+            for d in _destinations(prob, device, busy, used, ops, int(device[w]))[:fanout]:
+                moves.append([(ops, d)])
     moves.extend(run_splits(prob, device, links, busy, used, fanout))
     for w in blockers + blocked:
         ops = prob.members[int(prob.groups[w])]
@@ -215,6 +222,33 @@ def candidate_moves(prob: _Problem, device: np.ndarray, links: list[Link], fanou
                 if not prob.simple or used[d] + prob.need[ops].sum() <= inst.device_memory[d] * (1 + 1e-12):
                     moves.append([(ops, d)])
     return moves
+
+
+def branch(prob: _Problem, device: np.ndarray, w: int, chain_ops: set[int], limit: int = 400) -> np.ndarray:
+    """The ops connected to ``w`` (edges either way) on its device, off the critical chain,
+    with at least half its graph slack, and their colocation groups (breadth first, at most
+    ``limit`` ops): a side branch that can run elsewhere with few transfers."""
+    inst = prob.inst
+    if prob.nbrs is None:
+        nb: list[list[int]] = [[] for _ in range(inst.n_ops)]
+        for a, b in zip(inst.src.tolist(), inst.dst.tolist()):
+            nb[a].append(b)
+            nb[b].append(a)
+        prob.nbrs = nb
+    d = int(device[w])
+    floor = 0.5 * float(prob.slack[w])
+    seen = {w}
+    queue = [w]
+    k = 0
+    while k < len(queue) and len(seen) < limit:
+        v = queue[k]
+        k += 1
+        for u in prob.nbrs[v]:
+            if u not in seen and device[u] == d and u not in chain_ops and prob.slack[u] >= floor:
+                seen.add(u)
+                queue.append(u)
+    ops = np.unique(np.concatenate([prob.members[int(prob.groups[v])] for v in seen]))
+    return ops[device[ops] == d]
 
 
 def chain_runs(device: np.ndarray, links: list[Link]) -> list[list[int]]:
@@ -288,6 +322,7 @@ def improve(
     seed: int = 0,
     per_step: int = 80,
     escapes: int = 30,
+    target: float = 0.0,
 ) -> tuple[Schedule | None, SearchLog]:
     """Local search from ``device`` (one id per op) until ``deadline`` (a
     ``time.perf_counter()`` value) or ``max_evals`` schedules.
@@ -295,8 +330,9 @@ def improve(
     First improvement among the first ``per_step`` moves of the chain (two destination
     devices each); when none improves, every move with every destination; when still none
     does, the least bad move not leading to a visited assignment is taken (a tabu step,
-    at most ``escapes`` times in a row) and the best schedule seen is kept. Returns the
-    best schedule (None when the start does not fit memory) and the log."""
+    at most ``escapes`` times in a row) and the best schedule seen is kept. Stops early at
+    a makespan <= ``target`` (a proven lower bound, seconds). Returns the best schedule
+    (None when the start does not fit memory) and the log."""
     prob = _Problem(inst)
     rng = np.random.default_rng(seed)
     log = SearchLog()
@@ -315,6 +351,8 @@ def improve(
     stuck = 0
 
     def out_of_budget() -> str:
+        if best.makespan <= target:
+            return "reached the bound"
         if deadline is not None and time.perf_counter() >= deadline:
             return "time limit"
         if max_evals is not None and log.evaluations >= max_evals:

@@ -390,20 +390,12 @@ def exact_for(inst: PlacementInstance) -> bool:
 
 
 def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") -> Outcome:
-    """Best heuristic plan -> horizon and warm start -> MILP -> the better of the two plans;
-    the MILP's dual bound (less the safety margin) is a bound in every case."""
+    """Best heuristic plan -> forced co-location bound (``forced_share`` of the time) ->
+    local search on the plan (``search_share``, stopping at that bound) -> assignment
+    relaxation (``relaxation_share``) -> horizon and warm start -> MILP -> the better of
+    the two plans; the MILP's dual bound (less the safety margin) is a bound in every case."""
     t0 = time.perf_counter()
     sched, source = best_heuristic(inst, ctx)
-    rem = ctx.remaining_time()
-    search_share = float(ctx.param("search_share", 0.2))
-    if sched is not None and search_share > 0 and rem is not None and inst.n_devices > 1:
-        # a better incumbent: a smaller horizon (big-M) and a better warm start
-        found, log = improve(inst, sched.device, deadline=time.perf_counter() + search_share * rem, seed=int(ctx.param("seed", 0)))
-        if found is not None and found.makespan < sched.makespan:
-            checked = _schedule_of(inst, make_plan(inst, found.device, found.start))
-            if checked is not None and checked.makespan < sched.makespan:
-                sched, source = checked, f"{source} + local search"
-    heuristics_s = time.perf_counter() - t0
     bounds: list[Bound] = []
     rem = ctx.remaining_time()
     forced_share = float(ctx.param("forced_share", 0.1))
@@ -411,6 +403,18 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
         b = forced_bound(inst, sched.makespan, deadline=None if rem is None else time.perf_counter() + forced_share * rem)
         if b is not None:
             bounds.append(b)
+    rem = ctx.remaining_time()
+    gap = ctx.options.mip_gap if ctx.options.mip_gap is not None else 0.0
+    target = max([b.value for b in bounds], default=0.0) * (1 + gap)
+    search_share = float(ctx.param("search_share", 0.2))
+    if sched is not None and search_share > 0 and rem is not None and inst.n_devices > 1:
+        # a better incumbent: a smaller horizon (big-M) and a better warm start
+        found, log = improve(inst, sched.device, deadline=time.perf_counter() + search_share * rem, seed=int(ctx.param("seed", 0)), target=target)
+        if found is not None and found.makespan < sched.makespan:
+            checked = _schedule_of(inst, make_plan(inst, found.device, found.start))
+            if checked is not None and checked.makespan < sched.makespan:
+                sched, source = checked, f"{source} + local search"
+    heuristics_s = time.perf_counter() - t0
     share = float(ctx.param("relaxation_share", 0.25))
     rem = ctx.remaining_time()
     lo, hi = ctx.param("relaxation_ops", (30, 1500))

@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from distplan.formulations.placement.bounds import placement_bounds
 from distplan.formulations.placement.forced import forced_bound
 from distplan.formulations.placement.improve import improve, search_info
 from distplan.formulations.placement.listsched import Schedule
@@ -31,20 +32,23 @@ def search_deadline(ctx: RunContext, default: float) -> float:
     return time.perf_counter() + (default if rem is None else rem)
 
 
-def improved_schedule(inst: PlacementInstance, starts: list[tuple[Schedule, str]], deadline: float, seed: int = 0, max_evals: int | None = None) -> tuple[Schedule | None, str, dict[str, object]]:
-    """Local search from each start (best first) until ``deadline`` or ``max_evals``
-    schedules in all: (best schedule, its origin, search statistics)."""
+def improved_schedule(
+    inst: PlacementInstance, starts: list[tuple[Schedule, str]], deadline: float, seed: int = 0, max_evals: int | None = None, target: float = 0.0
+) -> tuple[Schedule | None, str, dict[str, object]]:
+    """Local search from each start (best first) until ``deadline``, ``max_evals``
+    schedules in all, or a makespan <= ``target`` (a proven bound, seconds): (best
+    schedule, its origin, search statistics)."""
     best: Schedule | None = None
     origin = ""
     info: dict[str, object] = {}
     evals = 0
     for k, (sched, name) in enumerate(starts):
-        if time.perf_counter() >= deadline or (max_evals is not None and evals >= max_evals):
+        if time.perf_counter() >= deadline or (max_evals is not None and evals >= max_evals) or (best is not None and best.makespan <= target):
             break
         if best is None or sched.makespan < best.makespan:
             best, origin = sched, name
         budget = None if max_evals is None else max_evals - evals
-        found, log = improve(inst, sched.device, deadline=deadline, max_evals=budget, seed=seed + k)
+        found, log = improve(inst, sched.device, deadline=deadline, max_evals=budget, seed=seed + k, target=target)
         evals += log.evaluations
         if k == 0:
             info = search_info(log)
@@ -71,7 +75,10 @@ def run_search(inst: PlacementInstance, ctx: RunContext) -> Outcome:
         if b is not None:
             bounds.append(b)
     max_evals = ctx.param("max_evals", None)
-    best, origin, info = improved_schedule(inst, starts, deadline, int(ctx.param("seed", 0)), None if max_evals is None else int(max_evals))
+    # stop once the plan is within the run's gap tolerance of a proven bound
+    gap = ctx.options.mip_gap if ctx.options.mip_gap is not None else 0.0
+    target = max([b.value for b in bounds + placement_bounds(inst)], default=0.0) * (1 + gap)
+    best, origin, info = improved_schedule(inst, starts, deadline, int(ctx.param("seed", 0)), None if max_evals is None else int(max_evals), target)
     assert best is not None
     plan = make_plan(inst, best.device, best.start)
     check = evaluate(inst, plan)
