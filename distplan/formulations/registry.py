@@ -21,7 +21,7 @@ import importlib
 import importlib.util
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -119,9 +119,6 @@ class RunContext:
         return result
 
 
-#: The older form of a block, block(model, instance, data) sharing a dict: kept only until
-#: the last formulations move to `ModelSpec` (`build_model`).
-LegacyBlock = Callable[[Model, Any, dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -140,8 +137,6 @@ class Formulation:
     spec: ModelSpec[Any] | None = None
     #: what it asks of a solve when the caller does not say (default time limit, LP method)
     policy: Policy = field(default_factory=Policy)
-    #: legacy dict-sharing blocks (formulations not yet declared by a `ModelSpec`)
-    blocks: tuple[LegacyBlock, ...] = ()
     #: parameters it understands, with defaults: shown in `distplan list`
     params: dict[str, Any] = field(default_factory=dict)
     #: reports proven bounds only, no plan
@@ -155,19 +150,9 @@ class Formulation:
 
     def build(self, instance: Any, params: dict[str, Any] | None = None) -> tuple[Model, Any]:
         """Assemble the model of a declared formulation (for export and inspection)."""
-        if self.spec is not None:
-            return self.spec.build(instance, params or {}, name=self.name)
-        if not self.blocks:
+        if self.spec is None:
             raise InputError("formulation", f"{self.name!r} is an algorithm, not a model", "export a model-based formulation")
-        return build_model(self.name, self.blocks, instance, params or {})
-
-
-def build_model(name: str, blocks: Sequence[LegacyBlock], instance: Any, params: dict[str, Any]) -> tuple[Model, dict[str, Any]]:
-    model = Model(name)
-    data: dict[str, Any] = {"params": params}
-    for block in blocks:
-        block(model, instance, data)
-    return model, data
+        return self.spec.build(instance, params or {}, name=self.name)
 
 
 #: warm_start(instance, model, index, ctx) -> a full solution vector or None
@@ -185,9 +170,7 @@ def from_blocks(
     *,
     program: Program,
     exact: bool | Callable[[Any], bool],
-    spec: ModelSpec[Any] | None = None,
-    blocks: Sequence[LegacyBlock] = (),
-    decode: Callable[[Any, SolverResult, dict[str, Any]], Any] | None = None,
+    spec: ModelSpec[Any],
     policy: Policy | None = None,
     reference: str = "",
     params: dict[str, Any] | None = None,
@@ -204,19 +187,14 @@ def from_blocks(
     declared run when a formulation needs a step around it (solving on a contracted graph,
     say) and calls ``run`` for the solve itself.
     """
-    legacy = spec is None
-    if legacy and (not blocks or decode is None):
-        raise ValueError(f"{name}: declare a spec (or blocks and a decoder)")
-    block_tuple = tuple(blocks)
+    if spec.decode is None:
+        raise ValueError(f"{name}: a formulation declared from blocks needs a decoder in its spec")
     defaults = dict(params or {})
 
     def run(instance: Any, ctx: RunContext) -> Outcome:
         t0 = time.perf_counter()
         merged = {**defaults, **ctx.params}
-        if spec is not None:
-            model, index = spec.build(instance, merged, name=name)
-        else:
-            model, index = build_model(name, block_tuple, instance, merged)
+        model, index = spec.build(instance, merged, name=name)
         build = time.perf_counter() - t0
         start = warm_start(instance, model, index, ctx) if warm_start is not None else None
         result = ctx.solve_model(model, warm_start=start, build_seconds=build)
@@ -228,12 +206,7 @@ def from_blocks(
             out_bounds.extend(bounds(instance, result, index))
         if not result.has_solution:
             return Outcome(plan=None, bounds=out_bounds, solver_results=list(ctx.solver_results))
-        if spec is not None:
-            plan, claimed = spec.decode_result(instance, result, index)
-        else:
-            assert decode is not None
-            decoded = decode(instance, result, index)
-            plan, claimed = decoded if isinstance(decoded, tuple) else (decoded, None)
+        plan, claimed = spec.decode_result(instance, result, index)
         return Outcome(
             plan=plan,
             bounds=out_bounds,
@@ -257,7 +230,6 @@ def from_blocks(
         reference=reference,
         spec=spec,
         policy=policy or Policy(),
-        blocks=block_tuple,
         params=defaults,
     )
 

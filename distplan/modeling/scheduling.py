@@ -7,6 +7,9 @@ Times are in seconds; ``start`` is a variable block of start times indexed by op
 * `disjunctive_pairs`: one order binary per pair of operations that share a resource and
   have no path between them, with big-M rows (Zero Bubble's ILP, Qi et al. ICLR 2024;
   any valid horizon is a valid big-M).
+* `disjunctive_pairs_when`: the same disjunction, binding only when an indicator is 1
+  (two operations that may or may not share a device: placement, Venugopalan & Sinnen,
+  IEEE TPDS 26(1), 2015), with durations that are expressions (they depend on the device).
 * `order_implications`: ``order[a] <= order[b]`` rows (transitivity along chains).
 * `indicator_sum`: sums of ``coef * [first before second]`` or ``coef * [second before
   first]`` over pairs, as an expression per row; used by
@@ -73,6 +76,40 @@ def disjunctive_pairs(
     model.add_constraints(f"{name}-before", before >= np.asarray(dur_first, dtype=float) - m)
     after = linear_sum(np.concatenate([a, b, o]), np.concatenate([np.ones(k), -np.ones(k), m]), np.concatenate([rows, rows, rows]), k, nv)
     model.add_constraints(f"{name}-after", after >= np.asarray(dur_second, dtype=float))
+    return order
+
+
+def disjunctive_pairs_when(
+    model: Model,
+    start: Variable,
+    first: np.ndarray,
+    second: np.ndarray,
+    dur_first: LinExpr,
+    dur_second: LinExpr,
+    big_m_first: np.ndarray,
+    big_m_second: np.ndarray,
+    active: Variable,
+    name: str,
+) -> Variable:
+    """Order binaries ``{name}-order[k] = 0`` iff ``first[k]`` runs before ``second[k]``, the
+    disjunction binding only when ``active[k] = 1``.
+
+    Rows (``{name}-first-before`` / ``{name}-second-before``):
+    ``s1 + d1 - s2 - M12 order + M12 active <= M12`` and
+    ``s2 + d2 - s1 + M21 order + M21 active <= 2 M21``. ``big_m_first`` must bound
+    ``s1 + d1 - s2`` and ``big_m_second`` ``s2 + d2 - s1`` over every solution of interest
+    (per pair, from the start windows); durations are expressions of one row per pair.
+    """
+    k = np.asarray(first).size
+    order = model.add_vars(f"{name}-order", k, vtype="binary")
+    if k == 0:
+        return order
+    first = np.asarray(first, dtype=np.int64)
+    second = np.asarray(second, dtype=np.int64)
+    m12 = np.asarray(big_m_first, dtype=float)
+    m21 = np.asarray(big_m_second, dtype=float)
+    model.add_constraints(f"{name}-first-before", start[first] + dur_first - start[second] - m12 * order + m12 * active <= m12)
+    model.add_constraints(f"{name}-second-before", start[second] + dur_second - start[first] + m21 * order + m21 * active <= 2 * m21)
     return order
 
 

@@ -4,7 +4,8 @@ the single-device baseline and solver-free bounds (Jeon et al., SoCC 2020; arXiv
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from collections.abc import Mapping
+from typing import Any
 
 from distplan.formulations.contract import Policy
 from distplan.formulations.placement import forced, heuristics, milp, relaxation, sct, search
@@ -69,29 +70,27 @@ register(
     )
 )
 
-_milp = from_blocks(
-    "placement",
-    "placement_milp",
-    "MILP: assignment, start times, disjunctive no-overlap, memory, relaxation rows; warm-started from the best Baechi heuristic",
-    blocks=milp.MILP_BLOCKS,
-    decode=milp.decode,
-    program="milp",
-    exact=milp.exact_for,
-    warm_start=milp.warm_start,
-    params={"default_time_limit": 60.0, "max_pairs": milp.MAX_PAIRS, "thresholds": 12, "relaxation_share": 0.25, "relaxation_ops": (30, 1500), "search_share": 0.2, "forced_share": 0.1, "seed": 0},
-    reference="Venugopalan & Sinnen, IEEE TPDS 26(1) 2015; " + BAECHI,
-)
 
-
-def _run_milp(inst: PlacementInstance, ctx: RunContext) -> Outcome:
+def _default_time_limit(inst: PlacementInstance, params: Mapping[str, Any]) -> float:
     """Without a time limit the MILP gets ``default_time_limit`` seconds (incumbent + bound)."""
-    if ctx.options.time_limit is None:
-        limit = float(ctx.param("default_time_limit", 60.0))
-        ctx = RunContext(ctx.backend, ctx.options.with_(time_limit=limit), ctx.params)
-    return milp.run(inst, ctx)
+    return float(params.get("default_time_limit", 60.0))
 
 
-register(replace(_milp, run=_run_milp, exact=True))
+register(
+    Formulation(
+        kind="placement",
+        name="placement_milp",
+        description="MILP: assignment, start times, disjunctive no-overlap, memory, relaxation rows; warm-started from the best Baechi heuristic",
+        program="milp",
+        run=milp.run,
+        exact=True,
+        exact_for=milp.exact_for,
+        spec=milp.PLACEMENT_MILP,
+        policy=Policy(default_time_limit=_default_time_limit),
+        params={"default_time_limit": 60.0, "max_pairs": milp.MAX_PAIRS, "thresholds": 12, "relaxation_share": 0.25, "relaxation_ops": (30, 1500), "search_share": 0.2, "forced_share": 0.1, "seed": 0},
+        reference="Venugopalan & Sinnen, IEEE TPDS 26(1) 2015; " + BAECHI,
+    )
+)
 
 register(
     Formulation(

@@ -27,18 +27,32 @@ always re-scheduled from the solver's device and per-device order and re-evaluat
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from distplan.errors import InfeasibleError
+from distplan.formulations.contract import ModelSpec
 from distplan.formulations.placement import relaxation
 from distplan.formulations.placement.forced import forced_bound
 from distplan.formulations.placement.heuristics import single_device_schedule, topo_assignment
 from distplan.formulations.placement.improve import improve
 from distplan.formulations.placement.listsched import Schedule, list_schedule
-from distplan.formulations.registry import Bound, Outcome, RunContext, build_model, get_formulation
-from distplan.modeling.model import Model, linear_sum
+from distplan.formulations.placement.relaxation import (
+    AssignIndex,
+    assign_index_fields,
+    assignment,
+    channel_loads,
+    load_rows,
+    memory_capacity,
+    symmetry,
+)
+from distplan.formulations.registry import Bound, Outcome, RunContext, get_formulation
+from distplan.modeling.model import Model
+from distplan.modeling.scheduling import disjunctive_pairs_when
+from distplan.models.graphs import transitive_closure
 from distplan.models.placement_evaluate import evaluate, schedule_fixed_placement
 from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import PlacementPlan, make_plan
@@ -50,27 +64,8 @@ MAX_PAIRS = 60_000
 
 
 def reachability(inst: PlacementInstance) -> np.ndarray:
-    """reach[i, j] = True when a path i -> j exists (boolean, n x n): bit rows ORed in
-    reverse topological order."""
-    n = inst.n_ops
-    words = (n + 63) // 64
-    bits = np.zeros((n, words), dtype=np.uint64)
-    order = inst.topo_order()
-    pos = np.empty(n, dtype=np.int64)
-    pos[order] = np.arange(n)
-    eo = np.argsort(-pos[inst.src], kind="stable")
-    src, dst = inst.src[eo], inst.dst[eo]
-    own = np.zeros((n, words), dtype=np.uint64)
-    own[np.arange(n), np.arange(n) // 64] = np.left_shift(np.uint64(1), (np.arange(n) % 64).astype(np.uint64))
-    cuts = np.flatnonzero(np.diff(src)) + 1 if src.size else np.zeros(0, dtype=np.int64)
-    for group in np.split(np.arange(src.size), cuts):
-        if group.size == 0:
-            continue
-        v = int(src[group[0]])
-        ws = dst[group]
-        bits[v] = np.bitwise_or.reduce(bits[ws] | own[ws], axis=0)
-    flat = np.unpackbits(bits.view(np.uint8), axis=1, bitorder="little")[:, :n]
-    return flat.astype(bool)
+    """reach[i, j] = True when a path i -> j exists (boolean, n x n)."""
+    return transitive_closure(inst.n_ops, inst.src, inst.dst, inst.topo_order())
 
 
 def identical_devices(inst: PlacementInstance) -> bool:
@@ -146,61 +141,75 @@ def _sct_plans(inst: PlacementInstance, ctx: RunContext) -> list[tuple[str, Plac
     return out
 
 
-# -- blocks ----------------------------------------------------------------------------------
+# -- the block contract: index and blocks ------------------------------------------------------
 
 
-def horizon(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
-    """A valid horizon (microseconds): the best heuristic makespan (given in
-    ``params["incumbent"]`` or computed here without m-SCT), else serial time + all delays.
-    Heads r and tails q (fastest times, no communication) are stored for the other blocks."""
-    sched = data["params"].get("incumbent")
+@dataclass(frozen=True)
+class MilpIndex(AssignIndex):
+    """The MILP's index: the placement programs' shared index plus the horizon H
+    (microseconds) and the incumbent that gives it, whether the model is exact, and the
+    pairs (i, j) with no path between them that get a disjunction, with per-pair big-M
+    from the windows (``pairs_left_out``: beyond ``max_pairs``)."""
+
+    horizon: float
+    incumbent: Schedule | None
+    exact: bool
+    pair_i: np.ndarray
+    pair_j: np.ndarray
+    big_m_ij: np.ndarray
+    big_m_ji: np.ndarray
+    pairs_left_out: int
+
+
+def prepare_milp(inst: PlacementInstance, params: Mapping[str, Any]) -> MilpIndex:
+    """A valid horizon (microseconds): the best heuristic makespan (given in ``incumbent``
+    or computed here without m-SCT), else serial time + all delays; heads and tails; the
+    pairs of ops with no path between them whose windows can overlap, longest ops first,
+    at most ``max_pairs`` (leaving one out makes the model a relaxation)."""
+    fields = assign_index_fields(inst, params)
+    if inst.n_devices > 1 and inst.n_ops > 0 and identical_devices(inst):
+        fields["symmetry_classes"] = (np.arange(inst.n_devices),)
+    sched = params.get("incumbent")
     if sched is None:
         sched, _ = best_heuristic(inst)
-    data["incumbent"] = sched
     if sched is not None:
-        data["horizon"] = sched.makespan * SCALE * (1 + 1e-9) + 1e-6
+        H = sched.makespan * SCALE * (1 + 1e-9) + 1e-6
     else:
-        data["horizon"] = float(inst.time.max(axis=1).sum() + inst.max_delay().sum()) * SCALE
-    pmin = inst.time.min(axis=1) * SCALE
-    data["r"], data["q"] = relaxation.heads_tails(inst, pmin)
-    data["exact"] = inst.memory_model == "simple" and inst.communication == "independent"
+        H = float(inst.time.max(axis=1).sum() + inst.max_delay().sum()) * SCALE
+    exact = inst.memory_model == "simple" and inst.communication == "independent"
+    r, q = fields["r"], fields["q"]
+    reach = reachability(inst)
+    related = reach | reach.T
+    i, j = np.nonzero(np.triu(~related, k=1))
+    pmax = inst.time.max(axis=1) * SCALE
+    Mij = H - q[i] - r[j]
+    Mji = H - q[j] - r[i]
+    keep = (Mij > 0) & (Mji > 0) & ((pmax[i] > 0) | (pmax[j] > 0))
+    i, j, Mij, Mji = i[keep], j[keep], Mij[keep], Mji[keep]
+    cap = int(params.get("max_pairs", MAX_PAIRS))
+    left_out = 0
+    if i.size > cap:
+        top = np.argsort(-np.minimum(pmax[i], pmax[j]), kind="stable")[:cap]
+        i, j, Mij, Mji = i[top], j[top], Mij[top], Mji[top]
+        exact = False
+        left_out = int(keep.sum()) - cap
+    return MilpIndex(**fields, horizon=H, incumbent=sched, exact=exact, pair_i=i, pair_j=j, big_m_ij=Mij, big_m_ji=Mji, pairs_left_out=left_out)
 
 
-def assignment(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
-    """x[i, d] binary, one device per op, colocation groups together; with interchangeable
-    devices, device d is used only after device d - 1 (first use in topological order)."""
-    n, m = inst.n_ops, inst.n_devices
-    x = model.add_vars("assign", (n, m), vtype="binary")
-    model.add_constraints("assign-one-device", x.sum(axis=1) == 1)
-    groups = inst.colocation_groups()
-    order = np.argsort(groups, kind="stable")
-    same = np.flatnonzero(groups[order][1:] == groups[order][:-1])
-    if same.size:
-        a, b = order[same], order[same + 1]
-        model.add_constraints("assign-colocate", x[a] - x[b] == 0)
-    data["x"] = x
-    P = inst.time * SCALE
-    data["dur"] = linear_sum(x.index.reshape(-1), P.reshape(-1), np.repeat(np.arange(n), m), n, model.num_vars)
-    data["symmetric"] = m > 1 and n > 0 and identical_devices(inst)
-    if data["symmetric"]:
-        relaxation.first_use_symmetry(model, inst, x, [np.arange(m)])
-
-
-def start_times(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
+def start_times(model: Model, inst: PlacementInstance, index: MilpIndex) -> None:
     """s_i in [r_i, H - q_i - p_min,i] (microseconds), w in [lower bounds, H]."""
-    H, r, q = data["horizon"], data["r"], data["q"]
-    pmin = inst.time.min(axis=1) * SCALE
+    H, r, q, pmin = index.horizon, index.r, index.q, index.pmin
     ub = np.maximum(H - q - pmin, r)
-    data["s"] = model.add_vars("start", inst.n_ops, lb=r, ub=ub)
+    model.add_vars("start", inst.n_ops, lb=r, ub=ub)
     low = float((r + pmin + q).max(initial=0.0))
-    data["w"] = model.add_vars("makespan", (), lb=min(low, H), ub=H)
+    model.add_vars("makespan", (), lb=min(low, H), ub=H)
 
 
-def precedence_with_communication(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
+def precedence_with_communication(model: Model, inst: PlacementInstance, index: MilpIndex) -> None:
     """s_j >= s_i + duration_i + delay when i and j sit on different devices."""
     if inst.n_edges == 0:
         return
-    x, s, dur = data["x"], data["s"], data["dur"]
+    x, s, dur = model["assign"], model["start"], model.expression("duration")
     m = inst.n_devices
     src, dst = inst.src, inst.dst
     off = ~np.eye(m, dtype=bool)
@@ -210,7 +219,6 @@ def precedence_with_communication(model: Model, inst: PlacementInstance, data: d
     if np.ptp(inst.bandwidth[off]) == 0 and np.ptp(inst.latency[off]) == 0:
         c = inst.max_delay() * SCALE
         z = model.add_vars("different-device", inst.n_edges, lb=0.0, ub=1.0)
-        data["z"] = z
         model.add_constraints("different-device-link", z[:, None] - x[src] + x[dst] >= 0)
         model.add_constraints("precedence", s[src] + dur[src] + c * z - s[dst] <= 0)
         return
@@ -229,73 +237,30 @@ def precedence_with_communication(model: Model, inst: PlacementInstance, data: d
     # plan, stronger in the LP relaxation (the pairwise rows vanish for fractional x)
     cmin = inst.min_delay() * SCALE
     z = model.add_vars("different-device", inst.n_edges, lb=0.0, ub=1.0)
-    data["z"] = z
     model.add_constraints("different-device-link", z[:, None] - x[src] + x[dst] >= 0)
     model.add_constraints("precedence", s[src] + dur[src] + cmin * z - s[dst] <= 0)
 
 
-def no_overlap(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
-    """Disjunctive rows for ops with no path between them, active when on one device.
-
-    Big-M per pair from the windows: s_i + p_i - s_j <= H - q_i - r_j. A pair whose windows
-    already order it needs no row. At most ``max_pairs`` pairs (longest ops first) get rows;
-    leaving one out makes the model a relaxation (``data["exact"]`` turns False)."""
-    H, r, q = data["horizon"], data["r"], data["q"]
-    reach = reachability(inst)
-    related = reach | reach.T
-    i, j = np.nonzero(np.triu(~related, k=1))
-    pmax = inst.time.max(axis=1) * SCALE
-    Mij = H - q[i] - r[j]
-    Mji = H - q[j] - r[i]
-    keep = (Mij > 0) & (Mji > 0) & ((pmax[i] > 0) | (pmax[j] > 0))
-    i, j, Mij, Mji = i[keep], j[keep], Mij[keep], Mji[keep]
-    cap = int(data["params"].get("max_pairs", MAX_PAIRS))
-    if i.size > cap:
-        top = np.argsort(-np.minimum(pmax[i], pmax[j]), kind="stable")[:cap]
-        i, j, Mij, Mji = i[top], j[top], Mij[top], Mji[top]
-        data["exact"] = False
-        data["pairs_left_out"] = int(keep.sum()) - cap
+def no_overlap(model: Model, inst: PlacementInstance, index: MilpIndex) -> None:
+    """Ops with no path between them do not overlap when they share a device: a same-device
+    indicator q_ij >= x[i, d] + x[j, d] - 1 and a disjunction binding when it is 1
+    (`disjunctive_pairs_when`, big-M per pair from the windows)."""
+    i, j = index.pair_i, index.pair_j
     if i.size == 0:
         return
-    x, s, dur = data["x"], data["s"], data["dur"]
-    q_ = model.add_vars("same-device", i.size, lb=0.0, ub=1.0)
-    o = model.add_vars("order", i.size, vtype="binary")
-    data["pairs"] = (i, j)
-    model.add_constraints("same-device-link", q_[:, None] - x[i] - x[j] >= -1)
-    # o = 0: i first; o = 1: j first; rows active when q = 1
-    model.add_constraints("no-overlap-i-first", s[i] + dur[i] - s[j] - Mij * o + Mij * q_ <= Mij)
-    model.add_constraints("no-overlap-j-first", s[j] + dur[j] - s[i] + Mji * o + Mji * q_ <= 2 * Mji)
+    x, dur = model["assign"], model.expression("duration")
+    same = model.add_vars("same-device", i.size, lb=0.0, ub=1.0)
+    model.add_constraints("same-device-link", same[:, None] - x[i] - x[j] >= -1)
+    disjunctive_pairs_when(model, model["start"], i, j, dur[i], dur[j], index.big_m_ij, index.big_m_ji, same, "no-overlap")
 
 
-def memory_capacity(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
-    """Sum of the ops' memory per device <= its capacity (bytes). Under the liveness model
-    the persistent memory (held to the end: a relaxation)."""
-    need = inst.memory if inst.memory_model == "liveness" else inst.memory_need()
-    if not np.any(need > 0):
-        return
-    x = data["x"]
-    model.add_constraints("memory", (need[:, None] * x).sum(axis=0) <= inst.device_memory)
-
-
-def load_rows(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
-    """Per-device load and energetic rows (see `relaxation.energetic_rows`)."""
-    relaxation.energetic_rows(model, inst, data["x"], data["w"], data["r"], data["q"], int(data["params"].get("thresholds", 12)))
-
-
-def channel_rows(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
-    """Under Baechi's channel model, the channel load of every device is at most w."""
-    if inst.communication == "channels" and inst.n_devices > 1 and inst.n_edges:
-        relaxation.channel_rows(model, inst, data["x"], data["w"], data, data["r"], data["q"], int(data["params"].get("thresholds", 12)))
-
-
-def makespan(model: Model, inst: PlacementInstance, data: dict[str, Any]) -> None:
+def makespan(model: Model, inst: PlacementInstance, index: MilpIndex) -> None:
     """w >= s_i + p_i(x) + q_i (the tail after op i takes at least q_i)."""
-    s, w, dur = data["s"], data["w"], data["dur"]
-    model.add_constraints("makespan", s + dur - w <= -data["q"])
+    s, w = model["start"], model["makespan"]
+    model.add_constraints("makespan", s + model.expression("duration") - w <= -index.q)
     model.minimize(w)
 
 
-MILP_BLOCKS = (horizon, assignment, start_times, precedence_with_communication, no_overlap, memory_capacity, load_rows, channel_rows, makespan)
 
 
 def compact(inst: PlacementInstance, device: np.ndarray, start: np.ndarray) -> np.ndarray:
@@ -344,7 +309,7 @@ def compact(inst: PlacementInstance, device: np.ndarray, start: np.ndarray) -> n
     return new
 
 
-def decode(inst: PlacementInstance, result: SolverResult, data: dict[str, Any]) -> tuple[PlacementPlan, float]:
+def decode(inst: PlacementInstance, result: SolverResult, index: MilpIndex) -> tuple[PlacementPlan, float]:
     """Device from x; start times re-scheduled from the solver's per-device order (seconds)."""
     x = result.values_by_block["assign"]
     device = np.argmax(x, axis=1)
@@ -358,30 +323,39 @@ def decode(inst: PlacementInstance, result: SolverResult, data: dict[str, Any]) 
     return plan, check.objective if check.feasible else float("inf")
 
 
-def warm_start(inst: PlacementInstance, model: Model, data: dict[str, Any], ctx: RunContext | None = None) -> np.ndarray | None:
+#: the placement MILP (module docstring), time in microseconds
+PLACEMENT_MILP = ModelSpec(
+    "placement_milp",
+    prepare_milp,
+    (assignment, symmetry, start_times, precedence_with_communication, no_overlap, memory_capacity, load_rows, channel_loads, makespan),
+    decode,
+)
+
+
+def warm_start(inst: PlacementInstance, model: Model, index: MilpIndex, ctx: RunContext | None = None) -> np.ndarray | None:
     """The incumbent's evaluated schedule as a full solution vector (devices relabelled by
     first use when the symmetry rows are on)."""
-    sched: Schedule | None = data.get("incumbent")
+    sched = index.incumbent
     if sched is None:
         return None
     n, m = inst.n_ops, inst.n_devices
     device = np.asarray(sched.device, dtype=np.int64)
-    if data.get("symmetric"):
-        device = relaxation.relabel_first_use(inst, device, [np.arange(m)])
+    if index.symmetry_classes:
+        device = relaxation.relabel_first_use(inst, device, list(index.symmetry_classes))
     start = np.asarray(sched.start, dtype=float) * SCALE
     x = np.zeros((n, m))
     x[np.arange(n), device] = 1.0
-    values: dict[str, Any] = {"assign": x, "start": start, "makespan": min(sched.makespan * SCALE * (1 + 1e-9) + 1e-6, data["horizon"])}
-    if "z" in data:
+    values: dict[str, Any] = {"assign": x, "start": start, "makespan": min(sched.makespan * SCALE * (1 + 1e-9) + 1e-6, index.horizon)}
+    if "different-device" in model.var_blocks:
         values["different-device"] = (device[inst.src] != device[inst.dst]).astype(float)
-    if "pairs" in data:
-        i, j = data["pairs"]
+    if index.pair_i.size:
+        i, j = index.pair_i, index.pair_j
         values["same-device"] = (device[i] == device[j]).astype(float)
         end = start + inst.time[np.arange(n), device] * SCALE
-        values["order"] = (end[j] <= start[i] + 1e-9 * data["horizon"]).astype(float)
-    values.update(relaxation.channel_values(inst, device, data))
-    if data.get("symmetric"):
-        values.update(relaxation.first_use_values(inst, device, [np.arange(m)]))
+        values["no-overlap-order"] = (end[j] <= start[i] + 1e-9 * index.horizon).astype(float)
+    values.update(relaxation.channel_values(inst, device, model))
+    if index.symmetry_classes:
+        values.update(relaxation.first_use_values(inst, device, list(index.symmetry_classes)))
     return model.vector(values)
 
 
@@ -423,24 +397,23 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
         # faster than the disjunctive model's, and w >= its bound helps the MILP prune
         bounds += relaxation.relaxation_bounds(inst, ctx, share * rem)
     t1 = time.perf_counter()
-    model, data = build_model(name, MILP_BLOCKS, inst, {**ctx.params, "incumbent": sched})
+    model, index = PLACEMENT_MILP.build(inst, {**ctx.params, "incumbent": sched}, name=name)
     if bounds:
-        w = data["w"]
-        model.set_bounds(w, lb=min(bounds[0].value * SCALE, data["horizon"]))
+        model.set_bounds(model["makespan"], lb=min(bounds[0].value * SCALE, index.horizon))
     build = heuristics_s + time.perf_counter() - t1
-    start = warm_start(inst, model, data, ctx)
+    start = warm_start(inst, model, index, ctx)
     result = ctx.solve_model(model, warm_start=start, build_seconds=build)
     if result.bound is not None and np.isfinite(result.bound):
         margin = relaxation.SAFETY * (inst.n_ops + 1) + 1e-9 * abs(result.bound)
-        what = "exact" if data["exact"] else "relaxed: " + _relaxed_because(inst, data)
+        what = "exact" if index.exact else "relaxed: " + _relaxed_because(inst, index)
         bounds.append(Bound(max(0.0, result.bound - margin) / SCALE, f"{name} dual bound ({result.backend}, {what})"))
     plan: PlacementPlan | None = None
     claimed: float | None = None
-    info: dict[str, Any] = {"incumbent": source, "exact_model": bool(data["exact"]), "heuristics_seconds": heuristics_s}
-    if data.get("pairs_left_out"):
-        info["pairs_left_out"] = data["pairs_left_out"]
+    info: dict[str, Any] = {"incumbent": source, "exact_model": bool(index.exact), "heuristics_seconds": heuristics_s}
+    if index.pairs_left_out:
+        info["pairs_left_out"] = index.pairs_left_out
     if result.has_solution:
-        plan, claimed = decode(inst, result, data)
+        plan, claimed = decode(inst, result, index)
     if plan is not None and claimed is not None and not np.isfinite(claimed):
         plan, claimed = None, None  # the evaluator rejects it (liveness memory): no plan from the MILP
     if sched is not None and (plan is None or claimed is None or sched.makespan < claimed):
@@ -449,7 +422,7 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
     else:
         info["plan_from"] = name
     proven = (
-        bool(data["exact"])
+        bool(index.exact)
         and result.termination.value == "optimal"
         and claimed is not None
         and result.objective is not None
@@ -458,12 +431,12 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
     return Outcome(plan=plan, bounds=bounds, solver_results=list(ctx.solver_results), claimed_objective=claimed, proven_optimal=proven, info=info)
 
 
-def _relaxed_because(inst: PlacementInstance, data: dict[str, Any]) -> str:
+def _relaxed_because(inst: PlacementInstance, index: MilpIndex) -> str:
     why = []
     if inst.communication != "independent":
         why.append("channels charged as independent links plus channel loads")
     if inst.memory_model != "simple":
         why.append("persistent memory only")
-    if data.get("pairs_left_out"):
-        why.append(f"{data['pairs_left_out']} pairs unordered")
+    if index.pairs_left_out:
+        why.append(f"{index.pairs_left_out} pairs unordered")
     return ", ".join(why)

@@ -34,10 +34,13 @@ feasibility tolerance (see `SAFETY`).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import Bound, RunContext
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.placement_instance import PlacementInstance
@@ -121,48 +124,128 @@ def _energetic_thresholds(values: np.ndarray, count: int) -> np.ndarray:
     return np.unique(np.quantile(pos, np.linspace(0.0, 1.0, count + 2)[1:-1], method="lower"))
 
 
-def build(inst: PlacementInstance, *, thresholds: int = 12, symmetry: bool = True, integral: bool = True) -> tuple[Model, dict[str, Any]]:
-    """The relaxation as a model (time in microseconds); ``data`` holds its blocks."""
-    n, m, E = inst.n_ops, inst.n_devices, inst.n_edges
-    model = Model(f"{inst.name}-assignment-relaxation")
-    P = inst.time * SCALE  # (n, m) microseconds
+@dataclass(frozen=True)
+class AssignIndex:
+    """What the blocks of the placement programs share (block contract). Times in model
+    units (microseconds, `SCALE`): durations ``P`` (ops x devices), fastest ``pmin``, heads
+    ``r`` and tails ``q`` at fastest times without communication; ``integral`` (False: the
+    LP relaxation); the number of energetic ``thresholds``; whether Baechi's channel rows
+    apply; the classes of interchangeable devices whose symmetry is broken by first use."""
+
+    P: np.ndarray
+    pmin: np.ndarray
+    r: np.ndarray
+    q: np.ndarray
+    integral: bool
+    thresholds: int
+    channels: bool
+    symmetry_classes: tuple[np.ndarray, ...]
+
+
+@dataclass(frozen=True)
+class RelaxationIndex(AssignIndex):
+    """The relaxation's index: ``rows_on_path`` rows at most on a path (for the margin)."""
+
+    rows_on_path: int
+
+
+def assign_index_fields(inst: PlacementInstance, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The `AssignIndex` fields of ``inst`` (``integral``, ``thresholds`` from params)."""
+    P = inst.time * SCALE
     pmin = P.min(axis=1)
     r, q = heads_tails(inst, pmin)
-    x = model.add_vars("assign", (n, m), vtype="binary" if integral else "continuous", lb=0.0, ub=1.0)
-    T = model.add_vars("head", n, lb=r)
-    w = model.add_vars("makespan", (), lb=float(max((r + pmin + q).max(initial=0.0), (pmin.sum() / max(m, 1)))))
-    data: dict[str, Any] = {"x": x, "T": T, "w": w, "rows_on_path": n + 1}
+    return {
+        "P": P,
+        "pmin": pmin,
+        "r": r,
+        "q": q,
+        "integral": bool(params.get("integral", True)),
+        "thresholds": int(params.get("thresholds", 12)),
+        "channels": inst.communication == "channels" and inst.n_devices > 1 and inst.n_edges > 0,
+        "symmetry_classes": (),
+    }
+
+
+def prepare_relaxation(inst: PlacementInstance, params: Mapping[str, Any]) -> RelaxationIndex:
+    """``integral``, ``thresholds``, ``symmetry`` (break the symmetry of device classes)."""
+    fields = assign_index_fields(inst, params)
+    if params.get("symmetry", True) and inst.n_devices > 1:
+        fields["symmetry_classes"] = tuple(device_classes(inst))
+    return RelaxationIndex(**fields, rows_on_path=inst.n_ops + 1)
+
+
+def assignment(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
+    """x[i, d] (``assign``: binary, or in [0, 1] for the LP), one device per op, colocation
+    groups together; names the duration p_i(x) (microseconds) ``duration``."""
+    n, m = inst.n_ops, inst.n_devices
+    x = model.add_vars("assign", (n, m), vtype="binary" if index.integral else "continuous", lb=0.0, ub=1.0)
     model.add_constraints("assign-one-device", x.sum(axis=1) == 1)
     groups = inst.colocation_groups()
     order = np.argsort(groups, kind="stable")
     same = np.flatnonzero(groups[order][1:] == groups[order][:-1])
     if same.size:
         model.add_constraints("assign-colocate", x[order[same]] - x[order[same + 1]] == 0)
-    dur = linear_sum(x.index.reshape(-1), P.reshape(-1), np.repeat(np.arange(n), m), n, model.num_vars)  # p_i(x)
-    # makespan after every op: w >= T_i + p_i(x) + q_i
-    model.add_constraints("makespan-tail", T + dur - w <= -q)
-    # per-device memory (persistent memory under liveness: it is held to the end)
+    model.define("duration", linear_sum(x.index.reshape(-1), index.P.reshape(-1), np.repeat(np.arange(n), m), n, model.num_vars))
+
+
+def heads(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
+    """Heads T_i >= r_i, the makespan w (at least the critical path and the mean load),
+    and w >= T_i + p_i(x) + q_i."""
+    m = inst.n_devices
+    T = model.add_vars("head", inst.n_ops, lb=index.r)
+    w = model.add_vars("makespan", (), lb=float(max((index.r + index.pmin + index.q).max(initial=0.0), (index.pmin.sum() / max(m, 1)))))
+    model.add_constraints("makespan-tail", T + model.expression("duration") - w <= -index.q)
+
+
+def memory_capacity(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
+    """Sum of the ops' memory per device <= its capacity (bytes). Under the liveness model
+    the persistent memory (held to the end: a relaxation)."""
     mem = inst.memory if inst.memory_model == "liveness" else inst.memory_need()
     if np.any(mem > 0):
-        model.add_constraints("memory", (mem[:, None] * x).sum(axis=0) <= inst.device_memory)
-    energetic_rows(model, inst, x, w, r, q, thresholds)
-    # paths with communication (smallest delay over device pairs)
-    if E:
-        src, dst = inst.src, inst.dst
-        if m > 1:
-            cmin = inst.min_delay() * SCALE
-            z = model.add_vars("cut", E, lb=0.0, ub=1.0)
-            data["z"] = z
-            model.add_constraints("cut-link", z[:, None] - x[src] + x[dst] >= 0)
-            model.add_constraints("precedence", T[src] + dur[src] - T[dst] + cmin * z <= 0)
-        else:
-            model.add_constraints("precedence", T[src] + dur[src] - T[dst] <= 0)
-        if inst.communication == "channels" and m > 1:
-            channel_rows(model, inst, x, w, data, r, q, thresholds)
-    if symmetry and m > 1:
-        first_use_symmetry(model, inst, x, device_classes(inst))
-    model.minimize(w)
-    return model, data
+        model.add_constraints("memory", (mem[:, None] * model["assign"]).sum(axis=0) <= inst.device_memory)
+
+
+def load_rows(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
+    """Per-device load and energetic rows (`energetic_rows`)."""
+    energetic_rows(model, inst, model["assign"], model["makespan"], index.r, index.q, index.thresholds)
+
+
+def cut_paths(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
+    """Heads along every edge, a cut edge charged its smallest delay over device pairs:
+    T_j >= T_i + p_i(x) + c_e z_e, z_e >= x[i, d] - x[j, d] (``cut``)."""
+    if not inst.n_edges:
+        return
+    x, T, dur = model["assign"], model["head"], model.expression("duration")
+    src, dst = inst.src, inst.dst
+    if inst.n_devices > 1:
+        cmin = inst.min_delay() * SCALE
+        z = model.add_vars("cut", inst.n_edges, lb=0.0, ub=1.0)
+        model.add_constraints("cut-link", z[:, None] - x[src] + x[dst] >= 0)
+        model.add_constraints("precedence", T[src] + dur[src] - T[dst] + cmin * z <= 0)
+    else:
+        model.add_constraints("precedence", T[src] + dur[src] - T[dst] <= 0)
+
+
+def channel_loads(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
+    """Under Baechi's channel model, the channel load of every device is at most w."""
+    if index.channels:
+        channel_rows(model, inst, model["assign"], model["makespan"], index.r, index.q, index.thresholds)
+
+
+def symmetry(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
+    """Interchangeable devices used in order of first use (`first_use_symmetry`)."""
+    if index.symmetry_classes:
+        first_use_symmetry(model, inst, model["assign"], list(index.symmetry_classes))
+
+
+def minimize_makespan(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
+    model.minimize(model["makespan"])
+
+
+#: the assignment relaxation (module docstring), time in microseconds
+RELAXATION = ModelSpec(
+    "assignment-relaxation", prepare_relaxation, (assignment, heads, memory_capacity, load_rows, cut_paths, channel_loads, symmetry, minimize_makespan)
+)
 
 
 def energetic_rows(model: Model, inst: PlacementInstance, x: Any, w: Any, r: np.ndarray, q: np.ndarray, thresholds: int) -> None:
@@ -200,7 +283,7 @@ def energetic_rows(model: Model, inst: PlacementInstance, x: Any, w: Any, r: np.
     model.add_constraints("load-energetic", load - w <= -np.asarray(rhs))
 
 
-def channel_rows(model: Model, inst: PlacementInstance, x: Any, w: Any, data: dict[str, Any], r: np.ndarray | None = None, q: np.ndarray | None = None, thresholds: int = 12) -> None:
+def channel_rows(model: Model, inst: PlacementInstance, x: Any, w: Any, r: np.ndarray | None = None, q: np.ndarray | None = None, thresholds: int = 12) -> None:
     """Channel load per device (Baechi's channel model): a channel carries one transfer at
     a time, a transfer starts after its producer ends and its consumers run after it.
 
@@ -250,12 +333,11 @@ def channel_rows(model: Model, inst: PlacementInstance, x: Any, w: Any, data: di
             nrow += 1
     load = linear_sum(np.concatenate(cols), np.concatenate(coefs), np.concatenate(rows), nrow, model.num_vars)
     model.add_constraints("channel-load", load - w <= -np.asarray(rhs))
-    data["channel_vars"] = True
 
 
-def channel_values(inst: PlacementInstance, device: np.ndarray, data: dict[str, Any]) -> dict[str, np.ndarray]:
+def channel_values(inst: PlacementInstance, device: np.ndarray, model: Model) -> dict[str, np.ndarray]:
     """Values of the channel variables for a plan's devices (empty without channel rows)."""
-    if not data.get("channel_vars"):
+    if "delivered" not in model.var_blocks:
         return {}
     m = inst.n_devices
     cls, K = transfer_classes(inst)
@@ -325,7 +407,7 @@ def solve_bound(inst: PlacementInstance, ctx: RunContext, time_limit: float | No
     """Solve the relaxation (within ``time_limit`` seconds) and return its proven bound in
     seconds: the solver's dual bound less the safety margin, never its incumbent."""
     t0 = time.perf_counter()
-    model, data = build(inst, **kw)
+    model, index = RELAXATION.build(inst, kw, name=f"{inst.name}-assignment-relaxation")
     build_s = time.perf_counter() - t0
     limit = _limit(ctx, time_limit)
     options = ctx.options if limit is None else ctx.options.with_(time_limit=limit)
@@ -336,7 +418,7 @@ def solve_bound(inst: PlacementInstance, ctx: RunContext, time_limit: float | No
     ctx.solver_results.extend(sub.solver_results)
     if result.bound is None or not np.isfinite(result.bound):
         return None, result
-    margin = SAFETY * data["rows_on_path"] + 1e-9 * abs(result.bound)
+    margin = SAFETY * index.rows_on_path + 1e-9 * abs(result.bound)
     kind = "MILP" if kw.get("integral", True) else "LP"
     source = f"{SOURCE}, {kind} dual bound ({result.backend}, {result.termination.value})"
     return Bound(max(0.0, result.bound - margin) / SCALE, source), result
