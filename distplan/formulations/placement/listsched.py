@@ -50,7 +50,9 @@ import numpy as np
 
 from distplan.formulations.placement.listsched_data import (
     MemoryTimeline,
+    arrival_on,
     check_favorites,
+    independent_arrival,
     raise_no_fit,
     static_lists,
     topological_positions,
@@ -109,7 +111,7 @@ def _list_schedule(
     st = static_lists(inst, with_members=assignment is None)
     ins, outs, distinct, times, groups = st.ins, st.outs, st.distinct, st.times, st.groups
     gneed, gpers, members, transient, temporary, output = st.gneed, st.gpers, st.members, st.transient, st.temporary, st.output
-    inv_bw, lat, homogeneous, lat0, ib0 = st.inv_bw, st.lat, st.homogeneous, st.lat0, st.ib0
+    inv_bw, lat = st.inv_bw, st.lat
     consumers_left, remaining = st.consumers, st.indeg
     fixed = [-1] * n if assignment is None else np.asarray(assignment, dtype=np.int64).tolist()
     forced_mode = assignment is not None
@@ -220,51 +222,6 @@ def _list_schedule(
             return c[1]
         r, bound = channel_probe(v, d)
         chan_cache[key] = (epoch, r, bound)
-        return r
-
-    def independent_arrival(v: int) -> list[float]:
-        """Arrival time (s) of v's last input on every device, without channel contention."""
-        if homogeneous:  # one delay per tensor: the largest remote arrival and the runner-up
-            loc = [0.0] * nd  # from another device than the largest
-            top1 = top2 = 0.0
-            dev1 = -1
-            for u, b in ins[v]:
-                du = device[u]
-                eu = end[u]
-                if eu > loc[du]:
-                    loc[du] = eu
-                a = eu + lat0 + b * ib0
-                if a > top1:
-                    if du != dev1:
-                        top2 = top1
-                    top1 = a
-                    dev1 = du
-                elif du != dev1 and a > top2:
-                    top2 = a
-            rt = [lo if lo >= top1 else top1 for lo in loc]
-            if dev1 >= 0:
-                lo = loc[dev1]
-                rt[dev1] = lo if lo >= top2 else top2
-            return rt
-        rt = [0.0] * nd
-        for u, b in ins[v]:
-            du = device[u]
-            eu = end[u]
-            la, ib = lat[du], inv_bw[du]
-            for d in devs:
-                a = eu if d == du else eu + la[d] + b * ib[d]
-                if a > rt[d]:
-                    rt[d] = a
-        return rt
-
-    def arrival_on(v: int, d: int) -> float:
-        """`independent_arrival` on device d alone (s)."""
-        r = 0.0
-        for u, b in ins[v]:
-            du = device[u]
-            a = end[u] if du == d else end[u] + lat[du][d] + b * inv_bw[du][d]
-            if a > r:
-                r = a
         return r
 
     def exact(v: int, d: int, lb: float) -> float | None:
@@ -393,7 +350,7 @@ def _list_schedule(
         tp = topo_pos[v]
         fx = fixed[v]
         if fx >= 0:
-            a = arrival_on(v, fx)
+            a = arrival_on(ins[v], fx, device, end, st)
             rt = [_INF] * nd
             rt[fx] = a
             rt_lb[v] = rt
@@ -406,7 +363,7 @@ def _list_schedule(
                 if fav is not None:
                     heappush(fpend[fx], (a, tp))
             return
-        rt = rt_lb[v] = independent_arrival(v)
+        rt = rt_lb[v] = independent_arrival(ins[v], device, end, st)
         for d in devs:
             a = rt[d]
             if a <= dev_free[d]:

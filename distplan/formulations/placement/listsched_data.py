@@ -184,6 +184,57 @@ def distinct_inputs(inst: PlacementInstance) -> list[bool]:
     return distinct.tolist()  # type: ignore[no-any-return]
 
 
+def independent_arrival(ins_v: list[tuple[int, float]], device: list[int], end: list[float], st: StaticLists) -> list[float]:
+    """Arrival time (s) of an op's last input on every device without channel contention,
+    its inputs ``ins_v`` (producer, bytes) placed on ``device`` and ending at ``end`` (s)."""
+    nd = len(st.lat)
+    if st.homogeneous:  # one delay per tensor: the largest remote arrival and the runner-up
+        lat0, ib0 = st.lat0, st.ib0
+        loc = [0.0] * nd  # from another device than the largest
+        top1 = top2 = 0.0
+        dev1 = -1
+        for u, b in ins_v:
+            du = device[u]
+            eu = end[u]
+            if eu > loc[du]:
+                loc[du] = eu
+            a = eu + lat0 + b * ib0
+            if a > top1:
+                if du != dev1:
+                    top2 = top1
+                top1 = a
+                dev1 = du
+            elif du != dev1 and a > top2:
+                top2 = a
+        rt = [lo if lo >= top1 else top1 for lo in loc]
+        if dev1 >= 0:
+            lo = loc[dev1]
+            rt[dev1] = lo if lo >= top2 else top2
+        return rt
+    rt = [0.0] * nd
+    for u, b in ins_v:
+        du = device[u]
+        eu = end[u]
+        la, ib = st.lat[du], st.inv_bw[du]
+        for d in range(nd):
+            a = eu if d == du else eu + la[d] + b * ib[d]
+            if a > rt[d]:
+                rt[d] = a
+    return rt
+
+
+def arrival_on(ins_v: list[tuple[int, float]], d: int, device: list[int], end: list[float], st: StaticLists) -> float:
+    """`independent_arrival` on device d alone (s)."""
+    lat, inv_bw = st.lat, st.inv_bw
+    r = 0.0
+    for u, b in ins_v:
+        du = device[u]
+        a = end[u] if du == d else end[u] + lat[du][d] + b * inv_bw[du][d]
+        if a > r:
+            r = a
+    return r
+
+
 def raise_no_fit(inst: PlacementInstance, v: int, device: int, want: float, free: float, placed: int) -> NoReturn:
     """InfeasibleError for op v that needs ``want`` bytes where ``device`` has ``free``."""
     raise InfeasibleError(
