@@ -100,3 +100,22 @@ def test_least_flat_length_matches_the_milp(shape: str, memory: float, offsets: 
     out = _ctx().solve_model(model)
     assert out.termination.value == "optimal"
     assert res.length == pytest.approx(out.objective * period, abs=1e-6)
+
+
+def test_rotated_greedy_variants_are_valid_and_never_refute() -> None:
+    """The variants `tessel._pick_repetend` draws (rotated delay orders, greedy memory
+    pruning) are valid repetends; the greedy search claims no refutation."""
+    inst = tessel_case("nn", 5, 8)
+    cy = cyclic_blocks(inst, 1)
+    rng = np.random.default_rng(3)
+    keys = set()
+    for _ in range(8):
+        rot = rng.integers(0, 9, cy.n).tolist()
+        res = residue_search(cy, inst, 6, 9, rotate=rot, greedy=True, node_limit=2_000)
+        assert res.status in ("found", "undecided")
+        if res.sigma is not None:
+            sigma = res.sigma - res.sigma.min()
+            assert _valid(inst, sigma, 9, 6)
+            keys.add(tuple(sigma.tolist()))
+    assert len(keys) >= 2  # the rotations reach different repetends
+    assert residue_search(cy, inst, 6, 8, greedy=True, node_limit=200_000).status == "undecided"

@@ -36,8 +36,15 @@ def list_schedule(inst: PipelineInstance, priority: np.ndarray, limit: np.ndarra
     preds: list[list[tuple[int, float]]] = [[] for _ in range(nb)]
     for a, b, g in zip(src.tolist(), dst.tolist(), lag.tolist()):
         preds[b].append((a, g))
-    prio = np.asarray(priority, dtype=float)
-    start = np.full((nb, n), np.nan)
+    prio = np.asarray(priority, dtype=float).tolist()
+    nan = math.nan
+    start = [[nan] * n for _ in range(nb)]
+    succ: list[list[int]] = [[] for _ in range(nb)]
+    for b in range(nb):
+        for a, _ in preds[b]:
+            succ[a].append(b)
+    durs = dur.tolist()
+    mems = memory.tolist()
     nxt = [0] * nb
     free_at = [0.0] * nd
     mem = [0.0] * nd
@@ -45,6 +52,8 @@ def list_schedule(inst: PipelineInstance, priority: np.ndarray, limit: np.ndarra
     events: list[float] = [0.0]
     done = 0
     total = nb * n
+    ready: list[float | None] = [None] * nb  # ready time of each block's next micro-batch
+    valid = [False] * nb  # ready[b] is up to date
 
     def ready_time(b: int) -> float | None:
         m = nxt[b]
@@ -52,12 +61,12 @@ def list_schedule(inst: PipelineInstance, priority: np.ndarray, limit: np.ndarra
             return None
         t = 0.0
         for a, g in preds[b]:
-            s = start[a, m]
+            s = start[a][m]
             if s != s:  # nan: not started
                 return None
-            t = max(t, s + dur[a] + g)
+            t = max(t, s + durs[a] + g)
         if m > 0:
-            t = max(t, start[b, m - 1] + dur[b])
+            t = max(t, start[b][m - 1] + durs[b])
         return t
 
     while done < total:
@@ -69,13 +78,16 @@ def list_schedule(inst: PipelineInstance, priority: np.ndarray, limit: np.ndarra
         # candidate blocks: those with a ready next micro-batch, in priority order
         cands: list[tuple[float, int, int]] = []
         for b in range(nb):
-            r = ready_time(b)
-            if r is None:
+            if not valid[b]:
+                ready[b] = ready_time(b)
+                valid[b] = True
+                r = ready[b]
+                if r is not None and r > t + EPS:
+                    heapq.heappush(events, r)
+            r = ready[b]
+            if r is None or r > t + EPS:
                 continue
-            if r > t + EPS:
-                heapq.heappush(events, r)
-                continue
-            cands.append((float(prio[b, nxt[b]]), b, nxt[b]))
+            cands.append((prio[b][nxt[b]], b, nxt[b]))
         cands.sort()
         reserved_until = [math.inf] * nd  # a device waiting for a multi-device op: latest end allowed
         for _, b, m in cands:
@@ -87,18 +99,22 @@ def list_schedule(inst: PipelineInstance, priority: np.ndarray, limit: np.ndarra
                         if free_at[d] <= t + EPS:
                             reserved_until[d] = min(reserved_until[d], when)
                 continue
-            if any(t + dur[b] > reserved_until[d] + EPS for d in ds):
+            if any(t + durs[b] > reserved_until[d] + EPS for d in ds):
                 continue
-            if memory[b] > 0 and any(mem[d] + memory[b] > lim[d] + EPS * max(1.0, abs(lim[d])) for d in ds):
+            if mems[b] > 0 and any(mem[d] + mems[b] > lim[d] + EPS * max(1.0, abs(lim[d])) for d in ds):
                 continue
-            start[b, m] = t
+            start[b][m] = t
             nxt[b] += 1
+            valid[b] = False
+            for c in succ[b]:
+                if nxt[c] == m:
+                    valid[c] = False
             for d in ds:
-                mem[d] += memory[b]
-                free_at[d] = t + dur[b]
-            heapq.heappush(events, t + dur[b])
+                mem[d] += mems[b]
+                free_at[d] = t + durs[b]
+            heapq.heappush(events, t + durs[b])
             done += 1
-    return start
+    return np.asarray(start, dtype=float)
 
 
 def guided(inst: PipelineInstance, priority: np.ndarray, limits: list[np.ndarray]) -> list[np.ndarray]:

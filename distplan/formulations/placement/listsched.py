@@ -23,29 +23,43 @@ in bytes.
 
 Implementation (near-linear): every device keeps its ready ops in two heaps, those whose
 inputs arrive by the time the device is free (ordered by topological position) and the
-others (ordered by arrival time). The arrival time without channel contention is a lower
-bound of the start on a device; a device's proposal is found by visiting its ops in order
-of that bound and evaluating the exact start (channel queues, memory timeline) only until
-the bound exceeds the best exact start found. Under the independent communication model
-and without memory pressure the first valid op is the answer, so one step costs
-O(devices · log V) and the whole schedule O((V + E) · devices · log V). A device's proposal
-is kept until the next placement (steps that only advance time reuse it); under uniform
-links an op's arrival on every device comes from its largest and second-largest remote
-arrival, O(in-degree + devices). The plans are the
-same as those of the direct formulation (every ready op on every device at every step),
-which the tests keep as a reference.
+others (ordered by a lower bound of their start). The free devices' ops are visited
+together in order of (bound, position, device) and their exact start (channel queues,
+memory timeline) is evaluated only while the bound is below the best exact start found.
+The first bound is the arrival without channel contention; under the channel model an
+evaluated op's entry then takes a tighter bound that stays valid as the schedule grows
+(`channel_probe`), so ops that lost once are not evaluated again at every step. Under the
+independent communication model and without memory pressure the first valid op is the
+answer, so one step costs O(devices · log V) and the whole schedule
+O((V + E) · devices · log V). The best proposal is kept until the next placement (steps
+that only advance time add the devices that became free); under uniform links an op's
+arrival on every device comes from its largest and second-largest remote arrival,
+O(in-degree + devices); an op with a fixed device gets its arrival there only. The plans
+are the same as those of the direct formulation (every ready op on every device at every
+step), which the tests keep as a reference.
 """
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from distplan.errors import InfeasibleError
+from distplan.formulations.placement.listsched_data import (
+    MemoryTimeline,
+    arrival_on,
+    check_favorites,
+    independent_arrival,
+    raise_no_fit,
+    static_lists,
+    topological_positions,
+)
 from distplan.models.placement_instance import PlacementInstance
+
+__all__ = ["Schedule", "list_schedule", "topological_positions"]
 
 _INF = math.inf
 
@@ -55,75 +69,6 @@ class Schedule:
     device: np.ndarray  # (n,) device id per op
     start: np.ndarray  # (n,) seconds
     makespan: float
-
-
-class _MemoryTimeline:
-    """Bytes in use on one device over time (Baechi's liveness model), for placement checks.
-
-    Events are (time [s], delta [bytes]); at equal times frees come before allocations, as
-    in the evaluator. `earliest_fit` answers: from which start time on can ``extra`` more
-    bytes stay resident forever without exceeding the capacity at any later event?
-    """
-
-    def __init__(self, capacity: float):
-        self.capacity = capacity * (1 + 1e-12)
-        self.times: list[float] = []
-        self.deltas: list[float] = []
-        self.allocated = 0.0  # every byte ever allocated: a cheap sufficient check
-        self._cache: tuple[np.ndarray, np.ndarray] | None = None
-
-    def add(self, time: float, delta: float) -> None:
-        self.times.append(time)
-        self.deltas.append(delta)
-        if delta > 0:
-            self.allocated += delta
-        self._cache = None
-
-    def earliest_fit(self, start: float, extra: float) -> float:
-        if self.allocated + extra <= self.capacity:
-            return start
-        if self._cache is None:
-            t = np.asarray(self.times)
-            dl = np.asarray(self.deltas)
-            order = np.lexsort((dl > 0, t))
-            usage = np.cumsum(dl[order])
-            self._cache = (t[order], np.maximum.accumulate(usage[::-1])[::-1])
-        t, suffix = self._cache
-        limit = self.capacity - extra
-        k0 = int(np.searchsorted(t, start, side="right")) - 1
-        if k0 < 0 and (suffix.size == 0 or max(0.0, float(suffix[0])) <= limit):
-            return start
-        k = max(k0, int(np.searchsorted(-suffix, -limit, side="left")), 0)
-        if k >= t.size:
-            return _INF
-        return max(start, float(t[k]))
-
-
-def topological_positions(inst: PlacementInstance) -> tuple[list[int], list[int]]:
-    """Kahn's order with the smallest op id first among ready ops (the order of
-    `PlacementInstance.topo_order`), as (order, position of each op); O((V + E) log V)."""
-    n = inst.n_ops
-    dst = inst.dst.tolist()
-    indeg = np.bincount(inst.dst, minlength=n).tolist()
-    order_e = np.argsort(inst.src, kind="stable")
-    starts = np.searchsorted(inst.src[order_e], np.arange(n + 1)).tolist()
-    succ_dst = [dst[e] for e in order_e.tolist()]
-    heap = [v for v in range(n) if indeg[v] == 0]
-    heapq.heapify(heap)
-    order: list[int] = []
-    pop, push = heapq.heappop, heapq.heappush
-    while heap:
-        v = pop(heap)
-        order.append(v)
-        for k in range(starts[v], starts[v + 1]):
-            w = succ_dst[k]
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                push(heap, w)
-    pos = [0] * n
-    for k, v in enumerate(order):
-        pos[v] = k
-    return order, pos
 
 
 def list_schedule(
@@ -138,96 +83,74 @@ def list_schedule(
     ``favorite[i]`` is op i's favorite child (a successor of i, or -1 for none; an op is the
     favorite of at most one op, as m-SCT's rounding makes them); ``assignment`` fixes the
     device of every op (only the start times are chosen then); ``topo`` is a precomputed
-    `topological_positions` result.
+    `topological_positions` result. The cyclic garbage collector is paused meanwhile: the
+    loop allocates many short-lived tuples and no cycles, and the collections it would
+    trigger cost 3-6% of the time.
     """
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _list_schedule(inst, favorite, assignment, topo)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _list_schedule(
+    inst: PlacementInstance,
+    favorite: np.ndarray | None,
+    assignment: np.ndarray | None,
+    topo: tuple[list[int], list[int]] | None,
+) -> Schedule:
     n, nd = inst.n_ops, inst.n_devices
-    if favorite is not None:
-        fv = np.asarray(favorite, dtype=np.int64)
-        has = np.flatnonzero(fv >= 0) if fv.shape == (n,) else np.zeros(0, dtype=np.int64)
-        if (
-            fv.shape != (n,)
-            or np.any(fv >= n)
-            or np.any(np.bincount(fv[has], minlength=1) > 1)
-            or not np.all(np.isin(has * n + fv[has], inst.src * n + inst.dst))
-        ):
-            raise ValueError("favorite must give each op at most one favorite child (a successor's id or -1), each the favorite of at most one op")
+    fav = None if favorite is None else check_favorites(inst, favorite)
     order, topo_pos = topological_positions(inst) if topo is None else topo
-    heappush, heappop = heapq.heappush, heapq.heappop
+    heappush, heappop, heapify, heapreplace = heapq.heappush, heapq.heappop, heapq.heapify, heapq.heapreplace
 
     # -- static data as Python lists (element access in the loop) -----------------------
-    src_l = inst.src.tolist()
-    dst_l = inst.dst.tolist()
-    bytes_l = inst.edge_bytes.astype(float).tolist()
-    e_in = np.argsort(inst.dst, kind="stable").tolist()
-    ins: list[list[tuple[int, float]]] = [[] for _ in range(n)]
-    for e in e_in:
-        ins[dst_l[e]].append((src_l[e], bytes_l[e]))
-    e_out = np.argsort(inst.src, kind="stable").tolist()
-    outs: list[list[int]] = [[] for _ in range(n)]
-    for e in e_out:
-        outs[src_l[e]].append(dst_l[e])
-    times = inst.time.astype(float).tolist()
-    need = inst.memory_need()
-    groups_a = inst.colocation_groups()
-    groups = groups_a.tolist()
-    gneed = np.bincount(groups_a, weights=need).tolist()
-    gsize = np.bincount(groups_a)
-    members: dict[int, list[int]] = {}
-    if assignment is None and np.any(gsize > 1):
-        for v, g in enumerate(groups):
-            if gsize[g] > 1:
-                members.setdefault(g, []).append(v)
+    st = static_lists(inst, with_members=assignment is None)
+    ins, outs, distinct, times, groups = st.ins, st.outs, st.distinct, st.times, st.groups
+    gneed, gpers, members, transient, temporary, output = st.gneed, st.gpers, st.members, st.transient, st.temporary, st.output
+    inv_bw, lat = st.inv_bw, st.lat
+    consumers_left, remaining = st.consumers, st.indeg
     fixed = [-1] * n if assignment is None else np.asarray(assignment, dtype=np.int64).tolist()
     forced_mode = assignment is not None
     cap = inst.device_memory.astype(float).tolist()
     capx = (inst.device_memory * (1 + 1e-12)).tolist()
     used = [0.0] * nd
     liveness = inst.memory_model == "liveness"
-    timelines = [_MemoryTimeline(c) for c in cap] if liveness else []
+    timelines = [MemoryTimeline(c) for c in cap] if liveness else []
     allocated = [0.0] * nd
-    gpers = np.bincount(groups_a, weights=inst.memory).tolist()
-    transient = (inst.temporary + inst.output).tolist()
-    temporary = inst.temporary.astype(float).tolist()
-    output = inst.output.astype(float).tolist()
-    consumers_left = np.bincount(inst.src, minlength=n).tolist()
     group_placed = [False] * len(gpers)
     last_consumer_end = [0.0] * n
-    inv_bw = (1.0 / inst.bandwidth).tolist()
-    lat = inst.latency.astype(float).tolist()
     channels = inst.communication == "channels"
-    off = ~np.eye(nd, dtype=bool)
-    homogeneous = nd == 1 or (np.ptp(inst.latency[off]) == 0 and np.ptp(1.0 / inst.bandwidth[off]) == 0)
-    lat0 = float(inst.latency[off][0]) if nd > 1 else 0.0
-    ib0 = float((1.0 / inst.bandwidth)[off][0]) if nd > 1 else 0.0
-    fav = None if favorite is None else np.asarray(favorite, dtype=np.int64).tolist()
     devs = list(range(nd))
 
     # -- dynamic state ----------------------------------------------------------------------
     device = [-1] * n
     start = [0.0] * n
     end = [0.0] * n
-    remaining = np.bincount(inst.dst, minlength=n).tolist()
     dev_free = [0.0] * nd
     reserved = [-1] * nd  # favorite child a device waits for
     reserver = [-1] * n  # device that waits for an op
     is_ready = [False] * n
-    rt_lb: list[list[float] | None] = [None] * n  # arrival per device without channel contention
+    rt_lb: list[list[float]] = [[]] * n  # arrival per device without channel contention
     rel: list[list[int]] = [[] for _ in devs]  # ready ops (topological positions) arrived by dev_free
-    pend: list[list[tuple[float, int]]] = [[] for _ in devs]  # (arrival lower bound, position)
-    frel: list[list[int]] = [[] for _ in devs]  # the same for ops forced onto the device
+    pend: list[list[tuple[float, int]]] = [[] for _ in devs]  # (lower bound of the start, position)
+    frel: list[list[int]] = [[] for _ in devs]  # the same for ops forced onto the device (m-SCT)
     fpend: list[list[tuple[float, int]]] = [[] for _ in devs]
     need_heap: list[tuple[float, int]] = []  # (-bytes, op) of unforced ready ops (m-SCT)
     chan_free = [0.0] * nd
     arrived: dict[tuple[int, int, float], float] = {}
     epoch = 0  # bumped whenever the channel state changes
-    chan_cache: dict[tuple[int, int], tuple[int, float]] = {}
+    chan_cache: dict[tuple[int, int], tuple[int, float, float]] = {}
     placed = 0
     t = 0.0
 
-    def channel_arrival(v: int, d: int, commit: bool) -> float:
-        """Ready time (s) of v on d when transfers queue on the per-device channels."""
+    def channel_commit(v: int, d: int) -> float:
+        """Ready time (s) of v on d when transfers queue on the per-device channels; the
+        transfers are booked."""
         r = 0.0
-        local = chan_free if commit else chan_free[:]
         for u, b in ins[v]:
             du = device[u]
             if du == d:
@@ -242,56 +165,64 @@ def list_schedule(
                     r = a
                 continue
             eu = end[u]
-            lu = local[du]
+            lu = chan_free[du]
             send = eu if eu >= lu else lu
-            ld = local[d]
+            ld = chan_free[d]
             arr = (send if send >= ld else ld) + lat[du][d] + b * inv_bw[du][d]
-            local[du] = local[d] = arr
-            if commit:
-                arrived[key] = arr
+            chan_free[du] = chan_free[d] = arr
+            arrived[key] = arr
             if arr > r:
                 r = arr
         return r
+
+    def channel_probe(v: int, d: int) -> tuple[float, float]:
+        """`channel_commit` without booking (s; a tensor seen twice is sent twice), and a
+        lower bound of it (s) that does not decrease as the schedule grows: the inputs on d
+        already, each transfer's own earliest arrival, and the transfers still due queued
+        back to back on d's channel (when v's tensors are distinct). Channels' free times
+        only grow and a tensor's arrival, once there, is fixed; the bound is lowered by a
+        relative 1e-9 against rounding (its sums are taken in another order)."""
+        r = bound = 0.0
+        local = chan_free[:]
+        q = chan_free[d]
+        for u, b in ins[v]:
+            du = device[u]
+            if du == d:
+                a = end[u]
+            else:
+                a = arrived.get((u, d, b))  # type: ignore[assignment]
+                if a is None:
+                    eu = end[u]
+                    la, ib = lat[du][d], b * inv_bw[du][d]
+                    lu = chan_free[du]
+                    own = (eu if eu >= lu else lu) + la + ib
+                    if own > bound:
+                        bound = own
+                    q = q + la + ib
+                    lu = local[du]
+                    send = eu if eu >= lu else lu
+                    ld = local[d]
+                    a = (send if send >= ld else ld) + la + ib
+                    local[du] = local[d] = a
+                    if a > r:
+                        r = a
+                    continue
+            if a > r:
+                r = a
+            if a > bound:
+                bound = a
+        if distinct[v] and q > bound:
+            bound = q
+        return r, bound - 1e-9 * abs(bound)
 
     def chan_rt(v: int, d: int) -> float:
         key = (v, d)
         c = chan_cache.get(key)
         if c is not None and c[0] == epoch:
             return c[1]
-        r = channel_arrival(v, d, False)
-        chan_cache[key] = (epoch, r)
+        r, bound = channel_probe(v, d)
+        chan_cache[key] = (epoch, r, bound)
         return r
-
-    def independent_arrival(v: int) -> list[float]:
-        """Arrival time (s) of v's last input on every device, without channel contention."""
-        if homogeneous:  # one delay per tensor: the largest remote arrival and the runner-up
-            loc = [0.0] * nd  # from another device than the largest
-            top1 = top2 = 0.0
-            dev1 = -1
-            for u, b in ins[v]:
-                du = device[u]
-                eu = end[u]
-                if eu > loc[du]:
-                    loc[du] = eu
-                a = eu + lat0 + b * ib0
-                if a > top1:
-                    if du != dev1:
-                        top2 = top1
-                    top1 = a
-                    dev1 = du
-                elif du != dev1 and a > top2:
-                    top2 = a
-            return [(lo if lo >= (top1 if d != dev1 else top2) else (top1 if d != dev1 else top2)) for d, lo in enumerate(loc)]
-        rt = [0.0] * nd
-        for u, b in ins[v]:
-            du = device[u]
-            eu = end[u]
-            la, ib = lat[du], inv_bw[du]
-            for d in devs:
-                a = eu if d == du else eu + la[d] + b * ib[d]
-                if a > rt[d]:
-                    rt[d] = a
-        return rt
 
     def exact(v: int, d: int, lb: float) -> float | None:
         """Exact earliest start (s) of v on d given its lower bound ``lb``; None: v does not
@@ -323,7 +254,7 @@ def list_schedule(
         if channels:
             s: float | None = exact(v, d, 0.0)
         else:
-            r = rt_lb[v][d]  # type: ignore[index]
+            r = rt_lb[v][d]
             f0 = dev_free[d]
             s = exact(v, d, r if r >= f0 else f0)
         return None if s is None or s == -1.0 else s
@@ -348,24 +279,15 @@ def list_schedule(
         big = -need_heap[0][0]
         return any(dev_free[d] > t and (allocated[d] if liveness else used[d]) + big <= capx[d] for d in devs)
 
-    def propose(d: int, f: int) -> tuple[float, int] | None:
-        """Device d's best (start, topological position); with a reserved child ``f`` only f
-        and urgent ops qualify."""
+    def propose_reserved(d: int, f: int) -> tuple[float, int] | None:
+        """Device d's best (start, topological position) while it waits for its reserved
+        child ``f``: f, or an urgent op due now."""
         f0 = dev_free[d]
-        if f >= 0:
-            sf = sched_on(f, d)
-            if sf is None:  # cannot happen: dropped reservations are checked before
-                return None
-            best_s, best_p = sf, topo_pos[f]
-            lim = t
-            if unforced_blocked():
-                r, p = frel[d], fpend[d]
-            else:
-                r, p = rel[d], pend[d]
-        else:
-            best_s, best_p = _INF, n
-            lim = _INF
-            r, p = rel[d], pend[d]
+        sf = sched_on(f, d)
+        if sf is None:  # cannot happen: dropped reservations are checked before
+            return None
+        best_s, best_p = sf, topo_pos[f]
+        r, p = (frel[d], fpend[d]) if unforced_blocked() else (rel[d], pend[d])
         while p and p[0][0] <= f0:
             heappush(r, heappop(p)[1])
         stash_r: list[int] = []
@@ -380,15 +302,12 @@ def list_schedule(
                 from_r = False
             else:
                 break
-            if lb > lim or lb > best_s or (lb == best_s and tp >= best_p):
+            if lb > t or lb > best_s or (lb == best_s and tp >= best_p):
                 break
             v = order[tp]
             fx = fixed[v]
             if device[v] >= 0 or (fx >= 0 and fx != d):
-                if from_r:
-                    heappop(r)
-                else:
-                    heappop(p)
+                heappop(r if from_r else p)  # type: ignore[arg-type]
                 continue
             rv = reserver[v]
             if v == f or (rv >= 0 and rv != d):
@@ -396,12 +315,9 @@ def list_schedule(
             else:
                 s = exact(v, d, lb)
                 if s == -1.0:  # never fits this device again: drop it
-                    if from_r:
-                        heappop(r)
-                    else:
-                        heappop(p)
+                    heappop(r if from_r else p)  # type: ignore[arg-type]
                     continue
-                if s is not None and f >= 0 and (s > t or not urgent(v)):
+                if s is not None and (s > t or not urgent(v)):
                     s = None
             if s is not None and (s < best_s or (s == best_s and tp < best_p)):
                 best_s, best_p = s, tp
@@ -415,8 +331,6 @@ def list_schedule(
             heappush(r, x)
         for y in stash_p:
             heappush(p, y)
-        if best_p == n:
-            return None
         return best_s, best_p
 
     def arrival_row(v: int) -> list[float]:
@@ -425,39 +339,40 @@ def list_schedule(
             fx = fixed[v]
             if fx >= 0:
                 row = [_INF] * nd
-                row[fx] = channel_arrival(v, fx, False)
+                row[fx] = channel_probe(v, fx)[0]
                 return row
-            return [channel_arrival(v, d, False) for d in devs]
-        return rt_lb[v]  # type: ignore[return-value]
-
-    def enqueue(v: int, d: int, forced: bool, main: bool = True) -> None:
-        a = rt_lb[v][d]  # type: ignore[index]
-        tp = topo_pos[v]
-        if forced:
-            if a <= dev_free[d]:
-                heappush(frel[d], tp)
-            else:
-                heappush(fpend[d], (a, tp))
-        if not main:
-            return
-        if a <= dev_free[d]:
-            heappush(rel[d], tp)
-        else:
-            heappush(pend[d], (a, tp))
+            return [channel_probe(v, d)[0] for d in devs]
+        return rt_lb[v]
 
     def add_ready(v: int) -> None:
+        """Enqueue v (its predecessors all placed) on the devices it may run on."""
         is_ready[v] = True
-        rt_lb[v] = independent_arrival(v)
+        tp = topo_pos[v]
         fx = fixed[v]
         if fx >= 0:
-            enqueue(v, fx, True)
-        else:
-            for d in devs:
-                enqueue(v, d, False)
-            if fav is not None:
-                g = groups[v]
-                big = transient[v] + gpers[g] if liveness else gneed[g]
-                heappush(need_heap, (-big, v))
+            a = arrival_on(ins[v], fx, device, end, st)
+            rt = [_INF] * nd
+            rt[fx] = a
+            rt_lb[v] = rt
+            if a <= dev_free[fx]:
+                heappush(rel[fx], tp)
+                if fav is not None:
+                    heappush(frel[fx], tp)
+            else:
+                heappush(pend[fx], (a, tp))
+                if fav is not None:
+                    heappush(fpend[fx], (a, tp))
+            return
+        rt = rt_lb[v] = independent_arrival(ins[v], device, end, st)
+        for d in devs:
+            a = rt[d]
+            if a <= dev_free[d]:
+                heappush(rel[d], tp)
+            else:
+                heappush(pend[d], (a, tp))
+        if fav is not None:
+            g = groups[v]
+            heappush(need_heap, (-(transient[v] + gpers[g] if liveness else gneed[g]), v))
 
     def place(v: int, d: int, at: float) -> None:
         nonlocal epoch
@@ -465,11 +380,11 @@ def list_schedule(
         if channels:
             e0 = len(arrived)
             cf = chan_free[:]
-            ready_at = channel_arrival(v, d, True)
+            ready_at = channel_commit(v, d)
             if len(arrived) != e0 or cf != chan_free:
                 epoch += 1
         else:
-            ready_at = rt_lb[v][d]  # type: ignore[index]
+            ready_at = rt_lb[v][d]
         s = ready_at
         if dev_free[d] > s:
             s = dev_free[d]
@@ -485,8 +400,12 @@ def list_schedule(
             group_placed[g] = True
             for w in members.get(g, ()):
                 fixed[w] = d
-                if is_ready[w] and w != v:
-                    enqueue(w, d, True, main=False)  # already in d's main queue
+                if is_ready[w] and w != v:  # already in d's main queue
+                    a = rt_lb[w][d]
+                    if a <= dev_free[d]:
+                        heappush(frel[d], topo_pos[w])
+                    else:
+                        heappush(fpend[d], (a, topo_pos[w]))
         device[v] = d
         start[v] = s
         ev = s + times[v][d]
@@ -528,14 +447,75 @@ def list_schedule(
                     reserved[d] = f
                     reserver[f] = d
 
+    def select(ds: list[int], bs: float, bp: int, bd: int) -> tuple[float, int, int]:
+        """The smallest (start, topological position, device) of the given one and those of
+        the unreserved devices ``ds``: their ready ops are merged in order of their bounds
+        and evaluated only while a bound is below the best (exact start >= bound). Under the
+        channel model an evaluated entry takes the bound of `channel_probe` when larger."""
+        tops: list[tuple[float, int, int]] = []
+        for d in ds:
+            f0 = dev_free[d]
+            r, p = rel[d], pend[d]
+            while p and p[0][0] <= f0:
+                heappush(r, heappop(p)[1])
+            if r:
+                tops.append((f0, r[0], d))
+            elif p:
+                lb, tp = p[0]
+                tops.append((lb, tp, d))
+        heapify(tops)
+        stash: list[tuple[int, int, tuple[float, int] | None]] = []
+        while tops:
+            lb, tp, d = tops[0]
+            if lb > bs or (lb == bs and (tp > bp or (tp == bp and d > bd))):
+                break
+            r, p = rel[d], pend[d]
+            item: tuple[float, int] | None = None
+            if r:
+                heappop(r)
+            else:
+                item = heappop(p)
+            v = order[tp]
+            fx = fixed[v]
+            if device[v] < 0 and (fx < 0 or fx == d):
+                rv = reserver[v]
+                if rv < 0 or rv == d:
+                    sv = exact(v, d, lb)
+                    if sv != -1.0:  # else: never fits this device again, dropped
+                        if sv is not None and (sv < bs or (sv == bs and (tp < bp or (tp == bp and d < bd)))):
+                            bs, bp, bd = sv, tp, d
+                        if channels:
+                            kb = chan_cache[(v, d)][2]
+                            if kb > lb and kb > dev_free[d]:
+                                item = (kb, tp)
+                        stash.append((d, tp, item))
+                else:
+                    stash.append((d, tp, item))
+            if r:
+                heapreplace(tops, (dev_free[d], r[0], d))
+            elif p:
+                lb, tp = p[0]
+                heapreplace(tops, (lb, tp, d))
+            else:
+                heappop(tops)
+        for d, tp, item in stash:
+            if item is None:
+                heappush(rel[d], tp)
+            else:
+                heappush(pend[d], item)
+        return bs, bp, bd
+
     for v in range(n):
         if remaining[v] == 0:
             add_ready(v)
 
-    # a device's proposal without a reservation depends on the state, not on t: it is kept
-    # until the next placement or dropped reservation (``version``)
-    version = 0
-    cached: list[tuple[int, tuple[float, int] | None]] = [(-1, None)] * nd
+    # the best proposal of the unreserved free devices depends on the state, not on t: it is
+    # kept until the next placement or dropped reservation and extended with the devices
+    # that become free as time advances (``kept``, over the devices ``kept_devs``)
+    kept: tuple[float, int, int] = (_INF, n, nd)
+    version = 1  # bumped by every placement and dropped reservation
+    kept_in = [0] * nd  # the version in which a device's ops entered ``kept``
+    due = 1e-12  # a start <= due starts now: t within a relative 1e-12
     while placed < n:
         if fav is not None:
             for d in devs:  # a reservation for a child that no longer fits its device is dropped
@@ -544,31 +524,32 @@ def list_schedule(
                     reserved[d] = -1
                     reserver[f] = -1
                     version += 1
-        best: tuple[float, int, int] | None = None
+                    kept = (_INF, n, nd)
         free_t = t + 1e-15
+        fresh = []
+        bs, bp, bd = _INF, n, nd
         for d in devs:
             if dev_free[d] <= free_t:
                 f = reserved[d]
                 if f >= 0:
-                    prop = propose(d, f)
-                else:
-                    c = cached[d]
-                    if c[0] == version:
-                        prop = c[1]
-                    else:
-                        prop = propose(d, -1)
-                        cached[d] = (version, prop)
-                if prop is not None and (best is None or prop[0] < best[0] or (prop[0] == best[0] and prop[1] < best[1])):
-                    best = (prop[0], prop[1], d)
-        if best is not None:
-            if best[0] <= t + 1e-12 * max(1.0, t):
-                place(order[best[1]], best[2], best[0])
-                placed += 1
-                version += 1
-                continue
-            t_next = best[0]
-        else:
-            t_next = _INF
+                    prop = propose_reserved(d, f)
+                    if prop is not None and (prop[0] < bs or (prop[0] == bs and prop[1] < bp)):
+                        bs, bp, bd = prop[0], prop[1], d
+                elif kept_in[d] != version:
+                    kept_in[d] = version
+                    fresh.append(d)
+        if fresh:
+            kept = select(fresh, *kept)
+        ks, kp, kd = kept
+        if ks < bs or (ks == bs and (kp < bp or (kp == bp and kd < bd))):
+            bs, bp, bd = ks, kp, kd
+        if bs <= due and bp < n:
+            place(order[bp], bd, bs)
+            placed += 1
+            version += 1
+            kept = (_INF, n, nd)
+            continue
+        t_next = bs
         for d in devs:
             fd = dev_free[d]
             if fd > free_t and fd < t_next:
@@ -577,14 +558,9 @@ def list_schedule(
             # nothing fits anywhere: report the smallest shortfall of a ready op
             v = min((u for u in range(n) if is_ready[u]), key=lambda u: topo_pos[u])
             free = [cap[k] - used[k] for k in devs]
-            want = gneed[groups[v]]
             dd = fixed[v] if fixed[v] >= 0 else int(np.argmax(free))
-            raise InfeasibleError(
-                f"{inst.name}: op {inst.op_names[v]!r} needs {int(want)} bytes but device "
-                f"{inst.device_names[dd]!r} has only {int(free[dd])} free (short by {int(want - free[dd])} bytes); "
-                f"{placed} of {n} ops were placed",
-                {"op": inst.op_names[v], "device": inst.device_names[dd], "shortfall_bytes": float(want - free[dd])},
-            )
+            raise_no_fit(inst, v, dd, gneed[groups[v]], free[dd], placed)
         t = t_next
+        due = t + 1e-12 * (t if t > 1.0 else 1.0)
 
     return Schedule(device=np.asarray(device, dtype=np.int64), start=np.asarray(start, dtype=float), makespan=max(end) if n else 0.0)

@@ -1,0 +1,245 @@
+"""The parts of the list scheduler (`listsched`) that do not run per placement: the memory
+timeline of Baechi's liveness model, the topological order, the favorites check, the
+instance's data as Python lists (element access in the scheduling loop is faster on lists
+than on numpy arrays) and the infeasibility report. Times in seconds, memory in bytes."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import NoReturn
+
+import numpy as np
+
+from distplan.errors import InfeasibleError
+from distplan.models.placement_instance import PlacementInstance
+
+_INF = math.inf
+
+
+class MemoryTimeline:
+    """Bytes in use on one device over time (Baechi's liveness model), for placement checks.
+
+    Events are (time [s], delta [bytes]); at equal times frees come before allocations, as
+    in the evaluator. `earliest_fit` answers: from which start time on can ``extra`` more
+    bytes stay resident forever without exceeding the capacity at any later event? The
+    caller checks the cheap sufficient condition first (every byte ever allocated plus
+    ``extra`` fits: then the answer is ``start``).
+    """
+
+    def __init__(self, capacity: float):
+        self.capacity = capacity * (1 + 1e-12)
+        self.times: list[float] = []
+        self.deltas: list[float] = []
+        self._cache: tuple[int, np.ndarray, np.ndarray] | None = None  # (events, times, suffix max)
+
+    def add(self, time: float, delta: float) -> None:
+        self.times.append(time)
+        self.deltas.append(delta)
+
+    def earliest_fit(self, start: float, extra: float) -> float:
+        if self._cache is None or self._cache[0] != len(self.times):
+            t = np.asarray(self.times)
+            dl = np.asarray(self.deltas)
+            order = np.lexsort((dl > 0, t))
+            usage = np.cumsum(dl[order])
+            self._cache = (t.size, t[order], np.maximum.accumulate(usage[::-1])[::-1])
+        _, t, suffix = self._cache
+        limit = self.capacity - extra
+        k0 = int(np.searchsorted(t, start, side="right")) - 1
+        if k0 < 0 and (suffix.size == 0 or max(0.0, float(suffix[0])) <= limit):
+            return start
+        k = max(k0, int(np.searchsorted(-suffix, -limit, side="left")), 0)
+        if k >= t.size:
+            return _INF
+        return max(start, float(t[k]))
+
+
+def topological_positions(inst: PlacementInstance) -> tuple[list[int], list[int]]:
+    """Kahn's order with the smallest op id first among ready ops (the order of
+    `PlacementInstance.topo_order`), as (order, position of each op); O((V + E) log V)."""
+    n = inst.n_ops
+    if np.all(inst.src < inst.dst):  # numbered in topological order: Kahn's pops 0, 1, 2, ...
+        ident = list(range(n))
+        return ident, ident[:]
+    dst = inst.dst.tolist()
+    indeg = np.bincount(inst.dst, minlength=n).tolist()
+    order_e = np.argsort(inst.src, kind="stable")
+    starts = np.searchsorted(inst.src[order_e], np.arange(n + 1)).tolist()
+    succ_dst = [dst[e] for e in order_e.tolist()]
+    heap = [v for v in range(n) if indeg[v] == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    pop, push = heapq.heappop, heapq.heappush
+    while heap:
+        v = pop(heap)
+        order.append(v)
+        for k in range(starts[v], starts[v + 1]):
+            w = succ_dst[k]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                push(heap, w)
+    pos = [0] * n
+    for k, v in enumerate(order):
+        pos[v] = k
+    return order, pos
+
+
+def check_favorites(inst: PlacementInstance, favorite: np.ndarray) -> list[int]:
+    """``favorite`` as a list, after checking that each op has at most one favorite child
+    (a successor's id, or -1), and each op is the favorite of at most one op."""
+    n = inst.n_ops
+    fv = np.asarray(favorite, dtype=np.int64)
+    has = np.flatnonzero(fv >= 0) if fv.shape == (n,) else np.zeros(0, dtype=np.int64)
+    edges = np.sort(inst.src * n + inst.dst)
+    want = has * n + fv[has] if fv.shape == (n,) else has
+    at = np.minimum(np.searchsorted(edges, want), max(edges.size - 1, 0))
+    if (
+        fv.shape != (n,)
+        or np.any(fv >= n)
+        or np.any(np.bincount(fv[has], minlength=1) > 1)
+        or (want.size > 0 and (edges.size == 0 or np.any(edges[at] != want)))
+    ):
+        raise ValueError("favorite must give each op at most one favorite child (a successor's id or -1), each the favorite of at most one op")
+    return fv.tolist()  # type: ignore[no-any-return]
+
+
+@dataclass
+class StaticLists:
+    """What the scheduler reads of the instance, as lists indexed by op / device / group."""
+
+    ins: list[list[tuple[int, float]]]  # per op: (producer, bytes) of its in-edges, in edge id order
+    outs: list[list[int]]  # per op: consumers of its out-edges, in edge id order
+    distinct: list[bool]  # per op: its in-edges carry distinct tensors (producer, bytes)
+    times: list[list[float]]  # per op and device: seconds
+    groups: list[int]  # colocation group per op
+    gneed: list[float]  # per group: bytes under the instance's memory model
+    gpers: list[float]  # per group: persistent bytes
+    members: dict[int, list[int]]  # ops of every group with more than one op
+    transient: list[float]  # per op: temporary + output bytes
+    temporary: list[float]
+    output: list[float]
+    consumers: list[int]  # per op: out-degree
+    indeg: list[int]
+    inv_bw: list[list[float]]  # s/byte per device pair
+    lat: list[list[float]]  # s per device pair
+    homogeneous: bool  # every pair of distinct devices has the same latency and bandwidth
+    lat0: float  # that latency (s) and inverse bandwidth (s/byte)
+    ib0: float
+
+
+def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
+    """The instance as `StaticLists`; ``members`` only when ``with_members``."""
+    n, nd = inst.n_ops, inst.n_devices
+    e_in = np.argsort(inst.dst, kind="stable")
+    cut = np.searchsorted(inst.dst[e_in], np.arange(n + 1)).tolist()
+    pairs = list(zip(inst.src[e_in].tolist(), inst.edge_bytes[e_in].astype(float).tolist()))
+    ins = [pairs[cut[v] : cut[v + 1]] for v in range(n)]
+    e_out = np.argsort(inst.src, kind="stable")
+    cut_o = np.searchsorted(inst.src[e_out], np.arange(n + 1)).tolist()
+    dsts = inst.dst[e_out].tolist()
+    outs = [dsts[cut_o[v] : cut_o[v + 1]] for v in range(n)]
+    groups_a = inst.colocation_groups()
+    groups = groups_a.tolist()
+    gsize = np.bincount(groups_a)
+    members: dict[int, list[int]] = {}
+    if with_members and np.any(gsize > 1):
+        for v, g in enumerate(groups):
+            if gsize[g] > 1:
+                members.setdefault(g, []).append(v)
+    off = ~np.eye(nd, dtype=bool)
+    inv = 1.0 / inst.bandwidth
+    return StaticLists(
+        ins=ins,
+        outs=outs,
+        distinct=distinct_inputs(inst),
+        times=np.asarray(inst.time, dtype=float).tolist(),
+        groups=groups,
+        gneed=np.bincount(groups_a, weights=inst.memory_need()).tolist(),
+        gpers=np.bincount(groups_a, weights=inst.memory).tolist(),
+        members=members,
+        transient=(inst.temporary + inst.output).tolist(),
+        temporary=np.asarray(inst.temporary, dtype=float).tolist(),
+        output=np.asarray(inst.output, dtype=float).tolist(),
+        consumers=np.bincount(inst.src, minlength=n).tolist(),
+        indeg=np.bincount(inst.dst, minlength=n).tolist(),
+        inv_bw=inv.tolist(),
+        lat=np.asarray(inst.latency, dtype=float).tolist(),
+        homogeneous=bool(nd == 1 or (np.ptp(inst.latency[off]) == 0 and np.ptp(inv[off]) == 0)),
+        lat0=float(inst.latency[off][0]) if nd > 1 else 0.0,
+        ib0=float(inv[off][0]) if nd > 1 else 0.0,
+    )
+
+
+def distinct_inputs(inst: PlacementInstance) -> list[bool]:
+    """Per op: no two of its in-edges carry the same tensor (producer and bytes)."""
+    n = inst.n_ops
+    distinct = np.ones(n, dtype=bool)
+    if inst.n_edges > 1:
+        o = np.lexsort((inst.edge_bytes, inst.src, inst.dst))
+        d, s, b = inst.dst[o], inst.src[o], inst.edge_bytes[o]
+        same = (d[1:] == d[:-1]) & (s[1:] == s[:-1]) & (b[1:] == b[:-1])
+        distinct[d[1:][same]] = False
+    return distinct.tolist()  # type: ignore[no-any-return]
+
+
+def independent_arrival(ins_v: list[tuple[int, float]], device: list[int], end: list[float], st: StaticLists) -> list[float]:
+    """Arrival time (s) of an op's last input on every device without channel contention,
+    its inputs ``ins_v`` (producer, bytes) placed on ``device`` and ending at ``end`` (s)."""
+    nd = len(st.lat)
+    if st.homogeneous:  # one delay per tensor: the largest remote arrival and the runner-up
+        lat0, ib0 = st.lat0, st.ib0
+        loc = [0.0] * nd  # from another device than the largest
+        top1 = top2 = 0.0
+        dev1 = -1
+        for u, b in ins_v:
+            du = device[u]
+            eu = end[u]
+            if eu > loc[du]:
+                loc[du] = eu
+            a = eu + lat0 + b * ib0
+            if a > top1:
+                if du != dev1:
+                    top2 = top1
+                top1 = a
+                dev1 = du
+            elif du != dev1 and a > top2:
+                top2 = a
+        rt = [lo if lo >= top1 else top1 for lo in loc]
+        if dev1 >= 0:
+            lo = loc[dev1]
+            rt[dev1] = lo if lo >= top2 else top2
+        return rt
+    rt = [0.0] * nd
+    for u, b in ins_v:
+        du = device[u]
+        eu = end[u]
+        la, ib = st.lat[du], st.inv_bw[du]
+        for d in range(nd):
+            a = eu if d == du else eu + la[d] + b * ib[d]
+            if a > rt[d]:
+                rt[d] = a
+    return rt
+
+
+def arrival_on(ins_v: list[tuple[int, float]], d: int, device: list[int], end: list[float], st: StaticLists) -> float:
+    """`independent_arrival` on device d alone (s)."""
+    lat, inv_bw = st.lat, st.inv_bw
+    r = 0.0
+    for u, b in ins_v:
+        du = device[u]
+        a = end[u] if du == d else end[u] + lat[du][d] + b * inv_bw[du][d]
+        if a > r:
+            r = a
+    return r
+
+
+def raise_no_fit(inst: PlacementInstance, v: int, device: int, want: float, free: float, placed: int) -> NoReturn:
+    """InfeasibleError for op v that needs ``want`` bytes where ``device`` has ``free``."""
+    raise InfeasibleError(
+        f"{inst.name}: op {inst.op_names[v]!r} needs {int(want)} bytes but device "
+        f"{inst.device_names[device]!r} has only {int(free)} free (short by {int(want - free)} bytes); "
+        f"{placed} of {inst.n_ops} ops were placed",
+        {"op": inst.op_names[v], "device": inst.device_names[device], "shortfall_bytes": float(want - free)},
+    )
