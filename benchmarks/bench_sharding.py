@@ -192,7 +192,7 @@ def timed_solve(inst: Any, formulation: str, backend: str, time_limit: float, re
         if walls[-1] > 5.0:
             break
     wall, cpu, solve = (float(np.median(x)) for x in (walls, cpus, solves))
-    return {"wall": wall, "cpu": cpu, "build": wall - solve, "solve": solve, "objective": r.objective, "status": r.status.value, "rounds": r.info.get("rounds"), "method": r.info.get("method", "")}
+    return {"wall": wall, "cpu": cpu, "build": wall - solve, "solve": solve, "objective": r.objective, "status": r.termination.value, "rounds": r.info.get("rounds"), "method": r.info.get("method", "")}
 
 
 def layers_of(inst: Any) -> int:
@@ -210,7 +210,7 @@ def exact_table(quick: bool, backend: str, time_limit: float) -> list[str]:
     lines = ["## 4. Exact folding under memory: tap vs alpa_ilp (seconds, median of up to 3 runs; MIP gap 1e-9 for both)", ""]
     lines.append(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     header = (
-        f"{'instance':<34} {'L':>3} | {'alpa wall':>9} {'alpa cpu':>8} {'status':>8} | {'tap wall':>8} {'tap cpu':>7} {'method':>6} | "
+        f"{'instance':<34} {'L':>3} | {'alpa wall':>9} {'alpa cpu':>8} {'ended':>10} | {'tap wall':>8} {'tap cpu':>7} {'method':>6} | "
         f"{'wall x':>7} {'cpu x':>7} {'tap - alpa (rel)':>16} {'same':>4}"
     )
     lines += [header, "-" * len(header)]
@@ -243,7 +243,7 @@ def exact_table(quick: bool, backend: str, time_limit: float) -> list[str]:
             wall_24.append(ratio)
             cpu_24.append(cpu_ratio)
         lines.append(
-            f"{name:<34} {layers:>3} | {alpa['wall']:>9.3f} {alpa['cpu']:>8.3f} {alpa['status']:>8} | {tap['wall']:>8.3f} {tap['cpu']:>7.3f} {tap['method']:>6} | "
+            f"{name:<34} {layers:>3} | {alpa['wall']:>9.3f} {alpa['cpu']:>8.3f} {alpa['status']:>10} | {tap['wall']:>8.3f} {tap['cpu']:>7.3f} {tap['method']:>6} | "
             f"{ratio:>7.1f} {cpu_ratio:>7.1f} {rel:>16.2e} {'yes' if abs(rel) <= 1e-6 else 'NO':>4}"
         )
     lines.append("")
@@ -251,7 +251,7 @@ def exact_table(quick: bool, backend: str, time_limit: float) -> list[str]:
     lines.append(f"largest |tap - alpa| / alpa: {worst:.2e}")
     lines.append(summary("alpa/tap wall at 24 layers or more", wall_24))
     lines.append(summary("alpa/tap CPU at 24 layers or more", cpu_24))
-    lines.append("L = transformer layers; status = alpa_ilp's (time_limit: stopped at --time-limit, so its ratio is a lower bound);")
+    lines.append("L = transformer layers; ended = alpa_ilp's termination (time_limit: stopped at --time-limit, its ratio a lower bound);")
     lines.append("method = how tap solved its folded program (dp: chain_dp.py, no solver; milp: the walk MILP).")
     return lines
 

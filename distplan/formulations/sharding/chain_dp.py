@@ -78,8 +78,10 @@ class DPResult:
 
 
 def _factors(graph: CostGraph, memory: bool) -> tuple[list[_Table], np.ndarray]:
-    """One table per node (cost, memory) and per edge (resharding cost) of the explicit
-    graph, infinite-cost rows removed; ``memory=False`` zeroes the memory."""
+    """One table per edge (resharding cost) of the explicit graph, with the cost and
+    memory of each node added to the first edge that touches it (fewer joins), and one
+    per node without edges; infinite-cost rows removed; ``memory=False`` zeroes the
+    memory. A table's floor (its least memory) is at least the sum of its nodes' least."""
     dom = graph.strategy_counts()
     n = dom.size
     out: list[_Table] = []
@@ -92,13 +94,21 @@ def _factors(graph: CostGraph, memory: bool) -> tuple[list[_Table], np.ndarray]:
         m = mem[ok] if memory else np.zeros(int(ok.sum()))
         out.append(_Table(live, asg, cost[ok].astype(float), m.astype(float), float(m.min()) if m.size else 0.0))
 
-    for i in range(n):
-        add([i], [np.arange(dom[i])], np.asarray(graph.node_cost[i], float), np.asarray(graph.node_memory[i], float))
+    absorbed = np.zeros(n, dtype=bool)
     for e in range(graph.edge_u.size):
         u, v = int(graph.edge_u[e]), int(graph.edge_v[e])
         ia, ib = np.meshgrid(np.arange(dom[u]), np.arange(dom[v]), indexing="ij")
-        M = np.asarray(graph.edge_cost[e], float)
-        add([u, v], [ia.ravel(), ib.ravel()], M.ravel(), np.zeros(M.size))
+        cost = np.asarray(graph.edge_cost[e], float).copy()
+        mem = np.zeros(cost.shape)
+        for x, axis in ((u, 0), (v, 1)):
+            if not absorbed[x]:
+                absorbed[x] = True
+                shape = (-1, 1) if axis == 0 else (1, -1)
+                cost = cost + np.asarray(graph.node_cost[x], float).reshape(shape)
+                mem = mem + np.asarray(graph.node_memory[x], float).reshape(shape)
+        add([u, v], [ia.ravel(), ib.ravel()], cost.ravel(), mem.ravel())
+    for i in np.flatnonzero(~absorbed).tolist():
+        add([i], [np.arange(dom[i])], np.asarray(graph.node_cost[i], float), np.asarray(graph.node_memory[i], float))
     return out, dom
 
 
