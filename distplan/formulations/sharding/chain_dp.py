@@ -85,10 +85,11 @@ def _factors(graph: CostGraph, memory: bool) -> tuple[list[_Table], np.ndarray]:
     dom = graph.strategy_counts()
     n = dom.size
     out: list[_Table] = []
+    small = np.int16 if int(dom.max(initial=0)) < 2**15 else np.int64  # narrow rows: joins copy them
 
     def add(live: list[int], cols: list[np.ndarray], cost: np.ndarray, mem: np.ndarray) -> None:
         ok = finite_mask(cost)
-        asg = np.full((int(ok.sum()), n), -1, dtype=np.int64)
+        asg = np.full((int(ok.sum()), n), -1, dtype=small)
         for x, c in zip(live, cols):
             asg[:, x] = c[ok]
         m = mem[ok] if memory else np.zeros(int(ok.sum()))
