@@ -44,7 +44,9 @@ equal cost: its optimum is the instance optimum and its dual bound is a proven b
 The size is independent of K: K enters only as the right-hand side K - 1.
 
 Families that are not chains (or whose boundary state space exceeds ``max_states``) are
-unfolded (their nodes become explicit), so the result is exact in every case.
+unfolded (their nodes become explicit), so the result is exact in every case. Region
+growth may cut a layer anywhere; a chain's copies are first realigned (`realigned`) to the
+boundary crossed by the fewest states (Llama-3 8B: from 17,199 states to 13).
 
 This module finds the chains; the Pareto arcs are in `chain_fronts`, the walk decoding and
 the warm start in `chain_walk`, the folded program and its solve loop in `chain_program`.

@@ -28,6 +28,13 @@ cost, so the folded LP equals the unfolded LP of that relaxation (``certify=True
 
 Both solve their program as an LP first (``lp_first``, default on): an integral (and, for
 the walk, connected) LP optimum is the program's optimum, found without the MILP machinery.
+
+**Without a solver (``dp=True``, default).** With one chain the walk program has a single
+memory row, a resource-constrained shortest path: `chain_dp` solves it exactly by
+dynamic programming (memory-free min-sum first, `chain_minsum`; under a binding budget,
+Pareto fronts of the explicit nodes and a label-setting DP over the walk pruned by a
+Lagrangian bound), with the optimum itself as the proven bound. Beyond ``dp_max_rows``
+rows, or with several chains, the MILP above is solved instead.
 """
 
 from __future__ import annotations
