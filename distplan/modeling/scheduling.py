@@ -10,6 +10,9 @@ Times are in seconds; ``start`` is a variable block of start times indexed by op
 * `disjunctive_pairs_when`: the same disjunction, binding only when an indicator is 1
   (two operations that may or may not share a device: placement, Venugopalan & Sinnen,
   IEEE TPDS 26(1), 2015), with durations that are expressions (they depend on the device).
+* `ordered_rows`: the rows of one disjunction for a given order (an expression, so one
+  order binary may serve several resources, as a channel and two streams in
+  `compression.select`), with start times and durations as expressions.
 * `order_implications`: ``order[a] <= order[b]`` rows (transitivity along chains).
 * `indicator_sum`: sums of ``coef * [first before second]`` or ``coef * [second before
   first]`` over pairs, as an expression per row; used by
@@ -77,6 +80,27 @@ def disjunctive_pairs(
     after = linear_sum(np.concatenate([a, b, o]), np.concatenate([np.ones(k), -np.ones(k), m]), np.concatenate([rows, rows, rows]), k, nv)
     model.add_constraints(f"{name}-after", after >= np.asarray(dur_second, dtype=float))
     return order
+
+
+def ordered_rows(
+    model: Model,
+    start_first: LinExpr,
+    start_second: LinExpr,
+    dur_first: LinExpr,
+    dur_second: LinExpr,
+    first_before: LinExpr,
+    big_m_first: np.ndarray,
+    big_m_second: np.ndarray,
+    name: str,
+) -> None:
+    """One disjunction per row for a given order ``first_before`` (1: first runs before
+    second): ``s2 >= s1 + d1 - M1 (1 - first_before)`` and ``s1 >= s2 + d2 - M2
+    first_before`` (``{name}-after`` / ``{name}-before``). ``big_m_first`` bounds ``s1 + d1
+    - s2`` and ``big_m_second`` ``s2 + d2 - s1`` over the solutions of interest."""
+    m1 = np.asarray(big_m_first, dtype=float)
+    m2 = np.asarray(big_m_second, dtype=float)
+    model.add_constraints(f"{name}-after", start_second - start_first - dur_first - first_before * m1 >= -m1)
+    model.add_constraints(f"{name}-before", start_first - start_second - dur_second + first_before * m2 >= 0.0)
 
 
 def disjunctive_pairs_when(

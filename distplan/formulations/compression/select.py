@@ -44,6 +44,7 @@ from distplan.formulations.compression.tag import run_tag_sfb
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.modeling.model import LinExpr, Model, linear_sum
+from distplan.modeling.scheduling import ordered_rows
 from distplan.models.compression_instance import CompressionInstance
 from distplan.models.compression_plan import CompressionPlan
 from distplan.solvers.result import SolverResult, Termination
@@ -312,8 +313,9 @@ def select_order(model: Model, inst: CompressionInstance, index: CodecIndex) -> 
     ye = y.expr()
 
     def disjunctive(name: str, start: LinExpr, dur: LinExpr, ra: np.ndarray, rb: np.ndarray, pair_ids: np.ndarray, lb: np.ndarray) -> None:
-        """Rows start_b >= start_a + dur_a - M (1 - y) and start_a >= start_b + dur_b - M y;
-        M = H - (earliest start of the later item) per row."""
+        """The disjunction of each pair in the common order y (`ordered_rows`), M = H -
+        (earliest start of the later item) per row; pairs outside the window in release
+        order (first come, first served)."""
         if pair_ids.size == 0:
             return
         ra, rb = ra[pair_ids], rb[pair_ids]
@@ -321,11 +323,7 @@ def select_order(model: Model, inst: CompressionInstance, index: CodecIndex) -> 
         fx = np.flatnonzero(~fr)
         fi = np.flatnonzero(fr)
         if fi.size:
-            yy = ye[yslot[pair_ids[fi]]]
-            m_after = H - lb[rb[fi]]
-            m_before = H - lb[ra[fi]]
-            model.add_constraints(f"{name}-after", start[rb[fi]] - start[ra[fi]] - dur[ra[fi]] - yy * m_after >= -m_after)
-            model.add_constraints(f"{name}-before", start[ra[fi]] - start[rb[fi]] - dur[rb[fi]] + yy * m_before >= 0.0)
+            ordered_rows(model, start[ra[fi]], start[rb[fi]], dur[ra[fi]], dur[rb[fi]], ye[yslot[pair_ids[fi]]], H - lb[rb[fi]], H - lb[ra[fi]], name)
         if fx.size:
             model.add_constraints(f"{name}-fcfs", start[rb[fx]] - start[ra[fx]] - dur[ra[fx]] >= 0.0)
 
