@@ -161,9 +161,10 @@ def _destinations(prob: _Problem, device: np.ndarray, busy: np.ndarray, used: np
 def candidate_moves(prob: _Problem, device: np.ndarray, links: list[Link], fanout: int = 2) -> list[list[tuple[np.ndarray, int]]]:
     """Moves for a chain, best first; a move is a list of (ops, device) reassignments.
 
-    Compound offloads of the blockers with slack (all, then halves), then single offloads
-    of blockers (by decreasing graph slack) to the ``fanout`` least busy devices, then
-    joins of transfer links."""
+    Moves of the chain's runs (`run_splits`: joins and boundary shifts first), compound
+    offloads of the blockers with slack (all, then halves, then all onto one device),
+    their branches, single offloads of blockers (by decreasing graph slack) to the
+    ``fanout`` least busy devices, then joins of transfer links."""
     inst = prob.inst
     m = inst.n_devices
     busy = np.bincount(device, weights=inst.time[np.arange(inst.n_ops), device], minlength=m)
@@ -180,7 +181,7 @@ def candidate_moves(prob: _Problem, device: np.ndarray, links: list[Link], fanou
                     out.append(w)
     blockers.sort(key=lambda w: -prob.slack[w])
     blocked.sort(key=lambda w: -prob.slack[w])
-    moves: list[list[tuple[np.ndarray, int]]] = []
+    moves: list[list[tuple[np.ndarray, int]]] = run_splits(prob, device, links, busy, used, fanout)
     with_slack = [w for w in blockers if prob.slack[w] > 0]
     size = len(with_slack)
     while size >= 2:
@@ -210,7 +211,6 @@ def candidate_moves(prob: _Problem, device: np.ndarray, links: list[Link], fanou
         if ops.size > 1:
             for d in _destinations(prob, device, busy, used, ops, int(device[w]))[:fanout]:
                 moves.append([(ops, d)])
-    moves.extend(run_splits(prob, device, links, busy, used, fanout))
     for w in blockers + blocked:
         ops = prob.members[int(prob.groups[w])]
         for d in _destinations(prob, device, busy, used, ops, int(device[w]))[:fanout]:
