@@ -70,7 +70,7 @@ DEFAULTS: dict[str, Any] = {
     "probe_time_limit": 1.0,  # seconds per fixed-period feasibility probe
     "period_proof": "residue",  # least period proven by: residue (exact residue search, integral data, within residue_nodes; else as auto) | auto (candidate-period MILP probes for integral data) | rate_milp
     "residue_nodes": 20_000,  # placements the residue search may try in one repetend search (period, proof, flat length)
-    "candidate_probe_limit": 0.05,  # seconds for the MILP probe at a fractional candidate period (residue proof)
+    "candidate_probe_limit": 0.1,  # seconds for the MILP probe at a fractional candidate period (residue proof)
     "baselines": True,  # also evaluate the classic schedules that apply and keep the best plan
     "search_time_limit": None,  # seconds for the repetend search in a tessel run (None: until the period is proven; a budget weakens the heuristics)
 }
@@ -519,6 +519,10 @@ def _search_residues(inst: PipelineInstance, ctx: RunContext, params: dict[str, 
     t_ub = float(unfold * (inst.duration.sum() + lag.sum()))
     budget = int(params.get("residue_nodes", DEFAULTS["residue_nodes"]))
     deadline = params.get("_deadline")
+    remaining = ctx.remaining_time()
+    if remaining is not None:  # the run's time limit: leave half of it to the completion
+        own = time.perf_counter() + max(0.0, remaining) / 2
+        deadline = own if deadline is None else min(float(deadline), own)
     t = math.ceil(t_lb - 1e-9)
     refuted: int | None = None  # the largest integer period proven to have no repetend
     found = None

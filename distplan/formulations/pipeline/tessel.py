@@ -322,11 +322,12 @@ def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, param
     sigmas = [rep.sigma]
     seen = {tuple(np.round(rep.sigma - rep.sigma.min(), 6).tolist())}
     nodes = int(params.get("residue_nodes", DEFAULTS["residue_nodes"])) // 4
+    deadline = _ls_deadline(ctx)
     for _ in range(3 * count):
-        if len(sigmas) >= count or nodes <= 0:
+        if len(sigmas) >= count or nodes <= 0 or (deadline is not None and time.perf_counter() > deadline):
             break
         rot = [rng.randrange(period) for _ in range(cy.n)]
-        found = residue_search(cy, inst, k, period, rotate=rot, greedy=True, node_limit=min(nodes, 1_000))
+        found = residue_search(cy, inst, k, period, rotate=rot, greedy=True, node_limit=min(nodes, 1_000), deadline=deadline)
         nodes -= found.nodes
         if found.sigma is not None:
             key = tuple(np.round(found.sigma - found.sigma.min(), 6).tolist())
