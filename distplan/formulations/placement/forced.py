@@ -23,6 +23,11 @@ times, no communication) and the smallest delay c_e of an edge over device pairs
 4. *Memory-driven cuts* (`pathcut`) with these groups: a path whose segments between
    cuts must each hold whole groups within the largest device's memory, and whose cuts
    inside a group are impossible, takes longer than C: impossible.
+5. *Forced apart.* Two groups joined by an edge whose memory together exceeds the
+   largest device, or whose ops one machine cannot run by C (earliest head + load + least
+   tail > C), sit on different devices: their edges carry transfers. Heads and tails are
+   recomputed with those delays (a path longer than C is impossible) and rules 1-4 run
+   again with them.
 
 Every step relaxes order, communication contention and memory timing, so the bound holds
 under both communication models (a transfer is never faster than its smallest delay) and
@@ -84,12 +89,13 @@ class _Data:
         self.r, self.q = heads_tails(inst, self.p)
         self.c = inst.min_delay() if inst.n_devices > 1 else np.zeros(inst.n_edges)
         n = inst.n_ops
-        self.preds: list[list[tuple[int, float]]] = [[] for _ in range(n)]
-        self.succs: list[list[tuple[int, float]]] = [[] for _ in range(n)]
-        # per neighbour: what a path through v gains when the edge is cut
-        for a, b, c in zip(inst.src.tolist(), inst.dst.tolist(), self.c.tolist()):
-            self.preds[b].append((a, float(self.r[a] + self.p[a] + c)))
-            self.succs[a].append((b, float(c + self.p[b] + self.q[b])))
+        # per op: (neighbour, smallest delay of the edge, edge id)
+        self.preds: list[list[tuple[int, float, int]]] = [[] for _ in range(n)]
+        self.succs: list[list[tuple[int, float, int]]] = [[] for _ in range(n)]
+        for e, (a, b, c) in enumerate(zip(inst.src.tolist(), inst.dst.tolist(), self.c.tolist())):
+            self.preds[b].append((a, float(c), e))
+            self.succs[a].append((b, float(c), e))
+        self.order = inst.topo_order().tolist()
         self.groups = inst.colocation_groups()
         self.mem = inst.memory if inst.memory_model == "liveness" else inst.memory_need()
         self.cap = float(inst.device_memory.max())
@@ -105,8 +111,30 @@ def _find(parent: list[int], a: int) -> int:
     return a
 
 
-def groups_at(data: _Data, C: float) -> np.ndarray:
-    """Group id per op: ops that share a device in every plan of makespan <= C (rule 1)."""
+def heads_tails_with(data: _Data, cut: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Heads and tails (seconds, fastest times) when the edges ``cut`` (boolean per edge)
+    carry at least their smallest delay."""
+    n = data.inst.n_ops
+    p = data.p.tolist()
+    cutl = cut.tolist()
+    r = [0.0] * n
+    q = [0.0] * n
+    for v in data.order:
+        for u, c, e in data.preds[v]:
+            h = r[u] + p[u] + (c if cutl[e] else 0.0)
+            if h > r[v]:
+                r[v] = h
+    for v in reversed(data.order):
+        for w, c, e in data.succs[v]:
+            t = (c if cutl[e] else 0.0) + p[w] + q[w]
+            if t > q[v]:
+                q[v] = t
+    return np.asarray(r), np.asarray(q)
+
+
+def groups_at(data: _Data, C: float, r_: np.ndarray | None = None, q_: np.ndarray | None = None) -> np.ndarray:
+    """Group id per op: ops that share a device in every plan of makespan <= C (rule 1),
+    with heads ``r_`` and tails ``q_`` (default: without communication)."""
     n = data.inst.n_ops
     parent = list(range(n))
     first: dict[int, int] = {}
@@ -117,7 +145,9 @@ def groups_at(data: _Data, C: float) -> np.ndarray:
                 parent[b] = a
         else:
             first[g] = v
-    r, q, p = data.r.tolist(), data.q.tolist(), data.p.tolist()
+    r = (data.r if r_ is None else r_).tolist()
+    q = (data.q if q_ is None else q_).tolist()
+    p = data.p.tolist()
     limit = C * (1 + MARGIN)
     # only ops whose path through them could exceed C with one cut edge can be forced
     cand = [v for v in range(n) if data.preds[v] or data.succs[v]]
@@ -127,12 +157,14 @@ def groups_at(data: _Data, C: float) -> np.ndarray:
         for v in cand:
             heads: dict[int, float] = {}
             tails: dict[int, float] = {}
-            for u, h in data.preds[v]:
+            for u, c, _ in data.preds[v]:
                 g = _find(parent, u)
+                h = r[u] + p[u] + c
                 if h > heads.get(g, r[v]):
                     heads[g] = h
-            for w, t in data.succs[v]:
+            for w, c, _ in data.succs[v]:
                 g = _find(parent, w)
+                t = c + p[w] + q[w]
                 if t > tails.get(g, q[v]):
                     tails[g] = t
             own = _find(parent, v)
@@ -146,35 +178,72 @@ def groups_at(data: _Data, C: float) -> np.ndarray:
     return np.unique(roots, return_inverse=True)[1].reshape(-1)
 
 
-def infeasible_at(data: _Data, C: float) -> str:
-    """Why no plan has makespan <= C (seconds), or "" when these rules find no reason."""
+def infeasible_at(data: _Data, C: float, rounds: int = 4) -> str:
+    """Why no plan has makespan <= C (seconds), or "" when these rules find no reason.
+
+    After rules 1-4, two groups joined by an edge that cannot share a device (their memory
+    together exceeds the largest device, or one machine cannot run both: earliest head +
+    load + least tail > C) are on different devices, so their edges carry transfers; heads
+    and tails are recomputed with those delays and the rules run again (at most
+    ``rounds`` times)."""
     inst = data.inst
-    gid = groups_at(data, C)
+    limit = C * (1 + MARGIN)
+    r, q = data.r, data.q
+    cut = np.zeros(inst.n_edges, dtype=bool)
+    for _ in range(rounds):
+        why, gid = _rules(data, C, r, q)
+        if why:
+            return why
+        ga, gb = gid[inst.src], gid[inst.dst]
+        k = int(gid.max()) + 1
+        gmem = np.bincount(gid, weights=data.mem, minlength=k)
+        rmin = np.full(k, np.inf)
+        np.minimum.at(rmin, gid, r)
+        qmin = np.full(k, np.inf)
+        np.minimum.at(qmin, gid, q)
+        load = np.zeros((k, inst.n_devices))
+        np.add.at(load, gid, inst.time)
+        low = np.minimum(rmin[ga], rmin[gb]) + (load[ga] + load[gb]).min(axis=1) + np.minimum(qmin[ga], qmin[gb])
+        apart = (ga != gb) & ((gmem[ga] + gmem[gb] > data.cap) | (low > limit))
+        new = apart & ~cut
+        if not new.any():
+            return ""
+        cut |= new
+        r, q = heads_tails_with(data, cut)
+        if float((r + data.p + q).max()) > limit:
+            return "transfers between groups that cannot share a device"
+    return ""
+
+
+def _rules(data: _Data, C: float, r: np.ndarray, q: np.ndarray) -> tuple[str, np.ndarray]:
+    """Rules 1-4 with heads r and tails q: (reason or "", group id per op)."""
+    inst = data.inst
+    gid = groups_at(data, C, r, q)
     sizes = np.bincount(gid)
     gmem = np.bincount(gid, weights=data.mem)
     if np.any(gmem > data.cap):
-        return "memory"
+        return "memory", gid
     limit = C * (1 + MARGIN)
     for path, cost in data.paths:  # rule 4: memory-driven cuts between forced groups
         g = gid[path]
         cost = np.where(g[:-1] == g[1:], np.inf, cost)  # one group sits on one device
         if float(data.p[path].sum()) + cheapest_cuts(path, gid, gmem, data.cap, cost) > limit:
-            return "memory-driven cuts on a path"
+            return "memory-driven cuts on a path", gid
     order = np.argsort(gid, kind="stable")
     cuts = np.flatnonzero(np.diff(gid[order])) + 1
     for mbr in np.split(order, cuts):
         if sizes[gid[mbr[0]]] < 2:
             continue
-        r, q = data.r[mbr], data.q[mbr]
+        rm, qm = r[mbr], q[mbr]
         # Jackson's value is at most max r + load + max q: skip groups that surely fit
-        if float(r.max() + inst.time[mbr].sum(axis=0).min() + q.max()) <= limit:
+        if float(rm.max() + inst.time[mbr].sum(axis=0).min() + qm.max()) <= limit:
             continue
-        if all(preemptive_one_machine(r, inst.time[mbr, d], q) > limit for d in range(inst.n_devices)):
-            return f"one machine ({mbr.size} ops on one device)"
-    return ""
+        if all(preemptive_one_machine(rm, inst.time[mbr, d], qm) > limit for d in range(inst.n_devices)):
+            return f"one machine ({mbr.size} ops on one device)", gid
+    return "", gid
 
 
-def forced_bound(inst: PlacementInstance, upper: float, deadline: float | None = None, steps: int = 20) -> Bound | None:
+def forced_bound(inst: PlacementInstance, upper: float, deadline: float | None = None, steps: int = 30) -> Bound | None:
     """The largest trial makespan (seconds) in [critical path, ``upper``] that the rules
     prove infeasible, by bisection (``steps`` trials at most, stopping at ``deadline``, a
     ``time.perf_counter()`` value); None when none beyond the critical path is."""
