@@ -558,7 +558,7 @@ def _search_residues(inst: PipelineInstance, ctx: RunContext, params: dict[str, 
         if not refuted_cand:
             proven, bound = False, float(refuted) if refuted is not None else t_lb
     if params.get("min_flat_length", True):
-        rm = residue_search(cy, inst, k, t, minimize_length=True, below=length, node_limit=max(1, min(budget, 2_000)), deadline=deadline)
+        rm = residue_search(cy, inst, k, t, minimize_length=True, below=length, node_limit=max(1, min(budget, 1_000)), deadline=deadline)
         if rm.sigma is not None and rm.length is not None and rm.length < length:
             sigma, length = rm.sigma, float(rm.length)
     sigma = np.round(sigma - sigma.min(), 9)

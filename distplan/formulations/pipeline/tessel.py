@@ -305,9 +305,10 @@ def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, param
     in how densely the pipeline fills and drains (Tessel enumerates the offset assignments,
     `MicroPicker`). Up to ``repetend_candidates`` - 1 others are drawn by the residue
     search with rotated delay orders (deterministic seeds; memory pruned greedily) at the
-    largest offsets memory allows; each is unrolled on ``2 K + 2`` micro-batches (its
-    warm-up and cool-down do not depend on N) and scored by the repetend-guided list
-    schedule (`compaction.guided`, seconds); the best is completed on the instance by
+    largest offsets memory allows; each is unrolled on ``2 K + 2`` micro-batches (K its own
+    offsets: its warm-up and cool-down do not depend on N) and scored by the makespan of
+    the repetend-guided list schedule (`compaction.guided`) beyond those micro-batches'
+    periods (seconds); the best is completed on the instance by
     the sequence local search (`complete_phases` without MILPs). Only for integral data,
     an integer period, one micro-batch per repetend and N of at least two flat lengths.
     Returns the chosen repetend and, under "start"/"info", its completion."""
@@ -321,28 +322,28 @@ def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, param
     rng = random.Random(len(cy.dur) * 7919 + period)
     sigmas = [rep.sigma]
     seen = {tuple(np.round(rep.sigma - rep.sigma.min(), 6).tolist())}
-    nodes = int(params.get("residue_nodes", DEFAULTS["residue_nodes"])) // 4
+    nodes = int(params.get("residue_nodes", DEFAULTS["residue_nodes"])) // 5
     deadline = _ls_deadline(ctx)
     for _ in range(3 * count):
         if len(sigmas) >= count or nodes <= 0 or (deadline is not None and time.perf_counter() > deadline):
             break
         rot = [rng.randrange(period) for _ in range(cy.n)]
-        found = residue_search(cy, inst, k, period, rotate=rot, greedy=True, node_limit=min(nodes, 1_000), deadline=deadline)
+        found = residue_search(cy, inst, k, period, rotate=rot, greedy=True, node_limit=min(nodes, 800), deadline=deadline)
         nodes -= found.nodes
         if found.sigma is not None:
             key = tuple(np.round(found.sigma - found.sigma.min(), 6).tolist())
             if key not in seen:
                 seen.add(key)
                 sigmas.append(found.sigma - found.sigma.min())
-    small = inst.with_(micro_batches=min(n, 2 * max(k, rep.offsets) + 2))
     scored = []
     for i, sigma in enumerate(sigmas):
         sigma = sigma - sigma.min()
         offsets = max(1, math.ceil(float((sigma + cy.dur).max()) / period - 1e-9))
         cand = Repetend(sigma, rep.period, rep.period_bound, rep.proven, offsets, 1, rep.search_seconds)
+        small = inst.with_(micro_batches=min(n, 2 * offsets + 2))  # its warm-up, a steady state, its cool-down
         naive = naive_unroll(small, cand)
         values = [_objective(small, s) for s in guided(small, naive, [small.capacity])] or [_objective(small, asap(small, orders_from_starts(small, naive)))]
-        scored.append((min(values), i, cand))
+        scored.append((min(values) - small.micro_batches * rep.period, i, cand))  # beyond N periods
     scored.sort(key=lambda x: (x[0], x[1]))
     best: tuple[float, Repetend, np.ndarray, dict[str, Any]] | None = None
     for _, _, cand in scored[:1]:
