@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import time
 from types import SimpleNamespace
@@ -144,3 +145,17 @@ def test_llama_layers_fold_whole_and_realign_to_one_out_position() -> None:
     assert names[sk.node_ops[int(chains[0].nodes[0, chains[0].out_pos[0]])][0]].endswith(".w2")
     made = _chain_of(0, chains[0].nodes, sk, np.array([len(tables.node(sk, int(x)).strategies) for x in chains[0].nodes[0].tolist()]))
     assert not isinstance(made, str)
+
+
+@pytest.mark.parametrize("frac", [0.0, 0.05, 0.3])
+def test_lagrangian_pruned_fronts_keep_the_optimum(frac: float, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The explicit fronts pruned by the Lagrangian bound (taken when the plain fronts pass
+    FIRST_ROWS rows) give the same optimum as the plain fronts, and a bound below it."""
+    chain_dp = importlib.import_module("distplan.formulations.sharding.chain_dp")
+    chain, graph, start, end = _one_chain(tight(7, (2, 2), frac, 2.5e10))
+    plain = solve_walk_dp(chain, graph, start, end)
+    monkeypatch.setattr(chain_dp, "FIRST_ROWS", 1)
+    pruned = solve_walk_dp(chain, graph, start, end)
+    assert plain is not None and pruned is not None
+    assert pruned.cost == pytest.approx(plain.cost, rel=1e-12)
+    assert pruned.bound <= plain.cost * (1 + 1e-12) and pruned.memory <= graph.memory_budget

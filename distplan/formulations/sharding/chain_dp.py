@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +54,9 @@ from distplan.formulations.sharding.costgraph import CostGraph, CostTables, Skel
 #: plans within ``budget x (1 + 1e-9)``)
 MEMORY_SLACK = 1e-9
 #: default cap on the rows of any table or label set of the dynamic program
-MAX_ROWS = 200_000
+MAX_ROWS = 1_000_000
+#: row limit of the explicit fronts before they are pruned by a Lagrangian bound
+FIRST_ROWS = 50_000
 #: the first cost cap of the label passes, relative to the Lagrangian bound (x 4 per pass)
 FIRST_GAP = 1e-3
 
@@ -77,7 +80,7 @@ class DPResult:
     labels: int  # labels kept over all steps (a size measure)
 
 
-def _factors(graph: CostGraph, memory: bool) -> tuple[list[_Table], np.ndarray]:
+def _factors(graph: CostGraph, memory: bool, lam: float = 0.0) -> tuple[list[_Table], np.ndarray]:
     """One table per edge (resharding cost) of the explicit graph, with the cost and
     memory of each node added to the first edge that touches it (fewer joins), and one
     per node without edges; infinite-cost rows removed; ``memory=False`` zeroes the
@@ -93,7 +96,8 @@ def _factors(graph: CostGraph, memory: bool) -> tuple[list[_Table], np.ndarray]:
         for x, c in zip(live, cols):
             asg[:, x] = c[ok]
         m = mem[ok] if memory else np.zeros(int(ok.sum()))
-        out.append(_Table(live, asg, cost[ok].astype(float), m.astype(float), float(m.min()) if m.size else 0.0))
+        c = cost[ok].astype(float)
+        out.append(_Table(live, asg, c, m.astype(float), float(m.min()) if m.size else 0.0, float((c + lam * m).min()) if m.size else 0.0))
 
     absorbed = np.zeros(n, dtype=bool)
     for e in range(graph.edge_u.size):
@@ -113,10 +117,18 @@ def _factors(graph: CostGraph, memory: bool) -> tuple[list[_Table], np.ndarray]:
     return out, dom
 
 
-def _side_fronts(graph: CostGraph, start_vars: list[int], end_vars: list[int], slack: float, max_rows: float, memory: bool = True) -> tuple[_Table, _Table] | None:
+def _side_fronts(graph: CostGraph, start_vars: list[int], end_vars: list[int], slack: float, max_rows: float, memory: bool = True, lag: tuple[float, float, float, float] | None = None) -> tuple[_Table, _Table] | None:
     """Pareto fronts of the explicit nodes per start state and per end state (rows keyed by
-    ``start_vars`` / ``end_vars``); None when a part of the explicit graph touches both."""
-    factors, dom = _factors(graph, memory)
+    ``start_vars`` / ``end_vars``); None when a part of the explicit graph touches both.
+
+    ``lag = (lam, upper + lam x budget, rest of the start side, rest of the end side)``
+    prunes by Lagrangian relaxation (seconds): a plan of cost C within the budget has C >=
+    its cost + lam x memory - lam x budget, and that is at least a row's excess (its cost +
+    lam x memory above its factors' least) plus the least of every factor of its side plus
+    the least Lagrangian cost of the rest (walk and other side); rows whose bound exceeds
+    ``upper`` (a plan's cost) are dropped."""
+    lam = lag[0] if lag is not None else 0.0
+    factors, dom = _factors(graph, memory, lam)
     n = dom.size
     eu, ev = graph.edge_u, graph.edge_v
     _, comp = connected_components(coo_matrix((np.ones(eu.size), (eu, ev)), shape=(n, n)), directed=False)
@@ -131,24 +143,30 @@ def _side_fronts(graph: CostGraph, start_vars: list[int], end_vars: list[int], s
         pools.setdefault(int(comp[t.live[0]]), []).append(t)
     start_side: list[_Table] = []
     end_side: list[_Table] = []
+    at_end = {c: bool(is_end[comp == c].any()) for c in pools}
+    wslack = [np.inf, np.inf]
+    if lag is not None:
+        for side in (0, 1):
+            least = sum(t.wfloor for c, pool in pools.items() if at_end[c] == bool(side) for t in pool)
+            wslack[side] = lag[1] * (1 + 1e-9) - least - lag[2 + side]
     for c, pool in sorted(pools.items()):
         members = np.flatnonzero(comp == c)
         kept = [int(x) for x in members if is_start[x] or is_end[x]]
-        table = _eliminate(pool, kept, dom, slack=slack, max_rows=max_rows)
-        (end_side if kept and is_end[kept[0]] else start_side).append(table)
+        table = _eliminate(pool, kept, dom, slack=slack, max_rows=max_rows, lam=lam, wslack=wslack[at_end[c]])
+        (end_side if at_end[c] else start_side).append(table)
 
-    def combine(tables: list[_Table], keys: list[int]) -> _Table:
+    def combine(tables: list[_Table], keys: list[int], wslack: float) -> _Table:
         if not tables:
             return _Table([], np.full((1, n), -1, dtype=np.int64), np.zeros(1), np.zeros(1), 0.0)
         tables = sorted(tables, key=lambda t: t.cost.size)
         joined = tables[0]
         for t in tables[1:]:
             joined = _join(joined, t, dom, max_rows)
-            ok = joined.mem - joined.floor <= slack
-            joined = _Table(joined.live, joined.asg[ok], joined.cost[ok], joined.mem[ok], joined.floor)
+            ok = (joined.mem - joined.floor <= slack) & (joined.cost + lam * joined.mem - joined.wfloor <= wslack)
+            joined = _Table(joined.live, joined.asg[ok], joined.cost[ok], joined.mem[ok], joined.floor, joined.wfloor)
         return _pareto(joined, keys, dom)
 
-    return combine(start_side, start_vars), combine(end_side, end_vars)
+    return combine(start_side, start_vars, wslack[0]), combine(end_side, end_vars, wslack[1])
 
 
 def _keyed(t: _Table, vars_: list[int], sizes: np.ndarray) -> np.ndarray:
@@ -218,9 +236,9 @@ class _Walk:
             out.append((value.reshape(W, W), np.where(row >= 0, idx[np.maximum(row, 0)], -1).reshape(W, W)))
         return out
 
-    def scalar(self, lam: float) -> tuple[float, float, float, tuple[int, np.ndarray, int]] | None:
+    def scalar(self, lam: float) -> tuple[float, float, float, tuple[np.ndarray, np.ndarray, float]] | None:
         """The plan of least cost + lam x memory (dynamic program over the steps on dense
-        state matrices): its weight, cost, memory and (start row, arcs, end row)."""
+        state matrices): its weight, cost, memory and (explicit strategies, arcs, memory)."""
         a, W = self.chain.arcs, self.W
         fs, fe = self.front_start, self.front_end
         start_w, start_row = _best_per_key(self.key_start, fs.cost + lam * fs.mem, W)
@@ -247,7 +265,7 @@ class _Walk:
         r0, r1 = int(start_row[state]), int(end_row[end])
         cost = float(fs.cost[r0] + a["cost"][path].sum() + fe.cost[r1])
         mem = float(fs.mem[r0] + self.arc_mem[path].sum() + fe.mem[r1])
-        return float(total[end]), cost, mem, (r0, path, r1)
+        return float(total[end]), cost, mem, (np.maximum(fs.asg[r0], fe.asg[r1]), path, mem)
 
     def to_go(self, weight: np.ndarray, end_weight: np.ndarray) -> np.ndarray:
         """(steps + 1, W): least weight from each state at each step to the end."""
@@ -260,12 +278,13 @@ class _Walk:
         return out
 
 
-def _lagrange(walk: _Walk, budget: float, deadline: float | None) -> tuple[float, float, tuple[float, tuple[int, np.ndarray, int]] | None]:
+def _lagrange(solve: Callable[[float], Any], budget: float, deadline: float | None) -> tuple[float, float, tuple[float, Any] | None]:
     """The Lagrangian dual of the memory row, max over lam >= 0 of min (cost + lam x
     (memory - budget)), by walking the hull between a plan over budget and one within it
     (lam = the slope between them, until no plan lies below that line). Returns lam, the
-    dual value (a lower bound, seconds) and the best plan within budget seen (cost, plan)."""
-    got = walk.scalar(0.0)
+    dual value (a lower bound, seconds) and the best plan within budget seen (cost, plan).
+    ``solve(lam)``: the plan of least cost + lam x memory as `_Walk.scalar` gives it."""
+    got = solve(0.0)
     if got is None:
         return 0.0, np.inf, None
     _, c1, m1, p1 = got
@@ -273,7 +292,7 @@ def _lagrange(walk: _Walk, budget: float, deadline: float | None) -> tuple[float
         return 0.0, c1, (c1, p1)
     # a plan of least memory (cost as a tie-breaker at a tiny weight)
     scale = max(c1, 1e-300) / max(m1, 1.0)
-    got = walk.scalar(1e9 * scale)
+    got = solve(1e9 * scale)
     if got is None or got[2] > budget:
         return 0.0, -np.inf, None
     _, c2, m2, p2 = got
@@ -285,7 +304,7 @@ def _lagrange(walk: _Walk, budget: float, deadline: float | None) -> tuple[float
         if m1 <= m2:
             break
         lam = max((c2 - c1) / (m1 - m2), 0.0)
-        weight, c, m, plan = walk.scalar(lam)  # type: ignore[misc]
+        weight, c, m, plan = solve(lam)
         lower = max(lower, weight - lam * budget)
         line = c1 + lam * m1
         if weight >= line - 1e-12 * abs(line):
@@ -297,6 +316,39 @@ def _lagrange(walk: _Walk, budget: float, deadline: float | None) -> tuple[float
             if c < best[0]:
                 best = (c, plan)
     return lam, lower, best
+
+
+def _scalar_lagrange(walk_of: Callable[[tuple[_Table, _Table]], _Walk], graph: CostGraph, start_vars: list[int], end_vars: list[int], budget: float, deadline: float | None, max_rows: float) -> tuple[float, float, tuple[float, Any], tuple[float, float, float, float]] | None:
+    """`_lagrange` on the explicit nodes' cheapest assignments under cost + lam x memory
+    (`chain_minsum.scalar_sides`, one per lam) instead of their Pareto fronts; with, at the
+    dual's lam, the arguments of the Lagrangian pruning of `_side_fronts`: lam, the best
+    plan's cost + lam x budget, and the least cost + lam x memory of the walk with the end
+    side (from any start state) and of the start side with the walk (to any end state)."""
+    walks: dict[float, _Walk] = {}
+
+    def solve(lam: float) -> Any:
+        sides = scalar_sides(graph, start_vars, end_vars, max_rows, lam, measure=True)
+        if sides is None:
+            raise TooLarge("the explicit nodes' scalar problem")
+        walks[lam] = walk_of(sides)
+        return walks[lam].scalar(lam)
+
+    lam, lower, best = _lagrange(solve, budget, deadline)
+    if best is None:
+        return None
+    if lam not in walks:
+        solve(lam)
+    w = walks[lam]
+    a = w.chain.arcs
+    arc_w = a["cost"] + lam * w.arc_mem
+    rest_start = float(w.to_go(arc_w, w.front_end.cost + lam * w.front_end.mem)[0].min())
+    start_w, _ = _best_per_key(w.key_start, w.front_start.cost + lam * w.front_start.mem, w.W)
+    mats = w.stage_matrices(arc_w)
+    val = start_w
+    for t in range(w.steps):
+        val = (val[:, None] + mats[t % len(mats)][0]).min(axis=0)
+    rest_end = float(val.min())
+    return lam, lower, best, (lam, best[0] + lam * budget, rest_start, rest_end)
 
 
 def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_vars: list[int], *, memory: bool = True, deadline: float | None = None, max_rows: float = MAX_ROWS) -> DPResult | None:
@@ -316,36 +368,65 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
     slack = budget * (1 + MEMORY_SLACK) - least_explicit - least_walk if memory else np.inf
     if slack < 0 or max_rows < W * W:
         return None
+    def walk_of(sides: tuple[_Table, _Table]) -> _Walk:
+        fs, fe = sides
+        return _Walk(chain, stage_arcs, stages * K1, a["memory"], fs, fe, _keyed(fs, start_vars, chain.out_sizes), _keyed(fe, end_vars, chain.out_sizes))
+
     try:
-        sides = _side_fronts(graph, start_vars, end_vars, slack, max_rows) if memory else scalar_sides(graph, start_vars, end_vars, max_rows)
+        if not memory:
+            sides = scalar_sides(graph, start_vars, end_vars, max_rows)
+            if sides is None:
+                return None
+            got = walk_of(sides).scalar(0.0)
+            if got is None:
+                return None
+            _, cost, _, (explicit, path, _) = got
+            return DPResult(explicit, path, cost, np.nan, cost, 0)
+        lagrangian = None
+        try:
+            sides = _side_fronts(graph, start_vars, end_vars, slack, min(max_rows, FIRST_ROWS))
+        except TooLarge:  # prune the fronts by a Lagrangian bound (from scalar problems) first
+            lagrangian = _scalar_lagrange(walk_of, graph, start_vars, end_vars, budget, deadline, max_rows)
+            if lagrangian is None:
+                return None
+            sides = None
     except TooLarge:
         return None
-    if sides is None:
-        return None
-    fs, fe = sides
-    walk = _Walk(chain, stage_arcs, stages * K1, a["memory"], fs, fe, _keyed(fs, start_vars, chain.out_sizes), _keyed(fe, end_vars, chain.out_sizes))
-    if not memory:
-        got = walk.scalar(0.0)
-        if got is None:
+    if lagrangian is None:
+        if sides is None:
             return None
-        _, cost, _, (r0, path, r1) = got
-        return DPResult(np.maximum(fs.asg[r0], fe.asg[r1]), path, cost, np.nan, cost, 0)
-    lam, lower, best = _lagrange(walk, budget, deadline)
+        walk0 = walk_of(sides)
+        lam, lower, best = _lagrange(walk0.scalar, budget, deadline)
+    else:
+        lam, lower, best = lagrangian[:3]
     if best is None:
         return None
-    if best[0] <= lower:  # the plan of least cost (memory aside) fits: optimal
-        r0, path, r1 = best[1]
-        return DPResult(np.maximum(fs.asg[r0], fe.asg[r1]), path, best[0], float(fs.mem[r0] + a["memory"][path].sum() + fe.mem[r1]), lower, 0)
-    mem_to_go = walk.to_go(a["memory"], fe.mem)
-    lag_to_go = walk.to_go(a["cost"] + lam * a["memory"], fe.cost + lam * fe.mem)
+    if best[0] <= lower:  # a plan within the budget meets the Lagrangian bound: optimal
+        explicit, path, mem = best[1]
+        return DPResult(explicit, path, best[0], mem, lower, 0)
+
+    def walk_at(cap: float) -> _Walk | None:
+        """The walk with its end fronts (pruned for plans of cost <= cap when Lagrangian)."""
+        if lagrangian is None:
+            return walk0
+        _, _, _, (lam_, _, rest_start, rest_end) = lagrangian
+        got = _side_fronts(graph, start_vars, end_vars, slack, max_rows, True, (lam_, cap + lam_ * budget, rest_start, rest_end))
+        return None if got is None else walk_of(got)
+
     # exact passes with a growing cost cap: a pass keeps every plan of cost <= cap (a
-    # label is dropped only when all its completions cost more), so its best plan is the
-    # optimum once that plan costs <= cap; the last cap is the incumbent's cost
+    # label or front row is dropped only when all its completions cost more), so its best
+    # plan is the optimum once that plan costs <= cap; the last cap is the incumbent's cost
     cap, step, labels = lower * (1 + FIRST_GAP), FIRST_GAP, 0
     while True:
         final = cap >= best[0]
         cap = min(cap, best[0])
         try:
+            walk = walk_at(cap)
+            if walk is None:
+                return None
+            fe = walk.front_end
+            mem_to_go = walk.to_go(a["memory"], fe.mem)
+            lag_to_go = walk.to_go(a["cost"] + lam * a["memory"], fe.cost + lam * fe.mem)
             res = _label_dp(walk, budget, lam, cap * (1 + 1e-9), mem_to_go, lag_to_go, deadline, max_rows)
         except TooLarge:
             return None

@@ -26,6 +26,9 @@ class _Table:
     #: least memory (bytes) of the factors joined into the table: rows whose memory exceeds
     #: it by more than the problem's slack cannot be completed within the budget
     floor: float = 0.0
+    #: least cost + lam x memory (seconds) of the factors joined into the table, for the
+    #: Lagrangian pruning of `_eliminate` (same lam)
+    wfloor: float = 0.0
 
 
 class TooLarge(RuntimeError):
@@ -57,13 +60,13 @@ def _join(a: _Table, b: _Table, dom: np.ndarray, max_rows: float = np.inf) -> _T
     start = np.cumsum(cnt) - cnt
     rb = ob[lo[ra] + np.arange(ra.size) - start[ra]]
     live = a.live + [x for x in b.live if x not in a.live]
-    return _Table(live, np.maximum(a.asg[ra], b.asg[rb]), a.cost[ra] + b.cost[rb], a.mem[ra] + b.mem[rb], a.floor + b.floor)
+    return _Table(live, np.maximum(a.asg[ra], b.asg[rb]), a.cost[ra] + b.cost[rb], a.mem[ra] + b.mem[rb], a.floor + b.floor, a.wfloor + b.wfloor)
 
 
 def _pareto(t: _Table, group: list[int], dom: np.ndarray) -> _Table:
     """Keep, per assignment of ``group``, the rows not dominated in (bytes, seconds)."""
     if t.cost.size == 0:
-        return _Table(group, t.asg, t.cost, t.mem, t.floor)
+        return _Table(group, t.asg, t.cost, t.mem, t.floor, t.wfloor)
     key = encode_states(t.asg[:, group], dom[group]) if group else np.zeros(t.cost.size, dtype=np.int64)
     order = np.lexsort((t.cost, t.mem, key))
     g = np.unique(key, return_inverse=True)[1].reshape(-1)[order]
@@ -74,27 +77,30 @@ def _pareto(t: _Table, group: list[int], dom: np.ndarray) -> _Table:
     keep = np.ones(order.size, dtype=bool)
     keep[1:] = score[1:] > best[:-1]
     rows = order[keep]
-    return _Table(group, t.asg[rows], t.cost[rows], t.mem[rows], t.floor)
+    return _Table(group, t.asg[rows], t.cost[rows], t.mem[rows], t.floor, t.wfloor)
 
 
 def finite_mask(cost: np.ndarray) -> np.ndarray:
     return np.isfinite(cost) & (cost < INFINITE_SECONDS)
 
 
-def _eliminate(pool: list[_Table], kept: list[int], dom: np.ndarray, *, slack: float = np.inf, max_rows: float = np.inf) -> _Table:
+def _eliminate(pool: list[_Table], kept: list[int], dom: np.ndarray, *, slack: float = np.inf, max_rows: float = np.inf, lam: float = 0.0, wslack: float = np.inf) -> _Table:
     """Eliminate every variable of the pool not in ``kept`` (smallest resulting table
     first: the product of the domains of its scope; ties by variable), keeping per
     assignment of the remaining variables the Pareto rows; then join what is left and keep
     the Pareto rows per assignment of ``kept``.
 
     Rows whose memory exceeds their table's ``floor`` by more than ``slack`` bytes are
-    dropped (no completion fits the budget); a join beyond ``max_rows`` rows raises `TooLarge`."""
+    dropped (no completion fits the budget), and so are rows whose cost + ``lam`` x memory
+    exceeds the table's ``wfloor`` by more than ``wslack`` seconds (the caller's
+    Lagrangian argument: every completion then costs more than its incumbent); a join
+    beyond ``max_rows`` rows raises `TooLarge`."""
 
     def prune(t: _Table) -> _Table:
-        if not np.isfinite(slack):
+        if not (np.isfinite(slack) or np.isfinite(wslack)):
             return t
-        ok = t.mem - t.floor <= slack
-        return t if ok.all() else _Table(t.live, t.asg[ok], t.cost[ok], t.mem[ok], t.floor)
+        ok = (t.mem - t.floor <= slack) & (t.cost + lam * t.mem - t.wfloor <= wslack)
+        return t if ok.all() else _Table(t.live, t.asg[ok], t.cost[ok], t.mem[ok], t.floor, t.wfloor)
 
     size = dom.tolist()
     tables: dict[int, _Table] = dict(enumerate(pool))

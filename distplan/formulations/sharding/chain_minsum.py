@@ -103,10 +103,12 @@ def min_sum(dom: list[int], factors: list[Factor], keys: list[int], max_rows: fl
     return dense, asg
 
 
-def scalar_sides(graph: CostGraph, start_vars: list[int], end_vars: list[int], max_rows: float) -> tuple[_Table, _Table] | None:
-    """The cheapest assignment of the explicit nodes per start state and per end state (as
-    tables keyed by ``start_vars`` / ``end_vars``, memory 0; parts joined to neither end
-    go with the start), or None when a part touches both ends or a scope is too large."""
+def scalar_sides(graph: CostGraph, start_vars: list[int], end_vars: list[int], max_rows: float, lam: float = 0.0, measure: bool = False) -> tuple[_Table, _Table] | None:
+    """The cheapest assignment of the explicit nodes per start state and per end state
+    under cost + ``lam`` x memory (as tables keyed by ``start_vars`` / ``end_vars``; parts
+    joined to neither end go with the start), or None when a part touches both ends or a
+    scope is too large. Rows carry the weighted cost and memory 0, or with ``measure``
+    each assignment's own cost and memory."""
     dom = graph.strategy_counts().tolist()
     n = len(dom)
     eu, ev = graph.edge_u, graph.edge_v
@@ -117,18 +119,28 @@ def scalar_sides(graph: CostGraph, start_vars: list[int], end_vars: list[int], m
     at_end = np.isin(comp, list(end_comps))
     sides: list[list[Factor]] = [[], []]
     for i in range(n):
-        sides[int(at_end[i])].append(((i,), _finite(graph.node_cost[i])))
+        weight = _finite(graph.node_cost[i]) + (lam * np.asarray(graph.node_memory[i], float) if lam else 0.0)
+        sides[int(at_end[i])].append(((i,), weight))
     for e in range(eu.size):
         u, v = int(eu[e]), int(ev[e])
         sides[int(at_end[u])].append(_pair(u, v, _finite(graph.edge_cost[e])))
     out: list[_Table] = []
-    for factors, keys in zip(sides, (start_vars, end_vars)):
+    for side, (factors, keys) in enumerate(zip(sides, (start_vars, end_vars))):
         got = min_sum(dom, factors, keys, max_rows)
         if got is None:
             return None
         dense, asg = got
         ok = np.isfinite(dense)
-        out.append(_Table(list(keys), asg[ok], dense[ok], np.zeros(int(ok.sum())), 0.0))
+        asg, cost, mem = asg[ok], dense[ok], np.zeros(int(ok.sum()))
+        if measure:
+            cost = np.zeros(mem.size)
+            nodes = np.flatnonzero(at_end == bool(side))
+            for i in nodes.tolist():
+                cost += np.asarray(graph.node_cost[i], float)[asg[:, i]]
+                mem += np.asarray(graph.node_memory[i], float)[asg[:, i]]
+            for e in np.flatnonzero(at_end[eu] == bool(side)).tolist():
+                cost += np.asarray(graph.edge_cost[e], float)[asg[:, int(eu[e])], asg[:, int(ev[e])]]
+        out.append(_Table(list(keys), asg, cost, mem, 0.0))
     return out[0], out[1]
 
 
