@@ -148,12 +148,12 @@ def _old_code() -> Iterator[None]:
     ref = _reference_scheduler()
     saved = (heuristics.list_schedule, sct.list_schedule, heuristics.topological_positions)
 
-    def old_list_schedule(inst: PlacementInstance, favorite: Any = None, assignment: Any = None, topo: Any = None) -> Any:
+    def old_list_schedule(inst: PlacementInstance, favorite: Any = None, assignment: Any = None, topo: Any = None, static: Any = None) -> Any:
         return ref(inst, favorite=favorite, assignment=assignment)
 
     heuristics.list_schedule = old_list_schedule  # type: ignore[assignment]
     sct.list_schedule = old_list_schedule  # type: ignore[assignment]
-    heuristics.topological_positions = lambda inst: (inst.topo_order().tolist(), [])  # type: ignore[assignment]
+    heuristics.topological_positions = lambda inst, outs=None: (inst.topo_order().tolist(), [])  # type: ignore[assignment]
     try:
         yield
     finally:

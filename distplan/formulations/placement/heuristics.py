@@ -11,6 +11,7 @@ import numpy as np
 
 from distplan.errors import InfeasibleError
 from distplan.formulations.placement.listsched import Schedule, list_schedule, topological_positions
+from distplan.formulations.placement.listsched_data import StaticLists, gc_paused, static_lists
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import make_plan
@@ -44,19 +45,24 @@ def run_single_device(inst: PlacementInstance, ctx: RunContext) -> Outcome:
     return outcome_of(inst, single_device_schedule(inst))
 
 
-def topo_assignment(inst: PlacementInstance, uniform: bool = True, topo: tuple[list[int], list[int]] | None = None) -> np.ndarray:
+def topo_assignment(
+    inst: PlacementInstance, uniform: bool = True, topo: tuple[list[int], list[int]] | None = None, static: StaticLists | None = None
+) -> np.ndarray:
     """m-TOPO: walk ops in topological order, filling device 0, then 1, ... .
 
     The uniform variant caps each device at floor(total memory / m) + the largest op's
     memory. Unlike Baechi's reference code, the real device memory limit is always
     checked as well (its uniform variant ignores it and "succeeds" with plans that do not
     fit); an op that fits no remaining device raises InfeasibleError. ``topo`` is a
-    precomputed `topological_positions` result.
+    precomputed `topological_positions` result, ``static`` the instance's `static_lists`.
     """
     need = inst.memory_need()
-    groups_a = inst.colocation_groups()
-    group_need = np.bincount(groups_a, weights=need).tolist()
-    groups = groups_a.tolist()
+    if static is None:
+        groups_a = inst.colocation_groups()
+        group_need = np.bincount(groups_a, weights=need).tolist()
+        groups = groups_a.tolist()
+    else:
+        group_need, groups = static.gneed, static.groups
     cap_a = inst.device_memory.astype(float).copy()
     if uniform:
         cap_a = np.minimum(cap_a, np.floor(need.sum() / inst.n_devices) + need.max())
@@ -97,9 +103,15 @@ def topo_assignment(inst: PlacementInstance, uniform: bool = True, topo: tuple[l
 
 
 def run_topo(inst: PlacementInstance, ctx: RunContext) -> Outcome:
-    topo = topological_positions(inst)
-    device = topo_assignment(inst, uniform=bool(ctx.param("uniform", True)), topo=topo)
-    return outcome_of(inst, list_schedule(inst, assignment=device, topo=topo))
+    """m-TOPO's assignment, timed by the list scheduler (the instance's lists built once)."""
+    with gc_paused():  # the lists are freed before the collector resumes
+        return outcome_of(inst, _topo_schedule(inst, bool(ctx.param("uniform", True))))
+
+
+def _topo_schedule(inst: PlacementInstance, uniform: bool) -> Schedule:
+    st = static_lists(inst, with_members=False)
+    topo = topological_positions(inst, st.outs)
+    return list_schedule(inst, assignment=topo_assignment(inst, uniform=uniform, topo=topo, static=st), topo=topo, static=st)
 
 
 def run_etf(inst: PlacementInstance, ctx: RunContext) -> Outcome:

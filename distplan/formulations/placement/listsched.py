@@ -41,7 +41,6 @@ step), which the tests keep as a reference.
 
 from __future__ import annotations
 
-import gc
 import heapq
 import math
 from dataclasses import dataclass
@@ -50,8 +49,10 @@ import numpy as np
 
 from distplan.formulations.placement.listsched_data import (
     MemoryTimeline,
+    StaticLists,
     arrival_on,
     check_favorites,
+    gc_paused,
     independent_arrival,
     raise_no_fit,
     static_lists,
@@ -76,6 +77,7 @@ def list_schedule(
     favorite: np.ndarray | None = None,
     assignment: np.ndarray | None = None,
     topo: tuple[list[int], list[int]] | None = None,
+    static: StaticLists | None = None,
 ) -> Schedule:
     """Schedule every op (start times in seconds); raises InfeasibleError naming the op and
     the memory shortfall (bytes).
@@ -83,17 +85,12 @@ def list_schedule(
     ``favorite[i]`` is op i's favorite child (a successor of i, or -1 for none; an op is the
     favorite of at most one op, as m-SCT's rounding makes them); ``assignment`` fixes the
     device of every op (only the start times are chosen then); ``topo`` is a precomputed
-    `topological_positions` result. The cyclic garbage collector is paused meanwhile: the
-    loop allocates many short-lived tuples and no cycles, and the collections it would
-    trigger cost 3-6% of the time.
+    `topological_positions` result and ``static`` a precomputed ``static_lists(inst,
+    with_members=assignment is None)``. The cyclic garbage collector is paused meanwhile
+    (`gc_paused`).
     """
-    paused = gc.isenabled()
-    gc.disable()
-    try:
-        return _list_schedule(inst, favorite, assignment, topo)
-    finally:
-        if paused:
-            gc.enable()
+    with gc_paused():
+        return _list_schedule(inst, favorite, assignment, topo, static)
 
 
 def _list_schedule(
@@ -101,14 +98,15 @@ def _list_schedule(
     favorite: np.ndarray | None,
     assignment: np.ndarray | None,
     topo: tuple[list[int], list[int]] | None,
+    static: StaticLists | None,
 ) -> Schedule:
     n, nd = inst.n_ops, inst.n_devices
     fav = None if favorite is None else check_favorites(inst, favorite)
-    order, topo_pos = topological_positions(inst) if topo is None else topo
     heappush, heappop, heapify, heapreplace = heapq.heappush, heapq.heappop, heapq.heapify, heapq.heapreplace
 
     # -- static data as Python lists (element access in the loop) -----------------------
-    st = static_lists(inst, with_members=assignment is None)
+    st = static_lists(inst, with_members=assignment is None) if static is None else static
+    order, topo_pos = topological_positions(inst, st.outs) if topo is None else topo
     ins, outs, distinct, times, groups = st.ins, st.outs, st.distinct, st.times, st.groups
     gneed, gpers, members, transient, temporary, output = st.gneed, st.gpers, st.members, st.transient, st.temporary, st.output
     inv_bw, lat = st.inv_bw, st.lat
@@ -120,6 +118,7 @@ def _list_schedule(
     used = [0.0] * nd
     liveness = inst.memory_model == "liveness"
     timelines = [MemoryTimeline(c) for c in cap] if liveness else []
+    tl_time, tl_delta = [tl.times for tl in timelines], [tl.deltas for tl in timelines]  # events appended directly
     allocated = [0.0] * nd
     group_placed = [False] * len(gpers)
     last_consumer_end = [0.0] * n
@@ -149,7 +148,8 @@ def _list_schedule(
 
     def channel_commit(v: int, d: int) -> float:
         """Ready time (s) of v on d when transfers queue on the per-device channels; the
-        transfers are booked."""
+        transfers are booked (a new ``epoch`` of the channel state then)."""
+        nonlocal epoch
         r = 0.0
         for u, b in ins[v]:
             du = device[u]
@@ -171,6 +171,7 @@ def _list_schedule(
             arr = (send if send >= ld else ld) + lat[du][d] + b * inv_bw[du][d]
             chan_free[du] = chan_free[d] = arr
             arrived[key] = arr
+            epoch += 1
             if arr > r:
                 r = arr
         return r
@@ -215,21 +216,17 @@ def _list_schedule(
             bound = q
         return r, bound - 1e-9 * abs(bound)
 
-    def chan_rt(v: int, d: int) -> float:
-        key = (v, d)
-        c = chan_cache.get(key)
-        if c is not None and c[0] == epoch:
-            return c[1]
-        r, bound = channel_probe(v, d)
-        chan_cache[key] = (epoch, r, bound)
-        return r
-
     def exact(v: int, d: int, lb: float) -> float | None:
         """Exact earliest start (s) of v on d given its lower bound ``lb``; None: v does not
         fit d now; -1.0: v never fits d (simple memory model)."""
         fx = fixed[v]
-        if channels:
-            r = chan_rt(v, d)
+        if channels:  # the probe is kept while the channel state is unchanged (``epoch``)
+            c = chan_cache.get((v, d))
+            if c is not None and c[0] == epoch:
+                r = c[1]
+            else:
+                r, bound = channel_probe(v, d)
+                chan_cache[(v, d)] = (epoch, r, bound)
             f0 = dev_free[d]
             s = r if r >= f0 else f0
         else:
@@ -375,14 +372,9 @@ def _list_schedule(
             heappush(need_heap, (-(transient[v] + gpers[g] if liveness else gneed[g]), v))
 
     def place(v: int, d: int, at: float) -> None:
-        nonlocal epoch
         f = fav[v] if fav is not None else -1  # a child of v: not ready before v is placed
         if channels:
-            e0 = len(arrived)
-            cf = chan_free[:]
             ready_at = channel_commit(v, d)
-            if len(arrived) != e0 or cf != chan_free:
-                epoch += 1
         else:
             ready_at = rt_lb[v][d]
         s = ready_at
@@ -395,7 +387,8 @@ def _list_schedule(
         if fixed[v] < 0 or (forced_mode and not group_placed[g]):
             used[d] += gneed[g]
             if liveness:
-                timelines[d].add(s, gpers[g])
+                tl_time[d].append(s)
+                tl_delta[d].append(gpers[g])
                 allocated[d] += gpers[g]
             group_placed[g] = True
             for w in members.get(g, ()):
@@ -412,17 +405,21 @@ def _list_schedule(
         end[v] = ev
         dev_free[d] = ev
         if liveness:
-            tl = timelines[d]
-            tl.add(s, transient[v])
+            tt, td = tl_time[d], tl_delta[d]
+            tt.append(s)
+            td.append(transient[v])
             allocated[d] += transient[v]
-            tl.add(ev, -temporary[v])
+            tt.append(ev)
+            td.append(-temporary[v])
             for u, _ in ins[v]:
                 if ev > last_consumer_end[u]:
                     last_consumer_end[u] = ev
                 consumers_left[u] -= 1
                 if consumers_left[u] == 0:
                     lc, eu = last_consumer_end[u], end[u]
-                    timelines[device[u]].add(lc if lc >= eu else eu, -output[u])
+                    du = device[u]
+                    tl_time[du].append(lc if lc >= eu else eu)
+                    tl_delta[du].append(-output[u])
         if fav is not None:
             for dd in devs:
                 if reserved[dd] == v:
