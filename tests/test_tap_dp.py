@@ -147,15 +147,25 @@ def test_llama_layers_fold_whole_and_realign_to_one_out_position() -> None:
     assert not isinstance(made, str)
 
 
-@pytest.mark.parametrize("frac", [0.0, 0.05, 0.3])
-def test_lagrangian_pruned_fronts_keep_the_optimum(frac: float, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("mesh", "frac"), [(8, 0.0), (8, 0.05), (4, 0.3)])
+def test_lagrangian_pruned_fronts_keep_the_optimum(mesh: int | tuple[int, int], frac: float, monkeypatch: pytest.MonkeyPatch) -> None:
     """The explicit fronts pruned by the Lagrangian bound (taken when the plain fronts pass
     FIRST_ROWS rows) give the same optimum as the plain fronts, and a bound below it."""
     chain_dp = importlib.import_module("distplan.formulations.sharding.chain_dp")
-    chain, graph, start, end = _one_chain(tight(7, (2, 2), frac, 2.5e10))
+    chain, graph, start, end = _one_chain(tight(6, mesh, frac, 2.5e10))
+    monkeypatch.setattr(chain_dp, "FIRST_ROWS", 10**7)
     plain = solve_walk_dp(chain, graph, start, end)
+    calls: list[int] = []
+    original = chain_dp._scalar_lagrange
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return original(*args, **kwargs)
+
     monkeypatch.setattr(chain_dp, "FIRST_ROWS", 1)
+    monkeypatch.setattr(chain_dp, "_scalar_lagrange", counted)
     pruned = solve_walk_dp(chain, graph, start, end)
+    assert calls == [1]
     assert plain is not None and pruned is not None
     assert pruned.cost == pytest.approx(plain.cost, rel=1e-12)
     assert pruned.bound <= plain.cost * (1 + 1e-12) and pruned.memory <= graph.memory_budget
