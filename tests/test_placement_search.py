@@ -127,3 +127,15 @@ def test_search_through_the_api_never_beats_the_optimum(name: str) -> None:
     assert res.objective <= etf.objective + 1e-12
     optimum = float(bundled()[name]["description"].split("optimum ")[1].split(" ms")[0]) / 1e3
     assert res.objective >= optimum - 1e-9
+
+
+def test_path_clusters_and_their_greedy_moves_split_two_chains() -> None:
+    """The longest paths are the two chains; moving the second chain's cluster to the other
+    device runs both in parallel."""
+    inst = chains()
+    cl = imp.path_clusters(inst, min_share=0.0)
+    assert len(set(cl[:5].tolist())) == 1 and len(set(cl[5:10].tolist())) == 1 and cl[0] != cl[5]
+    best = imp.cluster_greedy(inst, np.zeros(inst.n_ops, dtype=np.int64))
+    assert best is not None and best.makespan <= 6.2 + 1e-9
+    check = evaluate(inst, make_plan(inst, best.device, best.start))
+    assert check.feasible and check.objective == pytest.approx(best.makespan)

@@ -418,3 +418,79 @@ def search_info(log: SearchLog) -> dict[str, Any]:
         "search_makespan": log.makespan,
         "search_stopped": log.stopped,
     }
+
+
+def path_clusters(inst: PlacementInstance, min_share: float = 0.002, limit: int = 400) -> np.ndarray:
+    """Cluster id per op: repeatedly the longest path (fastest times) through the ops not yet
+    clustered (a critical-path clustering in the spirit of Kim & Browne's linear clustering,
+    ICPP 1988), until the next path holds less than ``min_share`` of the total work or
+    ``limit`` clusters exist; every other op joins the cluster of an input (else of a
+    consumer)."""
+    n = inst.n_ops
+    p = inst.time.min(axis=1)
+    order = inst.topo_order().tolist()
+    succ: list[list[int]] = [[] for _ in range(n)]
+    pred: list[list[int]] = [[] for _ in range(n)]
+    for a, b in zip(inst.src.tolist(), inst.dst.tolist()):
+        succ[a].append(b)
+        pred[b].append(a)
+    cl = [-1] * n
+    pl = p.tolist()
+    floor = min_share * float(p.sum())
+    for k in range(limit):
+        best = [0.0] * n
+        nxt = [-1] * n
+        for v in reversed(order):
+            if cl[v] >= 0:
+                continue
+            bv, bn = 0.0, -1
+            for w in succ[v]:
+                if cl[w] < 0 and best[w] > bv:
+                    bv, bn = best[w], w
+            best[v] = pl[v] + bv
+            nxt[v] = bn
+        free = [v for v in range(n) if cl[v] < 0]
+        if not free:
+            break
+        v = max(free, key=lambda u: best[u])
+        if best[v] < floor and k > 0:
+            break
+        while v >= 0:
+            cl[v] = k
+            v = nxt[v]
+    for v in order:
+        if cl[v] < 0:
+            nb = [u for u in pred[v] if cl[u] >= 0] or [w for w in succ[v] if cl[w] >= 0]
+            cl[v] = cl[nb[0]] if nb else 0
+    return np.asarray(cl, dtype=np.int64)
+
+
+def cluster_greedy(inst: PlacementInstance, device: np.ndarray, deadline: float | None = None) -> Schedule | None:
+    """From ``device``, move each `path_clusters` cluster (heaviest first, with its
+    colocation groups) to the device where the list schedule finishes first, keeping a
+    move only when it shortens the makespan (seconds); stops at ``deadline``."""
+    prob = _Problem(inst)
+    dev = np.asarray(device, dtype=np.int64).copy()
+    cur = prob.schedule(dev)
+    if cur is None or inst.n_devices < 2:
+        return cur
+    cl = path_clusters(inst)
+    work = np.bincount(cl, weights=inst.time.min(axis=1))
+    for c in np.argsort(-work, kind="stable").tolist():
+        ops = np.flatnonzero(cl == c)
+        ops = np.unique(np.concatenate([prob.members[int(prob.groups[o])] for o in ops]))
+        best: tuple[Schedule, int] | None = None
+        for d in range(inst.n_devices):
+            if deadline is not None and time.perf_counter() >= deadline:
+                return cur
+            if np.all(dev[ops] == d):
+                continue
+            trial = dev.copy()
+            trial[ops] = d
+            s = prob.schedule(trial)
+            if s is not None and s.makespan < (cur.makespan if best is None else best[0].makespan):
+                best = (s, d)
+        if best is not None:
+            cur = best[0]
+            dev[ops] = best[1]
+    return cur

@@ -1,7 +1,9 @@
 """placement_search: the Baechi heuristics' plans improved by local search (`improve`).
 
 The heuristics (m-ETF, m-TOPO, m-SCT on the graph and on its coarsened graph, single
-device; Jeon et al., SoCC 2020) give the starting plans, best first. The search runs from
+device; Jeon et al., SoCC 2020) give the starting plans, and one more comes from moving
+critical-path clusters of the best one greedily (`improve.cluster_greedy`, within
+``cluster_share`` of the time). The search runs from
 the best one until it stops improving, then from the next ones with other seeds while time
 is left; the best schedule found is the plan (the api re-evaluates it with the independent
 evaluator). The forced co-location bound (`forced`) gets a share of the time first, up to
@@ -16,7 +18,7 @@ import numpy as np
 
 from distplan.formulations.placement.bounds import placement_bounds
 from distplan.formulations.placement.forced import forced_bound
-from distplan.formulations.placement.improve import improve, search_info
+from distplan.formulations.placement.improve import cluster_greedy, improve, search_info
 from distplan.formulations.placement.listsched import Schedule
 from distplan.formulations.placement.milp import heuristic_schedules
 from distplan.formulations.registry import Outcome, RunContext
@@ -74,6 +76,11 @@ def run_search(inst: PlacementInstance, ctx: RunContext) -> Outcome:
         b = forced_bound(inst, starts[0][0].makespan, deadline=time.perf_counter() + share * max(0.0, deadline - t0))
         if b is not None:
             bounds.append(b)
+    share = float(ctx.param("cluster_share", 0.3))
+    if share > 0 and inst.n_devices > 1:  # one more start: critical-path clusters moved greedily
+        greedy = cluster_greedy(inst, starts[0][0].device, deadline=time.perf_counter() + share * max(0.0, deadline - time.perf_counter()))
+        if greedy is not None and greedy.makespan < starts[0][0].makespan:
+            starts = sorted([*starts, (greedy, f"{starts[0][1]} + path clusters")], key=lambda f: f[0].makespan)
     max_evals = ctx.param("max_evals", None)
     # stop once the plan is within the run's gap tolerance of a proven bound
     gap = ctx.options.mip_gap if ctx.options.mip_gap is not None else 0.0
