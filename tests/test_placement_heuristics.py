@@ -5,6 +5,7 @@ both memory models, both communication models, favorites and fixed assignments."
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -166,3 +167,68 @@ def test_chain_clusters_contract_to_an_acyclic_graph() -> None:
         assert np.array_equal(inside, cluster[inst.src] == cluster[inst.dst])
         assert np.array_equal(coarse.src[edge_of[~inside]], cluster[inst.src[~inside]])
         assert coarse.time.sum() == pytest.approx(inst.time.sum())
+
+
+def test_topological_positions_on_a_numbering_that_is_not_topological() -> None:
+    """Kahn's smallest-id-first order on shuffled op ids (the fast path for forward edges
+    does not apply), with and without the consumers lists at hand."""
+    from distplan.formulations.placement.listsched_data import consumers_of, static_lists
+
+    for seed in range(10):
+        inst = random_instance(seed)
+        perm = np.random.default_rng(seed).permutation(inst.n_ops)
+        shuffled = dataclasses.replace(inst, src=perm[inst.src], dst=perm[inst.dst])
+        want = shuffled.topo_order().tolist()
+        assert topological_positions(shuffled)[0] == want
+        assert topological_positions(shuffled, consumers_of(shuffled))[0] == want
+        assert static_lists(shuffled, True).outs == consumers_of(shuffled)
+
+
+def test_distinct_inputs_and_favorite_checks() -> None:
+    from distplan.formulations.placement.listsched_data import check_favorites, distinct_inputs
+
+    for seed in range(30):
+        inst = random_instance(seed)
+        naive = [True] * inst.n_ops
+        seen: set[tuple[int, int, float]] = set()
+        for a, b, nbytes in zip(inst.src.tolist(), inst.dst.tolist(), inst.edge_bytes.tolist()):
+            naive[b] &= (a, b, nbytes) not in seen
+            seen.add((a, b, nbytes))
+        assert distinct_inputs(inst) == naive
+        fav = favorites_from_lp(inst, np.zeros(inst.n_edges), 0.5)
+        assert check_favorites(inst, fav) == fav.tolist()
+        if inst.n_edges:
+            bad = fav.copy()
+            bad[int(inst.dst[0])] = int(inst.src[0])  # an edge backwards: not a successor
+            with pytest.raises(ValueError, match="favorite"):
+                check_favorites(inst, bad)
+
+
+def test_sct_lp_arrays_match_the_expression_form() -> None:
+    """The m-SCT LP built from triplets is the LP of its docstring written with
+    expressions, entry for entry (HiGHS's vertex, hence the plan, depends on the order)."""
+    from distplan.formulations.placement import sct
+    from distplan.instances.generators import random_layered_dag
+    from distplan.modeling.model import Model
+
+    gnmt = coarsen(distplan.load_instance("gnmt-v2-4gpu-channels")).instance
+    for inst in (gnmt, instance_from_dict(random_layered_dag(300, n_devices=3, seed=4)), random_instance(7)):
+        got = sct.SCT_LP.build(inst, {"theta": 0.1})[0].to_arrays()
+        p, c = inst.time.min(axis=1), inst.max_delay()
+        m = Model("baechi_sct")
+        x = m.add_vars("sct-x", inst.n_edges, lb=0.0, ub=1.0)
+        s = m.add_vars("start", inst.n_ops, lb=0.0)
+        w = m.add_vars("makespan", (), lb=0.0)
+        m.add_constraints("sct-precedence", s[inst.src] - s[inst.dst] + c * x <= -p[inst.src])
+        for name, ends in (("sct-one-favorite-child", inst.src), ("sct-one-favorite-parent", inst.dst)):
+            deg = np.bincount(ends, minlength=inst.n_ops)
+            has = np.flatnonzero(deg > 1)
+            if has.size:
+                m.add_constraints(name, x.group_sum(ends, inst.n_ops)[has] >= deg[has] - 1)
+        m.add_constraints("makespan", s - w <= -p)
+        m.minimize(w)
+        want = m.to_arrays()
+        assert got.con_blocks == want.con_blocks and got.var_blocks == want.var_blocks
+        for a, b in ((got.A.indptr, want.A.indptr), (got.A.indices, want.A.indices), (got.A.data, want.A.data),
+                     (got.row_lo, want.row_lo), (got.row_hi, want.row_hi), (got.col_lo, want.col_lo), (got.col_hi, want.col_hi), (got.c, want.c)):
+            assert a.dtype == b.dtype and np.array_equal(a, b)

@@ -274,7 +274,11 @@ def _list_schedule(
         if not need_heap:
             return True
         big = -need_heap[0][0]
-        return any(dev_free[d] > t and (allocated[d] if liveness else used[d]) + big <= capx[d] for d in devs)
+        held = allocated if liveness else used
+        for d in devs:  # noqa: SIM110 (a loop, not any(): no generator per call)
+            if dev_free[d] > t and held[d] + big <= capx[d]:
+                return True
+        return False
 
     def propose_reserved(d: int, f: int) -> tuple[float, int] | None:
         """Device d's best (start, topological position) while it waits for its reserved

@@ -39,7 +39,7 @@ from distplan.formulations.contract import ModelSpec
 from distplan.formulations.placement.coarsen import chain_clusters, chain_order, contract
 from distplan.formulations.placement.listsched import list_schedule
 from distplan.formulations.registry import Bound, Outcome, RunContext
-from distplan.modeling.model import Model
+from distplan.modeling.model import Model, linear_sum
 from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import PlacementPlan, make_plan
 from distplan.solvers.result import SolverResult
@@ -71,31 +71,36 @@ def sct_precedence(model: Model, inst: PlacementInstance, index: SctIndex) -> No
     """s_i + p_i + c_ij x_ij <= s_j for every edge."""
     if inst.n_edges == 0:
         return
-    s, x = model["start"], model["sct-x"]
-    model.add_constraints("sct-precedence", s[inst.src] - s[inst.dst] + index.c * x <= -index.p[inst.src])
+    s, x = model["start"].index, model["sct-x"].index
+    m = inst.n_edges
+    rows = np.tile(np.arange(m), 3)
+    cols = np.concatenate([s[inst.src], s[inst.dst], x])
+    coeffs = np.concatenate([np.ones(m), -np.ones(m), index.c])
+    model.add_constraints("sct-precedence", linear_sum(cols, coeffs, rows, m, model.num_vars) <= -index.p[inst.src])
 
 
 def sct_favorite_rules(model: Model, inst: PlacementInstance, index: SctIndex) -> None:
     """At most one favorite child per op and one favorite parent per op."""
     if inst.n_edges == 0:
         return
-    x = model["sct-x"]
-    outdeg = np.bincount(inst.src, minlength=inst.n_ops)
-    indeg = np.bincount(inst.dst, minlength=inst.n_ops)
-    by_src = x.group_sum(inst.src, inst.n_ops)
-    by_dst = x.group_sum(inst.dst, inst.n_ops)
-    has_out = np.flatnonzero(outdeg > 1)
-    has_in = np.flatnonzero(indeg > 1)
-    if has_out.size:
-        model.add_constraints("sct-one-favorite-child", by_src[has_out] >= outdeg[has_out] - 1)
-    if has_in.size:
-        model.add_constraints("sct-one-favorite-parent", by_dst[has_in] >= indeg[has_in] - 1)
+    x = model["sct-x"].index
+    for name, ends in (("sct-one-favorite-child", inst.src), ("sct-one-favorite-parent", inst.dst)):
+        deg = np.bincount(ends, minlength=inst.n_ops)
+        has = np.flatnonzero(deg > 1)
+        if has.size:
+            row = np.cumsum(deg > 1) - 1  # the row of an op with degree > 1
+            on = deg[ends] > 1
+            expr = linear_sum(x[on], np.ones(int(on.sum())), row[ends[on]], has.size, model.num_vars)
+            model.add_constraints(name, expr >= deg[has] - 1)
 
 
 def makespan_objective(model: Model, inst: PlacementInstance, index: SctIndex) -> None:
     """s_i + p_i <= w; minimize w."""
-    s, w = model["start"], model["makespan"]
-    model.add_constraints("makespan", s - w <= -index.p)
+    s, w = model["start"].index, model["makespan"]
+    n = inst.n_ops
+    cols = np.concatenate([s, np.full(n, w.index)])
+    coeffs = np.concatenate([np.ones(n), -np.ones(n)])
+    model.add_constraints("makespan", linear_sum(cols, coeffs, np.tile(np.arange(n), 2), n, model.num_vars) <= -index.p)
     model.minimize(w)
 
 
