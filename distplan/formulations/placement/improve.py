@@ -13,19 +13,28 @@ last, every op started exactly when something let it start, either
 
 Moves shorten that chain (the critical-path-guided moves of list-scheduling local search,
 Kwok & Ahmad, ACM Computing Surveys 31(4), 1999, sec. 6; Wu, Shu & Gu, "Efficient local
-search far away from local minima for DAG scheduling", IEEE TPDS 15(4), 2004):
+search far away from local minima for DAG scheduling", IEEE TPDS 15(4), 2004), each move
+carrying whole colocation groups:
 
-* offload a blocker (the first op of a ``device`` link, preferring ops with slack in the
-  graph: weight updates, side branches) to the least busy device where it fits; all the
-  chain's blockers with slack at once first (then halves), because blockers of one kind
-  replace each other in ETF's order and one at a time rarely shortens the chain;
+* runs of the chain (consecutive chain ops on one device): joined to the device of the run
+  before or after, boundaries shifted, the longest runs split (their tail to an idle
+  device, so that work queued behind a run, a layer's weight updates say, overlaps);
+* offload the blockers (first ops of ``device`` links, preferring ops with slack in the
+  graph): all the chain's blockers with slack at once first (then halves, then all onto
+  one device), because blockers of one kind replace each other in ETF's order and one at
+  a time rarely shortens the chain; a blocker's branch (its slack neighbourhood on its
+  device); single blockers to the least busy devices;
 * join the ends of a ``data`` link (move the consumer to the producer's device, or back).
 
 A move is kept when it lowers (makespan, sum of the latest twentieth of the end times):
 the second key carries the search across plateaus where removing one of many equal
-blockers does not yet shorten the makespan. The search stops at a deadline, after
-``max_evals`` schedules, or when no move of the chain improves. It is deterministic for a
-given seed and number of evaluations. Times in seconds, memory in bytes.
+blockers does not yet shorten the makespan. When no move of the chain improves, the least
+bad move to an unvisited assignment is taken (a tabu step) and the best plan seen is kept.
+The search stops at a deadline, after ``max_evals`` schedules, at a makespan reaching a
+proven bound, or after ``escapes`` tabu steps in a row. It is deterministic for a given
+seed and number of evaluations. `path_clusters` and `cluster_greedy` build one more start:
+critical-path clusters (longest paths, one after another) moved greedily to the device
+where the schedule ends first. Times in seconds, memory in bytes.
 """
 
 from __future__ import annotations
