@@ -245,3 +245,22 @@ def test_progress_speaks_on_stderr_only_for_long_commands(monkeypatch: pytest.Mo
         time.sleep(0.3)
     lines = slow.getvalue().splitlines()
     assert lines[0].startswith("solving x ... ") and lines[-1].startswith("solving x: done in ")
+
+
+def test_a_phase_of_a_run_never_runs_past_the_run_deadline() -> None:
+    """`RunContext.child` (the sub-runs of codec_select, tag_sfb, libra_discrete) gets at
+    most what remains of the run, not the run's whole limit again."""
+    import time
+
+    from distplan.formulations.registry import RunContext
+    from distplan.solvers.base import get_backend
+    from distplan.solvers.options import SolveOptions
+
+    late = RunContext(get_backend("highs"), SolveOptions(time_limit=10.0), {"x": 1}, started=time.perf_counter() - 9.5)
+    child = late.child({"objective": "iteration"})
+    assert child.options.time_limit is not None and child.options.time_limit <= 0.5
+    assert child.params == {"objective": "iteration"} and late.child().params == {"x": 1}
+    assert late.child(time_limit=0.2).options.time_limit == 0.2
+    unlimited = RunContext(get_backend("highs"), SolveOptions(), {})
+    assert unlimited.child(time_limit=3.0).options.time_limit == 3.0
+    assert unlimited.child().options.time_limit is None

@@ -171,7 +171,7 @@ def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     if not exact:
         # menus from ``step`` restrict the continuous problem: its least time bounds every
         # plan, menu or not; proven exactly at the tangent-cut LPs' allocation
-        cont = run_libra_perf_lp(inst, RunContext(ctx.backend, ctx.options, {"tolerance": 1e-7, "max_rounds": 500}))
+        cont = run_libra_perf_lp(inst, ctx.child({"tolerance": 1e-7, "max_rounds": 500}))
         ctx.solver_results.extend(cont.solver_results)
         info["continuous_relaxation"] = {k: cont.info[k] for k in ("relative_gap", "upper_bound_seconds") if k in cont.info}
         bounds.extend(Bound(b.value, "libra_discrete continuous relaxation: " + b.source, grade=b.grade) for b in cont.bounds)

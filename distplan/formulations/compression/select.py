@@ -406,7 +406,7 @@ def run_codec_select(inst: CompressionInstance, ctx: RunContext) -> Outcome:
     window = ctx.param("window", None)
     candidates: dict[str, CompressionPlan] = {"allreduce_all": allreduce_plan(inst), "greedy_by_saving": greedy_plan(inst)}
     # the best TAG plan (its iteration MILP): codec_select is never worse than tag_sfb
-    tag_out = run_tag_sfb(inst, RunContext(ctx.backend, ctx.options, {"objective": "iteration"}))
+    tag_out = run_tag_sfb(inst, ctx.child({"objective": "iteration"}))
     if tag_out.plan is not None:
         candidates["tag_sfb"] = tag_out.plan
     with contextlib.suppress(InfeasibleError):  # when the rule overflows memory it is no candidate

@@ -421,7 +421,7 @@ def tag_candidates(inst: CompressionInstance, ctx: RunContext) -> dict[str, np.n
 
     out: dict[str, np.ndarray] = {"allreduce_all": np.zeros(inst.n_ops, dtype=bool)}
     if memory_can_bind(inst).any():
-        cost = run_tag_cost(inst, RunContext(ctx.backend, ctx.options, {"relaxation": False}))
+        cost = run_tag_cost(inst, ctx.child({"relaxation": False}))
         ctx.solver_results.extend(cost.solver_results)
         if cost.plan is not None:
             out["tag_cost"] = _dup_of(inst, cost.plan)
