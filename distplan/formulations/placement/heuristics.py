@@ -67,9 +67,10 @@ def topo_assignment(
     if uniform:
         cap_a = np.minimum(cap_a, np.floor(need.sum() / inst.n_devices) + need.max())
     cap = cap_a.tolist()
+    nd = inst.n_devices
     device = [-1] * inst.n_ops
     group_dev: dict[int, int] = {}
-    used = [0.0] * inst.n_devices
+    used = [0.0] * nd
     d = 0
     order = (topological_positions(inst) if topo is None else topo)[0]
     for v in order:
@@ -77,9 +78,9 @@ def topo_assignment(
         if g in group_dev:
             device[v] = group_dev[g]
             continue
-        while d < inst.n_devices and used[d] + group_need[g] > cap[d]:
+        while d < nd and used[d] + group_need[g] > cap[d]:
             d += 1
-        if d == inst.n_devices:
+        if d == nd:
             # the uniform cap may be too tight at the end: fall back to any device with room
             room = inst.device_memory - np.asarray(used)
             ok = np.flatnonzero(room >= group_need[g])
@@ -94,7 +95,7 @@ def topo_assignment(
             used[dd] += group_need[g]
             device[v] = dd
             group_dev[g] = dd
-            d = inst.n_devices
+            d = nd
             continue
         used[d] += group_need[g]
         device[v] = d

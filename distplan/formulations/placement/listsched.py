@@ -405,7 +405,7 @@ def _list_schedule(
                         heappush(fpend[d], (a, topo_pos[w]))
         device[v] = d
         start[v] = s
-        ev = s + times[v][d]
+        ev = s + times[v * nd + d]
         end[v] = ev
         dev_free[d] = ev
         if liveness:

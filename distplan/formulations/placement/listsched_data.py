@@ -134,7 +134,7 @@ class StaticLists:
     ins: list[list[tuple[int, float]]]  # per op: (producer, bytes) of its in-edges, in edge id order
     outs: list[list[int]]  # per op: consumers of its out-edges, in edge id order
     distinct: list[bool]  # per op: its in-edges carry distinct tensors (producer, bytes)
-    times: list[list[float]]  # per op and device: seconds
+    times: list[float]  # seconds of op v on device d at v * n_devices + d
     groups: list[int]  # colocation group per op
     gneed: list[float]  # per group: bytes under the instance's memory model
     gpers: list[float]  # per group: persistent bytes
@@ -159,7 +159,7 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
     pairs = list(zip(inst.src[e_in].tolist(), inst.edge_bytes[e_in].astype(float).tolist()))
     ins = [pairs[cut[v] : cut[v + 1]] for v in range(n)]
     outs = consumers_of(inst)
-    groups_a = np.arange(n) if all(g is None for g in inst.colocate) else inst.colocation_groups()
+    groups_a = np.arange(n) if inst.colocate.count(None) == n else inst.colocation_groups()
     groups = groups_a.tolist()
     gsize = np.bincount(groups_a)
     members: dict[int, list[int]] = {}
@@ -173,7 +173,7 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
         ins=ins,
         outs=outs,
         distinct=distinct_inputs(inst),
-        times=np.asarray(inst.time, dtype=float).tolist(),
+        times=np.asarray(inst.time, dtype=float).ravel().tolist(),
         groups=groups,
         gneed=np.bincount(groups_a, weights=inst.memory_need()).tolist(),
         gpers=np.bincount(groups_a, weights=inst.memory).tolist(),
