@@ -100,7 +100,7 @@ register(
         program="algorithm",
         run=search.run_search,
         reference=BAECHI + "; Kwok & Ahmad, ACM Computing Surveys 31(4) 1999; Wu, Shu & Gu, IEEE TPDS 15(4) 2004",
-        params={"default_time_limit": 30.0, "seed": 0, "max_evals": None, "forced_share": 0.1, "cluster_share": 0.3},
+        params={"default_time_limit": 30.0, "seed": 0, "max_evals": None, "forced_share": 0.1, "cluster_share": None},
     )
 )
 
