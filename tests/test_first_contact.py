@@ -264,3 +264,4 @@ def test_a_phase_of_a_run_never_runs_past_the_run_deadline() -> None:
     unlimited = RunContext(get_backend("highs"), SolveOptions(), {})
     assert unlimited.child(time_limit=3.0).options.time_limit == 3.0
     assert unlimited.child().options.time_limit is None
+
