@@ -51,7 +51,7 @@ class BandwidthInstance(JsonDocument):
 
     @staticmethod
     def from_dict(data: Mapping[str, Any]) -> BandwidthInstance:
-        return BandwidthInstance(**parse_fields(data)._asdict())
+        return BandwidthInstance(**parse_fields(data))
 
     def to_dict(self) -> dict[str, Any]:
         return _serialize(self)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from distplan.errors import InputError
 from distplan.models.bandwidth_records import (
@@ -24,23 +24,6 @@ from distplan.models.bandwidth_records import (
     LinearConstraint,
 )
 from distplan.models.common import FORMAT, name_list, need, number
-
-
-class InstanceFields(NamedTuple):
-    """The fields of a bandwidth instance (keyword arguments of its constructor)."""
-
-    name: str
-    dimensions: tuple[Dimension, ...]
-    layers: tuple[Layer, ...]
-    training_loop: str
-    total_bandwidth: tuple[str, float] | None
-    cost_budget: float | None
-    linear: tuple[LinearConstraint, ...]
-    description: str
-    workload_name: str
-    total_npus: int | None
-    workload_npus: int | None
-    metadata: dict[str, Any]
 
 
 def _opt_number(data: Mapping[str, Any], key: str, path: str, default: float, **kw: Any) -> float:
@@ -175,7 +158,17 @@ def _parse_constraints(data: Any, dims: tuple[Dimension, ...]) -> tuple[tuple[st
     return total, budget, tuple(rows)
 
 
-def parse_fields(data: Mapping[str, Any]) -> InstanceFields:
+def _npu_count(value: Any, path: str, product: int, mismatch: str, fix: str) -> int | None:
+    """An optional NPU count (``path``), which must equal the product of the dimension sizes."""
+    if value is None:
+        return None
+    count = int(number(value, path, positive=True, integer=True))
+    if count != product:
+        raise InputError(path, f"{count} {mismatch}", fix)
+    return count
+
+
+def parse_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     """The validated fields of a bandwidth document."""
     if data.get("format") != FORMAT:
         raise InputError("format", f"expected {FORMAT!r}, got {data.get('format')!r}", f'add "format": "{FORMAT}"')
@@ -191,28 +184,15 @@ def parse_fields(data: Mapping[str, Any]) -> InstanceFields:
         raise InputError("network.dimensions", "no dimensions", "give at least one dimension")
     dims = tuple(_parse_dimension(item, f"network.dimensions[{k}]") for k, item in enumerate(items))
     product = math.prod(d.size for d in dims)
-    total_npus = None
-    if net.get("total_npus") is not None:
-        total_npus = int(number(net["total_npus"], "network.total_npus", positive=True, integer=True))
-        if total_npus != product:
-            raise InputError(
-                "network.total_npus",
-                f"{total_npus} NPUs declared but the dimension sizes multiply to {' x '.join(str(d.size) for d in dims)} = {product}",
-                "make the sizes multiply to the NPU count",
-            )
+    total_npus = _npu_count(net.get("total_npus"), "network.total_npus", product,
+                            f"NPUs declared but the dimension sizes multiply to {' x '.join(str(d.size) for d in dims)} = {product}",
+                            "make the sizes multiply to the NPU count")
     work = need(data, "workload", "")
     loop = work.get("training_loop", "no_overlap")
     if loop not in TRAINING_LOOPS:
         raise InputError("workload.training_loop", f"unsupported training loop {loop!r}", f"use one of: {', '.join(TRAINING_LOOPS)}")
-    workload_npus = None
-    if work.get("npus") is not None:
-        workload_npus = int(number(work["npus"], "workload.npus", positive=True, integer=True))
-        if workload_npus != product:
-            raise InputError(
-                "workload.npus",
-                f"the workload is written for {workload_npus} NPUs but the network has {product}",
-                "use a network whose dimension sizes multiply to the workload's NPU count",
-            )
+    workload_npus = _npu_count(work.get("npus"), "workload.npus", product, f"NPUs in the workload, but the network has {product}",
+                               "use a network whose dimension sizes multiply to the workload's NPU count")
     layer_items = need(work, "layers", "workload")
     name_list(layer_items, "workload.layers", "layers")
     layers = tuple(_parse_layer(item, f"workload.layers[{k}]", dims) for k, item in enumerate(layer_items))
@@ -221,8 +201,8 @@ def parse_fields(data: Mapping[str, Any]) -> InstanceFields:
     if not isinstance(meta, Mapping):
         raise InputError("metadata", "expected an object")
     wname = work.get("name", "")
-    return InstanceFields(
-        name=name, dimensions=dims, layers=layers, training_loop=loop, total_bandwidth=total, cost_budget=budget,
-        linear=linear, description=str(data.get("description", "")), workload_name=str(wname), total_npus=total_npus,
-        workload_npus=workload_npus, metadata=dict(meta),
-    )
+    return {
+        "name": name, "dimensions": dims, "layers": layers, "training_loop": loop, "total_bandwidth": total, "cost_budget": budget,
+        "linear": linear, "description": str(data.get("description", "")), "workload_name": str(wname), "total_npus": total_npus,
+        "workload_npus": workload_npus, "metadata": dict(meta),
+    }

@@ -155,7 +155,7 @@ class CompressionInstance(JsonDocument):
     # -- I/O ------------------------------------------------------------------------------
     @staticmethod
     def from_dict(data: Mapping[str, Any]) -> CompressionInstance:
-        return CompressionInstance(*parse_fields(data))
+        return CompressionInstance(**parse_fields(data))
 
     def to_dict(self) -> dict[str, Any]:
         return _serialize(self)

@@ -1,14 +1,14 @@
 """Compression selection (TAG): reading the ``distplan/1`` document of kind ``compression``.
 
 `parse_fields` validates a document (every error an `InputError` naming its path) and
-returns the fields of a `distplan.models.compression_instance.CompressionInstance`; the
+returns the keyword arguments of `distplan.models.compression_instance.CompressionInstance`; the
 instance builds its derived arrays from them. Units: seconds, bytes, bytes/second.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from distplan.errors import InputError
 from distplan.models.catalogue import device as catalogue_device
@@ -24,22 +24,6 @@ from distplan.models.compression_records import (
     Gradient,
     Op,
 )
-
-
-class InstanceFields(NamedTuple):
-    """The fields of a compression instance, in the order of its constructor."""
-
-    name: str
-    description: str
-    batch_size: int
-    devices: list[Device]
-    ops: list[Op]
-    edges: list[Edge]
-    gradients: list[Gradient]
-    codecs: list[Codec]
-    intra_node_bandwidth: float
-    inter_node_bandwidth: float
-    links: list[tuple[str, str, float]]
 
 
 def _str(value: Any, path: str) -> str:
@@ -58,7 +42,7 @@ def _rate_table(value: Any, path: str, types: set[str], what: str) -> dict[str, 
     return out
 
 
-def parse_fields(data: Mapping[str, Any]) -> InstanceFields:
+def parse_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     """The validated fields of a compression document."""
     name = _str(data.get("name", "unnamed"), "name")
     description = data.get("description", "")
@@ -247,4 +231,7 @@ def parse_fields(data: Mapping[str, Any]) -> InstanceFields:
                 dict(measured) if measured is not None else None,
             )
         )
-    return InstanceFields(name, description, batch_size, devices, ops, edges, gradients, codecs, intra, inter, links)
+    return {
+        "name": name, "description": description, "batch_size": batch_size, "devices": devices, "ops": ops, "edges": edges,
+        "gradients": gradients, "codecs": codecs, "intra_node_bandwidth": intra, "inter_node_bandwidth": inter, "links": links,
+    }
