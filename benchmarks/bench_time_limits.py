@@ -25,24 +25,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _pipeline_64(tmp: str) -> str:
-    path = os.path.join(tmp, "pipeline-v-p4-m64.json")
+def _make_pipeline(tmp: str, name: str, *args: str) -> str:
+    """``distplan make pipeline`` with F = 1, B = 2, W = 1 and ``args`` into ``tmp/name.json``."""
+    path = os.path.join(tmp, f"{name}.json")
     subprocess.run(
-        [sys.executable, "-m", "distplan", "make", "pipeline", "--shape", "v", "--stages", "4", "--micro-batches", "64",
-         "--forward-time", "1", "--backward-time", "2", "--weight-time", "1", "--memory", "8", "-o", path],
-        check=True, capture_output=True, cwd=ROOT,
-    )
-    return path
-
-
-def _pipeline_m8(tmp: str) -> str:
-    """M shape, 4 stages, 8 micro-batches, B/W split, memory 4: the time-indexed model
-    (8,663 rows + 3,055 columns) sits in HiGHS's root cut separation past the limit unless
-    it runs isolated (41.9 s at a 15 s limit before `highs.ISOLATE_SIZE` was lowered)."""
-    path = os.path.join(tmp, "pipeline-m-p4-m8.json")
-    subprocess.run(
-        [sys.executable, "-m", "distplan", "make", "pipeline", "--shape", "m", "--stages", "4", "--micro-batches", "8",
-         "--forward-time", "1", "--backward-time", "2", "--weight-time", "1", "--memory", "4", "-o", path],
+        [sys.executable, "-m", "distplan", "make", "pipeline", *args, "--forward-time", "1", "--backward-time", "2", "--weight-time", "1", "-o", path],
         check=True, capture_output=True, cwd=ROOT,
     )
     return path
@@ -52,9 +39,12 @@ def issue_cases(tmp: str) -> list[tuple[str, str]]:
     return [
         ("compression-bert-large", "codec_select"),
         ("gnmt-v2-4gpu", "placement_milp"),
-        (_pipeline_64(tmp), "pipeline_milp"),
+        (_make_pipeline(tmp, "pipeline-v-p4-m64", "--shape", "v", "--stages", "4", "--micro-batches", "64", "--memory", "8"), "pipeline_milp"),
         ("gpt3-175b-64gpu-nomem", "alpa_ilp"),
-        (_pipeline_m8(tmp), "pipeline_milp"),
+        # the time-indexed model (8,663 rows + 3,055 columns) sits in HiGHS's root cut
+        # separation past the limit unless it runs isolated (41.9 s at a 15 s limit before
+        # `highs.ISOLATE_SIZE` was lowered)
+        (_make_pipeline(tmp, "pipeline-m-p4-m8", "--shape", "m", "--stages", "4", "--micro-batches", "8", "--memory", "4"), "pipeline_milp"),
     ]
 
 

@@ -49,6 +49,16 @@ def make_plan(inst: CompressionInstance, duplicated: np.ndarray, methods: list[s
     return CompressionPlan(dup, sync, ordered)
 
 
+def _known_names(value: Any, path: str, known: Mapping[str, int], what: str, where: str) -> list[str]:
+    """A list of names at ``path``, each one a ``what`` of the instance (listed in ``where``)."""
+    if not isinstance(value, list):
+        raise InputError(path, f"expected a list of {what} names")
+    for k, nm in enumerate(value):
+        if nm not in known:
+            raise InputError(f"{path}[{k}]", f"unknown {what} {nm!r}", f"name {'an' if what[0] in 'aeiou' else 'a'} {what} of {where}")
+    return value
+
+
 def plan_from_dict(inst: CompressionInstance, data: Mapping[str, Any]) -> CompressionPlan:
     """Read a plan: {"duplicated": [op, ...], "sync": {gradient: method}, "order": [...]}.
 
@@ -57,13 +67,7 @@ def plan_from_dict(inst: CompressionInstance, data: Mapping[str, Any]) -> Compre
     """
     if not isinstance(data, Mapping):
         raise InputError("plan", "expected an object")
-    dup_raw = data.get("duplicated", [])
-    if not isinstance(dup_raw, list):
-        raise InputError("duplicated", "expected a list of op names")
-    for k, nm in enumerate(dup_raw):
-        if nm not in inst.op_index:
-            raise InputError(f"duplicated[{k}]", f"unknown op {nm!r}", "name an op of graph.ops")
-    dup = set(dup_raw)
+    dup = set(_known_names(data.get("duplicated", []), "duplicated", inst.op_index, "op", "graph.ops"))
     sync_raw = data.get("sync", {})
     if not isinstance(sync_raw, Mapping):
         raise InputError("sync", "expected an object {gradient: method}")
@@ -76,12 +80,7 @@ def plan_from_dict(inst: CompressionInstance, data: Mapping[str, Any]) -> Compre
     sync = {g.name: str(sync_raw.get(g.name, "sfb" if g.op in dup else "allreduce")) for g in inst.gradients}
     order = data.get("order")
     if order is not None:
-        if not isinstance(order, list):
-            raise InputError("order", "expected a list of gradient names")
-        for k, nm in enumerate(order):
-            if nm not in inst.gradient_index:
-                raise InputError(f"order[{k}]", f"unknown gradient {nm!r}", "name a gradient of graph.gradients")
-        order = tuple(order)
+        order = tuple(_known_names(order, "order", inst.gradient_index, "gradient", "graph.gradients"))
     ordered_dup = tuple(o.name for o in inst.ops if o.name in dup)
     return CompressionPlan(ordered_dup, sync, order)
 
