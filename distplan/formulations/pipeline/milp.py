@@ -140,8 +140,7 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     for stage, limit in stages:
         sub = ctx
         if limit is not None:
-            sub = RunContext(ctx.backend, ctx.options.with_(time_limit=limit), dict(ctx.params))
-            sub.solver_results = ctx.solver_results
+            sub = ctx.child(time_limit=limit, share_records=True)
         # Time-indexed stage with an incumbent U: search only schedules of value <= U - 1
         # (a destructive bound: the tighter windows shrink the model and strengthen its
         # LP). Infeasible proves U optimal; otherwise the solve improves on U.
@@ -212,7 +211,7 @@ def _with_tessel(inst: PipelineInstance, ctx: RunContext, found: tuple[str, Any]
     """The better warm start of the best baseline and the tessel heuristic (time-limited
     to a quarter of the remaining time); tightens the horizon / span bound."""
     remaining = ctx.remaining_time()
-    sub = RunContext(ctx.backend, ctx.options.with_(time_limit=None if remaining is None else max(0.5, remaining / 4)), dict(DEFAULTS))
+    sub = ctx.child(dict(DEFAULTS), None if remaining is None else max(0.5, remaining / 4))
     try:
         out = run_tessel(inst, sub)
     except (InfeasibleError, InputError):

@@ -276,10 +276,7 @@ def sub_ctx(ctx: RunContext, limit: float, share: float = 1 / 3) -> RunContext:
     """A context for one auxiliary solve: at most ``limit`` seconds (and ``share`` of what
     remains), recording into the run's solver results."""
     remaining = ctx.remaining_time()
-    lim = limit if remaining is None else max(0.05, min(limit, remaining * share))
-    sub = RunContext(ctx.backend, ctx.options.with_(time_limit=lim), dict(ctx.params))
-    sub.solver_results = ctx.solver_results
-    return sub
+    return ctx.child(time_limit=limit if remaining is None else max(0.05, min(limit, remaining * share)), share_records=True)
 
 
 def probe_period(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any], period: float) -> tuple[np.ndarray | None, bool]:

@@ -125,7 +125,7 @@ def _sct_plans(inst: PlacementInstance, ctx: RunContext) -> list[tuple[str, Plac
     sct = get_formulation("placement", "baechi_sct")
     out: list[tuple[str, PlacementPlan]] = []
     for folded in (False, True):
-        sub = RunContext(ctx.backend, ctx.options.with_(time_limit=None, mip_gap=None), {**sct.params})
+        sub = ctx.child({**sct.params})  # never past the run's deadline
         try:
             if folded:
                 folding = coarsen(inst, {})

@@ -409,11 +409,9 @@ def solve_bound(inst: PlacementInstance, ctx: RunContext, time_limit: float | No
     t0 = time.perf_counter()
     model, index = RELAXATION.build(inst, kw, name=f"{inst.name}-assignment-relaxation")
     build_s = time.perf_counter() - t0
-    limit = _limit(ctx, time_limit)
-    options = ctx.options if limit is None else ctx.options.with_(time_limit=limit)
-    if not kw.get("integral", True) and options.lp_method == "auto":
-        options = options.with_(lp_method="barrier")  # degenerate for simplex (GNMT: 14 s vs > 60 s)
-    sub = RunContext(ctx.backend, options, ctx.params)
+    sub = ctx.child(time_limit=time_limit)
+    if not kw.get("integral", True) and sub.options.lp_method == "auto":
+        sub.options = sub.options.with_(lp_method="barrier")  # degenerate for simplex (GNMT: 14 s vs > 60 s)
     result = sub.solve_model(model, build_seconds=build_s)
     ctx.solver_results.extend(sub.solver_results)
     if result.bound is None or not np.isfinite(result.bound):
@@ -443,9 +441,3 @@ def relaxation_bounds(inst: PlacementInstance, ctx: RunContext, time_limit: floa
             found.append(b)
     return [max(found, key=lambda b: b.value)] if found else []
 
-
-def _limit(ctx: RunContext, wanted: float | None) -> float | None:
-    rem = ctx.remaining_time()
-    if wanted is None:
-        return rem
-    return wanted if rem is None else max(0.01, min(wanted, rem))
