@@ -18,7 +18,7 @@ from distplan.formulations.folding import _check, _indexed
 from distplan.formulations.sharding.chain_dp import DeadlineReached, _pareto_labels, solve_walk_dp
 from distplan.formulations.sharding.chain_fronts import segment_fronts
 from distplan.formulations.sharding.chain_program import explicit_graph
-from distplan.formulations.sharding.chainfold import Chain, _chain_of, find_chains, realigned
+from distplan.formulations.sharding.chainfold import Chain, _chain_of, extended, find_chains, realigned
 from distplan.formulations.sharding.costgraph import CostTables
 from distplan.formulations.sharding.tap import fold_instance
 from tests.test_tap_exact import tight
@@ -129,10 +129,55 @@ def test_realigned_copies_cross_the_fewest_states() -> None:
     assert isinstance(grown, Chain) and grown.num_states == 15
 
 
+def _blocks(K: int, labels: dict[int, int] | None = None, extra: list[tuple[int, int]] | None = None) -> SimpleNamespace:
+    """A skeleton of K blocks a -> b -> c (labels 0, 1, 2), each c -> the next a (edge
+    label 1), a source p -> the first a and the last c -> a sink q; node labels
+    overridden by ``labels``, ``extra`` edges (label 0) added."""
+    nl = [0, 1, 2] * K + [7, 8]
+    p, q = 3 * K, 3 * K + 1
+    edges = [(3 * k, 3 * k + 1, 0) for k in range(K)] + [(3 * k + 1, 3 * k + 2, 0) for k in range(K)]
+    edges += [(3 * k + 2, 3 * k + 3, 1) for k in range(K - 1)] + [(p, 0, 1), (3 * K - 1, q, 1)]
+    edges += [(a, b, 0) for a, b in extra or []]
+    for x, lab in (labels or {}).items():
+        nl[x] = lab
+    e = np.array(edges)
+    return SimpleNamespace(edge_u=e[:, 0], edge_v=e[:, 1], edge_label_id=e[:, 2], node_label_id=np.array(nl), num_nodes=3 * K + 2)
+
+
+def test_extended_grows_the_chain_by_exact_copies_only() -> None:
+    """chainfold.extended takes the explicit copies next to a chain's ends back into it,
+    and only copies: same node labels, same internal edges and links, no other edge from
+    a copy that would sit inside the chain, nodes free."""
+    K = 7
+    found = np.array([[3 * k, 3 * k + 1, 3 * k + 2] for k in range(2, K - 2)])
+
+    def grow(sk: SimpleNamespace, free: np.ndarray | None = None) -> list[int]:
+        if free is None:
+            free = np.ones(sk.num_nodes, dtype=bool)
+            free[found.ravel()] = False
+        got = extended(found, sk, free)  # type: ignore[arg-type]
+        assert isinstance(_chain_of(0, got, sk, np.ones(3, dtype=np.int64)), Chain)  # type: ignore[arg-type]
+        return [int(r[0]) // 3 for r in got]
+
+    assert grow(_blocks(K)) == list(range(K))
+    assert grow(_blocks(K, labels={1: 5})) == list(range(1, K))  # block 0 labelled apart
+    assert grow(_blocks(K, labels={3 * K - 2: 5})) == list(range(K - 1))
+    # block 1 has an edge out (ok for a first copy, not inside the chain): it ends there
+    assert grow(_blocks(K, extra=[(4, 3 * K + 1)])) == list(range(1, K))
+    # block 6 joined to block 5 by one more edge: the links differ
+    assert grow(_blocks(K, extra=[(16, 18)])) == list(range(K - 1))
+    # nodes taken by another family are not free
+    free = np.ones(3 * K + 2, dtype=bool)
+    free[found.ravel()] = False
+    free[0] = False
+    assert grow(_blocks(K), free) == list(range(1, K))
+
+
 def test_llama_layers_fold_whole_and_realign_to_one_out_position() -> None:
     """Issue 20: Llama-3 8B's 32 layers used to fold as 31 copies of 7 nodes and 30 of 5
-    (a layer split in two families, neither a chain); now 30 whole layers, realigned to
-    cut after the FFN's down projection (one out position, the residual stream)."""
+    (a layer split in two families, neither a chain); now whole layers, realigned to cut
+    after the FFN's down projection (one out position, the residual stream), and grown
+    (chainfold.extended) from the 6 folded copies to all 8 layers."""
     from distplan.instances.zoo_sharding import llama_sharding
 
     inst = llama_sharding("llama3-8b", 32, layers=8)
@@ -140,7 +185,7 @@ def test_llama_layers_fold_whole_and_realign_to_one_out_position() -> None:
     assert [(f["copies"], f["nodes_per_copy"]) for f in fold.stats["families"]] == [(6, 12)]
     tables = CostTables(inst)
     chains, info = find_chains(sk, fold, tables)
-    assert len(chains) == 1 and chains[0].out_pos.size == 1 and chains[0].copies == 5
+    assert len(chains) == 1 and chains[0].out_pos.size == 1 and chains[0].copies == 8
     names = list(inst.index)
     assert names[sk.node_ops[int(chains[0].nodes[0, chains[0].out_pos[0]])][0]].endswith(".w2")
     made = _chain_of(0, chains[0].nodes, sk, np.array([len(tables.node(sk, int(x)).strategies) for x in chains[0].nodes[0].tolist()]))

@@ -88,7 +88,7 @@ def _closure(seed: int, internal: list[tuple[int, int]], links: list[tuple[int, 
     return shift
 
 
-def realigned(nodes: np.ndarray, iu: np.ndarray, iv: np.ndarray, lu: np.ndarray, lv: np.ndarray, tail_pos: np.ndarray, dom: np.ndarray) -> np.ndarray:
+def alignments(nodes: np.ndarray, iu: np.ndarray, iv: np.ndarray, lu: np.ndarray, lv: np.ndarray, tail_pos: np.ndarray, dom: np.ndarray) -> list[np.ndarray]:
     """The copies of a chain with their boundary moved to where the fewest boundary states
     cross it (the region growth may cut a layer in its middle: Llama's copies ran from one
     layer's FFN into the next one's attention projections, four out positions).
@@ -100,31 +100,41 @@ def realigned(nodes: np.ndarray, iu: np.ndarray, iv: np.ndarray, lu: np.ndarray,
     out positions: sources of internal edges from T to outside it, of links within T or
     within its complement, and of edges leaving the chain from T. Candidates: the closures
     of every single position; the one of fewest states (product of the out positions'
-    strategy counts) wins over the chain as it is only when strictly fewer."""
+    strategy counts) wins over the chain as it is only when strictly fewer. Returns the
+    winner first, then every other alignment of as few states (the caller may prefer the
+    one that `extended` grows most)."""
     n = nodes.shape[1]
     internal = list(zip(iu.tolist(), iv.tolist()))
     links = list(zip(lu.tolist(), lv.tolist()))
 
-    def states(shift: set[int]) -> float:
+    def states(shift: frozenset[int]) -> float:
         out = {a for a, b in internal if a in shift and b not in shift}
         out |= {a for a, b in links if (a in shift) == (b in shift)}
         out |= {p for p in tail_pos.tolist() if p in shift or not shift}
         return float(np.prod([float(dom[j]) for j in out])) if out else 1.0
 
-    best, best_shift = states(set()), set()
     if nodes.shape[0] < 3:
-        return nodes
+        return [nodes]
+    scored: list[tuple[float, frozenset[int]]] = [(states(frozenset()), frozenset())]
     for j in range(n):
-        shift = _closure(j, internal, links)
-        if len(shift) < n:
-            got = states(shift)
-            if got < best:
-                best, best_shift = got, shift
-    if not best_shift:
-        return nodes
-    take = np.zeros(n, dtype=np.int64)
-    take[sorted(best_shift)] = 1
-    return nodes[np.arange(nodes.shape[0] - 1)[:, None] + take[None, :], np.arange(n)[None, :]]
+        shift = frozenset(_closure(j, internal, links))
+        if len(shift) < n and all(shift != s for _, s in scored):
+            scored.append((states(shift), shift))
+    least = min(s for s, _ in scored)
+    if scored[0][0] > least:  # the chain as grown loses its place unless it ties
+        scored.pop(0)
+    out = []
+    for got, shift in scored:
+        if got == least:
+            take = np.zeros(n, dtype=np.int64)
+            take[sorted(shift)] = 1
+            out.append(nodes[np.arange(nodes.shape[0] - int(bool(shift)))[:, None] + take[None, :], np.arange(n)[None, :]])
+    return out
+
+
+def realigned(nodes: np.ndarray, iu: np.ndarray, iv: np.ndarray, lu: np.ndarray, lv: np.ndarray, tail_pos: np.ndarray, dom: np.ndarray) -> np.ndarray:
+    """The copies realigned to the boundary of fewest states (`alignments`' first)."""
+    return alignments(nodes, iu, iv, lu, lv, tail_pos, dom)[0]
 
 
 def _chain_of(f: int, nodes: np.ndarray, sk: Skeleton, dom: np.ndarray) -> Chain | str:
@@ -189,6 +199,102 @@ class Chain:
         return (np.asarray(states, dtype=np.int64)[:, None] // stride[None, :]) % self.out_sizes[None, :]
 
 
+def _edge_set(sk: Skeleton, src: np.ndarray, dst: np.ndarray) -> set[tuple[int, int, int]]:
+    """(position in ``src``, position in ``dst``, edge label) of every edge from a node of
+    ``src`` to a node of ``dst`` (copies as node arrays by position)."""
+    pos_src = np.full(sk.num_nodes, -1, dtype=np.int64)
+    pos_src[src] = np.arange(src.size)
+    pos_dst = np.full(sk.num_nodes, -1, dtype=np.int64)
+    pos_dst[dst] = np.arange(dst.size)
+    a, b = pos_src[sk.edge_u], pos_dst[sk.edge_v]
+    hit = np.flatnonzero((a >= 0) & (b >= 0))
+    return set(zip(a[hit].tolist(), b[hit].tolist(), sk.edge_label_id[hit].tolist()))
+
+
+def extended(nodes: np.ndarray, sk: Skeleton, free: np.ndarray) -> np.ndarray:
+    """The copies of a chain grown by whole copies at either end, as long as the explicit
+    nodes there hold one more copy: the folding's colour refinement sets the layers next to
+    the ends apart (GPT: 24 layers folded as 22 copies, realigned to 21, with three layers
+    explicit before the walk and one after), and every layer left explicit enlarges the
+    explicit graph, whose Pareto fronts the dynamic program computes.
+
+    A copy before the first one is found from the links into it (the source of each link
+    pattern's edge, with its edge and node labels) and the internal edges (a unique
+    neighbour with the right labels), and after the last one likewise; it is taken only
+    when its nodes are ``free`` (explicit, of no other family), have the copies' node labels
+    per position, the same internal edges (positions and labels) and the same links to
+    the copy it joins, and the grown copies are a chain (`_chain_of`). Costs are a
+    function of the labels (`CostTables`), so the new copy has the copies' costs."""
+    u, v, lab, node_lab = sk.edge_u, sk.edge_v, sk.edge_label_id, sk.node_label_id
+    n = nodes.shape[1]
+    if nodes.shape[0] < 2 or n == 0:
+        return nodes
+    internal = sorted(_edge_set(sk, nodes[1], nodes[1]))
+    links = sorted(_edge_set(sk, nodes[0], nodes[1]))
+    if not links:
+        return nodes
+    by_u = np.argsort(u, kind="stable")
+    start_u = np.searchsorted(u[by_u], np.arange(sk.num_nodes + 1))
+    by_v = np.argsort(v, kind="stable")
+    start_v = np.searchsorted(v[by_v], np.arange(sk.num_nodes + 1))
+    want = node_lab[nodes[0]]
+
+    def neighbour(x: int, label: int, pos: int, forward: bool) -> int:
+        """The one node joined to x by an edge of ``label`` (x its source when ``forward``)
+        with the node label of position ``pos``; -1 when none or several."""
+        if forward:
+            es = by_u[start_u[x] : start_u[x + 1]]
+            other = v[es]
+        else:
+            es = by_v[start_v[x] : start_v[x + 1]]
+            other = u[es]
+        hit = other[(lab[es] == label) & (node_lab[other] == want[pos])]
+        return int(hit[0]) if hit.size == 1 else -1
+
+    def grow(end: np.ndarray, before: bool) -> np.ndarray | None:
+        m = np.full(n, -1, dtype=np.int64)
+        for a, b, label in links:
+            x = neighbour(int(end[b]), label, a, False) if before else neighbour(int(end[a]), label, b, True)
+            j = a if before else b
+            if x < 0 or (m[j] >= 0 and m[j] != x):
+                return None
+            m[j] = x
+        changed = True
+        while changed:
+            changed = False
+            for a, b, label in internal:
+                if m[a] >= 0 and m[b] < 0:
+                    m[b] = neighbour(int(m[a]), label, b, True)
+                elif m[b] >= 0 and m[a] < 0:
+                    m[a] = neighbour(int(m[b]), label, a, False)
+                else:
+                    continue
+                if m[a] < 0 or m[b] < 0:
+                    return None
+                changed = True
+        if (m < 0).any() or not free[m].all() or np.unique(m).size != n or not np.array_equal(node_lab[m], want):
+            return None
+        if sorted(_edge_set(sk, m, m)) != internal:
+            return None
+        if sorted(_edge_set(sk, m, end) if before else _edge_set(sk, end, m)) != links:
+            return None
+        return m
+
+    for before in (True, False):
+        while True:
+            m = grow(nodes[0] if before else nodes[-1], before)
+            if m is None:
+                break
+            grown = np.vstack([m[None, :], nodes] if before else [nodes, m[None, :]])
+            if isinstance(_chain_of(-1, grown, sk, np.ones(n, dtype=np.int64)), str):
+                break
+            free = free.copy()
+            free[m] = False
+            nodes = grown
+    return nodes
+
+
+
 def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int = MAX_STATES) -> tuple[list[Chain], dict[str, Any]]:
     """The families of ``fold`` that are chains (see the module docstring), in chain order.
 
@@ -250,7 +356,13 @@ def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int
         dom = np.array([len(tables.node(sk, int(x)).strategies) for x in nodes[0].tolist()], dtype=np.int64)
         in0 = both[(copy[u[both]] == order[0]) & (copy[v[both]] == order[0])]
         link = cross[(copy[u[cross]] == order[0]) & (copy[v[cross]] == order[1])]
-        nodes = realigned(nodes, position[u[in0]], position[v[in0]], position[u[link]], position[v[link]], np.unique(position[u[tail]]), dom)
+        # of the alignments crossed by the fewest states, the one grown into the most copies
+        grown = []
+        for cand in alignments(nodes, position[u[in0]], position[v[in0]], position[u[link]], position[v[link]], np.unique(position[u[tail]]), dom):
+            free = (family < 0) | (family == f)
+            free[cand.ravel()] = False
+            grown.append(extended(cand, sk, free))
+        nodes = max(grown, key=lambda g: g.shape[0])
         made = _chain_of(f, nodes, sk, dom)
         if isinstance(made, str):
             rejected[f] = made
