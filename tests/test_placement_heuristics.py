@@ -205,7 +205,8 @@ def test_distinct_inputs_and_favorite_checks() -> None:
 
 
 def test_sct_lp_arrays_match_the_expression_form() -> None:
-    """The m-SCT LP built from triplets is the LP of its docstring written with
+    """The m-SCT LP built from triplets, unreduced (``lp_reduce=False``; the reduction is
+    checked in tests/test_sct_reduce.py), is the LP of its docstring written with
     expressions, entry for entry (HiGHS's vertex, hence the plan, depends on the order)."""
     from distplan.formulations.placement import sct
     from distplan.instances.generators import random_layered_dag
@@ -213,7 +214,7 @@ def test_sct_lp_arrays_match_the_expression_form() -> None:
 
     gnmt = coarsen(distplan.load_instance("gnmt-v2-4gpu-channels")).instance
     for inst in (gnmt, instance_from_dict(random_layered_dag(300, n_devices=3, seed=4)), random_instance(7)):
-        got = sct.SCT_LP.build(inst, {"theta": 0.1})[0].to_arrays()
+        got = sct.SCT_LP.build(inst, {"theta": 0.1, "lp_reduce": False})[0].to_arrays()
         p, c = inst.time.min(axis=1), inst.max_delay()
         m = Model("baechi_sct")
         x = m.add_vars("sct-x", inst.n_edges, lb=0.0, ub=1.0)
