@@ -43,6 +43,7 @@ from distplan.formulations.sharding.chain_fronts import (
     _Table,
     encode_states,
     finite_mask,
+    pareto_rows,
     segment_fronts,
 )
 from distplan.formulations.sharding.chain_minsum import cheapest_copy_arcs, scalar_sides
@@ -185,16 +186,7 @@ def _expand(state: np.ndarray, count_of: np.ndarray, first_of: np.ndarray, src: 
 def _pareto_labels(state: np.ndarray, cost: np.ndarray, mem: np.ndarray) -> np.ndarray:
     """Indices of the labels not dominated in (cost, memory) within their state (one per
     equal pair), sorted by state then memory."""
-    if cost.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.lexsort((cost, mem, state))
-    rank = np.unique(cost, return_inverse=True)[1].reshape(-1)[order]
-    R = int(rank.max()) + 1
-    score = state[order] * (R + 1) + (R - rank)
-    best = np.maximum.accumulate(score)
-    keep = np.ones(order.size, dtype=bool)
-    keep[1:] = score[1:] > best[:-1]
-    return order[keep]
+    return pareto_rows(state, cost, mem)
 
 
 def _best_per_key(key: np.ndarray, weight: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -417,6 +409,7 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
     # label or front row is dropped only when all its completions cost more), so its best
     # plan is the optimum once that plan costs <= cap; the last cap is the incumbent's cost
     cap, step, labels = lower * (1 + FIRST_GAP), FIRST_GAP, 0
+    last: _Walk | None = None
     while True:
         final = cap >= best[0]
         cap = min(cap, best[0])
@@ -424,16 +417,19 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
             walk = walk_at(cap)
             if walk is None:
                 return None
-            fe = walk.front_end
-            mem_to_go = walk.to_go(a["memory"], fe.mem)
-            lag_to_go = walk.to_go(a["cost"] + lam * a["memory"], fe.cost + lam * fe.mem)
-            res = _label_dp(walk, budget, lam, cap * (1 + 1e-9), mem_to_go, lag_to_go, deadline, max_rows)
+            if walk is not last:  # the fronts changed (Lagrangian pruning): new bounds to go
+                last, fe = walk, walk.front_end
+                mem_to_go = walk.to_go(a["memory"], fe.mem)
+                lag_to_go = walk.to_go(a["cost"] + lam * a["memory"], fe.cost + lam * fe.mem)
+            res, capped = _label_dp(walk, budget, lam, cap * (1 + 1e-9), mem_to_go, lag_to_go, deadline, max_rows)
         except TooLarge:
             return None
-        if res is None and final:
+        # a pass whose cap dropped no label (and, Lagrangian, no front row) was exhaustive
+        exhaustive = final or (not capped and lagrangian is None)
+        if res is None and exhaustive:
             return None
         if res is not None:
-            if final or res.cost <= cap:
+            if exhaustive or res.cost <= cap:
                 res.labels += labels
                 return res
             best = (res.cost, best[1])
@@ -442,19 +438,25 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
         cap = lower * (1 + step)
 
 
-def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: np.ndarray, lag_to_go: np.ndarray, deadline: float | None, max_rows: float) -> DPResult | None:
+def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: np.ndarray, lag_to_go: np.ndarray, deadline: float | None, max_rows: float) -> tuple[DPResult | None, bool]:
     """The walk's labels (cost, memory) per state, step by step, keeping the Pareto ones;
     a label is dropped when the least memory to come cannot fit, or when its Lagrangian
     bound cost + lam x (memory - budget) + least (cost + lam x memory) to come exceeds
     ``upper`` (then every completion costs more than ``upper``). The best plan within budget
-    (None if none survives) with, as its bound, the least cost within the slack."""
+    (None if none survives) with, as its bound, the least cost within the slack; and
+    whether ``upper`` dropped any label (if not, the pass was exhaustive)."""
     a, W, stages = walk.chain.arcs, walk.W, len(walk.stage_arcs)
     fs, fe = walk.front_start, walk.front_end
     limit = budget * (1 + MEMORY_SLACK)
 
+    capped = False
+
     def alive(t: int, st: np.ndarray, c: np.ndarray, m: np.ndarray) -> np.ndarray:
-        est = c + lam * (m - budget) + lag_to_go[t][st]
-        ok = np.flatnonzero((m + mem_to_go[t][st] <= limit) & (est <= upper))
+        nonlocal capped
+        fits = m + mem_to_go[t][st] <= limit
+        ok = np.flatnonzero(fits & (c + lam * (m - budget) + lag_to_go[t][st] <= upper))
+        if not capped and ok.size < int(np.count_nonzero(fits)):
+            capped = True
         return ok[_pareto_labels(st[ok], c[ok], m[ok])]
 
     key_start = walk.key_start
@@ -491,7 +493,7 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
     total_mem = mem[lab] + fe.mem[row]
     fits = np.flatnonzero(total_mem <= budget)
     if not fits.size:
-        return None
+        return None, capped
     pick = int(fits[np.argmin(total_cost[fits])])
     # every pruned plan costs more than ``upper``; the bound is the least cost within the slack
     bound = min(float(total_cost[total_mem <= limit].min()), float(total_cost[pick]))
@@ -501,7 +503,7 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
         path[t] = arcs_of[t][k]
         k = int(parents[t][k])
     explicit = np.maximum(fs.asg[start_row[k]], fe.asg[row[pick]])
-    return DPResult(explicit, path, float(total_cost[pick]), float(total_mem[pick]), bound, labels)
+    return DPResult(explicit, path, float(total_cost[pick]), float(total_mem[pick]), bound, labels), capped
 
 
 def _choice(sk_nodes: int, chain: Chain, origin: np.ndarray, virtual: np.ndarray, res: DPResult) -> np.ndarray:

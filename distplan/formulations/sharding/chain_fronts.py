@@ -63,20 +63,32 @@ def _join(a: _Table, b: _Table, dom: np.ndarray, max_rows: float = np.inf) -> _T
     return _Table(live, np.maximum(a.asg[ra], b.asg[rb]), a.cost[ra] + b.cost[rb], a.mem[ra] + b.mem[rb], a.floor + b.floor, a.wfloor + b.wfloor)
 
 
+def pareto_rows(key: np.ndarray, cost: np.ndarray, mem: np.ndarray) -> np.ndarray:
+    """Indices of the rows not dominated in (seconds, bytes) among the rows of their key
+    (one per equal pair), sorted by key then memory. Exact: rows sorted by (key, memory,
+    cost) are kept when cheaper than every row before them in their key, compared by cost
+    ranks (ties ranked in that order, so an equal later row is dropped)."""
+    n = cost.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.lexsort((cost, mem, key))
+    rank = np.empty(n, dtype=np.int64)
+    rank[np.argsort(cost[order], kind="stable")] = np.arange(n)
+    k = key[order]
+    group = np.zeros(n, dtype=np.int64)
+    np.cumsum(k[1:] != k[:-1], out=group[1:])
+    score = group * (n + 1) + (n - rank)  # larger = cheaper, groups in increasing blocks
+    keep = np.ones(n, dtype=bool)
+    keep[1:] = score[1:] > np.maximum.accumulate(score)[:-1]
+    return order[keep]
+
+
 def _pareto(t: _Table, group: list[int], dom: np.ndarray) -> _Table:
     """Keep, per assignment of ``group``, the rows not dominated in (bytes, seconds)."""
     if t.cost.size == 0:
         return _Table(group, t.asg, t.cost, t.mem, t.floor, t.wfloor)
     key = encode_states(t.asg[:, group], dom[group]) if group else np.zeros(t.cost.size, dtype=np.int64)
-    order = np.lexsort((t.cost, t.mem, key))
-    g = np.unique(key, return_inverse=True)[1].reshape(-1)[order]
-    r = np.unique(t.cost, return_inverse=True)[1].reshape(-1)[order]
-    R = int(r.max()) + 1
-    score = g * (R + 1) + (R - r)  # larger = cheaper, groups in increasing blocks
-    best = np.maximum.accumulate(score)
-    keep = np.ones(order.size, dtype=bool)
-    keep[1:] = score[1:] > best[:-1]
-    rows = order[keep]
+    rows = pareto_rows(key, t.cost, t.mem)
     return _Table(group, t.asg[rows], t.cost[rows], t.mem[rows], t.floor, t.wfloor)
 
 
