@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from distplan.formulations.registry import Bound, register, register_bounds, register_folder
 from distplan.formulations.sharding.alpa_ilp import ALPA_ILP
 from distplan.formulations.sharding.baselines import DATA_PARALLEL, MEGATRON
@@ -12,16 +14,13 @@ from distplan.models.sharding_costs import enumerate_strategies, op_cost
 
 def least_op_costs(inst: ShardingInstance) -> list[Bound]:
     """Solver-free bound (seconds): every op at its cheapest strategy, no resharding
-    (resharding costs are >= 0). Computed once per distinct op signature."""
+    (resharding costs are >= 0). Computed once per distinct op signature, times its count."""
     ctx = inst.cost_context
-    cache: dict[str, float] = {}
+    ids, first, count = np.unique(np.asarray(inst.signature_ids, dtype=np.int64), return_index=True, return_counts=True)
     total = 0.0
-    for k in range(len(inst.ops)):
-        sig = inst.signature(k)
-        if sig not in cache:
-            sem = inst.semantics(k)
-            cache[sig] = min(op_cost(sem, st, ctx).seconds for st in enumerate_strategies(sem, ctx))
-        total += cache[sig]
+    for k, c in zip(first.tolist(), count.tolist()):
+        sem = inst.semantics(k)
+        total += c * min(op_cost(sem, st, ctx).seconds for st in enumerate_strategies(sem, ctx))
     return [Bound(total, "every op at its cheapest strategy, resharding ignored")]
 
 
