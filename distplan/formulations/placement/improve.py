@@ -2,7 +2,9 @@
 
 A plan's quality is the makespan of the memory-aware list schedule of its device assignment
 (`listsched.list_schedule` with the assignment fixed, ETF order on every device, either
-communication model); the api re-evaluates the final plan with the independent evaluator.
+communication model), or under independent links and simple memory of the
+longest-tail-first order of that assignment (`tailsched`) when it ends first; the api
+re-evaluates the final plan with the independent evaluator.
 
 One step looks at the schedule's *critical chain*: walking back from the op that ends
 last, every op started exactly when something let it start, either
@@ -48,6 +50,7 @@ import numpy as np
 from distplan.errors import InfeasibleError
 from distplan.formulations.placement.listsched import Schedule, list_schedule, topological_positions
 from distplan.formulations.placement.relaxation import heads_tails
+from distplan.formulations.placement.tailsched import tail_priority_order
 from distplan.models.placement_instance import PlacementInstance
 
 #: links of the critical chain: (kind, from op, to op), kind in {"local", "data", "device"}
@@ -70,8 +73,11 @@ class _Problem:
     """Static data of one instance for the search: colocation groups, inputs per op, graph
     slack at fastest times (seconds), memory needs (bytes), topological positions."""
 
-    def __init__(self, inst: PlacementInstance):
+    def __init__(self, inst: PlacementInstance, tail_order: bool = True):
         self.inst = inst
+        #: under independent links and the simple memory model (where memory does not
+        #: depend on timing), also time each assignment by `tailsched`; the better wins
+        self.tail_order = tail_order and inst.communication == "independent" and inst.memory_model == "simple" and inst.n_devices > 1
         n = inst.n_ops
         self.topo = topological_positions(inst)
         groups = inst.colocation_groups()
@@ -90,14 +96,22 @@ class _Problem:
         self.nbrs: list[list[int]] | None = None  # undirected adjacency, built on first use
 
     def schedule(self, device: np.ndarray) -> Schedule | None:
-        """The list schedule of a fixed assignment (None when memory does not fit)."""
+        """The list schedule of a fixed assignment, or (``tail_order``) its
+        longest-tail-first order (`tailsched`) when that ends first (None when memory does
+        not fit)."""
         inst = self.inst
         if self.simple and np.any(np.bincount(device, weights=self.need, minlength=inst.n_devices) > inst.device_memory * (1 + 1e-12)):
             return None
         try:
-            return list_schedule(inst, assignment=device, topo=self.topo)
+            found = list_schedule(inst, assignment=device, topo=self.topo)
         except InfeasibleError:
             return None
+        if self.tail_order:
+            start = tail_priority_order(inst, device)
+            span = float((start + inst.time[np.arange(inst.n_ops), device]).max())
+            if span < found.makespan:
+                found = Schedule(device=np.asarray(device, dtype=np.int64).copy(), start=start, makespan=span)
+        return found
 
     def key(self, s: Schedule) -> tuple[float, float]:
         """(makespan, sum of the latest twentieth of the end times), seconds."""
@@ -332,6 +346,7 @@ def improve(
     per_step: int = 80,
     escapes: int = 30,
     target: float = 0.0,
+    tail_order: bool = True,
 ) -> tuple[Schedule | None, SearchLog]:
     """Local search from ``device`` (one id per op) until ``deadline`` (a
     ``time.perf_counter()`` value) or ``max_evals`` schedules.
@@ -340,9 +355,11 @@ def improve(
     devices each); when none improves, every move with every destination; when still none
     does, the least bad move not leading to a visited assignment is taken (a tabu step,
     at most ``escapes`` times in a row) and the best schedule seen is kept. Stops early at
-    a makespan <= ``target`` (a proven lower bound, seconds). Returns the best schedule
-    (None when the start does not fit memory) and the log."""
-    prob = _Problem(inst)
+    a makespan <= ``target`` (a proven lower bound, seconds). ``tail_order``: under
+    independent links and simple memory each assignment is also timed longest-tail-first
+    (`tailsched`).
+    Returns the best schedule (None when the start does not fit memory) and the log."""
+    prob = _Problem(inst, tail_order)
     rng = np.random.default_rng(seed)
     log = SearchLog()
     m = inst.n_devices
