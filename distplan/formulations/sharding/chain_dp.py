@@ -32,8 +32,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from distplan.formulations.sharding.chain_fronts import (
     TooLarge,
@@ -41,6 +39,7 @@ from distplan.formulations.sharding.chain_fronts import (
     _join,
     _pareto,
     _Table,
+    components,
     encode_states,
     finite_mask,
     pareto_rows,
@@ -132,7 +131,7 @@ def _side_fronts(graph: CostGraph, start_vars: list[int], end_vars: list[int], s
     factors, dom = _factors(graph, memory, lam)
     n = dom.size
     eu, ev = graph.edge_u, graph.edge_v
-    _, comp = connected_components(coo_matrix((np.ones(eu.size), (eu, ev)), shape=(n, n)), directed=False)
+    comp = components(n, eu, ev)
     is_start = np.zeros(n, dtype=bool)
     is_start[start_vars] = True
     is_end = np.zeros(n, dtype=bool)

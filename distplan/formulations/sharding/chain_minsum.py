@@ -17,10 +17,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
-from distplan.formulations.sharding.chain_fronts import _Table, finite_mask
+from distplan.formulations.sharding.chain_fronts import _Table, components, finite_mask
 from distplan.formulations.sharding.chainfold import Chain
 from distplan.formulations.sharding.costgraph import CostGraph, CostTables, Skeleton
 
@@ -112,7 +110,7 @@ def scalar_sides(graph: CostGraph, start_vars: list[int], end_vars: list[int], m
     dom = graph.strategy_counts().tolist()
     n = len(dom)
     eu, ev = graph.edge_u, graph.edge_v
-    _, comp = connected_components(coo_matrix((np.ones(eu.size), (eu, ev)), shape=(n, n)), directed=False)
+    comp = components(n, eu, ev)
     end_comps = set(comp[end_vars].tolist())
     if end_comps & set(comp[start_vars].tolist()):
         return None
