@@ -10,6 +10,11 @@
    the outputs leaving it. Parallel edges between fused ops merge, keeping the largest
    transfer (independent delays run in parallel).
 
+The fused nodes are numbered in topological order: by their first member's topological
+position, then renumbered by Kahn's smallest-id-first order of that numbering, so that every
+coarse edge goes from a lower to a higher id (the list scheduler's topological order is then
+the identity) while its ties, broken by that order, stay those of the first numbering.
+
 `unfold` maps a coarse plan back to every original op (members start back to back from
 the fused op's start, in topological order); the result is re-evaluated on the original
 instance. Coarsening restricts the plans (members share a device and run together), so it
@@ -24,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from distplan.formulations.placement.listsched_data import kahn_positions as topological_positions
 from distplan.formulations.registry import Folding
 from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import PlacementPlan, make_plan
@@ -120,11 +126,17 @@ def fuse(inst: PlacementInstance, groups: np.ndarray) -> np.ndarray:
         succ[other] = set()
         pred[other] = set()
     roots = np.array([uf.find(v) for v in range(n)])
-    # number fused nodes by their first member's topological position
+    # number fused nodes by their first member's topological position, then renumber them in
+    # Kahn's smallest-id-first order of the fused graph (see `coarsen`)
     first_pos: dict[int, int] = {}
     for v in np.argsort(pos).tolist():
         first_pos.setdefault(int(roots[v]), len(first_pos))
-    return np.array([first_pos[int(r)] for r in roots], dtype=np.int64)
+    fused = np.array([first_pos[int(r)] for r in roots], dtype=np.int64)
+    k = len(first_pos)
+    fs, fd = fused[inst.src], fused[inst.dst]
+    cross = fs != fd
+    _, rank = topological_positions(k, fs[cross], fd[cross])
+    return np.asarray(rank, dtype=np.int64)[fused]
 
 
 def _other_path(succ: list[set[int]], a: int, b: int) -> bool:

@@ -142,7 +142,7 @@ def _list_schedule(
     chan_free = [0.0] * nd
     arrived: dict[tuple[int, int, float], float] = {}
     epoch = 0  # bumped whenever the channel state changes
-    chan_cache: dict[tuple[int, int], tuple[int, float, float]] = {}
+    chan_cache: dict[tuple[int, int], tuple[int, float, float, bool]] = {}  # (epoch, probe, its bound, books a transfer)
     placed = 0
     t = 0.0
 
@@ -176,15 +176,17 @@ def _list_schedule(
                 r = arr
         return r
 
-    def channel_probe(v: int, d: int) -> tuple[float, float]:
-        """`channel_commit` without booking (s; a tensor seen twice is sent twice), and a
+    def channel_probe(v: int, d: int) -> tuple[float, float, bool]:
+        """`channel_commit` without booking (s; a tensor seen twice is sent twice), a
         lower bound of it (s) that does not decrease as the schedule grows: the inputs on d
         already, each transfer's own earliest arrival, and the transfers still due queued
-        back to back on d's channel (when v's tensors are distinct). Channels' free times
+        back to back on d's channel (when v's tensors are distinct), and whether the commit
+        would book a transfer (if not, its ready time is the probe's). Channels' free times
         only grow and a tensor's arrival, once there, is fixed; the bound is lowered by a
         relative 1e-9 against rounding (its sums are taken in another order)."""
         r = bound = 0.0
-        local = chan_free[:]
+        books = False
+        local: list[float] | None = None  # the channels as booked by the transfers so far (copied when first needed)
         q = chan_free[d]
         for u, b in ins[v]:
             du = device[u]
@@ -193,6 +195,7 @@ def _list_schedule(
             else:
                 a = arrived.get((u, d, b))  # type: ignore[assignment]
                 if a is None:
+                    books = True
                     eu = end[u]
                     la, ib = lat[du][d], b * inv_bw[du][d]
                     lu = chan_free[du]
@@ -200,6 +203,8 @@ def _list_schedule(
                     if own > bound:
                         bound = own
                     q = q + la + ib
+                    if local is None:
+                        local = chan_free[:]
                     lu = local[du]
                     send = eu if eu >= lu else lu
                     ld = local[d]
@@ -214,7 +219,7 @@ def _list_schedule(
                 bound = a
         if distinct[v] and q > bound:
             bound = q
-        return r, bound - 1e-9 * abs(bound)
+        return r, bound - 1e-9 * abs(bound), books
 
     def exact(v: int, d: int, lb: float) -> float | None:
         """Exact earliest start (s) of v on d given its lower bound ``lb``; None: v does not
@@ -225,8 +230,8 @@ def _list_schedule(
             if c is not None and c[0] == epoch:
                 r = c[1]
             else:
-                r, bound = channel_probe(v, d)
-                chan_cache[(v, d)] = (epoch, r, bound)
+                r, bound, books = channel_probe(v, d)
+                chan_cache[(v, d)] = (epoch, r, bound, books)
             f0 = dev_free[d]
             s = r if r >= f0 else f0
         else:
@@ -377,8 +382,17 @@ def _list_schedule(
 
     def place(v: int, d: int, at: float) -> None:
         f = fav[v] if fav is not None else -1  # a child of v: not ready before v is placed
-        if channels:
-            ready_at = channel_commit(v, d)
+        tp = topo_pos[v]  # v's entry in d's queues, usually on top: dropped now rather than as stale later
+        r = rel[d]
+        if r and r[0] == tp:
+            heappop(r)
+        else:
+            q = pend[d]
+            if q and q[0][1] == tp:
+                heappop(q)
+        if channels:  # the probe of the current channel state is the ready time when it books nothing
+            c = chan_cache.get((v, d))
+            ready_at = c[1] if c is not None and c[0] == epoch and not c[3] else channel_commit(v, d)
         else:
             ready_at = rt_lb[v][d]
         s = ready_at

@@ -76,13 +76,17 @@ def topological_positions(inst: PlacementInstance, outs: list[list[int]] | None 
     """Kahn's order with the smallest op id first among ready ops (the order of
     `PlacementInstance.topo_order`), as (order, position of each op); O((V + E) log V).
     ``outs``: the consumers of every op (`StaticLists.outs`), when already at hand."""
-    n = inst.n_ops
-    if np.all(inst.src < inst.dst):  # numbered in topological order: Kahn's pops 0, 1, 2, ...
+    return kahn_positions(inst.n_ops, inst.src, inst.dst, outs)
+
+
+def kahn_positions(n: int, src: np.ndarray, dst: np.ndarray, outs: list[list[int]] | None = None) -> tuple[list[int], list[int]]:
+    """`topological_positions` of the graph with ``n`` nodes and edges ``src`` -> ``dst``."""
+    if np.all(src < dst):  # numbered in topological order: Kahn's pops 0, 1, 2, ...
         ident = list(range(n))
         return ident, ident[:]
-    indeg_a = np.bincount(inst.dst, minlength=n)
+    indeg_a = np.bincount(dst, minlength=n)
     indeg = indeg_a.tolist()
-    succ = consumers_of(inst) if outs is None else outs
+    succ = successors(n, src, dst) if outs is None else outs
     heap = np.flatnonzero(indeg_a == 0).tolist()  # ascending: a heap already
     order: list[int] = []
     pop, push = heapq.heappop, heapq.heappush
@@ -101,10 +105,14 @@ def topological_positions(inst: PlacementInstance, outs: list[list[int]] | None 
 
 def consumers_of(inst: PlacementInstance) -> list[list[int]]:
     """Per op, the consumers of its out-edges in edge id order."""
-    n = inst.n_ops
-    e_out = np.argsort(inst.src, kind="stable")
-    cut = np.searchsorted(inst.src[e_out], np.arange(n + 1)).tolist()
-    dsts = inst.dst[e_out].tolist()
+    return successors(inst.n_ops, inst.src, inst.dst)
+
+
+def successors(n: int, src: np.ndarray, dst: np.ndarray) -> list[list[int]]:
+    """Per node, the heads of its out-edges in edge id order."""
+    e_out = np.argsort(src, kind="stable")
+    cut = np.searchsorted(src[e_out], np.arange(n + 1)).tolist()
+    dsts = dst[e_out].tolist()
     return [dsts[cut[v] : cut[v + 1]] for v in range(n)]
 
 
