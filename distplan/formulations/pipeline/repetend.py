@@ -29,8 +29,9 @@ For integral data the default (``period_proof="residue"``) first tries the exact
 search (`residue.py`: residues enumerated, offsets computed by longest paths) at the
 largest K: it refutes or finds each integer period, refutes the largest fractional
 candidate below (after a short MILP probe) and minimizes the flat length, all within a
-node budget; whatever it leaves undecided goes to the path above, and an unfinished
-proof is reported as unproven.
+node budget; whatever it leaves undecided goes to the path above (its rate MILP, an
+incumbent in hand, for at most ``proof_time_limit`` seconds), and an unfinished proof is
+reported as unproven.
 
 The repetend is unrolled and completed in `tessel.py`.
 """
@@ -72,6 +73,7 @@ DEFAULTS: dict[str, Any] = {
     "residue_nodes": 20_000,  # placements the residue search may try in one repetend search (period, proof, flat length)
     "candidate_probe_limit": 0.1,  # seconds for the MILP probe at a fractional candidate period (residue proof)
     "baselines": True,  # also evaluate the classic schedules that apply and keep the best plan
+    "proof_time_limit": 1.0,  # seconds for the rate MILP when it proves a period the residue search and the probes left undecided, an incumbent in hand (period_proof="residue"; None: all the time left; "auto" and "rate_milp" always get all of it)
     "search_time_limit": None,  # seconds for the repetend search in a tessel run (None: until the period is proven; a budget weakens the heuristics)
 }
 
@@ -427,6 +429,11 @@ def _search_once(
     if remaining is not None and heur and params.get("_deadline") is None:  # leave the warm-up and cool-down their time
         reserve = 2 * float(params.get("phase_time_limit", DEFAULTS["phase_time_limit"])) + float(params.get("flat_time_limit", DEFAULTS["flat_time_limit"]))
         ctx = sub_ctx(ctx, remaining - reserve, share=1.0)
+    cap = params.get("proof_time_limit")
+    if heur and cap is not None and proof == "residue":
+        # the rate MILP as the fallback of the residue proof, an incumbent in hand: a
+        # bounded attempt (a time-limited MILP keeps the incumbent, its bound unproven)
+        ctx = sub_ctx(ctx, float(cap), share=1.0)
     res = ctx.solve_model(model, warm_start=warm, build_seconds=build_seconds)
     if res.values is None and heur and res.termination.value not in ("infeasible", "infeasible_or_unbounded"):
         bound = None if res.bound is None or res.bound <= 0 else 1.0 / res.bound  # rate bound: a period bound
