@@ -1,7 +1,13 @@
 """Pipeline lower bounds: the barrier contraction bound (valid against exact optima of
-small instances, tight on Tessel's M shape) and the stacked-barrier schedule that meets it."""
+small instances, tight on Tessel's M shape), the stacked-barrier schedule that meets it,
+and the exact state search (against brute force and the time-indexed MILP; Tessel's NN
+shape, memory 4, N = 16: 153, the value Tessel's paper reports)."""
 
 from __future__ import annotations
+
+import itertools
+import math
+import time
 
 import numpy as np
 import pytest
@@ -13,12 +19,14 @@ from distplan.errors import InfeasibleError
 from distplan.formulations.pipeline.barriers import barrier_blocks, contract, head_tail, stacked_plan
 from distplan.formulations.pipeline.baselines import best_baseline
 from distplan.formulations.pipeline.bounds import pipeline_bounds
+from distplan.formulations.pipeline.common import SequenceCycleError, asap
 from distplan.formulations.pipeline.opmodel import full_problem, serial_horizon
 from distplan.formulations.pipeline.opsolve import solve_op_problem
+from distplan.formulations.pipeline.statesearch import applicable, prove_makespan, search_makespan
 from distplan.formulations.registry import RunContext
 from distplan.instances import load_instance
 from distplan.instances.pipelines import make_pipeline, tessel_case
-from distplan.models.pipeline import PipelineInstance, evaluate
+from distplan.models.pipeline import PipelineInstance, evaluate, make_plan
 from distplan.solvers.base import SolveOptions, get_backend
 
 
@@ -101,3 +109,74 @@ def test_bounds_below_exact_optimum(shape: str, n: int, f: int, b: int, shard: i
     plan = stacked_plan(inst, _middle)
     if plan is not None:
         assert evaluate(inst, plan).objective >= truth - 1e-9
+
+
+# -- exact state search -------------------------------------------------------------------------
+
+
+def _brute_force(inst: PipelineInstance) -> float:
+    """Least makespan over all device orders (earliest starts), checked by the evaluator."""
+    n = inst.micro_batches
+    per_dev = [[b * n + m for b in np.flatnonzero(inst.device_mask[:, d]) for m in range(n)] for d in range(inst.n_devices)]
+    best = math.inf
+    for orders in itertools.product(*(itertools.permutations(ops) for ops in per_dev)):
+        try:
+            start = asap(inst, [list(o) for o in orders])
+        except SequenceCycleError:
+            continue
+        chk = evaluate(inst, make_plan(inst, start))
+        if chk.feasible:
+            best = min(best, chk.objective)
+    return best
+
+
+def _search_value(inst: PipelineInstance) -> float:
+    out = search_makespan(inst, 10_000)
+    assert out.complete and out.value is not None and out.start is not None
+    chk = evaluate(inst, make_plan(inst, out.start))
+    assert chk.feasible and chk.objective == pytest.approx(out.value)
+    return out.value
+
+
+@pytest.mark.parametrize("cap", [1.0, 2.0, None])
+def test_search_matches_brute_force(cap: float | None) -> None:
+    inst = make_pipeline("v", 2, 2, forward_time=1.0, backward_time=2.0, memory_capacity=cap)
+    assert _search_value(inst) == pytest.approx(_brute_force(inst))
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shape=st.sampled_from(["m", "nn", "k", "x", "v"]),
+    n=st.integers(2, 3),
+    f=st.integers(1, 2),
+    b=st.integers(1, 3),
+    cap=st.sampled_from([1.0, 2.0, 3.0, None]),
+)
+def test_search_matches_time_indexed_milp(shape: str, n: int, f: int, b: int, cap: float | None) -> None:
+    inst = make_pipeline(shape, 2, n, forward_time=float(f), backward_time=float(b), memory_capacity=cap)
+    truth = _exact(inst)
+    assume(truth is not None)
+    assert applicable(inst)
+    assert _search_value(inst) == pytest.approx(truth)
+    # stopped early, the open layer's bound stays below the optimum
+    for states in (5, 40):
+        out = search_makespan(inst, 10_000, max_states=states)
+        assert out.bound <= truth + 1e-9
+
+
+def test_nnshape_optimum_proven() -> None:
+    """Tessel's NN shape, memory 4, N = 16: 153 exists (Tessel's 154 is not optimal) and,
+    the layers being searched in time order, nothing below it does."""
+    inst = load_instance("pipeline-tessel-nnshape")
+    plan, out = prove_makespan(inst, 154.0)
+    assert out.complete and out.value == pytest.approx(153.0) and out.bound == pytest.approx(153.0)
+    assert plan is not None and evaluate(inst, plan).objective == pytest.approx(153.0)
+    late, stopped = prove_makespan(inst, 153.0, deadline=time.perf_counter() - 1.0)
+    assert late is None and not stopped.complete and stopped.bound <= 153.0
+
+
+def test_search_needs_integral_undelayed_makespan() -> None:
+    assert not applicable(make_pipeline("v", 2, 2, comm_delay=1.0))
+    assert not applicable(make_pipeline("v", 2, 2, forward_time=0.5))
+    with pytest.raises(ValueError):
+        search_makespan(make_pipeline("v", 2, 2, objective="device_span"), 100)

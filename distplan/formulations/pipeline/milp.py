@@ -42,6 +42,7 @@ import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.contract import ModelSpec
+from distplan.formulations.pipeline import statesearch
 from distplan.formulations.pipeline.barriers import stacked_plan
 from distplan.formulations.pipeline.baselines import best_baseline
 from distplan.formulations.pipeline.bounds import pipeline_bounds
@@ -149,6 +150,20 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         bounds.append(Bound(round_down(free.value), f"pipeline_milp: {free.source}", "safe"))
         stages, below_infeasible = [], True
         info["model"]["proved by"] = "solver-free bound"
+    elif kind == "disjunctive" and math.isfinite(best_value) and statesearch.applicable(inst):
+        # the exact state search (`statesearch.py`) before the big-M model, on up to half
+        # of the remaining time: NN shape, memory 4, N = 16 proves 153 in ~1 s of CPU
+        remaining = ctx.remaining_time()
+        deadline = None if remaining is None else time.perf_counter() + 0.5 * remaining
+        plan, out = statesearch.prove_makespan(inst, best_value, deadline)
+        info["state_search"] = {"complete": out.complete, "states": out.states, **out.info}
+        if plan is not None and out.value is not None and out.value < best_value:
+            incumbent, best_value, found = plan.start.reshape(-1), out.value, ("state search", plan)
+        if out.complete:
+            bounds.append(Bound(out.bound, f"pipeline_milp: exact state search (no schedule below {out.bound:g})", "safe"))
+            stages, below_infeasible = [], True
+        elif math.isfinite(out.bound):
+            bounds.append(Bound(out.bound, "pipeline_milp: state search, open layer (stopped)", "safe"))
     stage = kind
     for stage, limit in stages:
         sub = ctx
