@@ -163,6 +163,29 @@ class SequenceSearch:
         return out
 
 
+def improve_from(prob: OpProblem, starts: list[np.ndarray], deadline: float | None = None) -> tuple[np.ndarray, float, int]:
+    """`improve` from every start whose device sequences (by start time, then index) are
+    acyclic with the arcs and within the capacities (a start may be a priority key: its
+    order is what counts); the first must be feasible. Returns the best start times,
+    their objective (seconds) and the index of the start they came from."""
+    ss = SequenceSearch(prob)
+    best: tuple[np.ndarray, float, int] | None = None
+    for i, start in enumerate(starts):
+        start = np.asarray(start, dtype=float)
+        if i > 0:
+            seqs = []
+            for d in range(ss.nd):
+                ops = np.flatnonzero(prob.mask[:, d])
+                seqs.append(ops[np.lexsort((ops, start[ops]))].tolist())
+            if ss.heads(seqs) is None or not all(ss.memory_ok(seqs[d], d) for d in range(ss.nd)):
+                continue
+        s, value = improve(prob, start, deadline=deadline)
+        if best is None or value < best[1] - EPS * max(1.0, abs(best[1])):
+            best = (s, value, i)
+    assert best is not None
+    return best
+
+
 def improve(
     prob: OpProblem,
     start: np.ndarray,

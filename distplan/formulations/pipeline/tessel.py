@@ -9,7 +9,8 @@ repetend's start times (`compaction`: warm-up and cool-down compacted around the
 state, with the W passes in repetend order or deferred to fill idle time, within the
 capacity and within the repetend's steady-state peak); the warm-up and cool-down
 re-scheduled over their own operations (`opmodel.OpProblem`) against the fixed steady
-state by the sequence local search (`seqsearch`), then, when ``phase_time_limit`` > 0, as
+state by the sequence local search (`seqsearch`; the warm-up from the unrolled order and
+from the forward passes first), then, when ``phase_time_limit`` > 0, as
 makespan MILPs warm-started from it (skipped when a candidate already meets the
 solver-free bound), or, when N is so small that the schedule has fewer full repetends
 than warm-up periods, the whole schedule likewise (local search; the whole-schedule MILP
@@ -45,7 +46,7 @@ from distplan.formulations.pipeline.opmodel import OpProblem, full_problem, seri
 from distplan.formulations.pipeline.opsolve import solve_op_problem
 from distplan.formulations.pipeline.repetend import DEFAULTS, Repetend, offsets_range, search_repetend, sub_ctx
 from distplan.formulations.pipeline.residue import residue_search
-from distplan.formulations.pipeline.seqsearch import improve
+from distplan.formulations.pipeline.seqsearch import improve, improve_from
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.models.pipeline import PipelineInstance, evaluate, make_plan
 
@@ -171,7 +172,9 @@ def complete_phases(
     warm = period_of < first_full
     if warm.any():
         prob, ops, _ = _phase_problem(inst, start, warm, "warmup", 0.0)
-        s, res = _solve_phase(prob, ctx, start.reshape(-1)[ops], limit, model, info, "warmup")
+        # a second start: the forward passes first (in unrolled order), then the rest
+        forward_first = start.reshape(-1)[ops] + (inst.role_code[ops // n] != 0) * (float(start.max()) + 1.0)
+        s, res = _solve_phase(prob, ctx, start.reshape(-1)[ops], limit, model, info, "warmup", forward_first)
         if s is not None:
             shift = float(np.max(s[prob.deadline_ops] + prob.deadline_gap - prob.deadline_base)) if prob.deadline_ops.size else 0.0
             shift = min(shift, 0.0)
@@ -192,11 +195,23 @@ def complete_phases(
     return start, info
 
 
-def _solve_phase(prob: OpProblem, ctx: RunContext, start: np.ndarray, limit: float, model: str, info: dict[str, Any], label: str) -> tuple[np.ndarray | None, Any]:
-    """The sequence local search (`seqsearch.improve`) from the unrolled times, then, when
-    ``limit`` > 0, the phase MILP warm-started from its result (at most ``limit`` s)."""
-    s_ls, value = improve(prob, start, deadline=_ls_deadline(ctx))
+def _solve_phase(
+    prob: OpProblem, ctx: RunContext, start: np.ndarray, limit: float, model: str, info: dict[str, Any], label: str, other: np.ndarray | None = None
+) -> tuple[np.ndarray | None, Any]:
+    """The sequence local search (`seqsearch.improve`) from the unrolled times (and from
+    the order of ``other``, when it fits the memory: the better result is kept), then,
+    when ``limit`` > 0, the phase MILP warm-started from its result (at most ``limit`` s).
+
+    For the warm-up, ``other`` puts the forward passes first: critical-pair reversals
+    cannot move a block that spans every device (a full-shard block) past its tight
+    predecessors on all of them at once, and from the unrolled order the search stays
+    in a 1F1B-like warm-up (nnshape at memory 4, N = 16: 154 from the unrolled order,
+    153 = Tessel's from forward-first)."""
+    starts = [start] if other is None else [start, other]
+    s_ls, value, which = improve_from(prob, starts, deadline=_ls_deadline(ctx))
     info[f"{label}_local_search"] = value
+    if which:
+        info[f"{label}_start"] = "forward passes first"
     if limit <= 0:
         return s_ls, None
     s, res, _ = solve_op_problem(prob, sub_ctx(ctx, limit), s_ls, model)
