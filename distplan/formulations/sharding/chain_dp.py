@@ -100,18 +100,20 @@ def _factors(graph: CostGraph, memory: bool, lam: float = 0.0) -> tuple[list[_Ta
         out.append(_Table(live, asg, c, m.astype(float), float(m.min()) if m.size else 0.0, float((c + lam * m).min()) if m.size else 0.0))
 
     absorbed = np.zeros(n, dtype=bool)
-    for e in range(graph.edge_u.size):
-        u, v = int(graph.edge_u[e]), int(graph.edge_v[e])
-        ia, ib = np.meshgrid(np.arange(dom[u]), np.arange(dom[v]), indexing="ij")
-        cost = np.asarray(graph.edge_cost[e], float).copy()
-        mem = np.zeros(cost.shape)
-        for x, axis in ((u, 0), (v, 1)):
-            if not absorbed[x]:
-                absorbed[x] = True
-                shape = (-1, 1) if axis == 0 else (1, -1)
-                cost = cost + np.asarray(graph.node_cost[x], float).reshape(shape)
-                mem = mem + np.asarray(graph.node_memory[x], float).reshape(shape)
-        add([u, v], [ia.ravel(), ib.ravel()], cost.ravel(), mem.ravel())
+    for e, (u, v) in enumerate(zip(graph.edge_u.tolist(), graph.edge_v.tolist())):
+        du, dv = int(dom[u]), int(dom[v])
+        cost = np.array(graph.edge_cost[e], dtype=float)  # a copy
+        mem = np.zeros((du, dv))
+        if not absorbed[u]:
+            absorbed[u] = True
+            cost += np.asarray(graph.node_cost[u], float)[:, None]
+            mem += np.asarray(graph.node_memory[u], float)[:, None]
+        if not absorbed[v]:
+            absorbed[v] = True
+            cost += np.asarray(graph.node_cost[v], float)[None, :]
+            mem += np.asarray(graph.node_memory[v], float)[None, :]
+        flat = np.arange(du * dv)
+        add([u, v], [flat // dv, flat % dv], cost.ravel(), mem.ravel())
     for i in np.flatnonzero(~absorbed).tolist():
         add([i], [np.arange(dom[i])], np.asarray(graph.node_cost[i], float), np.asarray(graph.node_memory[i], float))
     return out, dom
@@ -465,21 +467,30 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
     parents: list[np.ndarray] = []
     arcs_of: list[np.ndarray] = []
     labels = int(state.size)
+    # per stage: its arcs by state of origin (each state's range) with their columns
+    by_stage = []
+    for idx in walk.stage_arcs:
+        srt = idx[np.argsort(a["prev"][idx], kind="stable")]
+        count = np.bincount(a["prev"][srt], minlength=W)
+        by_stage.append((srt, count, np.cumsum(count) - count, a["cur"][srt], a["cost"][srt], walk.arc_mem[srt]))
     for t in range(walk.steps):
         if deadline is not None and time.perf_counter() > deadline:
             raise DeadlineReached("tap: the walk's dynamic program ran out of time")
-        idx = walk.stage_arcs[t % stages]
-        count_of = np.bincount(state, minlength=W)
-        first_of = np.cumsum(count_of) - count_of
-        if int(count_of[a["prev"][idx]].sum()) > max_rows:
+        srt, acount, afirst, acur, acost, amem = by_stage[t % stages]
+        # every label with every arc leaving its state: label i takes arcs
+        # afirst[state[i]] + 0 .. cnt[i] - 1 of the stage
+        cnt = acount[state]
+        total = int(cnt.sum())
+        if total > max_rows:
             raise TooLarge(f"more than {max_rows:g} labels")
-        arc, lab = _expand(a["prev"][idx], count_of, first_of, idx)
-        nstate = a["cur"][arc]
-        ncost = cost[lab] + a["cost"][arc]
-        nmem = mem[lab] + walk.arc_mem[arc]
+        lab = np.repeat(np.arange(state.size), cnt)
+        j = np.repeat(afirst[state] - (np.cumsum(cnt) - cnt), cnt) + np.arange(total)
+        nstate = acur[j]
+        ncost = cost[lab] + acost[j]
+        nmem = mem[lab] + amem[j]
         sel = alive(t + 1, nstate, ncost, nmem)
         parents.append(lab[sel])
-        arcs_of.append(arc[sel])
+        arcs_of.append(srt[j[sel]])
         state, cost, mem = nstate[sel], ncost[sel], nmem[sel]
         labels += int(sel.size)
     # the end: every label with every row of the end front of its state
