@@ -264,3 +264,51 @@ def test_path_cut_bound_charges_the_cuts_memory_forces() -> None:
     assert cheapest_cuts([0, 1, 2, 3], groups, np.ones(4), 4.0, np.array([5.0, 2.0, 5.0])) == 0.0
     # b and c colocated with 2 bytes fill a device alone: the dear cuts a | b c | d
     assert cheapest_cuts([0, 1, 2, 3], np.array([0, 1, 1, 2]), np.array([1.0, 2.0, 1.0]), 2.0, np.array([5.0, 2.0, 5.0])) == 10.0
+
+
+def test_precedence_load_rows_lift_the_relaxation_to_the_optimum() -> None:
+    """o1 (5 s) feeds o3 (5 s) and o4 (6 s); o0 (2 s) feeds o1 and o2; memory keeps o4 off
+    the device of o0 and o1. Without the order of ops the assignment relaxation reaches
+    18 s; with the descendant rows (o3 and o4 both wait for o1's end) it reaches the
+    brute-force optimum of 19 s, and never more (`descendants`)."""
+    from distplan.formulations.placement import relaxation
+    from distplan.formulations.registry import RunContext
+    from distplan.solvers.base import SolveOptions, get_backend
+
+    inst = tiny(5, [(1, 4, 4), (1, 3, 3), (0, 2, 4), (0, 1, 2)], [2, 5, 2, 5, 6], [2, 2, 0, 0, 3], 5, 2, "independent", False)
+    assert brute_force(inst) == 19.0
+    values = {}
+    for nz in (0, 10_000):
+        ctx = RunContext(get_backend("highs"), SolveOptions(time_limit=20), {})
+        b, _ = relaxation.solve_bound(inst, ctx, 20, order_nonzeros=nz)
+        assert b is not None
+        values[nz] = b.value
+    assert values[0] < 18.01
+    assert 18.99 < values[10_000] <= 19.0
+    milp = distplan.solve(inst, "placement_milp", time_limit=20, order_nonzeros=10_000, milp_order_nonzeros=10_000)
+    assert milp.objective == 19.0 and milp.status.value == "optimal" and milp.bound <= 19.0
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tiny_instances())
+def test_precedence_load_rows_never_exceed_brute_force_optimum(inst: PlacementInstance) -> None:
+    """The relaxation with every ancestor and descendant row (`descendants`) stays at or
+    below the optimum, under both communication and both memory models."""
+    from distplan.formulations.placement import relaxation
+    from distplan.formulations.registry import RunContext
+    from distplan.solvers.base import SolveOptions, get_backend
+
+    opt = brute_force(inst)
+    if not np.isfinite(opt):
+        return
+    ctx = RunContext(get_backend("highs"), SolveOptions(time_limit=10), {})
+    b, _ = relaxation.solve_bound(inst, ctx, 10, order_nonzeros=10_000)
+    if b is not None:
+        assert b.value <= opt, f"{b.source}: {b.value} > optimum {opt}"
+    try:  # and the MILP with the same rows on its start times
+        res = distplan.solve(inst, "placement_milp", time_limit=10, milp_order_nonzeros=10_000, relaxation_share=0.0, forced_share=0.0)
+    except NoSolutionError:
+        assert inst.memory_model == "liveness"  # persistent memory only: see above
+        return
+    for bound in res.bounds:
+        assert bound.value <= opt, f"{bound.source}: {bound.value} > optimum {opt}"

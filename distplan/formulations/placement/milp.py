@@ -8,8 +8,9 @@ indicator q_ij with disjunctive big-M rows (the disjunctive model of Venugopalan
 IEEE TPDS 26(1), 2015, with per-pair big-M from the windows). Strengthened with the rows of
 the assignment relaxation (`relaxation`): heads and tails at fastest times bound every
 start (s_i >= r_i, w >= s_i + p_i(x) + q_i), energetic load rows per device, symmetry
-broken by first use when the devices are interchangeable, and under Baechi's channel model
-the channel load of every device.
+broken by first use when the devices are interchangeable, under Baechi's channel model
+the channel load of every device, and (``milp_order_nonzeros`` > 0) the ancestor and
+descendant load rows on the start times (`descendants`).
 
 Horizon H: the best evaluated makespan of the Baechi heuristics (m-ETF, m-TOPO, m-SCT,
 single device), so some optimum satisfies w <= H; the MILP is warm-started from that plan
@@ -36,6 +37,7 @@ import numpy as np
 from distplan.errors import InfeasibleError
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.placement import relaxation
+from distplan.formulations.placement.descendants import precedence_load_rows
 from distplan.formulations.placement.forced import forced_bound
 from distplan.formulations.placement.heuristics import single_device_schedule, topo_assignment
 from distplan.formulations.placement.improve import improve
@@ -167,6 +169,10 @@ def prepare_milp(inst: PlacementInstance, params: Mapping[str, Any]) -> MilpInde
     pairs of ops with no path between them whose windows can overlap, longest ops first,
     at most ``max_pairs`` (leaving one out makes the model a relaxation)."""
     fields = assign_index_fields(inst, params)
+    # the ancestor and descendant rows on the start times: off by default (at 120 s they
+    # left HiGHS without a dual bound on inception-v3-dgx1-4); the assignment relaxation
+    # run before the MILP has them (``order_nonzeros``)
+    fields["order_nonzeros"] = int(params.get("milp_order_nonzeros", 0))
     if inst.n_devices > 1 and inst.n_ops > 0 and identical_devices(inst):
         fields["symmetry_classes"] = (np.arange(inst.n_devices),)
     sched = params.get("incumbent")
@@ -254,6 +260,11 @@ def no_overlap(model: Model, inst: PlacementInstance, index: MilpIndex) -> None:
     disjunctive_pairs_when(model, model["start"], i, j, dur[i], dur[j], index.big_m_ij, index.big_m_ji, same, "no-overlap")
 
 
+def precedence_loads(model: Model, inst: PlacementInstance, index: MilpIndex) -> None:
+    """Ancestor and descendant load rows on the start times (`descendants`)."""
+    precedence_load_rows(model, inst, model["start"], model["makespan"], index.P, index.r, index.q, index.order_nonzeros)
+
+
 def makespan(model: Model, inst: PlacementInstance, index: MilpIndex) -> None:
     """w >= s_i + p_i(x) + q_i (the tail after op i takes at least q_i)."""
     s, w = model["start"], model["makespan"]
@@ -327,7 +338,7 @@ def decode(inst: PlacementInstance, result: SolverResult, index: MilpIndex) -> t
 PLACEMENT_MILP = ModelSpec(
     "placement_milp",
     prepare_milp,
-    (assignment, symmetry, start_times, precedence_with_communication, no_overlap, memory_capacity, load_rows, channel_loads, makespan),
+    (assignment, symmetry, start_times, precedence_with_communication, no_overlap, memory_capacity, load_rows, precedence_loads, channel_loads, makespan),
     decode,
 )
 
@@ -404,7 +415,7 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
     start = warm_start(inst, model, index, ctx)
     result = ctx.solve_model(model, warm_start=start, build_seconds=build)
     if result.bound is not None and np.isfinite(result.bound):
-        margin = relaxation.SAFETY * (inst.n_ops + 1) + 1e-9 * abs(result.bound)
+        margin = relaxation.SAFETY * (inst.n_ops + 3) + 1e-9 * abs(result.bound)
         what = "exact" if index.exact else "relaxed: " + _relaxed_because(inst, index)
         bounds.append(Bound(max(0.0, result.bound - margin) / SCALE, f"{name} dual bound ({result.backend}, {what})"))
     plan: PlacementPlan | None = None

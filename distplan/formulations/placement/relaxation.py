@@ -13,6 +13,9 @@ ops on a device:
 * Baechi's channel model: every transfer (producer, receiving device, bytes: received
   tensors are cached) occupies the sender's and the receiver's channel for its delay, and a
   channel carries one transfer at a time, so w >= the channel load of every device.
+* what precedence alone implies on every device (`descendants`): an op's descendants
+  placed on d run after its head T_i + p_i(x), one at a time, and its ancestors on d before
+  T_i (at most ``order_nonzeros`` nonzeros of these rows).
 
 Dropping the order makes this a relaxation of the placement problem under both
 communication models and both memory models (under the liveness model only persistent
@@ -41,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from distplan.formulations.contract import ModelSpec
+from distplan.formulations.placement.descendants import MAX_NONZEROS, precedence_load_rows
 from distplan.formulations.registry import Bound, RunContext
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.placement_instance import PlacementInstance
@@ -130,7 +134,8 @@ class AssignIndex:
     units (microseconds, `SCALE`): durations ``P`` (ops x devices), fastest ``pmin``, heads
     ``r`` and tails ``q`` at fastest times without communication; ``integral`` (False: the
     LP relaxation); the number of energetic ``thresholds``; whether Baechi's channel rows
-    apply; the classes of interchangeable devices whose symmetry is broken by first use."""
+    apply; the classes of interchangeable devices whose symmetry is broken by first use; the
+    nonzeros of the ancestor and descendant rows at most (`descendants`, 0: none)."""
 
     P: np.ndarray
     pmin: np.ndarray
@@ -140,6 +145,7 @@ class AssignIndex:
     thresholds: int
     channels: bool
     symmetry_classes: tuple[np.ndarray, ...]
+    order_nonzeros: int
 
 
 @dataclass(frozen=True)
@@ -163,6 +169,7 @@ def assign_index_fields(inst: PlacementInstance, params: Mapping[str, Any]) -> d
         "thresholds": int(params.get("thresholds", 12)),
         "channels": inst.communication == "channels" and inst.n_devices > 1 and inst.n_edges > 0,
         "symmetry_classes": (),
+        "order_nonzeros": int(params.get("order_nonzeros", MAX_NONZEROS)),
     }
 
 
@@ -171,7 +178,7 @@ def prepare_relaxation(inst: PlacementInstance, params: Mapping[str, Any]) -> Re
     fields = assign_index_fields(inst, params)
     if params.get("symmetry", True) and inst.n_devices > 1:
         fields["symmetry_classes"] = tuple(device_classes(inst))
-    return RelaxationIndex(**fields, rows_on_path=inst.n_ops + 1)
+    return RelaxationIndex(**fields, rows_on_path=inst.n_ops + 3)
 
 
 def assignment(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
@@ -210,6 +217,11 @@ def load_rows(model: Model, inst: PlacementInstance, index: AssignIndex) -> None
     energetic_rows(model, inst, model["assign"], model["makespan"], index.r, index.q, index.thresholds)
 
 
+def precedence_loads(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
+    """Ancestor and descendant load rows on the heads (`descendants`)."""
+    precedence_load_rows(model, inst, model["head"], model["makespan"], index.P, index.r, index.q, index.order_nonzeros)
+
+
 def cut_paths(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
     """Heads along every edge, a cut edge charged its smallest delay over device pairs:
     T_j >= T_i + p_i(x) + c_e z_e, z_e >= x[i, d] - x[j, d] (``cut``)."""
@@ -244,7 +256,7 @@ def minimize_makespan(model: Model, inst: PlacementInstance, index: AssignIndex)
 
 #: the assignment relaxation (module docstring), time in microseconds
 RELAXATION = ModelSpec(
-    "assignment-relaxation", prepare_relaxation, (assignment, heads, memory_capacity, load_rows, cut_paths, channel_loads, symmetry, minimize_makespan)
+    "assignment-relaxation", prepare_relaxation, (assignment, heads, memory_capacity, load_rows, cut_paths, precedence_loads, channel_loads, symmetry, minimize_makespan)
 )
 
 
@@ -418,25 +430,28 @@ def solve_bound(inst: PlacementInstance, ctx: RunContext, time_limit: float | No
         return None, result
     margin = SAFETY * index.rows_on_path + 1e-9 * abs(result.bound)
     kind = "MILP" if kw.get("integral", True) else "LP"
-    source = f"{SOURCE}, {kind} dual bound ({result.backend}, {result.termination.value})"
+    rows = " + ancestor/descendant loads (Carlier 1982)" if {"descendant-load", "ancestor-load"} & set(model.con_blocks) else ""
+    source = f"{SOURCE}{rows}, {kind} dual bound ({result.backend}, {result.termination.value})"
     return Bound(max(0.0, result.bound - margin) / SCALE, source), result
 
 
 def relaxation_bounds(inst: PlacementInstance, ctx: RunContext, time_limit: float | None = None, lp_first_above: int = 1500) -> list[Bound]:
     """The best proven bound of the assignment relaxation within ``time_limit`` seconds
     (none when the solver proves none). Above ``lp_first_above`` ops the LP relaxation is
-    solved first, so a bound exists even when the MILP's root does not finish."""
+    solved first, so a bound exists even when the MILP's root does not finish. The run's
+    ``order_nonzeros`` parameter caps the ancestor and descendant rows (`descendants`)."""
     if inst.n_devices == 1:
         return []
     t0 = time.perf_counter()
+    nz = int(ctx.param("order_nonzeros", MAX_NONZEROS))
     found: list[Bound] = []
     if inst.n_ops > lp_first_above:
-        b, _ = solve_bound(inst, ctx, None if time_limit is None else 0.5 * time_limit, integral=False)
+        b, _ = solve_bound(inst, ctx, None if time_limit is None else 0.5 * time_limit, integral=False, order_nonzeros=nz)
         if b is not None:
             found.append(b)
     rest = None if time_limit is None else time_limit - (time.perf_counter() - t0)
     if rest is None or rest > 0.5:
-        b, _ = solve_bound(inst, ctx, rest)
+        b, _ = solve_bound(inst, ctx, rest, order_nonzeros=nz)
         if b is not None:
             found.append(b)
     return [max(found, key=lambda b: b.value)] if found else []
