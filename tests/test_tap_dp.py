@@ -166,6 +166,10 @@ def test_extended_grows_the_chain_by_exact_copies_only() -> None:
     assert grow(_blocks(K, extra=[(4, 3 * K + 1)])) == list(range(1, K))
     # block 6 joined to block 5 by one more edge: the links differ
     assert grow(_blocks(K, extra=[(16, 18)])) == list(range(K - 1))
+    # the last copy found (block 4) has an edge to block 1: neither joins the chain
+    assert grow(_blocks(K, extra=[(13, 4)])) == [2, 3, 4]
+    # block 6 has an edge in from outside (the source p): not a last copy
+    assert grow(_blocks(K, extra=[(3 * K, 19)])) == list(range(K - 1))
     # nodes taken by another family are not free
     free = np.ones(3 * K + 2, dtype=bool)
     free[found.ravel()] = False

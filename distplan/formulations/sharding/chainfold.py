@@ -199,19 +199,20 @@ class Chain:
         return (np.asarray(states, dtype=np.int64)[:, None] // stride[None, :]) % self.out_sizes[None, :]
 
 
-def _edge_set(sk: Skeleton, src: np.ndarray, dst: np.ndarray) -> set[tuple[int, int, int]]:
-    """(position in ``src``, position in ``dst``, edge label) of every edge from a node of
-    ``src`` to a node of ``dst`` (copies as node arrays by position)."""
-    pos_src = np.full(sk.num_nodes, -1, dtype=np.int64)
-    pos_src[src] = np.arange(src.size)
-    pos_dst = np.full(sk.num_nodes, -1, dtype=np.int64)
-    pos_dst[dst] = np.arange(dst.size)
-    a, b = pos_src[sk.edge_u], pos_dst[sk.edge_v]
-    hit = np.flatnonzero((a >= 0) & (b >= 0))
-    return set(zip(a[hit].tolist(), b[hit].tolist(), sk.edge_label_id[hit].tolist()))
+Adjacency = tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]]]
 
 
-def extended(nodes: np.ndarray, sk: Skeleton, free: np.ndarray) -> np.ndarray:
+def adjacency(sk: Skeleton) -> Adjacency:
+    """Per node, its out-edges as (edge label, head) and its in-edges as (edge label, tail)."""
+    out_adj: list[list[tuple[int, int]]] = [[] for _ in range(sk.num_nodes)]
+    in_adj: list[list[tuple[int, int]]] = [[] for _ in range(sk.num_nodes)]
+    for a, b, lab in zip(sk.edge_u.tolist(), sk.edge_v.tolist(), sk.edge_label_id.tolist()):
+        out_adj[a].append((lab, b))
+        in_adj[b].append((lab, a))
+    return out_adj, in_adj
+
+
+def extended(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacency | None = None) -> np.ndarray:
     """The copies of a chain grown by whole copies at either end, as long as the explicit
     nodes there hold one more copy: the folding's colour refinement sets the layers next to
     the ends apart (GPT: 24 layers folded as 22 copies, realigned to 21, with three layers
@@ -220,41 +221,45 @@ def extended(nodes: np.ndarray, sk: Skeleton, free: np.ndarray) -> np.ndarray:
 
     A copy before the first one is found from the links into it (the source of each link
     pattern's edge, with its edge and node labels) and the internal edges (a unique
-    neighbour with the right labels), and after the last one likewise; it is taken only
-    when its nodes are ``free`` (explicit, of no other family), have the copies' node labels
-    per position, the same internal edges (positions and labels) and the same links to
-    the copy it joins, and the grown copies are a chain (`_chain_of`). Costs are a
-    function of the labels (`CostTables`), so the new copy has the copies' costs."""
-    u, v, lab, node_lab = sk.edge_u, sk.edge_v, sk.edge_label_id, sk.node_label_id
+    neighbour with the right labels), and after the last one likewise. It is taken only
+    when its nodes are ``free`` (explicit, of no other family) and distinct, have the
+    copies' node labels per position, the same internal edges (positions and labels) and
+    the same links to the copy it joins, the copy it joins (now inside the chain) has no
+    other edge, and it has no other edge to the chain (nor, as the last copy, from outside);
+    the grown copies are checked as a chain (`_chain_of`) once more at the end (the
+    copies as given when not). Costs are a function of the labels (`CostTables`), so a
+    new copy has the copies' costs."""
     n = nodes.shape[1]
     if nodes.shape[0] < 2 or n == 0:
         return nodes
-    internal = sorted(_edge_set(sk, nodes[1], nodes[1]))
-    links = sorted(_edge_set(sk, nodes[0], nodes[1]))
+    node_lab = sk.node_label_id.tolist()
+    out_adj, in_adj = adj if adj is not None else adjacency(sk)
+    rows = [r.tolist() for r in nodes]
+    pos1 = {x: j for j, x in enumerate(rows[1])}
+    internal = sorted((j, pos1[b], lab) for j, a in enumerate(rows[1]) for lab, b in out_adj[a] if b in pos1)
+    links = sorted((j, pos1[b], lab) for j, a in enumerate(rows[0]) for lab, b in out_adj[a] if b in pos1)
     if not links:
         return nodes
-    by_u = np.argsort(u, kind="stable")
-    start_u = np.searchsorted(u[by_u], np.arange(sk.num_nodes + 1))
-    by_v = np.argsort(v, kind="stable")
-    start_v = np.searchsorted(v[by_v], np.arange(sk.num_nodes + 1))
-    want = node_lab[nodes[0]]
+    want = [node_lab[x] for x in rows[0]]
+    taken = set(nodes.ravel().tolist())
+    is_free = free.tolist()
 
     def neighbour(x: int, label: int, pos: int, forward: bool) -> int:
-        """The one node joined to x by an edge of ``label`` (x its source when ``forward``)
+        """The one node joined to x by an edge of ``label`` (x its tail when ``forward``)
         with the node label of position ``pos``; -1 when none or several."""
-        if forward:
-            es = by_u[start_u[x] : start_u[x + 1]]
-            other = v[es]
-        else:
-            es = by_v[start_v[x] : start_v[x + 1]]
-            other = u[es]
-        hit = other[(lab[es] == label) & (node_lab[other] == want[pos])]
-        return int(hit[0]) if hit.size == 1 else -1
+        hit = [y for lab, y in (out_adj[x] if forward else in_adj[x]) if lab == label and node_lab[y] == want[pos]]
+        return hit[0] if len(hit) == 1 else -1
 
-    def grow(end: np.ndarray, before: bool) -> np.ndarray | None:
-        m = np.full(n, -1, dtype=np.int64)
+    def edges(src: list[int], dst: list[int]) -> list[tuple[int, int, int]]:
+        at = {x: j for j, x in enumerate(dst)}
+        return sorted((j, at[b], lab) for j, a in enumerate(src) for lab, b in out_adj[a] if b in at)
+
+    def grow(end: list[int], inner: list[int], before: bool) -> list[int] | None:
+        """The copy joining ``end`` (the first copy when ``before``, else the last), whose
+        neighbour inside the chain is ``inner``."""
+        m = [-1] * n
         for a, b, label in links:
-            x = neighbour(int(end[b]), label, a, False) if before else neighbour(int(end[a]), label, b, True)
+            x = neighbour(end[b], label, a, False) if before else neighbour(end[a], label, b, True)
             j = a if before else b
             if x < 0 or (m[j] >= 0 and m[j] != x):
                 return None
@@ -264,35 +269,52 @@ def extended(nodes: np.ndarray, sk: Skeleton, free: np.ndarray) -> np.ndarray:
             changed = False
             for a, b, label in internal:
                 if m[a] >= 0 and m[b] < 0:
-                    m[b] = neighbour(int(m[a]), label, b, True)
+                    m[b] = neighbour(m[a], label, b, True)
                 elif m[b] >= 0 and m[a] < 0:
-                    m[a] = neighbour(int(m[b]), label, a, False)
+                    m[a] = neighbour(m[b], label, a, False)
                 else:
                     continue
                 if m[a] < 0 or m[b] < 0:
                     return None
                 changed = True
-        if (m < 0).any() or not free[m].all() or np.unique(m).size != n or not np.array_equal(node_lab[m], want):
+        if min(m) < 0 or len(set(m)) != n or any(x in taken or not is_free[x] for x in m):
             return None
-        if sorted(_edge_set(sk, m, m)) != internal:
+        if [node_lab[x] for x in m] != want or edges(m, m) != internal:
             return None
-        if sorted(_edge_set(sk, m, end) if before else _edge_set(sk, end, m)) != links:
+        if (edges(m, end) if before else edges(end, m)) != links:
             return None
+        # ``end`` moves inside the chain: its edges are internal, from the copy before and
+        # to the copy after only
+        prior, after = (set(m), set(inner)) if before else (set(inner), set(m))
+        mine = set(end)
+        for x in end:
+            if any(y not in mine and y not in after for _, y in out_adj[x]) or any(y not in mine and y not in prior for _, y in in_adj[x]):
+                return None
+        # the new copy: no other edge to or from the chain; as the last copy none from outside
+        new = set(m)
+        for x in m:
+            if any(y in taken and (not before or y not in mine) for _, y in out_adj[x]):
+                return None
+            if any(y in taken if before else (y not in mine and y not in new) for _, y in in_adj[x]):
+                return None
         return m
 
+    first: list[list[int]] = []
+    last: list[list[int]] = []
     for before in (True, False):
         while True:
-            m = grow(nodes[0] if before else nodes[-1], before)
-            if m is None:
+            chain = first[::-1] + rows + last
+            got = grow(chain[0], chain[1], True) if before else grow(chain[-1], chain[-2], False)
+            if got is None:
                 break
-            grown = np.vstack([m[None, :], nodes] if before else [nodes, m[None, :]])
-            if isinstance(_chain_of(-1, grown, sk, np.ones(n, dtype=np.int64)), str):
-                break
-            free = free.copy()
-            free[m] = False
-            nodes = grown
-    return nodes
-
+            (first if before else last).append(got)
+            taken.update(got)
+    if not first and not last:
+        return nodes
+    grown = np.array(first[::-1] + rows + last, dtype=nodes.dtype)
+    if isinstance(_chain_of(-1, grown, sk, np.ones(n, dtype=np.int64)), str):
+        return nodes
+    return grown
 
 
 def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int = MAX_STATES) -> tuple[list[Chain], dict[str, Any]]:
@@ -307,6 +329,7 @@ def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int
         position[region] = np.arange(region.shape[1])[None, :]
     candidates: dict[int, Chain] = {}
     rejected: dict[int, str] = {}
+    adj: Adjacency | None = None
     for f, region in enumerate(fold.regions):
         K = region.shape[0]
         touch = np.flatnonzero((family[u] == f) | (family[v] == f))
@@ -358,10 +381,11 @@ def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int
         link = cross[(copy[u[cross]] == order[0]) & (copy[v[cross]] == order[1])]
         # of the alignments crossed by the fewest states, the one grown into the most copies
         grown = []
+        adj = adjacency(sk) if adj is None else adj
         for cand in alignments(nodes, position[u[in0]], position[v[in0]], position[u[link]], position[v[link]], np.unique(position[u[tail]]), dom):
             free = (family < 0) | (family == f)
             free[cand.ravel()] = False
-            grown.append(extended(cand, sk, free))
+            grown.append(extended(cand, sk, free, adj))
         nodes = max(grown, key=lambda g: g.shape[0])
         made = _chain_of(f, nodes, sk, dom)
         if isinstance(made, str):
