@@ -233,3 +233,27 @@ def test_sct_lp_arrays_match_the_expression_form() -> None:
         for a, b in ((got.A.indptr, want.A.indptr), (got.A.indices, want.A.indices), (got.A.data, want.A.data),
                      (got.row_lo, want.row_lo), (got.row_hi, want.row_hi), (got.col_lo, want.col_lo), (got.col_hi, want.col_hi), (got.c, want.c)):
             assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_coarse_ops_are_numbered_in_the_order_of_the_first_numbering() -> None:
+    """`coarsen` numbers fused ops in Kahn's smallest-id-first order of the numbering by first
+    member (every coarse edge forward), so the list scheduler keeps that numbering's ties."""
+    from distplan.formulations.placement.coarsen import coplacement_groups, fuse
+    from distplan.formulations.placement.listsched_data import kahn_positions
+
+    renumbered = 0
+    for inst in [distplan.load_instance("gnmt-v2-4gpu-channels")] + [random_instance(s) for s in range(10)]:
+        coarse = coarsen(inst).instance
+        assert np.all(coarse.src < coarse.dst)
+        fused = fuse(inst, coplacement_groups(inst))
+        # the numbering by first member: the first topological position of each fused op
+        pos = np.empty(inst.n_ops, dtype=np.int64)
+        pos[inst.topo_order()] = np.arange(inst.n_ops)
+        first = np.full(coarse.n_ops, inst.n_ops)
+        np.minimum.at(first, fused, pos)
+        old = np.argsort(np.argsort(first))  # per new id: the id by first member
+        cross = fused[inst.src] != fused[inst.dst]
+        order, _ = kahn_positions(coarse.n_ops, old[fused[inst.src][cross]], old[fused[inst.dst][cross]])
+        assert order == old.tolist()  # Kahn's k-th op (by first member) is new id k
+        renumbered += not np.array_equal(old, np.arange(coarse.n_ops))
+    assert renumbered > 0  # GNMT's numbering by first member is not topological

@@ -409,7 +409,7 @@ def _list_schedule(
                 tl_delta[d].append(gpers[g])
                 allocated[d] += gpers[g]
             group_placed[g] = True
-            for w in members.get(g, ()):
+            for w in members.get(g, ()) if members else ():
                 fixed[w] = d
                 if is_ready[w] and w != v:  # already in d's main queue
                     a = rt_lb[w][d]
@@ -520,6 +520,50 @@ def _list_schedule(
                 heappush(pend[d], item)
         return bs, bp, bd
 
+    def select_one(d: int, bs: float, bp: int, bd: int) -> tuple[float, int, int]:
+        """`select` for one device: its released ops (bound: its free time) by position,
+        then its pending ones by (bound, position), without the merge."""
+        f0 = dev_free[d]
+        r, p = rel[d], pend[d]
+        while p and p[0][0] <= f0:
+            heappush(r, heappop(p)[1])
+        back_r: list[int] = []
+        back_p: list[tuple[float, int]] = []
+        while r or p:
+            if r:
+                lb, tp = f0, r[0]
+            else:
+                lb, tp = p[0]
+            if lb > bs or (lb == bs and (tp > bp or (tp == bp and d > bd))):
+                break
+            item: tuple[float, int] | None = heappop(p) if not r else None
+            if item is None:
+                heappop(r)
+            v = order[tp]
+            fx = fixed[v]
+            if device[v] >= 0 or (fx >= 0 and fx != d):  # placed, or bound elsewhere: dropped
+                continue
+            rv = reserver[v]
+            if rv < 0 or rv == d:
+                sv = exact(v, d, lb)
+                if sv == -1.0:  # never fits this device again, dropped
+                    continue
+                if sv is not None and (sv < bs or (sv == bs and (tp < bp or (tp == bp and d < bd)))):
+                    bs, bp, bd = sv, tp, d
+                if channels:
+                    kb = chan_cache[(v, d)][2]
+                    if kb > lb and kb > f0:
+                        item = (kb, tp)
+            if item is None:
+                back_r.append(tp)
+            else:
+                back_p.append(item)
+        for tp in back_r:
+            heappush(r, tp)
+        for y in back_p:
+            heappush(p, y)
+        return bs, bp, bd
+
     for v in range(n):
         if remaining[v] == 0:
             add_ready(v)
@@ -552,9 +596,10 @@ def _list_schedule(
                         bs, bp, bd = prop[0], prop[1], d
                 elif kept_in[d] != version:
                     kept_in[d] = version
-                    fresh.append(d)
+                    if rel[d] or pend[d]:  # else nothing to propose
+                        fresh.append(d)
         if fresh:
-            kept = select(fresh, *kept)
+            kept = select_one(fresh[0], *kept) if len(fresh) == 1 else select(fresh, *kept)
         ks, kp, kd = kept
         if ks < bs or (ks == bs and (kp < bp or (kp == bp and kd < bd))):
             bs, bp, bd = ks, kp, kd
