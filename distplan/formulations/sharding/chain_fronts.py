@@ -243,15 +243,15 @@ def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables) -> dict[str, 
     for e in chain.internal_edges.tolist():
         a, b = pos_of[int(sk.edge_u[e])], pos_of[int(sk.edge_v[e])]
         M = tables.edge(sk, e)
-        ia, ib = np.meshgrid(np.arange(dom[a]), np.arange(dom[b]), indexing="ij")
-        factors.append(table([a, b], [ia.ravel(), ib.ravel()], M.ravel().astype(float), np.zeros(M.size)))
+        flat = np.arange(M.size)
+        factors.append(table([a, b], [flat // dom[b], flat % dom[b]], M.ravel().astype(float), np.zeros(M.size)))
         pairs.append((a, b))
     digits = chain.digits(states)
     for e in chain.link_edges.tolist():
         a, b = pos_prev[int(sk.edge_u[e])], pos_of[int(sk.edge_v[e])]
         M = tables.edge(sk, e)
-        ip, ib = np.meshgrid(states, np.arange(dom[b]), indexing="ij")
-        factors.append(table([P, b], [ip.ravel(), ib.ravel()], M[digits[:, out_index[a]]].ravel().astype(float), np.zeros(ip.size)))
+        flat = np.arange(S * dom[b])
+        factors.append(table([P, b], [flat // dom[b], flat % dom[b]], M[digits[:, out_index[a]]].ravel().astype(float), np.zeros(flat.size)))
         pairs.append((P, b))
     out = [int(p) for p in chain.out_pos.tolist()]
     sep = _separator(n, P, pairs, set(out), dom, S)
