@@ -339,16 +339,12 @@ def _list_schedule(
             heappush(p, y)
         return best_s, best_p
 
-    def arrival_row(v: int) -> list[float]:
-        """Baechi's per-device ready times of v (s) in the current state."""
-        if channels:
-            fx = fixed[v]
-            if fx >= 0:
-                row = [_INF] * nd
-                row[fx] = channel_probe(v, fx)[0]
-                return row
-            return [channel_probe(v, d)[0] for d in devs]
-        return rt_lb[v]
+    def start_on(v: int, k: int) -> float:
+        """Baechi's start of v on device k in the current state (s): its ready time there
+        (channel queues probed under the channel model), or the device's free time."""
+        a = channel_probe(v, k)[0] if channels else rt_lb[v][k]
+        f0 = dev_free[k]
+        return a if a >= f0 else f0
 
     def add_ready(v: int) -> None:
         """Enqueue v (its predecessors all placed) on the devices it may run on."""
@@ -447,20 +443,24 @@ def _list_schedule(
             remaining[w] -= 1
             if remaining[w] == 0:
                 add_ready(w)
-        if f >= 0 and is_ready[f]:
-            rtf = arrival_row(f)
+        if f >= 0 and is_ready[f] and reserved[d] < 0:
+            # d waits for f when f fits d and starts there no later than on any device it
+            # fits (a fixed f fits only its own device)
             fx = fixed[f]
-            sf = [rtf[k] if rtf[k] >= dev_free[k] else dev_free[k] for k in devs]
-            if fx < 0:
-                gn = gneed[groups[f]]
-                ok = [used[k] + gn <= capx[k] for k in devs]
+            if fx >= 0:
+                keep = fx == d
             else:
-                ok = [k == fx for k in devs]
-            if ok[d] and reserved[d] < 0:
-                lo = min(sf[k] for k in devs if ok[k])
-                if sf[d] <= lo + 1e-12:
-                    reserved[d] = f
-                    reserver[f] = d
+                gn = gneed[groups[f]]
+                keep = used[d] + gn <= capx[d]
+                if keep:
+                    sd = start_on(f, d)
+                    for k in devs:
+                        if k != d and used[k] + gn <= capx[k] and sd > start_on(f, k) + 1e-12:
+                            keep = False
+                            break
+            if keep:
+                reserved[d] = f
+                reserver[f] = d
 
     def select(ds: list[int], bs: float, bp: int, bd: int) -> tuple[float, int, int]:
         """The smallest (start, topological position, device) of the given one and those of

@@ -147,38 +147,40 @@ def implied_precedence(inst: PlacementInstance, p: np.ndarray, c: np.ndarray, ma
     p_rows = p[op_order][:, None]
     # per level: row range, (count, source rows) per rank, and its edges' span in k order
     levels = []
+    spans = []
     g = 0
     ng = len(grp) - 1
     while g < ng:
         lev = int(k_lev[grp[g]])
-        lo = lev_rows[lev]
-        e0 = grp[g]
+        spans.append(grp[g])
         ranks = []
         while g < ng and k_lev[grp[g]] == lev:
             a, b = grp[g], grp[g + 1]
             ranks.append((b - a, k_drow[a:b]))
             g += 1
-        levels.append((lo, lev_rows[lev + 1], ranks, e0, grp[g]))
+        levels.append((lev_rows[lev], lev_rows[lev + 1], ranks))
+    spans.append(m)
     rel = k_row - np.asarray(lev_rows)[k_lev]  # the source's row within its level
     block = max(1, block_cells // n)
     for b0 in range(0, targets.size, block):
         width = min(block, targets.size - b0)
         longest = np.full((n, width), -np.inf)  # [row of k, column of t]: most time of ops on a path k -> t, k included, t not
-        col = k_col - b0
-        ok = (col >= 0) & (col < width)
-        flat_idx = np.where(ok, rel * width + col, 0)
-        for lo, hi, ranks, e0, e1 in levels:
+        on = np.flatnonzero((k_col >= b0) & (k_col < b0 + width))  # the edges into this block's columns, by level
+        t_idx, t_edge, t_need = rel[on] * width + k_col[on] - b0, k_edge[on], need[on]
+        cuts = np.searchsorted(on, spans).tolist()
+        for li, (lo, hi, ranks) in enumerate(levels):
             far = longest[lo:hi]  # through a successor: the maximum over the ranks
             np.take(longest, ranks[0][1], axis=0, out=far)
             for cnt, d in ranks[1:]:
                 part = far[:cnt]
                 np.maximum(part, longest[d], out=part)
-            sel = ok[e0:e1]
-            idx = flat_idx[e0:e1][sel]
-            flat = far.reshape(-1)
-            vals = flat[idx]
-            implied[k_edge[e0:e1][sel]] = vals >= need[e0:e1][sel]
-            flat[idx] = np.maximum(vals, 0.0)  # the edge itself: a path with no op between
+            a, b = cuts[li], cuts[li + 1]
+            if a < b:
+                idx = t_idx[a:b]
+                flat = far.reshape(-1)
+                vals = flat[idx]
+                implied[t_edge[a:b]] = vals >= t_need[a:b]
+                flat[idx] = np.maximum(vals, 0.0, out=vals)  # the edge itself: a path with no op between
             far += p_rows[lo:hi]
     return implied
 
