@@ -208,6 +208,24 @@ def _timed(inst: PlacementInstance, form: str, runs: int, old: bool, **kw: Any) 
 HEURISTICS: list[tuple[str, dict[str, Any]]] = [("baechi_topo", {}), ("baechi_etf", {}), ("baechi_sct", {"theta": 0.1})]
 
 
+def _sct_lp_sizes(inst: PlacementInstance) -> None:
+    """The m-SCT LP of the fused instance as solved (reduced) and unreduced: rows, and the
+    optimum of both (the reduction keeps it)."""
+    from distplan.formulations.placement import sct
+    from distplan.solvers.base import get_backend
+
+    fused = coarsen(inst).instance
+    sizes = []
+    for reduce in (True, False):
+        model, index = sct.SCT_LP.build(fused, {"theta": 0.1, "lp_reduce": reduce})
+        arrays = model.to_arrays()
+        res = get_backend("highs").solve(arrays)
+        sizes.append((arrays.num_rows, int(index.implied.sum()), res.objective, res.solve_seconds, res.iterations))
+    (r1, imp, o1, t1, i1), (r0, _, o0, t0, i0) = sizes
+    print(f"m-SCT LP (fused): {r1} rows ({imp} implied precedence rows left out), HiGHS {t1:.4f} s / {i1} iterations, optimum {o1:.12g} s; "
+          f"unreduced {r0} rows, {t0:.4f} s / {i0} iterations, optimum {o0:.12g} s")
+
+
 def speed(sizes: list[int], runs: int, gnmt_runs: int, old_max_ops: int) -> None:
     """Issue 20: formulation time of m-TOPO, m-ETF, m-SCT on random layered DAGs (4 devices)
     and on fused GNMT-v2 with Baechi's channels, new code against the code before (same run,
@@ -225,6 +243,7 @@ def speed(sizes: list[int], runs: int, gnmt_runs: int, old_max_ops: int) -> None
         old_t, old_c, old_obj = _timed(inst, form, gnmt_runs, True, fold=True, **params)
         print(f"{label:<22} {new_t:>8.4f} {new_c:>8.4f} {old_t:>8.4f} {old_c:>8.4f} {old_t / new_t:>8.1f}x {new_obj * 1e3:>9.3f} {old_obj * 1e3:>9.3f}",
               flush=True)
+    _sct_lp_sizes(inst)
 
     print(f"\nRandom layered DAGs (random_layered_dag, 4 devices, seed 0), formulation seconds, median of {runs}")
     print(f"{'ops':>8} {'edges':>8} {'formulation':<22} {'new s':>8} {'new cpu':>8} {'old s':>8} {'makespan s':>11} {'old makespan':>13}  note")
