@@ -99,23 +99,53 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
             k = k * width + x
         return k
 
+    topo = inst.topo_order.tolist()
+
     def least_remaining(c: tuple[int, ...], r: tuple[int, ...]) -> int:
+        # head[b]: least time until operation (b, c[b]) may start (its dependencies' ops
+        # c[b] end first; an unstarted one waits for its own block's earlier ops)
+        head = [0] * nb
+        for b in topo:
+            kb = c[b]
+            if kb >= n:
+                continue
+            h = 0
+            for a in preds[b]:
+                ca = c[a]
+                if ca > kb + 1:
+                    continue
+                v = r[a] if ca == kb + 1 else max(head[a], r[a]) + (kb - ca + 1) * dur[a]
+                if v > h:
+                    h = v
+            head[b] = h
+        # a device: busy until its running operation ends, idle until one of its unstarted
+        # operations may start, then all of them, then the least tail among their blocks
         lb = 0
         for d in range(nd):
-            w = 0
+            work = 0
             running = 0
+            first = math.inf
+            last = math.inf
             for b in on[d]:
-                w += (n - c[b]) * dur[b]
-                if r[b] > running:
-                    running = r[b]
-            if w + running > lb:
-                lb = w + running
-        for b in range(nb):
-            if c[b] < n or r[b]:
-                v = (n - c[b]) * dur[b] + tail[b] + r[b]
+                running = max(running, r[b])
+                if c[b] < n:
+                    work += (n - c[b]) * dur[b]
+                    first = min(first, head[b])
+                    last = min(last, tail[b])
+            if work:
+                v = max(running, first) + work + last
                 if v > lb:
                     lb = v
-        return lb
+        for b in range(nb):
+            if c[b] < n:
+                v = max(r[b], head[b]) + (n - c[b]) * dur[b] + tail[b]
+            elif r[b]:
+                v = r[b] + tail[b]
+            else:
+                continue
+            if v > lb:
+                lb = v
+        return int(lb)
 
     zero = tuple([0] * nb)
     root = key(zero, zero)
