@@ -56,6 +56,14 @@ def test_implied_rows_match_brute_force() -> None:
     assert not sct.implied_precedence(inst, inst.time.min(axis=1), inst.max_delay(), max_cells=1).any()  # over budget: none
 
 
+def test_implied_rows_skipped_beyond_the_level_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    inst = coarsen(distplan.load_instance("gnmt-v2-4gpu-channels")).instance
+    p, c = inst.time.min(axis=1), inst.max_delay()
+    assert sct.implied_precedence(inst, p, c).sum() > 1000
+    monkeypatch.setattr(sct, "MAX_LEVEL_STEPS", 10)
+    assert not sct.implied_precedence(inst, p, c).any()
+
+
 def lp_pair(inst: PlacementInstance) -> tuple[float, float, int]:
     """(full LP optimum, reduced LP optimum, implied rows), the reduced solution checked
     against every row and bound of the full LP."""

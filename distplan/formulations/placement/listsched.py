@@ -352,7 +352,9 @@ def _list_schedule(
         tp = topo_pos[v]
         fx = fixed[v]
         if fx >= 0:
-            a = arrival_on(ins[v], fx, device, end, st)
+            # under the channel model the queues need only a lower bound of the start (it is
+            # probed when evaluated): 0 puts v in the released queue, bounded by the free time
+            a = 0.0 if channels else arrival_on(ins[v], fx, device, end, st)
             rt = [_INF] * nd
             rt[fx] = a
             rt_lb[v] = rt

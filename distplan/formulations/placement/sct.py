@@ -86,8 +86,11 @@ def prepare_sct(inst: PlacementInstance, params: Mapping[str, Any]) -> SctIndex:
 
 
 #: `implied_precedence` is skipped when (ops with two or more in-edges) x ops exceeds this
-#: (its work is O(that x average out-degree); the LP is the same without it, only slower)
+#: (its work is O(that x average out-degree); the LP is the same without it, only slower),
+#: or when its column blocks x levels exceed ``MAX_LEVEL_STEPS`` (about ten numpy calls each:
+#: 0.2-0.5 s at this bound on a long, merging graph)
 REDUCE_MAX_CELLS = 25_000_000
+MAX_LEVEL_STEPS = 20_000
 
 
 def implied_precedence(inst: PlacementInstance, p: np.ndarray, c: np.ndarray, max_cells: int = REDUCE_MAX_CELLS, block_cells: int = 1 << 21) -> np.ndarray:
@@ -104,7 +107,7 @@ def implied_precedence(inst: PlacementInstance, p: np.ndarray, c: np.ndarray, ma
     by level and, within a level, by decreasing out-degree, so that the edges of rank r
     (an op's r-th out-edge) of a level start from a prefix of its rows: a level costs one
     gather and maximum per rank, O(E * J) time in all. All False when V * J exceeds
-    ``max_cells``."""
+    ``max_cells`` or blocks x levels exceeds ``MAX_LEVEL_STEPS``."""
     n, m = inst.n_ops, inst.n_edges
     implied = np.zeros(m, dtype=bool)
     indeg = np.bincount(inst.dst, minlength=n)
@@ -125,6 +128,9 @@ def implied_precedence(inst: PlacementInstance, p: np.ndarray, c: np.ndarray, ma
                 h = height[w] + 1
         height[v] = h
     h_a = np.asarray(height)
+    block = max(1, block_cells // n)
+    if -(-targets.size // block) * int(h_a.max()) > MAX_LEVEL_STEPS:  # numpy calls ~ blocks x levels
+        return implied
     outdeg = np.diff(cut_a)
     op_order = np.lexsort((-outdeg, h_a))  # rows: by level, then decreasing out-degree
     row_of = np.empty(n, dtype=np.int64)
@@ -161,7 +167,6 @@ def implied_precedence(inst: PlacementInstance, p: np.ndarray, c: np.ndarray, ma
         levels.append((lev_rows[lev], lev_rows[lev + 1], ranks))
     spans.append(m)
     rel = k_row - np.asarray(lev_rows)[k_lev]  # the source's row within its level
-    block = max(1, block_cells // n)
     for b0 in range(0, targets.size, block):
         width = min(block, targets.size - b0)
         longest = np.full((n, width), -np.inf)  # [row of k, column of t]: most time of ops on a path k -> t, k included, t not
