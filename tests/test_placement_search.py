@@ -179,3 +179,42 @@ def test_search_times_assignments_longest_tail_first() -> None:
     check = evaluate(inst, make_plan(inst, both.device, both.start))
     assert check.feasible and check.objective == pytest.approx(both.makespan, rel=1e-12)
     assert imp._Problem(inst, tail_order=False).schedule(dev).makespan == ls.makespan
+
+
+def test_relabelled_finds_the_links_whatever_the_device_names() -> None:
+    """DGX-1's links differ (25 vs 50 GB/s): the best renaming of an assignment's identical
+    devices does not depend on how the devices were named, and is never worse than the
+    assignment as named."""
+    inst = load_instance("resnet-50-dgx1-4")
+    g = inst.colocation_groups()
+    dev = np.where(g < 5, 2, np.where(g < 61, 3, 0))
+    as_named = imp._Problem(inst).schedule(dev)
+    best = imp.relabelled(inst, dev)
+    renamed = imp.relabelled(inst, np.array([0, 2, 1, 3])[dev])
+    assert as_named is not None and best is not None and renamed is not None
+    assert best.makespan <= as_named.makespan
+    assert renamed.makespan == best.makespan
+    worst_names = imp._Problem(inst).schedule(np.array([0, 2, 1, 3])[dev])
+    assert worst_names is not None and renamed.makespan < worst_names.makespan
+
+
+def test_milp_searches_from_the_relaxation_assignment() -> None:
+    """placement_milp's search from a relaxation's assignment returns the better of that
+    and the plan it had, timed by the evaluator."""
+    from distplan.formulations.placement import milp
+    from distplan.formulations.registry import RunContext
+    from distplan.solvers.base import SolveOptions, get_backend
+
+    inst = load_instance("resnet-50-dgx1-4")
+    g = inst.colocation_groups()
+    seed = np.where(g < 5, 2, np.where(g < 61, 3, 0))
+    single = milp.best_heuristic(inst)[0]
+    assert single is not None
+    ctx = RunContext(get_backend("highs"), SolveOptions(time_limit=3), {"relaxation_search_share": 0.5})
+    sched, source = milp._search_from(inst, ctx, [seed], single, "m-ETF", 0.0)
+    assert sched is not None and source == "assignment relaxation + local search"
+    assert sched.makespan < single.makespan
+    check = evaluate(inst, make_plan(inst, sched.device, sched.start))
+    assert check.feasible and check.objective == pytest.approx(sched.makespan, rel=1e-12)
+    ctx = RunContext(get_backend("highs"), SolveOptions(time_limit=3), {"relaxation_search_share": 0.0})
+    assert milp._search_from(inst, ctx, [seed], single, "m-ETF", 0.0) == (single, "m-ETF")

@@ -41,6 +41,7 @@ where the schedule ends first. Times in seconds, memory in bytes.
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,7 +50,7 @@ import numpy as np
 
 from distplan.errors import InfeasibleError
 from distplan.formulations.placement.listsched import Schedule, list_schedule, topological_positions
-from distplan.formulations.placement.relaxation import heads_tails
+from distplan.formulations.placement.relaxation import device_classes, heads_tails
 from distplan.formulations.placement.tailsched import tail_priority_order
 from distplan.models.placement_instance import PlacementInstance
 
@@ -520,3 +521,28 @@ def cluster_greedy(inst: PlacementInstance, device: np.ndarray, deadline: float 
             cur = best[0]
             dev[ops] = best[1]
     return cur
+
+
+def relabelled(inst: PlacementInstance, device: np.ndarray, max_perms: int = 120) -> Schedule | None:
+    """The assignment ``device`` with its devices renamed within each class of
+    interchangeable devices (equal op times and memory, `relaxation.device_classes`) so
+    that its schedule (`_Problem.schedule`) ends first: every renaming when there are at
+    most ``max_perms``, else the assignment as it is. A relaxation that charges every cut
+    its fastest link (the assignment relaxation) names devices without regard to the links
+    between them; on DGX-1 the links differ by 2x. None when nothing fits memory."""
+    prob = _Problem(inst)
+    dev = np.asarray(device, dtype=np.int64)
+    classes = [c for c in device_classes(inst) if c.size > 1]
+    count = 1
+    for c in classes:
+        count *= int(np.prod(np.arange(1, c.size + 1)))
+    options = itertools.product(*(itertools.permutations(c.tolist()) for c in classes)) if classes and count <= max_perms else [()]
+    best: Schedule | None = None
+    for perm in options:
+        mapping = np.arange(inst.n_devices)
+        for c, p in zip(classes, perm):
+            mapping[c] = p
+        s = prob.schedule(mapping[dev])
+        if s is not None and (best is None or s.makespan < best.makespan):
+            best = s
+    return best

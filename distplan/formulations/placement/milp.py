@@ -40,7 +40,7 @@ from distplan.formulations.placement import relaxation
 from distplan.formulations.placement.descendants import precedence_load_rows
 from distplan.formulations.placement.forced import forced_bound
 from distplan.formulations.placement.heuristics import single_device_schedule, topo_assignment
-from distplan.formulations.placement.improve import improve
+from distplan.formulations.placement.improve import improve, relabelled
 from distplan.formulations.placement.listsched import Schedule, list_schedule
 from distplan.formulations.placement.relaxation import (
     AssignIndex,
@@ -377,8 +377,9 @@ def exact_for(inst: PlacementInstance) -> bool:
 def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") -> Outcome:
     """Best heuristic plan -> forced co-location bound (``forced_share`` of the time) ->
     local search on the plan (``search_share``, stopping at that bound) -> assignment
-    relaxation (``relaxation_share``) -> horizon and warm start -> MILP -> the better of
-    the two plans; the MILP's dual bound (less the safety margin) is a bound in every case."""
+    relaxation (``relaxation_share``) -> local search from its assignment
+    (``relaxation_search_share``) -> horizon and warm start -> MILP -> the better of the
+    two plans; the MILP's dual bound (less the safety margin) is a bound in every case."""
     t0 = time.perf_counter()
     sched, source = best_heuristic(inst, ctx)
     bounds: list[Bound] = []
@@ -406,11 +407,13 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
     if share > 0 and rem is not None and lo < inst.n_ops <= hi and inst.n_devices > 1:
         # the assignment relaxation alone first: its branch and bound raises the bound
         # faster than the disjunctive model's, and w >= its bound helps the MILP prune
-        bounds += relaxation.relaxation_bounds(inst, ctx, share * rem)
+        seeds: list[np.ndarray] = []
+        bounds += relaxation.relaxation_bounds(inst, ctx, share * rem, assignments=seeds)
+        sched, source = _search_from(inst, ctx, seeds, sched, source, max([b.value for b in bounds], default=0.0) * (1 + gap))
     t1 = time.perf_counter()
     model, index = PLACEMENT_MILP.build(inst, {**ctx.params, "incumbent": sched}, name=name)
     if bounds:
-        model.set_bounds(model["makespan"], lb=min(bounds[0].value * SCALE, index.horizon))
+        model.set_bounds(model["makespan"], lb=min(max(b.value for b in bounds) * SCALE, index.horizon))
     build = heuristics_s + time.perf_counter() - t1
     start = warm_start(inst, model, index, ctx)
     result = ctx.solve_model(model, warm_start=start, build_seconds=build)
@@ -440,6 +443,28 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
         and claimed <= result.objective / SCALE * (1 + 1e-6) + 1e-9
     )
     return Outcome(plan=plan, bounds=bounds, solver_results=list(ctx.solver_results), claimed_objective=claimed, proven_optimal=proven, info=info)
+
+
+def _search_from(inst: PlacementInstance, ctx: RunContext, seeds: list[np.ndarray], sched: Schedule | None, source: str, target: float) -> tuple[Schedule | None, str]:
+    """Local search from the assignment relaxation's assignments (devices renamed for the
+    links, `improve.relabelled`) within ``relaxation_search_share`` of the remaining time
+    each: (the better of that and ``sched``, its origin). The relaxation's optimum spreads
+    branches the way the critical paths allow, a start the chain moves alone rarely reach
+    (inception-v3-dgx1-4: 15.96 ms from it in 90 s vs 16.3 ms by placement_search in 120 s)."""
+    share = float(ctx.param("relaxation_search_share", 0.2))
+    for dev in seeds:
+        rem = ctx.remaining_time()
+        if share <= 0 or rem is None or rem <= 0:
+            break
+        begin = relabelled(inst, dev)
+        if begin is None:
+            continue
+        found, _ = improve(inst, begin.device, deadline=time.perf_counter() + share * rem, seed=int(ctx.param("seed", 0)), target=target)
+        best = found if found is not None and found.makespan < begin.makespan else begin
+        checked = _schedule_of(inst, make_plan(inst, best.device, best.start))
+        if checked is not None and (sched is None or checked.makespan < sched.makespan):
+            sched, source = checked, "assignment relaxation + local search"
+    return sched, source
 
 
 def _relaxed_because(inst: PlacementInstance, index: MilpIndex) -> str:

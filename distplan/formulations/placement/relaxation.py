@@ -435,7 +435,9 @@ def solve_bound(inst: PlacementInstance, ctx: RunContext, time_limit: float | No
     return Bound(max(0.0, result.bound - margin) / SCALE, source), result
 
 
-def relaxation_bounds(inst: PlacementInstance, ctx: RunContext, time_limit: float | None = None, lp_first_above: int = 1500) -> list[Bound]:
+def relaxation_bounds(
+    inst: PlacementInstance, ctx: RunContext, time_limit: float | None = None, lp_first_above: int = 1500, assignments: list[np.ndarray] | None = None
+) -> list[Bound]:
     """The best proven bound of the assignment relaxation within ``time_limit`` seconds
     (none when the solver proves none). Above ``lp_first_above`` ops the LP relaxation is
     solved first, so a bound exists even when the MILP's root does not finish. The run's
@@ -454,8 +456,10 @@ def relaxation_bounds(inst: PlacementInstance, ctx: RunContext, time_limit: floa
             found.append(b)
     rest = None if time_limit is None else time_limit - (time.perf_counter() - t0)
     if rest is None or rest > 0.5:
-        b, _ = solve_bound(inst, ctx, rest, order_nonzeros=nz)
+        b, result = solve_bound(inst, ctx, rest, order_nonzeros=nz)
         if b is not None:
             found.append(b)
+        if assignments is not None and result.has_solution and "assign" in result.values_by_block:
+            assignments.append(np.argmax(result.values_by_block["assign"], axis=1).astype(np.int64))
     return [max(found, key=lambda b: b.value)] if found else []
 
