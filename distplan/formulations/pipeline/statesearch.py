@@ -42,7 +42,7 @@ from distplan.formulations.pipeline.common import block_tail
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
 
 #: most states kept (each a few hundred bytes) before the search stops with its layer bound
-MAX_STATES = 1_000_000
+MAX_STATES = 600_000
 
 
 @dataclass
@@ -150,21 +150,22 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
     zero = tuple([0] * nb)
     root = key(zero, zero)
     parent: dict[int, int] = {root: -1}
+    # a layer: the states first reached at time t with t + least remaining <= target (the
+    # others are never kept: reached later they would be pruned again), and the least
+    # t + least remaining among them
     layer: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {root: (zero, zero)}
+    floor = least_remaining(zero, zero)
+    if floor > target:
+        return SearchOutcome(float(target + 1), True, states=1)
     t = 0
-    expanded = 0
+    visited = 0
     while layer:
         nxt: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        nxt_floor = math.inf
         for k, (c, r) in layer.items():
-            if deadline is not None and expanded % 512 == 0 and time.perf_counter() > deadline or len(parent) > max_states:
-                rest = min((t + least_remaining(c2, r2) for c2, r2 in layer.values()), default=math.inf)
-                return SearchOutcome(float(min(target + 1, rest)), False, states=len(parent), info={"stopped at time": t})
-            lr = least_remaining(c, r)
-            if lr == 0:
-                return SearchOutcome(float(t), True, float(t), _starts(inst, parent, layer, k, t, radix, width), len(parent))
-            if t + lr > target:
-                continue
-            expanded += 1
+            visited += 1
+            if len(parent) > max_states or (deadline is not None and visited % 256 == 0 and time.perf_counter() > deadline):
+                return SearchOutcome(float(min(target + 1, floor)), False, states=len(parent), info={"stopped at time": t})
             busy = 0
             for b in range(nb):
                 if r[b]:
@@ -193,9 +194,16 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
                 k2 = key(ct, rt)
                 if k2 in parent:
                     continue
+                lr = least_remaining(ct, rt)
+                if t + 1 + lr > target:
+                    continue
                 parent[k2] = k
+                if lr == 0:  # complete at t + 1; nothing completes earlier (layers in time order)
+                    return SearchOutcome(float(t + 1), True, float(t + 1), _starts(inst, parent, k2, t + 1, radix, width), len(parent))
                 nxt[k2] = (ct, rt)
+                nxt_floor = min(nxt_floor, t + 1 + lr)
         layer = nxt
+        floor = nxt_floor
         t += 1
     return SearchOutcome(float(target + 1), True, states=len(parent))
 
@@ -210,7 +218,7 @@ def _decode(k: int, nb: int, radix: int, width: int) -> tuple[list[int], list[in
     return c, r
 
 
-def _starts(inst: PipelineInstance, parent: dict[int, int], layer: dict, k: int, t: int, radix: int, width: int) -> np.ndarray:
+def _starts(inst: PipelineInstance, parent: dict[int, int], k: int, t: int, radix: int, width: int) -> np.ndarray:
     """(B, N) start times (seconds) along the path of states ending in ``k`` at time ``t``."""
     nb = inst.n_blocks
     start = np.zeros((nb, inst.micro_batches))
