@@ -27,7 +27,14 @@ operations (`OpProblem`): Tessel's warm-up and cool-down completions use it with
 times, initial memory and deadlines. For integral data the same schedule space is also
 written in time-indexed form (`timeindexed.py`), whose LP bound is much stronger; `run_pipeline_milp` (``model=auto``)
 runs a short disjunctive solve and then the time-indexed one. The warm start is the best
-of the classic schedules and (``warm_start=tessel``, default) Tessel's unrolled repetend.
+of the classic schedules, the stacked-barrier schedule (`barriers.py`) and
+(``warm_start=tessel``, default) Tessel's unrolled repetend.
+
+When the time-indexed model is too large (the disjunctive one is picked), two proofs come
+first: a warm start that meets a solver-free bound (`bounds.py`, e.g. the barrier
+contraction bound) is optimal as it stands, and for integral data without delays the
+exact state search (`statesearch.py`, up to half of the remaining time) finds a better
+schedule or proves there is none; the big-M model only runs when both fail.
 """
 
 from __future__ import annotations
