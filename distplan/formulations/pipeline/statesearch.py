@@ -91,7 +91,7 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
     radix = n + 1
     width = max(dur)
 
-    def key(c: tuple[int, ...], r: tuple[int, ...]) -> int:
+    def key(c: tuple[int, ...] | list[int], r: tuple[int, ...] | list[int]) -> int:
         k = 0
         for x in c:
             k = k * radix + x
@@ -99,53 +99,67 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
             k = k * width + x
         return k
 
-    topo = inst.topo_order.tolist()
+    # key increment of starting block b (count + 1, remaining time 0 -> dur - 1)
+    step = [radix ** (nb - 1 - b) * width**nb + (dur[b] - 1) * width ** (nb - 1 - b) for b in range(nb)]
+
+    topo = [(b, preds[b]) for b in inst.topo_order.tolist()]
+    big = 1 << 62
 
     def least_remaining(c: tuple[int, ...], r: tuple[int, ...]) -> int:
         # head[b]: least time until operation (b, c[b]) may start (its dependencies' ops
         # c[b] end first; an unstarted one waits for its own block's earlier ops)
         head = [0] * nb
-        for b in topo:
+        for b, pb in topo:
             kb = c[b]
             if kb >= n:
                 continue
             h = 0
-            for a in preds[b]:
+            for a in pb:
                 ca = c[a]
                 if ca > kb + 1:
                     continue
-                v = r[a] if ca == kb + 1 else max(head[a], r[a]) + (kb - ca + 1) * dur[a]
+                if ca == kb + 1:
+                    v = r[a]
+                else:
+                    v = head[a] if head[a] > r[a] else r[a]
+                    v += (kb - ca + 1) * dur[a]
                 if v > h:
                     h = v
             head[b] = h
-        # a device: busy until its running operation ends, idle until one of its unstarted
-        # operations may start, then all of them, then the least tail among their blocks
+        # a block: its running operation, then its remaining ones, then its tail
         lb = 0
-        for d in range(nd):
-            work = 0
-            running = 0
-            first = math.inf
-            last = math.inf
-            for b in on[d]:
-                running = max(running, r[b])
-                if c[b] < n:
-                    work += (n - c[b]) * dur[b]
-                    first = min(first, head[b])
-                    last = min(last, tail[b])
-            if work:
-                v = max(running, first) + work + last
-                if v > lb:
-                    lb = v
         for b in range(nb):
+            rb = r[b]
             if c[b] < n:
-                v = max(r[b], head[b]) + (n - c[b]) * dur[b] + tail[b]
-            elif r[b]:
-                v = r[b] + tail[b]
+                v = (head[b] if head[b] > rb else rb) + (n - c[b]) * dur[b] + tail[b]
+            elif rb:
+                v = rb + tail[b]
             else:
                 continue
             if v > lb:
                 lb = v
-        return int(lb)
+        # a device: busy until its running operation ends, idle until one of its unstarted
+        # operations may start, then all of them, then the least tail among their blocks
+        for blocks in on:
+            work = 0
+            running = 0
+            first = big
+            last = big
+            for b in blocks:
+                if r[b] > running:
+                    running = r[b]
+                kb = c[b]
+                if kb < n:
+                    work += (n - kb) * dur[b]
+                    if head[b] < first:
+                        first = head[b]
+                    if tail[b] < last:
+                        last = tail[b]
+            if work:
+                v = (running if running > first else first) + work + last
+                if v > lb:
+                    lb = v
+        return lb
 
     zero = tuple([0] * nb)
     root = key(zero, zero)
@@ -184,16 +198,19 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
             for b in ready:
                 subsets += [(m | bits[b], s + (b,)) for m, s in subsets if not m & bits[b]]
             base_r = [x - 1 if x > 0 else 0 for x in r]
+            base_k = key(c, base_r)
             for _, chosen in subsets:
+                k2 = base_k  # a chosen block is idle: its remaining time goes 0 -> dur - 1
+                for b in chosen:
+                    k2 += step[b]
+                if k2 in parent:
+                    continue
                 c2 = list(c)
                 r2 = list(base_r)
                 for b in chosen:
                     c2[b] += 1
                     r2[b] = dur[b] - 1
                 ct, rt = tuple(c2), tuple(r2)
-                k2 = key(ct, rt)
-                if k2 in parent:
-                    continue
                 lr = least_remaining(ct, rt)
                 if t + 1 + lr > target:
                     continue
