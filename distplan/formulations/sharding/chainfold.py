@@ -46,7 +46,9 @@ The size is independent of K: K enters only as the right-hand side K - 1.
 Families that are not chains (or whose boundary state space exceeds ``max_states``) are
 unfolded (their nodes become explicit), so the result is exact in every case. Region
 growth may cut a layer anywhere; a chain's copies are first realigned (`realigned`) to the
-boundary crossed by the fewest states (Llama-3 8B: from 17,199 states to 13).
+boundary crossed by the fewest states (Llama-3 8B: from 17,199 states to 13), then grown by
+the copies the folding left explicit at its ends (`extended`: GPT with 24 layers, from 21
+copies to 24, which leaves the dynamic program 13 explicit nodes instead of 34).
 
 This module finds the chains; the Pareto arcs are in `chain_fronts`, the walk decoding and
 the warm start in `chain_walk`, the folded program and its solve loop in `chain_program`.
