@@ -51,6 +51,7 @@ from distplan.formulations.placement.relaxation import (
     memory_capacity,
     symmetry,
 )
+from distplan.formulations.placement.tailsched import polished
 from distplan.formulations.registry import Bound, Outcome, RunContext, get_formulation
 from distplan.modeling.model import Model
 from distplan.modeling.scheduling import disjunctive_pairs_when
@@ -400,6 +401,10 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
             checked = _schedule_of(inst, make_plan(inst, found.device, found.start))
             if checked is not None and checked.makespan < sched.makespan:
                 sched, source = checked, f"{source} + local search"
+    if sched is not None:
+        again = polished(inst, sched)
+        if again is not sched:
+            sched, source = again, f"{source}, re-timed longest tail first"
     heuristics_s = time.perf_counter() - t0
     share = float(ctx.param("relaxation_share", 0.25))
     rem = ctx.remaining_time()

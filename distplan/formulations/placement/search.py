@@ -5,8 +5,8 @@ device; Jeon et al., SoCC 2020) give the starting plans, and one more comes from
 critical-path clusters of the best one greedily (`improve.cluster_greedy`, within
 ``cluster_share`` of the time; by default 0.3 under the channel model, else none). The search runs from
 the best one until it stops improving, then from the next ones with other seeds while time
-is left; the best schedule found is the plan (the api re-evaluates it with the independent
-evaluator). The forced co-location bound (`forced`) gets a share of the time first, up to
+is left; the best schedule found, re-timed longest tail first when that ends earlier
+(`tailsched`), is the plan (the api re-evaluates it with the independent evaluator). The forced co-location bound (`forced`) gets a share of the time first, up to
 the best heuristic's makespan. Times in seconds.
 """
 
@@ -21,6 +21,7 @@ from distplan.formulations.placement.forced import forced_bound
 from distplan.formulations.placement.improve import cluster_greedy, improve, search_info
 from distplan.formulations.placement.listsched import Schedule
 from distplan.formulations.placement.milp import heuristic_schedules
+from distplan.formulations.placement.tailsched import polished
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.models.placement_evaluate import evaluate
 from distplan.models.placement_instance import PlacementInstance
@@ -91,8 +92,13 @@ def run_search(inst: PlacementInstance, ctx: RunContext) -> Outcome:
     # stop once the plan is within the run's gap tolerance of a proven bound
     gap = ctx.options.mip_gap if ctx.options.mip_gap is not None else 0.0
     target = max([b.value for b in bounds + placement_bounds(inst)], default=0.0) * (1 + gap)
-    best, origin, info = improved_schedule(inst, starts, deadline, int(ctx.param("seed", 0)), None if max_evals is None else int(max_evals), target)
+    # 2% of the time is kept for re-timing the best assignment longest-tail-first
+    stop = deadline - 0.02 * max(0.0, deadline - time.perf_counter())
+    best, origin, info = improved_schedule(inst, starts, stop, int(ctx.param("seed", 0)), None if max_evals is None else int(max_evals), target)
     assert best is not None
+    again = polished(inst, best)
+    if again is not best:
+        best, origin = again, f"{origin}, re-timed longest tail first"
     plan = make_plan(inst, best.device, best.start)
     check = evaluate(inst, plan)
     s0, name0 = starts[0]
