@@ -42,6 +42,7 @@ from distplan.formulations.pipeline.common import (
     retime,
 )
 from distplan.formulations.pipeline.compaction import best_candidate, guided
+from distplan.formulations.pipeline.justify import justify
 from distplan.formulations.pipeline.modulo import cyclic_blocks, steady_memory
 from distplan.formulations.pipeline.opmodel import OpProblem, full_problem, serial_horizon
 from distplan.formulations.pipeline.opsolve import solve_op_problem
@@ -300,6 +301,10 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     gathered = None if scores[name] <= bound else _gathered(inst, exact)
     if gathered is not None:
         candidates.append(("memory-free head and tail gathered", gathered))
+        name, exact, scores = best_candidate(inst, candidates)
+    if scores[name] > bound:
+        for s in justify(inst, exact, [inst.capacity, steady]):
+            candidates.append((f"{name} + forward-backward improvement", s))
         name, exact, scores = best_candidate(inst, candidates)
     if inst.objective == "device_span":
         exact = retime(inst, orders_from_starts(inst, exact), ctx)
