@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import distplan
 from distplan.formulations.pipeline import tessel as tessel_mod
+from distplan.formulations.pipeline.baselines import best_baseline
 from distplan.formulations.pipeline.common import asap, orders_from_starts
 from distplan.formulations.pipeline.compaction import guided
 from distplan.formulations.pipeline.justify import justify
@@ -168,3 +171,26 @@ def test_forward_backward_improvement_is_feasible_and_not_longer(capacity: float
     assert min(values) <= before + 1e-9
     if capacity is None:
         assert before > 38.0 and min(values) == pytest.approx(38.0)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    shape=st.sampled_from(["v", "x", "m", "k", "nn", "v2"]),
+    p=st.sampled_from([2, 4]),
+    n=st.integers(2, 6),
+    split=st.booleans(),
+    tight=st.booleans(),
+)
+def test_forward_backward_passes_are_valid_schedules(shape: str, p: int, n: int, split: bool, tight: bool) -> None:
+    """From the best classic schedule, every forward pass is a valid schedule (the
+    evaluator re-checks dependencies, device overlaps and memory), also when the
+    capacity is the 1F1B plan's peak."""
+    kw = {"forward_time": 1.0, "backward_time": 2.0, "weight_time": 1.0} if split else {"forward_time": 1.0, "backward_time": 3.0}
+    inst = make_pipeline(shape, p, n, **kw)
+    if tight:
+        chk = evaluate(inst, distplan.solve(inst, formulation="1f1b").plan)
+        inst = inst.with_(memory_capacity=max(d["peak_memory"] for d in chk.details["devices"].values()))
+    found = best_baseline(inst)
+    assert found is not None
+    for s in justify(inst, found[1].start, [inst.capacity]):
+        assert evaluate(inst, make_plan(inst, s - s.min())).feasible
