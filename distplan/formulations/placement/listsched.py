@@ -261,6 +261,19 @@ def _list_schedule(
             s = exact(v, d, r if r >= f0 else f0)
         return None if s is None or s == -1.0 else s
 
+    def fits(v: int, d: int) -> bool:
+        """Is `sched_on` (v, d) not None, without its start: whether ready op v fits device d
+        now depends on memory only (`MemoryTimeline.earliest_fit` finds a start or none
+        whatever the start it is asked from)."""
+        fx = fixed[v]
+        if fx >= 0 and fx != d:
+            return False
+        g = groups[v]
+        if liveness:
+            extra = transient[v] + (0.0 if (group_placed[g] or fx >= 0) else gpers[g])
+            return allocated[d] + extra <= capx[d] or timelines[d].earliest_fit(0.0, extra) != _INF
+        return used[d] + (0.0 if fx >= 0 else gneed[g]) <= capx[d]
+
     def urgent(v: int) -> bool:
         """Is the latest earliest start of v over the devices it fits already due (<= t)?"""
         for d in devs:
@@ -456,10 +469,14 @@ def _list_schedule(
                 keep = used[d] + gn <= capx[d]
                 if keep:
                     sd = start_on(f, d)
+                    lb = rt_lb[f]  # contention-free arrivals: below the probes, which are then skipped
                     for k in devs:
-                        if k != d and used[k] + gn <= capx[k] and sd > start_on(f, k) + 1e-12:
-                            keep = False
-                            break
+                        if k != d and used[k] + gn <= capx[k]:
+                            f0 = dev_free[k]
+                            a = lb[k]
+                            if sd > (a if a >= f0 else f0) + 1e-12 and sd > start_on(f, k) + 1e-12:
+                                keep = False
+                                break
             if keep:
                 reserved[d] = f
                 reserver[f] = d
@@ -581,7 +598,7 @@ def _list_schedule(
         if fav is not None:
             for d in devs:  # a reservation for a child that no longer fits its device is dropped
                 f = reserved[d]
-                if f >= 0 and sched_on(f, d) is None:
+                if f >= 0 and not fits(f, d):
                     reserved[d] = -1
                     reserver[f] = -1
                     version += 1
