@@ -17,9 +17,10 @@ than warm-up periods, the whole schedule likewise (local search; the whole-sched
 of bounded size, about 2 K micro-batches, only with ``phase_time_limit`` > 0); and the
 classic schedules that apply (``baselines``: tessel never returns worse than them); and
 the best of these with the memory-free blocks at both ends of the chain gathered before
-and after everything else (`_gathered`); and forward-backward improvement passes of the
-best (`justify`: backward by finish time, forward by the backward starts; Valls et al.,
-EJOR 2005), which re-order the cool-down by remaining path length (v2 on 4 devices,
+and after everything else (`_gathered`); and forward-backward improvement passes of
+these (`justify`: backward by finish time, forward by the backward starts; Valls et al.,
+EJOR 2005; all of them for small schedules, the best only above ``justify_all_ops``
+operations), which re-order the cool-down by remaining path length (v2 on 4 devices,
 N = 8, no memory limit: the repetend-guided cool-down ran earlier micro-batches' backward
 passes ahead of the last micro-batch's forward passes, 41; justified, 38 = pipeline_milp's
 proven optimum). The plan is retimed to exact earliest starts (or, for the device-span
@@ -47,7 +48,7 @@ from distplan.formulations.pipeline.common import (
     retime,
 )
 from distplan.formulations.pipeline.compaction import best_candidate, guided
-from distplan.formulations.pipeline.justify import justify
+from distplan.formulations.pipeline.justify import justify, reversed_instance
 from distplan.formulations.pipeline.modulo import cyclic_blocks, steady_memory
 from distplan.formulations.pipeline.opmodel import OpProblem, full_problem, serial_horizon
 from distplan.formulations.pipeline.opsolve import solve_op_problem
@@ -272,8 +273,9 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     warm-up/cool-down MILPs (or, for small N, the whole-schedule MILP warm-started from
     the best so far); the classic schedules that apply (``baselines``: a guarantee
     that tessel never returns worse than them); the best with the memory-free ends
-    gathered; and forward-backward improvement passes of the best (`justify`), unless it
-    already meets the solver-free bound. ``info["completion"]`` names the winner."""
+    gathered; and forward-backward improvement passes (`justify`) of each of them (of the
+    best only above ``justify_all_ops`` operations), unless the best already meets the
+    solver-free bound. ``info["completion"]`` names the winner."""
     check_capacity(inst)
     params = {**DEFAULTS, **ctx.params}
     rep = _budgeted_search(inst, ctx, params)
@@ -310,8 +312,19 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         candidates.append(("memory-free head and tail gathered", gathered))
         name, exact, scores = best_candidate(inst, candidates)
     if scores[name] > bound:
-        for s in justify(inst, exact, [inst.capacity, steady]):
-            candidates.append((f"{name} + forward-backward improvement", s))
+        # every distinct feasible candidate, the best first, up to justify_all_ops
+        # operations (a classic schedule's justification can beat the best's: NN shape,
+        # p = 4, N = 8, B/W split, 80 -> 75); above, the best only (N = 64: ~0.03 s CPU
+        # per candidate on nnshape)
+        rev = reversed_instance(inst)
+        done: set[str] = set()
+        every = inst.n_blocks * inst.micro_batches <= int(params.get("justify_all_ops", DEFAULTS["justify_all_ops"]))
+        for label, s0 in [(name, exact)] + (candidates if every else []):
+            if label in done or not math.isfinite(scores.get(label, math.inf)):
+                continue
+            done.add(label)
+            for s in justify(inst, s0, [inst.capacity, steady], rev=rev):
+                candidates.append((f"{label} + forward-backward improvement", s))
         name, exact, scores = best_candidate(inst, candidates)
     if inst.objective == "device_span":
         exact = retime(inst, orders_from_starts(inst, exact), ctx)
