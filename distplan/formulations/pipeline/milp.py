@@ -255,26 +255,30 @@ def _with_tessel(inst: PipelineInstance, ctx: RunContext, found: tuple[str, Any]
         return found
     finally:
         ctx.solver_results.extend(sub.solver_results)
-    plan = out.plan
-    value = evaluate(inst, plan).objective
-    if found is not None and evaluate(inst, found[1]).objective <= value:
-        return found
-    bound = value * (1 + 1e-9) + 1e-9
-    if inst.objective == "makespan":
-        prob.horizon = min(prob.horizon, bound)
-    else:
-        prob.span_ub = bound if prob.span_ub is None else min(prob.span_ub, bound)
-    return ("tessel", plan)
+    return _better_start(inst, found, ("tessel", out.plan), prob)
 
 
 def _with_stacked(inst: PipelineInstance, found: tuple[str, Any] | None, prob: OpProblem) -> tuple[str, Any] | None:
     """The better warm start of ``found`` and the stacked-barrier schedule (`barriers.py`:
     head barriers first, the best baseline of the rest, tail barriers last); tightens the
     horizon / span bound."""
-    plan = stacked_plan(inst, lambda sub: (lambda b: None if b is None else b[1])(best_baseline(sub)))
+    plan = stacked_plan(inst, _best_baseline_plan)
     if plan is None:
         return found
-    value = evaluate(inst, plan).objective
+    return _better_start(inst, found, ("stacked barriers", plan), prob)
+
+
+def _best_baseline_plan(inst: PipelineInstance) -> Any:
+    """The plan of the best baseline schedule of ``inst``, or None when none fits."""
+    best = best_baseline(inst)
+    return None if best is None else best[1]
+
+
+def _better_start(inst: PipelineInstance, found: tuple[str, Any] | None, candidate: tuple[str, Any], prob: OpProblem) -> tuple[str, Any] | None:
+    """``candidate`` (a named plan) when the evaluator finds it strictly better than
+    ``found``, which then also tightens the model's horizon (makespan objective) or span
+    bound; otherwise ``found``."""
+    value = evaluate(inst, candidate[1]).objective
     if found is not None and evaluate(inst, found[1]).objective <= value:
         return found
     bound = value * (1 + 1e-9) + 1e-9
@@ -282,7 +286,7 @@ def _with_stacked(inst: PipelineInstance, found: tuple[str, Any] | None, prob: O
         prob.horizon = min(prob.horizon, bound)
     else:
         prob.span_ub = bound if prob.span_ub is None else min(prob.span_ub, bound)
-    return ("stacked barriers", plan)
+    return candidate
 
 
 def _size(res: SolverResult) -> dict[str, Any]:
