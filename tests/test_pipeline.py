@@ -5,7 +5,6 @@ search, memory infeasibility, inference mode, the Gantt chart."""
 from __future__ import annotations
 
 import copy
-import itertools
 import math
 from fractions import Fraction
 from typing import Any
@@ -15,11 +14,12 @@ import pytest
 from conftest import backend_params, takes_milp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pipeline_brute import brute_force_makespan
 
 import distplan
 from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.pipeline.baselines import SCHEDULES, baseline_plan
-from distplan.formulations.pipeline.common import SequenceCycleError, asap, orders_from_starts
+from distplan.formulations.pipeline.common import asap, orders_from_starts
 from distplan.formulations.pipeline.modulo import cyclic_blocks, modulo_backtrack
 from distplan.formulations.pipeline.repetend import (
     DEFAULTS,
@@ -279,7 +279,7 @@ def test_milp_below_incumbent_infeasible_by_construction() -> None:
     assert res.objective == pytest.approx(6.0) and res.bound == pytest.approx(6.0)
     assert res.status.value == "optimal" and res.termination.value == "optimal"
     assert res.info["model"]["time_indexed"]["termination"] == "infeasible by construction"
-    assert _brute_force(inst) == pytest.approx(6.0)
+    assert brute_force_makespan(inst) == pytest.approx(6.0)
 
 
 def test_time_limited_milp_is_not_called_optimal() -> None:
@@ -291,22 +291,6 @@ def test_time_limited_milp_is_not_called_optimal() -> None:
     assert res.bound is not None and res.bound <= res.objective
 
 
-def _brute_force(inst: PipelineInstance) -> float:
-    """Least makespan over all device orders (earliest starts), memory checked by the evaluator."""
-    n = inst.micro_batches
-    per_dev = [[b * n + m for b in np.flatnonzero(inst.device_mask[:, d]) for m in range(n)] for d in range(inst.n_devices)]
-    best = math.inf
-    for orders in itertools.product(*(itertools.permutations(ops) for ops in per_dev)):
-        try:
-            start = asap(inst, [list(o) for o in orders])
-        except SequenceCycleError:
-            continue
-        chk = evaluate(inst, make_plan(inst, start))
-        if chk.feasible:
-            best = min(best, chk.objective)
-    return best
-
-
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     f=st.integers(1, 3),
@@ -316,7 +300,7 @@ def _brute_force(inst: PipelineInstance) -> float:
 )
 def test_milp_models_match_brute_force(f: int, b: int, comm: float, cap: float | None) -> None:
     inst = make_pipeline("v", 2, 2, forward_time=float(f), backward_time=float(b), comm_delay=comm, memory_capacity=cap)
-    truth = _brute_force(inst)
+    truth = brute_force_makespan(inst)
     for model in ("disjunctive", "time_indexed"):
         res = solve(inst, "pipeline_milp", model=model, warm_start="baselines", time_limit=30)
         assert res.status.value == "optimal"

@@ -5,21 +5,19 @@ shape, memory 4, N = 16: 153, the value Tessel's paper reports)."""
 
 from __future__ import annotations
 
-import itertools
-import math
 import time
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from pipeline_brute import brute_force_makespan
 
 import distplan
 from distplan.errors import InfeasibleError
 from distplan.formulations.pipeline.barriers import barrier_blocks, contract, head_tail, stacked_plan
 from distplan.formulations.pipeline.baselines import best_baseline
 from distplan.formulations.pipeline.bounds import pipeline_bounds
-from distplan.formulations.pipeline.common import SequenceCycleError, asap
 from distplan.formulations.pipeline.opmodel import full_problem, serial_horizon
 from distplan.formulations.pipeline.opsolve import solve_op_problem
 from distplan.formulations.pipeline.statesearch import applicable, prove_makespan, search_makespan
@@ -114,22 +112,6 @@ def test_bounds_below_exact_optimum(shape: str, n: int, f: int, b: int, shard: i
 # -- exact state search -------------------------------------------------------------------------
 
 
-def _brute_force(inst: PipelineInstance) -> float:
-    """Least makespan over all device orders (earliest starts), checked by the evaluator."""
-    n = inst.micro_batches
-    per_dev = [[b * n + m for b in np.flatnonzero(inst.device_mask[:, d]) for m in range(n)] for d in range(inst.n_devices)]
-    best = math.inf
-    for orders in itertools.product(*(itertools.permutations(ops) for ops in per_dev)):
-        try:
-            start = asap(inst, [list(o) for o in orders])
-        except SequenceCycleError:
-            continue
-        chk = evaluate(inst, make_plan(inst, start))
-        if chk.feasible:
-            best = min(best, chk.objective)
-    return best
-
-
 def _search_value(inst: PipelineInstance) -> float:
     out = search_makespan(inst, 10_000)
     assert out.complete and out.value is not None and out.start is not None
@@ -141,7 +123,7 @@ def _search_value(inst: PipelineInstance) -> float:
 @pytest.mark.parametrize("cap", [1.0, 2.0, None])
 def test_search_matches_brute_force(cap: float | None) -> None:
     inst = make_pipeline("v", 2, 2, forward_time=1.0, backward_time=2.0, memory_capacity=cap)
-    assert _search_value(inst) == pytest.approx(_brute_force(inst))
+    assert _search_value(inst) == pytest.approx(brute_force_makespan(inst))
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
