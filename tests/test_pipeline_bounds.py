@@ -146,6 +146,16 @@ def test_search_matches_time_indexed_milp(shape: str, n: int, f: int, b: int, ca
         assert out.bound <= truth + 1e-9
 
 
+def test_search_of_barriers_only_gives_their_time_as_bound() -> None:
+    """One device, inference: every block is a zero-memory barrier, nothing is left to
+    search; the barriers' time (N x durations) is still a valid bound."""
+    inst = make_pipeline("v", 1, 4, mode="inference")
+    plan, out = prove_makespan(inst, 100.0)
+    assert plan is None and not out.complete and out.bound == pytest.approx(4.0)
+    res = distplan.solve(inst, "pipeline_milp", time_limit=10)
+    assert res.status.value == "optimal" and res.bound == pytest.approx(res.objective) == pytest.approx(4.0)
+
+
 def test_nnshape_optimum_proven() -> None:
     """Tessel's NN shape, memory 4, N = 16: 153 exists (Tessel's 154 is not optimal) and,
     the layers being searched in time order, nothing below it does."""

@@ -267,9 +267,10 @@ def prove_makespan(inst: PipelineInstance, incumbent: float, deadline: float | N
         raise ValueError(f"{inst.name}: the state search needs the makespan objective, integral durations >= 1 and no delays")
     drop = stackable(inst)
     sub = contract(inst, drop, zero_delays=True) if drop.any() else inst
-    if sub is None:
-        raise ValueError(f"{inst.name}: only barriers")
     extra = barrier_time(inst, drop)
+    if sub is None:
+        # nothing but stackable barriers: their time is a bound; nothing is left to search
+        return None, SearchOutcome(bound=extra, complete=False, info={"barrier time": extra})
     target = math.ceil(incumbent - extra - 1e-9) - 1
     out = search_makespan(sub, target, deadline)
     out.bound += extra
