@@ -31,20 +31,13 @@ from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import make_plan
 
 
-def transfer_delays(inst: PlacementInstance, device: np.ndarray) -> np.ndarray:
-    """Delay (seconds) of every edge under ``device``: 0 on one device, latency + bytes /
-    bandwidth of the device pair otherwise."""
-    a, b = device[inst.src], device[inst.dst]
-    return np.where(a != b, inst.latency[a, b] + inst.edge_bytes / inst.bandwidth[a, b], 0.0)
-
-
 def tail_priority_order(inst: PlacementInstance, device: np.ndarray) -> np.ndarray:
     """Start times (seconds, independent links) of Schrage's rule on every device for the
     assignment ``device`` (module docstring); they order each device's ops."""
     n, m = inst.n_ops, inst.n_devices
     dev = np.asarray(device, dtype=np.int64)
     dur = inst.time[np.arange(n), dev]
-    delay = transfer_delays(inst, dev)
+    delay = inst.delay(np.arange(inst.n_edges), dev[inst.src], dev[inst.dst])
     succ: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     for a, b, c in zip(inst.src.tolist(), inst.dst.tolist(), delay.tolist()):
         succ[a].append((b, c))
