@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 import distplan
 from distplan.formulations.folding import _check, _indexed
-from distplan.formulations.sharding.chain_dp import DeadlineReached, _pareto_labels, solve_walk_dp
-from distplan.formulations.sharding.chain_fronts import segment_fronts
+from distplan.formulations.sharding.chain_dp import DeadlineReached, solve_walk_dp
+from distplan.formulations.sharding.chain_fronts import pareto_rows, segment_fronts
 from distplan.formulations.sharding.chain_program import explicit_graph
 from distplan.formulations.sharding.chainfold import Chain, _chain_of, extended, find_chains, realigned
 from distplan.formulations.sharding.costgraph import CostTables
@@ -78,7 +78,7 @@ def test_pareto_labels_keep_exactly_the_undominated_labels() -> None:
     state = rng.integers(0, 4, 200)
     cost = rng.integers(0, 8, 200).astype(float)
     mem = rng.integers(0, 8, 200).astype(float)
-    kept = _pareto_labels(state, cost, mem)
+    kept = pareto_rows(state, cost, mem)
     assert np.all(np.diff(state[kept]) >= 0)  # sorted by state
     points = {(int(state[i]), cost[i], mem[i]) for i in kept.tolist()}
     assert len(points) == kept.size  # one label per distinct point

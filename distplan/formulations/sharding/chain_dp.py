@@ -184,12 +184,6 @@ def _expand(state: np.ndarray, count_of: np.ndarray, first_of: np.ndarray, src: 
     return item, np.repeat(first_of[state], cnt) + offset
 
 
-def _pareto_labels(state: np.ndarray, cost: np.ndarray, mem: np.ndarray) -> np.ndarray:
-    """Indices of the labels not dominated in (cost, memory) within their state (one per
-    equal pair), sorted by state then memory."""
-    return pareto_rows(state, cost, mem)
-
-
 def _best_per_key(key: np.ndarray, weight: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """Least weight per key (inf where none) and its row (-1 where none)."""
     value = np.full(size, np.inf)
@@ -458,7 +452,7 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
         ok = np.flatnonzero(fits & (c + lam * (m - budget) + lag_to_go[t][st] <= upper))
         if not capped and ok.size < int(np.count_nonzero(fits)):
             capped = True
-        return ok[_pareto_labels(st[ok], c[ok], m[ok])]
+        return ok[pareto_rows(st[ok], c[ok], m[ok])]
 
     key_start = walk.key_start
     keep = alive(0, key_start, fs.cost, fs.mem)
@@ -483,8 +477,7 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
         total = int(cnt.sum())
         if total > max_rows:
             raise TooLarge(f"more than {max_rows:g} labels")
-        lab = np.repeat(np.arange(state.size), cnt)
-        j = np.repeat(afirst[state] - (np.cumsum(cnt) - cnt), cnt) + np.arange(total)
+        lab, j = _expand(state, acount, afirst, np.arange(state.size))
         nstate = acur[j]
         ncost = cost[lab] + acost[j]
         nmem = mem[lab] + amem[j]
