@@ -113,6 +113,8 @@ class PlacementInstance(JsonDocument):
 
     def colocation_groups(self) -> np.ndarray:
         """Group id per op: ops sharing a ``colocate`` name share an id; others are alone."""
+        if self.colocate.count(None) == self.n_ops:
+            return np.arange(self.n_ops, dtype=np.int64)
         ids: dict[str, int] = {}
         out = np.empty(self.n_ops, dtype=np.int64)
         nxt = 0

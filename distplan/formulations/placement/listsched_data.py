@@ -167,7 +167,7 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
     pairs = list(zip(inst.src[e_in].tolist(), inst.edge_bytes[e_in].astype(float).tolist()))
     ins = [pairs[cut[v] : cut[v + 1]] for v in range(n)]
     outs = consumers_of(inst)
-    groups_a = np.arange(n) if inst.colocate.count(None) == n else inst.colocation_groups()
+    groups_a = inst.colocation_groups()
     groups = groups_a.tolist()
     gsize = np.bincount(groups_a)
     members: dict[int, list[int]] = {}
