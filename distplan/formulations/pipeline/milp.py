@@ -248,13 +248,11 @@ def _with_tessel(inst: PipelineInstance, ctx: RunContext, found: tuple[str, Any]
     """The better warm start of the best baseline and the tessel heuristic (time-limited
     to a quarter of the remaining time); tightens the horizon / span bound."""
     remaining = ctx.remaining_time()
-    sub = ctx.child(dict(DEFAULTS), None if remaining is None else max(0.5, remaining / 4))
+    sub = ctx.child(dict(DEFAULTS), None if remaining is None else max(0.5, remaining / 4), share_records=True)
     try:
         out = run_tessel(inst, sub)
     except (InfeasibleError, InputError):
         return found
-    finally:
-        ctx.solver_results.extend(sub.solver_results)
     return _better_start(inst, found, ("tessel", out.plan), prob)
 
 

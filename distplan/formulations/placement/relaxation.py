@@ -421,11 +421,10 @@ def solve_bound(inst: PlacementInstance, ctx: RunContext, time_limit: float | No
     t0 = time.perf_counter()
     model, index = RELAXATION.build(inst, kw, name=f"{inst.name}-assignment-relaxation")
     build_s = time.perf_counter() - t0
-    sub = ctx.child(time_limit=time_limit)
+    sub = ctx.child(time_limit=time_limit, share_records=True)
     if not kw.get("integral", True) and sub.options.lp_method == "auto":
         sub.options = sub.options.with_(lp_method="barrier")  # degenerate for simplex (GNMT: 14 s vs > 60 s)
     result = sub.solve_model(model, build_seconds=build_s)
-    ctx.solver_results.extend(sub.solver_results)
     if result.bound is None or not np.isfinite(result.bound):
         return None, result
     margin = SAFETY * index.rows_on_path + 1e-9 * abs(result.bound)
