@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from distplan.formulations.pipeline.barriers import barrier_time, contract, head_tail, stacked_plan
-from distplan.formulations.pipeline.common import block_tail
+from distplan.formulations.pipeline.common import block_tail, integral_data, predecessor_lists
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
 
 #: most states kept (each a few hundred bytes) before the search stops with its layer bound
@@ -64,9 +64,8 @@ def applicable(inst: PipelineInstance) -> bool:
     """Makespan objective, integral durations of at least 1 s, no dependency delays."""
     if inst.objective != "makespan" or inst.n_blocks == 0:
         return False
-    dur = inst.duration
     _, _, lag = inst.edges
-    return bool(np.all(dur >= 1) and np.all(dur == np.round(dur)) and np.all(lag == 0))
+    return integral_data(inst) and bool(np.all(inst.duration >= 1) and np.all(lag == 0))
 
 
 def search_makespan(inst: PipelineInstance, target: int, deadline: float | None = None, max_states: int = MAX_STATES) -> SearchOutcome:
@@ -82,10 +81,7 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
     devs = [np.flatnonzero(inst.device_mask[b]).tolist() for b in range(nb)]
     on = [np.flatnonzero(inst.device_mask[:, d]).tolist() for d in range(nd)]
     bits = [sum(1 << d for d in devs[b]) for b in range(nb)]
-    src, dst, _ = inst.edges
-    preds: list[list[int]] = [[] for _ in range(nb)]
-    for a, b in zip(src.tolist(), dst.tolist()):
-        preds[b].append(a)
+    preds = [[a for a, _ in p] for p in predecessor_lists(inst)]
     tail = [int(x) for x in np.round(block_tail(inst))]
     allocating = [m > 0 for m in mem]
     radix = n + 1
