@@ -198,6 +198,17 @@ def check_capacity(inst: PipelineInstance) -> None:
         )
 
 
+def schedule_objective(inst: PipelineInstance, start: np.ndarray) -> float:
+    """The instance's objective (seconds) of the starts ``start`` ((B, N) or flat): the
+    makespan, or the largest device span (first start to last end on a device)."""
+    start = np.asarray(start, dtype=float).reshape(inst.n_blocks, inst.micro_batches)
+    end = start + inst.duration[:, None]
+    if inst.objective == "makespan":
+        return float(end.max() - start.min())
+    mask = inst.device_mask
+    return max(float(end[mask[:, d]].max() - start[mask[:, d]].min()) for d in range(inst.n_devices) if mask[:, d].any())
+
+
 def integral_data(inst: PipelineInstance) -> bool:
     """True when all durations and delays are integers (then optimal times are integers)."""
     _, _, lag = inst.edges

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from distplan.formulations.pipeline.common import schedule_objective
 from distplan.formulations.pipeline.compaction import guided, list_schedule
 from distplan.models.pipeline import PipelineBlock, PipelineInstance
 
@@ -51,10 +52,6 @@ def reversed_instance(inst: PipelineInstance) -> PipelineInstance:
     return inst.with_(blocks=blocks, memory_capacity=None)
 
 
-def _makespan(inst: PipelineInstance, start: np.ndarray) -> float:
-    return float((start + inst.duration[:, None]).max() - start.min())
-
-
 def justify(inst: PipelineInstance, start: np.ndarray, limits: list[np.ndarray], passes: int = 4, rev: PipelineInstance | None = None) -> list[np.ndarray]:
     """Up to ``passes`` forward-backward passes from ``start`` ((B, N) seconds); the next
     pass starts from the shortest forward schedule of this one, and the passes stop when
@@ -66,7 +63,7 @@ def justify(inst: PipelineInstance, start: np.ndarray, limits: list[np.ndarray],
     unlimited = np.full(inst.n_devices, np.inf)
     out: list[np.ndarray] = []
     current = np.asarray(start, dtype=float)
-    value = _makespan(inst, current)
+    value = schedule_objective(inst, current)
     for _ in range(passes):
         end = current + inst.duration[:, None]
         back = list_schedule(rev, (-end)[:, ::-1], unlimited)
@@ -77,8 +74,8 @@ def justify(inst: PipelineInstance, start: np.ndarray, limits: list[np.ndarray],
         if not made:
             break
         out.extend(made)
-        best = min(made, key=lambda s: _makespan(inst, s))
-        new = _makespan(inst, best)
+        best = min(made, key=lambda s: schedule_objective(inst, s))
+        new = schedule_objective(inst, best)
         if new >= value - 1e-9:
             break
         current, value = best, new

@@ -45,8 +45,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.pipeline import statesearch
@@ -57,6 +55,7 @@ from distplan.formulations.pipeline.common import (
     check_capacity,
     orders_from_starts,
     retime,
+    schedule_objective,
 )
 from distplan.formulations.pipeline.opmodel import OP_MODEL, OpIndex, OpProblem, full_problem, prepare_ops, serial_horizon
 from distplan.formulations.pipeline.opsolve import choose_model, solve_op_problem
@@ -111,14 +110,6 @@ def _on_operations(fn: Any) -> Any:
 PIPELINE_MILP = ModelSpec("pipeline_milp", prepare_schedule, tuple(_on_operations(f) for f in OP_MODEL.blocks))
 
 
-def _objective_of(inst: PipelineInstance, start: np.ndarray) -> float:
-    start = start.reshape(inst.n_blocks, inst.micro_batches)
-    end = start + inst.duration[:, None]
-    if inst.objective == "makespan":
-        return float(end.max() - start.min())
-    return max(float(end[inst.device_mask[:, d]].max() - start[inst.device_mask[:, d]].min()) for d in range(inst.n_devices) if inst.device_mask[:, d].any())
-
-
 def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     """Solve the whole-schedule MILP warm-started from the best known schedule; decode
     the device orders and retime them exactly (earliest starts, or an LP for the span).
@@ -138,7 +129,7 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     if str(params.get("warm_start", "tessel")) == "tessel" and not met:
         found = _with_tessel(inst, ctx, found, prob)
     incumbent = found[1].start.reshape(-1) if found is not None else None
-    best_value = _objective_of(inst, incumbent) if incumbent is not None else math.inf
+    best_value = schedule_objective(inst, incumbent) if incumbent is not None else math.inf
     prep = time.perf_counter() - t0
     requested = str(params.get("model", "auto"))
     kind = choose_model(prob, requested)
@@ -213,8 +204,8 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
                 value = min(value, cap + 1.0)  # the bound holds up to cap; above it lies U
             bounds.append(Bound(float(value), f"pipeline_milp dual bound ({stage}, {res.backend})"))
         info["model"][stage] = {"operations": prob.n, "implied_precedences": int(mdata.get("implied_arcs", 0)), "termination": res.termination.value, **_size(res)}
-        if start is not None and _objective_of(inst, start) < best_value:
-            incumbent, best_value = start, _objective_of(inst, start)
+        if start is not None and schedule_objective(inst, start) < best_value:
+            incumbent, best_value = start, schedule_objective(inst, start)
         top = max((b.value for b in bounds), default=-math.inf)
         if top >= best_value * (1 - 1e-6) - 1e-9:
             break

@@ -46,6 +46,7 @@ from distplan.formulations.pipeline.common import (
     integral_data,
     orders_from_starts,
     retime,
+    schedule_objective,
 )
 from distplan.formulations.pipeline.compaction import best_candidate, guided
 from distplan.formulations.pipeline.justify import justify, reversed_instance
@@ -239,15 +240,15 @@ def _complete_whole(
     unrolled = asap(inst, orders_from_starts(inst, start))
     best, source = unrolled, "unrolled repetend"
     found = best_baseline(inst)
-    if found is not None and evaluate(inst, found[1]).objective < _objective(inst, unrolled) - 1e-9:
+    if found is not None and evaluate(inst, found[1]).objective < schedule_objective(inst, unrolled) - 1e-9:
         best, source = found[1].start, found[0]
-    if seed is not None and _objective(inst, seed[1]) < _objective(inst, best) - 1e-9:
+    if seed is not None and schedule_objective(inst, seed[1]) < schedule_objective(inst, best) - 1e-9:
         best, source = seed[1], seed[0]
     prob = full_problem(inst, serial_horizon(inst))
     s_ls, _ = improve(prob, best.reshape(-1), deadline=_ls_deadline(ctx))
-    if _objective(inst, s_ls.reshape(best.shape)) < _objective(inst, best) - 1e-9:
+    if schedule_objective(inst, s_ls.reshape(best.shape)) < schedule_objective(inst, best) - 1e-9:
         best, source = s_ls.reshape(best.shape), f"{source} + sequence local search"
-    value = _objective(inst, best)
+    value = schedule_objective(inst, best)
     if limit <= 0:
         info.update(phases="whole-schedule local search", completion_warm_start=source)
         return best, info
@@ -258,7 +259,7 @@ def _complete_whole(
         prob.span_ub = value * (1 + 1e-9) + 1e-9
     s, res, _ = solve_op_problem(prob, sub_ctx(ctx, limit), best.reshape(-1), model if model != "disjunctive" else "auto")
     info.update(phases="whole-schedule MILP", completion_warm_start=source, completion_termination=res.termination.value)
-    if s is not None and _objective(inst, s.reshape(best.shape)) <= value + 1e-9:
+    if s is not None and schedule_objective(inst, s.reshape(best.shape)) <= value + 1e-9:
         return s.reshape(best.shape), info
     return best, info
 
@@ -423,7 +424,7 @@ def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, param
         cand = Repetend(sigma, rep.period, rep.period_bound, rep.proven, offsets, 1, rep.search_seconds)
         small = inst.with_(micro_batches=min(n, 2 * offsets + 2))  # its warm-up, a steady state, its cool-down
         naive = naive_unroll(small, cand)
-        values = [_objective(small, s) for s in guided(small, naive, [small.capacity])] or [_objective(small, asap(small, orders_from_starts(small, naive)))]
+        values = [schedule_objective(small, s) for s in guided(small, naive, [small.capacity])] or [schedule_objective(small, asap(small, orders_from_starts(small, naive)))]
         scored.append((min(values) - small.micro_batches * rep.period, i, cand))  # beyond N periods
     scored.sort(key=lambda x: (x[0], x[1]))
     best: tuple[float, Repetend, np.ndarray, dict[str, Any]] | None = None
@@ -431,7 +432,7 @@ def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, param
         if n < 2 * cand.offsets:  # the small-N completion is left to `run_tessel`
             return cand, {"candidates": len(sigmas)}
         start, info = complete_phases(inst, cand, ctx, 0.0)
-        value = _objective(inst, asap(inst, orders_from_starts(inst, start)))
+        value = schedule_objective(inst, asap(inst, orders_from_starts(inst, start)))
         if best is None or value < best[0] - 1e-9:
             best = (value, cand, start, info)
     assert best is not None
@@ -469,9 +470,3 @@ def _steady_peak(inst: PipelineInstance, rep: Repetend) -> np.ndarray:
     return out
 
 
-def _objective(inst: PipelineInstance, start: np.ndarray) -> float:
-    end = start + inst.duration[:, None]
-    if inst.objective == "makespan":
-        return float(end.max() - start.min())
-    spans = [float(end[inst.device_mask[:, d]].max() - start[inst.device_mask[:, d]].min()) for d in range(inst.n_devices) if inst.device_mask[:, d].any()]
-    return max(spans)
