@@ -171,16 +171,23 @@ def test_chain_clusters_contract_to_an_acyclic_graph() -> None:
 
 def test_topological_positions_on_a_numbering_that_is_not_topological() -> None:
     """Kahn's smallest-id-first order on shuffled op ids (the fast path for forward edges
-    does not apply), with and without the consumers lists at hand."""
+    does not apply) and on the original numbering (where it does), against networkx's
+    lexicographical topological sort (the same order by definition)."""
+    import networkx as nx
+
     from distplan.formulations.placement.listsched_data import consumers_of, static_lists
 
     for seed in range(10):
         inst = random_instance(seed)
         perm = np.random.default_rng(seed).permutation(inst.n_ops)
         shuffled = dataclasses.replace(inst, src=perm[inst.src], dst=perm[inst.dst])
+        for graph in (inst, shuffled):
+            g = nx.DiGraph()
+            g.add_nodes_from(range(graph.n_ops))
+            g.add_edges_from(zip(graph.src.tolist(), graph.dst.tolist()))
+            assert graph.topo_order().tolist() == list(nx.lexicographical_topological_sort(g))
         want = shuffled.topo_order().tolist()
         assert topological_positions(shuffled)[0] == want
-        assert topological_positions(shuffled, consumers_of(shuffled))[0] == want
         assert static_lists(shuffled, True).outs == consumers_of(shuffled)
 
 

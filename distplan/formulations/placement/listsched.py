@@ -106,7 +106,7 @@ def _list_schedule(
 
     # -- static data as Python lists (element access in the loop) -----------------------
     st = static_lists(inst, with_members=assignment is None) if static is None else static
-    order, topo_pos = topological_positions(inst, st.outs) if topo is None else topo
+    order, topo_pos = topological_positions(inst) if topo is None else topo
     ins, outs, distinct, times, groups = st.ins, st.outs, st.distinct, st.times, st.groups
     gneed, gpers, members, transient, temporary, output = st.gneed, st.gpers, st.members, st.transient, st.temporary, st.output
     inv_bw, lat = st.inv_bw, st.lat

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import heapq
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import NoReturn
 import numpy as np
 
 from distplan.errors import InfeasibleError
+from distplan.models.graphs import topological_order
 from distplan.models.placement_instance import PlacementInstance
 
 _INF = math.inf
@@ -72,31 +72,16 @@ class MemoryTimeline:
         return max(start, float(t[k]))
 
 
-def topological_positions(inst: PlacementInstance, outs: list[list[int]] | None = None) -> tuple[list[int], list[int]]:
+def topological_positions(inst: PlacementInstance) -> tuple[list[int], list[int]]:
     """Kahn's order with the smallest op id first among ready ops (the order of
-    `PlacementInstance.topo_order`), as (order, position of each op); O((V + E) log V).
-    ``outs``: the consumers of every op (`StaticLists.outs`), when already at hand."""
-    return kahn_positions(inst.n_ops, inst.src, inst.dst, outs)
+    `PlacementInstance.topo_order`), as (order, position of each op); O((V + E) log V)."""
+    return kahn_positions(inst.n_ops, inst.src, inst.dst)
 
 
-def kahn_positions(n: int, src: np.ndarray, dst: np.ndarray, outs: list[list[int]] | None = None) -> tuple[list[int], list[int]]:
-    """`topological_positions` of the graph with ``n`` nodes and edges ``src`` -> ``dst``."""
-    if np.all(src < dst):  # numbered in topological order: Kahn's pops 0, 1, 2, ...
-        ident = list(range(n))
-        return ident, ident[:]
-    indeg_a = np.bincount(dst, minlength=n)
-    indeg = indeg_a.tolist()
-    succ = successors(n, src, dst) if outs is None else outs
-    heap = np.flatnonzero(indeg_a == 0).tolist()  # ascending: a heap already
-    order: list[int] = []
-    pop, push = heapq.heappop, heapq.heappush
-    while heap:
-        v = pop(heap)
-        order.append(v)
-        for w in succ[v]:
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                push(heap, w)
+def kahn_positions(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[list[int], list[int]]:
+    """`topological_positions` of the graph with ``n`` nodes and edges ``src`` -> ``dst``
+    (`graphs.topological_order` and its inverse)."""
+    order = topological_order(n, src, dst).tolist()
     pos = [0] * n
     for k, v in enumerate(order):
         pos[v] = k
