@@ -173,13 +173,10 @@ def improve_from(prob: OpProblem, starts: list[np.ndarray], deadline: float | No
     for i, start in enumerate(starts):
         start = np.asarray(start, dtype=float)
         if i > 0:
-            seqs = []
-            for d in range(ss.nd):
-                ops = np.flatnonzero(prob.mask[:, d])
-                seqs.append(ops[np.lexsort((ops, start[ops]))].tolist())
+            seqs = _sequences(prob, ss, start)
             if ss.heads(seqs) is None or not all(ss.memory_ok(seqs[d], d) for d in range(ss.nd)):
                 continue
-        s, value = improve(prob, start, deadline=deadline)
+        s, value = improve(prob, start, deadline=deadline, search=ss)
         if best is None or value < best[1] - EPS * max(1.0, abs(best[1])):
             best = (s, value, i)
     assert best is not None
@@ -195,18 +192,17 @@ def improve(
     stall: int = 12,
     first_improvement: bool = True,
     max_work: int = 150_000,
+    search: SequenceSearch | None = None,
 ) -> tuple[np.ndarray, float]:
     """Tabu search from feasible ``start`` times (the first improving reversal, else the
     best non-tabu one); returns the best start times found (earliest starts of their
     sequences) and their objective (seconds). At most ``max_evals`` evaluations, and at
-    most ``max_work`` operations and arcs visited by them (large problems get fewer)."""
-    ss = SequenceSearch(prob)
+    most ``max_work`` operations and arcs visited by them (large problems get fewer).
+    ``search``: the problem's `SequenceSearch`, when the caller already built it."""
+    ss = SequenceSearch(prob) if search is None else search
     max_evals = min(max_evals, max(20, max_work // max(1, prob.n + int(prob.arcs.src.size))))
     start = np.asarray(start, dtype=float)
-    seqs = []
-    for d in range(ss.nd):
-        ops = np.flatnonzero(prob.mask[:, d])
-        seqs.append(ops[np.lexsort((ops, start[ops]))].tolist())
+    seqs = _sequences(prob, ss, start)
     head = ss.heads(seqs)
     if head is None or not all(ss.memory_ok(seqs[d], d) for d in range(ss.nd)):
         return start, ss.objective(start.tolist())
@@ -248,3 +244,12 @@ def improve(
             best = (val, total, cur_head)
         since += 1
     return np.asarray(best[2]), float(best[0])
+
+
+def _sequences(prob: OpProblem, ss: SequenceSearch, start: np.ndarray) -> list[list[int]]:
+    """Each device's operations ordered by ``start`` (seconds), ties by index."""
+    seqs = []
+    for d in range(ss.nd):
+        ops = np.flatnonzero(prob.mask[:, d])
+        seqs.append(ops[np.lexsort((ops, start[ops]))].tolist())
+    return seqs
