@@ -50,7 +50,6 @@ from distplan.formulations.contract import ModelSpec
 from distplan.formulations.pipeline import statesearch
 from distplan.formulations.pipeline.barriers import stacked_plan
 from distplan.formulations.pipeline.baselines import best_baseline
-from distplan.formulations.pipeline.bounds import pipeline_bounds
 from distplan.formulations.pipeline.common import (
     check_capacity,
     orders_from_starts,
@@ -60,7 +59,7 @@ from distplan.formulations.pipeline.common import (
 from distplan.formulations.pipeline.opmodel import OP_MODEL, OpIndex, OpProblem, full_problem, prepare_ops, serial_horizon
 from distplan.formulations.pipeline.opsolve import choose_model, solve_op_problem
 from distplan.formulations.pipeline.tessel import DEFAULTS, run_tessel
-from distplan.formulations.registry import Bound, Outcome, RunContext, round_down
+from distplan.formulations.registry import Bound, Outcome, RunContext, solver_free_bounds
 from distplan.modeling.model import InfeasibleByConstruction, Model
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
 from distplan.solvers.result import SolverResult, Termination
@@ -124,9 +123,12 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     t0 = time.perf_counter()
     prob, found = whole_problem(inst, bool(params.get("energy_cuts", True)))
     found = _with_stacked(inst, found, prob)
-    free = max((b for b in pipeline_bounds(inst) if math.isfinite(b.value)), key=lambda b: b.value, default=None)
-    met = free is not None and found is not None and evaluate(inst, found[1]).objective <= round_down(free.value) * (1 + 1e-6)
-    if str(params.get("warm_start", "tessel")) == "tessel" and not met:
+    free = max(solver_free_bounds(inst), key=lambda b: b.value, default=None)  # safe, rounded down
+
+    def meets_free_bound(value: float) -> bool:
+        return free is not None and value <= free.value * (1 + 1e-6)
+
+    if str(params.get("warm_start", "tessel")) == "tessel" and not (found is not None and meets_free_bound(evaluate(inst, found[1]).objective)):
         found = _with_tessel(inst, ctx, found, prob)
     incumbent = found[1].start.reshape(-1) if found is not None else None
     best_value = schedule_objective(inst, incumbent) if incumbent is not None else math.inf
@@ -144,8 +146,8 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     # a warm start that meets a solver-free bound needs no disjunctive program (the small
     # time-indexed model proves such an incumbent itself in seconds, by an infeasible
     # model below it; the disjunctive one spent a 60 s limit on mshape N = 16 at bound 100)
-    if kind == "disjunctive" and free is not None and best_value <= round_down(free.value) * (1 + 1e-6):
-        bounds.append(Bound(round_down(free.value), f"pipeline_milp: {free.source}", "safe"))
+    if kind == "disjunctive" and free is not None and meets_free_bound(best_value):
+        bounds.append(Bound(free.value, f"pipeline_milp: {free.source}", "safe"))
         stages, below_infeasible = [], True
         info["model"]["proved by"] = "solver-free bound"
     elif kind == "disjunctive" and math.isfinite(best_value) and statesearch.applicable(inst):
