@@ -423,7 +423,7 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
     start = warm_start(inst, model, index, ctx)
     result = ctx.solve_model(model, warm_start=start, build_seconds=build)
     if result.bound is not None and np.isfinite(result.bound):
-        margin = relaxation.SAFETY * (inst.n_ops + 3) + 1e-9 * abs(result.bound)
+        margin = relaxation.dual_bound_margin(inst, result.bound)
         what = "exact" if index.exact else "relaxed: " + _relaxed_because(inst, index)
         bounds.append(Bound(max(0.0, result.bound - margin) / SCALE, f"{name} dual bound ({result.backend}, {what})"))
     plan: PlacementPlan | None = None

@@ -58,6 +58,13 @@ SAFETY = 1e-6
 SOURCE = "assignment relaxation (order dropped; cut edges, loads, memory, channels)"
 
 
+def dual_bound_margin(inst: PlacementInstance, bound: float) -> float:
+    """What a solver's dual ``bound`` (model units) of the relaxation or the placement MILP
+    loses to be safe within its tolerances: `SAFETY` per row on a path (at most the ops
+    plus three) and 1e-9 relative."""
+    return SAFETY * (inst.n_ops + 3) + 1e-9 * abs(bound)
+
+
 def heads_tails(inst: PlacementInstance, p: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Head r_i (longest path before i) and tail q_i (longest path after i), seconds,
     with op times ``p`` (default fastest device) and no communication."""
@@ -148,13 +155,6 @@ class AssignIndex:
     order_nonzeros: int
 
 
-@dataclass(frozen=True)
-class RelaxationIndex(AssignIndex):
-    """The relaxation's index: ``rows_on_path`` rows at most on a path (for the margin)."""
-
-    rows_on_path: int
-
-
 def assign_index_fields(inst: PlacementInstance, params: Mapping[str, Any]) -> dict[str, Any]:
     """The `AssignIndex` fields of ``inst`` (``integral``, ``thresholds`` from params)."""
     P = inst.time * SCALE
@@ -173,12 +173,12 @@ def assign_index_fields(inst: PlacementInstance, params: Mapping[str, Any]) -> d
     }
 
 
-def prepare_relaxation(inst: PlacementInstance, params: Mapping[str, Any]) -> RelaxationIndex:
+def prepare_relaxation(inst: PlacementInstance, params: Mapping[str, Any]) -> AssignIndex:
     """``integral``, ``thresholds``, ``symmetry`` (break the symmetry of device classes)."""
     fields = assign_index_fields(inst, params)
     if params.get("symmetry", True) and inst.n_devices > 1:
         fields["symmetry_classes"] = tuple(device_classes(inst))
-    return RelaxationIndex(**fields, rows_on_path=inst.n_ops + 3)
+    return AssignIndex(**fields)
 
 
 def assignment(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
@@ -427,7 +427,7 @@ def solve_bound(inst: PlacementInstance, ctx: RunContext, time_limit: float | No
     result = sub.solve_model(model, build_seconds=build_s)
     if result.bound is None or not np.isfinite(result.bound):
         return None, result
-    margin = SAFETY * index.rows_on_path + 1e-9 * abs(result.bound)
+    margin = dual_bound_margin(inst, result.bound)
     kind = "MILP" if kw.get("integral", True) else "LP"
     rows = " + ancestor/descendant loads (Carlier 1982)" if {"descendant-load", "ancestor-load"} & set(model.con_blocks) else ""
     source = f"{SOURCE}{rows}, {kind} dual bound ({result.backend}, {result.termination.value})"
