@@ -101,3 +101,23 @@ def transitive_closure(n: int, src: np.ndarray, dst: np.ndarray, order: np.ndarr
         ws = dst[group]
         bits[int(src[group[0]])] = np.bitwise_or.reduce(bits[ws] | own[ws], axis=0)
     return np.unpackbits(bits.view(np.uint8), axis=1, bitorder="little")[:, :n].astype(bool)
+
+
+def component_roots(n: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Connected component of each of n nodes joined by undirected edges (u, v), as the
+    least node of its component: union-find (on the small graphs of tap's dynamic program,
+    ~15 us for 13 nodes against ~0.35 ms to build a sparse matrix for scipy's
+    connected_components)."""
+    parent = list(range(n))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in zip(u.tolist(), v.tolist()):
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    return np.array([find(x) for x in range(n)], dtype=np.int64)

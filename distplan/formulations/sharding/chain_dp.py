@@ -39,7 +39,6 @@ from distplan.formulations.sharding.chain_fronts import (
     _join,
     _pareto,
     _Table,
-    components,
     encode_states,
     finite_mask,
     pareto_rows,
@@ -49,6 +48,7 @@ from distplan.formulations.sharding.chain_minsum import cheapest_copy_arcs, scal
 from distplan.formulations.sharding.chain_program import ChainSolution, explicit_graph, folded_variables, plan_memory
 from distplan.formulations.sharding.chainfold import Chain
 from distplan.formulations.sharding.costgraph import CostGraph, CostTables, Skeleton
+from distplan.models.graphs import component_roots
 
 #: relative memory slack of the pruning tests and of the bound (the evaluator accepts
 #: plans within ``budget x (1 + 1e-9)``)
@@ -133,7 +133,7 @@ def _side_fronts(graph: CostGraph, start_vars: list[int], end_vars: list[int], s
     factors, dom = _factors(graph, memory, lam)
     n = dom.size
     eu, ev = graph.edge_u, graph.edge_v
-    comp = components(n, eu, ev)
+    comp = component_roots(n, eu, ev)
     is_start = np.zeros(n, dtype=bool)
     is_start[start_vars] = True
     is_end = np.zeros(n, dtype=bool)

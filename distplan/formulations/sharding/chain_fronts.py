@@ -35,25 +35,6 @@ class TooLarge(RuntimeError):
     """A table of the elimination would exceed its row limit."""
 
 
-def components(n: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Connected component of each of n nodes joined by edges (u, v), as the least node
-    of its component: union-find (on the small explicit graphs of the dynamic program
-    about 20x faster than building a sparse matrix for scipy's connected_components)."""
-    parent = list(range(n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for a, b in zip(u.tolist(), v.tolist()):
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    return np.array([find(x) for x in range(n)], dtype=np.int64)
-
-
 def encode_states(cols: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     key = np.zeros(cols.shape[0], dtype=np.int64)
     for j in range(cols.shape[1]):

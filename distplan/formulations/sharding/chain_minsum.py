@@ -18,9 +18,10 @@ import math
 
 import numpy as np
 
-from distplan.formulations.sharding.chain_fronts import _Table, components, finite_mask
+from distplan.formulations.sharding.chain_fronts import _Table, finite_mask
 from distplan.formulations.sharding.chainfold import Chain
 from distplan.formulations.sharding.costgraph import CostGraph, CostTables, Skeleton
+from distplan.models.graphs import component_roots
 
 Factor = tuple[tuple[int, ...], np.ndarray]
 
@@ -110,7 +111,7 @@ def scalar_sides(graph: CostGraph, start_vars: list[int], end_vars: list[int], m
     dom = graph.strategy_counts().tolist()
     n = len(dom)
     eu, ev = graph.edge_u, graph.edge_v
-    comp = components(n, eu, ev)
+    comp = component_roots(n, eu, ev)
     end_comps = set(comp[end_vars].tolist())
     if end_comps & set(comp[start_vars].tolist()):
         return None

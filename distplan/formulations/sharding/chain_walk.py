@@ -7,12 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from distplan.formulations.sharding.chain_fronts import encode_states, finite_mask
 from distplan.formulations.sharding.chainfold import Chain
 from distplan.formulations.sharding.costgraph import CostGraph, Skeleton
+from distplan.models.graphs import component_roots
 
 # -- the walk ------------------------------------------------------------------------------
 
@@ -47,8 +46,7 @@ def components_apart(start: int, prev: np.ndarray, cur: np.ndarray, counts: np.n
     states = np.unique(np.concatenate([[start], prev[used], cur[used]])).astype(np.int64)
     index = np.searchsorted(states, np.concatenate([prev[used], cur[used]]))
     half = used.size
-    graph = sp.coo_matrix((np.ones(half), (index[:half], index[half:])), shape=(states.size, states.size))
-    _, labels = connected_components(graph, directed=False)
+    labels = component_roots(states.size, index[:half], index[half:])
     home = labels[np.searchsorted(states, start)]
     return [states[labels == g] for g in np.unique(labels) if g != home]
 
