@@ -95,12 +95,13 @@ def ordered_rows(
 ) -> None:
     """One disjunction per row for a given order ``first_before`` (1: first runs before
     second): ``s2 >= s1 + d1 - M1 (1 - first_before)`` and ``s1 >= s2 + d2 - M2
-    first_before`` (``{name}-after`` / ``{name}-before``). ``big_m_first`` bounds ``s1 + d1
-    - s2`` and ``big_m_second`` ``s2 + d2 - s1`` over the solutions of interest."""
+    first_before`` (``{name}-before`` / ``{name}-after``, as in `disjunctive_pairs`, which
+    is this with one M and the binaries its own). ``big_m_first`` bounds ``s1 + d1 - s2``
+    and ``big_m_second`` ``s2 + d2 - s1`` over the solutions of interest."""
     m1 = np.asarray(big_m_first, dtype=float)
     m2 = np.asarray(big_m_second, dtype=float)
-    model.add_constraints(f"{name}-after", start_second - start_first - dur_first - first_before * m1 >= -m1)
-    model.add_constraints(f"{name}-before", start_first - start_second - dur_second + first_before * m2 >= 0.0)
+    model.add_constraints(f"{name}-before", start_second - start_first - dur_first - first_before * m1 >= -m1)
+    model.add_constraints(f"{name}-after", start_first - start_second - dur_second + first_before * m2 >= 0.0)
 
 
 def disjunctive_pairs_when(
