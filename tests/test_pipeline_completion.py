@@ -14,7 +14,7 @@ from distplan.formulations.pipeline.baselines import best_baseline
 from distplan.formulations.pipeline.common import asap, orders_from_starts
 from distplan.formulations.pipeline.compaction import guided
 from distplan.formulations.pipeline.justify import justify
-from distplan.formulations.pipeline.opmodel import full_problem, serial_horizon
+from distplan.formulations.pipeline.opmodel import OpProblem, full_problem, serial_horizon
 from distplan.formulations.pipeline.repetend import Repetend
 from distplan.formulations.pipeline.seqsearch import SequenceSearch, improve, improve_from
 from distplan.formulations.registry import RunContext
@@ -37,6 +37,18 @@ def _phase(kind: str):
     return prob, start.reshape(-1)[ops] - t0
 
 
+def _assert_valid(prob: OpProblem, ss: SequenceSearch, s: np.ndarray, value: float) -> None:
+    """The start times ``s`` respect every arc, the devices and the memory of their
+    sequences, and ``value`` is their objective."""
+    assert np.all(s[prob.arcs.dst] >= s[prob.arcs.src] + prob.arcs.gap - 1e-9)
+    for d in range(prob.mask.shape[1]):
+        ops = np.flatnonzero(prob.mask[:, d])
+        order = ops[np.argsort(s[ops], kind="stable")]
+        assert np.all(s[order[1:]] >= s[order[:-1]] + prob.dur[order[:-1]] - 1e-9)
+        assert ss.memory_ok(order.tolist(), d)
+    assert ss.objective(s.tolist()) == pytest.approx(value)
+
+
 @pytest.mark.parametrize("kind", ["warmup", "cooldown"])
 def test_local_search_improves_a_phase_and_stays_feasible(kind: str) -> None:
     prob, start = _phase(kind)
@@ -46,14 +58,7 @@ def test_local_search_improves_a_phase_and_stays_feasible(kind: str) -> None:
     assert value <= before
     if kind == "warmup":
         assert value < before - 0.5  # the unrolled warm-up is loose: the search must move
-    # the result respects every arc, the devices and the memory of its sequences
-    assert np.all(s[prob.arcs.dst] >= s[prob.arcs.src] + prob.arcs.gap - 1e-9)
-    for d in range(prob.mask.shape[1]):
-        ops = np.flatnonzero(prob.mask[:, d])
-        order = ops[np.argsort(s[ops], kind="stable")]
-        assert np.all(s[order[1:]] >= s[order[:-1]] + prob.dur[order[:-1]] - 1e-9)
-        assert ss.memory_ok(order.tolist(), d)
-    assert ss.objective(s.tolist()) == pytest.approx(value)
+    _assert_valid(prob, ss, s, value)
 
 
 def test_local_search_on_a_whole_schedule_is_valid() -> None:
@@ -89,14 +94,7 @@ def test_forward_first_warmup_beats_the_unrolled_order() -> None:
     forward_first = start + (inst.role_code[ops // 16] != 0) * 1000.0
     s, value, which = improve_from(prob, [start, forward_first])
     assert from_unroll == pytest.approx(-10.0) and value == pytest.approx(-11.0) and which == 1
-    assert np.all(s[prob.arcs.dst] >= s[prob.arcs.src] + prob.arcs.gap - 1e-9)
-    ss = SequenceSearch(prob)
-    for d in range(prob.mask.shape[1]):
-        on = np.flatnonzero(prob.mask[:, d])
-        order = on[np.argsort(s[on], kind="stable")]
-        assert np.all(s[order[1:]] >= s[order[:-1]] + prob.dur[order[:-1]] - 1e-9)
-        assert ss.memory_ok(order.tolist(), d)
-    assert ss.objective(s.tolist()) == pytest.approx(value)
+    _assert_valid(prob, SequenceSearch(prob), s, value)
 
 
 def test_nnshape_memory4_matches_tessels_published_makespan() -> None:
