@@ -28,7 +28,7 @@ from distplan.instances.transformer import gpt3_175b, transformer
 from distplan.models.catalogue import device
 from distplan.models.common import instance_from_dict
 from distplan.models.sharding import ShardingInstance, ShardingPlan, evaluate
-from distplan.models.sharding_costs import enumerate_strategies, parse_strategy, strategy_name
+from distplan.models.sharding_costs import enumerate_strategies, op_cost, parse_strategy, reshard_seconds, strategy_name, tensor_spec
 from distplan.solvers.base import all_backends
 
 MILP_BACKENDS = backend_params(takes_milp)
@@ -219,6 +219,42 @@ def test_views_merge_into_their_producer() -> None:
     assert follow.feasible and gather.objective > follow.objective  # the view itself costs nothing
     res = distplan.solve(inst, "alpa_ilp")
     assert res.status.value == "optimal"
+
+
+def plain_evaluation(inst: ShardingInstance, plan: ShardingPlan) -> tuple[float, float]:
+    """Iteration time (s) and memory (bytes) summed op by op and edge by edge, nothing cached."""
+    ctx, ndim = inst.cost_context, len(inst.mesh.shape)
+    chosen = [parse_strategy(plan.strategies[op.name], ndim) for op in inst.ops]
+    compute = comm = reshard = param_bytes = act_bytes = 0.0
+    for k, op in enumerate(inst.ops):
+        sem = inst.semantics(k)
+        c = op_cost(sem, chosen[k], ctx)
+        compute += c.compute
+        comm += c.communication
+        param_bytes += c.param_bytes
+        act_bytes += c.activation_bytes
+        edge_t = 0.0
+        for j, src in enumerate(op.inputs):
+            out = inst.semantics(inst.index[src]).output
+            edge_t += reshard_seconds(out, tensor_spec(out, chosen[inst.index[src]]), tensor_spec(sem.inputs[j], chosen[k]), ctx)
+        reshard += edge_t
+    return compute + comm + reshard, param_bytes + act_bytes
+
+
+@pytest.mark.parametrize("mesh", [[8], [2, 4]])
+def test_evaluator_caches_change_nothing(mesh: list[int]) -> None:
+    """The evaluator computes each cost once per (signature, strategy) and each resharding
+    once per (producer, consumer, slot, strategies): bit for bit the plain sums, on random
+    plans where copies of a layer take different strategies."""
+    bandwidth = (25e9, 240e9) if len(mesh) == 2 else (25e9,)
+    inst = transformer(3, 256, 4, 128, 8, 1000, mesh=tuple(mesh) if len(mesh) > 1 else mesh[0], device="V100", memory=1e15, bandwidth=bandwidth)
+    graph = build_cost_graph(inst)
+    rng = np.random.default_rng(3)
+    for _ in range(8):
+        plan = ShardingPlan(graph.plan([int(rng.integers(len(c))) for c in graph.node_cost]))
+        check = evaluate(inst, plan)
+        assert check.feasible
+        assert (check.objective, check.details["memory_bytes"]) == plain_evaluation(inst, plan)
 
 
 # -- Alpa's ILP ---------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ the forward pass), and checks that every op has one valid strategy and memory fi
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -40,6 +41,7 @@ from distplan.models.sharding_costs import (
     DIM_NAME,
     DTYPE_BYTES,
     CostContext,
+    OpCost,
     OpSemantics,
     Strategy,
     follow_strategy,
@@ -416,56 +418,88 @@ def plan_from_dict(inst: ShardingInstance, data: Mapping[str, Any]) -> ShardingP
 def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     """Check a plan and recompute its iteration time (seconds) and memory per device.
 
-    Checks one valid strategy per op (followers keep their input's layout). Sums, for every op, compute and collectives under its strategy, and for every edge the
-    resharding from the producer's output layout to the consumer's required layout. Memory:
-    parameters with optimizer state plus all saved activations, per device.
+    Checks one valid strategy per op (followers keep their input's layout). Sums, for every
+    op, compute and collectives under its strategy, and for every edge the resharding from
+    the producer's output layout to the consumer's required layout. Memory: parameters with
+    optimizer state plus all saved activations, per device.
+
+    Ops with equal signatures share their semantics (`ShardingInstance.signature_ids`), so
+    within one call every cost is computed once per (signature, strategy) and every
+    resharding once per (producer signature and strategy, consumer signature, input slot,
+    consumer strategy); the sums still run over every op and edge in op order.
     """
     ctx = inst.cost_context
     ndim = len(inst.mesh.shape)
+    sig = inst.signature_ids
+    producers = inst.producers
     violations: list[str] = []
     chosen: list[Strategy] = []
+    parsed: dict[str, Strategy | str] = {}  # strategy name -> strategy, or why it is malformed
+    problems: dict[tuple[int, Strategy], str | None] = {}
+    follows: dict[tuple[int, int, Strategy], Strategy] = {}
+    replicated: Strategy = tuple([None] * ndim)
     for k, op in enumerate(inst.ops):
         name = plan.strategies.get(op.name)
         if name is None:
             violations.append(f"op {op.name!r} has no strategy")
-            chosen.append(tuple([None] * ndim))
+            chosen.append(replicated)
             continue
-        try:
-            st = parse_strategy(name, ndim)
-        except ValueError as exc:
-            violations.append(f"op {op.name!r}: strategy {exc}")
-            chosen.append(tuple([None] * ndim))
+        st = parsed.get(name)
+        if st is None:
+            try:
+                st = parsed[name] = parse_strategy(name, ndim)
+            except ValueError as exc:
+                st = parsed[name] = f"{exc}"
+        if isinstance(st, str):
+            violations.append(f"op {op.name!r}: strategy {st}")
+            chosen.append(replicated)
             continue
         sem = inst.semantics(k)
-        problem = strategy_problem(sem, st, ctx)
+        key = (sig[k], st)
+        if key in problems:
+            problem = problems[key]
+        else:
+            problem = problems[key] = strategy_problem(sem, st, ctx)
         if problem is not None:
             violations.append(f"op {op.name!r}: strategy {name!r} {problem}")
         elif sem.follows and op.inputs:
-            p = inst.index[op.inputs[0]]
-            want = follow_strategy(sem, tensor_spec(inst.semantics(p).output, chosen[p]), ctx)
+            p = producers[k][0]
+            fkey = (sig[k], sig[p], chosen[p])
+            want = follows.get(fkey)
+            if want is None:
+                want = follows[fkey] = follow_strategy(sem, tensor_spec(inst.semantics(p).output, chosen[p]), ctx)
             if want != st:
                 violations.append(f"op {op.name!r} ({op.type}) follows its input {op.inputs[0]!r}: its strategy is {strategy_name(want)!r}, not {name!r}")
         chosen.append(st)
-    for extra in sorted(set(plan.strategies) - set(inst.index)):
-        violations.append(f"the plan names an unknown op {extra!r}")
+    if len(plan.strategies) != len(inst.index) or any(n not in inst.index for n in plan.strategies):
+        for extra in sorted(set(plan.strategies) - set(inst.index)):
+            violations.append(f"the plan names an unknown op {extra!r}")
     if violations:
         return Check(False, float("inf"), violations)
 
     compute = comm = reshard = 0.0
     param_bytes = act_bytes = 0.0
     per_op: list[tuple[float, str]] = []
+    costs: dict[tuple[int, Strategy], OpCost] = {}
+    edges: dict[tuple[int, Strategy, int, int, Strategy], float] = {}
     for k, op in enumerate(inst.ops):
-        sem = inst.semantics(k)
-        c = op_cost(sem, chosen[k], ctx)
+        st = chosen[k]
+        sk = sig[k]
+        c = costs.get((sk, st))
+        if c is None:
+            c = costs[(sk, st)] = op_cost(inst.semantics(k), st, ctx)
         compute += c.compute
         comm += c.communication
         param_bytes += c.param_bytes
         act_bytes += c.activation_bytes
         edge_t = 0.0
-        for j, src in enumerate(op.inputs):
-            p = inst.index[src]
-            psem = inst.semantics(p)
-            edge_t += reshard_seconds(psem.output, tensor_spec(psem.output, chosen[p]), tensor_spec(sem.inputs[j], chosen[k]), ctx)
+        for j, p in enumerate(producers[k]):
+            ekey = (sig[p], chosen[p], sk, j, st)
+            t = edges.get(ekey)
+            if t is None:
+                out = inst.semantics(p).output
+                t = edges[ekey] = reshard_seconds(out, tensor_spec(out, chosen[p]), tensor_spec(inst.semantics(k).inputs[j], st), ctx)
+            edge_t += t
         reshard += edge_t
         per_op.append((c.seconds + edge_t, op.name))
     objective = compute + comm + reshard
@@ -478,7 +512,6 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
             f"memory: every device needs {memory / GB:.3f} GB at {TIGHTEST_POINT}, "
             f"the budget is {budget / GB:.3f} GB ({(memory - budget) / GB:.3f} GB missing)"
         )
-    per_op.sort(reverse=True)
     details = {
         "compute_seconds": compute,
         "collective_seconds": comm,
@@ -488,7 +521,7 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
         "activation_bytes": act_bytes,
         "memory_budget_bytes": budget,
         "devices": inst.mesh.num_devices,
-        "slowest_ops": [{"op": n, "seconds": t} for t, n in per_op[:5]],
+        "slowest_ops": [{"op": n, "seconds": t} for t, n in heapq.nlargest(5, per_op)],
     }
     return Check(not violations, objective, violations, details)
 

@@ -56,6 +56,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from distplan.models.catalogue import DeviceSpec
 
@@ -107,12 +108,14 @@ class TensorSem:
     dtype: str
     grad: bool
 
-    @property
+    @cached_property
     def nbytes(self) -> float:
+        """Bytes of the whole (unsharded) tensor."""
         return float(math.prod(self.shape)) * DTYPE_BYTES[self.dtype]
 
-    @property
+    @cached_property
     def numel(self) -> int:
+        """Elements of the whole tensor."""
         return math.prod(self.shape)
 
 
@@ -330,32 +333,45 @@ def reshard_seconds(tensor: TensorSem, src: Spec, dst: Spec, ctx: CostContext) -
 # -- op costs ----------------------------------------------------------------------------
 
 def op_cost(sem: OpSemantics, strategy: Strategy, ctx: CostContext) -> OpCost:
-    """Time (compute + collectives of forward and backward) and per-device memory of an op."""
+    """Time (compute + collectives of forward and backward) and per-device memory of an op.
+
+    Seconds per iteration and bytes per device; each tensor's shard count (the product of
+    the sizes of the mesh axes split on one of its labels) is computed once."""
     sizes = ctx.axis_sizes
+    split = [(axis, label) for axis, label in enumerate(strategy) if label is not None]
+
+    def shards(t: TensorSem) -> int:
+        n = 1
+        for axis, label in split:
+            if label in t.labels:
+                n *= sizes[axis]
+        return n
+
+    out = sem.output
+    out_part = out.nbytes / shards(out)
+    in_part = [t.nbytes / shards(t) for t in sem.inputs]
+    param_shards = [shards(t) for t in sem.params]
+    saved_shards = [shards(t) for t in sem.saved]
     if sem.zero_cost:
         compute = 0.0
     else:
-        split_all = math.prod(sizes[a] for a, label in enumerate(strategy) if label is not None)
-        tensors = (*sem.inputs, *sem.params, sem.output)
-        traffic = sum(t.nbytes / _shards(t.labels, strategy, sizes) for t in tensors)
-        traffic += sum(2 * t.nbytes / _shards(t.labels, strategy, sizes) for t in sem.saved)
-        fwd = ctx.device.roofline_seconds(sem.flops / split_all, traffic, sem.output.dtype)
+        split_all = math.prod(sizes[a] for a, _ in split)
+        traffic = sum([*in_part, *(t.nbytes / n for t, n in zip(sem.params, param_shards)), out_part])
+        traffic += sum(2 * t.nbytes / n for t, n in zip(sem.saved, saved_shards))
+        fwd = ctx.device.roofline_seconds(sem.flops / split_all, traffic, out.dtype)
         compute = (1.0 + ctx.backward_factor) * fwd
     comm = 0.0
-    for axis, label in enumerate(strategy):
-        if label is None:
-            continue
-        out = sem.output
+    for axis, label in split:
         if label not in out.labels:  # contracting split: partial output
-            comm += all_reduce_seconds(out.nbytes / _shards(out.labels, strategy, sizes), axis, ctx)
-        for t in sem.inputs:  # input gradient partial
+            comm += all_reduce_seconds(out_part, axis, ctx)
+        for t, part in zip(sem.inputs, in_part):  # input gradient partial
             if t.grad and label not in t.labels:
-                comm += all_reduce_seconds(t.nbytes / _shards(t.labels, strategy, sizes), axis, ctx)
-        for t in sem.params:  # gradient synchronization of a weight replicated over the axis
+                comm += all_reduce_seconds(part, axis, ctx)
+        for t, n in zip(sem.params, param_shards):  # gradient synchronization of a weight replicated over the axis
             if label not in t.labels:
-                comm += all_reduce_seconds(t.nbytes / _shards(t.labels, strategy, sizes), axis, ctx)
-    param_bytes = sum(t.numel / _shards(t.labels, strategy, sizes) for t in sem.params) * ctx.optimizer_bytes_per_param
-    act = sum(t.nbytes / _shards(t.labels, strategy, sizes) for t in sem.saved)
+                comm += all_reduce_seconds(t.nbytes / n, axis, ctx)
+    param_bytes = sum(t.numel / n for t, n in zip(sem.params, param_shards)) * ctx.optimizer_bytes_per_param
+    act = sum(t.nbytes / n for t, n in zip(sem.saved, saved_shards))
     if sem.saves_output:
-        act += sem.output.nbytes / _shards(sem.output.labels, strategy, sizes)
+        act += out_part
     return OpCost(compute=compute, communication=comm, param_bytes=param_bytes, activation_bytes=act)
