@@ -28,7 +28,14 @@ from distplan.instances.transformer import gpt3_175b, transformer
 from distplan.models.catalogue import device
 from distplan.models.common import instance_from_dict
 from distplan.models.sharding import ShardingInstance, ShardingPlan, evaluate
-from distplan.models.sharding_costs import enumerate_strategies, op_cost, parse_strategy, reshard_seconds, strategy_name, tensor_spec
+from distplan.models.sharding_costs import (
+    enumerate_strategies,
+    op_cost,
+    parse_strategy,
+    reshard_seconds,
+    strategy_name,
+    tensor_spec,
+)
 from distplan.solvers.base import all_backends
 
 MILP_BACKENDS = backend_params(takes_milp)
