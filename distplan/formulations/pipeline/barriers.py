@@ -27,7 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from distplan.formulations.pipeline.common import Orders, asap
+from distplan.formulations.pipeline.common import gather_ends
 from distplan.models.pipeline import PipelineBlock, PipelineInstance, PipelinePlan, evaluate, make_plan
 
 
@@ -112,21 +112,12 @@ def stacked_plan(inst: PipelineInstance, middle: Callable[[PipelineInstance], Pi
     if inner is None:
         return None
     n = inst.micro_batches
-    kept = np.flatnonzero(~(head | tail))
-    to_full = kept * n  # block of the contracted instance -> first op of the full block
+    ends = head | tail
     rank = np.empty(inst.n_blocks, dtype=np.int64)
     rank[inst.topo_order] = np.arange(inst.n_blocks)
-    heads = sorted(np.flatnonzero(head).tolist(), key=lambda b: rank[b])
-    tails = sorted(np.flatnonzero(tail).tolist(), key=lambda b: rank[b])
-    first = [b * n + m for b in heads for m in range(n)]
-    last = [b * n + m for b in tails for m in range(n)]
-    sub_start = np.asarray(inner.start, dtype=float)
-    orders: Orders = []
-    for d in range(inst.n_devices):
-        blocks = np.flatnonzero(sub.device_mask[:, d])
-        ops = [(float(sub_start[b, m]), int(rank[kept[b]]), int(to_full[b] + m)) for b in blocks.tolist() for m in range(n)]
-        ops.sort()
-        orders.append(first + [o for _, _, o in ops] + last)
-    start = asap(inst, orders)
+    key = np.empty((inst.n_blocks, n))
+    key[~ends] = np.asarray(inner.start, dtype=float)
+    key[ends] = rank[ends, None] * n + np.arange(n)  # block by block in topological order
+    start = gather_ends(inst, key, head, tail)
     plan = make_plan(inst, start - start.min(), {"schedule": "stacked barriers", "middle": dict(inner.info)})
     return plan if evaluate(inst, plan).feasible else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,6 +168,21 @@ def orders_from_starts(inst: PipelineInstance, start: np.ndarray) -> Orders:
         key = np.lexsort((rank[ops // n], flat[ops]))
         out.append(ops[key].tolist())
     return out
+
+
+def gather_ends(inst: PipelineInstance, key: np.ndarray, head: Sequence[int] | np.ndarray, tail: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Earliest starts (B, N) in seconds of the device sequences that run the ``head``
+    blocks (indices or a (B,) mask) of every micro-batch before everything else and the
+    ``tail`` blocks after everything else; within each of the three groups the operations
+    keep the order of ``key`` ((B, N): start times or any sort key; ties by topological
+    rank, as `orders_from_starts`). Tessel's memory-free ends gathered around a repetend's
+    schedule and the barriers stacked around the rest (`barriers.stacked_plan`) are both
+    such sequences."""
+    key = np.array(key, dtype=float)
+    big = float(key.max() - key.min()) + 1.0
+    key[head] -= big
+    key[tail] += big
+    return asap(inst, orders_from_starts(inst, key))
 
 
 def memory_peaks(inst: PipelineInstance, orders: Orders) -> np.ndarray:

@@ -17,7 +17,7 @@ than warm-up periods, the whole schedule likewise (local search; the whole-sched
 of bounded size, about 2 K micro-batches, only with ``phase_time_limit`` > 0); and the
 classic schedules that apply (``baselines``: tessel never returns worse than them); and
 the best of these with the memory-free blocks at both ends of the chain gathered before
-and after everything else (`_gathered`); and forward-backward improvement passes of
+and after everything else (`memory_free_ends`); and forward-backward improvement passes of
 these (`justify`: backward by finish time, forward by the backward starts; Valls et al.,
 EJOR 2005; all of them for small schedules, the best only above ``justify_all_ops``
 operations), which re-order the cool-down by remaining path length (v2 on 4 devices,
@@ -43,6 +43,7 @@ from distplan.formulations.pipeline.common import (
     asap,
     check_capacity,
     dependency_arcs,
+    gather_ends,
     integral_data,
     orders_from_starts,
     retime,
@@ -308,9 +309,9 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         label = info.get("phases", "warm-up/cool-down " + ("MILPs" if limit > 0 else "local search"))
         candidates.append((str(label), retime(inst, orders_from_starts(inst, start), ctx)))
     name, exact, scores = best_candidate(inst, candidates)
-    gathered = None if scores[name] <= bound else _gathered(inst, exact)
-    if gathered is not None:
-        candidates.append(("memory-free head and tail gathered", gathered))
+    head, tail = memory_free_ends(inst)
+    if scores[name] > bound and (head or tail):
+        candidates.append(("memory-free head and tail gathered", gather_ends(inst, exact, head, tail)))
         name, exact, scores = best_candidate(inst, candidates)
     if scores[name] > bound:
         # every distinct feasible candidate, the best first, up to justify_all_ops
@@ -348,7 +349,12 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
 
 def memory_free_ends(inst: PipelineInstance) -> tuple[list[int], list[int]]:
     """The blocks of the longest topological prefix and suffix that hold no memory (e.g.
-    Tessel's full-shard blocks at the ends of mshape and nnshape)."""
+    Tessel's full-shard blocks at the ends of mshape and nnshape). Gathered before and after
+    everything else (`common.gather_ends`: neither move changes a memory prefix or breaks a
+    dependency), they run GPipe-like on every device at once where a repetend spreads them
+    over the run, and the memory-holding middle pipelines as tightly as the capacity allows
+    (mshape at memory 4: 121 -> 108 at N = 16 and 65 -> 60 at N = 8, both equal to the
+    solver-free bound)."""
     order = [int(b) for b in inst.topo_order]
     head: list[int] = []
     for b in order:
@@ -361,24 +367,6 @@ def memory_free_ends(inst: PipelineInstance) -> tuple[list[int], list[int]]:
             break
         tail.append(b)
     return head, tail
-
-
-def _gathered(inst: PipelineInstance, start: np.ndarray) -> np.ndarray | None:
-    """``start`` (B, N) with the memory-free head blocks of every micro-batch moved before
-    everything else and the memory-free tail blocks after (`memory_free_ends`; each keeps
-    its order, and neither move changes a memory prefix or breaks a dependency), retimed
-    to earliest starts. A repetend spreads those blocks over the run; gathered, they run
-    GPipe-like on every device at once and the memory-holding middle pipelines as tightly
-    as the capacity allows (mshape at memory 4: 121 -> 108 at N = 16 and 65 -> 60 at
-    N = 8, both equal to the solver-free bound). None without such blocks."""
-    head, tail = memory_free_ends(inst)
-    if not head and not tail:
-        return None
-    key = np.array(start, dtype=float)
-    big = float(key.max() - key.min()) + 1.0
-    key[head] -= big
-    key[tail] += big
-    return asap(inst, orders_from_starts(inst, key))
 
 
 def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, params: dict[str, Any]) -> tuple[Repetend, dict[str, Any]]:
