@@ -1,5 +1,5 @@
 """tap's dynamic program (distplan/formulations/sharding/chain_dp.py) and chain realignment
-(chainfold.realigned): the same optimum as the walk MILP and Alpa's ILP, its pieces exact."""
+(chainfold.alignments): the same optimum as the walk MILP and Alpa's ILP, its pieces exact."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from distplan.formulations.folding import _check, _indexed
 from distplan.formulations.sharding.chain_dp import DeadlineReached, solve_walk_dp
 from distplan.formulations.sharding.chain_fronts import pareto_rows, segment_fronts
 from distplan.formulations.sharding.chain_program import explicit_graph
-from distplan.formulations.sharding.chainfold import Chain, _chain_of, extended, find_chains, realigned
+from distplan.formulations.sharding.chainfold import Chain, _chain_of, alignments, extended, find_chains
 from distplan.formulations.sharding.costgraph import CostTables
 from distplan.formulations.sharding.tap import fold_instance
 from tests.test_tap_exact import tight
@@ -108,7 +108,7 @@ def test_realigned_copies_cross_the_fewest_states() -> None:
     iu, iv = np.array([0, 1]), np.array([1, 2])
     lu, lv = np.array([0, 2]), np.array([0, 0])
     dom = np.array([5, 7, 3])
-    new = realigned(nodes, iu, iv, lu, lv, np.array([], dtype=np.int64), dom)
+    new = alignments(nodes, iu, iv, lu, lv, np.array([], dtype=np.int64), dom)[0]
     assert new.shape == (K - 2, 3)
     g = _indexed(LabelledGraph(labels, edges, [0] * len(edges)), "label", "label")
     _check(new, g)

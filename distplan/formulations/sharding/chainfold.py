@@ -45,7 +45,7 @@ The size is independent of K: K enters only as the right-hand side K - 1.
 
 Families that are not chains (or whose boundary state space exceeds ``max_states``) are
 unfolded (their nodes become explicit), so the result is exact in every case. Region
-growth may cut a layer anywhere; a chain's copies are first realigned (`realigned`) to the
+growth may cut a layer anywhere; a chain's copies are first realigned (`alignments`) to the
 boundary crossed by the fewest states (Llama-3 8B: from 17,199 states to 13), then grown by
 the copies the folding left explicit at its ends (`extended`: GPT with 24 layers, from 21
 copies to 24, which leaves the dynamic program 13 explicit nodes instead of 34).
@@ -134,11 +134,6 @@ def alignments(nodes: np.ndarray, iu: np.ndarray, iv: np.ndarray, lu: np.ndarray
     return out
 
 
-def realigned(nodes: np.ndarray, iu: np.ndarray, iv: np.ndarray, lu: np.ndarray, lv: np.ndarray, tail_pos: np.ndarray, dom: np.ndarray) -> np.ndarray:
-    """The copies realigned to the boundary of fewest states (`alignments`' first)."""
-    return alignments(nodes, iu, iv, lu, lv, tail_pos, dom)[0]
-
-
 def _chain_of(f: int, nodes: np.ndarray, sk: Skeleton, dom: np.ndarray) -> Chain | str:
     """The chain of copies ``nodes`` (in chain order), or why they are not one: every
     edge touching a copy joins two nodes of one copy, runs from a copy to the next, enters
@@ -215,6 +210,11 @@ def adjacency(sk: Skeleton) -> Adjacency:
 
 
 def extended(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacency | None = None) -> np.ndarray:
+    """`grown_chain`'s copies (the copies as given when they do not grow)."""
+    return grown_chain(nodes, sk, free, adj)[0]
+
+
+def grown_chain(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacency | None = None, family: int = -1, dom: np.ndarray | None = None) -> tuple[np.ndarray, Chain | None]:
     """The copies of a chain grown by whole copies at either end, as long as the explicit
     nodes there hold one more copy: the folding's colour refinement sets the layers next to
     the ends apart (GPT: 24 layers folded as 22 copies, realigned to 21, with three layers
@@ -228,12 +228,14 @@ def extended(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacency |
     copies' node labels per position, the same internal edges (positions and labels) and
     the same links to the copy it joins, the copy it joins (now inside the chain) has no
     other edge, and it has no other edge to the chain (nor, as the last copy, from outside);
-    the grown copies are checked as a chain (`_chain_of`) once more at the end (the
-    copies as given when not). Costs are a function of the labels (`CostTables`), so a
-    new copy has the copies' costs."""
+    the grown copies are checked as a chain (`_chain_of`, of ``family`` with ``dom``
+    strategies per position: ones when not given) once more at the end (the copies as
+    given when not). Costs are a function of the labels (`CostTables`), so a new copy has
+    the copies' costs. Returns the copies and, when they grew, their `Chain` (None when
+    they did not: not checked here)."""
     n = nodes.shape[1]
     if nodes.shape[0] < 2 or n == 0:
-        return nodes
+        return nodes, None
     node_lab = sk.node_label_id.tolist()
     out_adj, in_adj = adj if adj is not None else adjacency(sk)
     rows = [r.tolist() for r in nodes]
@@ -241,7 +243,7 @@ def extended(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacency |
     internal = sorted((j, pos1[b], lab) for j, a in enumerate(rows[1]) for lab, b in out_adj[a] if b in pos1)
     links = sorted((j, pos1[b], lab) for j, a in enumerate(rows[0]) for lab, b in out_adj[a] if b in pos1)
     if not links:
-        return nodes
+        return nodes, None
     want = [node_lab[x] for x in rows[0]]
     taken = set(nodes.ravel().tolist())
     is_free = free.tolist()
@@ -312,11 +314,12 @@ def extended(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacency |
             (first if before else last).append(got)
             taken.update(got)
     if not first and not last:
-        return nodes
+        return nodes, None
     grown = np.array(first[::-1] + rows + last, dtype=nodes.dtype)
-    if isinstance(_chain_of(-1, grown, sk, np.ones(n, dtype=np.int64)), str):
-        return nodes
-    return grown
+    made = _chain_of(family, grown, sk, np.ones(n, dtype=np.int64) if dom is None else dom)
+    if isinstance(made, str):
+        return nodes, None
+    return grown, made
 
 
 def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int = MAX_STATES) -> tuple[list[Chain], dict[str, Any]]:
@@ -387,9 +390,9 @@ def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int
         for cand in alignments(nodes, position[u[in0]], position[v[in0]], position[u[link]], position[v[link]], np.unique(position[u[tail]]), dom):
             free = (family < 0) | (family == f)
             free[cand.ravel()] = False
-            grown.append(extended(cand, sk, free, adj))
-        nodes = max(grown, key=lambda g: g.shape[0])
-        made = _chain_of(f, nodes, sk, dom)
+            grown.append(grown_chain(cand, sk, free, adj, f, dom))
+        nodes, checked = max(grown, key=lambda g: g[0].shape[0])
+        made = checked if checked is not None else _chain_of(f, nodes, sk, dom)
         if isinstance(made, str):
             rejected[f] = made
             continue

@@ -29,6 +29,7 @@ from distplan.models.sharding import ShardingInstance, ShardingPlan
 from distplan.models.sharding_costs import (
     Spec,
     Strategy,
+    TensorSem,
     enumerate_strategies,
     follow_strategy,
     op_cost,
@@ -196,9 +197,16 @@ class CostTables:
         self.inst = inst
         self.ctx = inst.cost_context
         self._skeleton: Skeleton | None = None
+        self._labels: list[int] = []  # node label id per skeleton node (a list: fast to index)
         self._nodes: dict[int, NodeCosts] = {}
         self._edges: dict[tuple[int, int, int], np.ndarray] = {}
-        self._pairs: dict[tuple[Any, ...], float] = {}
+        #: resharding seconds per (id of the tensor, source layout, destination layout): the
+        #: tensors are the instance's semantics, alive as long as the instance
+        self._pairs: dict[tuple[int, Spec, Spec], float] = {}
+        #: per (op signature id, strategy): the op's seconds and bytes (`op_cost`)
+        self._ops: dict[tuple[int, Strategy], tuple[float, float]] = {}
+        #: per (op signature id, producer's output layout): the follower's strategy
+        self._follow: dict[tuple[int, Spec], Strategy] = {}
 
     def _bind(self, sk: Skeleton) -> None:
         """Label ids are per skeleton: the tables serve the first skeleton they are given."""
@@ -206,12 +214,18 @@ class CostTables:
             if sk.instance is not self.inst:
                 raise ValueError("CostTables: the skeleton belongs to another instance")
             self._skeleton = sk
+            self._labels = sk.node_label_id.tolist()
+            self._edge_labels: list[int] = sk.edge_label_id.tolist()
+            self._edge_ends: list[tuple[int, int]] = list(zip(sk.edge_u.tolist(), sk.edge_v.tolist()))
+            self._member_ops: list[int] = sk.member_ops.tolist()
+            self._member_start: list[int] = sk.member_start.tolist()
         elif sk is not self._skeleton:
             raise ValueError("CostTables: label ids of a different skeleton; make new tables")
 
     def node(self, sk: Skeleton, i: int) -> NodeCosts:
-        self._bind(sk)
-        label = int(sk.node_label_id[i])
+        if sk is not self._skeleton:
+            self._bind(sk)
+        label = self._labels[i]
         got = self._nodes.get(label)
         if got is None:
             got = self._nodes[label] = self._node_costs(sk.members(i), sk.node_internal(i))
@@ -220,61 +234,65 @@ class CostTables:
     def _node_costs(self, ops: tuple[int, ...], internal: tuple[Link, ...]) -> NodeCosts:
         inst, ctx = self.inst, self.ctx
         sems = [inst.semantics(k) for k in ops]
+        sig = [inst.signature_ids[k] for k in ops]
         pos = {k: j for j, k in enumerate(ops)}
+        producer = [pos[inst.producers[k][0]] if j else -1 for j, k in enumerate(ops)]
         root = enumerate_strategies(sems[0], ctx)
         strategies: list[tuple[Strategy, ...]] = []
         cost = np.zeros(len(root))
         memory = np.zeros(len(root))
         out_specs: list[list[Spec]] = [[] for _ in ops]
+        op_costs, follow = self._ops, self._follow
         for s, st in enumerate(root):
             chosen: list[Strategy] = [st]
             for j in range(1, len(ops)):
-                producer = pos[inst.index[inst.ops[ops[j]].inputs[0]]]
-                spec = tensor_spec(sems[producer].output, chosen[producer])
-                chosen.append(follow_strategy(sems[j], spec, ctx))
+                spec = tensor_spec(sems[producer[j]].output, chosen[producer[j]])
+                got = follow.get((sig[j], spec))
+                if got is None:
+                    got = follow[(sig[j], spec)] = follow_strategy(sems[j], spec, ctx)
+                chosen.append(got)
             for j, sem in enumerate(sems):
-                c = op_cost(sem, chosen[j], ctx)
-                cost[s] += c.seconds
-                memory[s] += c.memory
+                c = op_costs.get((sig[j], chosen[j]))
+                if c is None:
+                    full = op_cost(sem, chosen[j], ctx)
+                    c = op_costs[(sig[j], chosen[j])] = (full.seconds, full.memory)
+                cost[s] += c[0]
+                memory[s] += c[1]
                 out_specs[j].append(tensor_spec(sem.output, chosen[j]))
             for a, b, slot in internal:
                 src = sems[a].output
-                cost[s] += reshard_seconds(src, out_specs[a][s], tensor_spec(sems[b].inputs[slot], chosen[b]), ctx)
+                cost[s] += self._reshard(src, out_specs[a][s], tensor_spec(sems[b].inputs[slot], chosen[b]))
             strategies.append(tuple(chosen))
         return NodeCosts(strategies, cost, memory, out_specs)
 
+    def _reshard(self, tensor: TensorSem, src: Spec, dst: Spec) -> float:
+        """`reshard_seconds`, once per (tensor, layouts)."""
+        key = (id(tensor), src, dst)
+        val = self._pairs.get(key)
+        if val is None:
+            val = self._pairs[key] = reshard_seconds(tensor, src, dst, self.ctx)
+        return val
+
     def edge(self, sk: Skeleton, e: int) -> np.ndarray:
-        self._bind(sk)
-        u, v = int(sk.edge_u[e]), int(sk.edge_v[e])
-        key = (int(sk.node_label_id[u]), int(sk.node_label_id[v]), int(sk.edge_label_id[e]))
+        if sk is not self._skeleton:
+            self._bind(sk)
+        u, v = self._edge_ends[e]
+        key = (self._labels[u], self._labels[v], self._edge_labels[e])
         got = self._edges.get(key)
         if got is None:
             got = self._edges[key] = self._edge_costs(sk, u, v, sk.edge_links(e))
         return got
 
     def _edge_costs(self, sk: Skeleton, u: int, v: int, links: Sequence[Link]) -> np.ndarray:
-        inst, ctx = self.inst, self.ctx
+        inst = self.inst
         nu, nv = self.node(sk, u), self.node(sk, v)
         M = np.zeros((len(nu.strategies), len(nv.strategies)))
+        ops, start = self._member_ops, self._member_start
         for a, b, slot in links:
-            src_sem = inst.semantics(int(sk.member_ops[sk.member_start[u] + a]))
-            dst_sem = inst.semantics(int(sk.member_ops[sk.member_start[v] + b]))
-            tensor = src_sem.output
-            src_specs = nu.out_specs[a]
-            dst_specs = [tensor_spec(dst_sem.inputs[slot], st[b]) for st in nv.strategies]
-            usrc = sorted(set(src_specs))
-            udst = sorted(set(dst_specs))
-            table = np.zeros((len(usrc), len(udst)))
-            for x, sspec in enumerate(usrc):
-                for y, dspec in enumerate(udst):
-                    key = (tensor, sspec, dspec)
-                    val = self._pairs.get(key)
-                    if val is None:
-                        val = self._pairs[key] = reshard_seconds(tensor, sspec, dspec, ctx)
-                    table[x, y] = val
-            ix = np.array([usrc.index(s) for s in src_specs])
-            iy = np.array([udst.index(s) for s in dst_specs])
-            M += table[np.ix_(ix, iy)]
+            tensor = inst.semantics(ops[start[u] + a]).output
+            dst_tensor = inst.semantics(ops[start[v] + b]).inputs[slot]
+            dst_specs = [tensor_spec(dst_tensor, st[b]) for st in nv.strategies]
+            M += np.array([[self._reshard(tensor, src, dst) for dst in dst_specs] for src in nu.out_specs[a]])
         return M
 
 
