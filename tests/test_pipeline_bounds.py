@@ -15,9 +15,11 @@ from pipeline_brute import brute_force_makespan
 
 import distplan
 from distplan.errors import InfeasibleError
-from distplan.formulations.pipeline.barriers import barrier_blocks, contract, head_tail, stacked_plan
+from distplan.formulations.pipeline.barriers import barrier_blocks, contract, head_tail, stacking
 from distplan.formulations.pipeline.baselines import best_baseline
 from distplan.formulations.pipeline.bounds import pipeline_bounds
+from distplan.formulations.pipeline.common import orders_from_starts
+from distplan.formulations.pipeline.milp import stacked_baseline
 from distplan.formulations.pipeline.opmodel import full_problem, serial_horizon
 from distplan.formulations.pipeline.opsolve import solve_op_problem
 from distplan.formulations.pipeline.statesearch import applicable, prove_makespan, search_makespan
@@ -26,11 +28,6 @@ from distplan.instances import load_instance
 from distplan.instances.pipelines import make_pipeline, tessel_case
 from distplan.models.pipeline import PipelineInstance, evaluate, make_plan
 from distplan.solvers.base import SolveOptions, get_backend
-
-
-def _middle(sub: PipelineInstance):
-    found = best_baseline(sub)
-    return None if found is None else found[1]
 
 
 def _exact(inst: PipelineInstance) -> float | None:
@@ -72,13 +69,39 @@ def test_mshape_bound_is_met() -> None:
     (76 s) is optimal; the bound proves it, so a bound above 108 would be invalid."""
     inst = load_instance("pipeline-tessel-mshape")
     assert _barrier_bound(inst) == pytest.approx(108.0)
-    plan = stacked_plan(inst, _middle)
+    plan = stacked_baseline(inst)
     assert plan is not None
     chk = evaluate(inst, plan)
     assert chk.feasible and chk.objective == pytest.approx(108.0)
     res = distplan.solve(inst, formulation="pipeline_milp", warm_start="baselines", time_limit=20)
     assert res.status.value == "optimal" and res.objective == pytest.approx(108.0)
     assert res.bound is not None and res.bound <= res.objective
+
+
+@pytest.mark.parametrize("shape", ["m", "nn"])
+def test_stacked_barriers_run_alone_first_and_last(shape: str) -> None:
+    """The stacked schedule (`gather_ends` around the best baseline of the rest): every
+    head barrier operation ends before any other starts, every tail one starts after all
+    the others end, and the rest keeps the device orders of its own schedule."""
+    inst = tessel_case(shape, 4, 6)
+    stack = stacking(inst)
+    plan = stacked_baseline(inst)
+    assert stack is not None and stack.rest is not None and plan is not None
+    assert stack.head.any() and stack.tail.any()
+    s = np.asarray(plan.start)
+    e = s + inst.duration[:, None]
+    rest = ~stack.ends
+    assert e[stack.head].max() <= s[rest].min() + 1e-9
+    assert s[stack.tail].min() >= e[rest].max() - 1e-9
+    middle = best_baseline(stack.rest)
+    assert middle is not None
+    n = inst.micro_batches
+    kept = np.flatnonzero(rest)
+    full_orders = orders_from_starts(inst, s)
+    for d, seq in enumerate(orders_from_starts(stack.rest, np.asarray(middle[1].start))):
+        mapped = [int(kept[op // n]) * n + op % n for op in seq]
+        assert [op for op in full_orders[d] if rest[op // n]] == mapped
+    assert evaluate(inst, plan).feasible
 
 
 def test_bound_equals_exact_optimum_small_mshape() -> None:
@@ -104,7 +127,7 @@ def test_bounds_below_exact_optimum(shape: str, n: int, f: int, b: int, shard: i
     assert truth is not None
     for bound in pipeline_bounds(inst):
         assert bound.value <= truth + 1e-9, bound.source
-    plan = stacked_plan(inst, _middle)
+    plan = stacked_baseline(inst)
     if plan is not None:
         assert evaluate(inst, plan).objective >= truth - 1e-9
 

@@ -22,8 +22,7 @@ arguments (times in seconds):
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -96,28 +95,42 @@ def head_tail(inst: PipelineInstance) -> tuple[np.ndarray, np.ndarray]:
     return head, tail
 
 
-def stacked_plan(inst: PipelineInstance, middle: Callable[[PipelineInstance], PipelinePlan | None]) -> PipelinePlan | None:
-    """A schedule that runs every head barrier for all micro-batches first, then the rest
-    as ``middle`` schedules the instance without head and tail barriers, then every tail
-    barrier; earliest starts along those device sequences. None when the instance has no
-    head or tail barrier, when ``middle`` has no plan, or when the result is infeasible
-    (checked by the evaluator)."""
+@dataclass(frozen=True)
+class Stacking:
+    """An instance's head and tail barriers ((B,) bool, `head_tail`) and ``rest``, the
+    instance without them (`contract`; None when nothing else is left)."""
+
+    head: np.ndarray
+    tail: np.ndarray
+    rest: PipelineInstance | None
+
+    @property
+    def ends(self) -> np.ndarray:
+        """(B,) the head and tail barriers together."""
+        return self.head | self.tail
+
+
+def stacking(inst: PipelineInstance, zero_delays: bool = False) -> Stacking | None:
+    """The head and tail barriers and the instance without them (its delays set to zero
+    with ``zero_delays``, as `contract`); None when the instance has neither."""
     head, tail = head_tail(inst)
     if not (head.any() or tail.any()):
         return None
-    sub = contract(inst, head | tail, zero_delays=False)
-    if sub is None:
-        return None
-    inner = middle(sub)
-    if inner is None:
-        return None
+    return Stacking(head, tail, contract(inst, head | tail, zero_delays))
+
+
+def stacked_plan(inst: PipelineInstance, stack: Stacking, inner: PipelinePlan) -> PipelinePlan | None:
+    """A schedule that runs every head barrier for all micro-batches first, then the rest
+    as ``inner`` schedules ``stack.rest``, then every tail barrier; earliest starts along
+    those device sequences (`common.gather_ends`). None when the result is infeasible
+    (checked by the evaluator)."""
     n = inst.micro_batches
-    ends = head | tail
+    ends = stack.ends
     rank = np.empty(inst.n_blocks, dtype=np.int64)
     rank[inst.topo_order] = np.arange(inst.n_blocks)
     key = np.empty((inst.n_blocks, n))
     key[~ends] = np.asarray(inner.start, dtype=float)
     key[ends] = rank[ends, None] * n + np.arange(n)  # block by block in topological order
-    start = gather_ends(inst, key, head, tail)
+    start = gather_ends(inst, key, stack.head, stack.tail)
     plan = make_plan(inst, start - start.min(), {"schedule": "stacked barriers", "middle": dict(inner.info)})
     return plan if evaluate(inst, plan).feasible else None

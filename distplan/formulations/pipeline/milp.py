@@ -48,7 +48,7 @@ from typing import Any
 from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.pipeline import statesearch
-from distplan.formulations.pipeline.barriers import stacked_plan
+from distplan.formulations.pipeline.barriers import stacked_plan, stacking
 from distplan.formulations.pipeline.baselines import best_baseline
 from distplan.formulations.pipeline.common import (
     check_capacity,
@@ -253,16 +253,19 @@ def _with_stacked(inst: PipelineInstance, found: tuple[str, Any] | None, prob: O
     """The better warm start of ``found`` and the stacked-barrier schedule (`barriers.py`:
     head barriers first, the best baseline of the rest, tail barriers last); tightens the
     horizon / span bound."""
-    plan = stacked_plan(inst, _best_baseline_plan)
+    plan = stacked_baseline(inst)
     if plan is None:
         return found
     return _better_start(inst, found, ("stacked barriers", plan), prob)
 
 
-def _best_baseline_plan(inst: PipelineInstance) -> Any:
-    """The plan of the best baseline schedule of ``inst``, or None when none fits."""
-    best = best_baseline(inst)
-    return None if best is None else best[1]
+def stacked_baseline(inst: PipelineInstance) -> PipelinePlan | None:
+    """Head barriers first, the best baseline of the rest, tail barriers last
+    (`barriers.stacked_plan`); None without head or tail barriers, without a baseline of
+    the rest, or when infeasible."""
+    stack = stacking(inst)
+    middle = None if stack is None or stack.rest is None else best_baseline(stack.rest)
+    return None if stack is None or middle is None else stacked_plan(inst, stack, middle[1])
 
 
 def _better_start(inst: PipelineInstance, found: tuple[str, Any] | None, candidate: tuple[str, Any], prob: OpProblem) -> tuple[str, Any] | None:

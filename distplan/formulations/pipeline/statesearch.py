@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from distplan.formulations.pipeline.barriers import barrier_time, contract, head_tail, stacked_plan
+from distplan.formulations.pipeline.barriers import Stacking, barrier_time, stacked_plan, stacking
 from distplan.formulations.pipeline.common import block_tail, integral_data, predecessor_lists
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
 
@@ -247,12 +247,12 @@ def _starts(inst: PipelineInstance, parent: dict[int, int], k: int, t: int, radi
     return start
 
 
-def stackable(inst: PipelineInstance) -> np.ndarray:
-    """(B,) the head and tail barriers when none of them has memory (stacking them first
-    and last is then exact, with no delays), else none."""
-    head, tail = head_tail(inst)
-    drop = head | tail
-    return drop if np.all(inst.memory[drop] == 0.0) else np.zeros(inst.n_blocks, dtype=bool)
+def stackable(inst: PipelineInstance) -> Stacking | None:
+    """The head and tail barriers and the instance without them (no delays, as the search
+    needs) when none of them has memory (stacking them first and last is then exact),
+    else None."""
+    stack = stacking(inst, zero_delays=True)
+    return stack if stack is not None and np.all(inst.memory[stack.ends] == 0.0) else None
 
 
 def prove_makespan(inst: PipelineInstance, incumbent: float, deadline: float | None = None) -> tuple[PipelinePlan | None, SearchOutcome]:
@@ -261,9 +261,9 @@ def prove_makespan(inst: PipelineInstance, incumbent: float, deadline: float | N
     one exists, and the outcome on the whole instance's scale (barrier time added)."""
     if not applicable(inst):
         raise ValueError(f"{inst.name}: the state search needs the makespan objective, integral durations >= 1 and no delays")
-    drop = stackable(inst)
-    sub = contract(inst, drop, zero_delays=True) if drop.any() else inst
-    extra = barrier_time(inst, drop)
+    stack = stackable(inst)
+    sub = inst if stack is None else stack.rest
+    extra = 0.0 if stack is None else barrier_time(inst, stack.ends)
     if sub is None:
         # nothing but stackable barriers: their time is a bound; nothing is left to search
         return None, SearchOutcome(bound=extra, complete=False, info={"barrier time": extra})
@@ -275,7 +275,6 @@ def prove_makespan(inst: PipelineInstance, incumbent: float, deadline: float | N
         return None, out
     out.value += extra
     inner = make_plan(sub, out.start, {"schedule": "state search"})
-    plan = stacked_plan(inst, lambda _: inner) if drop.any() else inner
-    if plan is None or not evaluate(inst, plan).feasible:
-        return None, out
-    return plan, out
+    if stack is not None:
+        return stacked_plan(inst, stack, inner), out
+    return (inner if evaluate(inst, inner).feasible else None), out
