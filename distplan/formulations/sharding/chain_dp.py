@@ -209,6 +209,8 @@ class _Walk:
     front_end: _Table
     key_start: np.ndarray
     key_end: np.ndarray
+    #: (lam, least weight per state after the last step from any start) of the last `scalar` pass
+    forward: tuple[float, np.ndarray] | None = None
 
     @property
     def W(self) -> int:
@@ -239,6 +241,7 @@ class _Walk:
             arg = M.argmin(axis=0)
             val = M[arg, cols]
             back.append(arg)
+        self.forward = (lam, val)
         total = val + end_w
         end = int(np.argmin(total))
         if not np.isfinite(total[end]):
@@ -329,12 +332,10 @@ def _scalar_lagrange(walk_of: Callable[[tuple[_Table, _Table]], _Walk], graph: C
     a = w.chain.arcs
     arc_w = a["cost"] + lam * w.arc_mem
     rest_start = float(w.to_go(arc_w, w.front_end.cost + lam * w.front_end.mem)[0].min())
-    start_w, _ = _best_per_key(w.key_start, w.front_start.cost + lam * w.front_start.mem, w.W)
-    mats = w.stage_matrices(arc_w)
-    val = start_w
-    for t in range(w.steps):
-        val = (val[:, None] + mats[t % len(mats)][0]).min(axis=0)
-    rest_end = float(val.min())
+    if w.forward is None or w.forward[0] != lam:
+        w.scalar(lam)
+    assert w.forward is not None
+    rest_end = float(w.forward[1].min())  # the scalar pass's forward values at lam
     return lam, lower, best, (lam, best[0] + lam * budget, rest_start, rest_end)
 
 
