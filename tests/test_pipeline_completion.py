@@ -108,6 +108,32 @@ def test_nnshape_memory4_matches_tessels_published_makespan() -> None:
     assert res.objective <= 153.0
 
 
+def test_completion_candidates_scored_once_by_the_evaluator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The candidate pool: a name listed twice keeps its least objective, an infeasible
+    candidate scores inf, the first listed wins ties, and each candidate goes through the
+    evaluator once however often the best is asked for."""
+    inst = make_pipeline("v", 4, 6, memory_capacity=4.0)
+    wide = make_pipeline("v", 4, 6)
+    one = np.asarray(distplan.solve(inst, formulation="1f1b").plan.start, dtype=float)
+    gpipe = np.asarray(distplan.solve(wide, formulation="gpipe").plan.start, dtype=float)
+    calls = []
+    monkeypatch.setattr(tessel_mod, "evaluate", lambda i, p: calls.append(1) or evaluate(i, p))
+    pool = tessel_mod._Candidates(inst)
+    with pytest.raises(ValueError):
+        pool.best()
+    pool.add("gpipe", gpipe)  # holds 6 activations on device 0: over the capacity
+    pool.add("1f1b", one + 5.0)
+    pool.add("1f1b again", one)
+    pool.add("1f1b", one + 1.0)
+    for _ in range(3):
+        name, start = pool.best()
+    value = evaluate(inst, make_plan(inst, one)).objective
+    assert name == "1f1b" and np.array_equal(start, one + 5.0)
+    assert pool.scores == {"gpipe": np.inf, "1f1b": pytest.approx(value), "1f1b again": pytest.approx(value)}
+    assert [n for n, _ in pool.listed] == ["gpipe", "1f1b", "1f1b again", "1f1b"]
+    assert len(calls) == 4
+
+
 def test_memory_free_ends() -> None:
     """Tessel's full-shard blocks hold no memory: mshape's first and last blocks."""
     assert tessel_mod.memory_free_ends(tessel_case("m", 4, 8)) == ([0], [9])

@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from distplan.formulations.pipeline.common import SequenceCycleError, asap, orders_from_starts
-from distplan.models.pipeline import PipelineInstance, evaluate, make_plan
+from distplan.models.pipeline import PipelineInstance
 
 EPS = 1e-9
 
@@ -135,19 +135,3 @@ def guided(inst: PipelineInstance, priority: np.ndarray, limits: list[np.ndarray
         except SequenceCycleError:
             continue
     return out
-
-
-def best_candidate(inst: PipelineInstance, candidates: list[tuple[str, np.ndarray]]) -> tuple[str, np.ndarray, dict[str, float]]:
-    """The candidate of least evaluated objective among the feasible ones (the first
-    listed wins ties), and every candidate's objective (seconds; inf when infeasible)."""
-    scores: dict[str, float] = {}
-    best: tuple[float, str, np.ndarray] | None = None
-    for name, start in candidates:
-        chk = evaluate(inst, make_plan(inst, start - start.min()))
-        value = chk.objective if chk.feasible else math.inf
-        scores[name] = min(value, scores.get(name, math.inf))
-        if chk.feasible and (best is None or value < best[0] - 1e-9):
-            best = (value, name, start)
-    if best is None:
-        raise ValueError("no feasible candidate schedule")
-    return best[1], best[2], scores

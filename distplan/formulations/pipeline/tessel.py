@@ -49,7 +49,7 @@ from distplan.formulations.pipeline.common import (
     retime,
     schedule_objective,
 )
-from distplan.formulations.pipeline.compaction import best_candidate, guided
+from distplan.formulations.pipeline.compaction import guided
 from distplan.formulations.pipeline.justify import justify, reversed_instance
 from distplan.formulations.pipeline.modulo import cyclic_blocks, steady_memory
 from distplan.formulations.pipeline.opmodel import OpProblem, full_problem, serial_horizon
@@ -284,50 +284,51 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     limit = float(params["phase_time_limit"])
     rep, picked = _pick_repetend(inst, rep, ctx, params)
     naive = naive_unroll(inst, rep)
-    candidates: list[tuple[str, np.ndarray]] = [("naive unroll", asap(inst, orders_from_starts(inst, naive)))]
+    pool = _Candidates(inst)
+    pool.add("naive unroll", asap(inst, orders_from_starts(inst, naive)))
     steady = _steady_peak(inst, rep)
     priorities = [(naive, "repetend-guided list schedule")]
     if (inst.role_code == 2).any():  # W passes only when idle
         priorities.append((naive + (inst.role_code == 2)[:, None] * (float(naive.max()) + 1.0), "repetend-guided list schedule, W deferred"))
     for prio, label in priorities:
         for s in guided(inst, prio, [inst.capacity, steady]):
-            candidates.append((label, s))
+            pool.add(label, s)
     if params.get("baselines", True):
         found = best_baseline(inst)
         if found is not None:
-            candidates.append((f"baseline {found[0]}", found[1].start))
+            pool.add(f"baseline {found[0]}", found[1].start)
     info: dict[str, Any] = {"repetend_candidates": picked.pop("candidates", 1)}
-    name, seed, scores = best_candidate(inst, candidates)
+    name, seed = pool.best()
     bound = max(b.value for b in pipeline_bounds(inst)) * (1 + 1e-9)
-    at_bound = scores[name] <= bound  # nothing to gain
-    if not at_bound:
+    if pool.scores[name] > bound:  # else nothing to gain
         if "start" in picked and limit <= 0:  # the chosen repetend's completion is in hand
             start, phase_info = picked["start"], picked["info"]
         else:
             start, phase_info = complete_phases(inst, rep, ctx, limit, str(params.get("phase_model", "auto")), seed=(name, seed))
         info.update(phase_info)
         label = info.get("phases", "warm-up/cool-down " + ("MILPs" if limit > 0 else "local search"))
-        candidates.append((str(label), retime(inst, orders_from_starts(inst, start), ctx)))
-    name, exact, scores = best_candidate(inst, candidates)
+        pool.add(str(label), retime(inst, orders_from_starts(inst, start), ctx))
+    name, exact = pool.best()
     head, tail = memory_free_ends(inst)
-    if scores[name] > bound and (head or tail):
-        candidates.append(("memory-free head and tail gathered", gather_ends(inst, exact, head, tail)))
-        name, exact, scores = best_candidate(inst, candidates)
-    if scores[name] > bound:
+    if pool.scores[name] > bound and (head or tail):
+        pool.add("memory-free head and tail gathered", gather_ends(inst, exact, head, tail))
+        name, exact = pool.best()
+    if pool.scores[name] > bound:
         # every distinct feasible candidate, the best first, up to justify_all_ops
         # operations (a classic schedule's justification can beat the best's: NN shape,
         # p = 4, N = 8, B/W split, 80 -> 75); above, the best only (N = 64: ~0.03 s CPU
         # per candidate on nnshape)
         rev = reversed_instance(inst)
-        done: set[str] = set()
+        feasible = {label for label, value in pool.scores.items() if math.isfinite(value)}
         every = inst.n_blocks * inst.micro_batches <= int(params.get("justify_all_ops", DEFAULTS["justify_all_ops"]))
-        for label, s0 in [(name, exact)] + (candidates if every else []):
-            if label in done or not math.isfinite(scores.get(label, math.inf)):
+        done: set[str] = set()
+        for label, s0 in [(name, exact)] + (list(pool.listed) if every else []):
+            if label in done or label not in feasible:
                 continue
             done.add(label)
             for s in justify(inst, s0, [inst.capacity, steady], rev=rev):
-                candidates.append((f"{label} + forward-backward improvement", s))
-        name, exact, scores = best_candidate(inst, candidates)
+                pool.add(f"{label} + forward-backward improvement", s)
+        name, exact = pool.best()
     if inst.objective == "device_span":
         exact = retime(inst, orders_from_starts(inst, exact), ctx)
     exact = exact - exact.min()
@@ -341,10 +342,36 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         "repetend_search_seconds": rep.search_seconds,
         **info,
         "completion": name,
-        "completion_candidates": scores,
+        "completion_candidates": pool.scores,
     }
     plan = make_plan(inst, exact, plan_info)
     return Outcome(plan=plan, solver_results=list(ctx.solver_results), info=plan_info)
+
+
+class _Candidates:
+    """Completion candidates, each evaluated once, when added: ``listed`` holds them as
+    (name, (B, N) start times in seconds) in order, ``scores`` the evaluator's objective
+    (seconds; inf when infeasible) by name (a name listed twice keeps its least)."""
+
+    def __init__(self, inst: PipelineInstance) -> None:
+        self.inst = inst
+        self.listed: list[tuple[str, np.ndarray]] = []
+        self.scores: dict[str, float] = {}
+        self._best: tuple[float, str, np.ndarray] | None = None
+
+    def add(self, name: str, start: np.ndarray) -> None:
+        chk = evaluate(self.inst, make_plan(self.inst, start - start.min()))
+        value = chk.objective if chk.feasible else math.inf
+        self.listed.append((name, start))
+        self.scores[name] = min(value, self.scores.get(name, math.inf))
+        if chk.feasible and (self._best is None or value < self._best[0] - 1e-9):
+            self._best = (value, name, start)
+
+    def best(self) -> tuple[str, np.ndarray]:
+        """The feasible candidate of least objective (the first listed wins ties)."""
+        if self._best is None:
+            raise ValueError("no feasible candidate schedule")
+        return self._best[1], self._best[2]
 
 
 def memory_free_ends(inst: PipelineInstance) -> tuple[list[int], list[int]]:
