@@ -28,7 +28,7 @@ from distplan.formulations.pipeline.repetend import (
     candidate_periods_below,
     search_repetend,
 )
-from distplan.formulations.pipeline.tessel import complete_phases, naive_unroll
+from distplan.formulations.pipeline.tessel import complete_phases
 from distplan.formulations.registry import RunContext
 from distplan.instances import bundled, load_instance
 from distplan.instances.pipelines import make_pipeline, tessel_case, zero_bubble_case
@@ -403,7 +403,7 @@ def test_backtracking_repetend_unrolls_to_a_valid_schedule(shape: str, memory: f
     inst = tessel_case(shape, memory, 12)
     sigma, _ = modulo_backtrack(cyclic_blocks(inst, 1), inst, offsets, period)
     assert sigma is not None and float((sigma + inst.duration).max()) <= offsets * period
-    start = naive_unroll(inst, Repetend(sigma, float(period), None, False, offsets, 1, 0.0))
+    start = Repetend(sigma, float(period), None, False, offsets, 1, 0.0).unroll(inst)
     assert evaluate(inst, make_plan(inst, start)).feasible
 
 
@@ -445,7 +445,7 @@ def test_mshape_memory4_three_micro_batch_repetend_beats_one_bubble() -> None:
     sigma, _ = modulo_backtrack(cyclic_blocks(inst, 3), inst, 5, 20, node_limit=1_500_000)
     assert sigma is not None
     rep = Repetend(sigma, 20.0, None, False, 5, 3, 0.0)
-    assert evaluate(inst, make_plan(inst, naive_unroll(inst, rep))).feasible
+    assert evaluate(inst, make_plan(inst, rep.unroll(inst))).feasible
     start, _ = complete_phases(inst, rep, _ctx(), 2.0)
     check = evaluate(inst, make_plan(inst, asap(inst, orders_from_starts(inst, start))))
     assert check.feasible and check.objective < 121.0

@@ -29,12 +29,35 @@ NN4 = Repetend(np.array([0.0, 4.0, 5.0, 6.0, 10.0, 11.0, 12.0, 20.0, 25.0, 28.0,
 
 def _phase(kind: str):
     inst = tessel_case("nn", 4, 16)
-    start = tessel_mod.naive_unroll(inst, NN4)
-    offs = np.floor((NN4.sigma + 1e-9) / NN4.period).astype(int)
-    period_of = np.arange(16)[None, :] + offs[:, None]
-    free = period_of < offs.max() if kind == "warmup" else period_of > 15
-    prob, ops, t0 = tessel_mod._phase_problem(inst, start, free, kind, 0.0)
-    return prob, start.reshape(-1)[ops] - t0
+    phases = NN4.phases(inst)
+    free = phases.warmup if kind == "warmup" else phases.cooldown
+    prob, ops, t0 = tessel_mod._phase_problem(inst, NN4.unroll(inst), free, kind, 0.0)
+    return prob, NN4.unroll(inst).reshape(-1)[ops] - t0
+
+
+@pytest.mark.parametrize("unfold,n", [(1, 16), (1, 5), (2, 8), (3, 12)])
+def test_repetend_phases_split_the_unroll_in_time(unfold: int, n: int) -> None:
+    """Every operation of the unroll starts within its period; each period of the steady
+    state runs every cyclic block once, and exactly the operations before it are the
+    warm-up and those after it the cool-down (NN4 copied ``unfold`` times, each copy a
+    period apart; the period is then ``unfold`` T, and ``unfold`` divides N)."""
+    inst = tessel_case("nn", 4, n)
+    nb, t = inst.n_blocks, NN4.period
+    sigma = np.concatenate([NN4.sigma + c * t for c in range(unfold)])
+    rep = Repetend(sigma, unfold * t, None, False, 5, unfold, 0.0)
+    start, phases = rep.unroll(inst), rep.phases(inst)
+    assert phases.period.shape == start.shape == (nb, n)
+    assert np.all(phases.period * rep.period <= start) and np.all(start < (phases.period + 1) * rep.period)
+    for m in range(n):  # micro-batch m is copy m % unfold of super-step m // unfold
+        assert np.array_equal(start[:, m], sigma[(m % unfold) * nb : (m % unfold + 1) * nb] + (m // unfold) * rep.period)
+    runs = np.zeros((int(phases.period.max()) + 1, nb), dtype=int)  # operations of a block in a period
+    np.add.at(runs, (phases.period, np.broadcast_to(np.arange(nb)[:, None], (nb, n))), 1)
+    assert np.all(runs[phases.first_full : phases.last_full + 1] == unfold)  # every cyclic block once
+    assert phases.first_full == int(np.floor(sigma / rep.period).max())
+    assert phases.last_full == -(-n // unfold) - 1
+    assert np.array_equal(phases.warmup, phases.period < phases.first_full)
+    assert np.array_equal(phases.cooldown, phases.period > phases.last_full)
+    assert not (phases.warmup & phases.cooldown).any() or phases.full_periods < 0
 
 
 def _assert_valid(prob: OpProblem, ss: SequenceSearch, s: np.ndarray, value: float) -> None:
@@ -88,8 +111,7 @@ def test_forward_first_warmup_beats_the_unrolled_order() -> None:
     time-indexed MILP proves -11 optimal for this warm-up)."""
     prob, start = _phase("warmup")
     inst = tessel_case("nn", 4, 16)
-    offs = np.floor((NN4.sigma + 1e-9) / NN4.period).astype(int)
-    ops = np.flatnonzero((np.arange(16)[None, :] + offs[:, None] < offs.max()).reshape(-1))
+    ops = np.flatnonzero(NN4.phases(inst).warmup.reshape(-1))
     _, from_unroll = improve(prob, start)
     forward_first = start + (inst.role_code[ops // 16] != 0) * 1000.0
     s, value, which = improve_from(prob, [start, forward_first])
@@ -182,7 +204,7 @@ def test_forward_backward_improvement_is_feasible_and_not_longer(capacity: float
     inst = _v2().with_(memory_capacity=capacity)
     ctx = RunContext(get_backend("highs"), SolveOptions(time_limit=30))
     rep = tessel_mod._budgeted_search(inst, ctx, dict(tessel_mod.DEFAULTS))
-    listed = guided(inst, tessel_mod.naive_unroll(inst, rep), [inst.capacity])
+    listed = guided(inst, rep.unroll(inst), [inst.capacity])
     assert listed
     before = evaluate(inst, make_plan(inst, listed[0])).objective
     made = justify(inst, listed[0], [inst.capacity])

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from distplan.formulations.pipeline.modulo import cyclic_blocks, steady_memory
 from distplan.formulations.pipeline.repetend import DEFAULTS, REPETEND, Repetend, probe_period
 from distplan.formulations.pipeline.residue import residue_search
-from distplan.formulations.pipeline.tessel import naive_unroll
 from distplan.formulations.registry import RunContext
 from distplan.instances.pipelines import make_pipeline, tessel_case
 from distplan.models.pipeline import PipelineInstance, evaluate, make_plan
@@ -36,7 +35,7 @@ def _valid(inst: PipelineInstance, sigma: np.ndarray, period: float, offsets: in
         on = cy.mask[:, d] & (cy.mem > 0)
         if on.any() and mem[on, d].max() > inst.capacity[d] + 1e-9:
             return False
-    start = naive_unroll(inst, Repetend(sigma, float(period), None, False, offsets, 1, 0.0))
+    start = Repetend(sigma, float(period), None, False, offsets, 1, 0.0).unroll(inst)
     return evaluate(inst, make_plan(inst, start)).feasible
 
 

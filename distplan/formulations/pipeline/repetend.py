@@ -33,7 +33,8 @@ node budget; whatever it leaves undecided goes to the path above (its rate MILP,
 incumbent in hand, for at most ``proof_time_limit`` seconds), and an unfinished proof is
 reported as unproven.
 
-The repetend is unrolled and completed in `tessel.py`.
+The repetend is unrolled and split into warm-up, steady state and cool-down here
+(`Repetend.unroll`, `Repetend.phases`) and completed in `tessel.py`.
 """
 
 from __future__ import annotations
@@ -252,9 +253,40 @@ def rep_objective(model: Model, inst: PipelineInstance, index: RepetendIndex) ->
 REPETEND = ModelSpec("tessel-repetend", prepare_repetend, (rep_variables, rep_dependencies, rep_no_overlap, rep_memory, rep_objective))
 
 
+@dataclass(frozen=True)
+class Phases:
+    """A repetend unrolled over N micro-batches, split in time: ``period`` (B, N) is the
+    period (``T`` seconds long) in which each operation starts; every cyclic block runs in
+    the periods ``first_full`` .. ``last_full`` (the steady state), the operations before
+    them form the warm-up and those after them the cool-down."""
+
+    period: np.ndarray
+    first_full: int
+    last_full: int
+
+    @property
+    def warmup(self) -> np.ndarray:
+        """(B, N) True for the warm-up's operations."""
+        return self.period < self.first_full
+
+    @property
+    def cooldown(self) -> np.ndarray:
+        """(B, N) True for the cool-down's operations."""
+        return self.period > self.last_full
+
+    @property
+    def full_periods(self) -> int:
+        """How many periods run the whole repetend (negative: the phases overlap)."""
+        return self.last_full - self.first_full + 1
+
+
 @dataclass
 class Repetend:
-    """A solved repetend: flat starts (seconds) of the cyclic blocks and the period."""
+    """A solved repetend: flat starts (seconds) of the cyclic blocks and the period.
+
+    Copy u of block b (cyclic block ``u B + b``) of super-step M runs micro-batch
+    ``U M + u`` at ``sigma[u B + b] + M T``: `unroll` gives those start times, `phases`
+    splits them into warm-up, steady state and cool-down."""
 
     sigma: np.ndarray
     period: float
@@ -263,6 +295,30 @@ class Repetend:
     offsets: int
     unfold: int
     search_seconds: float
+
+    def block_offsets(self) -> np.ndarray:
+        """(U B,) the period in which each cyclic block's flat start falls: Tessel's
+        micro-batch offsets, ``floor(sigma / T)``."""
+        return np.floor((self.sigma + 1e-9 * max(1.0, self.period)) / self.period).astype(np.int64)
+
+    def _copies(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """For micro-batches 0 .. n - 1: their super-step and their copy in the repetend."""
+        m = np.arange(n)
+        return m // self.unfold, m % self.unfold
+
+    def unroll(self, inst: PipelineInstance) -> np.ndarray:
+        """(B, N) start times in seconds of the repetend repeated for the instance's N
+        micro-batches (the naive unroll)."""
+        step, copy = self._copies(inst.micro_batches)
+        return np.ascontiguousarray(self.sigma.reshape(self.unfold, inst.n_blocks)[copy].T + step[None, :] * self.period)
+
+    def phases(self, inst: PipelineInstance) -> Phases:
+        """The unroll's operations by period: warm-up, steady state, cool-down."""
+        n = inst.micro_batches
+        step, copy = self._copies(n)
+        offs = self.block_offsets()
+        period = step[None, :] + offs.reshape(self.unfold, inst.n_blocks)[copy].T
+        return Phases(period, int(offs.max()), -(-n // self.unfold) - 1)
 
 
 def _warm(model: Model, index: RepetendIndex, sigma: np.ndarray, period: float) -> np.ndarray:

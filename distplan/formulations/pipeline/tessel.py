@@ -61,16 +61,6 @@ from distplan.formulations.registry import Outcome, RunContext
 from distplan.models.pipeline import PipelineInstance, evaluate, make_plan
 
 
-def naive_unroll(inst: PipelineInstance, rep: Repetend) -> np.ndarray:
-    """(B, N) start times: copy u of block b for super-step M runs micro-batch U M + u."""
-    nb, n, u = inst.n_blocks, inst.micro_batches, rep.unfold
-    start = np.zeros((nb, n))
-    for m in range(n):
-        big, c = divmod(m, u)
-        start[:, m] = rep.sigma[c * nb : (c + 1) * nb] + big * rep.period
-    return start
-
-
 def _phase_problem(
     inst: PipelineInstance, start: np.ndarray, free: np.ndarray, kind: str, horizon_extra: float
 ) -> tuple[OpProblem, np.ndarray, float]:
@@ -161,25 +151,17 @@ def complete_phases(
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Unroll, then re-solve warm-up and cool-down as MILPs against the steady state
     (for small N the whole schedule, warm-started from ``seed`` when it is better)."""
-    n, nb, u = inst.micro_batches, inst.n_blocks, rep.unfold
-    start = naive_unroll(inst, rep)
+    nb, n = inst.n_blocks, inst.micro_batches
+    start = rep.unroll(inst)
     info: dict[str, Any] = {}
-    # period index of every operation in the naive unroll
-    offs = np.floor((rep.sigma + 1e-9 * max(1.0, rep.period)) / rep.period).astype(np.int64)  # per cyclic block
-    k_eff = int(offs.max()) + 1
-    steps = (n + u - 1) // u
-    period_of = np.zeros((nb, n), dtype=np.int64)
-    for m in range(n):
-        big, c = divmod(m, u)
-        period_of[:, m] = big + offs[c * nb : (c + 1) * nb]
-    first_full, last_full = k_eff - 1, steps - 1
-    if last_full - first_full + 1 < first_full:
+    phases = rep.phases(inst)
+    if phases.full_periods < phases.first_full:
         # fewer full repetends than warm-up periods: warm-up and cool-down are (nearly) the
         # whole schedule, so complete it with the whole-schedule MILP (its size is bounded
         # by 2 x offsets micro-batches), warm-started from the better of the unrolled
         # repetend and the classic schedules
         return _complete_whole(inst, start, ctx, max(limit, 1.0) if limit > 0 else 0.0, model, info, seed)
-    warm = period_of < first_full
+    warm = phases.warmup
     if warm.any():
         prob, ops, _ = _phase_problem(inst, start, warm, "warmup", 0.0)
         # a second start: the forward passes first (in unrolled order), then the rest
@@ -194,7 +176,7 @@ def complete_phases(
             flat[ops] = s
             start = flat.reshape(nb, n)
             info["warmup_shift"] = shift
-    cool = period_of > last_full
+    cool = phases.cooldown
     if cool.any():
         prob, ops, t0 = _phase_problem(inst, start, cool, "cooldown", 0.0)
         s, res = _solve_phase(prob, ctx, start.reshape(-1)[ops] - t0, limit, model, info, "cooldown")
@@ -283,7 +265,7 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     rep = _budgeted_search(inst, ctx, params)
     limit = float(params["phase_time_limit"])
     rep, picked = _pick_repetend(inst, rep, ctx, params)
-    naive = naive_unroll(inst, rep)
+    naive = rep.unroll(inst)
     pool = _Candidates(inst)
     pool.add("naive unroll", asap(inst, orders_from_starts(inst, naive)))
     steady = _steady_peak(inst, rep)
@@ -337,7 +319,7 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         "period": rep.period,
         "period_bound": rep.period_bound,
         "period_proven_optimal": rep.proven,
-        "offsets": int(np.floor((rep.sigma + 1e-9) / rep.period).max()) + 1,
+        "offsets": int(rep.block_offsets().max()) + 1,
         "unfold": rep.unfold,
         "repetend_search_seconds": rep.search_seconds,
         **info,
@@ -438,7 +420,7 @@ def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, param
         offsets = max(1, math.ceil(float((sigma + cy.dur).max()) / period - 1e-9))
         cand = Repetend(sigma, rep.period, rep.period_bound, rep.proven, offsets, 1, rep.search_seconds)
         small = inst.with_(micro_batches=min(n, 2 * offsets + 2))  # its warm-up, a steady state, its cool-down
-        naive = naive_unroll(small, cand)
+        naive = cand.unroll(small)
         values = [schedule_objective(small, s) for s in guided(small, naive, [small.capacity])] or [schedule_objective(small, asap(small, orders_from_starts(small, naive)))]
         scored.append((min(values) - small.micro_batches * rep.period, i, cand))  # beyond N periods
     scored.sort(key=lambda x: (x[0], x[1]))
