@@ -56,6 +56,7 @@ the warm start in `chain_walk`, the folded program and its solve loop in `chain_
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -186,7 +187,7 @@ class Chain:
 
     @property
     def num_states(self) -> int:
-        return int(np.prod(self.out_sizes)) if self.out_sizes.size else 1
+        return math.prod(self.out_sizes.tolist())
 
     def digits(self, states: np.ndarray) -> np.ndarray:
         """(states, out positions) strategy index of every out position in each state."""
@@ -340,7 +341,8 @@ def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int
         touch = np.flatnonzero((family[u] == f) | (family[v] == f))
         both = touch[(family[u[touch]] == f) & (family[v[touch]] == f)]
         cross = both[copy[u[both]] != copy[v[both]]]
-        pairs = np.unique(np.stack([copy[u[cross]], copy[v[cross]]], axis=1), axis=0) if cross.size else np.zeros((0, 2), dtype=np.int64)
+        code = np.unique(copy[u[cross]] * K + copy[v[cross]])  # the pairs (from, to), sorted
+        pairs = np.stack([code // K, code % K], axis=1)
         succ = np.full(K, -1, dtype=np.int64)
         pred = np.full(K, -1, dtype=np.int64)
         ok = pairs.shape[0] == K - 1
@@ -410,11 +412,13 @@ def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int
             walk[ch.nodes[1:].ravel()] = True
             last_out[ch.nodes[-1, ch.out_pos]] = True
         for f, ch in list(candidates.items()):
-            first = ch.nodes[0]
-            e_first = np.flatnonzero(np.isin(u, first) | np.isin(v, first))
-            e_first = e_first[~np.isin(e_first, ch.link_edges)]
-            other = np.where(np.isin(u[e_first], first), v[e_first], u[e_first])
-            into_first = np.isin(v[e_first], first)
+            in_first = np.zeros(n, dtype=bool)
+            in_first[ch.nodes[0]] = True
+            keep = in_first[u] | in_first[v]
+            keep[ch.link_edges] = False
+            e_first = np.flatnonzero(keep)
+            other = np.where(in_first[u[e_first]], v[e_first], u[e_first])
+            into_first = in_first[v[e_first]]
             bad_first = walk[other] & ~(into_first & last_out[other])
             bad_tail = walk[v[ch.tail_edges]]
             if np.any(bad_first) or np.any(bad_tail):
