@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from distplan.formulations.contract import Policy
-from distplan.formulations.placement import forced, heuristics, milp, relaxation, sct, search
+from distplan.formulations.placement import forced, heuristics, milp, relaxation, sct, search, waist
 from distplan.formulations.placement.bounds import placement_bounds
 from distplan.formulations.placement.coarsen import coarsen
 from distplan.formulations.placement.descendants import MAX_NONZEROS
@@ -108,9 +108,10 @@ register(
 
 def _run_bounds(inst: PlacementInstance, ctx: RunContext) -> Outcome:
     """The forced co-location bound (`forced`, within ``forced_share`` of the time, up to
-    the best of m-ETF, m-TOPO and single device), then the assignment relaxation within
-    ``relaxation_time_limit`` seconds (or the rest of the run's limit); the stronger of
-    the two is reported. The solver-free
+    the best of m-ETF, m-TOPO and single device), the series composition over waist ops
+    (`waist`, within ``waist_share`` of the time), then the assignment relaxation within
+    ``relaxation_time_limit`` seconds (or the rest of the run's limit); the strongest is
+    reported. The solver-free
     bounds (critical path, work / devices) are added by `solve` for every kind, so they are
     not listed here a second time."""
     t0 = time.perf_counter()
@@ -121,10 +122,15 @@ def _run_bounds(inst: PlacementInstance, ctx: RunContext) -> Outcome:
         b = forced.forced_bound(inst, sched.makespan, deadline=t0 + float(ctx.param("forced_share", 0.3)) * limit)
         if b is not None:
             bounds.append(b)
+    share = float(ctx.param("waist_share", 0.1))
+    if share > 0:
+        b = waist.waist_bound(inst, deadline=time.perf_counter() + share * limit)
+        if b is not None:
+            bounds.append(b)
     rest = max(0.0, limit - (time.perf_counter() - t0))
     rem = ctx.remaining_time()
     bounds += relaxation.relaxation_bounds(inst, ctx, rest if rem is None else min(rest, rem))
-    best = [max(bounds, key=lambda b: b.value)] if bounds else []  # the stronger of the two
+    best = [max(bounds, key=lambda b: b.value)] if bounds else []  # the strongest
     return Outcome(plan=None, bounds=best, solver_results=list(ctx.solver_results))
 
 
@@ -132,12 +138,12 @@ register(
     Formulation(
         kind="placement",
         name="placement_bounds",
-        description="lower bounds only: forced co-location + one machine, assignment relaxation (cut edges on paths, loads, memory, channels), critical path, work / devices",
+        description="lower bounds only: forced co-location + one machine, segment bounds added over waist ops, assignment relaxation (cut edges on paths, loads, memory, channels), critical path, work / devices",
         program="milp",
         run=_run_bounds,
         bound_only=True,
-        reference="Venugopalan & Sinnen, IEEE TPDS 26(1) 2015 (assignment part); Baptiste, Le Pape & Nuijten 2001 (energetic reasoning); Klein & Scholl, EJOR 112(2) 1999 (destructive bounds); Carlier, EJOR 11(1) 1982",
-        params={"relaxation_time_limit": 30.0, "forced_share": 0.3, "order_nonzeros": MAX_NONZEROS},
+        reference="Venugopalan & Sinnen, IEEE TPDS 26(1) 2015 (assignment part); Baptiste, Le Pape & Nuijten 2001 (energetic reasoning); Klein & Scholl, EJOR 112(2) 1999 (destructive bounds); Carlier, EJOR 11(1) 1982; Möhring 1989 (series decomposition)",
+        params={"relaxation_time_limit": 30.0, "forced_share": 0.3, "waist_share": 0.1, "order_nonzeros": MAX_NONZEROS},
     )
 )
 
