@@ -153,10 +153,6 @@ def one_f_one_b_orders(inst: PipelineInstance, warmup: np.ndarray, per_block: bo
     return orders
 
 
-def _timed(inst: PipelineInstance, orders: Orders) -> np.ndarray:
-    return asap(inst, orders)
-
-
 def _fits(inst: PipelineInstance, orders: Orders) -> tuple[bool, np.ndarray]:
     peaks = memory_peaks(inst, orders)
     return bool(np.all(peaks <= inst.capacity * (1 + 1e-12) + 1e-12)), peaks
@@ -177,7 +173,7 @@ def gpipe(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
     ok, peaks = _fits(inst, orders)
     if not ok:
         raise _memory_error(inst, "gpipe", peaks)
-    return _timed(inst, orders), {"schedule": "gpipe"}
+    return asap(inst, orders), {"schedule": "gpipe"}
 
 
 def one_f_one_b(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
@@ -201,7 +197,7 @@ def one_f_one_b(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
                 if not ok:
                     continue
                 try:
-                    start = _timed(inst, orders)
+                    start = asap(inst, orders)
                 except SequenceCycleError:
                     continue
                 span = float((start + inst.duration[:, None]).max() - start.min())
@@ -266,14 +262,8 @@ def interleaved_orders(inst: PipelineInstance) -> tuple[Orders, int]:
 
 def interleaved_1f1b(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
     orders, v = interleaved_orders(inst)
-    ok, peaks = _fits(inst, orders)
-    if not ok:
-        raise _memory_error(inst, "interleaved_1f1b", peaks)
-    try:
-        start = _timed(inst, orders)
-    except SequenceCycleError:
-        raise InputError("schedule", f"{inst.name}: the interleaved order deadlocks on this placement", "use 1f1b") from None
-    return start, {"schedule": "interleaved_1f1b", "chunks": v}
+    start, info = _ordered(inst, "interleaved_1f1b", orders, "the interleaved order deadlocks on this placement")
+    return start, {**info, "chunks": v}
 
 
 # -- Zero Bubble handcrafted schedules -----------------------------------------------------------
@@ -329,17 +319,7 @@ def zb_h1_orders(inst: PipelineInstance) -> Orders:
 
 def zb_h1(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
     _need_split(inst, "zb_h1")
-    orders = zb_h1_orders(inst)
-    ok, peaks = _fits(inst, orders)
-    if not ok:
-        raise _memory_error(inst, "zb_h1", peaks)
-    try:
-        start = _timed(inst, orders)
-    except SequenceCycleError:
-        raise InputError("schedule", f"{inst.name}: the ZB-H1 order deadlocks on this placement", "use 1f1b") from None
-    return start, {"schedule": "zb_h1"}
-
-
+    return _ordered(inst, "zb_h1", zb_h1_orders(inst), "the ZB-H1 order deadlocks on this placement")
 
 
 def zb_h2(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
@@ -357,14 +337,17 @@ def zb_h2(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
     return asap(inst, orders), {"schedule": "zb_h2"}
 
 
-def _ordered(inst: PipelineInstance, name: str, orders: Orders) -> tuple[np.ndarray, dict]:
+def _ordered(inst: PipelineInstance, name: str, orders: Orders, deadlock: str | None = None) -> tuple[np.ndarray, dict]:
+    """The earliest starts (B, N, seconds) of the schedule ``name``'s device ``orders``;
+    `InfeasibleError` when they exceed a device's memory, `InputError` (saying
+    ``deadlock``) when they contradict the dependencies."""
     ok, peaks = _fits(inst, orders)
     if not ok:
         raise _memory_error(inst, name, peaks)
     try:
-        start = _timed(inst, orders)
+        start = asap(inst, orders)
     except SequenceCycleError:
-        raise InputError("schedule", f"{inst.name}: the {name} order deadlocks on this instance", "use 1f1b") from None
+        raise InputError("schedule", f"{inst.name}: {deadlock or f'the {name} order deadlocks on this instance'}", "use 1f1b") from None
     return start, {"schedule": name}
 
 
