@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from distplan.formulations.pipeline.common import gather_ends
+from distplan.formulations.pipeline.common import gather_ends, topological_rank
 from distplan.models.pipeline import PipelineBlock, PipelineInstance, PipelinePlan, evaluate, make_plan
 
 
@@ -126,8 +126,7 @@ def stacked_plan(inst: PipelineInstance, stack: Stacking, inner: PipelinePlan) -
     (checked by the evaluator)."""
     n = inst.micro_batches
     ends = stack.ends
-    rank = np.empty(inst.n_blocks, dtype=np.int64)
-    rank[inst.topo_order] = np.arange(inst.n_blocks)
+    rank = topological_rank(inst)
     key = np.empty((inst.n_blocks, n))
     key[~ends] = np.asarray(inner.start, dtype=float)
     key[ends] = rank[ends, None] * n + np.arange(n)  # block by block in topological order

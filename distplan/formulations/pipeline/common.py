@@ -80,11 +80,8 @@ def ready_time(preds: list[tuple[int, float]], start: np.ndarray, duration: np.n
 def block_depth(inst: PipelineInstance) -> np.ndarray:
     """(B,) earliest start (seconds) of each block when one micro-batch runs alone with
     unlimited devices: the longest dependency path (durations + delays) to the block."""
-    src, dst, lag = inst.edges
     depth = np.zeros(inst.n_blocks)
-    preds: list[list[tuple[int, float]]] = [[] for _ in range(inst.n_blocks)]
-    for a, b, d in zip(src.tolist(), dst.tolist(), lag.tolist()):
-        preds[b].append((a, d))
+    preds = predecessor_lists(inst)
     for v in inst.topo_order.tolist():
         for a, d in preds[v]:
             depth[v] = max(depth[v], depth[a] + inst.duration[a] + d)
@@ -155,11 +152,17 @@ def asap(inst: PipelineInstance, orders: Orders, release: np.ndarray | None = No
     return np.asarray(st).reshape(nb, n)
 
 
+def topological_rank(inst: PipelineInstance) -> np.ndarray:
+    """(B,) each block's position in the instance's topological order."""
+    rank = np.empty(inst.n_blocks, dtype=np.int64)
+    rank[inst.topo_order] = np.arange(inst.n_blocks)
+    return rank
+
+
 def orders_from_starts(inst: PipelineInstance, start: np.ndarray) -> Orders:
     """Per device, the operations sorted by start time (ties by block topological rank)."""
     n = inst.micro_batches
-    rank = np.empty(inst.n_blocks, dtype=np.int64)
-    rank[inst.topo_order] = np.arange(inst.n_blocks)
+    rank = topological_rank(inst)
     out: Orders = []
     flat = np.asarray(start, dtype=float).reshape(-1)
     for d in range(inst.n_devices):

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from distplan.formulations.pipeline.common import SequenceCycleError, asap, orders_from_starts
+from distplan.formulations.pipeline.common import SequenceCycleError, asap, orders_from_starts, predecessor_lists
 from distplan.models.pipeline import PipelineInstance
 
 EPS = 1e-9
@@ -32,10 +32,7 @@ def list_schedule(inst: PipelineInstance, priority: np.ndarray, limit: np.ndarra
     dur = inst.duration
     memory = inst.memory
     devs = [np.flatnonzero(inst.device_mask[b]).tolist() for b in range(nb)]
-    src, dst, lag = inst.edges
-    preds: list[list[tuple[int, float]]] = [[] for _ in range(nb)]
-    for a, b, g in zip(src.tolist(), dst.tolist(), lag.tolist()):
-        preds[b].append((a, g))
+    preds = predecessor_lists(inst)
     prio = np.asarray(priority, dtype=float).tolist()
     nan = math.nan
     start = [[nan] * n for _ in range(nb)]
