@@ -41,8 +41,9 @@ def barrier_blocks(inst: PipelineInstance) -> np.ndarray:
 def contract(inst: PipelineInstance, drop: np.ndarray, zero_delays: bool) -> PipelineInstance | None:
     """The instance without the blocks in ``drop`` (B,) bool: a kept block depends on the
     kept blocks it reached through dropped ones. Delays on the kept dependencies stay
-    unless ``zero_delays``; dependencies through dropped blocks get none. None when no
-    block is left."""
+    unless ``zero_delays``; dependencies through dropped blocks get no delay of their own
+    (the instance's ``comm_delay`` still applies to those across devices unless
+    ``zero_delays``, which sets it to zero). None when no block is left."""
     keep = np.flatnonzero(~drop)
     if keep.size == 0:
         return None
