@@ -31,7 +31,7 @@ def _phase(kind: str):
     inst = tessel_case("nn", 4, 16)
     phases = NN4.phases(inst)
     free = phases.warmup if kind == "warmup" else phases.cooldown
-    prob, ops, t0 = tessel_mod._phase_problem(inst, NN4.unroll(inst), free, kind, 0.0)
+    prob, ops, t0 = tessel_mod._phase_problem(inst, NN4.unroll(inst), free, kind)
     return prob, NN4.unroll(inst).reshape(-1)[ops] - t0
 
 

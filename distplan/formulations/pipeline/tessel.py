@@ -61,9 +61,7 @@ from distplan.formulations.registry import Outcome, RunContext
 from distplan.models.pipeline import PipelineInstance, evaluate, make_plan
 
 
-def _phase_problem(
-    inst: PipelineInstance, start: np.ndarray, free: np.ndarray, kind: str, horizon_extra: float
-) -> tuple[OpProblem, np.ndarray, float]:
+def _phase_problem(inst: PipelineInstance, start: np.ndarray, free: np.ndarray, kind: str) -> tuple[OpProblem, np.ndarray, float]:
     """The MILP of the free operations (warm-up or cool-down) against the fixed rest."""
     n = inst.micro_batches
     ops = np.flatnonzero(free.reshape(-1))
@@ -127,7 +125,7 @@ def _phase_problem(
         if fd.size and vd.size:
             release[local[vd]] = np.maximum(release[local[vd]], (flat[fd] + dur_op[fd]).max())
     t_shift = float(release.min()) if release.size else 0.0
-    horizon = float((flat[ops] + dur_op[ops]).max()) - t_shift + horizon_extra
+    horizon = float((flat[ops] + dur_op[ops]).max()) - t_shift
     prob = OpProblem(
         name=f"{inst.name}-cooldown",
         dur=dur_op[ops],
@@ -163,36 +161,34 @@ def complete_phases(
         return _complete_whole(inst, start, ctx, max(limit, 1.0) if limit > 0 else 0.0, model, info, seed)
     warm = phases.warmup
     if warm.any():
-        prob, ops, _ = _phase_problem(inst, start, warm, "warmup", 0.0)
+        prob, ops, _ = _phase_problem(inst, start, warm, "warmup")
         # a second start: the forward passes first (in unrolled order), then the rest
         forward_first = start.reshape(-1)[ops] + (inst.role_code[ops // n] != 0) * (float(start.max()) + 1.0)
-        s, res = _solve_phase(prob, ctx, start.reshape(-1)[ops], limit, model, info, "warmup", forward_first)
-        if s is not None:
-            shift = float(np.max(s[prob.deadline_ops] + prob.deadline_gap - prob.deadline_base)) if prob.deadline_ops.size else 0.0
-            shift = min(shift, 0.0)
-            flat = start.reshape(-1).copy()
-            fixed = ~warm.reshape(-1)
-            flat[fixed] += shift
-            flat[ops] = s
-            start = flat.reshape(nb, n)
-            info["warmup_shift"] = shift
+        s = _solve_phase(prob, ctx, start.reshape(-1)[ops], limit, model, info, "warmup", forward_first)
+        shift = float(np.max(s[prob.deadline_ops] + prob.deadline_gap - prob.deadline_base)) if prob.deadline_ops.size else 0.0
+        shift = min(shift, 0.0)
+        flat = start.reshape(-1).copy()
+        flat[~warm.reshape(-1)] += shift
+        flat[ops] = s
+        start = flat.reshape(nb, n)
+        info["warmup_shift"] = shift
     cool = phases.cooldown
     if cool.any():
-        prob, ops, t0 = _phase_problem(inst, start, cool, "cooldown", 0.0)
-        s, res = _solve_phase(prob, ctx, start.reshape(-1)[ops] - t0, limit, model, info, "cooldown")
-        if s is not None:
-            flat = start.reshape(-1).copy()
-            flat[ops] = s + t0
-            start = flat.reshape(nb, n)
+        prob, ops, t0 = _phase_problem(inst, start, cool, "cooldown")
+        s = _solve_phase(prob, ctx, start.reshape(-1)[ops] - t0, limit, model, info, "cooldown")
+        flat = start.reshape(-1).copy()
+        flat[ops] = s + t0
+        start = flat.reshape(nb, n)
     return start, info
 
 
 def _solve_phase(
     prob: OpProblem, ctx: RunContext, start: np.ndarray, limit: float, model: str, info: dict[str, Any], label: str, other: np.ndarray | None = None
-) -> tuple[np.ndarray | None, Any]:
+) -> np.ndarray:
     """The sequence local search (`seqsearch.improve`) from the unrolled times (and from
     the order of ``other``, when it fits the memory: the better result is kept), then,
-    when ``limit`` > 0, the phase MILP warm-started from its result (at most ``limit`` s).
+    when ``limit`` > 0, the phase MILP warm-started from its result (at most ``limit`` s);
+    returns the phase's start times (seconds, as ``prob``'s operations).
 
     For the warm-up, ``other`` puts the forward passes first: critical-pair reversals
     cannot move a block that spans every device (a full-shard block) past its tight
@@ -205,10 +201,10 @@ def _solve_phase(
     if which:
         info[f"{label}_start"] = "forward passes first"
     if limit <= 0:
-        return s_ls, None
+        return s_ls
     s, res, _ = solve_op_problem(prob, sub_ctx(ctx, limit), s_ls, model)
     info[f"{label}_termination"] = res.termination.value
-    return (s if s is not None else s_ls), res
+    return s if s is not None else s_ls
 
 
 def _ls_deadline(ctx: RunContext) -> float | None:
