@@ -309,8 +309,15 @@ def cheapest_arcs(chain: Chain) -> Chain:
 
 
 def plan_memory(sk: Skeleton, tables: CostTables, choice: np.ndarray) -> float:
-    """Bytes per device of a strategy index per skeleton node (the sum of node memories)."""
-    return float(sum(float(tables.node(sk, i).memory[k]) for i, k in enumerate(choice.tolist())))
+    """Bytes per device of a strategy index per skeleton node (the sum of node memories, in
+    node order: a running sum, bit for bit the loop node by node)."""
+    labels, first = np.unique(sk.node_label_id, return_index=True)
+    vectors = [tables.node(sk, i).memory for i in first.tolist()]
+    offset = np.zeros(int(labels.max(initial=-1)) + 2, dtype=np.int64)
+    offset[labels + 1] = [v.size for v in vectors]
+    np.cumsum(offset, out=offset)
+    values = np.concatenate(vectors)[offset[sk.node_label_id] + np.asarray(choice, dtype=np.int64)]
+    return float(np.add.accumulate(values)[-1]) if values.size else 0.0
 
 
 def solve_chains(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, lp_first: bool, max_rounds: int = 50, build_seconds: float = 0.0) -> ChainSolution:
