@@ -252,16 +252,28 @@ def plain_evaluation(inst: ShardingInstance, plan: ShardingPlan) -> tuple[float,
 def test_evaluator_caches_change_nothing(mesh: list[int]) -> None:
     """The evaluator computes each cost once per (signature, strategy) and each resharding
     once per (producer, consumer, slot, strategies): bit for bit the plain sums, on random
-    plans where copies of a layer take different strategies."""
+    plans where copies of a layer take different strategies. The cost graph (its tables
+    cached per signature, layout and tensor) prices the same plans alike, and
+    `plan_memory` sums their node memories bit for bit."""
+    from distplan.formulations.sharding.chain_program import plan_memory
+
     bandwidth = (25e9, 240e9) if len(mesh) == 2 else (25e9,)
     inst = transformer(3, 256, 4, 128, 8, 1000, mesh=tuple(mesh) if len(mesh) > 1 else mesh[0], device="V100", memory=1e15, bandwidth=bandwidth)
-    graph = build_cost_graph(inst)
+    sk = build_skeleton(inst)
+    tables = CostTables(inst)
+    graph = build_cost_graph(inst, sk, tables)
     rng = np.random.default_rng(3)
     for _ in range(8):
-        plan = ShardingPlan(graph.plan([int(rng.integers(len(c))) for c in graph.node_cost]))
+        choice = [int(rng.integers(len(c))) for c in graph.node_cost]
+        plan = ShardingPlan(graph.plan(choice))
         check = evaluate(inst, plan)
         assert check.feasible
         assert (check.objective, check.details["memory_bytes"]) == plain_evaluation(inst, plan)
+        priced = sum(float(graph.node_cost[i][k]) for i, k in enumerate(choice))
+        priced += sum(float(M[choice[u], choice[v]]) for u, v, M in zip(graph.edge_u.tolist(), graph.edge_v.tolist(), graph.edge_cost))
+        assert priced == pytest.approx(check.objective, rel=1e-12)
+        memory = sum(float(graph.node_memory[i][k]) for i, k in enumerate(choice))
+        assert plan_memory(sk, tables, np.array(choice)) == memory == pytest.approx(check.details["memory_bytes"], rel=1e-12)
 
 
 # -- Alpa's ILP ---------------------------------------------------------------------------------
