@@ -14,7 +14,7 @@ from test_placement_bounds import brute_force, tiny, tiny_instances
 
 import distplan
 from distplan.formulations.placement.relaxation import heads_tails
-from distplan.formulations.placement.waist import composed_bound, induced, waist_bound, waist_chain
+from distplan.formulations.placement.waist import best_composition, composed_bound, induced, waist_bound, waist_chain
 from distplan.models.placement_instance import PlacementInstance
 
 
@@ -30,7 +30,7 @@ def _chains(inst: PlacementInstance) -> list[list[int]]:
     return out
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tiny_instances())
 def test_composed_bound_never_exceeds_brute_force_optimum(inst: PlacementInstance) -> None:
     opt = brute_force(inst)
@@ -39,6 +39,11 @@ def test_composed_bound_never_exceeds_brute_force_optimum(inst: PlacementInstanc
     for chain in _chains(inst):
         value = composed_bound(inst, chain)
         assert value <= opt, f"chain {chain}: {value} > optimum {opt}"
+    full = waist_chain(inst, unrelated_share=1.0)
+    if full:
+        value, used = best_composition(inst, full)
+        assert value <= opt, f"best sub-chain {used} of {full}: {value} > optimum {opt}"
+        assert value >= composed_bound(inst, full) - 1e-9 and value >= composed_bound(inst, used) - 1e-9
     b = waist_bound(inst, unrelated_share=1.0)
     if b is not None:
         assert b.value <= opt and b.grade == "safe"
@@ -78,6 +83,10 @@ def test_composition_over_the_waist_reaches_the_optimum(comm: str) -> None:
     assert waist_chain(inst, unrelated_share=0.0) == [0, 3, 6]
     assert composed_bound(inst, [3]) == pytest.approx(11.0, abs=1e-5)  # bisected to 1e-7 relative
     assert composed_bound(inst, [3]) <= 11.0
+    assert composed_bound(inst, [0, 3, 6]) == 7.0  # split finer, each fork loses its join
+    value, used = best_composition(inst, [0, 3, 6])
+    assert used != [0, 3, 6] and composed_bound(inst, used) == value
+    assert 11.0 - 1e-5 < value <= 11.0
     b = waist_bound(inst)
     assert b is not None and 11.0 - 1e-5 < b.value <= 11.0
     # the optimum: everything on one device (any plan with a cut pays 10 s on some path)

@@ -122,7 +122,7 @@ def _run_bounds(inst: PlacementInstance, ctx: RunContext) -> Outcome:
         b = forced.forced_bound(inst, sched.makespan, deadline=t0 + float(ctx.param("forced_share", 0.3)) * limit)
         if b is not None:
             bounds.append(b)
-    share = float(ctx.param("waist_share", 0.1))
+    share = float(ctx.param("waist_share", 0.2))
     if share > 0:
         b = waist.waist_bound(inst, deadline=time.perf_counter() + share * limit)
         if b is not None:
@@ -143,7 +143,7 @@ register(
         run=_run_bounds,
         bound_only=True,
         reference="Venugopalan & Sinnen, IEEE TPDS 26(1) 2015 (assignment part); Baptiste, Le Pape & Nuijten 2001 (energetic reasoning); Klein & Scholl, EJOR 112(2) 1999 (destructive bounds); Carlier, EJOR 11(1) 1982; Möhring 1989 (series decomposition)",
-        params={"relaxation_time_limit": 30.0, "forced_share": 0.3, "waist_share": 0.1, "order_nonzeros": MAX_NONZEROS},
+        params={"relaxation_time_limit": 30.0, "forced_share": 0.3, "waist_share": 0.2, "order_nonzeros": MAX_NONZEROS},
     )
 )
 

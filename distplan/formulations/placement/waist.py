@@ -160,40 +160,75 @@ def composed_bound(inst: PlacementInstance, chain: list[int], deadline: float | 
     return value
 
 
+def best_composition(inst: PlacementInstance, chain: list[int], deadline: float | None = None) -> tuple[float, list[int]]:
+    """The best series composition over sub-chains of ``chain`` (ops each a descendant of
+    the one before): every segment between two of its waists (or the start or the end) is
+    bounded by `segment_bound`, the shortest first, until ``deadline`` (a
+    ``time.perf_counter()`` value; the segments of the whole chain and of each waist alone
+    are always bounded), and a longest path over the waists picks the best sub-chain:
+    (seconds, not rounded; the waists used). A finer split is not always better: it can cut
+    apart what a segment's rules see in one piece, such as a fork and its join."""
+    n = inst.n_ops
+    k = len(chain)
+    succ, pred = adjacency(inst)
+    p = inst.time.min(axis=1)
+    anc = [_reach(n, pred, v) for v in chain]
+    desc = [_reach(n, succ, v) for v in chain]
+    for a, b in zip(chain[:-1], chain[1:]):
+        if not desc[chain.index(a)][b]:
+            raise ValueError(f"op {inst.op_names[b]!r} does not follow the waist before it")
+    # nodes 0..k+1: the start, the waists, the end; seg[(i, j)]: bound of the ops between
+    everything = np.ones(n, dtype=bool)
+
+    def ops_between(i: int, j: int) -> np.ndarray:
+        lo = everything if i == 0 else desc[i - 1]
+        hi = everything if j == k + 1 else anc[j - 1]
+        return lo & hi
+
+    pairs = sorted(((i, j) for i in range(k + 1) for j in range(i + 1, k + 2)), key=lambda ij: (ij[1] - ij[0], ij[0]))
+    must = {(i, i + 1) for i in range(k + 1)} | {(0, j) for j in range(1, k + 1)} | {(i, k + 1) for i in range(1, k + 1)}
+    seg: dict[tuple[int, int], float] = {}
+    for idx, (i, j) in enumerate(pairs):
+        if (i, j) not in must and deadline is not None and time.perf_counter() >= deadline:
+            continue
+        left = len(pairs) - idx
+        share = None if deadline is None else time.perf_counter() + max(0.0, deadline - time.perf_counter()) / left
+        seg[(i, j)] = segment_bound(induced(inst, ops_between(i, j)), share)
+    best = [-np.inf] * (k + 2)
+    back = [-1] * (k + 2)
+    best[0] = 0.0
+    for j in range(1, k + 2):
+        for i in range(j):
+            if (i, j) in seg and np.isfinite(best[i]):
+                val = best[i] + (float(p[chain[i - 1]]) if i > 0 else 0.0) + seg[(i, j)]
+                if val > best[j]:
+                    best[j], back[j] = val, i
+    used: list[int] = []
+    j = back[k + 1]
+    while j > 0:
+        used.append(chain[j - 1])
+        j = back[j]
+    return float(best[k + 1]), used[::-1]
+
+
 def waist_bound(
-    inst: PlacementInstance, deadline: float | None = None, unrelated_share: float = 0.01, max_waists: int = 8, singles: int = 4
+    inst: PlacementInstance, deadline: float | None = None, unrelated_share: float = 0.1, max_waists: int = 12
 ) -> Bound | None:
-    """The best series composition (module docstring) over chains of `waist_chain`: each
-    of up to ``singles`` waists alone, and up to ``max_waists`` of them together (spread
-    evenly along it); more waists split the graph finer, which can lose what a segment's
-    rules see in one piece (a fork and its join), so both are tried. Rounded down; the
-    search for waists gets a fifth of the time to ``deadline`` (a ``time.perf_counter()``
-    value) and the chains share the rest (the first is always bounded). None for one
-    device, without a waist, or when no better than the critical path."""
+    """The best series composition (`best_composition`) over up to ``max_waists`` waists
+    of `waist_chain` spread evenly along it, rounded down; the search for waists gets a
+    fifth of the time to ``deadline`` (a ``time.perf_counter()`` value), the segments the
+    rest. None for one device, without a waist, or when no better than the critical path."""
     if inst.n_devices < 2:
         return None
     find_by = None if deadline is None else time.perf_counter() + 0.2 * max(0.0, deadline - time.perf_counter())
     chain = waist_chain(inst, unrelated_share, deadline=find_by)
     if not chain:
         return None
-
-    def spread(k: int) -> list[int]:
-        return [chain[i] for i in np.unique(np.linspace(0, len(chain) - 1, k).round().astype(np.int64)).tolist()]
-
-    trials = [[v] for v in spread(min(singles, len(chain)))]
-    if len(chain) > 1:
-        trials.append(spread(min(max_waists, len(chain))))
-    best: tuple[float, int] | None = None
-    for k, trial in enumerate(trials):
-        if best is not None and deadline is not None and time.perf_counter() >= deadline:
-            break
-        share = None if deadline is None else time.perf_counter() + max(0.0, deadline - time.perf_counter()) / (len(trials) - k)
-        value = composed_bound(inst, trial, share)
-        if best is None or value > best[0]:
-            best = (value, len(trial))
-    assert best is not None
+    if len(chain) > max_waists:
+        chain = [chain[i] for i in np.unique(np.linspace(0, len(chain) - 1, max_waists).round().astype(np.int64)).tolist()]
+    value, used = best_composition(inst, chain, deadline)
     p = inst.time.min(axis=1)
     r, q = heads_tails(inst, p)
-    if best[0] <= float((r + p + q).max()):
+    if value <= float((r + p + q).max()):
         return None
-    return Bound(round_down(best[0]), f"{SOURCE}: {best[1]} waist{'s' if best[1] > 1 else ''}", "safe")
+    return Bound(round_down(value), f"{SOURCE}: {len(used)} waist{'' if len(used) == 1 else 's'}", "safe")
