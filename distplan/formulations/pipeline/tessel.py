@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,6 @@ from distplan.formulations.pipeline.common import (
     OpArcs,
     asap,
     check_capacity,
-    dependency_arcs,
     gather_ends,
     integral_data,
     orders_from_starts,
@@ -62,84 +62,68 @@ from distplan.models.pipeline import PipelineInstance, evaluate, make_plan
 
 
 def _phase_problem(inst: PipelineInstance, start: np.ndarray, free: np.ndarray, kind: str) -> tuple[OpProblem, np.ndarray, float]:
-    """The MILP of the free operations (warm-up or cool-down) against the fixed rest."""
-    n = inst.micro_batches
+    """The MILP of the free operations (warm-up or cool-down) against the fixed rest: the
+    whole schedule's operations (`opmodel.full_problem`) restricted to them, with the
+    fixed ones' start times (seconds) as deadlines (warm-up) or release times and memory
+    held (cool-down). Returns it, the free operations and the time its zero stands for."""
+    whole = full_problem(inst, 0.0)
     ops = np.flatnonzero(free.reshape(-1))
-    local = -np.ones(inst.n_blocks * n, dtype=np.int64)
+    local = -np.ones(whole.n, dtype=np.int64)
     local[ops] = np.arange(ops.size)
     flat = start.reshape(-1)
-    dur_op = np.repeat(inst.duration, n)
-    mask_op = np.repeat(inst.device_mask, n, axis=0)
-    mem_op = np.repeat(inst.memory, n)
-    arcs = dependency_arcs(inst)
-    b = np.repeat(np.arange(inst.n_blocks), n - 1)
-    m = np.tile(np.arange(n - 1), inst.n_blocks)
-    src = np.concatenate([arcs.src, b * n + m])
-    dst = np.concatenate([arcs.dst, b * n + m + 1])
-    gap = np.concatenate([arcs.gap, inst.duration[b]])
+    src, dst, gap = whole.arcs.src, whole.arcs.dst, whole.arcs.gap
     inside = (local[src] >= 0) & (local[dst] >= 0)
-    sub = OpArcs(local[src[inside]], local[dst[inside]], gap[inside])
+    part = replace(
+        whole,
+        dur=whole.dur[ops],
+        mask=whole.mask[ops],
+        mem=whole.mem[ops],
+        arcs=OpArcs(local[src[inside]], local[dst[inside]], gap[inside]),
+        tail=None,
+        integral=False,
+        block_of=ops // inst.micro_batches,
+    )
     fixed_ops = np.flatnonzero(~free.reshape(-1))
-    nd = inst.n_devices
+    on_device = [(fixed_ops[whole.mask[fixed_ops, d]], ops[whole.mask[ops, d]]) for d in range(inst.n_devices)]
     if kind == "warmup":
         # free -> fixed: s_free + gap <= base + shift; device: free ends before the first fixed op
         cross = (local[src] >= 0) & (local[dst] < 0)
         d_ops = [local[src[cross]]]
         d_gap = [gap[cross]]
         d_base = [flat[dst[cross]]]
-        for d in range(nd):
-            fd = fixed_ops[mask_op[fixed_ops, d]]
-            vd = ops[mask_op[ops, d]]
+        for fd, vd in on_device:
             if fd.size and vd.size:
                 d_ops.append(local[vd])
-                d_gap.append(dur_op[vd])
+                d_gap.append(whole.dur[vd])
                 d_base.append(np.full(vd.size, flat[fd].min()))
         base = np.concatenate(d_base)
-        horizon = float(base.max())
-        prob = OpProblem(
+        prob = replace(
+            part,
             name=f"{inst.name}-warmup",
-            dur=dur_op[ops],
-            mask=mask_op[ops],
-            mem=mem_op[ops],
-            arcs=sub,
-            capacity=inst.capacity,
-            horizon=horizon,
+            horizon=float(base.max()),
             objective="shift",
             deadline_ops=np.concatenate(d_ops),
             deadline_gap=np.concatenate(d_gap),
             deadline_base=base,
-            integral=False,
-            block_of=ops // n,
-            block_reach=inst.reach,
         )
         return prob, ops, 0.0
     # cool-down: release times from the fixed part; memory held after it
     release = np.zeros(ops.size)
     cross = (local[src] < 0) & (local[dst] >= 0)
     np.maximum.at(release, local[dst[cross]], flat[src[cross]] + gap[cross])
-    init = np.zeros(nd)
-    for d in range(nd):
-        fd = fixed_ops[mask_op[fixed_ops, d]]
-        init[d] = mem_op[fd].sum()
-        vd = ops[mask_op[ops, d]]
+    init = np.zeros(inst.n_devices)
+    for d, (fd, vd) in enumerate(on_device):
+        init[d] = whole.mem[fd].sum()
         if fd.size and vd.size:
-            release[local[vd]] = np.maximum(release[local[vd]], (flat[fd] + dur_op[fd]).max())
+            release[local[vd]] = np.maximum(release[local[vd]], (flat[fd] + whole.dur[fd]).max())
     t_shift = float(release.min()) if release.size else 0.0
-    horizon = float((flat[ops] + dur_op[ops]).max()) - t_shift
-    prob = OpProblem(
+    prob = replace(
+        part,
         name=f"{inst.name}-cooldown",
-        dur=dur_op[ops],
-        mask=mask_op[ops],
-        mem=mem_op[ops],
-        arcs=sub,
-        capacity=inst.capacity,
-        horizon=horizon,
+        horizon=float((flat[ops] + whole.dur[ops]).max()) - t_shift,
         objective="makespan",
         release=release - t_shift,
         init_mem=init,
-        integral=False,
-        block_of=ops // n,
-        block_reach=inst.reach,
     )
     return prob, ops, t_shift
 
