@@ -10,7 +10,8 @@ the assignment relaxation (`relaxation`): heads and tails at fastest times bound
 start (s_i >= r_i, w >= s_i + p_i(x) + q_i), energetic load rows per device, symmetry
 broken by first use when the devices are interchangeable, under Baechi's channel model
 the channel load of every device, and (``milp_order_nonzeros`` > 0) the ancestor and
-descendant load rows on the start times (`descendants`).
+descendant load rows on the start times (`descendants`), and (``milp_wait_nonzeros``,
+``milp_window_nonzeros`` > 0) its waiting and window rows.
 
 Horizon H: the best evaluated makespan of the Baechi heuristics (m-ETF, m-TOPO, m-SCT,
 single device), so some optimum satisfies w <= H; the MILP is warm-started from that plan
@@ -37,7 +38,7 @@ import numpy as np
 from distplan.errors import InfeasibleError
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.placement import relaxation
-from distplan.formulations.placement.descendants import precedence_load_rows
+from distplan.formulations.placement.descendants import precedence_load_rows, waiting_load_rows, window_load_rows
 from distplan.formulations.placement.forced import forced_bound
 from distplan.formulations.placement.heuristics import single_device_schedule, topo_assignment
 from distplan.formulations.placement.improve import improve, relabelled
@@ -62,6 +63,9 @@ from distplan.models.placement_plan import PlacementPlan, make_plan
 from distplan.solvers.result import SolverResult
 
 SCALE = relaxation.SCALE
+#: nonzeros of the waiting and of the window rows (`descendants`) in the MILP at most
+#: (default; ``milp_wait_nonzeros``, ``milp_window_nonzeros``)
+MILP_WAIT_NONZEROS = 0
 #: pairs with a disjunction at most (the others' order is left free: a relaxation)
 MAX_PAIRS = 60_000
 
@@ -174,6 +178,8 @@ def prepare_milp(inst: PlacementInstance, params: Mapping[str, Any]) -> MilpInde
     # left HiGHS without a dual bound on inception-v3-dgx1-4); the assignment relaxation
     # run before the MILP has them (``order_nonzeros``)
     fields["order_nonzeros"] = int(params.get("milp_order_nonzeros", 0))
+    for key in ("wait_nonzeros", "window_nonzeros"):
+        fields[key] = min(fields[key], int(params.get(f"milp_{key}", MILP_WAIT_NONZEROS)))
     if inst.n_devices > 1 and inst.n_ops > 0 and identical_devices(inst):
         fields["symmetry_classes"] = (np.arange(inst.n_devices),)
     sched = params.get("incumbent")
@@ -266,6 +272,12 @@ def precedence_loads(model: Model, inst: PlacementInstance, index: MilpIndex) ->
     precedence_load_rows(model, inst, model["start"], model["makespan"], index.P, index.r, index.q, index.order_nonzeros)
 
 
+def waiting_loads(model: Model, inst: PlacementInstance, index: MilpIndex) -> None:
+    """The waiting and window rows on the start times (`descendants`)."""
+    waiting_load_rows(model, inst, model["start"], model["makespan"], index.P, index.r, index.q, index.wait_nonzeros)
+    window_load_rows(model, inst, model["start"], index.P, index.r, index.window_nonzeros)
+
+
 def makespan(model: Model, inst: PlacementInstance, index: MilpIndex) -> None:
     """w >= s_i + p_i(x) + q_i (the tail after op i takes at least q_i)."""
     s, w = model["start"], model["makespan"]
@@ -339,7 +351,7 @@ def decode(inst: PlacementInstance, result: SolverResult, index: MilpIndex) -> t
 PLACEMENT_MILP = ModelSpec(
     "placement_milp",
     prepare_milp,
-    (assignment, symmetry, start_times, precedence_with_communication, no_overlap, memory_capacity, load_rows, precedence_loads, channel_loads, makespan),
+    (assignment, symmetry, start_times, precedence_with_communication, no_overlap, memory_capacity, load_rows, precedence_loads, waiting_loads, channel_loads, makespan),
     decode,
 )
 

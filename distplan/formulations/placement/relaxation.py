@@ -15,7 +15,10 @@ ops on a device:
   channel carries one transfer at a time, so w >= the channel load of every device.
 * what precedence alone implies on every device (`descendants`): an op's descendants
   placed on d run after its head T_i + p_i(x), one at a time, and its ancestors on d before
-  T_i (at most ``order_nonzeros`` nonzeros of these rows).
+  T_i (at most ``order_nonzeros`` nonzeros of these rows); the descendants that must wait
+  a path's length after T_i + p_i(x), the ancestors done a path's length before T_i
+  (``wait_nonzeros``), and the ops between two ops k -> i, which run on every device
+  inside [T_k + p_k(x), T_i] (``window_nonzeros``); the last two up to `WAIT_MAX_OPS` ops.
 
 Dropping the order makes this a relaxation of the placement problem under both
 communication models and both memory models (under the liveness model only persistent
@@ -44,7 +47,14 @@ from typing import Any
 import numpy as np
 
 from distplan.formulations.contract import ModelSpec
-from distplan.formulations.placement.descendants import MAX_NONZEROS, precedence_load_rows
+from distplan.formulations.placement.descendants import (
+    MAX_NONZEROS,
+    WAIT_NONZEROS,
+    WINDOW_NONZEROS,
+    precedence_load_rows,
+    waiting_load_rows,
+    window_load_rows,
+)
 from distplan.formulations.registry import Bound, RunContext
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.placement_instance import PlacementInstance
@@ -52,6 +62,9 @@ from distplan.solvers.result import SolverResult
 
 #: seconds -> model time unit (microseconds)
 SCALE = 1e6
+#: the waiting and window rows (`descendants`) only up to this many ops (they take n x n
+#: matrices and an n^3 product)
+WAIT_MAX_OPS = 1000
 #: margin (model units per row on a path) subtracted from a solver's dual bound: the
 #: solver's primal feasibility tolerance (1e-7 in HiGHS) times a factor of 10
 SAFETY = 1e-6
@@ -142,7 +155,8 @@ class AssignIndex:
     ``r`` and tails ``q`` at fastest times without communication; ``integral`` (False: the
     LP relaxation); the number of energetic ``thresholds``; whether Baechi's channel rows
     apply; the classes of interchangeable devices whose symmetry is broken by first use; the
-    nonzeros of the ancestor and descendant rows at most (`descendants`, 0: none)."""
+    nonzeros of the ancestor and descendant rows at most (`descendants`, 0: none), and of
+    the waiting and the window rows."""
 
     P: np.ndarray
     pmin: np.ndarray
@@ -153,6 +167,8 @@ class AssignIndex:
     channels: bool
     symmetry_classes: tuple[np.ndarray, ...]
     order_nonzeros: int
+    wait_nonzeros: int
+    window_nonzeros: int
 
 
 def assign_index_fields(inst: PlacementInstance, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -170,6 +186,8 @@ def assign_index_fields(inst: PlacementInstance, params: Mapping[str, Any]) -> d
         "channels": inst.communication == "channels" and inst.n_devices > 1 and inst.n_edges > 0,
         "symmetry_classes": (),
         "order_nonzeros": int(params.get("order_nonzeros", MAX_NONZEROS)),
+        "wait_nonzeros": int(params.get("wait_nonzeros", WAIT_NONZEROS)) if inst.n_ops <= WAIT_MAX_OPS else 0,
+        "window_nonzeros": int(params.get("window_nonzeros", WINDOW_NONZEROS)) if inst.n_ops <= WAIT_MAX_OPS else 0,
     }
 
 
@@ -222,6 +240,12 @@ def precedence_loads(model: Model, inst: PlacementInstance, index: AssignIndex) 
     precedence_load_rows(model, inst, model["head"], model["makespan"], index.P, index.r, index.q, index.order_nonzeros)
 
 
+def waiting_loads(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
+    """The waiting rows and the window rows on the heads (`descendants`)."""
+    waiting_load_rows(model, inst, model["head"], model["makespan"], index.P, index.r, index.q, index.wait_nonzeros)
+    window_load_rows(model, inst, model["head"], index.P, index.r, index.window_nonzeros)
+
+
 def cut_paths(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
     """Heads along every edge, a cut edge charged its smallest delay over device pairs:
     T_j >= T_i + p_i(x) + c_e z_e, z_e >= x[i, d] - x[j, d] (``cut``)."""
@@ -256,7 +280,7 @@ def minimize_makespan(model: Model, inst: PlacementInstance, index: AssignIndex)
 
 #: the assignment relaxation (module docstring), time in microseconds
 RELAXATION = ModelSpec(
-    "assignment-relaxation", prepare_relaxation, (assignment, heads, memory_capacity, load_rows, cut_paths, precedence_loads, channel_loads, symmetry, minimize_makespan)
+    "assignment-relaxation", prepare_relaxation, (assignment, heads, memory_capacity, load_rows, cut_paths, precedence_loads, waiting_loads, channel_loads, symmetry, minimize_makespan)
 )
 
 
@@ -430,6 +454,8 @@ def solve_bound(inst: PlacementInstance, ctx: RunContext, time_limit: float | No
     margin = dual_bound_margin(inst, result.bound)
     kind = "MILP" if kw.get("integral", True) else "LP"
     rows = " + ancestor/descendant loads (Carlier 1982)" if {"descendant-load", "ancestor-load"} & set(model.con_blocks) else ""
+    if {"waiting-descendant-load", "waiting-ancestor-load", "window-load"} & set(model.con_blocks):
+        rows += " + waiting and window loads"
     source = f"{SOURCE}{rows}, {kind} dual bound ({result.backend}, {result.termination.value})"
     return Bound(max(0.0, result.bound - margin) / SCALE, source), result
 
@@ -440,22 +466,24 @@ def relaxation_bounds(
     """The best proven bound of the assignment relaxation within ``time_limit`` seconds
     (none when the solver proves none). Above ``lp_first_above`` ops the LP relaxation is
     solved first, so a bound exists even when the MILP's root does not finish. The run's
-    ``order_nonzeros`` parameter caps the ancestor and descendant rows (`descendants`) of
-    the MILP; the LP goes without them (with fractional assignments a device's share of
+    ``order_nonzeros``, ``wait_nonzeros`` and ``window_nonzeros`` parameters cap the
+    ancestor and descendant, the waiting and the window rows (`descendants`) of the MILP;
+    the LP goes without them (with fractional assignments a device's share of
     the descendants is about 1/m of them, and they doubled the LP's nonzeros on
     gnmt-v2-4gpu-channels)."""
     if inst.n_devices == 1:
         return []
     t0 = time.perf_counter()
     nz = int(ctx.param("order_nonzeros", MAX_NONZEROS))
+    wait = {key: int(ctx.param(key, default)) for key, default in (("wait_nonzeros", WAIT_NONZEROS), ("window_nonzeros", WINDOW_NONZEROS))}
     found: list[Bound] = []
     if inst.n_ops > lp_first_above:
-        b, _ = solve_bound(inst, ctx, None if time_limit is None else 0.5 * time_limit, integral=False, order_nonzeros=0)
+        b, _ = solve_bound(inst, ctx, None if time_limit is None else 0.5 * time_limit, integral=False, order_nonzeros=0, wait_nonzeros=0, window_nonzeros=0)
         if b is not None:
             found.append(b)
     rest = None if time_limit is None else time_limit - (time.perf_counter() - t0)
     if rest is None or rest > 0.5:
-        b, result = solve_bound(inst, ctx, rest, order_nonzeros=nz)
+        b, result = solve_bound(inst, ctx, rest, order_nonzeros=nz, **wait)
         if b is not None:
             found.append(b)
         if assignments is not None and result.has_solution and "assign" in result.values_by_block:
