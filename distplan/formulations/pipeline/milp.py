@@ -65,18 +65,32 @@ from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, m
 from distplan.solvers.result import SolverResult, Termination
 
 
-def whole_problem(inst: PipelineInstance, energy_cuts: bool = True) -> tuple[OpProblem, tuple[str, PipelinePlan] | None]:
+@dataclass(frozen=True)
+class WarmStart:
+    """A named schedule and its objective (seconds) by the evaluator, computed once."""
+
+    name: str
+    plan: PipelinePlan
+    value: float
+
+    @classmethod
+    def of(cls, inst: PipelineInstance, name: str, plan: PipelinePlan) -> WarmStart:
+        return cls(name, plan, evaluate(inst, plan).objective)
+
+
+def whole_problem(inst: PipelineInstance, energy_cuts: bool = True) -> tuple[OpProblem, WarmStart | None]:
     """Every (block, micro-batch) operation of the run, with the valid horizon (makespan) or
     span bound from the best baseline, and that baseline (the warm start)."""
     check_capacity(inst)
-    found = best_baseline(inst)
+    best = best_baseline(inst)
+    found = None if best is None else WarmStart.of(inst, *best)
     prob = full_problem(inst, serial_horizon(inst), energy_cuts)
     if found is not None:
-        best = evaluate(inst, found[1]).objective * (1 + 1e-9) + 1e-9
+        limit = found.value * (1 + 1e-9) + 1e-9
         if inst.objective == "makespan":
-            prob.horizon = min(prob.horizon, best)
+            prob.horizon = min(prob.horizon, limit)
         else:
-            prob.span_ub = best
+            prob.span_ub = limit
     return prob, found
 
 
@@ -128,9 +142,9 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     def meets_free_bound(value: float) -> bool:
         return free is not None and value <= free.value * (1 + 1e-6)
 
-    if str(params.get("warm_start", "tessel")) == "tessel" and not (found is not None and meets_free_bound(evaluate(inst, found[1]).objective)):
+    if str(params.get("warm_start", "tessel")) == "tessel" and not (found is not None and meets_free_bound(found.value)):
         found = _with_tessel(inst, ctx, found, prob)
-    incumbent = found[1].start.reshape(-1) if found is not None else None
+    incumbent = found.plan.start.reshape(-1) if found is not None else None
     best_value = schedule_objective(inst, incumbent) if incumbent is not None else math.inf
     prep = time.perf_counter() - t0
     requested = str(params.get("model", "auto"))
@@ -160,7 +174,7 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         plan, out = statesearch.prove_makespan(inst, best_value, deadline)
         info["state_search"] = {"complete": out.complete, "states": out.states, **out.info}
         if plan is not None and out.value is not None and out.value < best_value:
-            incumbent, best_value, found = plan.start.reshape(-1), out.value, ("state search", plan)
+            incumbent, best_value, found = plan.start.reshape(-1), out.value, WarmStart("state search", plan, out.value)
         if out.complete:
             bounds.append(Bound(out.bound, f"pipeline_milp: exact state search (no schedule below {out.bound:g})", "safe"))
             stages, below_infeasible = [], True
@@ -213,7 +227,7 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
             break
     info["model"]["kind"] = stage
     if found is not None:
-        info["warm_start"] = found[0]
+        info["warm_start"] = found.name
     bounds.sort(key=lambda b: -b.value)
     if incumbent is None:
         return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info)
@@ -223,7 +237,7 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         ctx.solver_results.remove(res)
         ctx.solver_results.append(res)
     exact = exact - exact.min()
-    plan = make_plan(inst, exact, {"schedule": "pipeline_milp", "model": stage, **({"warm_start": found[0]} if found else {})})
+    plan = make_plan(inst, exact, {"schedule": "pipeline_milp", "model": stage, **({"warm_start": found.name} if found else {})})
     chk = evaluate(inst, plan)
     proven = bool(bounds) and chk.feasible and chk.objective <= bounds[0].value * (1 + 1e-6) + 1e-9
     return Outcome(
@@ -237,7 +251,7 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     )
 
 
-def _with_tessel(inst: PipelineInstance, ctx: RunContext, found: tuple[str, Any] | None, prob: OpProblem) -> tuple[str, Any] | None:
+def _with_tessel(inst: PipelineInstance, ctx: RunContext, found: WarmStart | None, prob: OpProblem) -> WarmStart | None:
     """The better warm start of the best baseline and the tessel heuristic (time-limited
     to a quarter of the remaining time); tightens the horizon / span bound."""
     remaining = ctx.remaining_time()
@@ -246,17 +260,17 @@ def _with_tessel(inst: PipelineInstance, ctx: RunContext, found: tuple[str, Any]
         out = run_tessel(inst, sub)
     except (InfeasibleError, InputError):
         return found
-    return _better_start(inst, found, ("tessel", out.plan), prob)
+    return _better_start(inst, found, WarmStart.of(inst, "tessel", out.plan), prob)
 
 
-def _with_stacked(inst: PipelineInstance, found: tuple[str, Any] | None, prob: OpProblem) -> tuple[str, Any] | None:
+def _with_stacked(inst: PipelineInstance, found: WarmStart | None, prob: OpProblem) -> WarmStart | None:
     """The better warm start of ``found`` and the stacked-barrier schedule (`barriers.py`:
     head barriers first, the best baseline of the rest, tail barriers last); tightens the
     horizon / span bound."""
     plan = stacked_baseline(inst)
     if plan is None:
         return found
-    return _better_start(inst, found, ("stacked barriers", plan), prob)
+    return _better_start(inst, found, WarmStart.of(inst, "stacked barriers", plan), prob)
 
 
 def stacked_baseline(inst: PipelineInstance) -> PipelinePlan | None:
@@ -268,14 +282,12 @@ def stacked_baseline(inst: PipelineInstance) -> PipelinePlan | None:
     return None if stack is None or middle is None else stacked_plan(inst, stack, middle[1])
 
 
-def _better_start(inst: PipelineInstance, found: tuple[str, Any] | None, candidate: tuple[str, Any], prob: OpProblem) -> tuple[str, Any] | None:
-    """``candidate`` (a named plan) when the evaluator finds it strictly better than
-    ``found``, which then also tightens the model's horizon (makespan objective) or span
-    bound; otherwise ``found``."""
-    value = evaluate(inst, candidate[1]).objective
-    if found is not None and evaluate(inst, found[1]).objective <= value:
+def _better_start(inst: PipelineInstance, found: WarmStart | None, candidate: WarmStart, prob: OpProblem) -> WarmStart | None:
+    """``candidate`` when it is strictly better than ``found``, which then also tightens
+    the model's horizon (makespan objective) or span bound; otherwise ``found``."""
+    if found is not None and found.value <= candidate.value:
         return found
-    bound = value * (1 + 1e-9) + 1e-9
+    bound = candidate.value * (1 + 1e-9) + 1e-9
     if inst.objective == "makespan":
         prob.horizon = min(prob.horizon, bound)
     else:
