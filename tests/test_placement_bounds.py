@@ -413,3 +413,30 @@ def test_gap_matrix_is_the_longest_path_between_ops() -> None:
             paths = list(nx.all_simple_paths(g, i, j)) if i != j else []
             want = max((float(p[path[1:-1]].sum()) for path in paths), default=-np.inf)
             assert gap[i, j] == want, (i, j)
+
+
+@settings(max_examples=15, deadline=None)
+@given(tiny_instances(), st.integers(0, 2**31 - 1))
+def test_heads_tails_with_delays_are_longest_paths(inst: PlacementInstance, seed: int) -> None:
+    """relaxation.heads_tails with edge delays (the one longest-path routine of the forced
+    bound, tail-first timing and the relaxation) equals the longest path over every path
+    enumerated by networkx, head and tail, with and without delays."""
+    import networkx as nx
+
+    from distplan.formulations.placement.relaxation import heads_tails
+
+    rng = np.random.default_rng(seed)
+    p = rng.integers(0, 5, inst.n_ops).astype(float)
+    delay = rng.integers(0, 4, inst.n_edges).astype(float)
+    g = nx.MultiDiGraph()
+    g.add_nodes_from(range(inst.n_ops))
+    for e, (a, b) in enumerate(zip(inst.src.tolist(), inst.dst.tolist())):
+        g.add_edge(a, b, key=e)
+    for c in (None, delay):
+        head, tail = heads_tails(inst, p, c)
+        cost = np.zeros(inst.n_edges) if c is None else c
+        for v in range(inst.n_ops):
+            into = [float(sum(p[a] + cost[e] for a, _, e in path)) for u in range(inst.n_ops) if u != v for path in nx.all_simple_edge_paths(g, u, v)]
+            out = [float(sum(cost[e] + p[b] for _, b, e in path)) for w in range(inst.n_ops) if w != v for path in nx.all_simple_edge_paths(g, v, w)]
+            assert head[v] == max(into, default=0.0)
+            assert tail[v] == max(out, default=0.0)

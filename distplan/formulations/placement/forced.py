@@ -111,27 +111,6 @@ def _find(parent: list[int], a: int) -> int:
     return a
 
 
-def heads_tails_with(data: _Data, cut: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Heads and tails (seconds, fastest times) when the edges ``cut`` (boolean per edge)
-    carry at least their smallest delay."""
-    n = data.inst.n_ops
-    p = data.p.tolist()
-    cutl = cut.tolist()
-    r = [0.0] * n
-    q = [0.0] * n
-    for v in data.order:
-        for u, c, e in data.preds[v]:
-            h = r[u] + p[u] + (c if cutl[e] else 0.0)
-            if h > r[v]:
-                r[v] = h
-    for v in reversed(data.order):
-        for w, c, e in data.succs[v]:
-            t = (c if cutl[e] else 0.0) + p[w] + q[w]
-            if t > q[v]:
-                q[v] = t
-    return np.asarray(r), np.asarray(q)
-
-
 def groups_at(data: _Data, C: float, r_: np.ndarray | None = None, q_: np.ndarray | None = None) -> np.ndarray:
     """Group id per op: ops that share a device in every plan of makespan <= C (rule 1),
     with heads ``r_`` and tails ``q_`` (default: without communication)."""
@@ -209,7 +188,7 @@ def infeasible_at(data: _Data, C: float, rounds: int = 4) -> str:
         if not new.any():
             return ""
         cut |= new
-        r, q = heads_tails_with(data, cut)
+        r, q = heads_tails(inst, data.p, np.where(cut, data.c, 0.0))
         if float((r + data.p + q).max()) > limit:
             return "transfers between groups that cannot share a device"
     return ""

@@ -78,36 +78,28 @@ def dual_bound_margin(inst: PlacementInstance, bound: float) -> float:
     return SAFETY * (inst.n_ops + 3) + 1e-9 * abs(bound)
 
 
-def heads_tails(inst: PlacementInstance, p: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def heads_tails(inst: PlacementInstance, p: np.ndarray | None = None, delay: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Head r_i (longest path before i) and tail q_i (longest path after i), seconds,
-    with op times ``p`` (default fastest device) and no communication."""
+    with op times ``p`` (default fastest device) and ``delay`` per edge (default none:
+    no communication): r_j >= (r_i + p_i) + delay_e, q_i >= (delay_e + p_j) + q_j. The one
+    longest-path routine of placement (heads and tails at fastest times, with the cut
+    edges' delays in the forced bound, with an assignment's delays in tail-first timing)."""
     p = inst.time.min(axis=1) if p is None else p
     n = inst.n_ops
-    order = inst.topo_order()
-    pos = np.empty(n, dtype=np.int64)
-    pos[order] = np.arange(n)
     head = np.zeros(n)
     tail = np.zeros(n)
     if inst.n_edges == 0:
         return head, tail
-    # level by level (longest-path layers): vectorized over the edges of one layer
-    level = np.zeros(n, dtype=np.int64)
-    eo = np.argsort(pos[inst.src], kind="stable")
-    src, dst = inst.src[eo], inst.dst[eo]
-    starts = np.searchsorted(pos[src], np.arange(n + 1))
-    for k in range(n):
-        lo, hi = starts[k], starts[k + 1]
-        if lo < hi:
-            v = order[k]
-            np.maximum.at(level, dst[lo:hi], level[v] + 1)
     src, dst = inst.src, inst.dst
+    c = np.zeros(inst.n_edges) if delay is None else np.asarray(delay, dtype=float)
+    level = longest_path_levels(inst)
     elev = level[src]
     by = np.argsort(elev, kind="stable")
     cuts = np.searchsorted(elev[by], np.arange(level.max() + 2))
     for L in range(level.max() + 1):
         e = by[cuts[L] : cuts[L + 1]]
         if e.size:
-            np.maximum.at(head, dst[e], head[src[e]] + p[src[e]])
+            np.maximum.at(head, dst[e], head[src[e]] + p[src[e]] + c[e])
     dlev = level[dst]
     by = np.argsort(-dlev, kind="stable")
     neg = -dlev[by]
@@ -117,8 +109,27 @@ def heads_tails(inst: PlacementInstance, p: np.ndarray | None = None) -> tuple[n
         hi = cuts[k + 1] if k + 1 < cuts.size else by.size
         e = by[lo:hi]
         if e.size:
-            np.maximum.at(tail, src[e], tail[dst[e]] + p[dst[e]])
+            np.maximum.at(tail, src[e], c[e] + p[dst[e]] + tail[dst[e]])
     return head, tail
+
+
+def longest_path_levels(inst: PlacementInstance) -> np.ndarray:
+    """Level per op: the most edges on a path into it (0 for sources); the edges out of
+    one level are relaxed together by `heads_tails`."""
+    n = inst.n_ops
+    order = inst.topo_order()
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    level = np.zeros(n, dtype=np.int64)
+    eo = np.argsort(pos[inst.src], kind="stable")
+    src, dst = inst.src[eo], inst.dst[eo]
+    starts = np.searchsorted(pos[src], np.arange(n + 1))
+    for k in range(n):
+        lo, hi = starts[k], starts[k + 1]
+        if lo < hi:
+            v = order[k]
+            np.maximum.at(level, dst[lo:hi], level[v] + 1)
+    return level
 
 
 def device_classes(inst: PlacementInstance) -> list[np.ndarray]:

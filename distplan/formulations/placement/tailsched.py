@@ -26,6 +26,7 @@ import numpy as np
 
 from distplan.errors import InputError
 from distplan.formulations.placement.listsched import Schedule
+from distplan.formulations.placement.relaxation import heads_tails
 from distplan.models.placement_evaluate import evaluate, schedule_fixed_placement
 from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import make_plan
@@ -42,14 +43,7 @@ def tail_priority_order(inst: PlacementInstance, device: np.ndarray) -> np.ndarr
     for a, b, c in zip(inst.src.tolist(), inst.dst.tolist(), delay.tolist()):
         succ[a].append((b, c))
     durl = dur.tolist()
-    tail = [0.0] * n
-    for v in reversed(inst.topo_order().tolist()):
-        t = 0.0
-        for b, c in succ[v]:
-            x = c + durl[b] + tail[b]
-            if x > t:
-                t = x
-        tail[v] = t
+    tail = heads_tails(inst, dur, delay)[1].tolist()
     devl = dev.tolist()
     indeg = np.bincount(inst.dst, minlength=n).tolist()
     ready = [0.0] * n
