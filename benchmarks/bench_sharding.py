@@ -24,6 +24,11 @@ Tables:
    relative. Wall and CPU seconds (this process and its children) are medians of up to 3
    runs; the ratios alpa/tap are summarized over the cases of 24 layers or more.
 5. ``--only llama``: tap on the Llama-3 8B sharding instance (issue 20).
+6. ``--only phases``: where a whole ``distplan.solve(inst, "tap")`` spends its CPU time on
+   the 24-layer GPTs of table 4 (no alpa_ilp run): skeleton and folding, the chains with
+   their node cost tables, the dynamic program (explicit graph, edge tables and fronts
+   included), the plan's strategy names, the evaluator and the solver-free bound; best of
+   5 batches of at least 50 ms each, in milliseconds.
 """
 
 from __future__ import annotations
@@ -270,13 +275,82 @@ def llama_table(backend: str, time_limit: float) -> list[str]:
     return lines
 
 
+def best_ms(fn: Any) -> float:
+    """CPU milliseconds of one call of ``fn``: best of 5 batches of at least 50 ms."""
+    best = float("inf")
+    for _ in range(5):
+        c0, n = time.process_time(), 0
+        while time.process_time() - c0 < 0.05:
+            fn()
+            n += 1
+        best = min(best, (time.process_time() - c0) / n)
+    return best * 1e3
+
+
+def phase_times(inst: Any) -> dict[str, float]:
+    """CPU milliseconds of tap's phases on one instance (the steps of ``run_tap``, then the
+    evaluator and the solver-free bound that ``distplan.solve`` adds), and of the whole solve."""
+    from distplan.formulations.registry import solver_free_bounds
+    from distplan.formulations.sharding.chain_dp import solve_by_dp
+    from distplan.formulations.sharding.chainfold import find_chains
+    from distplan.formulations.sharding.costgraph import CostTables
+    from distplan.formulations.sharding.tap import DEFAULTS, fold_instance, plan_of_choice
+
+    form = get_formulation("sharding", "tap")
+    sk, fold = fold_instance(inst, DEFAULTS)
+
+    def chains() -> tuple[Any, Any]:
+        tables = CostTables(inst)
+        return find_chains(sk, fold, tables)[0], tables
+
+    def dp() -> Any:
+        ch, tables = chains()
+        ctx = RunContext(get_backend("highs"), SolveOptions(time_limit=300), dict(form.params))
+        return solve_by_dp(sk, ch, tables, ctx), tables
+
+    sol, tables = dp()
+    plan = plan_of_choice(sk, tables, sol.choice)
+    return {
+        "fold": best_ms(lambda: fold_instance(inst, DEFAULTS)),
+        "chains": best_ms(chains),
+        "dp": best_ms(dp),
+        "names": best_ms(lambda: plan_of_choice(sk, tables, sol.choice)),
+        "eval": best_ms(lambda: evaluate(inst, plan)),
+        "bound": best_ms(lambda: solver_free_bounds(inst)),
+        "solve": best_ms(lambda: distplan.solve(inst, "tap", time_limit=300, mip_gap=1e-9)),
+    }
+
+
+def phases_table() -> list[str]:
+    """Table 6: tap's phases on the 24-layer GPTs of table 4."""
+    lines = ["## 6. tap's phases (CPU ms, best of 5 batches)", ""]
+    lines.append(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+    header = f"{'instance':<34} | {'fold':>6} {'chains':>6} {'dp':>6} {'names':>6} {'eval':>6} {'bound':>6} | {'phases':>6} {'solve':>6}"
+    lines += [header, "-" * len(header)]
+    for mesh, hetero in [(4, False), (8, False), (4, True), (8, True)]:
+        for frac in (0.05, 0.3, 1.0):
+            inst = tight_instance(24, mesh, hetero, frac)
+            t = phase_times(inst)
+            phases = t["fold"] + t["dp"] + t["names"] + t["eval"] + t["bound"]  # dp includes chains
+            lines.append(
+                f"{inst.name:<34} | {t['fold']:>6.2f} {t['chains']:>6.2f} {t['dp']:>6.2f} {t['names']:>6.2f} {t['eval']:>6.2f} {t['bound']:>6.2f} | {phases:>6.2f} {t['solve']:>6.2f}"
+            )
+    lines.append("")
+    lines.append(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    lines.append("fold = skeleton + repeated regions; chains = chain finding with its node cost tables; dp = chains + the")
+    lines.append("dynamic program (explicit graph and edge tables, memory-free pass, fronts and label passes when memory")
+    lines.append("binds); names = strategy names of the plan; eval = the evaluator; bound = the solver-free bound;")
+    lines.append("phases = fold + dp + names + eval + bound; solve = the whole distplan.solve call.")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="12 and 96 layers, 2 repeats")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--backend", default="highs")
     ap.add_argument("--time-limit", type=float, default=600.0)
-    ap.add_argument("--only", choices=["search", "compare", "lp", "exact", "llama"], default=None)
+    ap.add_argument("--only", choices=["search", "compare", "lp", "exact", "llama", "phases"], default=None)
     args = ap.parse_args()
     layers = [12, 96] if args.quick else [12, 24, 48, 96]
     repeat = 2 if args.quick else args.repeat
@@ -290,7 +364,9 @@ def main() -> None:
     if args.only in (None, "exact"):
         out += exact_table(args.quick, args.backend, args.time_limit) + [""]
     if args.only in (None, "llama"):
-        out += llama_table(args.backend, args.time_limit)
+        out += llama_table(args.backend, args.time_limit) + [""]
+    if args.only in (None, "phases"):
+        out += phases_table()
     print("\n".join(out))
 
 
