@@ -107,10 +107,12 @@ def _list_schedule(
     # -- static data as Python lists (element access in the loop) -----------------------
     st = static_lists(inst, with_members=assignment is None) if static is None else static
     order, topo_pos = topological_positions(inst) if topo is None else topo
-    ins, outs, distinct, times, groups = st.ins, st.outs, st.distinct, st.times, st.groups
+    in_cut, in_src, in_bytes, out_cut, out_dst = st.in_cut, st.in_src, st.in_bytes, st.out_cut, st.out_dst
+    distinct, times, groups = st.distinct, st.times, st.groups
     gneed, gpers, members, transient, temporary, output = st.gneed, st.gpers, st.members, st.transient, st.temporary, st.output
     inv_bw, lat = st.inv_bw, st.lat
-    consumers_left, remaining = st.consumers, st.indeg
+    consumers_left, remaining = st.consumers[:], st.indeg[:]  # counted down: copies (``st`` is reused across calls)
+    t_op, t_dev = st.t_op, st.t_dev
     fixed = [-1] * n if assignment is None else np.asarray(assignment, dtype=np.int64).tolist()
     forced_mode = assignment is not None
     cap = inst.device_memory.astype(float).tolist()
@@ -120,7 +122,7 @@ def _list_schedule(
     timelines = [MemoryTimeline(c) for c in cap] if liveness else []
     tl_time, tl_delta = [tl.times for tl in timelines], [tl.deltas for tl in timelines]  # events appended directly
     allocated = [0.0] * nd
-    group_placed = [False] * len(gpers)
+    group_placed = [False] * len(gneed)
     last_consumer_end = [0.0] * n
     channels = inst.communication == "channels"
     devs = list(range(nd))
@@ -133,7 +135,8 @@ def _list_schedule(
     reserved = [-1] * nd  # favorite child a device waits for
     reserver = [-1] * n  # device that waits for an op
     is_ready = [False] * n
-    rt_lb: list[list[float]] = [[]] * n  # arrival per device without channel contention
+    no_rt: list[float] = []
+    rt_lb: list[list[float]] = [no_rt] * n  # arrival per device without channel contention (dropped once placed)
     rel: list[list[int]] = [[] for _ in devs]  # ready ops (topological positions) arrived by dev_free
     pend: list[list[tuple[float, int]]] = [[] for _ in devs]  # (lower bound of the start, position)
     frel: list[list[int]] = [[] for _ in devs]  # the same for ops forced onto the device (m-SCT)
@@ -151,7 +154,8 @@ def _list_schedule(
         transfers are booked (a new ``epoch`` of the channel state then)."""
         nonlocal epoch
         r = 0.0
-        for u, b in ins[v]:
+        lo, hi = in_cut[v], in_cut[v + 1]
+        for u, b in zip(in_src[lo:hi], in_bytes[lo:hi]):
             du = device[u]
             if du == d:
                 eu = end[u]
@@ -188,7 +192,8 @@ def _list_schedule(
         books = False
         local: list[float] | None = None  # the channels as booked by the transfers so far (copied when first needed)
         q = chan_free[d]
-        for u, b in ins[v]:
+        lo, hi = in_cut[v], in_cut[v + 1]
+        for u, b in zip(in_src[lo:hi], in_bytes[lo:hi]):
             du = device[u]
             if du == d:
                 a = end[u]
@@ -367,7 +372,7 @@ def _list_schedule(
         if fx >= 0:
             # under the channel model the queues need only a lower bound of the start (it is
             # probed when evaluated): 0 puts v in the released queue, bounded by the free time
-            a = 0.0 if channels else arrival_on(ins[v], fx, device, end, st)
+            a = 0.0 if channels else arrival_on(in_src[in_cut[v] : in_cut[v + 1]], in_bytes[in_cut[v] : in_cut[v + 1]], fx, device, end, st)
             rt = [_INF] * nd
             rt[fx] = a
             rt_lb[v] = rt
@@ -380,7 +385,8 @@ def _list_schedule(
                 if fav is not None:
                     heappush(fpend[fx], (a, tp))
             return
-        rt = rt_lb[v] = independent_arrival(ins[v], device, end, st)
+        lo, hi = in_cut[v], in_cut[v + 1]
+        rt = rt_lb[v] = independent_arrival(in_src[lo:hi], in_bytes[lo:hi], device, end, st)
         for d in devs:
             a = rt[d]
             if a <= dev_free[d]:
@@ -406,6 +412,7 @@ def _list_schedule(
             ready_at = c[1] if c is not None and c[0] == epoch and not c[3] else channel_commit(v, d)
         else:
             ready_at = rt_lb[v][d]
+        rt_lb[v] = no_rt  # freed: the next op's list reuses its memory
         s = ready_at
         if dev_free[d] > s:
             s = dev_free[d]
@@ -430,7 +437,7 @@ def _list_schedule(
                         heappush(fpend[d], (a, topo_pos[w]))
         device[v] = d
         start[v] = s
-        ev = s + times[v * nd + d]
+        ev = s + times[v * t_op + d * t_dev]
         end[v] = ev
         dev_free[d] = ev
         if liveness:
@@ -440,7 +447,7 @@ def _list_schedule(
             allocated[d] += transient[v]
             tt.append(ev)
             td.append(-temporary[v])
-            for u, _ in ins[v]:
+            for u in in_src[in_cut[v] : in_cut[v + 1]]:
                 if ev > last_consumer_end[u]:
                     last_consumer_end[u] = ev
                 consumers_left[u] -= 1
@@ -454,7 +461,7 @@ def _list_schedule(
                 if reserved[dd] == v:
                     reserved[dd] = -1
             reserver[v] = -1
-        for w in outs[v]:
+        for w in out_dst[out_cut[v] : out_cut[v + 1]]:
             remaining[w] -= 1
             if remaining[w] == 0:
                 add_ready(w)

@@ -6,6 +6,7 @@ than on numpy arrays) and the infeasibility report. Times in seconds, memory in 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import math
 from collections.abc import Iterator
@@ -72,6 +73,21 @@ class MemoryTimeline:
         return max(start, float(t[k]))
 
 
+@functools.lru_cache(maxsize=2)
+def int_objects(n: int) -> tuple[int, ...]:
+    """The ints 0..n-1 as one shared tuple: lists of op ids built from it (`shared_ints`)
+    hold references to these objects instead of a new int object per entry (numpy's
+    ``tolist`` allocates one per element), so the scheduler's lists take less memory and
+    its reads stay in fewer cache lines (at 100k ops the int objects of the topological
+    order, positions, groups and edge lists took ~28 MB)."""
+    return tuple(range(n))
+
+
+def shared_ints(values: np.ndarray, ids: tuple[int, ...]) -> list[int]:
+    """``values.tolist()`` (ints in [0, len(ids))) with the objects of ``ids``."""
+    return list(map(ids.__getitem__, values.tolist()))
+
+
 def topological_positions(inst: PlacementInstance) -> tuple[list[int], list[int]]:
     """Kahn's order with the smallest op id first among ready ops (the order of
     `PlacementInstance.topo_order`), as (order, position of each op); O((V + E) log V)."""
@@ -80,12 +96,14 @@ def topological_positions(inst: PlacementInstance) -> tuple[list[int], list[int]
 
 def kahn_positions(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[list[int], list[int]]:
     """`topological_positions` of the graph with ``n`` nodes and edges ``src`` -> ``dst``
-    (`graphs.topological_order` and its inverse)."""
-    order = topological_order(n, src, dst).tolist()
-    pos = [0] * n
-    for k, v in enumerate(order):
-        pos[v] = k
-    return order, pos
+    (`graphs.topological_order` and its inverse, as lists of `int_objects`)."""
+    ids = int_objects(n)
+    if np.all(src < dst):  # numbered in topological order: the identity (graphs' fast path)
+        return list(ids), list(ids)
+    order = topological_order(n, src, dst)
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    return shared_ints(order, ids), shared_ints(pos, ids)
 
 
 def consumers_of(inst: PlacementInstance) -> list[list[int]]:
@@ -94,11 +112,24 @@ def consumers_of(inst: PlacementInstance) -> list[list[int]]:
 
 
 def successors(n: int, src: np.ndarray, dst: np.ndarray) -> list[list[int]]:
-    """Per node, the heads of its out-edges in edge id order."""
-    e_out = np.argsort(src, kind="stable")
+    """Per node, the heads of its out-edges in edge id order (lists of `int_objects`)."""
+    e_out = edges_by(src, n)
     cut = np.searchsorted(src[e_out], np.arange(n + 1)).tolist()
-    dsts = dst[e_out].tolist()
+    dsts = shared_ints(dst[e_out], int_objects(n))
     return [dsts[cut[v] : cut[v + 1]] for v in range(n)]
+
+
+def edges_by(key: np.ndarray, n: int) -> np.ndarray:
+    """The edge ids sorted stably by ``key`` (node ids in [0, n)): ``np.argsort(key,
+    kind="stable")``, without the sort when ``key`` is already ordered, and as a radix sort
+    (numpy's stable sort of 16-bit keys) of the low and then the high 16 bits when n
+    exceeds 2^16 (O(E) where numpy's stable sort of int64 is a merge sort)."""
+    if key.size < 2 or bool(np.all(key[1:] >= key[:-1])):
+        return np.arange(key.size)
+    if n <= 1 << 16:
+        return np.argsort(key.astype(np.uint16), kind="stable")
+    low = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable")
+    return low[np.argsort((key[low] >> 16).astype(np.uint16), kind="stable")] if n <= 1 << 32 else np.argsort(key, kind="stable")
 
 
 def check_favorites(inst: PlacementInstance, favorite: np.ndarray) -> list[int]:
@@ -122,12 +153,25 @@ def check_favorites(inst: PlacementInstance, favorite: np.ndarray) -> list[int]:
 
 @dataclass
 class StaticLists:
-    """What the scheduler reads of the instance, as lists indexed by op / device / group."""
+    """What the scheduler reads of the instance, as flat lists indexed by op / edge / device
+    / group: the in-edges of op v are ``in_src[k], in_bytes[k]`` for k in ``range(in_cut[v],
+    in_cut[v + 1])`` (in edge id order), its consumers ``out_dst[out_cut[v]:out_cut[v + 1]]``.
 
-    ins: list[list[tuple[int, float]]]  # per op: (producer, bytes) of its in-edges, in edge id order
-    outs: list[list[int]]  # per op: consumers of its out-edges, in edge id order
+    Flat rather than a list (and tuples) per op: at 100k ops the per-op objects took ~45 MB
+    more, and building them was half of m-TOPO's time and grew faster than the op count
+    (fresh memory). What only the liveness memory model reads (``gpers``, ``transient``,
+    ``temporary``, ``output``, ``consumers``) and what only the channel model reads
+    (``distinct``) are empty lists otherwise."""
+
+    in_cut: list[int]
+    in_src: list[int]  # producer per in-edge
+    in_bytes: list[float]  # bytes per in-edge
+    out_cut: list[int]
+    out_dst: list[int]  # consumer per out-edge
     distinct: list[bool]  # per op: its in-edges carry distinct tensors (producer, bytes)
-    times: list[float]  # seconds of op v on device d at v * n_devices + d
+    times: list[float]  # seconds of op v on device d at v * t_op + d * t_dev
+    t_op: int  # n_devices, or 1 when every op takes the same time on every device
+    t_dev: int  # 1, or 0 when every op takes the same time on every device
     groups: list[int]  # colocation group per op
     gneed: list[float]  # per group: bytes under the instance's memory model
     gpers: list[float]  # per group: persistent bytes
@@ -143,17 +187,21 @@ class StaticLists:
     lat0: float  # that latency (s) and inverse bandwidth (s/byte)
     ib0: float
 
+    def outs(self, v: int) -> list[int]:
+        """The consumers of op v's out-edges, in edge id order."""
+        return self.out_dst[self.out_cut[v] : self.out_cut[v + 1]]
+
 
 def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
-    """The instance as `StaticLists`; ``members`` only when ``with_members``."""
+    """The instance as `StaticLists`; ``members`` only when ``with_members``. The lists are
+    only read by the scheduler: one `StaticLists` serves any number of `list_schedule` calls
+    on the instance (with the same ``with_members``)."""
     n, nd = inst.n_ops, inst.n_devices
-    e_in = np.argsort(inst.dst, kind="stable")
-    cut = np.searchsorted(inst.dst[e_in], np.arange(n + 1)).tolist()
-    pairs = list(zip(inst.src[e_in].tolist(), inst.edge_bytes[e_in].astype(float).tolist()))
-    ins = [pairs[cut[v] : cut[v + 1]] for v in range(n)]
-    outs = consumers_of(inst)
+    ids = int_objects(n)
+    e_in = edges_by(inst.dst, n)
+    e_out = edges_by(inst.src, n)
     groups_a = inst.colocation_groups()
-    groups = groups_a.tolist()
+    groups = shared_ints(groups_a, ids)
     gsize = np.bincount(groups_a)
     members: dict[int, list[int]] = {}
     if with_members and np.any(gsize > 1):
@@ -162,20 +210,30 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
                 members.setdefault(g, []).append(v)
     off = ~np.eye(nd, dtype=bool)
     inv = 1.0 / inst.bandwidth
+    time_a = np.asarray(inst.time, dtype=float)
+    same_time = bool(nd == 1 or np.all(time_a == time_a[:, :1]))
+    liveness = inst.memory_model == "liveness"
+    indeg = np.bincount(inst.dst, minlength=n)
+    outdeg = np.bincount(inst.src, minlength=n)
     return StaticLists(
-        ins=ins,
-        outs=outs,
-        distinct=distinct_inputs(inst),
-        times=np.asarray(inst.time, dtype=float).ravel().tolist(),
+        in_cut=np.concatenate([[0], np.cumsum(indeg)]).tolist(),
+        in_src=shared_ints(inst.src[e_in], ids),
+        in_bytes=inst.edge_bytes[e_in].astype(float).tolist(),
+        out_cut=np.concatenate([[0], np.cumsum(outdeg)]).tolist(),
+        out_dst=shared_ints(inst.dst[e_out], ids),
+        distinct=distinct_inputs(inst) if inst.communication == "channels" else [],
+        times=(time_a[:, 0] if same_time else time_a.ravel()).tolist(),
+        t_op=1 if same_time else nd,
+        t_dev=0 if same_time else 1,
         groups=groups,
         gneed=np.bincount(groups_a, weights=inst.memory_need()).tolist(),
-        gpers=np.bincount(groups_a, weights=inst.memory).tolist(),
+        gpers=np.bincount(groups_a, weights=inst.memory).tolist() if liveness else [],
         members=members,
-        transient=(inst.temporary + inst.output).tolist(),
-        temporary=np.asarray(inst.temporary, dtype=float).tolist(),
-        output=np.asarray(inst.output, dtype=float).tolist(),
-        consumers=np.bincount(inst.src, minlength=n).tolist(),
-        indeg=np.bincount(inst.dst, minlength=n).tolist(),
+        transient=(inst.temporary + inst.output).tolist() if liveness else [],
+        temporary=np.asarray(inst.temporary, dtype=float).tolist() if liveness else [],
+        output=np.asarray(inst.output, dtype=float).tolist() if liveness else [],
+        consumers=outdeg.tolist() if liveness else [],
+        indeg=indeg.tolist(),
         inv_bw=inv.tolist(),
         lat=np.asarray(inst.latency, dtype=float).tolist(),
         homogeneous=bool(nd == 1 or (np.ptp(inst.latency[off]) == 0 and np.ptp(inv[off]) == 0)),
@@ -197,16 +255,17 @@ def distinct_inputs(inst: PlacementInstance) -> list[bool]:
     return distinct.tolist()  # type: ignore[no-any-return]
 
 
-def independent_arrival(ins_v: list[tuple[int, float]], device: list[int], end: list[float], st: StaticLists) -> list[float]:
+def independent_arrival(src_v: list[int], bytes_v: list[float], device: list[int], end: list[float], st: StaticLists) -> list[float]:
     """Arrival time (s) of an op's last input on every device without channel contention,
-    its inputs ``ins_v`` (producer, bytes) placed on ``device`` and ending at ``end`` (s)."""
+    its inputs from producers ``src_v`` (``bytes_v`` bytes each) placed on ``device`` and
+    ending at ``end`` (s)."""
     nd = len(st.lat)
     if st.homogeneous:  # one delay per tensor: the largest remote arrival and the runner-up
         lat0, ib0 = st.lat0, st.ib0
         loc = [0.0] * nd  # from another device than the largest
         top1 = top2 = 0.0
         dev1 = -1
-        for u, b in ins_v:
+        for u, b in zip(src_v, bytes_v):
             du = device[u]
             eu = end[u]
             if eu > loc[du]:
@@ -225,7 +284,7 @@ def independent_arrival(ins_v: list[tuple[int, float]], device: list[int], end: 
             rt[dev1] = lo if lo >= top2 else top2
         return rt
     rt = [0.0] * nd
-    for u, b in ins_v:
+    for u, b in zip(src_v, bytes_v):
         du = device[u]
         eu = end[u]
         la, ib = st.lat[du], st.inv_bw[du]
@@ -236,11 +295,11 @@ def independent_arrival(ins_v: list[tuple[int, float]], device: list[int], end: 
     return rt
 
 
-def arrival_on(ins_v: list[tuple[int, float]], d: int, device: list[int], end: list[float], st: StaticLists) -> float:
+def arrival_on(src_v: list[int], bytes_v: list[float], d: int, device: list[int], end: list[float], st: StaticLists) -> float:
     """`independent_arrival` on device d alone (s)."""
     lat, inv_bw = st.lat, st.inv_bw
     r = 0.0
-    for u, b in ins_v:
+    for u, b in zip(src_v, bytes_v):
         du = device[u]
         a = end[u] if du == d else end[u] + lat[du][d] + b * inv_bw[du][d]
         if a > r:

@@ -1,0 +1,81 @@
+"""The list scheduler's static data (`listsched_data.static_lists`): the flat edge lists
+against the instance's edges, the edge sort against numpy's stable argsort, and one
+`StaticLists` reused by many `list_schedule` calls giving the plans of fresh ones."""
+
+from __future__ import annotations
+
+import numpy as np
+from test_placement_heuristics import random_instance
+
+from distplan.formulations.placement.listsched import list_schedule
+from distplan.formulations.placement.listsched_data import edges_by, int_objects, kahn_positions, static_lists
+
+
+def test_edges_by_is_a_stable_argsort() -> None:
+    rng = np.random.default_rng(3)
+    for n, m in ((1, 0), (5, 1), (40, 300), (70_000, 5_000), (300_000, 20_000)):  # the last two: radix sort of two 16-bit halves
+        key = rng.integers(0, n, size=m)
+        assert np.array_equal(edges_by(key, n), np.argsort(key, kind="stable"))
+        key.sort()
+        assert np.array_equal(edges_by(key, n), np.arange(m))
+
+
+def test_flat_lists_hold_every_edge_in_edge_id_order() -> None:
+    for seed in range(12):
+        inst = random_instance(seed)
+        st = static_lists(inst, True)
+        ids = int_objects(inst.n_ops)
+        for v in range(inst.n_ops):
+            ins = np.flatnonzero(inst.dst == v)
+            got = range(st.in_cut[v], st.in_cut[v + 1])
+            assert [st.in_src[k] for k in got] == inst.src[ins].tolist()
+            assert [st.in_bytes[k] for k in got] == inst.edge_bytes[ins].tolist()
+            assert st.outs(v) == inst.dst[inst.src == v].tolist()
+            assert all(u is ids[u] for u in st.outs(v))  # shared int objects
+        assert st.indeg == np.bincount(inst.dst, minlength=inst.n_ops).tolist()
+        same = bool(np.all(inst.time == inst.time[:, :1]))
+        assert (st.t_op, st.t_dev, len(st.times)) == ((1, 0, inst.n_ops) if same or inst.n_devices == 1 else (inst.n_devices, 1, inst.time.size))
+        for v in range(inst.n_ops):
+            for d in range(inst.n_devices):
+                assert st.times[v * st.t_op + d * st.t_dev] == inst.time[v, d]
+
+
+def test_kahn_positions_are_inverse_permutations() -> None:
+    rng = np.random.default_rng(4)
+    for n in (1, 6, 50):
+        src = rng.integers(0, n, size=3 * n)
+        dst = rng.integers(0, n, size=3 * n)
+        keep = src != dst
+        lo, hi = np.minimum(src, dst)[keep], np.maximum(src, dst)[keep]
+        for perm in (np.arange(n), rng.permutation(n)):  # forward numbering (fast path) and shuffled
+            order, pos = kahn_positions(n, perm[lo], perm[hi])
+            assert sorted(order) == list(range(n))
+            assert all(pos[v] == k for k, v in enumerate(order))
+            assert all(pos[a] < pos[b] for a, b in zip(perm[lo].tolist(), perm[hi].tolist()))
+
+
+def test_one_static_serves_many_schedules() -> None:
+    """The scheduler counts in-degrees and consumers down on copies: a `StaticLists` passed
+    to several calls (as the local search does, one per move) gives the fresh result each
+    time, for free and fixed assignments and both memory models."""
+    rng = np.random.default_rng(5)
+    for seed in range(30):
+        inst = random_instance(seed)
+        groups = inst.colocation_groups()
+        st_free, st_fixed = static_lists(inst, True), static_lists(inst, False)
+        for _ in range(3):
+            assignment = rng.integers(0, inst.n_devices, size=int(groups.max()) + 1)[groups]
+            for kw, st in (({}, st_free), ({"assignment": assignment}, st_fixed)):
+                try:
+                    fresh = list_schedule(inst, **kw)  # type: ignore[arg-type]
+                except Exception as e:  # noqa: BLE001 (the same error is expected)
+                    fresh_err = str(e)
+                    try:
+                        list_schedule(inst, static=st, **kw)  # type: ignore[arg-type]
+                    except Exception as e2:  # noqa: BLE001
+                        assert str(e2) == fresh_err
+                    else:
+                        raise AssertionError("the reused static lists scheduled an infeasible instance")
+                    continue
+                again = list_schedule(inst, static=st, **kw)  # type: ignore[arg-type]
+                assert again.device.tolist() == fresh.device.tolist() and again.start.tolist() == fresh.start.tolist()
