@@ -99,3 +99,14 @@ def test_composition_over_the_waist_reaches_the_optimum(comm: str) -> None:
 def test_waist_bound_in_placement_bounds() -> None:
     res = distplan.solve(two_forks("channels"), "placement_bounds", time_limit=10)
     assert res.bound is not None and 11.0 - 1e-5 < res.bound <= 11.0
+
+
+@pytest.mark.parametrize("share", [0.05, 0.0])
+def test_waist_bound_in_placement_milp(share: float) -> None:
+    """placement_milp lists the series composition among its bounds (its makespan's lower
+    bound in the MILP), and leaves it out when ``waist_share`` is 0."""
+    res = distplan.solve(two_forks("independent"), "placement_milp", time_limit=10, waist_share=share)
+    waists = [b for b in res.bounds if b.source.startswith("series composition over waist ops")]
+    assert len(waists) == (1 if share > 0 else 0)
+    assert all(11.0 - 1e-5 < b.value <= 11.0 for b in waists)
+    assert res.objective == 11.0 and res.bound is not None and res.bound <= res.objective

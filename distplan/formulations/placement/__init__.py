@@ -11,7 +11,8 @@ from distplan.formulations.contract import Policy
 from distplan.formulations.placement import forced, heuristics, milp, relaxation, sct, search, waist
 from distplan.formulations.placement.bounds import placement_bounds
 from distplan.formulations.placement.coarsen import coarsen
-from distplan.formulations.placement.descendants import MAX_NONZEROS
+from distplan.formulations.placement.descendants import MAX_NONZEROS, WAIT_NONZEROS, WINDOW_NONZEROS
+from distplan.formulations.placement.milp import MILP_WAIT_NONZEROS
 from distplan.formulations.registry import (
     Formulation,
     Outcome,
@@ -88,7 +89,7 @@ register(
         exact_for=milp.exact_for,
         spec=milp.PLACEMENT_MILP,
         policy=Policy(default_time_limit=_default_time_limit),
-        params={"default_time_limit": 60.0, "max_pairs": milp.MAX_PAIRS, "thresholds": 12, "relaxation_share": 0.25, "relaxation_ops": (30, 1500), "search_share": 0.2, "forced_share": 0.1, "seed": 0, "order_nonzeros": MAX_NONZEROS, "milp_order_nonzeros": 0, "relaxation_search_share": 0.2},
+        params={"default_time_limit": 60.0, "max_pairs": milp.MAX_PAIRS, "thresholds": 12, "relaxation_share": 0.25, "relaxation_ops": (30, 1500), "search_share": 0.2, "forced_share": 0.1, "seed": 0, "order_nonzeros": MAX_NONZEROS, "milp_order_nonzeros": 0, "relaxation_search_share": 0.2, "waist_share": 0.05, "wait_nonzeros": WAIT_NONZEROS, "window_nonzeros": WINDOW_NONZEROS, "milp_wait_nonzeros": MILP_WAIT_NONZEROS, "milp_window_nonzeros": MILP_WAIT_NONZEROS},
         reference="Venugopalan & Sinnen, IEEE TPDS 26(1) 2015; " + BAECHI,
     )
 )
@@ -143,7 +144,7 @@ register(
         run=_run_bounds,
         bound_only=True,
         reference="Venugopalan & Sinnen, IEEE TPDS 26(1) 2015 (assignment part); Baptiste, Le Pape & Nuijten 2001 (energetic reasoning); Klein & Scholl, EJOR 112(2) 1999 (destructive bounds); Carlier, EJOR 11(1) 1982; Möhring 1989 (series decomposition)",
-        params={"relaxation_time_limit": 30.0, "forced_share": 0.3, "waist_share": 0.2, "order_nonzeros": MAX_NONZEROS},
+        params={"relaxation_time_limit": 30.0, "forced_share": 0.3, "waist_share": 0.2, "order_nonzeros": MAX_NONZEROS, "wait_nonzeros": WAIT_NONZEROS, "window_nonzeros": WINDOW_NONZEROS},
     )
 )
 

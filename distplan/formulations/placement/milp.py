@@ -53,6 +53,7 @@ from distplan.formulations.placement.relaxation import (
     symmetry,
 )
 from distplan.formulations.placement.tailsched import polished
+from distplan.formulations.placement.waist import waist_bound
 from distplan.formulations.registry import Bound, Outcome, RunContext, get_formulation
 from distplan.modeling.model import Model
 from distplan.modeling.scheduling import disjunctive_pairs_when
@@ -389,7 +390,7 @@ def exact_for(inst: PlacementInstance) -> bool:
 
 def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") -> Outcome:
     """Best heuristic plan -> forced co-location bound (``forced_share`` of the time) ->
-    local search on the plan (``search_share``, stopping at that bound) -> assignment
+    series composition over waist ops (``waist_share``) -> local search on the plan (``search_share``, stopping at that bound) -> assignment
     relaxation (``relaxation_share``) -> local search from its assignment
     (``relaxation_search_share``) -> horizon and warm start -> MILP -> the better of the
     two plans; the MILP's dual bound (less the safety margin) is a bound in every case."""
@@ -400,6 +401,12 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
     forced_share = float(ctx.param("forced_share", 0.1))
     if sched is not None and forced_share > 0:
         b = forced_bound(inst, sched.makespan, deadline=None if rem is None else time.perf_counter() + forced_share * rem)
+        if b is not None:
+            bounds.append(b)
+    waist_share = float(ctx.param("waist_share", 0.05))
+    if waist_share > 0 and inst.n_devices > 1:
+        rem = ctx.remaining_time()
+        b = waist_bound(inst, deadline=None if rem is None else time.perf_counter() + waist_share * rem)
         if b is not None:
             bounds.append(b)
     rem = ctx.remaining_time()
