@@ -14,7 +14,7 @@ from test_placement_bounds import brute_force, tiny, tiny_instances
 
 import distplan
 from distplan.formulations.placement.relaxation import heads_tails
-from distplan.formulations.placement.waist import best_composition, composed_bound, induced, waist_bound, waist_chain
+from distplan.formulations.placement.waist import best_composition, composed_bound, waist_bound, waist_chain
 from distplan.models.placement_instance import PlacementInstance
 
 
@@ -53,7 +53,7 @@ def test_composed_bound_never_exceeds_brute_force_optimum(inst: PlacementInstanc
 @given(tiny_instances(), st.data())
 def test_induced_instance_keeps_the_edges_inside(inst: PlacementInstance, data: st.DataObject) -> None:
     keep = np.asarray(data.draw(st.lists(st.booleans(), min_size=inst.n_ops, max_size=inst.n_ops)))
-    sub = induced(inst, keep)
+    sub = inst.induced(keep)
     ops = np.flatnonzero(keep)
     assert sub.op_names == [inst.op_names[v] for v in ops]
     assert np.array_equal(sub.time, inst.time[ops])
@@ -79,7 +79,7 @@ def test_composition_over_the_waist_reaches_the_optimum(comm: str) -> None:
     r, q = heads_tails(inst, p)
     assert float((r + p + q).max()) == 7.0
     for side in (np.array([1, 1, 1, 1, 0, 0, 0], bool), np.array([0, 0, 0, 1, 1, 1, 1], bool)):
-        assert brute_force(induced(inst, side)) == 6.0  # a fork and the waist on one device
+        assert brute_force(inst.induced(side)) == 6.0  # a fork and the waist on one device
     assert waist_chain(inst, unrelated_share=0.0) == [0, 3, 6]
     assert composed_bound(inst, [3]) == pytest.approx(11.0, abs=1e-5)  # bisected to 1e-7 relative
     assert composed_bound(inst, [3]) <= 11.0

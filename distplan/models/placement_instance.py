@@ -143,6 +143,27 @@ class PlacementInstance(JsonDocument):
         inst.document = None
         return inst
 
+    def induced(self, keep: np.ndarray) -> PlacementInstance:
+        """The sub-instance on the ops where ``keep`` (boolean per op) holds, with the edges
+        between them; devices, links, memory and models unchanged."""
+        ops = np.flatnonzero(keep)
+        pos = np.full(self.n_ops, -1, dtype=np.int64)
+        pos[ops] = np.arange(ops.size)
+        inside = (pos[self.src] >= 0) & (pos[self.dst] >= 0)
+        sub = copy.copy(self)
+        sub.name = f"{self.name}-segment"
+        sub.op_names = [self.op_names[v] for v in ops.tolist()]
+        sub.time = self.time[ops]
+        sub.memory = self.memory[ops]
+        sub.temporary = self.temporary[ops]
+        sub.output = self.output[ops]
+        sub.colocate = [self.colocate[v] for v in ops.tolist()]
+        sub.src = pos[self.src[inside]]
+        sub.dst = pos[self.dst[inside]]
+        sub.edge_bytes = self.edge_bytes[inside]
+        sub.document = None
+        return sub
+
     def with_device_memory(self, memory: float | np.ndarray) -> PlacementInstance:
         """A copy with another memory capacity per device (bytes)."""
         inst = copy.copy(self)

@@ -28,7 +28,6 @@ into consecutive segments. Seconds throughout.
 
 from __future__ import annotations
 
-import copy
 import time
 
 import numpy as np
@@ -39,28 +38,6 @@ from distplan.formulations.registry import Bound, round_down
 from distplan.models.placement_instance import PlacementInstance
 
 SOURCE = "series composition over waist ops (segment bounds added along a chain)"
-
-
-def induced(inst: PlacementInstance, keep: np.ndarray) -> PlacementInstance:
-    """The sub-instance on the ops where ``keep`` (boolean per op) holds, with the edges
-    between them; devices, links, memory and models unchanged."""
-    ops = np.flatnonzero(keep)
-    pos = np.full(inst.n_ops, -1, dtype=np.int64)
-    pos[ops] = np.arange(ops.size)
-    inside = (pos[inst.src] >= 0) & (pos[inst.dst] >= 0)
-    sub = copy.copy(inst)
-    sub.name = f"{inst.name}-segment"
-    sub.op_names = [inst.op_names[v] for v in ops.tolist()]
-    sub.time = inst.time[ops]
-    sub.memory = inst.memory[ops]
-    sub.temporary = inst.temporary[ops]
-    sub.output = inst.output[ops]
-    sub.colocate = [inst.colocate[v] for v in ops.tolist()]
-    sub.src = pos[inst.src[inside]]
-    sub.dst = pos[inst.dst[inside]]
-    sub.edge_bytes = inst.edge_bytes[inside]
-    sub.document = None
-    return sub
 
 
 def _reach(n: int, adj: list[list[int]], start: int) -> np.ndarray:
@@ -156,7 +133,7 @@ def composed_bound(inst: PlacementInstance, chain: list[int], deadline: float | 
         share = None
         if deadline is not None:
             share = time.perf_counter() + max(0.0, deadline - time.perf_counter()) / (len(segments) - k)
-        value += segment_bound(induced(inst, seg), share)
+        value += segment_bound(inst.induced(seg), share)
     return value
 
 
@@ -193,7 +170,7 @@ def best_composition(inst: PlacementInstance, chain: list[int], deadline: float 
             continue
         left = len(pairs) - idx
         share = None if deadline is None else time.perf_counter() + max(0.0, deadline - time.perf_counter()) / left
-        seg[(i, j)] = segment_bound(induced(inst, ops_between(i, j)), share)
+        seg[(i, j)] = segment_bound(inst.induced(ops_between(i, j)), share)
     best = [-np.inf] * (k + 2)
     back = [-1] * (k + 2)
     best[0] = 0.0
