@@ -37,6 +37,11 @@ arrival on every device comes from its largest and second-largest remote arrival
 O(in-degree + devices); an op with a fixed device gets its arrival there only. The plans
 are the same as those of the direct formulation (every ready op on every device at every
 step), which the tests keep as a reference.
+
+The instance is read from flat lists (`listsched_data.StaticLists`: edges in CSR form;
+per-op lists of in-edges only for the channel model's probes), built once per instance and
+only read here, so the local search can pass one to every call; placed ops' arrival lists
+are freed as they go, so new ones reuse memory still in cache.
 """
 
 from __future__ import annotations
@@ -108,7 +113,7 @@ def _list_schedule(
     st = static_lists(inst, with_members=assignment is None) if static is None else static
     order, topo_pos = topological_positions(inst) if topo is None else topo
     in_cut, in_src, in_bytes, out_cut, out_dst = st.in_cut, st.in_src, st.in_bytes, st.out_cut, st.out_dst
-    distinct, times, groups = st.distinct, st.times, st.groups
+    ins, distinct, times, groups = st.ins, st.distinct, st.times, st.groups
     gneed, gpers, members, transient, temporary, output = st.gneed, st.gpers, st.members, st.transient, st.temporary, st.output
     inv_bw, lat = st.inv_bw, st.lat
     consumers_left, remaining = st.consumers[:], st.indeg[:]  # counted down: copies (``st`` is reused across calls)
@@ -154,8 +159,7 @@ def _list_schedule(
         transfers are booked (a new ``epoch`` of the channel state then)."""
         nonlocal epoch
         r = 0.0
-        lo, hi = in_cut[v], in_cut[v + 1]
-        for u, b in zip(in_src[lo:hi], in_bytes[lo:hi]):
+        for u, b in ins[v]:
             du = device[u]
             if du == d:
                 eu = end[u]
@@ -192,8 +196,7 @@ def _list_schedule(
         books = False
         local: list[float] | None = None  # the channels as booked by the transfers so far (copied when first needed)
         q = chan_free[d]
-        lo, hi = in_cut[v], in_cut[v + 1]
-        for u, b in zip(in_src[lo:hi], in_bytes[lo:hi]):
+        for u, b in ins[v]:
             du = device[u]
             if du == d:
                 a = end[u]

@@ -6,7 +6,6 @@ than on numpy arrays) and the infeasibility report. Times in seconds, memory in 
 from __future__ import annotations
 
 import contextlib
-import functools
 import gc
 import math
 from collections.abc import Iterator
@@ -73,21 +72,6 @@ class MemoryTimeline:
         return max(start, float(t[k]))
 
 
-@functools.lru_cache(maxsize=2)
-def int_objects(n: int) -> tuple[int, ...]:
-    """The ints 0..n-1 as one shared tuple: lists of op ids built from it (`shared_ints`)
-    hold references to these objects instead of a new int object per entry (numpy's
-    ``tolist`` allocates one per element), so the scheduler's lists take less memory and
-    its reads stay in fewer cache lines (at 100k ops the int objects of the topological
-    order, positions, groups and edge lists took ~28 MB)."""
-    return tuple(range(n))
-
-
-def shared_ints(values: np.ndarray, ids: tuple[int, ...]) -> list[int]:
-    """``values.tolist()`` (ints in [0, len(ids))) with the objects of ``ids``."""
-    return list(map(ids.__getitem__, values.tolist()))
-
-
 def topological_positions(inst: PlacementInstance) -> tuple[list[int], list[int]]:
     """Kahn's order with the smallest op id first among ready ops (the order of
     `PlacementInstance.topo_order`), as (order, position of each op); O((V + E) log V)."""
@@ -96,14 +80,15 @@ def topological_positions(inst: PlacementInstance) -> tuple[list[int], list[int]
 
 def kahn_positions(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[list[int], list[int]]:
     """`topological_positions` of the graph with ``n`` nodes and edges ``src`` -> ``dst``
-    (`graphs.topological_order` and its inverse, as lists of `int_objects`)."""
-    ids = int_objects(n)
-    if np.all(src < dst):  # numbered in topological order: the identity (graphs' fast path)
-        return list(ids), list(ids)
+    (`graphs.topological_order` and its inverse; the identity, one set of int objects for
+    both, when the numbering is topological already)."""
+    if np.all(src < dst):  # graphs' fast path
+        ids = list(range(n))
+        return ids, ids[:]
     order = topological_order(n, src, dst)
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
-    return shared_ints(order, ids), shared_ints(pos, ids)
+    return order.tolist(), pos.tolist()  # type: ignore[no-any-return]
 
 
 def consumers_of(inst: PlacementInstance) -> list[list[int]]:
@@ -112,10 +97,10 @@ def consumers_of(inst: PlacementInstance) -> list[list[int]]:
 
 
 def successors(n: int, src: np.ndarray, dst: np.ndarray) -> list[list[int]]:
-    """Per node, the heads of its out-edges in edge id order (lists of `int_objects`)."""
+    """Per node, the heads of its out-edges in edge id order."""
     e_out = edges_by(src, n)
     cut = np.searchsorted(src[e_out], np.arange(n + 1)).tolist()
-    dsts = shared_ints(dst[e_out], int_objects(n))
+    dsts = dst[e_out].tolist()
     return [dsts[cut[v] : cut[v + 1]] for v in range(n)]
 
 
@@ -157,12 +142,13 @@ class StaticLists:
     / group: the in-edges of op v are ``in_src[k], in_bytes[k]`` for k in ``range(in_cut[v],
     in_cut[v + 1])`` (in edge id order), its consumers ``out_dst[out_cut[v]:out_cut[v + 1]]``.
 
-    Flat rather than a list (and tuples) per op: at 100k ops the per-op objects took ~45 MB
-    more, and building them was half of m-TOPO's time and grew faster than the op count
-    (fresh memory). What only the liveness memory model reads (``gpers``, ``transient``,
-    ``temporary``, ``output``, ``consumers``) and what only the channel model reads
-    (``distinct``) are empty lists otherwise."""
+    Flat rather than a list (and tuples) per op: at 100k ops the per-op objects took ~35 MB
+    more, and building them grew faster than the op count (fresh memory). What only the
+    liveness memory model reads (``gpers``, ``transient``, ``temporary``, ``output``,
+    ``consumers``) and what only the channel model reads (``ins``, ``distinct``) are empty
+    lists otherwise."""
 
+    ins: list[list[tuple[int, float]]]  # channel model only: per op, (producer, bytes) of its in-edges (its loops probe them often)
     in_cut: list[int]
     in_src: list[int]  # producer per in-edge
     in_bytes: list[float]  # bytes per in-edge
@@ -197,11 +183,10 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
     only read by the scheduler: one `StaticLists` serves any number of `list_schedule` calls
     on the instance (with the same ``with_members``)."""
     n, nd = inst.n_ops, inst.n_devices
-    ids = int_objects(n)
     e_in = edges_by(inst.dst, n)
     e_out = edges_by(inst.src, n)
     groups_a = inst.colocation_groups()
-    groups = shared_ints(groups_a, ids)
+    groups = groups_a.tolist()
     gsize = np.bincount(groups_a)
     members: dict[int, list[int]] = {}
     if with_members and np.any(gsize > 1):
@@ -215,13 +200,19 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
     liveness = inst.memory_model == "liveness"
     indeg = np.bincount(inst.dst, minlength=n)
     outdeg = np.bincount(inst.src, minlength=n)
+    in_cut = np.concatenate([[0], np.cumsum(indeg)]).tolist()
+    in_src = inst.src[e_in].tolist()
+    in_bytes = inst.edge_bytes[e_in].astype(float).tolist()
+    channels = inst.communication == "channels"
+    pairs = list(zip(in_src, in_bytes)) if channels else []
     return StaticLists(
-        in_cut=np.concatenate([[0], np.cumsum(indeg)]).tolist(),
-        in_src=shared_ints(inst.src[e_in], ids),
-        in_bytes=inst.edge_bytes[e_in].astype(float).tolist(),
+        ins=[pairs[in_cut[v] : in_cut[v + 1]] for v in range(n)] if channels else [],
+        in_cut=in_cut,
+        in_src=in_src,
+        in_bytes=in_bytes,
         out_cut=np.concatenate([[0], np.cumsum(outdeg)]).tolist(),
-        out_dst=shared_ints(inst.dst[e_out], ids),
-        distinct=distinct_inputs(inst) if inst.communication == "channels" else [],
+        out_dst=inst.dst[e_out].tolist(),
+        distinct=distinct_inputs(inst) if channels else [],
         times=(time_a[:, 0] if same_time else time_a.ravel()).tolist(),
         t_op=1 if same_time else nd,
         t_dev=0 if same_time else 1,
