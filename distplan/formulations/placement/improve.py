@@ -50,6 +50,7 @@ import numpy as np
 
 from distplan.errors import InfeasibleError
 from distplan.formulations.placement.listsched import Schedule, list_schedule, topological_positions
+from distplan.formulations.placement.listsched_data import static_lists
 from distplan.formulations.placement.relaxation import device_classes, heads_tails
 from distplan.formulations.placement.tailsched import tail_priority_order
 from distplan.models.placement_instance import PlacementInstance
@@ -81,6 +82,7 @@ class _Problem:
         self.tail_order = tail_order and inst.communication == "independent" and inst.memory_model == "simple" and inst.n_devices > 1
         n = inst.n_ops
         self.topo = topological_positions(inst)
+        self.static = static_lists(inst, with_members=False)  # read only: one serves every move
         groups = inst.colocation_groups()
         self.groups = groups
         order = np.argsort(groups, kind="stable")
@@ -104,7 +106,7 @@ class _Problem:
         if self.simple and np.any(np.bincount(device, weights=self.need, minlength=inst.n_devices) > inst.device_memory * (1 + 1e-12)):
             return None
         try:
-            found = list_schedule(inst, assignment=device, topo=self.topo)
+            found = list_schedule(inst, assignment=device, topo=self.topo, static=self.static)
         except InfeasibleError:
             return None
         if self.tail_order:
