@@ -60,6 +60,18 @@ def _selected(excess: np.ndarray, sizes: np.ndarray, m: int, budget: int) -> np.
     return np.sort(cand[cost <= budget])
 
 
+def device_loads(model: Model, sets: list[np.ndarray], P: np.ndarray) -> Any:
+    """The load of each op set on each device, sum_{j in S} P[j, d] x[j, d]: one linear
+    expression per (set, device), sets outermost (row s * m + d); ``x`` is
+    ``model["assign"]``, ``P`` ops x devices in model units."""
+    x = model["assign"]
+    m = P.shape[1]
+    cols = [x.index[js, d] for js in sets for d in range(m)]
+    coefs = [P[js, d] for js in sets for d in range(m)]
+    rows = [np.full(js.size, k * m + d) for k, js in enumerate(sets) for d in range(m)]
+    return linear_sum(np.concatenate(cols), np.concatenate(coefs), np.concatenate(rows), len(sets) * m, model.num_vars)
+
+
 def precedence_load_rows(model: Model, inst: PlacementInstance, T: Any, w: Any, P: np.ndarray, r: np.ndarray, q: np.ndarray, max_nonzeros: int = MAX_NONZEROS) -> None:
     """The descendant rows (``descendant-load``) and ancestor rows (``ancestor-load``) of
     the module docstring, for head/start variables ``T`` and makespan ``w``; ``P`` (ops x
@@ -70,7 +82,6 @@ def precedence_load_rows(model: Model, inst: PlacementInstance, T: Any, w: Any, 
         return
     reach = precedence_sets(inst)
     pmax = P.max(axis=1)
-    x = model["assign"]
     dur = model.expression("duration")
     for name, rel in (("descendant-load", reach), ("ancestor-load", reach.T)):
         sizes = rel.sum(axis=1)
@@ -85,16 +96,7 @@ def precedence_load_rows(model: Model, inst: PlacementInstance, T: Any, w: Any, 
         sel = _selected(excess, sizes, m, max_nonzeros // 2)
         if sel.size == 0:
             continue
-        cols, coefs, rows = [], [], []
-        nrow = 0
-        for i in sel.tolist():
-            js = np.flatnonzero(rel[i])
-            for d in range(m):
-                cols.append(x.index[js, d])
-                coefs.append(P[js, d])
-                rows.append(np.full(js.size, nrow))
-                nrow += 1
-        load = linear_sum(np.concatenate(cols), np.concatenate(coefs), np.concatenate(rows), nrow, model.num_vars)
+        load = device_loads(model, [np.flatnonzero(rel[i]) for i in sel.tolist()], P)
         ops = np.repeat(sel, m)
         if rel is reach:
             # w >= T_i + p_i(x) + load_d(desc(i)) + least tail
@@ -180,25 +182,15 @@ def waiting_load_rows(model: Model, inst: PlacementInstance, T: Any, w: Any, P: 
     pmin = P.min(axis=1)
     pmax = P.max(axis=1)
     gap = gap_matrix(inst, pmin)
-    x = model["assign"]
     dur = model.expression("duration")
     for name, dist, other, static in (("waiting-descendant-load", gap, q, q), ("waiting-ancestor-load", gap.T, r, r)):
         delta, excess, size = _best_thresholds(dist, pmax, other, static)
         sel = _selected(excess, size, m, max_nonzeros // 2)
         if sel.size == 0:
             continue
-        cols, coefs, rows, least = [], [], [], []
-        nrow = 0
-        for i in sel.tolist():
-            js = np.flatnonzero(dist[i] >= delta[i])
-            low = float(other[js].min())
-            for d in range(m):
-                cols.append(x.index[js, d])
-                coefs.append(P[js, d])
-                rows.append(np.full(js.size, nrow))
-                least.append(low + delta[i])
-                nrow += 1
-        load = linear_sum(np.concatenate(cols), np.concatenate(coefs), np.concatenate(rows), nrow, model.num_vars)
+        sets = [np.flatnonzero(dist[i] >= delta[i]) for i in sel.tolist()]
+        least = np.repeat([float(other[js].min()) + delta[i] for i, js in zip(sel.tolist(), sets)], m)
+        load = device_loads(model, sets, P)
         ops = np.repeat(sel, m)
         if name == "waiting-descendant-load":
             model.add_constraints(name, T[ops] + dur[ops] + load - w <= -np.asarray(least))
@@ -240,17 +232,7 @@ def window_load_rows(model: Model, inst: PlacementInstance, T: Any, P: np.ndarra
     if order.size == 0:
         return
     k, i = k[order], i[order]
-    x = model["assign"]
     dur = model.expression("duration")
-    cols, coefs, rows = [], [], []
-    nrow = 0
-    for a, b in zip(k.tolist(), i.tolist()):
-        js = np.flatnonzero(reach[a] & reach[:, b])
-        for d in range(m):
-            cols.append(x.index[js, d])
-            coefs.append(P[js, d])
-            rows.append(np.full(js.size, nrow))
-            nrow += 1
-    load = linear_sum(np.concatenate(cols), np.concatenate(coefs), np.concatenate(rows), nrow, model.num_vars)
+    load = device_loads(model, [np.flatnonzero(reach[a] & reach[:, b]) for a, b in zip(k.tolist(), i.tolist())], P)
     kk, ii = np.repeat(k, m), np.repeat(i, m)
     model.add_constraints("window-load", T[kk] + dur[kk] + load - T[ii] <= 0)
