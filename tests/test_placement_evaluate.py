@@ -46,3 +46,25 @@ def test_proven_bound_holds_against_squeezed_plans() -> None:
     check = evaluate(inst, make_plan(inst, np.asarray(plan.device), squeezed))
     if check.feasible:
         assert check.objective >= res.bound
+
+
+def test_a_start_below_zero_within_tolerance_is_re_timed() -> None:
+    """A 2-op chain of 1 s started 5e-8 s early (accepted within the tolerance) ends at the
+    exact 2 s, not 2 - 5e-8."""
+    inst = tiny(2, [(0, 1, 0)], [1, 1], [0, 0], 1, 0, "independent", False)
+    check = evaluate(inst, make_plan(inst, np.array([0, 0]), np.array([-5e-8, 1 - 5e-8])))
+    assert check.feasible, check.violations
+    assert check.objective == 2.0
+
+
+def test_re_timing_keeps_the_plans_order_of_tied_ops() -> None:
+    """o0 (5 s) and o1 (0 s) both start at 0 on g0; o1 -> o2 -> o3 (2 s each) on g1, o3
+    started 1e-9 s early. Re-timed in the plan's order (o1, the shorter, first on g0 as the
+    overlap check orders them) the makespan is 5 s; taking o0 first would give 9 s."""
+    inst = tiny(4, [(1, 2, 0), (2, 3, 0)], [5, 0, 2, 2], [0] * 4, 1, 0, "independent", False)
+    device = np.array([0, 0, 1, 1])
+    start = np.array([0.0, 0.0, 0.0, 2.0 - 1e-9])
+    check = evaluate(inst, make_plan(inst, device, start))
+    assert check.feasible, check.violations
+    assert check.objective == 5.0
+    assert retimed_makespan(inst, device, start) == 5.0

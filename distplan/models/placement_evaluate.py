@@ -145,39 +145,69 @@ def memory_peaks(inst: PlacementInstance, device: np.ndarray, start: np.ndarray)
 def retimed_makespan(inst: PlacementInstance, device: np.ndarray, start: np.ndarray) -> float:
     """Makespan (seconds) of the earliest schedule that keeps the plan's order of ops on each
     device, timed exactly: every op starts at the latest of its device's previous end and
-    its inputs' arrivals (end + transfer delay). The order is the plan's starts, made
-    consistent with the graph (ops taken by least start among those whose inputs are
-    placed, then by id), so starts that the checks accept within their tolerance cannot
-    shorten the makespan below that of a plan that meets every constraint exactly."""
-    n = inst.n_ops
+    its inputs' arrivals (end + transfer delay). The order on a device is the overlap
+    check's (start, then end, then id), so starts that the checks accept within their
+    tolerance cannot shorten the makespan below that of a plan that meets every constraint
+    exactly. Where those orders contradict the graph (ops tied within the tolerance), ops
+    are taken by least (start, end, id) among those whose inputs are placed."""
+    n, nd = inst.n_ops, inst.n_devices
     dur = inst.time[np.arange(n), device]
     delay = inst.delay(np.arange(inst.n_edges), device[inst.src], device[inst.dst])
-    preds: list[list[tuple[int, float]]] = [[] for _ in range(n)]
-    succs: list[list[int]] = [[] for _ in range(n)]
-    for a, b, c in zip(inst.src.tolist(), inst.dst.tolist(), delay.tolist()):
-        preds[b].append((a, c))
-        succs[a].append(b)
-    waiting = [len(p) for p in preds]
-    keys = start.tolist()
-    ready = [(keys[v], v) for v in range(n) if waiting[v] == 0]
-    heapq.heapify(ready)
-    end = [0.0] * n
-    free = [0.0] * inst.n_devices
     dev = device.tolist()
     times = dur.tolist()
-    last = 0.0
+    preds: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for u, v, c in zip(inst.src.tolist(), inst.dst.tolist(), delay.tolist()):
+        preds[v].append((u, c))
+        succs[u].append(v)
+    rank = np.empty(n, dtype=np.int64)
+    rank[np.lexsort((np.arange(n), start + dur, start))] = np.arange(n)
+    # the plan's orders: each op waits for its device's previous op, then for its inputs
+    following = [-1] * n
+    previous = [-1] * nd
+    for v in np.argsort(rank).tolist():
+        if previous[dev[v]] >= 0:
+            following[previous[dev[v]]] = v
+        previous[dev[v]] = v
+    waiting = [len(p) for p in preds]
+    for v in following:
+        if v >= 0:
+            waiting[v] += 1
+    end = [0.0] * n
+    free = [0.0] * nd
+    ready = [v for v in range(n) if waiting[v] == 0]
+    done = 0
     while ready:
-        _, v = heapq.heappop(ready)
+        v = ready.pop()
         t = free[dev[v]]
         for u, c in preds[v]:
             t = max(t, end[u] + c)
         end[v] = free[dev[v]] = t + times[v]
-        last = max(last, end[v])
+        done += 1
+        for w in [*succs[v], following[v]]:
+            if w >= 0:
+                waiting[w] -= 1
+                if waiting[w] == 0:
+                    ready.append(w)
+    if done == n:
+        return max(end, default=0.0)
+    # orders that contradict the graph: by least rank among the ops whose inputs are placed
+    waiting = [len(p) for p in preds]
+    keys = rank.tolist()
+    heap = [(keys[v], v) for v in range(n) if waiting[v] == 0]
+    heapq.heapify(heap)
+    free = [0.0] * nd
+    while heap:
+        _, v = heapq.heappop(heap)
+        t = free[dev[v]]
+        for u, c in preds[v]:
+            t = max(t, end[u] + c)
+        end[v] = free[dev[v]] = t + times[v]
         for w in succs[v]:
             waiting[w] -= 1
             if waiting[w] == 0:
-                heapq.heappush(ready, (keys[w], w))
-    return last
+                heapq.heappush(heap, (keys[w], w))
+    return max(end, default=0.0)
 
 
 def evaluate(inst: PlacementInstance, plan: PlacementPlan) -> Check:
@@ -228,7 +258,7 @@ def evaluate(inst: PlacementInstance, plan: PlacementPlan) -> Check:
     if not simulated and inst.n_edges:
         a, b = inst.src, inst.dst
         need_t = end[a] + inst.delay(np.arange(inst.n_edges), device[a], device[b])
-        slack_used = bool(np.any(start[b] < need_t))
+        slack_used = slack_used or bool(np.any(start[b] < need_t))
         late = np.flatnonzero(start[b] < need_t - tol)
         for e in late[:10].tolist():
             violations.append(
