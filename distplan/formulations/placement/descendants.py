@@ -51,12 +51,12 @@ def precedence_sets(inst: PlacementInstance) -> np.ndarray:
     return transitive_closure(inst.n_ops, inst.src, inst.dst, inst.topo_order())
 
 
-def _selected(excess: np.ndarray, sizes: np.ndarray, m: int, budget: int) -> np.ndarray:
-    """Ops whose row beats the static one (excess > 0), most excess per nonzero first,
-    within budget nonzeros (each op has m rows of size + 3 entries)."""
+def _selected(excess: np.ndarray, sizes: np.ndarray, m: int, budget: int, extra: int = 3) -> np.ndarray:
+    """Candidates whose row beats the static one (excess > 0), most excess per nonzero
+    first, within budget nonzeros (each has m rows of size + ``extra`` entries); sorted."""
     cand = np.flatnonzero(excess > 1e-9)
-    cand = cand[np.argsort(-excess[cand] / (sizes[cand] + 3), kind="stable")]
-    cost = np.cumsum((sizes[cand] + 3) * m)
+    cand = cand[np.argsort(-excess[cand] / (sizes[cand] + extra), kind="stable")]
+    cost = np.cumsum((sizes[cand] + extra) * m)
     return np.sort(cand[cost <= budget])
 
 
@@ -223,15 +223,10 @@ def window_load_rows(model: Model, inst: PlacementInstance, T: Any, P: np.ndarra
     work = (R * pmax[None, :]) @ R
     excess = np.where(reach & (size > 0), r[:, None] + pmin[:, None] + work - r[None, :], 0.0)
     k, i = np.nonzero(excess > 1e-9)
-    if k.size == 0:
+    chosen = _selected(excess[k, i], size[k, i].astype(np.int64), m, max_nonzeros, extra=4)
+    if chosen.size == 0:
         return
-    sz = size[k, i].astype(np.int64)
-    order = np.argsort(-excess[k, i] / (sz + 4), kind="stable")
-    cost = np.cumsum((sz[order] + 4) * m)
-    order = order[cost <= max_nonzeros]
-    if order.size == 0:
-        return
-    k, i = k[order], i[order]
+    k, i = k[chosen], i[chosen]
     dur = model.expression("duration")
     load = device_loads(model, [np.flatnonzero(reach[a] & reach[:, b]) for a, b in zip(k.tolist(), i.tolist())], P)
     kk, ii = np.repeat(k, m), np.repeat(i, m)
