@@ -32,7 +32,9 @@ import time
 
 import numpy as np
 
+from distplan.formulations.placement.bounds import critical_path
 from distplan.formulations.placement.forced import forced_bound
+from distplan.formulations.placement.listsched_data import successors
 from distplan.formulations.placement.relaxation import heads_tails
 from distplan.formulations.registry import Bound, round_down
 from distplan.models.placement_instance import PlacementInstance
@@ -85,7 +87,7 @@ def waist_chain(inst: PlacementInstance, unrelated_share: float = 0.01, candidat
     on_path = on_path[np.argsort(r[on_path], kind="stable")]
     if on_path.size > candidates:
         on_path = on_path[np.unique(np.linspace(0, on_path.size - 1, candidates).round().astype(np.int64))]
-    succ, pred = adjacency(inst)
+    succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
     chain: list[int] = []
     after = np.ones(n, dtype=bool)  # descendants of the last waist kept (a chain: each after the one before)
     for v in on_path.tolist():
@@ -102,23 +104,13 @@ def waist_chain(inst: PlacementInstance, unrelated_share: float = 0.01, candidat
     return chain
 
 
-def adjacency(inst: PlacementInstance) -> tuple[list[list[int]], list[list[int]]]:
-    """Successor and predecessor lists per op."""
-    succ: list[list[int]] = [[] for _ in range(inst.n_ops)]
-    pred: list[list[int]] = [[] for _ in range(inst.n_ops)]
-    for a, b in zip(inst.src.tolist(), inst.dst.tolist()):
-        succ[a].append(b)
-        pred[b].append(a)
-    return succ, pred
-
-
 def composed_bound(inst: PlacementInstance, chain: list[int], deadline: float | None = None) -> float:
     """The series composition (module docstring, seconds) over ``chain``, ops each a
     descendant of the one before (ValueError otherwise), each segment bounded by
     `segment_bound` within an equal share of the time to ``deadline`` (a
     ``time.perf_counter()`` value). Not rounded."""
     n = inst.n_ops
-    succ, pred = adjacency(inst)
+    succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
     p = inst.time.min(axis=1)
     segments: list[np.ndarray] = []
     before = np.ones(n, dtype=bool)  # descendants of the previous waist (all ops at first)
@@ -147,7 +139,7 @@ def best_composition(inst: PlacementInstance, chain: list[int], deadline: float 
     apart what a segment's rules see in one piece, such as a fork and its join."""
     n = inst.n_ops
     k = len(chain)
-    succ, pred = adjacency(inst)
+    succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
     p = inst.time.min(axis=1)
     anc = [_reach(n, pred, v) for v in chain]
     desc = [_reach(n, succ, v) for v in chain]
@@ -204,8 +196,6 @@ def waist_bound(
     if len(chain) > max_waists:
         chain = [chain[i] for i in np.unique(np.linspace(0, len(chain) - 1, max_waists).round().astype(np.int64)).tolist()]
     value, used = best_composition(inst, chain, deadline)
-    p = inst.time.min(axis=1)
-    r, q = heads_tails(inst, p)
-    if value <= float((r + p + q).max()):
+    if value <= critical_path(inst):
         return None
     return Bound(round_down(value), f"{SOURCE}: {len(used)} waist{'' if len(used) == 1 else 's'}", "safe")
