@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import distplan
@@ -96,24 +97,37 @@ def tiny_instances(draw: Any) -> PlacementInstance:
     return tiny(n, edges, times, mem, cap, draw(st.integers(0, 2)), draw(st.sampled_from(["independent", "channels"])), liveness)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(tiny_instances())
-def test_relaxation_bound_never_exceeds_brute_force_optimum(inst: PlacementInstance) -> None:
+@st.composite
+def solved_tiny_instances(draw: Any) -> tuple[PlacementInstance, float]:
+    """A feasible `tiny_instances` draw and its brute-force optimum (seconds)."""
+    inst = draw(tiny_instances())
     opt = brute_force(inst)
-    if not np.isfinite(opt):
-        return
+    assume(np.isfinite(opt))
+    return inst, opt
+
+
+def on_solved_tiny_instances(examples: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Run a test on ``examples`` random feasible tiny instances, passed as (instance,
+    optimum): the differential tests of every bound against brute force."""
+
+    def wrap(test: Callable[..., None]) -> Callable[..., None]:
+        return settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])(given(solved_tiny_instances())(test))
+
+    return wrap
+
+
+@on_solved_tiny_instances(20)
+def test_relaxation_bound_never_exceeds_brute_force_optimum(solved: tuple[PlacementInstance, float]) -> None:
+    inst, opt = solved
     res = distplan.solve(inst, "placement_bounds", time_limit=10)
     assert res.bounds, "the solver-free bounds at least"
     for b in res.bounds:
         assert b.value <= opt, f"{b.source}: {b.value} > optimum {opt}"
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(tiny_instances())
-def test_milp_bound_never_exceeds_brute_force_optimum(inst: PlacementInstance) -> None:
-    opt = brute_force(inst)
-    if not np.isfinite(opt):
-        return
+@on_solved_tiny_instances(6)
+def test_milp_bound_never_exceeds_brute_force_optimum(solved: tuple[PlacementInstance, float]) -> None:
+    inst, opt = solved
     try:
         res = distplan.solve(inst, "placement_milp", time_limit=10)
     except NoSolutionError:
@@ -198,16 +212,13 @@ def test_milp_never_returns_a_plan_worse_than_its_warm_start() -> None:
     json.dumps(res.info)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(tiny_instances())
-def test_forced_bound_never_exceeds_brute_force_optimum(inst: PlacementInstance) -> None:
+@on_solved_tiny_instances(20)
+def test_forced_bound_never_exceeds_brute_force_optimum(solved: tuple[PlacementInstance, float]) -> None:
     """No trial makespan at or above the optimum is declared infeasible, and the bisected
     bound (searched up to far above the optimum) stays below it."""
     from distplan.formulations.placement import forced
 
-    opt = brute_force(inst)
-    if not np.isfinite(opt):
-        return
+    inst, opt = solved
     data = forced._Data(inst)
     for C in (opt, opt * 1.5 + 1.0):
         assert forced.infeasible_at(data, C) == "", f"makespan {C} >= optimum {opt} declared infeasible"
@@ -234,14 +245,11 @@ def test_forced_bound_sees_edges_too_dear_to_cut() -> None:
     assert b2 is None or b2.value <= 4.0
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(tiny_instances())
-def test_path_cut_bound_never_exceeds_brute_force_optimum(inst: PlacementInstance) -> None:
+@on_solved_tiny_instances(20)
+def test_path_cut_bound_never_exceeds_brute_force_optimum(solved: tuple[PlacementInstance, float]) -> None:
     from distplan.formulations.placement.pathcut import path_cut_bound
 
-    opt = brute_force(inst)
-    if not np.isfinite(opt):
-        return
+    inst, opt = solved
     b = path_cut_bound(inst)
     if b is not None:
         assert b.value <= opt, f"{b.source}: {b.value} > optimum {opt}"
@@ -289,18 +297,15 @@ def test_precedence_load_rows_lift_the_relaxation_to_the_optimum() -> None:
     assert milp.objective == 19.0 and milp.status.value == "optimal" and milp.bound <= 19.0
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(tiny_instances())
-def test_precedence_load_rows_never_exceed_brute_force_optimum(inst: PlacementInstance) -> None:
+@on_solved_tiny_instances(10)
+def test_precedence_load_rows_never_exceed_brute_force_optimum(solved: tuple[PlacementInstance, float]) -> None:
     """The relaxation with every ancestor and descendant row (`descendants`) stays at or
     below the optimum, under both communication and both memory models."""
     from distplan.formulations.placement import relaxation
     from distplan.formulations.registry import RunContext
     from distplan.solvers.base import SolveOptions, get_backend
 
-    opt = brute_force(inst)
-    if not np.isfinite(opt):
-        return
+    inst, opt = solved
     ctx = RunContext(get_backend("highs"), SolveOptions(time_limit=10), {})
     b, _ = relaxation.solve_bound(inst, ctx, 10, order_nonzeros=10_000)
     if b is not None:
@@ -375,9 +380,8 @@ def test_milp_with_window_rows_proves_the_optimum() -> None:
     assert max(b.value for b in out.bounds) <= 12.0
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(tiny_instances())
-def test_waiting_and_window_rows_never_exceed_brute_force_optimum(inst: PlacementInstance) -> None:
+@on_solved_tiny_instances(12)
+def test_waiting_and_window_rows_never_exceed_brute_force_optimum(solved: tuple[PlacementInstance, float]) -> None:
     """The relaxation with every waiting and window row (and the ancestor and descendant
     rows), and the MILP with them on its start times, stay at or below the optimum under
     both communication and both memory models."""
@@ -385,9 +389,7 @@ def test_waiting_and_window_rows_never_exceed_brute_force_optimum(inst: Placemen
     from distplan.formulations.registry import RunContext
     from distplan.solvers.base import SolveOptions, get_backend
 
-    opt = brute_force(inst)
-    if not np.isfinite(opt):
-        return
+    inst, opt = solved
     ctx = RunContext(get_backend("highs"), SolveOptions(time_limit=10), {})
     b, _ = relaxation.solve_bound(inst, ctx, 10, order_nonzeros=10_000, wait_nonzeros=10_000, window_nonzeros=10_000)
     if b is not None:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_placement_bounds import brute_force, tiny, tiny_instances
+from test_placement_bounds import brute_force, on_solved_tiny_instances, tiny, tiny_instances
 
 import distplan
 from distplan.formulations.placement.relaxation import heads_tails
@@ -30,12 +30,9 @@ def _chains(inst: PlacementInstance) -> list[list[int]]:
     return out
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(tiny_instances())
-def test_composed_bound_never_exceeds_brute_force_optimum(inst: PlacementInstance) -> None:
-    opt = brute_force(inst)
-    if not np.isfinite(opt):
-        return
+@on_solved_tiny_instances(15)
+def test_composed_bound_never_exceeds_brute_force_optimum(solved: tuple[PlacementInstance, float]) -> None:
+    inst, opt = solved
     for chain in _chains(inst):
         value = composed_bound(inst, chain)
         assert value <= opt, f"chain {chain}: {value} > optimum {opt}"
