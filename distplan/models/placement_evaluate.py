@@ -15,6 +15,56 @@ from distplan.models.placement_plan import PlacementPlan
 # -- the independent evaluator -----------------------------------------------------------------
 
 
+def start_times_in_order(inst: PlacementInstance, device: np.ndarray, rank: np.ndarray) -> np.ndarray | None:
+    """Earliest start times (seconds) under independent links when each device runs its ops
+    in increasing ``rank`` (a permutation of 0..n-1), timed exactly: every op starts at the
+    latest of its device's previous end and its inputs' arrivals (end + transfer delay).
+    None when those orders contradict the graph (a cycle)."""
+    n, nd = inst.n_ops, inst.n_devices
+    times = inst.time[np.arange(n), device].tolist()
+    dev = device.tolist()
+    du, dv = device[inst.src], device[inst.dst]
+    cross = du != dv
+    # latency and transfer time apart, added in the simulator's order (end + latency + transfer)
+    latency = np.where(cross, inst.latency[du, dv], 0.0).tolist()
+    transfer = np.where(cross, inst.edge_bytes / inst.bandwidth[du, dv], 0.0).tolist()
+    preds: list[list[tuple[int, float, float]]] = [[] for _ in range(n)]
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for u, v, lat, xfer in zip(inst.src.tolist(), inst.dst.tolist(), latency, transfer):
+        preds[v].append((u, lat, xfer))
+        succs[u].append(v)
+    # each op waits for its device's previous op in rank order, then for its inputs
+    following = [-1] * n
+    previous = [-1] * nd
+    for v in np.argsort(rank).tolist():
+        if previous[dev[v]] >= 0:
+            following[previous[dev[v]]] = v
+        previous[dev[v]] = v
+    waiting = [len(p) for p in preds]
+    for v in following:
+        if v >= 0:
+            waiting[v] += 1
+    start = [0.0] * n
+    end = [0.0] * n
+    free = [0.0] * nd
+    ready = [v for v in range(n) if waiting[v] == 0]
+    done = 0
+    while ready:
+        v = ready.pop()
+        t = free[dev[v]]
+        for u, lat, xfer in preds[v]:
+            t = max(t, end[u] + lat + xfer)
+        start[v] = t
+        end[v] = free[dev[v]] = t + times[v]
+        done += 1
+        for w in [*succs[v], following[v]]:
+            if w >= 0:
+                waiting[w] -= 1
+                if waiting[w] == 0:
+                    ready.append(w)
+    return np.asarray(start) if done == n else None
+
+
 def schedule_fixed_placement(inst: PlacementInstance, device: np.ndarray, order_key: np.ndarray | None = None) -> np.ndarray:
     """Start times (seconds) for a fixed device per op.
 
@@ -24,15 +74,22 @@ def schedule_fixed_placement(inst: PlacementInstance, device: np.ndarray, order_
     instance's communication model.
     """
     n, nd = inst.n_ops, inst.n_devices
+    topo_pos = np.empty(n, dtype=np.int64)
+    topo_pos[inst.topo_order()] = np.arange(n)
+    channels = inst.communication == "channels"
+    if order_key is not None and not channels:
+        rank = np.empty(n, dtype=np.int64)
+        rank[np.lexsort((topo_pos, np.asarray(order_key)))] = np.arange(n)
+        in_order = start_times_in_order(inst, device, rank)
+        if in_order is None:
+            raise InputError("plan.start", "the per-device order contradicts the dependencies (deadlock)", "order ops consistently with the graph")
+        return in_order
     dur = inst.time[np.arange(n), device]
     preds: list[list[int]] = [[] for _ in range(n)]
     succs: list[list[int]] = [[] for _ in range(n)]
     for e, (a, b) in enumerate(zip(inst.src.tolist(), inst.dst.tolist())):
         preds[b].append(e)
         succs[a].append(e)
-    topo_pos = np.empty(n, dtype=np.int64)
-    topo_pos[inst.topo_order()] = np.arange(n)
-    channels = inst.communication == "channels"
     chan_free = np.zeros(nd)
     # channels cache: a tensor (producer op, bytes) received once on a device is reused there
     arrived: dict[tuple[int, int, float], float] = {}
@@ -144,65 +201,37 @@ def memory_peaks(inst: PlacementInstance, device: np.ndarray, start: np.ndarray)
 
 def retimed_makespan(inst: PlacementInstance, device: np.ndarray, start: np.ndarray) -> float:
     """Makespan (seconds) of the earliest schedule that keeps the plan's order of ops on each
-    device, timed exactly: every op starts at the latest of its device's previous end and
-    its inputs' arrivals (end + transfer delay). The order on a device is the overlap
-    check's (start, then end, then id), so starts that the checks accept within their
-    tolerance cannot shorten the makespan below that of a plan that meets every constraint
-    exactly. Where those orders contradict the graph (ops tied within the tolerance), ops
-    are taken by least (start, end, id) among those whose inputs are placed."""
+    device (`start_times_in_order`), the order being the overlap check's (start, then end,
+    then id), so starts that the checks accept within their tolerance cannot shorten the
+    makespan below that of a plan that meets every constraint exactly. Where those orders
+    contradict the graph (ops tied within the tolerance), ops are taken by least (start,
+    end, id) among those whose inputs are placed."""
     n, nd = inst.n_ops, inst.n_devices
-    dur = inst.time[np.arange(n), device]
+    times = inst.time[np.arange(n), device]
+    rank = np.empty(n, dtype=np.int64)
+    rank[np.lexsort((np.arange(n), start + times, start))] = np.arange(n)
+    in_order = start_times_in_order(inst, device, rank)
+    if in_order is not None:
+        return float((in_order + times).max(initial=0.0))
     delay = inst.delay(np.arange(inst.n_edges), device[inst.src], device[inst.dst])
-    dev = device.tolist()
-    times = dur.tolist()
+    dev, dur = device.tolist(), times.tolist()
     preds: list[list[tuple[int, float]]] = [[] for _ in range(n)]
     succs: list[list[int]] = [[] for _ in range(n)]
     for u, v, c in zip(inst.src.tolist(), inst.dst.tolist(), delay.tolist()):
         preds[v].append((u, c))
         succs[u].append(v)
-    rank = np.empty(n, dtype=np.int64)
-    rank[np.lexsort((np.arange(n), start + dur, start))] = np.arange(n)
-    # the plan's orders: each op waits for its device's previous op, then for its inputs
-    following = [-1] * n
-    previous = [-1] * nd
-    for v in np.argsort(rank).tolist():
-        if previous[dev[v]] >= 0:
-            following[previous[dev[v]]] = v
-        previous[dev[v]] = v
-    waiting = [len(p) for p in preds]
-    for v in following:
-        if v >= 0:
-            waiting[v] += 1
-    end = [0.0] * n
-    free = [0.0] * nd
-    ready = [v for v in range(n) if waiting[v] == 0]
-    done = 0
-    while ready:
-        v = ready.pop()
-        t = free[dev[v]]
-        for u, c in preds[v]:
-            t = max(t, end[u] + c)
-        end[v] = free[dev[v]] = t + times[v]
-        done += 1
-        for w in [*succs[v], following[v]]:
-            if w >= 0:
-                waiting[w] -= 1
-                if waiting[w] == 0:
-                    ready.append(w)
-    if done == n:
-        return max(end, default=0.0)
-    # orders that contradict the graph: by least rank among the ops whose inputs are placed
     waiting = [len(p) for p in preds]
     keys = rank.tolist()
     heap = [(keys[v], v) for v in range(n) if waiting[v] == 0]
     heapq.heapify(heap)
+    end = [0.0] * n
     free = [0.0] * nd
     while heap:
         _, v = heapq.heappop(heap)
         t = free[dev[v]]
         for u, c in preds[v]:
             t = max(t, end[u] + c)
-        end[v] = free[dev[v]] = t + times[v]
+        end[v] = free[dev[v]] = t + dur[v]
         for w in succs[v]:
             waiting[w] -= 1
             if waiting[w] == 0:
