@@ -218,3 +218,78 @@ def test_lagrangian_pruned_fronts_keep_the_optimum(mesh: int | tuple[int, int], 
     assert plain is not None and pruned is not None
     assert pruned.cost == pytest.approx(plain.cost, rel=1e-12)
     assert pruned.bound <= plain.cost * (1 + 1e-12) and pruned.memory <= graph.memory_budget
+
+
+def _random_walk(rng: np.random.Generator, W: int, stages: int, copies: int) -> object:
+    """A `_Walk` over random arcs (some state pairs without arcs, several arcs per pair) and
+    random start and end fronts; the chain is a stand-in with the arcs and the state count."""
+    from distplan.formulations.sharding.chain_dp import _Walk
+    from distplan.formulations.sharding.chain_fronts import _Table
+
+    n = int(rng.integers(2, 4 * W * W * stages + 3))
+    first = rng.random(n) < 0.5 if stages == 2 else np.ones(n, dtype=bool)
+    first[:2] = [True, stages == 1]  # no stage without arcs
+    arcs = {
+        "prev": rng.integers(0, W, n),
+        "cur": rng.integers(0, W, n),
+        "first": first,
+        "cost": rng.integers(0, 9, n).astype(float) * 0.125,
+        "memory": rng.integers(0, 9, n).astype(float),
+    }
+    stage_arcs = [np.flatnonzero(arcs["first"]), np.flatnonzero(~arcs["first"])][:stages]
+
+    def front() -> tuple[_Table, np.ndarray]:
+        rows = int(rng.integers(1, 2 * W + 1))
+        t = _Table([], np.zeros((rows, 1), dtype=np.int64), rng.integers(0, 9, rows).astype(float), rng.integers(0, 9, rows).astype(float))
+        return t, rng.integers(0, W, rows)
+
+    (fs, ks), (fe, ke) = front(), front()
+    chain = SimpleNamespace(arcs=arcs, num_walk_states=W)
+    return _Walk(chain, stage_arcs, stages * copies, arcs["memory"], fs, fe, ks, ke)  # type: ignore[arg-type]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**31), W=st.integers(1, 4), stages=st.integers(1, 2), copies=st.integers(1, 5), lam=st.sampled_from([0.0, 0.5, 3.0]))
+def test_scalar_pass_by_squaring_equals_the_step_loop_and_brute_force(seed: int, W: int, stages: int, copies: int, lam: float) -> None:
+    """The scalar pass by repeated min-plus squaring gives the least weight of every walk
+    (brute force over all arc sequences when small, else the step-by-step loop), a path of
+    consecutive arcs of the right stages with that weight, and the same forward values; the
+    dense values to go equal the arc-by-arc ones exactly."""
+    chain_dp = importlib.import_module("distplan.formulations.sharding.chain_dp")
+    walk = _random_walk(np.random.default_rng(seed), W, stages, copies)
+    a = walk.chain.arcs  # type: ignore[attr-defined]
+    weight = a["cost"] + lam * a["memory"]
+    fast = walk.scalar(lam)  # type: ignore[attr-defined]
+    fast_forward = walk.forward[1].copy()  # type: ignore[attr-defined]
+    fast_to_go = walk.to_go(weight, walk.front_end.cost + lam * walk.front_end.mem)  # type: ignore[attr-defined]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(chain_dp, "SQUARING_STATES", 0)
+        slow = walk.scalar(lam)  # type: ignore[attr-defined]
+        slow_forward = walk.forward[1].copy()  # type: ignore[attr-defined]
+        slow_to_go = walk.to_go(weight, walk.front_end.cost + lam * walk.front_end.mem)  # type: ignore[attr-defined]
+    assert np.array_equal(fast_to_go, slow_to_go)
+    np.testing.assert_allclose(fast_forward, slow_forward, rtol=1e-12)
+    assert (fast is None) == (slow is None)
+    # brute force: every start row, arc sequence and end row
+    fs, fe = walk.front_start, walk.front_end  # type: ignore[attr-defined]
+    stage_arcs = walk.stage_arcs  # type: ignore[attr-defined]
+    steps = walk.steps  # type: ignore[attr-defined]
+    if np.prod([idx.size for idx in stage_arcs], dtype=float) ** copies <= 5000:
+        best = np.inf
+        for seq in itertools.product(*[stage_arcs[t % stages].tolist() for t in range(steps)]):
+            if any(a["cur"][x] != a["prev"][y] for x, y in zip(seq, seq[1:])):
+                continue
+            s0, s1 = a["prev"][seq[0]], a["cur"][seq[-1]]
+            w0 = (fs.cost + lam * fs.mem)[walk.key_start == s0]  # type: ignore[attr-defined]
+            w1 = (fe.cost + lam * fe.mem)[walk.key_end == s1]  # type: ignore[attr-defined]
+            if w0.size and w1.size:
+                best = min(best, w0.min() + weight[list(seq)].sum() + w1.min())
+        assert (fast is None) == (best == np.inf)
+    if fast is None or slow is None:
+        return
+    assert fast[0] == pytest.approx(slow[0], rel=1e-12)
+    path = fast[3][1]
+    assert path.size == steps
+    assert all(a["cur"][x] == a["prev"][y] for x, y in zip(path.tolist(), path[1:].tolist()))
+    assert all(x in stage_arcs[t % stages] for t, x in enumerate(path.tolist()))
+    assert fast[1] + lam * fast[2] == pytest.approx(fast[0], rel=1e-12)

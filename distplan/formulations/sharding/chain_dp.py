@@ -59,6 +59,9 @@ MAX_ROWS = 1_000_000
 FIRST_ROWS = 50_000
 #: the first cost cap of the label passes, relative to the Lagrangian bound (x 4 per pass)
 FIRST_GAP = 1e-3
+#: walks of up to this many states take their scalar passes by repeated min-plus squaring
+#: of dense (states x states) matrices (a product holds states^3 floats)
+SQUARING_STATES = 64
 
 
 class DeadlineReached(RuntimeError):
@@ -227,44 +230,112 @@ class _Walk:
 
     def scalar(self, lam: float) -> tuple[float, float, float, tuple[np.ndarray, np.ndarray, float]] | None:
         """The plan of least cost + lam x memory (dynamic program over the steps on dense
-        state matrices): its weight, cost, memory and (explicit strategies, arcs, memory)."""
+        state matrices, by repeated min-plus squaring up to `SQUARING_STATES` states): its
+        weight, cost, memory and (explicit strategies, arcs, memory)."""
         a, W = self.chain.arcs, self.W
         fs, fe = self.front_start, self.front_end
         start_w, start_row = _best_per_key(self.key_start, fs.cost + lam * fs.mem, W)
         end_w, end_row = _best_per_key(self.key_end, fe.cost + lam * fe.mem, W)
         mats = self.stage_matrices(a["cost"] + lam * self.arc_mem)
-        val = start_w
-        back = []
         cols = np.arange(W)
-        for t in range(self.steps):
-            M = val[:, None] + mats[t % len(mats)][0]
-            arg = M.argmin(axis=0)
-            val = M[arg, cols]
-            back.append(arg)
+        if W <= SQUARING_STATES and self.steps % len(mats) == 0 and self.steps:
+            walk = _MinPlusWalk(mats, self.steps // len(mats))
+            M = start_w[:, None] + walk.value
+            first = M.argmin(axis=0)
+            val = M[first, cols]
+        else:
+            val = start_w
+            back = []
+            for t in range(self.steps):
+                M = val[:, None] + mats[t % len(mats)][0]
+                arg = M.argmin(axis=0)
+                val = M[arg, cols]
+                back.append(arg)
         self.forward = (lam, val)
         total = val + end_w
         end = int(np.argmin(total))
         if not np.isfinite(total[end]):
             return None
-        path = np.zeros(self.steps, dtype=np.int64)
-        state = end
-        for t in range(self.steps - 1, -1, -1):
-            prev = int(back[t][state])
-            path[t] = mats[t % len(mats)][1][prev, state]
-            state = prev
+        if W <= SQUARING_STATES and self.steps % len(mats) == 0 and self.steps:
+            state = int(first[end])
+            path = np.array(walk.path(state, end), dtype=np.int64)
+        else:
+            path = np.zeros(self.steps, dtype=np.int64)
+            state = end
+            for t in range(self.steps - 1, -1, -1):
+                prev = int(back[t][state])
+                path[t] = mats[t % len(mats)][1][prev, state]
+                state = prev
         r0, r1 = int(start_row[state]), int(end_row[end])
         cost = float(fs.cost[r0] + a["cost"][path].sum() + fe.cost[r1])
         mem = float(fs.mem[r0] + self.arc_mem[path].sum() + fe.mem[r1])
         return float(total[end]), cost, mem, (np.maximum(fs.asg[r0], fe.asg[r1]), path, mem)
 
     def to_go(self, weight: np.ndarray, end_weight: np.ndarray) -> np.ndarray:
-        """(steps + 1, W): least weight from each state at each step to the end."""
+        """(steps + 1, W): least weight from each state at each step to the end (on the
+        dense stage matrices up to `SQUARING_STATES` states: the least over a (from, to)
+        pair's arcs of weight + value to go is the pair's least weight + value to go,
+        exactly, as rounding is monotone)."""
         a, W = self.chain.arcs, self.W
         out = np.full((self.steps + 1, W), np.inf)
         np.minimum.at(out[self.steps], self.key_end, end_weight)
+        if W <= SQUARING_STATES:
+            mats = [m for m, _ in self.stage_matrices(weight)]
+            for t in range(self.steps - 1, -1, -1):
+                out[t] = (mats[t % len(mats)] + out[t + 1][None, :]).min(axis=1)
+            return out
         for t in range(self.steps - 1, -1, -1):
             idx = self.stage_arcs[t % len(self.stage_arcs)]
             np.minimum.at(out[t], a["prev"][idx], weight[idx] + out[t + 1][a["cur"][idx]])
+        return out
+
+
+class _MinPlusWalk:
+    """The min-plus product of ``periods`` repetitions of the stage matrices (value and arc
+    per (from, to) state pair, as `_Walk.stage_matrices` gives them) by repeated squaring,
+    with the intermediate state of every product, so the best path between two states is
+    recovered arc by arc. Ties go to the least intermediate state."""
+
+    def __init__(self, mats: list[tuple[np.ndarray, np.ndarray]], periods: int):
+        self.mats = mats
+        #: per node: (value, left node, right node, argmin state); leaves: (value, -1, stage, None)
+        self.nodes: list[tuple[np.ndarray, int, int, np.ndarray | None]] = []
+        period = self._leaf(0)
+        for s in range(1, len(mats)):
+            period = self._product(period, self._leaf(s))
+        result, power, n = -1, period, periods
+        while n:
+            if n & 1:
+                result = power if result < 0 else self._product(result, power)
+            n >>= 1
+            if n:
+                power = self._product(power, power)
+        self.root = result
+        self.value = self.nodes[result][0]
+
+    def _leaf(self, stage: int) -> int:
+        self.nodes.append((self.mats[stage][0], -1, stage, None))
+        return len(self.nodes) - 1
+
+    def _product(self, left: int, right: int) -> int:
+        T = self.nodes[left][0][:, :, None] + self.nodes[right][0][None, :, :]
+        mid = T.argmin(axis=1)
+        self.nodes.append((np.take_along_axis(T, mid[:, None, :], axis=1)[:, 0, :], left, right, mid))
+        return len(self.nodes) - 1
+
+    def path(self, i: int, j: int) -> list[int]:
+        """The arcs of the best path from state i to state j, step by step."""
+        out: list[int] = []
+        todo = [(self.root, i, j)]
+        while todo:
+            node, x, y = todo.pop()
+            _, left, right, mid = self.nodes[node]
+            if mid is None:
+                out.append(int(self.mats[right][1][x, y]))
+                continue
+            m = int(mid[x, y])
+            todo.append((right, m, y))
+            todo.append((left, x, m))
         return out
 
 
