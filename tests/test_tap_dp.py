@@ -293,3 +293,34 @@ def test_scalar_pass_by_squaring_equals_the_step_loop_and_brute_force(seed: int,
     assert all(a["cur"][x] == a["prev"][y] for x, y in zip(path.tolist(), path[1:].tolist()))
     assert all(x in stage_arcs[t % stages] for t, x in enumerate(path.tolist()))
     assert fast[1] + lam * fast[2] == pytest.approx(fast[0], rel=1e-12)
+
+
+@pytest.mark.parametrize(("layers", "mesh", "frac", "one_pass"), [(6, 8, 0.3, True), (8, 4, 0.3, True), (6, 4, 0.02, False), (6, 8, 0.02, False)])
+def test_a_capped_pass_below_its_least_dropped_bound_is_optimal(layers: int, mesh: int, frac: float, one_pass: bool) -> None:
+    """A label pass whose cap dropped labels, but whose best plan costs no more than the
+    least Lagrangian bound of a dropped label, is optimal: one pass in the first two cases
+    (its plan costs more than the cap), more in the others (a pass's plan above that bound
+    is not taken); each with the optimum of a single uncapped pass."""
+    chain_dp = importlib.import_module("distplan.formulations.sharding.chain_dp")
+    chain, graph, start, end = _one_chain(tight(layers, mesh, frac, 2.5e10))
+    passes: list[tuple[float, float, float]] = []
+    original = chain_dp._label_dp
+
+    def logged(walk: object, budget: float, lam: float, upper: float, *args: object) -> object:
+        got = original(walk, budget, lam, upper, *args)
+        passes.append((upper, np.inf if got[0] is None else got[0].cost, got[1]))
+        return got
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(chain_dp, "_label_dp", logged)
+        capped = solve_walk_dp(chain, graph, start, end)
+    if one_pass:
+        ((upper, cost, dropped),) = passes
+        assert upper < cost <= dropped  # the threshold, not the cap, ended the search
+    else:
+        assert len(passes) > 1 and passes[0][1] > passes[0][2]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(chain_dp, "FIRST_GAP", 1e9)  # one pass, capped at the incumbent: exhaustive
+        whole = solve_walk_dp(chain, graph, start, end)
+    assert capped is not None and whole is not None
+    assert capped.cost == pytest.approx(whole.cost, rel=1e-12) and capped.bound <= whole.cost

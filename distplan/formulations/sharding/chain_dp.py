@@ -488,15 +488,18 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
                 last, fe = walk, walk.front_end
                 mem_to_go = walk.to_go(a["memory"], fe.mem)
                 lag_to_go = walk.to_go(a["cost"] + lam * a["memory"], fe.cost + lam * fe.mem)
-            res, capped = _label_dp(walk, budget, lam, cap * (1 + 1e-9), mem_to_go, lag_to_go, deadline, max_rows)
+            res, dropped = _label_dp(walk, budget, lam, cap * (1 + 1e-9), mem_to_go, lag_to_go, deadline, max_rows)
         except TooLarge:
             return None
         # a pass whose cap dropped no label (and, Lagrangian, no front row) was exhaustive
-        exhaustive = final or (not capped and lagrangian is None)
+        exhaustive = final or (dropped == np.inf and lagrangian is None)
         if res is None and exhaustive:
             return None
         if res is not None:
-            if exhaustive or res.cost <= cap:
+            # every completion of a dropped label costs at least its Lagrangian bound, so
+            # a plan of cost <= the least dropped bound (less the cap's rounding slack) is
+            # optimal too (the fronts must be whole: not Lagrangian-pruned)
+            if exhaustive or res.cost <= cap or (lagrangian is None and res.cost * (1 + 1e-9) <= dropped):
                 res.labels += labels
                 return res
             best = (res.cost, best[1])
@@ -505,25 +508,28 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
         cap = lower * (1 + step)
 
 
-def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: np.ndarray, lag_to_go: np.ndarray, deadline: float | None, max_rows: float) -> tuple[DPResult | None, bool]:
+def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: np.ndarray, lag_to_go: np.ndarray, deadline: float | None, max_rows: float) -> tuple[DPResult | None, float]:
     """The walk's labels (cost, memory) per state, step by step, keeping the Pareto ones;
     a label is dropped when the least memory to come cannot fit, or when its Lagrangian
     bound cost + lam x (memory - budget) + least (cost + lam x memory) to come exceeds
     ``upper`` (then every completion costs more than ``upper``). The best plan within budget
-    (None if none survives) with, as its bound, the least cost within the slack; and
-    whether ``upper`` dropped any label (if not, the pass was exhaustive)."""
+    (None if none survives) with, as its bound, the least cost within the slack; and the
+    least Lagrangian bound of a label that ``upper`` dropped (seconds; inf when none: the
+    pass was exhaustive)."""
     a, W, stages = walk.chain.arcs, walk.W, len(walk.stage_arcs)
     fs, fe = walk.front_start, walk.front_end
     limit = budget * (1 + MEMORY_SLACK)
 
-    capped = False
+    dropped = np.inf
 
     def alive(t: int, st: np.ndarray, c: np.ndarray, m: np.ndarray) -> np.ndarray:
-        nonlocal capped
+        nonlocal dropped
         fits = m + mem_to_go[t][st] <= limit
-        ok = np.flatnonzero(fits & (c + lam * (m - budget) + lag_to_go[t][st] <= upper))
-        if not capped and ok.size < int(np.count_nonzero(fits)):
-            capped = True
+        lagrangian = c + lam * (m - budget) + lag_to_go[t][st]
+        under = lagrangian <= upper
+        ok = np.flatnonzero(fits & under)
+        if ok.size < int(np.count_nonzero(fits)):
+            dropped = min(dropped, float(lagrangian[fits & ~under].min()))
         return ok[pareto_rows(st[ok], c[ok], m[ok])]
 
     key_start = walk.key_start
@@ -568,7 +574,7 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
     total_mem = mem[lab] + fe.mem[row]
     fits = np.flatnonzero(total_mem <= budget)
     if not fits.size:
-        return None, capped
+        return None, dropped
     pick = int(fits[np.argmin(total_cost[fits])])
     # every pruned plan costs more than ``upper``; the bound is the least cost within the slack
     bound = min(float(total_cost[total_mem <= limit].min()), float(total_cost[pick]))
@@ -578,7 +584,7 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
         path[t] = arcs_of[t][k]
         k = int(parents[t][k])
     explicit = np.maximum(fs.asg[start_row[k]], fe.asg[row[pick]])
-    return DPResult(explicit, path, float(total_cost[pick]), float(total_mem[pick]), bound, labels), capped
+    return DPResult(explicit, path, float(total_cost[pick]), float(total_mem[pick]), bound, labels), dropped
 
 
 def _choice(sk_nodes: int, chain: Chain, origin: np.ndarray, virtual: np.ndarray, res: DPResult) -> np.ndarray:
