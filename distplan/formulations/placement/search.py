@@ -1,9 +1,12 @@
 """placement_search: the Baechi heuristics' plans improved by local search (`improve`).
 
 The heuristics (m-ETF, m-TOPO, m-SCT on the graph and on its coarsened graph, single
-device; Jeon et al., SoCC 2020) give the starting plans, and one more comes from moving
-critical-path clusters of the best one greedily (`improve.cluster_greedy`, within
-``cluster_share`` of the time; by default 0.3 under the channel model, else none). The search runs from
+device; Jeon et al., SoCC 2020) give the starting plans, and one more comes, within
+``cluster_share`` of the time, from whole layers: when the graph has layer chains (a layer
+unrolled over time, `chains.layer_chains`), the search over groups of whole layers
+(`chains.group_search`, default share 0.5), else critical-path clusters of the best plan
+moved greedily (`improve.cluster_greedy`, default share 0.3); by default under the channel
+model only. The search runs from
 the best one until it stops improving, then from the next ones with other seeds while time
 is left; the best schedule found, re-timed longest tail first when that ends earlier
 (`tailsched`), is the plan (the api re-evaluates it with the independent evaluator). The forced co-location bound (`forced`) gets a share of the time first, up to
@@ -17,6 +20,7 @@ import time
 import numpy as np
 
 from distplan.formulations.placement.bounds import placement_bounds
+from distplan.formulations.placement.chains import group_search, layer_chains, layer_groups
 from distplan.formulations.placement.forced import forced_bound
 from distplan.formulations.placement.improve import cluster_greedy, improve, search_info
 from distplan.formulations.placement.listsched import Schedule
@@ -77,18 +81,26 @@ def run_search(inst: PlacementInstance, ctx: RunContext) -> Outcome:
         b = forced_bound(inst, starts[0][0].makespan, deadline=time.perf_counter() + share * max(0.0, deadline - t0))
         if b is not None:
             bounds.append(b)
-    # one more start: critical-path clusters moved greedily. By default under the channel
-    # model only: there every cut tensor serializes on two channels and plans built from
-    # whole chains start far better (gnmt-v2-4gpu-channels: 106 ms vs 116 ms); under
-    # independent links m-SCT's plans already cut cheaply and searching from them did
-    # better in our runs (gnmt-v2-4gpu, 60 s: 79.5 ms vs 79.7 ms)
-    wanted = ctx.param("cluster_share", None)
-    share = (0.3 if inst.communication == "channels" else 0.0) if wanted is None else float(wanted)
-    if share > 0 and inst.n_devices > 1:
-        greedy = cluster_greedy(inst, starts[0][0].device, deadline=time.perf_counter() + share * max(0.0, deadline - time.perf_counter()))
-        if greedy is not None and greedy.makespan < starts[0][0].makespan:
-            starts = sorted([*starts, (greedy, f"{starts[0][1]} + path clusters")], key=lambda f: f[0].makespan)
     max_evals = ctx.param("max_evals", None)
+    # one more start: whole layer chains moved between devices (`chains`), or on graphs
+    # without them critical-path clusters moved greedily. By default under the channel
+    # model only: there every cut tensor serializes on two channels and plans built from
+    # whole chains start far better (gnmt-v2-4gpu-channels: layer groups 85.9 ms, path
+    # clusters 106 ms, m-ETF 116 ms); under independent links m-SCT's plans already cut
+    # cheaply and searching from them did better in our runs (gnmt-v2-4gpu, 60 s: 79.5 ms
+    # vs 79.7 ms from path clusters)
+    layers = layer_chains(inst) if inst.n_devices > 1 else []
+    wanted = ctx.param("cluster_share", None)
+    share = ((0.5 if layers else 0.3) if inst.communication == "channels" else 0.0) if wanted is None else float(wanted)
+    if share > 0 and inst.n_devices > 1:
+        until = time.perf_counter() + share * max(0.0, deadline - time.perf_counter())
+        if layers:
+            found = group_search(inst, layer_groups(inst, layers), starts[0][0].device, deadline=until, max_evals=None if max_evals is None else int(max_evals), seed=int(ctx.param("seed", 0)))
+            how = "layer chains"
+        else:
+            found, how = cluster_greedy(inst, starts[0][0].device, deadline=until), "path clusters"
+        if found is not None and found.makespan < starts[0][0].makespan:
+            starts = sorted([*starts, (found, f"{starts[0][1]} + {how}")], key=lambda f: f[0].makespan)
     # stop once the plan is within the run's gap tolerance of a proven bound
     gap = ctx.options.mip_gap if ctx.options.mip_gap is not None else 0.0
     target = max([b.value for b in bounds + placement_bounds(inst)], default=0.0) * (1 + gap)
