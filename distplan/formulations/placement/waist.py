@@ -42,7 +42,7 @@ from distplan.models.placement_instance import PlacementInstance
 SOURCE = "series composition over waist ops (segment bounds added along a chain)"
 
 
-def _reach(n: int, adj: list[list[int]], start: int) -> np.ndarray:
+def reachable(n: int, adj: list[list[int]], start: int) -> np.ndarray:
     """Ops reachable from ``start`` along ``adj`` (boolean per op, ``start`` excluded)."""
     seen = np.zeros(n, dtype=bool)
     stack = list(adj[start])
@@ -95,8 +95,8 @@ def waist_chain(inst: PlacementInstance, unrelated_share: float = 0.01, candidat
             break
         if not after[v]:
             continue
-        desc = _reach(n, succ, v)
-        related = desc | _reach(n, pred, v)
+        desc = reachable(n, succ, v)
+        related = desc | reachable(n, pred, v)
         related[v] = True
         if total - float(p[related].sum()) <= unrelated_share * total:
             chain.append(v)
@@ -117,8 +117,8 @@ def composed_bound(inst: PlacementInstance, chain: list[int], deadline: float | 
     for v in chain:
         if not before[v]:
             raise ValueError(f"op {inst.op_names[v]!r} does not follow the waist before it")
-        segments.append(before & _reach(n, pred, v))
-        before = _reach(n, succ, v)
+        segments.append(before & reachable(n, pred, v))
+        before = reachable(n, succ, v)
     segments.append(before)
     value = float(p[chain].sum())
     for k, seg in enumerate(segments):
@@ -141,8 +141,8 @@ def best_composition(inst: PlacementInstance, chain: list[int], deadline: float 
     k = len(chain)
     succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
     p = inst.time.min(axis=1)
-    anc = [_reach(n, pred, v) for v in chain]
-    desc = [_reach(n, succ, v) for v in chain]
+    anc = [reachable(n, pred, v) for v in chain]
+    desc = [reachable(n, succ, v) for v in chain]
     for a, b in zip(chain[:-1], chain[1:]):
         if not desc[chain.index(a)][b]:
             raise ValueError(f"op {inst.op_names[b]!r} does not follow the waist before it")

@@ -1,0 +1,202 @@
+"""Series composition over cut waists with each module's proven optimum.
+
+A refinement of the series composition over waist ops (`waist`). Take ops w_1, ..., w_K,
+each a descendant of the one before, and the modules between them: M_0 the ancestors of
+w_1, M_k (0 < k < K) the ops that descend from w_k and are ancestors of w_{k+1}, M_K the
+descendants of w_K. The window instance W_k is the sub-instance on M_k with w_k and
+w_{k+1} (those that exist) as endpoints whose time is zero on every device. In any plan,
+put w_k at its end C(w_k) and w_{k+1} at its start S(w_{k+1}), both on their devices with
+zero duration, and the ops of M_k where they are: that is a feasible plan of W_k (a
+subset of the plan's ops, transfers and memory: every M_k op starts after C(w_k) and ends
+before S(w_{k+1}), so the zero-length endpoints overlap nothing; under both
+communication models and both memory models), and its span is S(w_{k+1}) - C(w_k)
+(S(w_1) for M_0, makespan - C(w_K) for M_K). Hence
+
+    makespan >= sum_k L(W_k) + sum_k min_d p(w_k, d),
+
+L any lower bound on the optimum of W_k. Unlike the segment bounds of `waist`, which see
+the ops between two waists without them, W_k holds the transfers out of w_k and into
+w_{k+1}: a branch of a module moved to another device pays both, which the critical path
+and the load rows do not see, and inside a small module (an Inception block, ~5-11 ops)
+the optimum, proven by a MILP, sees exactly the transfers and the queueing. Ops that are
+neither ancestors nor descendants of some waist (such as the weight updates that hang off
+a backward pass) belong to no window: leaving them out only lowers the bound.
+
+The waists are the ops of `waist.waist_chain` (a longest path at fastest times) whose
+unrelated ops (neither ancestors nor descendants) are all sinks: the joins of modules.
+L(W_k) is the best of `waist.segment_bound` of M_k and, for modules of at most
+``max_ops`` ops, the proven dual bound of ``solve_window`` (the placement MILP in
+`milp.module_bound`, passed in by the caller), which makes the bound "solver" graded.
+This is the series (modular) decomposition of precedence-constrained scheduling bounds
+(Möhring, "Computationally tractable classes of ordered sets", 1989; Klein & Scholl, EJOR
+112(2), 1999), with each module solved exactly as a sub-problem (the decomposition bounds
+of Carlier & Néron, "On linear lower bounds for the resource constrained project
+scheduling problem", EJOR 149(2), 2003, in spirit). Seconds throughout.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from distplan.formulations.placement.listsched_data import successors
+from distplan.formulations.placement.waist import reachable, segment_bound, waist_chain
+from distplan.formulations.registry import Bound, round_down
+from distplan.models.placement_instance import PlacementInstance
+
+SOURCE = "series composition over cut waists with each module's optimum"
+
+#: a lower bound (seconds) on the optimum of a window instance, proven until a deadline
+#: (a ``time.perf_counter()`` value) given one already proven (seconds), or None
+WindowSolver = Callable[[PlacementInstance, float, float], "float | None"]
+
+
+@dataclass(frozen=True)
+class Composition:
+    """A composed bound (seconds, not rounded), the number of waists and of the modules
+    whose bound came from ``solve_window``, and of all non-empty modules."""
+
+    value: float
+    waists: int
+    solved: int
+    modules: int
+
+
+def cut_waists(inst: PlacementInstance, deadline: float | None = None) -> list[int]:
+    """Ops of `waist.waist_chain` (every candidate on a longest path, in path order) whose
+    unrelated ops are all sinks (ops without successors), looked at until ``deadline``
+    (a ``time.perf_counter()`` value)."""
+    n = inst.n_ops
+    chain = waist_chain(inst, unrelated_share=1.0, candidates=n, deadline=deadline)
+    succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
+    sink = np.bincount(inst.src, minlength=n) == 0
+    out: list[int] = []
+    for v in chain:
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
+        related = reachable(n, succ, v) | reachable(n, pred, v) | sink
+        related[v] = True
+        if related.all():
+            out.append(v)
+    return out
+
+
+def window_instance(inst: PlacementInstance, module: np.ndarray, first: int | None, last: int | None) -> PlacementInstance:
+    """The window instance (module docstring): the ops where ``module`` holds, with the
+    waists ``first`` and ``last`` (None: none) as endpoints of zero time on every device."""
+    keep = module.copy()
+    ends = [v for v in (first, last) if v is not None]
+    keep[ends] = True
+    sub = inst.induced(keep)
+    pos = np.cumsum(keep) - 1
+    sub.time = sub.time.copy()
+    sub.time[pos[ends]] = 0.0
+    return sub
+
+
+def _fingerprint(sub: PlacementInstance) -> bytes:
+    """Bytes that are equal for two window instances with the same data (op times, memory,
+    edges with their bytes, co-location pattern) in the same op order."""
+    groups = np.unique(sub.colocation_groups(), return_inverse=True)[1]
+    parts = (sub.time, sub.memory, sub.temporary, sub.output, sub.src, sub.dst, sub.edge_bytes, groups)
+    return b"|".join(np.ascontiguousarray(a).tobytes() for a in parts)
+
+
+def compose(inst: PlacementInstance, chain: list[int], solve_window: WindowSolver | None = None, deadline: float | None = None, max_ops: int = 40) -> Composition:
+    """The best composition (module docstring) over sub-chains of ``chain`` (ops each a
+    descendant of the one before; ValueError otherwise), by a longest path over the waists
+    as in `waist.best_composition`. Segments, until ``deadline`` (a ``time.perf_counter()``
+    value), each within an equal share of the time left to it: (1) the modules between
+    consecutive waists by `waist.segment_bound` (always, so a path exists); (2) with
+    ``solve_window``, the windows of those with 1..``max_ops`` ops, smallest first
+    (identical windows, such as repeated blocks, solved once); (3) the segments from the
+    start to a waist and from a waist to the end, smallest first, by both; (4) the other
+    segments between two waists, shortest first, by `waist.segment_bound`."""
+    n, k = inst.n_ops, len(chain)
+    succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
+    p = inst.time.min(axis=1)
+    anc = [reachable(n, pred, v) for v in chain]
+    desc = [reachable(n, succ, v) for v in chain]
+    for a, b in zip(range(k - 1), range(1, k)):
+        if not desc[a][chain[b]]:
+            raise ValueError(f"op {inst.op_names[chain[b]]!r} does not follow the waist before it")
+    everything = np.ones(n, dtype=bool)
+
+    def between(i: int, j: int) -> np.ndarray:  # nodes 0..k+1: the start, the waists, the end
+        return (everything if i == 0 else desc[i - 1]) & (everything if j == k + 1 else anc[j - 1])
+
+    def until(left: int) -> float | None:
+        return None if deadline is None else time.perf_counter() + max(0.0, deadline - time.perf_counter()) / max(left, 1)
+
+    def late() -> bool:
+        return deadline is not None and time.perf_counter() >= deadline
+
+    seg: dict[tuple[int, int], float] = {}
+    size: dict[tuple[int, int], int] = {}
+    solved: set[tuple[int, int]] = set()
+    seen: dict[bytes, float | None] = {}  # identical windows (repeated blocks) are solved once
+
+    def refine(ij: tuple[int, int], left: int) -> None:
+        if solve_window is None or not 0 < size[ij] <= max_ops or late():
+            return
+        i, j = ij
+        sub = window_instance(inst, between(i, j), chain[i - 1] if i > 0 else None, chain[j - 1] if j <= k else None)
+        key = _fingerprint(sub)
+        if key not in seen:
+            stop = until(left)
+            seen[key] = solve_window(sub, time.perf_counter() + 3600.0 if stop is None else stop, seg[ij])
+        found = seen[key]
+        if found is not None and found > seg[ij]:
+            seg[ij] = found
+            solved.add(ij)
+
+    consecutive = [(i, i + 1) for i in range(k + 1)]
+    for ij in consecutive:
+        size[ij] = int(between(*ij).sum())
+        seg[ij] = segment_bound(inst.induced(between(*ij)), until(len(consecutive))) if size[ij] else 0.0
+    todo = sorted((ij for ij in consecutive if size[ij]), key=lambda ij: size[ij])
+    for idx, ij in enumerate(todo):
+        refine(ij, len(todo) - idx + 1)
+    ends = sorted({(0, j) for j in range(2, k + 2)} | {(i, k + 1) for i in range(k - 1, 0, -1)}, key=lambda ij: int(between(*ij).sum()))
+    others = sorted(((i, j) for i in range(1, k) for j in range(i + 2, k + 1)), key=lambda ij: (ij[1] - ij[0], ij[0]))
+    for idx, ij in enumerate(ends + others):
+        if late():
+            break
+        size[ij] = int(between(*ij).sum())
+        seg[ij] = segment_bound(inst.induced(between(*ij)), until(len(ends) + len(others) - idx)) if size[ij] else 0.0
+        if idx < len(ends):
+            refine(ij, len(ends) - idx)
+    best = [-np.inf] * (k + 2)
+    back = [-1] * (k + 2)
+    best[0] = 0.0
+    for j in range(1, k + 2):
+        for i in range(j):
+            if (i, j) in seg and np.isfinite(best[i]):
+                val = best[i] + (float(p[chain[i - 1]]) if i > 0 else 0.0) + seg[(i, j)]
+                if val > best[j]:
+                    best[j], back[j] = val, i
+    path = [k + 1]
+    while path[-1] > 0:
+        path.append(back[path[-1]])
+    path.reverse()
+    used = list(zip(path[:-1], path[1:]))
+    return Composition(float(best[k + 1]), len(path) - 2, sum(1 for ij in used if ij in solved), sum(1 for ij in used if size[ij]))
+
+
+def module_bound(inst: PlacementInstance, solve_window: WindowSolver | None, deadline: float | None = None, max_ops: int = 40) -> Bound | None:
+    """The composition over `cut_waists` (a tenth of the time to ``deadline`` looks for
+    them), rounded down: graded "solver" when some module's bound came from
+    ``solve_window``, "safe" otherwise. None for one device or without a cut waist."""
+    if inst.n_devices < 2 or inst.n_ops < 2:
+        return None
+    find_by = None if deadline is None else time.perf_counter() + 0.1 * max(0.0, deadline - time.perf_counter())
+    chain = cut_waists(inst, find_by)
+    if not chain:
+        return None
+    c = compose(inst, chain, solve_window, deadline, max_ops)
+    grade = "solver" if c.solved else "safe"
+    source = f"{SOURCE}: {c.waists} waists, {c.solved} of {c.modules} modules solved"
+    return Bound(round_down(c.value), source, grade)

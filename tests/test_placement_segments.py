@@ -1,0 +1,124 @@
+"""The series composition over cut waists with each module's optimum
+(`placement.segments`): on random tiny DAGs (3-5 ops, 2 devices, both communication
+models, both memory models) the composition over any chain of ops, each after the one
+before, with every window bounded by its brute-force optimum (the strongest bound a window
+can have) or by the placement MILP, never exceeds the brute-force optimum of the whole
+instance; on a fork-join fixture it equals the optimum, which the waist composition does
+not reach, so a bound inflated by any amount fails. Integral data: sums are exact."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from test_placement_bounds import brute_force, on_solved_tiny_instances, tiny
+from test_placement_channels_waist import _chains
+
+from distplan.formulations.placement.milp import run, window_bound
+from distplan.formulations.placement.segments import compose, cut_waists, module_bound, window_instance
+from distplan.formulations.placement.waist import waist_bound
+from distplan.formulations.registry import RunContext
+from distplan.models.placement_instance import PlacementInstance
+from distplan.solvers.base import get_backend
+from distplan.solvers.options import SolveOptions
+
+
+def exact(sub: PlacementInstance, until: float, lower: float) -> float:
+    """A window's brute-force optimum (seconds), checked against the bound it is given."""
+    opt = brute_force(sub)
+    assert lower <= opt, f"segment bound {lower} above the window's optimum {opt}"
+    return opt
+
+
+def _context(**params: float) -> RunContext:
+    return RunContext(get_backend("highs"), SolveOptions(time_limit=20.0, threads=1), dict(params))
+
+
+@on_solved_tiny_instances(7)
+def test_composition_never_exceeds_brute_force_optimum(solved: tuple[PlacementInstance, float]) -> None:
+    inst, opt = solved
+    for chain in _chains(inst):
+        c = compose(inst, chain, exact)
+        assert c.value <= opt, f"chain {chain}: {c.value} > optimum {opt}"
+        assert c.solved <= c.modules
+    ctx = _context()
+    b = module_bound(inst, lambda sub, until, lower: window_bound(sub, ctx, until, lower), deadline=time.perf_counter() + 10)
+    if b is not None:
+        assert b.value <= opt and b.grade in ("safe", "solver")
+
+
+@on_solved_tiny_instances(8)
+def test_window_instance_optimum_bounds_the_window(solved: tuple[PlacementInstance, float]) -> None:
+    """Every window of a two-waist chain: its optimum (zero-time endpoints) plus the two
+    waists' fastest times and the parts before and after never exceed the optimum."""
+    inst, opt = solved
+    p = inst.time.min(axis=1)
+    for chain in _chains(inst):
+        if len(chain) != 2:
+            continue
+        a, b = chain
+        reach = np.zeros((inst.n_ops, inst.n_ops), dtype=bool)
+        reach[inst.src, inst.dst] = True
+        for k in range(inst.n_ops):
+            reach |= reach[:, [k]] & reach[[k], :]
+        module = reach[a] & reach[:, b]
+        sub = window_instance(inst, module, a, b)
+        assert sub.n_ops == int(module.sum()) + 2 and sub.time[[0, -1]].max() == 0.0
+        assert brute_force(sub) + p[a] + p[b] <= opt
+
+
+def fork_join(comm: str, latency: int) -> PlacementInstance:
+    """w0 (1 s) feeds three branches of 2 s each, all joined by w1 (1 s); 2 devices, every
+    link costs ``latency`` s. Latency 1: a branch moved to the other device pays 1 s each
+    way, so 2 + 2 on one device against 1 + 2 + 1 on the other: 1 + 4 + 1 = 6 s. Latency
+    2: moving pays nothing back, 1 + 6 + 1 = 8 s. The critical path is 4 s."""
+    edges = [(0, 1, 0), (0, 2, 0), (0, 3, 0), (1, 4, 0), (2, 4, 0), (3, 4, 0)]
+    return tiny(5, edges, [1, 2, 2, 2, 1], [0] * 5, 1, latency, comm, False)
+
+
+@pytest.mark.parametrize("comm", ["independent", "channels"])
+@pytest.mark.parametrize(("latency", "optimum"), [(1, 6.0), (2, 8.0)])
+def test_module_optimum_reaches_the_optimum(comm: str, latency: int, optimum: float) -> None:
+    inst = fork_join(comm, latency)
+    assert brute_force(inst) == optimum
+    assert cut_waists(inst) == [0, 4]
+    old = waist_bound(inst)
+    assert old is not None and old.value < optimum - 0.5  # the segment bounds miss the transfers
+    b = module_bound(inst, exact)
+    assert b is not None and optimum - 1e-6 < b.value <= optimum and b.grade == "solver"
+    assert module_bound(inst, None) is not None and module_bound(inst, None).grade == "safe"
+    if comm == "independent":  # the MILP under both models: the differential test above
+        ctx = _context()
+        milp = module_bound(inst, lambda sub, until, lower: window_bound(sub, ctx, until, lower), deadline=time.perf_counter() + 10)
+        assert milp is not None and optimum - 1e-5 < milp.value <= optimum
+
+
+def test_repeated_windows_are_solved_once() -> None:
+    """Two identical fork-joins in series: the second window is the first one's data."""
+    edges = [(0, 1, 0), (0, 2, 0), (1, 3, 0), (2, 3, 0), (3, 4, 0), (3, 5, 0), (4, 6, 0), (5, 6, 0)]
+    inst = tiny(7, edges, [1, 2, 2, 1, 2, 2, 1], [0] * 7, 1, 1, "independent", False)
+    calls: list[int] = []
+
+    def counting(sub: PlacementInstance, until: float, lower: float) -> float:
+        calls.append(sub.n_ops)
+        return exact(sub, until, lower)
+
+    c = compose(inst, cut_waists(inst), counting, max_ops=2)
+    assert cut_waists(inst) == [0, 3, 6]
+    assert calls == [4]  # the window of either fork-join (two branches and two ends)
+    # each fork: its first waist and one branch on one device, the other branch (1 s later)
+    # and the join on the other: 3 s between the waists, the brute-force optimum
+    assert c.value == 1 + 3 + 1 + 3 + 1 == brute_force(inst.induced(np.array([1, 1, 1, 1, 0, 0, 0], bool))) + 3 + 1 and c.solved == 2
+
+
+@pytest.mark.parametrize("share", [0.3, 0.0])
+def test_module_bound_in_placement_milp(share: float) -> None:
+    """placement_milp lists the composition among its bounds, and leaves it out when
+    ``module_share`` is 0; its plan is the optimum, 6 s."""
+    inst = fork_join("independent", 1)
+    out = run(inst, _context(module_share=share, waist_share=0.0))
+    found = [b for b in out.bounds if b.source.startswith("series composition over cut waists")]
+    assert len(found) == (1 if share > 0 else 0)
+    assert all(6.0 - 1e-5 < b.value <= 6.0 for b in found)
+    assert out.claimed_objective == pytest.approx(6.0)
