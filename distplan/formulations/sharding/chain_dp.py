@@ -298,8 +298,10 @@ class _MinPlusWalk:
 
     def __init__(self, mats: list[tuple[np.ndarray, np.ndarray]], periods: int):
         self.mats = mats
-        #: per node: (value, left node, right node, argmin state); leaves: (value, -1, stage, None)
-        self.nodes: list[tuple[np.ndarray, int, int, np.ndarray | None]] = []
+        #: per node: (value, left node, right node, argmin state per (from, to)); leaves:
+        #: (value, -1, stage, None)
+        self.nodes: list[tuple[np.ndarray, int, int, list[list[int]] | None]] = []
+        self.arcs = [arc.tolist() for _, arc in mats]
         period = self._leaf(0)
         for s in range(1, len(mats)):
             period = self._product(period, self._leaf(s))
@@ -319,8 +321,7 @@ class _MinPlusWalk:
 
     def _product(self, left: int, right: int) -> int:
         T = self.nodes[left][0][:, :, None] + self.nodes[right][0][None, :, :]
-        mid = T.argmin(axis=1)
-        self.nodes.append((np.take_along_axis(T, mid[:, None, :], axis=1)[:, 0, :], left, right, mid))
+        self.nodes.append((T.min(axis=1), left, right, T.argmin(axis=1).tolist()))
         return len(self.nodes) - 1
 
     def path(self, i: int, j: int) -> list[int]:
@@ -331,9 +332,9 @@ class _MinPlusWalk:
             node, x, y = todo.pop()
             _, left, right, mid = self.nodes[node]
             if mid is None:
-                out.append(int(self.mats[right][1][x, y]))
+                out.append(self.arcs[right][x][y])
                 continue
-            m = int(mid[x, y])
+            m = mid[x][y]
             todo.append((right, m, y))
             todo.append((left, x, m))
         return out
