@@ -152,8 +152,9 @@ def test_search_over_layers_finds_the_pipeline_the_heuristics_miss() -> None:
         res = distplan.solve(inst, formulation=f)
         assert res.objective is not None and res.objective >= 20.8 - 1e-9
     starts = heuristic_schedules(inst)
-    found = ch.group_search(inst, label, starts[0][0].device, max_evals=200)
+    found, log = ch.group_search(inst, label, starts[0][0].device, max_evals=200)
     assert found is not None and found.makespan == pytest.approx(15.2)
+    assert log.evaluations <= 200 and log.makespan == found.makespan and log.history[-1] == found.makespan
     for layer in range(4):
         assert len(set(found.device[label == layer].tolist())) == 1
     check = evaluate(inst, make_plan(inst, found.device, found.start))
@@ -173,14 +174,14 @@ def test_group_search_keeps_its_budget_and_is_deterministic() -> None:
 
     try:
         imp._Problem.schedule = counted  # type: ignore[method-assign]
-        runs = [ch.group_search(inst, label, max_evals=40, seed=5) for _ in range(2)]
+        runs = [ch.group_search(inst, label, max_evals=40, seed=5)[0] for _ in range(2)]
     finally:
         imp._Problem.schedule = original  # type: ignore[method-assign]
     assert calls <= 80
     assert runs[0] is not None and runs[1] is not None
     assert np.array_equal(runs[0].device, runs[1].device)
     t0 = time.perf_counter()
-    found = ch.group_search(inst, label, deadline=t0 + 0.3)
+    found, _ = ch.group_search(inst, label, deadline=t0 + 0.3)
     assert found is not None and time.perf_counter() - t0 < 1.5
 
 

@@ -31,12 +31,13 @@ memory in bytes, edge sizes in bytes.
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 
 import numpy as np
 
-from distplan.formulations.placement.improve import _Problem
+from distplan.formulations.placement.improve import SearchLog, _Problem
 from distplan.formulations.placement.listsched import Schedule
 from distplan.formulations.placement.relaxation import transfer_classes
 from distplan.models.placement_instance import PlacementInstance
@@ -149,16 +150,14 @@ def pipeline_blocks(work: np.ndarray, parts: int) -> np.ndarray:
     cut points, O(parts x items^2))."""
     g = work.size
     prefix = np.concatenate([[0.0], np.cumsum(work)])
-    inf = float("inf")
-    best = np.full((parts + 1, g + 1), inf)
+    best = np.full((parts + 1, g + 1), np.inf)
     cut = np.zeros((parts + 1, g + 1), dtype=np.int64)
     best[0, 0] = 0.0
     for k in range(1, parts + 1):
         for j in range(1, g + 1):
-            for i in range(k - 1, j):
-                val = max(best[k - 1, i], prefix[j] - prefix[i])
-                if val < best[k, j]:
-                    best[k, j], cut[k, j] = val, i
+            val = np.maximum(best[k - 1, :j], prefix[j] - prefix[:j])  # last block i .. j-1
+            i = int(np.argmin(val))
+            best[k, j], cut[k, j] = val[i], i
     k = int(np.argmin(best[1:, g])) + 1
     out = np.empty(g, dtype=np.int64)
     j = g
@@ -178,20 +177,24 @@ def group_search(
     max_evals: int | None = None,
     seed: int = 0,
     kicks: int = 50,
-) -> Schedule | None:
+    swap_groups: int = 40,
+) -> tuple[Schedule | None, SearchLog]:
     """The best list schedule (seconds) found by moving whole groups (``label``: group id
     per op, 0 .. G-1) between devices, from the starts named in the module docstring
     (``device``: an assignment per op, read per group by the device holding most of the
     group's work) until ``deadline`` (a ``time.perf_counter()`` value) or ``max_evals``
     schedules, or after ``kicks`` kicks in a row that lead only to assignments measured
-    before. Deterministic for a seed and an evaluation budget. None when no start fits
-    memory."""
+    before. Swaps pair the ``swap_groups`` groups of most work. Deterministic for a seed and
+    an evaluation budget. Returns the schedule (None when no start fits memory) and the
+    search's log."""
     prob = _Problem(inst)
     m = inst.n_devices
     g = int(label.max()) + 1 if label.size else 0
     p = inst.time.min(axis=1)
     work = np.bincount(label, weights=p, minlength=g)
     rng = np.random.default_rng(seed)
+    heavy = np.sort(np.argsort(-work, kind="stable")[:swap_groups]).tolist()
+    log = SearchLog()
     seen: dict[bytes, tuple[tuple[float, float], Schedule] | None] = {}
     evals = 0
 
@@ -233,11 +236,14 @@ def group_search(
             if best is None or r[0] < best[0]:
                 best = (r[0], a, r[1])
     measured.sort(key=lambda t: t[0])
+    if best is not None:
+        log.start_makespan = best[2].makespan
+        log.history.append(best[2].makespan)
 
     def climb(assign: np.ndarray, key: tuple[float, float]) -> tuple[tuple[float, float], np.ndarray]:
         while not over():
             moves: list[tuple[int, int, int]] = [(a, d, -1) for a in range(g) for d in range(m) if d != assign[a]]
-            moves += [(a, -1, b) for a in range(g) for b in range(a + 1, g) if assign[a] != assign[b]]
+            moves += [(a, -1, b) for a, b in itertools.combinations(heavy, 2) if assign[a] != assign[b]]
             better = False
             for k in rng.permutation(len(moves)).tolist():
                 if over():
@@ -262,6 +268,9 @@ def group_search(
             r = seen[assign.tobytes()]
             assert r is not None
             best = (key, assign, r[1])
+            if r[1].makespan < log.history[-1]:
+                log.history.append(r[1].makespan)
+                log.accepted += 1
 
     for key, a in measured:  # every start climbed, best first
         if over():
@@ -277,4 +286,9 @@ def group_search(
         if r is not None:
             keep(*climb(trial, r[0]))
         stale = 0 if evals > before else stale + 1
-    return None if best is None else best[2]
+    log.evaluations = evals
+    log.stopped = "time limit" if deadline is not None and time.perf_counter() >= deadline else "evaluation limit" if max_evals is not None and evals >= max_evals else "no new assignment" if best is not None else "no start fits"
+    if best is None:
+        return None, log
+    log.makespan = best[2].makespan
+    return best[2], log

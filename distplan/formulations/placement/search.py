@@ -90,13 +90,15 @@ def run_search(inst: PlacementInstance, ctx: RunContext) -> Outcome:
     # cheaply and searching from them did better in our runs (gnmt-v2-4gpu, 60 s: 79.5 ms
     # vs 79.7 ms from path clusters)
     layers = layer_chains(inst) if inst.n_devices > 1 else []
+    layer_info: dict[str, object] = {}
     wanted = ctx.param("cluster_share", None)
     share = ((0.5 if layers else 0.3) if inst.communication == "channels" else 0.0) if wanted is None else float(wanted)
     if share > 0 and inst.n_devices > 1:
         until = time.perf_counter() + share * max(0.0, deadline - time.perf_counter())
         if layers:
-            found = group_search(inst, layer_groups(inst, layers), starts[0][0].device, deadline=until, max_evals=None if max_evals is None else int(max_evals), seed=int(ctx.param("seed", 0)))
+            found, layer_log = group_search(inst, layer_groups(inst, layers), starts[0][0].device, deadline=until, max_evals=None if max_evals is None else int(max_evals), seed=int(ctx.param("seed", 0)))
             how = "layer chains"
+            layer_info = {"layer_chains": len(layers), "layer_search_evaluations": layer_log.evaluations, "layer_search_makespan": layer_log.makespan, "layer_search_stopped": layer_log.stopped}
         else:
             found, how = cluster_greedy(inst, starts[0][0].device, deadline=until), "path clusters"
         if found is not None and found.makespan < starts[0][0].makespan:
@@ -118,6 +120,7 @@ def run_search(inst: PlacementInstance, ctx: RunContext) -> Outcome:
         plan, claimed, origin = make_plan(inst, s0.device, s0.start), s0.makespan, name0
     else:
         claimed = float(check.objective)
+    info.update(layer_info)
     info["plan_from"] = origin
     info["heuristic_makespan"] = float(starts[0][0].makespan)
     return Outcome(plan=plan, bounds=bounds, solver_results=list(ctx.solver_results), claimed_objective=claimed, info={k: (v.item() if isinstance(v, np.generic) else v) for k, v in info.items()})
