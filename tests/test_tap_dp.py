@@ -324,3 +324,36 @@ def test_a_capped_pass_below_its_least_dropped_bound_is_optimal(layers: int, mes
         whole = solve_walk_dp(chain, graph, start, end)
     assert capped is not None and whole is not None
     assert capped.cost == pytest.approx(whole.cost, rel=1e-12) and capped.bound <= whole.cost
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**31), n=st.integers(1, 5), keys=st.integers(0, 2))
+def test_min_sum_equals_brute_force(seed: int, n: int, keys: int) -> None:
+    """Bucket elimination (`chain_minsum.min_sum`): the least total per assignment of the
+    keys equals brute force over every assignment (infinite entries included), and each
+    returned assignment achieves it; a variable in no factor is left at -1."""
+    from distplan.formulations.sharding.chain_minsum import min_sum
+
+    rng = np.random.default_rng(seed)
+    dom = rng.integers(1, 4, n + 1).tolist()  # variable n is in no factor
+    factors: list[tuple[tuple[int, ...], np.ndarray]] = []
+    for _ in range(int(rng.integers(1, 2 * n + 2))):
+        scope = tuple(sorted(rng.choice(n, size=int(rng.integers(1, min(n, 2) + 1)), replace=False).tolist()))
+        arr = rng.integers(0, 5, [dom[y] for y in scope]).astype(float)
+        arr[rng.random(arr.shape) < 0.1] = np.inf
+        factors.append((scope, arr))
+    key_vars = sorted(rng.choice(n, size=min(keys, n), replace=False).tolist())
+    got = min_sum(dom, factors, key_vars, 1e9)
+    assert got is not None
+    dense, asg = got
+    in_factors = sorted({y for scope, _ in factors for y in scope})
+    brute = np.full(int(np.prod([dom[k] for k in key_vars])), np.inf)
+    for values in itertools.product(*[range(dom[y]) for y in range(n)]):
+        total = sum(float(arr[tuple(values[y] for y in scope)]) for scope, arr in factors)
+        flat = int(np.ravel_multi_index([values[k] for k in key_vars], [dom[k] for k in key_vars])) if key_vars else 0
+        brute[flat] = min(brute[flat], total)
+    assert np.array_equal(dense, brute)
+    assert np.all(asg[:, n] == -1)
+    for r in np.flatnonzero(np.isfinite(dense)).tolist():
+        total = sum(float(arr[tuple(int(asg[r, y]) for y in scope)]) for scope, arr in factors)
+        assert total == dense[r] and all(asg[r, y] >= 0 for y in in_factors)

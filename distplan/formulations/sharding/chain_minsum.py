@@ -59,11 +59,17 @@ def min_sum(dom: list[int], factors: list[Factor], keys: list[int], max_rows: fl
         return got
 
     def joined(ids: list[int], scope: list[int]) -> np.ndarray:
-        total = np.zeros([dom[y] for y in scope])
+        """The sum of the factors ``ids`` over ``scope`` (in factor order: the same sums as
+        from zeros, since 0 + x = x for the non-negative costs)."""
+        shape = [dom[y] for y in scope]
+        total: np.ndarray | None = None
         for f in ids:
             vars_, arr = table.pop(f)
-            total = total + arr.reshape([dom[y] if y in vars_ else 1 for y in scope])
-        return total
+            part = arr.reshape([dom[y] if y in vars_ else 1 for y in scope])
+            total = part if total is None else total + part
+        if total is None:
+            return np.zeros(shape)
+        return total if list(total.shape) == shape else np.broadcast_to(total, shape)
 
     next_id = len(factors)
     while free:
@@ -95,7 +101,8 @@ def min_sum(dom: list[int], factors: list[Factor], keys: list[int], max_rows: fl
     digits = np.unravel_index(np.arange(dense.size), [dom[k] for k in keys]) if keys else ()
     assign: dict[int, np.ndarray] = {k: d.astype(np.int64) for k, d in zip(keys, digits)}
     for x, rest, arg in reversed(trace):
-        assign[x] = np.broadcast_to(arg[tuple(assign[y] for y in rest)], (dense.size,))
+        got = arg[tuple(assign[y] for y in rest)]
+        assign[x] = got if got.shape == (dense.size,) else np.broadcast_to(got, (dense.size,))
     asg = np.full((dense.size, len(dom)), -1, dtype=np.int64)
     for y, vals in assign.items():
         asg[:, y] = vals
