@@ -109,9 +109,12 @@ def _eliminate(pool: list[_Table], kept: list[int], dom: np.ndarray, *, slack: f
     beyond ``max_rows`` rows raises `TooLarge`."""
 
     def prune(t: _Table) -> _Table:
-        if not (np.isfinite(slack) or np.isfinite(wslack)):
-            return t
-        ok = (t.mem - t.floor <= slack) & (t.cost + lam * t.mem - t.wfloor <= wslack)
+        if np.isfinite(wslack):
+            ok = (t.mem - t.floor <= slack) & (t.cost + lam * t.mem - t.wfloor <= wslack)
+        elif np.isfinite(slack) and t.mem.size and float(t.mem.max()) - t.floor > slack:
+            ok = t.mem - t.floor <= slack  # (an infinite wslack drops no row)
+        else:
+            return t  # every row within the slack (the largest memory is)
         return t if ok.all() else _Table(t.live, t.asg[ok], t.cost[ok], t.mem[ok], t.floor, t.wfloor)
 
     size = dom.tolist()
