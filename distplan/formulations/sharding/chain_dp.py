@@ -294,7 +294,11 @@ class _MinPlusWalk:
     """The min-plus product of ``periods`` repetitions of the stage matrices (value and arc
     per (from, to) state pair, as `_Walk.stage_matrices` gives them) by repeated squaring,
     with the intermediate state of every product, so the best path between two states is
-    recovered arc by arc. Ties go to the least intermediate state."""
+    recovered arc by arc. Ties go to the least intermediate state. Values in seconds (the
+    weights the stage matrices hold). Min-plus matrix powers by repeated squaring, as for
+    all-pairs shortest paths (Cormen, Leiserson, Rivest and Stein, "Introduction to
+    Algorithms", 3rd ed., section 25.1): log2(periods) products instead of one step per
+    period."""
 
     def __init__(self, mats: list[tuple[np.ndarray, np.ndarray]], periods: int):
         self.mats = mats
