@@ -8,14 +8,16 @@ not reach, so a bound inflated by any amount fails. Integral data: sums are exac
 
 from __future__ import annotations
 
+import copy
 import time
 
 import numpy as np
 import pytest
+from hypothesis import assume
 from test_placement_bounds import brute_force, on_solved_tiny_instances, tiny
 from test_placement_channels_waist import _chains
 
-from distplan.formulations.placement.milp import run, window_bound
+from distplan.formulations.placement.milp import identical_devices, interchangeable, run, window_bound
 from distplan.formulations.placement.segments import compose, cut_waists, module_bound, window_instance
 from distplan.formulations.placement.waist import waist_bound
 from distplan.formulations.registry import RunContext
@@ -24,7 +26,7 @@ from distplan.solvers.base import get_backend
 from distplan.solvers.options import SolveOptions
 
 
-def exact(sub: PlacementInstance, until: float, lower: float) -> float:
+def exact(sub: PlacementInstance, until: float, lower: float, stage: int) -> float:
     """A window's brute-force optimum (seconds), checked against the bound it is given."""
     opt = brute_force(sub)
     assert lower <= opt, f"segment bound {lower} above the window's optimum {opt}"
@@ -43,7 +45,7 @@ def test_composition_never_exceeds_brute_force_optimum(solved: tuple[PlacementIn
         assert c.value <= opt, f"chain {chain}: {c.value} > optimum {opt}"
         assert c.solved <= c.modules
     ctx = _context()
-    b = module_bound(inst, lambda sub, until, lower: window_bound(sub, ctx, until, lower), deadline=time.perf_counter() + 10)
+    b = module_bound(inst, lambda sub, until, lower, stage: window_bound(sub, ctx, until, lower, stage), deadline=time.perf_counter() + 10)
     if b is not None:
         assert b.value <= opt and b.grade in ("safe", "solver")
 
@@ -90,7 +92,7 @@ def test_module_optimum_reaches_the_optimum(comm: str, latency: int, optimum: fl
     assert module_bound(inst, None) is not None and module_bound(inst, None).grade == "safe"
     if comm == "independent":  # the MILP under both models: the differential test above
         ctx = _context()
-        milp = module_bound(inst, lambda sub, until, lower: window_bound(sub, ctx, until, lower), deadline=time.perf_counter() + 10)
+        milp = module_bound(inst, lambda sub, until, lower, stage: window_bound(sub, ctx, until, lower, stage), deadline=time.perf_counter() + 10)
         assert milp is not None and optimum - 1e-5 < milp.value <= optimum
 
 
@@ -100,13 +102,13 @@ def test_repeated_windows_are_solved_once() -> None:
     inst = tiny(7, edges, [1, 2, 2, 1, 2, 2, 1], [0] * 7, 1, 1, "independent", False)
     calls: list[int] = []
 
-    def counting(sub: PlacementInstance, until: float, lower: float) -> float:
+    def counting(sub: PlacementInstance, until: float, lower: float, stage: int) -> float:
         calls.append(sub.n_ops)
-        return exact(sub, until, lower)
+        return exact(sub, until, lower, stage)
 
     c = compose(inst, cut_waists(inst), counting, max_ops=2)
     assert cut_waists(inst) == [0, 3, 6]
-    assert calls == [4]  # the window of either fork-join (two branches and two ends)
+    assert calls == [4, 4]  # the window of either fork-join (two branches, two ends), once a stage
     # each fork: its first waist and one branch on one device, the other branch (1 s later)
     # and the join on the other: 3 s between the waists, the brute-force optimum
     assert c.value == 1 + 3 + 1 + 3 + 1 == brute_force(inst.induced(np.array([1, 1, 1, 1, 0, 0, 0], bool))) + 3 + 1 and c.solved == 2
@@ -122,3 +124,27 @@ def test_module_bound_in_placement_milp(share: float) -> None:
     assert len(found) == (1 if share > 0 else 0)
     assert all(6.0 - 1e-5 < b.value <= 6.0 for b in found)
     assert out.claimed_objective == pytest.approx(6.0)
+
+
+@on_solved_tiny_instances(4)
+def test_window_bound_on_devices_that_differ(solved: tuple[PlacementInstance, float]) -> None:
+    """Device 1 twice as slow and 1 s more: the window MILP runs on `interchangeable` (stage 0, every op
+    at its fastest time) and then on the instance as it is (stage 1); both bounds stay at
+    or below the brute-force optimum of every window."""
+    inst, _ = solved
+    slow = copy.copy(inst)
+    slow.time = inst.time * np.array([1.0, 2.0]) + np.array([0.0, 1.0])
+    slow.document = None
+    assume(np.isfinite(brute_force(slow)))
+    assert not identical_devices(slow) and identical_devices(interchangeable(slow))
+    ctx = _context()
+    for chain in _chains(slow):
+        if len(chain) == 2:
+            a, b = chain
+            module = np.zeros(slow.n_ops, dtype=bool)
+            module[[v for v in range(slow.n_ops) if v not in chain]] = True
+            sub = window_instance(slow, module, a, b)
+            window_opt = brute_force(sub)
+            for stage in (0, 1):
+                value = window_bound(sub, ctx, time.perf_counter() + 5, 0.0, stage)
+                assert value is None or value <= window_opt, f"stage {stage}: {value} > {window_opt}"

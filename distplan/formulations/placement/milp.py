@@ -414,9 +414,12 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
         if b is not None:
             bounds.append(b)
     module_share = float(ctx.param("module_share", 0.3))
+    module_s = 0.0
     if module_share > 0 and inst.n_devices > 1:
         rem = ctx.remaining_time()
-        b = module_bound(inst, lambda sub, until, lower: window_bound(sub, ctx, until, lower), deadline=None if rem is None else time.perf_counter() + module_share * rem)
+        t_mod = time.perf_counter()
+        b = module_bound(inst, lambda sub, until, lower, stage: window_bound(sub, ctx, until, lower, stage), deadline=None if rem is None else time.perf_counter() + module_share * rem)
+        module_s = time.perf_counter() - t_mod
         if b is not None:
             bounds.append(b)
     rem = ctx.remaining_time()
@@ -457,7 +460,7 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
         bounds.append(Bound(max(0.0, result.bound - margin) / SCALE, f"{name} dual bound ({result.backend}, {what})"))
     plan: PlacementPlan | None = None
     claimed: float | None = None
-    info: dict[str, Any] = {"incumbent": source, "exact_model": bool(index.exact), "heuristics_seconds": heuristics_s}
+    info: dict[str, Any] = {"incumbent": source, "exact_model": bool(index.exact), "heuristics_seconds": heuristics_s, "module_seconds": module_s}
     if index.pairs_left_out:
         info["pairs_left_out"] = index.pairs_left_out
     if result.has_solution:
@@ -479,59 +482,66 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
     return Outcome(plan=plan, bounds=bounds, solver_results=list(ctx.solver_results), claimed_objective=claimed, proven_optimal=proven, info=info)
 
 
-def fastest_links(inst: PlacementInstance) -> PlacementInstance:
-    """A copy with every link as fast as the fastest (largest bandwidth, smallest latency
-    between two devices): a relaxation for the MILP (every plan's start times, with delays
-    and channel loads no larger, are still a solution of its rows), whose devices are
-    interchangeable when their times and memory agree, so its symmetry rows apply."""
-    off = ~np.eye(inst.n_devices, dtype=bool)
+def interchangeable(inst: PlacementInstance) -> PlacementInstance:
+    """A relaxation with interchangeable devices: every op at its fastest time on every
+    device, every link as fast as the fastest (largest bandwidth, smallest latency between
+    two devices), every device with the largest memory, and only min(devices, ops) of them
+    (a plan uses at most one device per op; those it uses, renamed, are the first ones).
+    Every plan, renamed so, keeps its start times with delays, channel loads and memory no
+    larger: a solution of the MILP's rows, whose symmetry rows now apply."""
+    m = min(inst.n_devices, max(inst.n_ops, 1))
+    off = ~np.eye(m, dtype=bool)
+    full_off = ~np.eye(inst.n_devices, dtype=bool)
     fast = copy.copy(inst)
-    fast.bandwidth = np.where(off, inst.bandwidth[off].max(), inst.bandwidth)
-    fast.latency = np.where(off, inst.latency[off].min(), inst.latency)
+    fast.time = np.repeat(inst.time.min(axis=1, initial=np.inf)[:, None], m, axis=1)
+    fast.device_names = inst.device_names[:m]
+    fast.device_types = inst.device_types[:m]
+    fast.device_memory = np.full(m, float(inst.device_memory.max()))
+    bw = inst.bandwidth[full_off].max() if inst.n_devices > 1 else 1.0
+    lat = inst.latency[full_off].min() if inst.n_devices > 1 else 0.0
+    fast.bandwidth = np.where(off, bw, inst.bandwidth[:m, :m])
+    fast.latency = np.where(off, lat, inst.latency[:m, :m])
     fast.document = None
     return fast
 
 
-def window_bound(sub: PlacementInstance, ctx: RunContext, deadline: float, lower: float = 0.0, gap: float = 0.01) -> float | None:
+def window_bound(sub: PlacementInstance, ctx: RunContext, deadline: float, lower: float = 0.0, stage: int = 0, gap: float = 0.01, exact_devices: int = 4) -> float | None:
     """A proven lower bound (seconds) on the optimum of ``sub`` (a window instance of
     `segments`): the placement MILP's dual bound less the safety margin
     (`relaxation.dual_bound_margin`), solved until ``deadline`` (a ``time.perf_counter()``
     value) to a relative ``gap`` in a context of its own, so its records stay out of the
-    run's. When the links alone tell the devices apart, on `fastest_links` first (with the
-    symmetry rows, several times faster on Inception modules), then on the links as they
-    are with the time left when that left a gap. The best heuristic plan, improved by a
-    short local search (a tenth of the time, at most 0.3 s and 0.02 s an op), is the
-    horizon and warm start, and ``lower`` (seconds, a proven bound of ``sub``) bounds the
-    makespan from below. None without a heuristic plan (no valid horizon), without time or
+    run's. At ``stage`` 0: on the instance, or, when its devices differ, on
+    `interchangeable` (with the symmetry rows, several times faster on Inception
+    modules); at stage 1: on the instance as it is when its devices differ and are at
+    most ``exact_devices`` (None otherwise). The best heuristic plan of the program's
+    instance, improved by a short local search (a tenth of the time, at most 0.3 s and
+    0.02 s an op), is the horizon and warm start, and ``lower`` (seconds, a proven bound of
+    ``sub``) bounds the makespan from below: valid for the relaxation too, since some
+    solution has w <= min(horizon, optimum of ``sub``). None without a heuristic plan (no
+    valid horizon), without time, when ``lower`` is within the gap of that plan, or
     without a bound."""
-    sched, _ = best_heuristic(sub)
-    limit = deadline - time.perf_counter()
-    if sched is None or limit <= 0.05:
+    differ = sub.n_devices > 1 and not identical_devices(sub)
+    if stage > 0 and (not differ or sub.n_devices > exact_devices):
         return None
-    if sub.n_devices > 1 and sched.makespan > lower:
-        found, _ = improve(sub, sched.device, deadline=time.perf_counter() + min(0.3, 0.1 * limit, 0.02 * sub.n_ops), target=lower)
+    target = interchangeable(sub) if differ and stage == 0 else sub
+    sched, _ = best_heuristic(target)
+    limit = deadline - time.perf_counter()
+    if sched is None or limit <= 0.05 or lower >= sched.makespan / (1 + gap):
+        return None
+    if target.n_devices > 1 and sched.makespan > lower:
+        found, _ = improve(target, sched.device, deadline=time.perf_counter() + min(0.3, 0.1 * limit, 0.02 * target.n_ops), target=lower)
         if found is not None and found.makespan < sched.makespan:
-            checked = _schedule_of(sub, make_plan(sub, found.device, found.start))
+            checked = _schedule_of(target, make_plan(target, found.device, found.start))
             if checked is not None and checked.makespan < sched.makespan:
                 sched = checked
-    tries = [sub]
-    if sub.n_devices > 1 and not identical_devices(sub) and identical_devices(fastest_links(sub)):
-        tries.insert(0, fastest_links(sub))
-    best: float | None = None
-    for k, inst in enumerate(tries):
-        if best is not None and (best >= sched.makespan / (1 + gap) or time.perf_counter() >= deadline - 0.05):
-            break
-        incumbent = sched if inst is sub else _schedule_of(inst, make_plan(inst, sched.device, sched.start))
-        model, index = PLACEMENT_MILP.build(inst, {"incumbent": incumbent}, name=f"{sub.name}-window")
-        model.set_bounds(model["makespan"], lb=min(max(lower, best or 0.0) * SCALE, index.horizon))
-        stop = deadline if k == len(tries) - 1 else time.perf_counter() + 0.5 * (deadline - time.perf_counter())
-        child = ctx.child(time_limit=max(stop - time.perf_counter(), 0.01))
-        child.options = child.options.with_(mip_gap=gap)
-        result = child.solve_model(model, warm_start=warm_start(inst, model, index))
-        if result.bound is not None and np.isfinite(result.bound):
-            value = max(0.0, result.bound - relaxation.dual_bound_margin(inst, result.bound)) / SCALE
-            best = value if best is None else max(best, value)
-    return best
+    model, index = PLACEMENT_MILP.build(target, {"incumbent": sched}, name=f"{sub.name}-window")
+    model.set_bounds(model["makespan"], lb=min(lower * SCALE, index.horizon))
+    child = ctx.child(time_limit=max(deadline - time.perf_counter(), 0.01))
+    child.options = child.options.with_(mip_gap=gap)
+    result = child.solve_model(model, warm_start=warm_start(target, model, index))
+    if result.bound is None or not np.isfinite(result.bound):
+        return None
+    return max(0.0, result.bound - relaxation.dual_bound_margin(target, result.bound)) / SCALE
 
 
 def _search_from(inst: PlacementInstance, ctx: RunContext, seeds: list[np.ndarray], sched: Schedule | None, source: str, target: float) -> tuple[Schedule | None, str]:

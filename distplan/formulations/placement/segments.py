@@ -50,8 +50,9 @@ from distplan.models.placement_instance import PlacementInstance
 SOURCE = "series composition over cut waists with each module's optimum"
 
 #: a lower bound (seconds) on the optimum of a window instance, proven until a deadline
-#: (a ``time.perf_counter()`` value) given one already proven (seconds), or None
-WindowSolver = Callable[[PlacementInstance, float, float], "float | None"]
+#: (a ``time.perf_counter()`` value) given one already proven (seconds), at a stage (0:
+#: quick, 1: thorough, after every window had its quick one), or None
+WindowSolver = Callable[[PlacementInstance, float, float, int], "float | None"]
 
 
 @dataclass(frozen=True)
@@ -111,10 +112,11 @@ def compose(inst: PlacementInstance, chain: list[int], solve_window: WindowSolve
     as in `waist.best_composition`. Segments, until ``deadline`` (a ``time.perf_counter()``
     value), each within an equal share of the time left to it: (1) the modules between
     consecutive waists by `waist.segment_bound` (always, so a path exists); (2) with
-    ``solve_window``, the windows of those with 1..``max_ops`` ops, smallest first
-    (identical windows, such as repeated blocks, solved once); (3) the segments from the
-    start to a waist and from a waist to the end, smallest first, by both; (4) the other
-    segments between two waists, shortest first, by `waist.segment_bound`."""
+    ``solve_window``, the windows of those with 1..``max_ops`` ops, smallest first, at
+    stage 0 (identical windows, such as repeated blocks, solved once), then at stage 1;
+    (3) the segments from the start to a waist and from a waist to the end, smallest
+    first, by both; (4) the other segments between two waists, shortest first, by
+    `waist.segment_bound`."""
     n, k = inst.n_ops, len(chain)
     succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
     p = inst.time.min(axis=1)
@@ -137,17 +139,17 @@ def compose(inst: PlacementInstance, chain: list[int], solve_window: WindowSolve
     seg: dict[tuple[int, int], float] = {}
     size: dict[tuple[int, int], int] = {}
     solved: set[tuple[int, int]] = set()
-    seen: dict[bytes, float | None] = {}  # identical windows (repeated blocks) are solved once
+    seen: dict[tuple[bytes, int], float | None] = {}  # identical windows (repeated blocks) are solved once
 
-    def refine(ij: tuple[int, int], left: int) -> None:
+    def refine(ij: tuple[int, int], left: int, stage: int = 0) -> None:
         if solve_window is None or not 0 < size[ij] <= max_ops or late():
             return
         i, j = ij
         sub = window_instance(inst, between(i, j), chain[i - 1] if i > 0 else None, chain[j - 1] if j <= k else None)
-        key = _fingerprint(sub)
+        key = (_fingerprint(sub), stage)
         if key not in seen:
             stop = until(left)
-            seen[key] = solve_window(sub, time.perf_counter() + 3600.0 if stop is None else stop, seg[ij])
+            seen[key] = solve_window(sub, time.perf_counter() + 3600.0 if stop is None else stop, seg[ij], stage)
         found = seen[key]
         if found is not None and found > seg[ij]:
             seg[ij] = found
@@ -160,15 +162,21 @@ def compose(inst: PlacementInstance, chain: list[int], solve_window: WindowSolve
     todo = sorted((ij for ij in consecutive if size[ij]), key=lambda ij: size[ij])
     for idx, ij in enumerate(todo):
         refine(ij, len(todo) - idx + 1)
+    for idx, ij in enumerate(todo):
+        refine(ij, len(todo) - idx + 1, stage=1)
     ends = sorted({(0, j) for j in range(2, k + 2)} | {(i, k + 1) for i in range(k - 1, 0, -1)}, key=lambda ij: int(between(*ij).sum()))
-    others = sorted(((i, j) for i in range(1, k) for j in range(i + 2, k + 1)), key=lambda ij: (ij[1] - ij[0], ij[0]))
-    for idx, ij in enumerate(ends + others):
+    for idx, ij in enumerate(ends):
         if late():
             break
         size[ij] = int(between(*ij).sum())
-        seg[ij] = segment_bound(inst.induced(between(*ij)), until(len(ends) + len(others) - idx)) if size[ij] else 0.0
-        if idx < len(ends):
-            refine(ij, len(ends) - idx)
+        seg[ij] = segment_bound(inst.induced(between(*ij)), until(2 * (len(ends) - idx))) if size[ij] else 0.0
+        refine(ij, 2 * (len(ends) - idx))
+    others = sorted(((i, j) for i in range(1, k) for j in range(i + 2, k + 1)), key=lambda ij: (ij[1] - ij[0], ij[0]))
+    for idx, ij in enumerate(others):
+        if late():
+            break
+        size[ij] = int(between(*ij).sum())
+        seg[ij] = segment_bound(inst.induced(between(*ij)), until(len(others) - idx)) if size[ij] else 0.0
     best = [-np.inf] * (k + 2)
     back = [-1] * (k + 2)
     best[0] = 0.0
