@@ -13,17 +13,19 @@ before it removes any.
   counter ``_<n>`` of its last component), kept when the group, in topological order, is a
   path of the graph (each op feeds the next) of at least ``min_length`` ops.
 * `layer_groups` turns the chains into a partition of all ops: every other op joins a chain
-  along the heaviest edges (a maximum spanning forest built heaviest edge first, Kruskal
-  1956, in which no tree holds two chains), so that a layer's weights, its per-step inputs
+  along the costliest edges (`edge_weights`: the seconds a cut would cost, under channels
+  shared among the consumers of one tensor; a maximum spanning forest built costliest edge
+  first, Kruskal 1956, in which no tree holds two chains), so that a layer's weights, its per-step inputs
   and the ops reading its outputs travel with it; colocation groups stay whole; ops joined
   to no chain form groups of their own (one per connected component).
 * `group_search` assigns whole groups to devices: hill climbing over moves of one group and
-  swaps of two (first improvement, the list schedule of `improve._Problem` as the measure,
-  (makespan, late end times) as the key), from the heuristics' assignment read per group,
-  all groups on one device, and pipeline starts (groups in topological order cut into
-  consecutive blocks of balanced work, for 2 .. m blocks), then iterated local search
-  (random kicks of two moves from the best assignment, Lourenço, Martin & Stützle,
-  "Iterated local search", Handbook of Metaheuristics 2003) until the deadline.
+  swaps of two (first improvement; moves in random order, then swaps; the list schedule of
+  `improve._Problem` as the measure, (makespan, late end times) as the key), from the
+  heuristics' assignment read per group, all groups on one device, and pipeline starts
+  (groups in topological order cut into consecutive blocks of balanced work, for 2 .. m
+  blocks), then iterated local search (random kicks of two moves from the best assignment,
+  Lourenço, Martin & Stützle, "Iterated local search", Handbook of Metaheuristics 2003)
+  until the deadline.
 
 The result is one more start for `improve`'s op-level local search. Times in seconds,
 memory in bytes, edge sizes in bytes.
@@ -92,7 +94,7 @@ def edge_weights(inst: PlacementInstance) -> np.ndarray:
 
 def layer_groups(inst: PlacementInstance, chains: list[np.ndarray]) -> np.ndarray:
     """Group id per op: group k holds chain k (and the colocation groups of its ops) and the
-    ops joined to it along the heaviest edges; two chains that share a colocation group
+    ops joined to it along the costliest edges (`edge_weights`); two chains that share a colocation group
     share a group. Ops joined to no chain form one group per connected component, numbered
     after the chains'. Ids are 0 .. G-1."""
     n = inst.n_ops
@@ -245,7 +247,8 @@ def group_search(
             moves: list[tuple[int, int, int]] = [(a, d, -1) for a in range(g) for d in range(m) if d != assign[a]]
             moves += [(a, -1, b) for a, b in itertools.combinations(heavy, 2) if assign[a] != assign[b]]
             better = False
-            for k in rng.permutation(len(moves)).tolist():
+            singles = sum(1 for mv in moves if mv[2] < 0)  # moves of one group first, then swaps
+            for k in np.concatenate([rng.permutation(singles), singles + rng.permutation(len(moves) - singles)]).tolist():
                 if over():
                     break
                 a, d, b = moves[k]
