@@ -163,6 +163,8 @@ def _side_fronts(graph: CostGraph, start_vars: list[int], end_vars: list[int], s
     def combine(tables: list[_Table], keys: list[int], wslack: float) -> _Table:
         if not tables:
             return _Table([], np.full((1, n), -1, dtype=np.int64), np.zeros(1), np.zeros(1), 0.0)
+        if len(tables) == 1 and tables[0].live == keys:
+            return tables[0]  # `_eliminate` kept its Pareto rows per assignment of the keys
         tables = sorted(tables, key=lambda t: t.cost.size)
         joined = tables[0]
         for t in tables[1:]:
