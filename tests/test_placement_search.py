@@ -218,3 +218,17 @@ def test_milp_searches_from_the_relaxation_assignment() -> None:
     assert check.feasible and check.objective == pytest.approx(sched.makespan, rel=1e-12)
     ctx = RunContext(get_backend("highs"), SolveOptions(time_limit=3), {"relaxation_search_share": 0.0})
     assert milp._search_from(inst, ctx, [seed], single, "m-ETF", 0.0) == (single, "m-ETF")
+
+
+def test_search_out_of_time_returns_the_best_start() -> None:
+    """With the deadline already past (the heuristics took the whole limit), the search
+    returns the best start as it is instead of nothing (``--time-limit 3`` on
+    gnmt-v2-4gpu-channels failed with an AssertionError)."""
+    from distplan.formulations.placement.milp import heuristic_schedules
+    from distplan.formulations.placement.search import improved_schedule
+
+    inst = chains()
+    starts = heuristic_schedules(inst)
+    best, origin, info = improved_schedule(inst, starts, deadline=time.perf_counter() - 1.0)
+    assert best is starts[0][0] and origin == starts[0][1]
+    assert info["search_evaluations_total"] == 0

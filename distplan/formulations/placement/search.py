@@ -45,8 +45,9 @@ def improved_schedule(
     """Local search from each start (best first) until ``deadline``, ``max_evals``
     schedules in all, or a makespan <= ``target`` (a proven bound, seconds): (best
     schedule, its origin, search statistics)."""
-    best: Schedule | None = None
-    origin = ""
+    # the best start stands even when no time is left to search from it
+    best: Schedule | None = starts[0][0] if starts else None
+    origin = starts[0][1] if starts else ""
     info: dict[str, object] = {}
     evals = 0
     for k, (sched, name) in enumerate(starts):
