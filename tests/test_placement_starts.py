@@ -107,6 +107,23 @@ def test_layer_groups_join_each_kernel_to_its_layer() -> None:
     assert label[names.index("sink")] == 2
 
 
+def test_layer_groups_keep_colocation_groups_whole() -> None:
+    """The sink colocated with layer 0's kernel goes with layer 0: the kernel's edges (0.5 s
+    + 4 bytes at 1 byte/s, shared by 6 steps: 0.75 s each) cost more than the sink's own
+    edge from layer 1 (0.5 s); colocating a step of each layer merges the two layers into
+    one group; with no chains each connected component is one group."""
+    inst = stacked(2, 6, 2, weight_bytes=4.0)
+    names = inst.op_names
+    sink, kernel = names.index("sink"), names.index("layer_0/kernel")
+    inst.colocate[sink] = inst.colocate[kernel] = "together"
+    label = ch.layer_groups(inst, ch.layer_chains(inst))
+    assert label[sink] == label[kernel] == label[names.index("layer_0/cell_3")] != label[names.index("layer_1/cell_3")]
+    inst.colocate[names.index("layer_0/cell_2")] = inst.colocate[names.index("layer_1/cell_4")] = "both"
+    label = ch.layer_groups(inst, ch.layer_chains(inst))
+    assert label.max() == 0
+    assert ch.layer_groups(inst, []).tolist() == [0] * inst.n_ops
+
+
 def test_channel_edge_weights_share_a_tensor_among_its_consumers() -> None:
     """Under channels a tensor reaches a device once: a kernel read by 6 steps costs a
     sixth of (latency + bytes / bandwidth) per edge; under independent links each edge
