@@ -3,7 +3,7 @@
     python benchmarks/bench_placement.py gnmt      # makespan and placement time per formulation
     python benchmarks/bench_placement.py memory    # smallest per-device memory each formulation handles
     python benchmarks/bench_placement.py scaling [--sizes 1000,10000,100000]
-    python benchmarks/bench_placement.py speed [--sizes 10000,100000] [--runs 3]   # issue 20
+    python benchmarks/bench_placement.py speed [--sizes 10000,100000] [--runs 3] [--same-process]   # issue 20
 
 Times are seconds of the formulation alone (coarsening reported separately); makespans in
 milliseconds, re-evaluated by the independent evaluator. The reference figures (Baechi's
@@ -17,12 +17,14 @@ import argparse
 import contextlib
 import dataclasses
 import importlib.util
+import multiprocessing
 import os
 import resource
 import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -226,13 +228,34 @@ def _sct_lp_sizes(inst: PlacementInstance) -> None:
           f"unreduced {r0} rows, {t0:.4f} s / {i0} iterations, optimum {o0:.12g} s")
 
 
-def speed(sizes: list[int], runs: int, gnmt_runs: int, old_max_ops: int) -> None:
-    """Issue 20: formulation time of m-TOPO, m-ETF, m-SCT on random layered DAGs (4 devices)
-    and on fused GNMT-v2 with Baechi's channels, new code against the code before (same run,
-    same machine), with the makespans of both."""
+def _dag_rows(n: int, runs: int, old_max_ops: int) -> list[tuple[str, str, int, float, float, float, float, float, str]]:
+    """`speed` on the random layered DAG with ``n`` ops: per heuristic (name, label, edges,
+    median wall s, median CPU s, old code's wall s, makespan s, old makespan s, note)."""
     from distplan.instances.generators import random_layered_dag
     from distplan.models.common import instance_from_dict
 
+    inst = instance_from_dict(random_layered_dag(n, n_devices=4, seed=0))
+    rows = []
+    for form, params in HEURISTICS:
+        label = form + (f" theta={params['theta']}" if "theta" in params else "")
+        new_t, new_c, new_obj = _timed(inst, form, runs, False, **params)
+        note = ""
+        if form == "baechi_sct":
+            res = distplan.solve(inst, form, **params)
+            lpc = res.info.get("lp_coarsened")
+            note = f"LP on {lpc['clusters']} clusters / {lpc['coarse_edges']} edges" if lpc else "LP on the whole graph"
+        old_t, old_obj = float("nan"), float("nan")
+        if n <= old_max_ops and form != "baechi_sct":
+            old_t, _, old_obj = _timed(inst, form, runs, True, **params)
+        rows.append((form, label, inst.n_edges, new_t, new_c, old_t, new_obj, old_obj, note))
+    return rows
+
+
+def speed(sizes: list[int], runs: int, gnmt_runs: int, old_max_ops: int, same_process: bool = False) -> None:
+    """Issue 20: formulation time of m-TOPO, m-ETF, m-SCT on random layered DAGs (4 devices)
+    and on fused GNMT-v2 with Baechi's channels, new code against the code before (same run,
+    same machine), with the makespans of both. Each DAG size is measured in a fresh process
+    unless ``same_process``."""
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     print("Fused GNMT-v2 (gnmt-v2-4gpu-channels, --fold), formulation seconds (wall; CPU of this process), median of", gnmt_runs)
     print(f"{'formulation':<22} {'new s':>8} {'new cpu':>8} {'old s':>8} {'old cpu':>8} {'speed-up':>9} {'new ms':>9} {'old ms':>9}")
@@ -245,27 +268,25 @@ def speed(sizes: list[int], runs: int, gnmt_runs: int, old_max_ops: int) -> None
               flush=True)
     _sct_lp_sizes(inst)
 
-    print(f"\nRandom layered DAGs (random_layered_dag, 4 devices, seed 0), formulation seconds, median of {runs}")
+    print(f"\nRandom layered DAGs (random_layered_dag, 4 devices, seed 0), formulation seconds, median of {runs}"
+          + ("" if same_process else ", each size in a fresh process"))
     print(f"{'ops':>8} {'edges':>8} {'formulation':<22} {'new s':>8} {'new cpu':>8} {'old s':>8} {'makespan s':>11} {'old makespan':>13}  note")
     new_times: dict[tuple[str, int], float] = {}
     new_cpu: dict[tuple[str, int], float] = {}
     for n in sizes:
-        inst = instance_from_dict(random_layered_dag(n, n_devices=4, seed=0))
-        for form, params in HEURISTICS:
-            label = form + (f" theta={params['theta']}" if "theta" in params else "")
-            new_t, new_c, new_obj = _timed(inst, form, runs, False, **params)
+        if same_process:
+            rows = _dag_rows(n, runs, old_max_ops)
+        else:
+            # a fresh interpreter per size: what ran before (GNMT, the LP, the other size)
+            # leaves the allocator's free blocks scattered, and the 10k-op m-TOPO time was
+            # measured up to 40% higher on such a heap (objects of the scheduler's lists land in
+            # the holes): both sizes start from the same state
+            with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+                rows = pool.submit(_dag_rows, n, runs, old_max_ops).result()
+        for form, label, edges, new_t, new_c, old_t, new_obj, old_obj, note in rows:
             new_times[(form, n)] = new_t
             new_cpu[(form, n)] = new_c
-            note = ""
-            if form == "baechi_sct":
-                res = distplan.solve(inst, form, **params)
-                lpc = res.info.get("lp_coarsened")
-                note = f"LP on {lpc['clusters']} clusters / {lpc['coarse_edges']} edges" if lpc else "LP on the whole graph"
-            old_t, old_obj = float("nan"), float("nan")
-            if n <= old_max_ops and form != "baechi_sct":
-                old_t, _, old_obj = _timed(inst, form, runs, True, **params)
-            print(f"{n:>8} {inst.n_edges:>8} {label:<22} {new_t:>8.3f} {new_c:>8.3f} {old_t:>8.3f} {new_obj:>11.4f} {old_obj:>13.4f}  {note}",
-                  flush=True)
+            print(f"{n:>8} {edges:>8} {label:<22} {new_t:>8.3f} {new_c:>8.3f} {old_t:>8.3f} {new_obj:>11.4f} {old_obj:>13.4f}  {note}", flush=True)
     if len(sizes) >= 2:
         lo, hi = min(sizes), max(sizes)
         print(f"\nratio of formulation time {hi} / {lo} ops, wall and CPU (target <= 12 for x10 ops, and <= 60 s at 100k;"
@@ -275,7 +296,8 @@ def speed(sizes: list[int], runs: int, gnmt_runs: int, old_max_ops: int) -> None
             cpu = new_cpu[(form, hi)] / new_cpu[(form, lo)]
             print(f"  {form:<14} wall {wall:>6.1f}x  cpu {cpu:>6.1f}x  ({new_times[(form, hi)]:.2f} s)")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-    print(f"peak resident memory of this process: {peak:.0f} MiB")
+    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"peak resident memory: this process {peak:.0f} MiB" + ("" if same_process else f", the largest per-size process {child:.0f} MiB"))
 
 
 def main() -> None:
@@ -285,6 +307,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3, help="`speed`: runs per measurement on random DAGs (median)")
     ap.add_argument("--gnmt-runs", type=int, default=5, help="`speed`: runs per measurement on GNMT (median)")
     ap.add_argument("--old-max-ops", type=int, default=100000, help="`speed`: time the pre-issue-20 code up to this size")
+    ap.add_argument("--same-process", action="store_true", help="`speed`: measure every DAG size in this process (default: a fresh one each)")
     ap.add_argument("--steps", type=int, default=10, help="bisection steps for `memory`")
     ap.add_argument("--milp-seconds", type=float, default=60.0, help="time limit of placement_milp on coarse GNMT (0: skip)")
     args = ap.parse_args()
@@ -294,7 +317,7 @@ def main() -> None:
     elif args.what == "memory":
         memory(args.steps)
     elif args.what == "speed":
-        speed([int(s) for s in (args.sizes or "10000,100000").split(",")], args.runs, args.gnmt_runs, args.old_max_ops)
+        speed([int(s) for s in (args.sizes or "10000,100000").split(",")], args.runs, args.gnmt_runs, args.old_max_ops, args.same_process)
     else:
         scaling([int(s) for s in (args.sizes or "1000,10000,100000").split(",")])
 
