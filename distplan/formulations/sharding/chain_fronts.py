@@ -125,11 +125,16 @@ def _eliminate(pool: list[_Table], kept: list[int], dom: np.ndarray, *, slack: f
             by_var.setdefault(y, set()).add(tid)
     free = sorted(set(by_var) - set(kept))
 
+    sizes: dict[int, int] = {}  # scope sizes, kept until a table of the scope changes
+
     def scope_size(x: int) -> int:
-        scope: set[int] = set()
-        for tid in by_var[x]:
-            scope.update(tables[tid].live)
-        return math.prod(size[y] for y in scope)
+        got = sizes.get(x)
+        if got is None:
+            scope: set[int] = set()
+            for tid in by_var[x]:
+                scope.update(tables[tid].live)
+            got = sizes[x] = math.prod(size[y] for y in scope)
+        return got
 
     next_id = len(pool)
     while free:
@@ -139,6 +144,7 @@ def _eliminate(pool: list[_Table], kept: list[int], dom: np.ndarray, *, slack: f
         mine = [tables.pop(tid) for tid in mine_ids]
         for tid, t in zip(mine_ids, mine):
             for y in t.live:
+                sizes.pop(y, None)  # its tables change: the new one replaces these
                 if y != x:
                     by_var[y].discard(tid)
         mine.sort(key=lambda t: t.cost.size)
