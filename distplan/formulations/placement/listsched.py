@@ -514,27 +514,34 @@ def _list_schedule(
             if lb > bs or (lb == bs and (tp > bp or (tp == bp and d > bd))):
                 break
             r, p = rel[d], pend[d]
-            item: tuple[float, int] | None = None
-            if r:
-                heappop(r)
-            else:
-                item = heappop(p)
             v = order[tp]
             fx = fixed[v]
+            keep = False  # else dropped: placed, bound elsewhere, or never fits this device again
+            item: tuple[float, int] | None = None  # the entry's new key, when it takes a tighter bound
             if device[v] < 0 and (fx < 0 or fx == d):
                 rv = reserver[v]
+                keep = True
                 if rv < 0 or rv == d:
                     sv = exact(v, d, lb)
-                    if sv != -1.0:  # else: never fits this device again, dropped
+                    if sv == -1.0:
+                        keep = False
+                    else:
                         if sv is not None and (sv < bs or (sv == bs and (tp < bp or (tp == bp and d < bd)))):
                             bs, bp, bd = sv, tp, d
                         if channels:
                             kb = chan_cache[(v, d)][2]
                             if kb > lb and kb > dev_free[d]:
                                 item = (kb, tp)
-                        stash.append((d, tp, item))
-                else:
-                    stash.append((d, tp, item))
+                        if sv == lb and item is None:  # the entry stays: every other one comes later
+                            break
+            if r:
+                heappop(r)
+            else:
+                x = heappop(p)
+                if item is None:
+                    item = x
+            if keep:
+                stash.append((d, tp, item))
             if r:
                 heapreplace(tops, (dev_free[d], r[0], d))
             elif p:
@@ -551,7 +558,9 @@ def _list_schedule(
 
     def select_one(d: int, bs: float, bp: int, bd: int) -> tuple[float, int, int]:
         """`select` for one device: its released ops (bound: its free time) by position,
-        then its pending ones by (bound, position), without the merge."""
+        then its pending ones by (bound, position), without the merge. An entry whose exact
+        start is its bound ends the scan where it stands (no later entry comes before it), so
+        the usual answer, the first entry, is read without a pop and a push back."""
         f0 = dev_free[d]
         r, p = rel[d], pend[d]
         while p and p[0][0] <= f0:
@@ -565,17 +574,17 @@ def _list_schedule(
                 lb, tp = p[0]
             if lb > bs or (lb == bs and (tp > bp or (tp == bp and d > bd))):
                 break
-            item: tuple[float, int] | None = heappop(p) if not r else None
-            if item is None:
-                heappop(r)
             v = order[tp]
             fx = fixed[v]
             if device[v] >= 0 or (fx >= 0 and fx != d):  # placed, or bound elsewhere: dropped
+                heappop(r if r else p)  # type: ignore[arg-type]
                 continue
+            item: tuple[float, int] | None = None  # the entry's new key, when it takes a tighter bound
             rv = reserver[v]
             if rv < 0 or rv == d:
                 sv = exact(v, d, lb)
                 if sv == -1.0:  # never fits this device again, dropped
+                    heappop(r if r else p)  # type: ignore[arg-type]
                     continue
                 if sv is not None and (sv < bs or (sv == bs and (tp < bp or (tp == bp and d < bd)))):
                     bs, bp, bd = sv, tp, d
@@ -583,10 +592,17 @@ def _list_schedule(
                     kb = chan_cache[(v, d)][2]
                     if kb > lb and kb > f0:
                         item = (kb, tp)
-            if item is None:
-                back_r.append(tp)
+                if sv == lb and item is None:  # the entry stays: later ones start no earlier, at larger positions
+                    break
+            if r:
+                heappop(r)
+                if item is None:
+                    back_r.append(tp)
+                else:
+                    back_p.append(item)
             else:
-                back_p.append(item)
+                x = heappop(p)
+                back_p.append(x if item is None else item)
         for tp in back_r:
             heappush(r, tp)
         for y in back_p:
