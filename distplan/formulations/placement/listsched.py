@@ -28,9 +28,10 @@ together in order of (bound, position, device) and their exact start (channel qu
 memory timeline) is evaluated only while the bound is below the best exact start found.
 The first bound is the arrival without channel contention; under the channel model an
 evaluated op's entry then takes a tighter bound that stays valid as the schedule grows
-(`channel_probe`), so ops that lost once are not evaluated again at every step. Under the
-independent communication model and without memory pressure the first valid op is the
-answer, so one step costs O(devices · log V) and the whole schedule
+(`channel_probe`), so ops that lost once are not evaluated again at every step. An entry
+whose exact start is its bound is read where it stands (no later entry comes before it).
+Under the independent communication model and without memory pressure the first valid op
+is the answer, so one step costs O(devices · log V) and the whole schedule
 O((V + E) · devices · log V). The best proposal is kept until the next placement (steps
 that only advance time add the devices that became free); under uniform links an op's
 arrival on every device comes from its largest and second-largest remote arrival,
