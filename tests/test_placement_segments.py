@@ -17,6 +17,7 @@ from hypothesis import assume
 from test_placement_bounds import brute_force, on_solved_tiny_instances, tiny
 from test_placement_channels_waist import _chains
 
+import distplan
 from distplan.formulations.placement.milp import identical_devices, interchangeable, run, window_bound
 from distplan.formulations.placement.segments import compose, cut_waists, module_bound, window_instance
 from distplan.formulations.placement.waist import waist_bound
@@ -124,6 +125,15 @@ def test_module_bound_in_placement_milp(share: float) -> None:
     assert len(found) == (1 if share > 0 else 0)
     assert all(6.0 - 1e-5 < b.value <= 6.0 for b in found)
     assert out.claimed_objective == pytest.approx(6.0)
+
+
+def test_module_share_is_a_registered_parameter() -> None:
+    """`distplan.solve` accepts ``module_share`` (it rejects parameters a formulation does
+    not register) and the run's bounds follow it."""
+    inst = fork_join("independent", 1)
+    for share, listed in ((0.3, 1), (0.0, 0)):
+        res = distplan.solve(inst, formulation="placement_milp", module_share=share, waist_share=0.0, time_limit=30)
+        assert sum(b.source.startswith("series composition over cut waists") for b in res.bounds) == listed
 
 
 @on_solved_tiny_instances(4)
