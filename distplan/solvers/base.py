@@ -69,13 +69,11 @@ class Backend:
         return _available(self.name, self.requires, self.availability_fn)
 
     def version(self) -> str:
+        """The installed solver's version ("not installed", "unknown" when the lookup
+        fails); looked up once per process (every solve records it)."""
         if not self.available():
             return "not installed"
-        try:
-            with captured_output():  # constructing a solver object may print a banner
-                return self.version_fn()
-        except Exception:  # version lookups never fail a solve
-            return "unknown"
+        return _version(self.name, self.version_fn)
 
     def check_can_take(self, arrays: ModelArrays | None = None, convex: bool = False) -> None:
         if not self.available():
@@ -154,6 +152,15 @@ def _with_printed(result: SolverResult, printed: str, verbose: bool) -> SolverRe
         if verbose:
             echo_to_stderr(printed)
     return result
+
+
+@functools.cache
+def _version(name: str, version_fn: Callable[[], str]) -> str:
+    try:
+        with captured_output():  # constructing a solver object may print a banner
+            return version_fn()
+    except Exception:  # version lookups never fail a solve
+        return "unknown"
 
 
 @functools.cache
