@@ -316,8 +316,10 @@ def _list_schedule(
             return None
         best_s, best_p = sf, topo_pos[f]
         r, p = (frel[d], fpend[d]) if unforced_blocked() else (rel[d], pend[d])
-        while p and p[0][0] <= f0:
-            heappush(r, heappop(p)[1])
+        while p and p[0][0] <= f0:  # released; an op placed meanwhile is dropped here
+            tp = heappop(p)[1]
+            if device[order[tp]] < 0:
+                heappush(r, tp)
         stash_r: list[int] = []
         stash_p: list[tuple[float, int]] = []
         while True:
@@ -501,8 +503,10 @@ def _list_schedule(
         for d in ds:
             f0 = dev_free[d]
             r, p = rel[d], pend[d]
-            while p and p[0][0] <= f0:
-                heappush(r, heappop(p)[1])
+            while p and p[0][0] <= f0:  # released; an op placed meanwhile is dropped here
+                tp = heappop(p)[1]
+                if device[order[tp]] < 0:
+                    heappush(r, tp)
             if r:
                 tops.append((f0, r[0], d))
             elif p:
@@ -564,8 +568,10 @@ def _list_schedule(
         the usual answer, the first entry, is read without a pop and a push back."""
         f0 = dev_free[d]
         r, p = rel[d], pend[d]
-        while p and p[0][0] <= f0:
-            heappush(r, heappop(p)[1])
+        while p and p[0][0] <= f0:  # released; an op placed meanwhile is dropped here
+            tp = heappop(p)[1]
+            if device[order[tp]] < 0:
+                heappush(r, tp)
         back_r: list[int] = []
         back_p: list[tuple[float, int]] = []
         while r or p:
