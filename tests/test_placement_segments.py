@@ -18,11 +18,14 @@ from test_placement_bounds import brute_force, on_solved_tiny_instances, tiny
 from test_placement_channels_waist import _chains
 
 import distplan
-from distplan.formulations.placement.milp import identical_devices, interchangeable, run, window_bound
-from distplan.formulations.placement.segments import compose, cut_waists, module_bound, window_instance
+from distplan.formulations.placement.listsched import Schedule
+from distplan.formulations.placement.milp import glued_start, identical_devices, interchangeable, run, window_bound
+from distplan.formulations.placement.segments import compose, cut_waists, glued_assignment, module_bound, window_instance
 from distplan.formulations.placement.waist import waist_bound
 from distplan.formulations.registry import RunContext
+from distplan.models.placement_evaluate import evaluate
 from distplan.models.placement_instance import PlacementInstance
+from distplan.models.placement_plan import make_plan
 from distplan.solvers.base import get_backend
 from distplan.solvers.options import SolveOptions
 
@@ -158,3 +161,61 @@ def test_window_bound_on_devices_that_differ(solved: tuple[PlacementInstance, fl
             for stage in (0, 1):
                 value = window_bound(sub, ctx, time.perf_counter() + 5, 0.0, stage)
                 assert value is None or value <= window_opt, f"stage {stage}: {value} > {window_opt}"
+
+
+def _glued(inst: PlacementInstance, fallback: np.ndarray) -> tuple[Schedule | None, dict[bytes, list[np.ndarray]]]:
+    """The glued start of placement_milp: the module windows solved by the MILP, their
+    assignments glued over the cut waists (``fallback`` elsewhere) and evaluated."""
+    ctx = _context()
+    windows: dict[bytes, list[np.ndarray]] = {}
+    waists: list[int] = []
+    module_bound(inst, lambda sub, until, lower, stage: window_bound(sub, ctx, until, lower, stage, found=windows), deadline=time.perf_counter() + 2, waists=waists)
+    assert waists == cut_waists(inst)
+    return glued_start(inst, waists, windows, fallback), windows
+
+
+@pytest.mark.parametrize(("latency", "optimum"), [(1, 6.0), (2, 8.0)])
+def test_glued_start_of_fork_join_is_the_optimum(latency: int, optimum: float) -> None:
+    """One module between the waists: its window's MILP incumbent, with the waists' real
+    times, is the optimum, from a fallback of every op on one device (8 s at latency 1)."""
+    inst = fork_join("independent", latency)
+    s, windows = _glued(inst, np.zeros(inst.n_ops, dtype=np.int64))
+    assert windows and s is not None
+    assert evaluate(inst, make_plan(inst, s.device, s.start)).objective == pytest.approx(s.makespan)
+    assert s.makespan == pytest.approx(optimum) and brute_force(inst) == optimum
+
+
+def test_glued_start_renames_devices_at_the_waists() -> None:
+    """Two identical fork-joins in series (one window, solved once): the second copy's
+    devices are swapped so that the middle waist stays where the first module ends it;
+    without the swap its branches pay a transfer more (11 s). The glued plan is the
+    optimum, 1 + 3 + 1 + 3 + 1 = 9 s: the composition with brute-force windows proves 9 s
+    a lower bound (`test_repeated_windows_are_solved_once`)."""
+    edges = [(0, 1, 0), (0, 2, 0), (1, 3, 0), (2, 3, 0), (3, 4, 0), (3, 5, 0), (4, 6, 0), (5, 6, 0)]
+    inst = tiny(7, edges, [1, 2, 2, 1, 2, 2, 1], [0] * 7, 1, 1, "independent", False)
+    s, windows = _glued(inst, np.zeros(inst.n_ops, dtype=np.int64))
+    assert len(windows) >= 1 and s is not None
+    assert s.makespan == pytest.approx(9.0) == compose(inst, cut_waists(inst), exact, max_ops=2).value
+    assert evaluate(inst, make_plan(inst, s.device, s.start)).feasible
+
+
+@on_solved_tiny_instances(5)
+def test_glued_start_is_a_valid_plan(solved: tuple[PlacementInstance, float]) -> None:
+    """On random tiny instances (both models): the glued assignment gives every op a
+    device, keeps co-location groups together, and its plan, when it fits, is one the
+    evaluator accepts, never below the brute-force optimum."""
+    inst, opt = solved
+    windows: dict[bytes, list[np.ndarray]] = {}
+    waists: list[int] = []
+    ctx = _context()
+    module_bound(inst, lambda sub, until, lower, stage: window_bound(sub, ctx, until, lower, stage, found=windows), deadline=time.perf_counter() + 2, waists=waists)
+    fallback = np.zeros(inst.n_ops, dtype=np.int64)
+    dev = glued_assignment(inst, waists, windows, fallback)
+    assert dev.shape == (inst.n_ops,) and dev.min(initial=0) >= 0 and dev.max(initial=0) < inst.n_devices
+    groups = inst.colocation_groups()
+    for g in np.unique(groups):
+        assert np.unique(dev[groups == g]).size == 1
+    s = glued_start(inst, waists, windows, fallback)
+    if s is not None:
+        check = evaluate(inst, make_plan(inst, s.device, s.start))
+        assert check.feasible and check.objective == pytest.approx(s.makespan) and s.makespan >= opt - 1e-9

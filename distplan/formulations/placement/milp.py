@@ -53,7 +53,7 @@ from distplan.formulations.placement.relaxation import (
     memory_capacity,
     symmetry,
 )
-from distplan.formulations.placement.segments import module_bound
+from distplan.formulations.placement.segments import fingerprint, glued_assignment, module_bound
 from distplan.formulations.placement.tailsched import polished
 from distplan.formulations.placement.waist import waist_bound
 from distplan.formulations.registry import Bound, Outcome, RunContext, get_formulation
@@ -394,7 +394,8 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
     """Best heuristic plan -> forced co-location bound (``forced_share`` of the time) ->
     series composition over waist ops (``waist_share``) -> series composition over cut
     waists with each module's optimum (``module_share``, `segments`: each small module's
-    window solved by this MILP, `window_bound`) -> local search on the plan (``search_share``, stopping at that bound) -> assignment
+    window solved by this MILP, `window_bound`; their incumbents glued into a plan,
+    `glued_start`, which replaces the heuristic one when better) -> local search on the plan (``search_share``, stopping at that bound) -> assignment
     relaxation (``relaxation_share``) -> local search from its assignment
     (``relaxation_search_share``) -> horizon and warm start -> MILP -> the better of the
     two plans; the MILP's dual bound (less the safety margin) is a bound in every case."""
@@ -418,10 +419,16 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
     if module_share > 0 and inst.n_devices > 1:
         rem = ctx.remaining_time()
         t_mod = time.perf_counter()
-        b = module_bound(inst, lambda sub, until, lower, stage: window_bound(sub, ctx, until, lower, stage), deadline=None if rem is None else time.perf_counter() + module_share * rem)
-        module_s = time.perf_counter() - t_mod
+        windows: dict[bytes, list[np.ndarray]] = {}
+        waists: list[int] = []
+        b = module_bound(inst, lambda sub, until, lower, stage: window_bound(sub, ctx, until, lower, stage, found=windows), deadline=None if rem is None else time.perf_counter() + module_share * rem, waists=waists)
         if b is not None:
             bounds.append(b)
+        if sched is not None and windows:
+            glued = glued_start(inst, waists, windows, sched.device)
+            if glued is not None and glued.makespan < sched.makespan:
+                sched, source = glued, "module windows' assignments glued"
+        module_s = time.perf_counter() - t_mod
     rem = ctx.remaining_time()
     gap = ctx.options.mip_gap if ctx.options.mip_gap is not None else 0.0
     target = max([b.value for b in bounds], default=0.0) * (1 + gap)
@@ -505,7 +512,9 @@ def interchangeable(inst: PlacementInstance) -> PlacementInstance:
     return fast
 
 
-def window_bound(sub: PlacementInstance, ctx: RunContext, deadline: float, lower: float = 0.0, stage: int = 0, gap: float = 0.01, exact_devices: int = 4) -> float | None:
+def window_bound(
+    sub: PlacementInstance, ctx: RunContext, deadline: float, lower: float = 0.0, stage: int = 0, gap: float = 0.01, exact_devices: int = 4, found: dict[bytes, list[np.ndarray]] | None = None
+) -> float | None:
     """A proven lower bound (seconds) on the optimum of ``sub`` (a window instance of
     `segments`): the placement MILP's dual bound less the safety margin
     (`relaxation.dual_bound_margin`), solved until ``deadline`` (a ``time.perf_counter()``
@@ -519,29 +528,51 @@ def window_bound(sub: PlacementInstance, ctx: RunContext, deadline: float, lower
     ``sub``) bounds the makespan from below: valid for the relaxation too, since some
     solution has w <= min(horizon, optimum of ``sub``). None without a heuristic plan (no
     valid horizon), without time, when ``lower`` is within the gap of that plan, or
-    without a bound."""
+    without a bound. With ``found``, the assignments met (the heuristic plan's and the
+    MILP's incumbent, in ``sub``'s device numbers: those of `interchangeable` are its first
+    devices) are filed under `segments.fingerprint` of ``sub`` for `segments.glued_assignment`."""
     differ = sub.n_devices > 1 and not identical_devices(sub)
     if stage > 0 and (not differ or sub.n_devices > exact_devices):
         return None
     target = interchangeable(sub) if differ and stage == 0 else sub
     sched, _ = best_heuristic(target)
+    filed = None if found is None else found.setdefault(fingerprint(sub), [])
     limit = deadline - time.perf_counter()
+    if sched is not None and filed is not None:
+        filed.append(np.asarray(sched.device))
     if sched is None or limit <= 0.05 or lower >= sched.makespan / (1 + gap):
         return None
     if target.n_devices > 1 and sched.makespan > lower:
-        found, _ = improve(target, sched.device, deadline=time.perf_counter() + min(0.3, 0.1 * limit, 0.02 * target.n_ops), target=lower)
-        if found is not None and found.makespan < sched.makespan:
-            checked = _schedule_of(target, make_plan(target, found.device, found.start))
+        better, _ = improve(target, sched.device, deadline=time.perf_counter() + min(0.3, 0.1 * limit, 0.02 * target.n_ops), target=lower)
+        if better is not None and better.makespan < sched.makespan:
+            checked = _schedule_of(target, make_plan(target, better.device, better.start))
             if checked is not None and checked.makespan < sched.makespan:
                 sched = checked
+                if filed is not None:
+                    filed.append(np.asarray(sched.device))
     model, index = PLACEMENT_MILP.build(target, {"incumbent": sched}, name=f"{sub.name}-window")
     model.set_bounds(model["makespan"], lb=min(lower * SCALE, index.horizon))
     child = ctx.child(time_limit=max(deadline - time.perf_counter(), 0.01))
     child.options = child.options.with_(mip_gap=gap)
     result = child.solve_model(model, warm_start=warm_start(target, model, index))
+    if filed is not None and result.has_solution:
+        filed.append(np.argmax(result.values_by_block["assign"], axis=1))
     if result.bound is None or not np.isfinite(result.bound):
         return None
     return max(0.0, result.bound - relaxation.dual_bound_margin(target, result.bound)) / SCALE
+
+
+def glued_start(inst: PlacementInstance, waists: list[int], windows: dict[bytes, list[np.ndarray]], fallback: np.ndarray) -> Schedule | None:
+    """The evaluated plan of the module windows' assignments glued over ``waists``
+    (`segments.glued_assignment`, ``fallback`` where no window has one), devices renamed
+    for the links (`improve.relabelled`); None when it does not fit. Each window's MILP
+    incumbent is optimal or near-optimal for its module alone, a start the local search
+    does not reach from the heuristics (inception-v3-dgx1-4, 30 s of windows under load 12:
+    glued 15.93 ms, 15.37 ms after 20 s of local search, vs 16.91 ms from m-SCT's 18.46 ms)."""
+    found = relabelled(inst, glued_assignment(inst, waists, windows, fallback))
+    if found is None:
+        return None
+    return _schedule_of(inst, make_plan(inst, found.device, found.start))
 
 
 def _search_from(inst: PlacementInstance, ctx: RunContext, seeds: list[np.ndarray], sched: Schedule | None, source: str, target: float) -> tuple[Schedule | None, str]:

@@ -36,13 +36,16 @@ scheduling problem", EJOR 149(2), 2003, in spirit). Seconds throughout.
 
 from __future__ import annotations
 
+import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from distplan.formulations.placement.improve import _Problem
 from distplan.formulations.placement.listsched_data import successors
+from distplan.formulations.placement.relaxation import device_classes
 from distplan.formulations.placement.waist import reachable, segment_bound, waist_chain
 from distplan.formulations.registry import Bound, round_down
 from distplan.models.placement_instance import PlacementInstance
@@ -189,17 +192,102 @@ def compose(inst: PlacementInstance, chain: list[int], solve_window: WindowSolve
     return Composition(float(best[k + 1]), len(path) - 2, sum(1 for ij in used if ij in solved), sum(1 for ij in used if size[ij]))
 
 
-def module_bound(inst: PlacementInstance, solve_window: WindowSolver | None, deadline: float | None = None, max_ops: int = 40) -> Bound | None:
+def module_bound(inst: PlacementInstance, solve_window: WindowSolver | None, deadline: float | None = None, max_ops: int = 40, waists: list[int] | None = None) -> Bound | None:
     """The composition over `cut_waists` (a tenth of the time to ``deadline`` looks for
     them), rounded down: graded "solver" when some module's bound came from
-    ``solve_window``, "safe" otherwise. None for one device or without a cut waist."""
+    ``solve_window``, "safe" otherwise. None for one device or without a cut waist. The
+    waists found are appended to ``waists`` when given (for `glued_assignment`)."""
     if inst.n_devices < 2 or inst.n_ops < 2:
         return None
     find_by = None if deadline is None else time.perf_counter() + 0.1 * max(0.0, deadline - time.perf_counter())
     chain = cut_waists(inst, find_by)
+    if waists is not None:
+        waists.extend(chain)
     if not chain:
         return None
     c = compose(inst, chain, solve_window, deadline, max_ops)
     grade = "solver" if c.solved else "safe"
     source = f"{SOURCE}: {c.waists} waists, {c.solved} of {c.modules} modules solved"
     return Bound(round_down(c.value), source, grade)
+
+
+def fingerprint(sub: PlacementInstance) -> bytes:
+    """The key under which a window solver files a window's assignments for
+    `glued_assignment` (equal for windows with the same data in the same op order)."""
+    return _fingerprint(sub)
+
+
+def _renamings(classes: list[np.ndarray], n_devices: int, max_perms: int) -> list[np.ndarray]:
+    """Device renamings (arrays old -> new) within each class of interchangeable devices:
+    all of them when there are at most ``max_perms``, else the identity and the swaps."""
+    count = 1
+    for c in classes:
+        count *= int(np.prod(np.arange(1, c.size + 1)))
+    if count <= max_perms:
+        out = []
+        for perm in itertools.product(*(itertools.permutations(c.tolist()) for c in classes)):
+            mapping = np.arange(n_devices)
+            for c, q in zip(classes, perm):
+                mapping[c] = q
+            out.append(mapping)
+        return out
+    out = [np.arange(n_devices)]
+    for c in classes:
+        for a, b in itertools.combinations(c.tolist(), 2):
+            mapping = np.arange(n_devices)
+            mapping[[a, b]] = [b, a]
+            out.append(mapping)
+    return out
+
+
+def glued_assignment(inst: PlacementInstance, chain: list[int], found: Mapping[bytes, Sequence[np.ndarray]], fallback: np.ndarray, max_perms: int = 120) -> np.ndarray:
+    """A device per op of ``inst`` glued from its modules' assignments: for the modules
+    between consecutive waists of ``chain`` in order (as in `compose`), the window
+    assignments filed under the window's `fingerprint` in ``found`` (the window solver's
+    incumbents: optimal or near-optimal for the module alone), each with its devices
+    renamed within classes of interchangeable devices (`relaxation.device_classes`) so
+    that the waist it shares with the module before stays on the device that module gave
+    it, the renaming and assignment whose list schedule of the window ends first. Ops of
+    no module, or of a module without assignments, keep ``fallback``; a co-location group
+    split by the gluing goes to its first member's device. The gluing of sub-schedules at
+    series (module) boundaries of Möhring's decomposition, "Computationally tractable
+    classes of ordered sets", 1989."""
+    n, k = inst.n_ops, len(chain)
+    dev = np.asarray(fallback, dtype=np.int64).copy()
+    if k == 0 or not found:
+        return dev
+    succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
+    anc = [reachable(n, pred, v) for v in chain]
+    desc = [reachable(n, succ, v) for v in chain]
+    renamings = _renamings([c for c in device_classes(inst) if c.size > 1], inst.n_devices, max_perms)
+    everything = np.ones(n, dtype=bool)
+    for i in range(k + 1):
+        module = (everything if i == 0 else desc[i - 1]) & (everything if i == k else anc[i])
+        if not module.any():
+            continue
+        first, last = (chain[i - 1] if i > 0 else None), (chain[i] if i < k else None)
+        sub = window_instance(inst, module, first, last)
+        options = found.get(_fingerprint(sub), ())
+        if not options:
+            continue
+        keep = module.copy()
+        keep[[v for v in (first, last) if v is not None]] = True
+        ops = np.flatnonzero(keep)
+        pos_first = None if first is None else int(np.searchsorted(ops, first))
+        prob = _Problem(sub)
+        best: tuple[float, np.ndarray] | None = None
+        for assign in options:
+            for mapping in renamings:
+                cand = mapping[np.asarray(assign, dtype=np.int64)]
+                if pos_first is not None and cand[pos_first] != dev[first]:
+                    continue
+                s = prob.schedule(cand)
+                if s is not None and (best is None or s.makespan < best[0]):
+                    best = (s.makespan, cand)
+        if best is None:
+            continue
+        sel = ops if first is None else ops[ops != first]
+        dev[sel] = best[1][np.searchsorted(ops, sel)]
+    groups = inst.colocation_groups()
+    _, lead = np.unique(groups, return_index=True)
+    return dev[lead][np.unique(groups, return_inverse=True)[1]]
