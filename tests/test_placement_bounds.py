@@ -29,7 +29,10 @@ def brute_force(inst: PlacementInstance) -> float:
     """The optimal makespan (seconds): every device assignment and every order of each
     device's ops consistent with the graph, each scheduled as early as the orders allow by
     the evaluator's own simulation (which is how the evaluator reads any plan under the
-    channel model). Plans the evaluator rejects (memory) are skipped; inf when none fits."""
+    channel model). Plans the evaluator rejects (memory) are skipped; inf when none fits.
+    Exact under channels (the evaluator re-times every plan from its orders) and under the
+    simple memory model; under independent links with the liveness model it is an upper
+    estimate, as a later start can free memory in time (earliest starts only are tried)."""
     n, m = inst.n_ops, inst.n_devices
     best = np.inf
     for assign in itertools.product(range(m), repeat=n):

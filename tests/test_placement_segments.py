@@ -31,7 +31,10 @@ from distplan.solvers.options import SolveOptions
 
 
 def exact(sub: PlacementInstance, until: float, lower: float, stage: int) -> float:
-    """A window's brute-force optimum (seconds), checked against the bound it is given."""
+    """A window's brute-force optimum (seconds), checked against the bound it is given.
+    A valid window bound only under independent links: under channels the evaluator's
+    greedy re-simulation of a window alone can end later than the window inside a plan
+    (the segments module docstring), so there the composition must use proven bounds."""
     opt = brute_force(sub)
     assert lower <= opt, f"segment bound {lower} above the window's optimum {opt}"
     return opt
@@ -44,7 +47,7 @@ def _context(**params: float) -> RunContext:
 @on_solved_tiny_instances(7)
 def test_composition_never_exceeds_brute_force_optimum(solved: tuple[PlacementInstance, float]) -> None:
     inst, opt = solved
-    for chain in _chains(inst):
+    for chain in _chains(inst) if inst.communication == "independent" else []:
         c = compose(inst, chain, exact)
         assert c.value <= opt, f"chain {chain}: {c.value} > optimum {opt}"
         assert c.solved <= c.modules
@@ -59,6 +62,7 @@ def test_window_instance_optimum_bounds_the_window(solved: tuple[PlacementInstan
     """Every window of a two-waist chain: its optimum (zero-time endpoints) plus the two
     waists' fastest times and the parts before and after never exceed the optimum."""
     inst, opt = solved
+    assume(inst.communication == "independent")  # see `exact`
     p = inst.time.min(axis=1)
     for chain in _chains(inst):
         if len(chain) != 2:

@@ -6,15 +6,20 @@ w_1, M_k (0 < k < K) the ops that descend from w_k and are ancestors of w_{k+1},
 descendants of w_K. The window instance W_k is the sub-instance on M_k with w_k and
 w_{k+1} (those that exist) as endpoints whose time is zero on every device. In any plan,
 put w_k at its end C(w_k) and w_{k+1} at its start S(w_{k+1}), both on their devices with
-zero duration, and the ops of M_k where they are: that is a feasible plan of W_k (a
-subset of the plan's ops, transfers and memory: every M_k op starts after C(w_k) and ends
+zero duration, and the ops of M_k where they are: those times satisfy every constraint of
+W_k's scheduling model (a subset of the plan's ops, transfers and memory: precedence with
+transfer delays, one op at a time per device, one transfer at a time per channel with one
+transfer per tensor and destination, memory; every M_k op starts after C(w_k) and ends
 before S(w_{k+1}), so the zero-length endpoints overlap nothing; under both
-communication models and both memory models), and its span is S(w_{k+1}) - C(w_k)
+communication models and both memory models), and their span is S(w_{k+1}) - C(w_k)
 (S(w_1) for M_0, makespan - C(w_K) for M_K). Hence
 
     makespan >= sum_k L(W_k) + sum_k min_d p(w_k, d),
 
-L any lower bound on the optimum of W_k. Unlike the segment bounds of `waist`, which see
+L any lower bound on that scheduling model's optimum for W_k (the segment bounds and the
+MILP's dual bound are). Not the evaluator's optimum of W_k under channels: the evaluator
+re-times a plan by a greedy simulation of the channels, and without the ops left out of
+W_k that simulation can end later (a module alone can time worse than inside the plan). Unlike the segment bounds of `waist`, which see
 the ops between two waists without them, W_k holds the transfers out of w_k and into
 w_{k+1}: a branch of a module moved to another device pays both, which the critical path
 and the load rows do not see, and inside a small module (an Inception block, ~5-11 ops)
@@ -101,12 +106,14 @@ def window_instance(inst: PlacementInstance, module: np.ndarray, first: int | No
     return sub
 
 
-def _fingerprint(sub: PlacementInstance) -> bytes:
+def fingerprint(sub: PlacementInstance) -> bytes:
     """Bytes that are equal for two window instances with the same data (op times, memory,
-    edges with their bytes, co-location pattern) in the same op order."""
+    edges with their bytes, co-location pattern) in the same op order: the key of
+    identical windows in `compose` and of a window's assignments for `glued_assignment`.
+    Each part carries its shape, so parts of different sizes cannot run together."""
     groups = np.unique(sub.colocation_groups(), return_inverse=True)[1]
     parts = (sub.time, sub.memory, sub.temporary, sub.output, sub.src, sub.dst, sub.edge_bytes, groups)
-    return b"|".join(np.ascontiguousarray(a).tobytes() for a in parts)
+    return b"|".join(np.asarray(a.shape, dtype=np.int64).tobytes() + np.ascontiguousarray(a).tobytes() for a in parts)
 
 
 def compose(inst: PlacementInstance, chain: list[int], solve_window: WindowSolver | None = None, deadline: float | None = None, max_ops: int = 40) -> Composition:
@@ -150,7 +157,7 @@ def compose(inst: PlacementInstance, chain: list[int], solve_window: WindowSolve
             return
         i, j = ij
         sub = window_instance(inst, between(i, j), chain[i - 1] if i > 0 else None, chain[j - 1] if j <= k else None)
-        key = (_fingerprint(sub), stage)
+        key = (fingerprint(sub), stage)
         if key not in seen:
             stop = until(left)
             seen[key] = solve_window(sub, time.perf_counter() + 3600.0 if stop is None else stop, seg[ij], stage)
@@ -211,12 +218,6 @@ def module_bound(inst: PlacementInstance, solve_window: WindowSolver | None, dea
     return Bound(round_down(c.value), source, grade)
 
 
-def fingerprint(sub: PlacementInstance) -> bytes:
-    """The key under which a window solver files a window's assignments for
-    `glued_assignment` (equal for windows with the same data in the same op order)."""
-    return _fingerprint(sub)
-
-
 def _renamings(classes: list[np.ndarray], n_devices: int, max_perms: int) -> list[np.ndarray]:
     """Device renamings (arrays old -> new) within each class of interchangeable devices:
     all of them when there are at most ``max_perms``, else the identity and the swaps."""
@@ -267,7 +268,7 @@ def glued_assignment(inst: PlacementInstance, chain: list[int], found: Mapping[b
             continue
         first, last = (chain[i - 1] if i > 0 else None), (chain[i] if i < k else None)
         sub = window_instance(inst, module, first, last)
-        options = found.get(_fingerprint(sub), ())
+        options = found.get(fingerprint(sub), ())
         if not options:
             continue
         keep = module.copy()

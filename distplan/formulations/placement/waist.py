@@ -5,10 +5,12 @@ the encoder's output stack, the attention memory layer and the output projection
 sequence model). In any plan, every ancestor of i_1 ends before i_1 starts, every op
 between i_k and i_{k+1} (a descendant of i_k and an ancestor of i_{k+1}) runs after i_k
 ends and before i_{k+1} starts, and every descendant of i_K starts after i_K ends. The
-plan restricted to the ops of one segment is a feasible schedule of the induced
-sub-instance (fewer ops, fewer transfers: every precedence, device, channel and memory
-constraint still holds, under both communication models and both memory models), so its
-span is at least any lower bound L(S) of that sub-instance, and
+plan's times restricted to the ops of one segment satisfy every constraint of the induced
+sub-instance's scheduling model (fewer ops, fewer transfers: every precedence, device,
+channel and memory constraint still holds, under both communication models and both
+memory models), so its span is at least any lower bound L(S) of that model's optimum (not
+of the evaluator's optimum of the sub-instance under channels, which re-times by a greedy
+simulation that can end later without the ops left out), and
 
     makespan >= L(anc(i_1)) + p(i_1) + L(between(i_1, i_2)) + p(i_2) + ... + p(i_K) + L(desc(i_K)),
 
