@@ -51,7 +51,7 @@ import numpy as np
 from distplan.formulations.placement.improve import _Problem
 from distplan.formulations.placement.listsched_data import successors
 from distplan.formulations.placement.relaxation import device_classes
-from distplan.formulations.placement.waist import reachable, segment_bound, waist_chain
+from distplan.formulations.placement.waist import longest_composition, reachable, segment_bound, waist_chain
 from distplan.formulations.registry import Bound, round_down
 from distplan.models.placement_instance import PlacementInstance
 
@@ -182,21 +182,9 @@ def compose(inst: PlacementInstance, chain: list[int], solve_window: WindowSolve
         size[ij] = int(between(*ij).sum())
         seg[ij] = segment_bound(inst.induced(between(*ij)), until(2 * (len(ends) - idx))) if size[ij] else 0.0
         refine(ij, 2 * (len(ends) - idx))
-    best = [-np.inf] * (k + 2)
-    back = [-1] * (k + 2)
-    best[0] = 0.0
-    for j in range(1, k + 2):
-        for i in range(j):
-            if (i, j) in seg and np.isfinite(best[i]):
-                val = best[i] + (float(p[chain[i - 1]]) if i > 0 else 0.0) + seg[(i, j)]
-                if val > best[j]:
-                    best[j], back[j] = val, i
-    path = [k + 1]
-    while path[-1] > 0:
-        path.append(back[path[-1]])
-    path.reverse()
+    value, path = longest_composition(seg, p[chain])
     used = list(zip(path[:-1], path[1:]))
-    return Composition(float(best[k + 1]), len(path) - 2, sum(1 for ij in used if ij in solved), sum(1 for ij in used if size[ij]))
+    return Composition(value, len(path) - 2, sum(1 for ij in used if ij in solved), sum(1 for ij in used if size[ij]))
 
 
 def module_bound(inst: PlacementInstance, solve_window: WindowSolver | None, deadline: float | None = None, max_ops: int = 40, waists: list[int] | None = None) -> Bound | None:

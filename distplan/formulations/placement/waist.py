@@ -31,6 +31,7 @@ into consecutive segments. Seconds throughout.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -165,21 +166,29 @@ def best_composition(inst: PlacementInstance, chain: list[int], deadline: float 
         left = len(pairs) - idx
         share = None if deadline is None else time.perf_counter() + max(0.0, deadline - time.perf_counter()) / left
         seg[(i, j)] = segment_bound(inst.induced(ops_between(i, j)), share)
+    value, path = longest_composition(seg, p[chain])
+    return value, [chain[i - 1] for i in path[1:-1]]
+
+
+def longest_composition(seg: Mapping[tuple[int, int], float], waist_time: np.ndarray) -> tuple[float, list[int]]:
+    """The best composition over nodes 0 .. K+1 (the start, K waists, the end): a longest
+    path from 0 to K+1 over the pairs (i, j) of ``seg`` (the bound of the ops between node
+    i and node j, seconds), each waist on the path adding its time ``waist_time[i - 1]``.
+    (seconds, the nodes of the path from 0 to K+1)."""
+    k = len(waist_time)
     best = [-np.inf] * (k + 2)
     back = [-1] * (k + 2)
     best[0] = 0.0
     for j in range(1, k + 2):
         for i in range(j):
             if (i, j) in seg and np.isfinite(best[i]):
-                val = best[i] + (float(p[chain[i - 1]]) if i > 0 else 0.0) + seg[(i, j)]
+                val = best[i] + (float(waist_time[i - 1]) if i > 0 else 0.0) + seg[(i, j)]
                 if val > best[j]:
                     best[j], back[j] = val, i
-    used: list[int] = []
-    j = back[k + 1]
-    while j > 0:
-        used.append(chain[j - 1])
-        j = back[j]
-    return float(best[k + 1]), used[::-1]
+    path = [k + 1]
+    while path[-1] > 0:
+        path.append(back[path[-1]])
+    return float(best[k + 1]), path[::-1]
 
 
 def waist_bound(
