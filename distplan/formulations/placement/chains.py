@@ -38,6 +38,7 @@ import re
 import time
 
 import numpy as np
+from scipy.cluster.hierarchy import DisjointSet
 
 from distplan.formulations.placement.improve import SearchLog, _Problem
 from distplan.formulations.placement.listsched import Schedule
@@ -98,45 +99,40 @@ def layer_groups(inst: PlacementInstance, chains: list[np.ndarray]) -> np.ndarra
     share a group. Ops joined to no chain form one group per connected component, numbered
     after the chains'. Ids are 0 .. G-1."""
     n = inst.n_ops
-    parent = list(range(n))
+    sets = DisjointSet(range(n))
+    chain_of: dict[int, int] = {}  # chain label of each labelled set, by its root
 
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
+    def join(a: int, b: int) -> None:
+        """Merge the sets of ``a`` and ``b``; the merged set keeps ``a``'s chain label, else ``b``'s."""
+        ra, rb = sets[a], sets[b]
+        if ra == rb:
+            return
+        label_a, label_b = chain_of.pop(ra, -1), chain_of.pop(rb, -1)
+        sets.merge(ra, rb)
+        label = label_a if label_a >= 0 else label_b
+        if label >= 0:
+            chain_of[sets[ra]] = label
 
-    chain_of = [-1] * n  # chain label of each root (-1: none)
     for k, ops in enumerate(chains):
-        root = find(int(ops[0]))
         for v in ops[1:].tolist():
-            r = find(v)
-            if r != root:
-                parent[r] = root
-        chain_of[root] = k
+            join(int(ops[0]), v)
+        chain_of[sets[int(ops[0])]] = k
     colo = inst.colocation_groups()
     first: dict[int, int] = {}
     for v, g in enumerate(colo.tolist()):  # colocated ops always together, chains or not
         if g in first:
-            a, b = find(first[g]), find(v)
-            if a != b:
-                parent[b] = a
-                if chain_of[a] < 0:
-                    chain_of[a] = chain_of[b]
+            join(first[g], v)
         else:
             first[g] = v
     for e in np.argsort(-edge_weights(inst), kind="stable").tolist():
-        a, b = find(int(inst.src[e])), find(int(inst.dst[e]))
-        if a == b or (chain_of[a] >= 0 and chain_of[b] >= 0):
-            continue
-        parent[b] = a
-        if chain_of[a] < 0:
-            chain_of[a] = chain_of[b]
-    roots = [find(v) for v in range(n)]
+        a, b = int(inst.src[e]), int(inst.dst[e])
+        if sets[a] != sets[b] and not (sets[a] in chain_of and sets[b] in chain_of):
+            join(a, b)
+    roots = [sets[v] for v in range(n)]
     ids: dict[int, int] = {}
     label = np.empty(n, dtype=np.int64)
     # chains first, in their order, then the other components in order of their first op
-    keyed = {r: chain_of[r] for r in set(roots) if chain_of[r] >= 0}
+    keyed = {r: chain_of[r] for r in set(roots) if r in chain_of}
     for r in sorted(keyed, key=lambda r: keyed[r]):
         ids[r] = len(ids)
     for v, r in enumerate(roots):
