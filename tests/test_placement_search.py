@@ -54,7 +54,7 @@ def test_critical_chain_explains_the_makespan(comm: str) -> None:
     """Walking the chain back from the last op reaches time 0, and under independent links
     its durations and delays add up to the makespan."""
     inst = chains(comm=comm)
-    prob = imp._Problem(inst)
+    prob = imp.SearchProblem(inst)
     dev = np.zeros(inst.n_ops, dtype=np.int64)
     dev[[1, 2]] = 1  # a cut inside chain 0: transfers on the chain
     s = prob.schedule(dev)
@@ -174,11 +174,11 @@ def test_search_times_assignments_longest_tail_first() -> None:
     g = inst.colocation_groups()
     dev = np.where(g < 5, 2, np.where(g < 61, 3, 0))
     ls = list_schedule(inst, assignment=dev)
-    both = imp._Problem(inst).schedule(dev)
+    both = imp.SearchProblem(inst).schedule(dev)
     assert both is not None and both.makespan < ls.makespan
     check = evaluate(inst, make_plan(inst, both.device, both.start))
     assert check.feasible and check.objective == pytest.approx(both.makespan, rel=1e-12)
-    assert imp._Problem(inst, tail_order=False).schedule(dev).makespan == ls.makespan
+    assert imp.SearchProblem(inst, tail_order=False).schedule(dev).makespan == ls.makespan
 
 
 def test_relabelled_finds_the_links_whatever_the_device_names() -> None:
@@ -188,13 +188,13 @@ def test_relabelled_finds_the_links_whatever_the_device_names() -> None:
     inst = load_instance("resnet-50-dgx1-4")
     g = inst.colocation_groups()
     dev = np.where(g < 5, 2, np.where(g < 61, 3, 0))
-    as_named = imp._Problem(inst).schedule(dev)
+    as_named = imp.SearchProblem(inst).schedule(dev)
     best = imp.relabelled(inst, dev)
     renamed = imp.relabelled(inst, np.array([0, 2, 1, 3])[dev])
     assert as_named is not None and best is not None and renamed is not None
     assert best.makespan <= as_named.makespan
     assert renamed.makespan == best.makespan
-    worst_names = imp._Problem(inst).schedule(np.array([0, 2, 1, 3])[dev])
+    worst_names = imp.SearchProblem(inst).schedule(np.array([0, 2, 1, 3])[dev])
     assert worst_names is not None and renamed.makespan < worst_names.makespan
 
 

@@ -158,7 +158,7 @@ def test_search_over_layers_finds_the_pipeline_the_heuristics_miss() -> None:
     device, and the evaluator confirms it."""
     inst = stacked(4, 8, 4, latency=0.6)
     label = ch.layer_groups(inst, ch.layer_chains(inst))
-    prob = imp._Problem(inst)
+    prob = imp.SearchProblem(inst)
     whole = []
     for a in itertools.product(range(4), repeat=4):
         s = prob.schedule(np.asarray(a)[label])
@@ -182,18 +182,18 @@ def test_group_search_keeps_its_budget_and_is_deterministic() -> None:
     inst = stacked(4, 8, 4, latency=0.6, weight_bytes=0.0)
     label = ch.layer_groups(inst, ch.layer_chains(inst))
     calls = 0
-    original = imp._Problem.schedule
+    original = imp.SearchProblem.schedule
 
-    def counted(self: imp._Problem, device: np.ndarray) -> Any:
+    def counted(self: imp.SearchProblem, device: np.ndarray) -> Any:
         nonlocal calls
         calls += 1
         return original(self, device)
 
     try:
-        imp._Problem.schedule = counted  # type: ignore[method-assign]
+        imp.SearchProblem.schedule = counted  # type: ignore[method-assign]
         runs = [ch.group_search(inst, label, max_evals=40, seed=5)[0] for _ in range(2)]
     finally:
-        imp._Problem.schedule = original  # type: ignore[method-assign]
+        imp.SearchProblem.schedule = original  # type: ignore[method-assign]
     assert calls <= 80
     assert runs[0] is not None and runs[1] is not None
     assert np.array_equal(runs[0].device, runs[1].device)

@@ -20,7 +20,7 @@ before it removes any.
   to no chain form groups of their own (one per connected component).
 * `group_search` assigns whole groups to devices: hill climbing over moves of one group and
   swaps of two (first improvement; moves in random order, then swaps; the list schedule of
-  `improve._Problem` as the measure, (makespan, late end times) as the key), from the
+  `improve.SearchProblem` as the measure, (makespan, late end times) as the key), from the
   heuristics' assignment read per group, all groups on one device, and pipeline starts
   (groups in topological order cut into consecutive blocks of balanced work, for 2 .. m
   blocks), then iterated local search (random kicks of two moves from the best assignment,
@@ -40,7 +40,7 @@ import time
 import numpy as np
 from scipy.cluster.hierarchy import DisjointSet
 
-from distplan.formulations.placement.improve import SearchLog, _Problem
+from distplan.formulations.placement.improve import SearchLog, SearchProblem
 from distplan.formulations.placement.listsched import Schedule
 from distplan.formulations.placement.relaxation import transfer_classes
 from distplan.models.placement_instance import PlacementInstance
@@ -185,7 +185,7 @@ def group_search(
     before. Swaps pair the ``swap_groups`` groups of most work. Deterministic for a seed and
     an evaluation budget. Returns the schedule (None when no start fits memory) and the
     search's log."""
-    prob = _Problem(inst)
+    prob = SearchProblem(inst)
     m = inst.n_devices
     g = int(label.max()) + 1 if label.size else 0
     p = inst.time.min(axis=1)

@@ -71,7 +71,7 @@ class SearchLog:
     history: list[float] = field(default_factory=list)
 
 
-class _Problem:
+class SearchProblem:
     """Static data of one instance for the search: colocation groups, inputs per op, graph
     slack at fastest times (seconds), memory needs (bytes), topological positions."""
 
@@ -123,7 +123,7 @@ class _Problem:
         return (s.makespan, float(np.partition(end, end.size - k)[end.size - k :].sum()))
 
 
-def critical_links(prob: _Problem, s: Schedule, rng: np.random.Generator) -> list[Link]:
+def critical_links(prob: SearchProblem, s: Schedule, rng: np.random.Generator) -> list[Link]:
     """The links of one critical chain of schedule ``s``, from the last op back to time 0
     (ties between tight links broken at random)."""
     inst = prob.inst
@@ -170,7 +170,7 @@ def critical_links(prob: _Problem, s: Schedule, rng: np.random.Generator) -> lis
     return links
 
 
-def _destinations(prob: _Problem, device: np.ndarray, busy: np.ndarray, used: np.ndarray, ops: np.ndarray, avoid: int) -> list[int]:
+def _destinations(prob: SearchProblem, device: np.ndarray, busy: np.ndarray, used: np.ndarray, ops: np.ndarray, avoid: int) -> list[int]:
     """Devices other than ``avoid`` that hold ``ops`` (simple memory), least busy first."""
     inst = prob.inst
     need = float(prob.need[ops].sum())
@@ -184,7 +184,7 @@ def _destinations(prob: _Problem, device: np.ndarray, busy: np.ndarray, used: np
     return out
 
 
-def candidate_moves(prob: _Problem, device: np.ndarray, links: list[Link], fanout: int = 2) -> list[list[tuple[np.ndarray, int]]]:
+def candidate_moves(prob: SearchProblem, device: np.ndarray, links: list[Link], fanout: int = 2) -> list[list[tuple[np.ndarray, int]]]:
     """Moves for a chain, best first; a move is a list of (ops, device) reassignments.
 
     Moves of the chain's runs (`run_splits`: joins and boundary shifts first), compound
@@ -250,7 +250,7 @@ def candidate_moves(prob: _Problem, device: np.ndarray, links: list[Link], fanou
     return moves
 
 
-def branch(prob: _Problem, device: np.ndarray, w: int, chain_ops: set[int], limit: int = 400) -> np.ndarray:
+def branch(prob: SearchProblem, device: np.ndarray, w: int, chain_ops: set[int], limit: int = 400) -> np.ndarray:
     """The ops connected to ``w`` (edges either way) on its device, off the critical chain,
     with at least half its graph slack, and their colocation groups (breadth first, at most
     ``limit`` ops): a side branch that can run elsewhere with few transfers."""
@@ -291,7 +291,7 @@ def chain_runs(device: np.ndarray, links: list[Link]) -> list[list[int]]:
     return runs
 
 
-def run_splits(prob: _Problem, device: np.ndarray, links: list[Link], busy: np.ndarray, used: np.ndarray, fanout: int) -> list[list[tuple[np.ndarray, int]]]:
+def run_splits(prob: SearchProblem, device: np.ndarray, links: list[Link], busy: np.ndarray, used: np.ndarray, fanout: int) -> list[list[tuple[np.ndarray, int]]]:
     """Moves of parts of the critical chain's runs (consecutive chain ops on one device),
     each with the colocation groups of its ops:
 
@@ -362,7 +362,7 @@ def improve(
     independent links and simple memory each assignment is also timed longest-tail-first
     (`tailsched`).
     Returns the best schedule (None when the start does not fit memory) and the log."""
-    prob = _Problem(inst, tail_order)
+    prob = SearchProblem(inst, tail_order)
     rng = np.random.default_rng(seed)
     log = SearchLog()
     m = inst.n_devices
@@ -498,7 +498,7 @@ def cluster_greedy(inst: PlacementInstance, device: np.ndarray, deadline: float 
     """From ``device``, move each `path_clusters` cluster (heaviest first, with its
     colocation groups) to the device where the list schedule finishes first, keeping a
     move only when it shortens the makespan (seconds); stops at ``deadline``."""
-    prob = _Problem(inst)
+    prob = SearchProblem(inst)
     dev = np.asarray(device, dtype=np.int64).copy()
     cur = prob.schedule(dev)
     if cur is None or inst.n_devices < 2:
@@ -528,11 +528,11 @@ def cluster_greedy(inst: PlacementInstance, device: np.ndarray, deadline: float 
 def relabelled(inst: PlacementInstance, device: np.ndarray, max_perms: int = 120) -> Schedule | None:
     """The assignment ``device`` with its devices renamed within each class of
     interchangeable devices (equal op times and memory, `relaxation.device_classes`) so
-    that its schedule (`_Problem.schedule`) ends first: every renaming when there are at
+    that its schedule (`SearchProblem.schedule`) ends first: every renaming when there are at
     most ``max_perms``, else the assignment as it is. A relaxation that charges every cut
     its fastest link (the assignment relaxation) names devices without regard to the links
     between them; on DGX-1 the links differ by 2x. None when nothing fits memory."""
-    prob = _Problem(inst)
+    prob = SearchProblem(inst)
     dev = np.asarray(device, dtype=np.int64)
     classes = [c for c in device_classes(inst) if c.size > 1]
     count = 1

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distplan.formulations.placement.improve import _Problem
+from distplan.formulations.placement.improve import SearchProblem
 from distplan.formulations.placement.listsched_data import successors
 from distplan.formulations.placement.relaxation import device_classes
 from distplan.formulations.placement.waist import longest_composition, reachable, segment_bound, waist_chain
@@ -263,7 +263,7 @@ def glued_assignment(inst: PlacementInstance, chain: list[int], found: Mapping[b
         keep[[v for v in (first, last) if v is not None]] = True
         ops = np.flatnonzero(keep)
         pos_first = None if first is None else int(np.searchsorted(ops, first))
-        prob = _Problem(sub)
+        prob = SearchProblem(sub)
         best: tuple[float, np.ndarray] | None = None
         for assign in options:
             for mapping in renamings:
