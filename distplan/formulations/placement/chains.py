@@ -214,8 +214,7 @@ def group_search(
         np.add.at(share, (label, np.asarray(device, dtype=np.int64)), p + 1e-12)
         starts.append(np.argmax(share, axis=1).astype(np.int64))
     starts.append(np.full(g, int(np.argmin(inst.time.sum(axis=0))), dtype=np.int64))
-    pos = np.empty(inst.n_ops, dtype=np.int64)
-    pos[inst.topo_order()] = np.arange(inst.n_ops)
+    pos = np.asarray(prob.topo[1], dtype=np.int64)  # topological position of each op
     first = np.full(g, inst.n_ops, dtype=np.int64)
     np.minimum.at(first, label, pos)
     order = np.argsort(first, kind="stable")
