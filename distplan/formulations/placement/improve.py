@@ -525,6 +525,31 @@ def cluster_greedy(inst: PlacementInstance, device: np.ndarray, deadline: float 
     return cur
 
 
+def renamings(classes: list[np.ndarray], n_devices: int, max_perms: int, swaps: bool = False) -> list[np.ndarray]:
+    """Device renamings (arrays old -> new device) within each class of interchangeable
+    devices (``classes``, `relaxation.device_classes`): all of them when there are at most
+    ``max_perms``; else the identity, and with ``swaps`` also every swap of two devices of
+    one class."""
+    count = 1
+    for c in classes:
+        count *= int(np.prod(np.arange(1, c.size + 1)))
+    if count <= max_perms:
+        out = []
+        for perm in itertools.product(*(itertools.permutations(c.tolist()) for c in classes)):
+            mapping = np.arange(n_devices)
+            for c, q in zip(classes, perm):
+                mapping[c] = q
+            out.append(mapping)
+        return out
+    out = [np.arange(n_devices)]
+    for c in classes if swaps else []:
+        for a, b in itertools.combinations(c.tolist(), 2):
+            mapping = np.arange(n_devices)
+            mapping[[a, b]] = [b, a]
+            out.append(mapping)
+    return out
+
+
 def relabelled(inst: PlacementInstance, device: np.ndarray, max_perms: int = 120) -> Schedule | None:
     """The assignment ``device`` with its devices renamed within each class of
     interchangeable devices (equal op times and memory, `relaxation.device_classes`) so
@@ -534,16 +559,8 @@ def relabelled(inst: PlacementInstance, device: np.ndarray, max_perms: int = 120
     between them; on DGX-1 the links differ by 2x. None when nothing fits memory."""
     prob = SearchProblem(inst)
     dev = np.asarray(device, dtype=np.int64)
-    classes = [c for c in device_classes(inst) if c.size > 1]
-    count = 1
-    for c in classes:
-        count *= int(np.prod(np.arange(1, c.size + 1)))
-    options = itertools.product(*(itertools.permutations(c.tolist()) for c in classes)) if classes and count <= max_perms else [()]
     best: Schedule | None = None
-    for perm in options:
-        mapping = np.arange(inst.n_devices)
-        for c, p in zip(classes, perm):
-            mapping[c] = p
+    for mapping in renamings([c for c in device_classes(inst) if c.size > 1], inst.n_devices, max_perms):
         s = prob.schedule(mapping[dev])
         if s is not None and (best is None or s.makespan < best.makespan):
             best = s

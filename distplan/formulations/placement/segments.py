@@ -41,14 +41,13 @@ scheduling problem", EJOR 149(2), 2003, in spirit). Seconds throughout.
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from distplan.formulations.placement.improve import SearchProblem
+from distplan.formulations.placement.improve import SearchProblem, renamings
 from distplan.formulations.placement.listsched_data import successors
 from distplan.formulations.placement.relaxation import device_classes
 from distplan.formulations.placement.waist import longest_composition, reachable, segment_bound, waist_chain
@@ -206,29 +205,6 @@ def module_bound(inst: PlacementInstance, solve_window: WindowSolver | None, dea
     return Bound(round_down(c.value), source, grade)
 
 
-def _renamings(classes: list[np.ndarray], n_devices: int, max_perms: int) -> list[np.ndarray]:
-    """Device renamings (arrays old -> new) within each class of interchangeable devices:
-    all of them when there are at most ``max_perms``, else the identity and the swaps."""
-    count = 1
-    for c in classes:
-        count *= int(np.prod(np.arange(1, c.size + 1)))
-    if count <= max_perms:
-        out = []
-        for perm in itertools.product(*(itertools.permutations(c.tolist()) for c in classes)):
-            mapping = np.arange(n_devices)
-            for c, q in zip(classes, perm):
-                mapping[c] = q
-            out.append(mapping)
-        return out
-    out = [np.arange(n_devices)]
-    for c in classes:
-        for a, b in itertools.combinations(c.tolist(), 2):
-            mapping = np.arange(n_devices)
-            mapping[[a, b]] = [b, a]
-            out.append(mapping)
-    return out
-
-
 def glued_assignment(inst: PlacementInstance, chain: list[int], found: Mapping[bytes, Sequence[np.ndarray]], fallback: np.ndarray, max_perms: int = 120) -> np.ndarray:
     """A device per op of ``inst`` glued from its modules' assignments: for the modules
     between consecutive waists of ``chain`` in order (as in `compose`), the window
@@ -248,7 +224,7 @@ def glued_assignment(inst: PlacementInstance, chain: list[int], found: Mapping[b
     succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
     anc = [reachable(n, pred, v) for v in chain]
     desc = [reachable(n, succ, v) for v in chain]
-    renamings = _renamings([c for c in device_classes(inst) if c.size > 1], inst.n_devices, max_perms)
+    options_renamed = renamings([c for c in device_classes(inst) if c.size > 1], inst.n_devices, max_perms, swaps=True)
     everything = np.ones(n, dtype=bool)
     for i in range(k + 1):
         module = (everything if i == 0 else desc[i - 1]) & (everything if i == k else anc[i])
@@ -266,7 +242,7 @@ def glued_assignment(inst: PlacementInstance, chain: list[int], found: Mapping[b
         prob = SearchProblem(sub)
         best: tuple[float, np.ndarray] | None = None
         for assign in options:
-            for mapping in renamings:
+            for mapping in options_renamed:
                 cand = mapping[np.asarray(assign, dtype=np.int64)]
                 if pos_first is not None and cand[pos_first] != dev[first]:
                     continue
