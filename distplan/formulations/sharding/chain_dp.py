@@ -60,8 +60,12 @@ FIRST_ROWS = 50_000
 #: the first cost cap of the label passes, relative to the Lagrangian bound (x 4 per pass)
 FIRST_GAP = 1e-3
 #: walks of up to this many states take their scalar passes by repeated min-plus squaring
-#: of dense (states x states) matrices (a product holds states^3 floats)
-SQUARING_STATES = 64
+#: of dense (states x states) matrices: a product costs states^3 against states^2 per step
+#: of the plain pass, so squaring wins up to ~16 states (timed on random dense matrices:
+#: 1-4x faster at 4-8 states, even at 16, 2-6x slower at 32, 10-100x slower at 64)
+SQUARING_STATES = 16
+#: walks of up to this many states compute their values to go on dense stage matrices
+DENSE_STATES = 64
 
 
 class DeadlineReached(RuntimeError):
@@ -240,7 +244,8 @@ class _Walk:
         end_w, end_row = _best_per_key(self.key_end, fe.cost + lam * fe.mem, W)
         mats = self.stage_matrices(a["cost"] + lam * self.arc_mem)
         cols = np.arange(W)
-        if W <= SQUARING_STATES and self.steps % len(mats) == 0 and self.steps:
+        squaring = W <= SQUARING_STATES and self.steps % len(mats) == 0 and self.steps > 0
+        if squaring:
             walk = _MinPlusWalk(mats, self.steps // len(mats))
             M = start_w[:, None] + walk.value
             first = M.argmin(axis=0)
@@ -258,7 +263,7 @@ class _Walk:
         end = int(np.argmin(total))
         if not np.isfinite(total[end]):
             return None
-        if W <= SQUARING_STATES and self.steps % len(mats) == 0 and self.steps:
+        if squaring:
             state = int(first[end])
             path = np.array(walk.path(state, end), dtype=np.int64)
         else:
@@ -275,13 +280,13 @@ class _Walk:
 
     def to_go(self, weight: np.ndarray, end_weight: np.ndarray) -> np.ndarray:
         """(steps + 1, W): least weight from each state at each step to the end (on the
-        dense stage matrices up to `SQUARING_STATES` states: the least over a (from, to)
+        dense stage matrices up to `DENSE_STATES` states: the least over a (from, to)
         pair's arcs of weight + value to go is the pair's least weight + value to go,
         exactly, as rounding is monotone)."""
         a, W = self.chain.arcs, self.W
         out = np.full((self.steps + 1, W), np.inf)
         np.minimum.at(out[self.steps], self.key_end, end_weight)
-        if W <= SQUARING_STATES:
+        if W <= DENSE_STATES:
             mats = [m for m, _ in self.stage_matrices(weight)]
             for t in range(self.steps - 1, -1, -1):
                 out[t] = (mats[t % len(mats)] + out[t + 1][None, :]).min(axis=1)
