@@ -43,7 +43,7 @@ import time
 import numpy as np
 
 from distplan.formulations.placement.pathcut import candidate_paths, cheapest_cuts
-from distplan.formulations.placement.relaxation import heads_tails
+from distplan.formulations.placement.relaxation import heads_tails, longest_path_levels
 from distplan.formulations.registry import Bound, round_down
 from distplan.models.placement_instance import PlacementInstance
 
@@ -86,7 +86,8 @@ class _Data:
     def __init__(self, inst: PlacementInstance):
         self.inst = inst
         self.p = inst.time.min(axis=1)
-        self.r, self.q = heads_tails(inst, self.p)
+        self.level = longest_path_levels(inst)  # the graph's, for every trial's heads and tails
+        self.r, self.q = heads_tails(inst, self.p, level=self.level)
         self.c = inst.min_delay() if inst.n_devices > 1 else np.zeros(inst.n_edges)
         n = inst.n_ops
         # per op: (neighbour, smallest delay of the edge, edge id)
@@ -188,7 +189,7 @@ def infeasible_at(data: _Data, C: float, rounds: int = 4) -> str:
         if not new.any():
             return ""
         cut |= new
-        r, q = heads_tails(inst, data.p, np.where(cut, data.c, 0.0))
+        r, q = heads_tails(inst, data.p, np.where(cut, data.c, 0.0), data.level)
         if float((r + data.p + q).max()) > limit:
             return "transfers between groups that cannot share a device"
     return ""

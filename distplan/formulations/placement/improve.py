@@ -51,7 +51,7 @@ import numpy as np
 from distplan.errors import InfeasibleError
 from distplan.formulations.placement.listsched import Schedule, list_schedule, topological_positions
 from distplan.formulations.placement.listsched_data import static_lists
-from distplan.formulations.placement.relaxation import device_classes, heads_tails
+from distplan.formulations.placement.relaxation import device_classes, heads_tails, longest_path_levels
 from distplan.formulations.placement.tailsched import tail_priority_order
 from distplan.models.placement_instance import PlacementInstance
 
@@ -80,6 +80,7 @@ class SearchProblem:
         #: under independent links and the simple memory model (where memory does not
         #: depend on timing), also time each assignment by `tailsched`; the better wins
         self.tail_order = tail_order and inst.communication == "independent" and inst.memory_model == "simple" and inst.n_devices > 1
+        self.level = longest_path_levels(inst) if self.tail_order else None  # the graph's, for every timing
         n = inst.n_ops
         self.topo = topological_positions(inst)
         self.static = static_lists(inst, with_members=False)  # read only: one serves every move
@@ -110,7 +111,7 @@ class SearchProblem:
         except InfeasibleError:
             return None
         if self.tail_order:
-            start = tail_priority_order(inst, device)
+            start = tail_priority_order(inst, device, self.level)
             span = float((start + inst.time[np.arange(inst.n_ops), device]).max())
             if span < found.makespan:
                 found = Schedule(device=np.asarray(device, dtype=np.int64).copy(), start=start, makespan=span)

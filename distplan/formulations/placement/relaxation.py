@@ -78,12 +78,14 @@ def dual_bound_margin(inst: PlacementInstance, bound: float) -> float:
     return SAFETY * (inst.n_ops + 3) + 1e-9 * abs(bound)
 
 
-def heads_tails(inst: PlacementInstance, p: np.ndarray | None = None, delay: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def heads_tails(inst: PlacementInstance, p: np.ndarray | None = None, delay: np.ndarray | None = None, level: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Head r_i (longest path before i) and tail q_i (longest path after i), seconds,
     with op times ``p`` (default fastest device) and ``delay`` per edge (default none:
     no communication): r_j >= (r_i + p_i) + delay_e, q_i >= (delay_e + p_j) + q_j. The one
     longest-path routine of placement (heads and tails at fastest times, with the cut
-    edges' delays in the forced bound, with an assignment's delays in tail-first timing)."""
+    edges' delays in the forced bound, with an assignment's delays in tail-first timing).
+    ``level``: `longest_path_levels` of ``inst`` when the caller keeps them (they depend on
+    the graph only)."""
     p = inst.time.min(axis=1) if p is None else p
     n = inst.n_ops
     head = np.zeros(n)
@@ -92,7 +94,7 @@ def heads_tails(inst: PlacementInstance, p: np.ndarray | None = None, delay: np.
         return head, tail
     src, dst = inst.src, inst.dst
     c = np.zeros(inst.n_edges) if delay is None else np.asarray(delay, dtype=float)
-    level = longest_path_levels(inst)
+    level = longest_path_levels(inst) if level is None else level
     elev = level[src]
     by = np.argsort(elev, kind="stable")
     cuts = np.searchsorted(elev[by], np.arange(level.max() + 2))

@@ -32,9 +32,10 @@ from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import make_plan
 
 
-def tail_priority_order(inst: PlacementInstance, device: np.ndarray) -> np.ndarray:
+def tail_priority_order(inst: PlacementInstance, device: np.ndarray, level: np.ndarray | None = None) -> np.ndarray:
     """Start times (seconds, independent links) of Schrage's rule on every device for the
-    assignment ``device`` (module docstring); they order each device's ops."""
+    assignment ``device`` (module docstring); they order each device's ops. ``level``: the
+    graph's `relaxation.longest_path_levels`, when the caller keeps them."""
     n, m = inst.n_ops, inst.n_devices
     dev = np.asarray(device, dtype=np.int64)
     dur = inst.time[np.arange(n), dev]
@@ -43,7 +44,7 @@ def tail_priority_order(inst: PlacementInstance, device: np.ndarray) -> np.ndarr
     for a, b, c in zip(inst.src.tolist(), inst.dst.tolist(), delay.tolist()):
         succ[a].append((b, c))
     durl = dur.tolist()
-    tail = heads_tails(inst, dur, delay)[1].tolist()
+    tail = heads_tails(inst, dur, delay, level)[1].tolist()
     devl = dev.tolist()
     indeg = np.bincount(inst.dst, minlength=n).tolist()
     ready = [0.0] * n
