@@ -31,6 +31,7 @@ import numpy as np
 
 from distplan.formulations.placement.listsched_data import kahn_positions as topological_positions
 from distplan.formulations.registry import Folding
+from distplan.models.graphs import edges_by
 from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import PlacementPlan, make_plan
 
@@ -241,7 +242,7 @@ def chain_order(inst: PlacementInstance) -> np.ndarray:
     independent ones. O(V + E)."""
     n = inst.n_ops
     indeg = np.bincount(inst.dst, minlength=n).tolist()
-    order_e = np.argsort(inst.src, kind="stable")
+    order_e = edges_by(inst.src, n)
     starts = np.searchsorted(inst.src[order_e], np.arange(n + 1)).tolist()
     succ = inst.dst[order_e].tolist()
     stack = [v for v in range(n - 1, -1, -1) if indeg[v] == 0]

@@ -15,7 +15,7 @@ from typing import NoReturn
 import numpy as np
 
 from distplan.errors import InfeasibleError
-from distplan.models.graphs import topological_order
+from distplan.models.graphs import edges_by, topological_order
 from distplan.models.placement_instance import PlacementInstance
 
 _INF = math.inf
@@ -102,19 +102,6 @@ def successors(n: int, src: np.ndarray, dst: np.ndarray) -> list[list[int]]:
     cut = np.searchsorted(src[e_out], np.arange(n + 1)).tolist()
     dsts = dst[e_out].tolist()
     return [dsts[cut[v] : cut[v + 1]] for v in range(n)]
-
-
-def edges_by(key: np.ndarray, n: int) -> np.ndarray:
-    """The edge ids sorted stably by ``key`` (node ids in [0, n)): ``np.argsort(key,
-    kind="stable")``, without the sort when ``key`` is already ordered, and as a radix sort
-    (numpy's stable sort of 16-bit keys) of the low and then the high 16 bits when n
-    exceeds 2^16 (O(E) where numpy's stable sort of int64 is a merge sort)."""
-    if key.size < 2 or bool(np.all(key[1:] >= key[:-1])):
-        return np.arange(key.size)
-    if n <= 1 << 16:
-        return np.argsort(key.astype(np.uint16), kind="stable")
-    low = np.argsort((key & 0xFFFF).astype(np.uint16), kind="stable")
-    return low[np.argsort((key[low] >> 16).astype(np.uint16), kind="stable")] if n <= 1 << 32 else np.argsort(key, kind="stable")
 
 
 def check_favorites(inst: PlacementInstance, favorite: np.ndarray) -> list[int]:

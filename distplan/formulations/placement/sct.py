@@ -54,6 +54,7 @@ from distplan.formulations.placement.coarsen import chain_clusters, chain_order,
 from distplan.formulations.placement.listsched import list_schedule, topological_positions
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.modeling.model import Model, linear_sum
+from distplan.models.graphs import edges_by
 from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import PlacementPlan, make_plan
 from distplan.solvers.result import SolverResult
@@ -115,7 +116,7 @@ def implied_precedence(inst: PlacementInstance, p: np.ndarray, c: np.ndarray, ma
     if m == 0 or targets.size == 0 or n * targets.size > max_cells:
         return implied
     order = topological_positions(inst)[0]
-    e_out = np.argsort(inst.src, kind="stable")
+    e_out = edges_by(inst.src, n)
     cut_a = np.searchsorted(inst.src[e_out], np.arange(n + 1))
     cut = cut_a.tolist()
     dst_out = inst.dst[e_out]
