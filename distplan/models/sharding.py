@@ -433,44 +433,50 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     sig = inst.signature_ids
     producers = inst.producers
     violations: list[str] = []
-    chosen: list[Strategy] = []
-    parsed: dict[str, Strategy | str] = {}  # strategy name -> strategy, or why it is malformed
-    problems: dict[tuple[int, Strategy], str | None] = {}
-    follows: dict[tuple[int, int, Strategy], Strategy] = {}
+    # strategies are interned: ``chosen[k]`` is an index into ``strategies`` (equal
+    # strategies, equal index), so the caches below are keyed by small integers
+    strategies: list[Strategy] = []
+    chosen: list[int] = []
+    parsed: dict[str, int | str] = {}  # strategy name -> its index, or why it is malformed
+    problems: dict[tuple[int, int], str | None] = {}
+    follows: dict[tuple[int, int, int], Strategy] = {}
     replicated: Strategy = tuple([None] * ndim)
+    strategies.append(replicated)
+    get = plan.strategies.get
     for k, op in enumerate(inst.ops):
-        name = plan.strategies.get(op.name)
+        name = get(op.name)
         if name is None:
             violations.append(f"op {op.name!r} has no strategy")
-            chosen.append(replicated)
+            chosen.append(0)
             continue
-        st = parsed.get(name)
-        if st is None:
+        sid = parsed.get(name)
+        if sid is None:
             try:
-                st = parsed[name] = parse_strategy(name, ndim)
+                st = parse_strategy(name, ndim)
+                sid = parsed[name] = len(strategies)
+                strategies.append(st)
             except ValueError as exc:
-                st = parsed[name] = f"{exc}"
-        if isinstance(st, str):
-            violations.append(f"op {op.name!r}: strategy {st}")
-            chosen.append(replicated)
+                sid = parsed[name] = f"{exc}"
+        if isinstance(sid, str):
+            violations.append(f"op {op.name!r}: strategy {sid}")
+            chosen.append(0)
             continue
-        sem = inst.semantics(k)
-        key = (sig[k], st)
+        key = (sig[k], sid)
         if key in problems:
             problem = problems[key]
         else:
-            problem = problems[key] = strategy_problem(sem, st, ctx)
+            problem = problems[key] = strategy_problem(inst.semantics(k), strategies[sid], ctx)
         if problem is not None:
             violations.append(f"op {op.name!r}: strategy {name!r} {problem}")
-        elif sem.follows and op.inputs:
+        elif op.inputs and inst.semantics(k).follows:
             p = producers[k][0]
             fkey = (sig[k], sig[p], chosen[p])
             want = follows.get(fkey)
             if want is None:
-                want = follows[fkey] = follow_strategy(sem, tensor_spec(inst.semantics(p).output, chosen[p]), ctx)
-            if want != st:
+                want = follows[fkey] = follow_strategy(inst.semantics(k), tensor_spec(inst.semantics(p).output, strategies[chosen[p]]), ctx)
+            if want != strategies[sid]:
                 violations.append(f"op {op.name!r} ({op.type}) follows its input {op.inputs[0]!r}: its strategy is {strategy_name(want)!r}, not {name!r}")
-        chosen.append(st)
+        chosen.append(sid)
     if len(plan.strategies) != len(inst.index) or any(n not in inst.index for n in plan.strategies):
         for extra in sorted(set(plan.strategies) - set(inst.index)):
             violations.append(f"the plan names an unknown op {extra!r}")
@@ -480,28 +486,28 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     compute = comm = reshard = 0.0
     param_bytes = act_bytes = 0.0
     per_op: list[tuple[float, str]] = []
-    costs: dict[tuple[int, Strategy], OpCost] = {}
-    edges: dict[tuple[int, Strategy, int, int, Strategy], float] = {}
+    costs: dict[tuple[int, int], OpCost] = {}
+    edges: dict[tuple[int, int, int, int, int], float] = {}
     for k, op in enumerate(inst.ops):
-        st = chosen[k]
+        sid = chosen[k]
         sk = sig[k]
-        c = costs.get((sk, st))
+        c = costs.get((sk, sid))
         if c is None:
-            c = costs[(sk, st)] = op_cost(inst.semantics(k), st, ctx)
+            c = costs[(sk, sid)] = op_cost(inst.semantics(k), strategies[sid], ctx)
         compute += c.compute
         comm += c.communication
         param_bytes += c.param_bytes
         act_bytes += c.activation_bytes
         edge_t = 0.0
         for j, p in enumerate(producers[k]):
-            ekey = (sig[p], chosen[p], sk, j, st)
+            ekey = (sig[p], chosen[p], sk, j, sid)
             t = edges.get(ekey)
             if t is None:
                 out = inst.semantics(p).output
-                t = edges[ekey] = reshard_seconds(out, tensor_spec(out, chosen[p]), tensor_spec(inst.semantics(k).inputs[j], st), ctx)
+                t = edges[ekey] = reshard_seconds(out, tensor_spec(out, strategies[chosen[p]]), tensor_spec(inst.semantics(k).inputs[j], strategies[sid]), ctx)
             edge_t += t
         reshard += edge_t
-        per_op.append((c.seconds + edge_t, op.name))
+        per_op.append((c.compute + c.communication + edge_t, op.name))
     objective = compute + comm + reshard
     memory = param_bytes + act_bytes
     budget = inst.memory_budget

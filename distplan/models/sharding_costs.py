@@ -336,28 +336,38 @@ def op_cost(sem: OpSemantics, strategy: Strategy, ctx: CostContext) -> OpCost:
     """Time (compute + collectives of forward and backward) and per-device memory of an op.
 
     Seconds per iteration and bytes per device; each tensor's shard count (the product of
-    the sizes of the mesh axes split on one of its labels) is computed once."""
+    the sizes of the mesh axes split on one of its labels) is computed once. A replicated
+    strategy (no split) takes a shorter path with the same sums in the same order."""
     sizes = ctx.axis_sizes
     split = [(axis, label) for axis, label in enumerate(strategy) if label is not None]
-
-    def shards(t: TensorSem) -> int:
-        n = 1
-        for axis, label in split:
-            if label in t.labels:
-                n *= sizes[axis]
-        return n
-
     out = sem.output
-    out_part = out.nbytes / shards(out)
-    in_part = [t.nbytes / shards(t) for t in sem.inputs]
-    param_shards = [shards(t) for t in sem.params]
-    saved_shards = [shards(t) for t in sem.saved]
+    if not split:  # every shard count is 1 and there is no collective
+        out_part = out.nbytes  # (x / 1 is x exactly)
+        in_part = [t.nbytes for t in sem.inputs]
+        param_shards = [1] * len(sem.params)
+        saved_shards = [1] * len(sem.saved)
+    else:
+
+        def shards(labels: tuple[str, ...]) -> int:
+            n = 1
+            for axis, label in split:
+                if label in labels:
+                    n *= sizes[axis]
+            return n
+
+        out_part = out.nbytes / shards(out.labels)
+        in_part = [t.nbytes / shards(t.labels) for t in sem.inputs]
+        param_shards = [shards(t.labels) for t in sem.params]
+        saved_shards = [shards(t.labels) for t in sem.saved]
     if sem.zero_cost:
         compute = 0.0
     else:
-        split_all = math.prod(sizes[a] for a, _ in split)
-        traffic = sum([*in_part, *(t.nbytes / n for t, n in zip(sem.params, param_shards)), out_part])
-        traffic += sum(2 * t.nbytes / n for t, n in zip(sem.saved, saved_shards))
+        split_all = 1
+        for axis, _ in split:
+            split_all *= sizes[axis]
+        traffic = sum([*in_part, *[t.nbytes / n for t, n in zip(sem.params, param_shards)], out_part])
+        if sem.saved:  # (adding the empty sum, 0, changes no positive float)
+            traffic += sum([2 * t.nbytes / n for t, n in zip(sem.saved, saved_shards)])
         fwd = ctx.device.roofline_seconds(sem.flops / split_all, traffic, out.dtype)
         compute = (1.0 + ctx.backward_factor) * fwd
     comm = 0.0
@@ -370,8 +380,8 @@ def op_cost(sem: OpSemantics, strategy: Strategy, ctx: CostContext) -> OpCost:
         for t, n in zip(sem.params, param_shards):  # gradient synchronization of a weight replicated over the axis
             if label not in t.labels:
                 comm += all_reduce_seconds(t.nbytes / n, axis, ctx)
-    param_bytes = sum(t.numel / n for t, n in zip(sem.params, param_shards)) * ctx.optimizer_bytes_per_param
-    act = sum(t.nbytes / n for t, n in zip(sem.saved, saved_shards))
+    param_bytes = sum([t.numel / n for t, n in zip(sem.params, param_shards)]) * ctx.optimizer_bytes_per_param
+    act = sum([t.nbytes / n for t, n in zip(sem.saved, saved_shards)])
     if sem.saves_output:
         act += out_part
     return OpCost(compute=compute, communication=comm, param_bytes=param_bytes, activation_bytes=act)
