@@ -184,11 +184,10 @@ def _keyed(t: _Table, vars_: list[int], sizes: np.ndarray) -> np.ndarray:
     return encode_states(t.asg[:, vars_], sizes) if vars_ else np.zeros(t.cost.size, dtype=np.int64)
 
 
-def _expand(state: np.ndarray, count_of: np.ndarray, first_of: np.ndarray, src: np.ndarray, ranges: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def _expand(state: np.ndarray, count_of: np.ndarray, first_of: np.ndarray, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Pairs (item of ``src``, label) for every label in the state of each item: labels are
-    sorted by state, ``first_of[s]`` / ``count_of[s]`` their range (``ranges=False``:
-    ``count_of[i]`` labels from the start of item i's range)."""
-    cnt = count_of[state] if ranges else count_of
+    sorted by state, ``first_of[s]`` / ``count_of[s]`` their range."""
+    cnt = count_of[state]
     item = np.repeat(src, cnt)
     offset = np.arange(item.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
     return item, np.repeat(first_of[state], cnt) + offset
@@ -521,50 +520,14 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
         cap = lower * (1 + step)
 
 
-def _prefix_pairs(state: np.ndarray, base: np.ndarray, reach: float, key: np.ndarray, aprev: np.ndarray, acount: np.ndarray, afirst: np.ndarray, max_rows: float) -> tuple[np.ndarray, np.ndarray, float]:
-    """The pairs (label, arc) with ``base[label] + key[arc] <= reach`` among the arcs
-    leaving each label's state (``aprev``: the state of origin of every arc, arcs sorted
-    by it, ``afirst`` / ``acount`` each state's range), in the order of all pairs (label,
-    then arc), and the least ``base + key`` of a pair left out (inf when none).
-
-    The arcs of each state are sorted by key, so a label takes a prefix of them: its
-    length comes from one merge of the keys with the labels' ``reach - base`` by (state,
-    value), arcs first on ties."""
-    n_arcs = aprev.size
-    by_key = np.lexsort((key, aprev))  # the same state ranges, each by key
-    skey = key[by_key]
-    limit = reach - base
-    merged = np.lexsort((np.arange(n_arcs + state.size) >= n_arcs, np.concatenate([skey, limit]), np.concatenate([aprev, state])))
-    is_arc = merged < n_arcs
-    cnt = np.empty(state.size, dtype=np.int64)
-    cnt[merged[~is_arc] - n_arcs] = np.cumsum(is_arc)[~is_arc] - afirst[state[merged[~is_arc] - n_arcs]]
-    if int(cnt.sum()) > max_rows:
-        raise TooLarge(f"more than {max_rows:g} labels")
-    least = np.inf
-    short = np.flatnonzero(cnt < acount[state])
-    if short.size:  # the least key beyond each prefix
-        least = float((skey[afirst[state[short]] + cnt[short]] + base[short]).min())
-    lab, pos = _expand(state, cnt, afirst, np.arange(state.size), ranges=False)
-    j = by_key[pos]
-    back = np.lexsort((j, lab))  # every pair's order: label, then arc in its state's range
-    return lab[back], j[back], least
-
-
-def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: np.ndarray, lag_to_go: np.ndarray, deadline: float | None, max_rows: float, prefix: bool = True) -> tuple[DPResult | None, float]:
+def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: np.ndarray, lag_to_go: np.ndarray, deadline: float | None, max_rows: float) -> tuple[DPResult | None, float]:
     """The walk's labels (cost, memory) per state, step by step, keeping the Pareto ones;
     a label is dropped when the least memory to come cannot fit, or when its Lagrangian
     bound cost + lam x (memory - budget) + least (cost + lam x memory) to come exceeds
     ``upper`` (then every completion costs more than ``upper``). The best plan within budget
     (None if none survives) with, as its bound, the least cost within the slack; and the
     least Lagrangian bound of a label that ``upper`` dropped (seconds; inf when none: the
-    pass was exhaustive), or a lower bound of it.
-
-    ``prefix`` (default): a label is extended only by the arcs that can pass the
-    Lagrangian test (`_prefix_pairs`), so the pairs it drops are never built (on the
-    24-layer GPTs of the benchmark ~8% of the pairs pass); the same labels, plan and bound
-    as extending by every arc, and as ``dropped`` the least bound of the pairs the prefix
-    leaves out (fitting the memory or not) less the rounding allowance, which is at most
-    the least over the dropped pairs that fit."""
+    pass was exhaustive)."""
     a, W, stages = walk.chain.arcs, walk.W, len(walk.stage_arcs)
     fs, fe = walk.front_start, walk.front_end
     limit = budget * (1 + MEMORY_SLACK)
@@ -593,27 +556,18 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
     for idx in walk.stage_arcs:
         srt = idx[np.argsort(a["prev"][idx], kind="stable")]
         count = np.bincount(a["prev"][srt], minlength=W)
-        by_stage.append((srt, count, np.cumsum(count) - count, a["prev"][srt], a["cur"][srt], a["cost"][srt], walk.arc_mem[srt]))
-    # the Lagrangian test of label i with arc j, split as r_i + key_j <= upper (r_i = cost_i
-    # + lam x (memory_i - budget), key_j = arc cost + lam x arc memory + least weight to go
-    # after it), for `_prefix_pairs`: sums in another order differ by rounding only, far
-    # below ``eps`` (1e-9 of the largest magnitude involved), so the prefix at upper + eps
-    # keeps every pair the exact test keeps, and a pair beyond it has a Lagrangian bound of
-    # at least r_i + key_j - eps
-    finite_lag = lag_to_go[np.isfinite(lag_to_go)]
-    arc_costs = np.concatenate([b[5] for b in by_stage])
-    eps = 1e-9 * (abs(upper) + abs(lam) * 2 * limit + (float(np.abs(finite_lag).max()) if finite_lag.size else 0.0) + (float(np.abs(arc_costs).max()) if arc_costs.size else 0.0) + float(np.abs(cost).max(initial=0.0)))
+        by_stage.append((srt, count, np.cumsum(count) - count, a["cur"][srt], a["cost"][srt], walk.arc_mem[srt]))
     for t in range(walk.steps):
         if deadline is not None and time.perf_counter() > deadline:
             raise DeadlineReached("tap: the walk's dynamic program ran out of time")
-        srt, acount, afirst, aprev, acur, acost, amem = by_stage[t % stages]
-        if prefix:
-            lab, j, least = _prefix_pairs(state, cost + lam * (mem - budget), upper + eps, acost + lam * amem + lag_to_go[t + 1][acur], aprev, acount, afirst, max_rows)
-            dropped = min(dropped, least - eps)
-        else:  # every arc leaving each label's state
-            if int(acount[state].sum()) > max_rows:
-                raise TooLarge(f"more than {max_rows:g} labels")
-            lab, j = _expand(state, acount, afirst, np.arange(state.size))
+        srt, acount, afirst, acur, acost, amem = by_stage[t % stages]
+        # every label with every arc leaving its state: label i takes arcs
+        # afirst[state[i]] + 0 .. cnt[i] - 1 of the stage
+        cnt = acount[state]
+        total = int(cnt.sum())
+        if total > max_rows:
+            raise TooLarge(f"more than {max_rows:g} labels")
+        lab, j = _expand(state, acount, afirst, np.arange(state.size))
         nstate = acur[j]
         ncost = cost[lab] + acost[j]
         nmem = mem[lab] + amem[j]
