@@ -18,6 +18,7 @@ import math
 
 import numpy as np
 
+from distplan.formulations.sharding.alpa_ilp import INFINITE_SECONDS
 from distplan.formulations.sharding.chain_fronts import _Table, finite_mask
 from distplan.formulations.sharding.chainfold import Chain
 from distplan.formulations.sharding.costgraph import CostGraph, CostTables, Skeleton
@@ -27,7 +28,11 @@ Factor = tuple[tuple[int, ...], np.ndarray]
 
 
 def _finite(x: np.ndarray) -> np.ndarray:
+    """The costs with every infinite one (`INFINITE_SECONDS` and above) as inf; the array
+    itself when all are finite (the usual case: one comparison instead of a mask)."""
     x = np.asarray(x, float)
+    if x.size and x.max() < INFINITE_SECONDS:  # (NaN compares false: the masked path)
+        return x
     return np.where(finite_mask(x), x, np.inf)
 
 
@@ -46,16 +51,23 @@ def min_sum(dom: list[int], factors: list[Factor], keys: list[int], max_rows: fl
         for y in scope:
             by_var.setdefault(y, set()).add(fid)
     free = sorted(set(by_var) - set(keys))
+    # every variable's scope (its factors' variables), kept up to date: eliminating x
+    # replaces its factors by one over the rest of its scope, so a variable y of that rest
+    # gains the rest and loses x
+    scopes: dict[int, set[int]] = {x: set() for x in by_var}
+    for vars_, _ in factors:
+        for y in vars_:
+            scopes[y].update(vars_)
     sizes: dict[int, int] = {}
     trace: list[tuple[int, tuple[int, ...], np.ndarray]] = []
 
     def scope_of(x: int) -> list[int]:
-        return sorted(set().union(*[table[f][0] for f in by_var[x]]))
+        return sorted(scopes[x])
 
     def scope_size(x: int) -> int:
         got = sizes.get(x)
         if got is None:
-            got = sizes[x] = math.prod(dom[z] for z in scope_of(x))
+            got = sizes[x] = math.prod(dom[z] for z in scopes[x])
         return got
 
     def joined(ids: list[int], scope: list[int]) -> np.ndarray:
@@ -88,6 +100,8 @@ def min_sum(dom: list[int], factors: list[Factor], keys: list[int], max_rows: fl
         rest = tuple(y for y in scope if y != x)
         for y in rest:  # their scopes changed
             sizes.pop(y, None)
+            scopes[y].update(rest)
+            scopes[y].discard(x)
         trace.append((x, rest, total.argmin(axis=ax)))
         table[next_id] = (rest, total.min(axis=ax))
         for y in rest:
