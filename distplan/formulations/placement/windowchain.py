@@ -1,0 +1,284 @@
+"""The module windows' assignments combined by a dynamic program over the waist chain.
+
+`segments.glued_assignment` glues the module windows' assignments one module at a time,
+each renamed so that the waist it shares with the module before stays put: a greedy pass
+that never looks at the waist it hands on to the next module, and that breaks up the
+modules co-location ties together (a traced training graph co-locates each layer's
+forward op, gradient and weight update, so Inception's forward block k and its backward
+block share every group: the greedy gluing lets the forward block decide, and the
+backward block's own optimum is lost).
+
+Here the choice is made for the whole chain at once. The devices of the waists' co-location
+groups are the variables (one per group, in chain order). Modules tied by co-location
+groups other than the waists' form a *component*; a component's candidates are device
+choices for all its groups: each window assignment the window solver filed for one of its
+modules (`segments.fingerprint`), under every renaming of interchangeable devices
+(`improve.renamings`), completed from the fallback plan, and the fallback plan itself,
+renamed. A candidate costs the sum of its modules' window makespans (the list schedule of
+the window instance, `segments.window_instance`, with the candidate's devices: the span
+from the end of the module's first waist to the start of its last), and fixes the devices
+of the waist groups it touches. Each waist group adds its waists' times on its device.
+When every component touches at most two waist groups, adjacent in chain order, the sum
+is minimized exactly over the candidates by a dynamic program along the chain (the
+sub-schedules at the series boundaries of Möhring's decomposition, "Computationally
+tractable classes of ordered sets", 1989, combined as in the shortest-path gluing of
+serial dynamic programming, Bertelè & Brioschi, "Nonserial dynamic programming", 1972);
+otherwise there is no result. The sum is the makespan of the glued plan when the ops of
+no module (weight updates, sinks) delay nobody, so the plan is then timed as a whole.
+Seconds throughout.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
+
+from distplan.formulations.placement.improve import SearchProblem, renamings
+from distplan.formulations.placement.listsched import Schedule
+from distplan.formulations.placement.listsched_data import successors
+from distplan.formulations.placement.relaxation import device_classes
+from distplan.formulations.placement.segments import fingerprint, window_instance
+from distplan.formulations.placement.waist import reachable
+from distplan.models.placement_evaluate import evaluate
+from distplan.models.placement_instance import PlacementInstance
+from distplan.models.placement_plan import make_plan
+
+
+@dataclass(frozen=True)
+class Window:
+    """One module between consecutive waists: its window instance, the ops of ``inst`` it
+    holds (sorted, the window's op order; the waists included), and its fingerprint."""
+
+    sub: PlacementInstance
+    ops: np.ndarray
+    key: bytes
+
+
+def chain_windows(inst: PlacementInstance, chain: Sequence[int]) -> list[Window]:
+    """The windows of the modules between consecutive waists of ``chain`` (as in
+    `segments.compose`), empty modules between two waists included (their window holds the
+    two waists: it costs the transfer between them)."""
+    n, k = inst.n_ops, len(chain)
+    succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
+    anc = [reachable(n, pred, v) for v in chain]
+    desc = [reachable(n, succ, v) for v in chain]
+    everything = np.ones(n, dtype=bool)
+    out: list[Window] = []
+    for i in range(k + 1):
+        module = (everything if i == 0 else desc[i - 1]) & (everything if i == k else anc[i])
+        module[list(chain)] = False
+        first, last = (chain[i - 1] if i > 0 else None), (chain[i] if i < k else None)
+        if not module.any() and (first is None or last is None):
+            continue
+        sub = window_instance(inst, module, first, last)
+        keep = module.copy()
+        keep[[v for v in (first, last) if v is not None]] = True
+        out.append(Window(sub, np.flatnonzero(keep), fingerprint(sub)))
+    return out
+
+
+def _components(n_windows: int, window_groups: list[np.ndarray], tie: np.ndarray) -> np.ndarray:
+    """Component label per window: windows sharing a group where ``tie`` holds."""
+    rows, cols = [], []
+    owner: dict[int, int] = {}
+    for w, gs in enumerate(window_groups):
+        for g in gs[tie[gs]].tolist():
+            if g in owner:
+                rows.append(owner[g])
+                cols.append(w)
+            else:
+                owner[g] = w
+    graph = coo_matrix((np.ones(len(rows)), (rows, cols)), shape=(n_windows, n_windows))
+    return connected_components(graph, directed=False)[1]
+
+
+def chained_assignment(
+    inst: PlacementInstance,
+    chain: Sequence[int],
+    found: Mapping[bytes, Sequence[np.ndarray]],
+    fallback: np.ndarray,
+    deadline: float | None = None,
+    max_perms: int = 120,
+) -> tuple[np.ndarray, float] | None:
+    """A device per op of ``inst`` (module docstring) and the sum it minimizes (seconds:
+    window makespans plus waist times), from the window assignments filed in ``found``
+    under `segments.fingerprint` (in each window's op order) and ``fallback`` (a device per
+    op: ops of no module keep it). Each component gets an equal share of the time left to
+    ``deadline`` (a ``time.perf_counter()`` value) and keeps the candidates it timed by
+    then (the fallback with every choice of its waist groups first). ``max_perms``:
+    renamings tried (`improve.renamings`, with swaps beyond it). None without waists,
+    when a component's waist groups are not adjacent in chain order, or when some
+    component has no candidate that fits memory."""
+    if not chain or inst.n_devices < 2:
+        return None
+    m = inst.n_devices
+    fallback = np.asarray(fallback, dtype=np.int64)
+    groups = np.unique(inst.colocation_groups(), return_inverse=True)[1]
+    n_groups = int(groups.max()) + 1
+    windows = chain_windows(inst, chain)
+    # the waist groups are the variables, numbered in chain order
+    var_of = np.full(n_groups, -1, dtype=np.int64)
+    for v in chain:
+        if var_of[groups[v]] < 0:
+            var_of[groups[v]] = int(var_of.max()) + 1
+    n_vars = int(var_of.max()) + 1
+    waist_time = np.zeros((n_vars, m))
+    for v in chain:
+        waist_time[var_of[groups[v]]] += inst.time[v]
+    wgroups = [np.unique(groups[w.ops]) for w in windows]
+    comp = _components(len(windows), wgroups, var_of < 0)
+    n_comp = int(comp.max()) + 1
+    parts: list[tuple[list[int], np.ndarray, tuple[int, ...]]] = []
+    for c in range(n_comp):
+        members = np.flatnonzero(comp == c).tolist()
+        cgroups = np.unique(np.concatenate([wgroups[w] for w in members]))
+        scope = tuple(sorted(int(var_of[g]) for g in cgroups if var_of[g] >= 0))
+        if len(scope) > 2 or (len(scope) == 2 and scope[1] != scope[0] + 1):
+            return None
+        parts.append((members, cgroups, scope))
+    maps = renamings([c for c in device_classes(inst) if c.size > 1], m, max_perms, swaps=True)
+    probs: dict[bytes, SearchProblem] = {}
+    for w in windows:
+        if w.key not in probs:
+            probs[w.key] = SearchProblem(w.sub)
+    # a group's device in the fallback plan (its first member's)
+    first_member = np.full(n_groups, -1, dtype=np.int64)
+    first_member[groups[::-1]] = np.arange(inst.n_ops)[::-1]
+    base = fallback[first_member]
+    cost_cache: dict[tuple[bytes, bytes], float] = {}  # repeated blocks are timed once
+    factors: list[tuple[np.ndarray, tuple[int, ...], dict[tuple[int, ...], tuple[float, np.ndarray]]]] = []
+    for c, (members, cgroups, scope) in enumerate(parts):
+        until = None if deadline is None else time.perf_counter() + max(0.0, deadline - time.perf_counter()) / (n_comp - c)
+        table = _factor_table([windows[w] for w in members], probs, groups, base, found, maps, cgroups, var_of, m, until, cost_cache)
+        if not table:
+            return None
+        factors.append((cgroups, scope, table))
+    # dynamic program along the waist variables (chain order): value[device]
+    unary = waist_time.copy()
+    pair = np.zeros((max(n_vars - 1, 0), m, m))
+    free_total = 0.0
+    for _, scope, table in factors:
+        best = np.full((m,) * len(scope), np.inf)
+        for at, (cost, _) in table.items():
+            best[at] = min(best[at], cost)
+        if not scope:
+            free_total += float(best)
+        elif len(scope) == 1:
+            unary[scope[0]] += best
+        else:
+            pair[scope[0]] += best
+    value = unary[0].copy()
+    back: list[np.ndarray] = []
+    for v in range(1, n_vars):
+        step = value[:, None] + pair[v - 1] + unary[v][None, :]
+        back.append(np.argmin(step, axis=0))
+        value = step.min(axis=0)
+    devs = [int(np.argmin(value))]
+    total = float(value[devs[0]]) + free_total
+    if not np.isfinite(total):
+        return None
+    for arg in reversed(back):
+        devs.append(int(arg[devs[-1]]))
+    devs.reverse()
+    out = base.copy()
+    for cgroups, scope, table in factors:
+        at = tuple(devs[v] for v in scope)
+        cand = table[at][1] if scope else min(table.values(), key=lambda t: t[0])[1]
+        out[cgroups] = cand[cgroups]
+    waist_groups = np.flatnonzero(var_of >= 0)
+    out[waist_groups] = np.asarray(devs)[var_of[waist_groups]]
+    return out[groups], total
+
+
+def _factor_table(
+    windows: list[Window],
+    probs: Mapping[bytes, SearchProblem],
+    groups: np.ndarray,
+    base: np.ndarray,
+    found: Mapping[bytes, Sequence[np.ndarray]],
+    maps: list[np.ndarray],
+    cgroups: np.ndarray,
+    var_of: np.ndarray,
+    m: int,
+    deadline: float | None,
+    cost_cache: dict[tuple[bytes, bytes], float],
+) -> dict[tuple[int, ...], tuple[float, np.ndarray]]:
+    """One component's best candidate (cost in seconds, a device per group) for each
+    choice of devices (of ``m``) of the waist groups it touches (in chain order), among:
+    the fallback's group devices ``base`` with the waist groups set to every choice; every
+    filed assignment of its windows (the last filed, the window MILP's incumbent, first)
+    under each of ``maps``, completed from ``base``; ``base`` under each of ``maps``.
+    Candidates are timed until ``deadline`` (the first ``m`` ** waists always)."""
+    scope_groups = cgroups[var_of[cgroups] >= 0]
+    scope_groups = scope_groups[np.argsort(var_of[scope_groups], kind="stable")]
+
+    def candidates() -> Iterator[np.ndarray]:
+        for at in itertools.product(range(m), repeat=scope_groups.size):
+            cand = base.copy()
+            cand[scope_groups] = at
+            yield cand
+        for win in windows:
+            gw = groups[win.ops]
+            for assign in reversed(found.get(win.key, ())):
+                a = np.asarray(assign, dtype=np.int64)
+                if a.shape != gw.shape:
+                    continue
+                for mp in maps:
+                    cand = base.copy()
+                    cand[gw[::-1]] = mp[a][::-1]  # a group split inside the window: its first op's device
+                    yield cand
+        for mp in maps:
+            yield mp[base]
+
+    table: dict[tuple[int, ...], tuple[float, np.ndarray]] = {}
+    seen: set[bytes] = set()
+    for k, cand in enumerate(candidates()):
+        if k >= m**scope_groups.size and deadline is not None and time.perf_counter() >= deadline:
+            break
+        h = cand[cgroups].tobytes()
+        if h in seen:
+            continue
+        seen.add(h)
+        cost = 0.0
+        for win in windows:
+            sub = cand[groups[win.ops]]
+            key = (win.key, sub.tobytes())
+            if key not in cost_cache:
+                s = probs[win.key].schedule(sub)
+                cost_cache[key] = np.inf if s is None else s.makespan
+            cost += cost_cache[key]
+        at = tuple(int(d) for d in cand[scope_groups])
+        if np.isfinite(cost) and (at not in table or cost < table[at][0]):
+            table[at] = (cost, cand)
+    return table
+
+
+def chained_start(
+    inst: PlacementInstance, chain: Sequence[int], found: Mapping[bytes, Sequence[np.ndarray]], fallbacks: Sequence[np.ndarray], deadline: float | None = None
+) -> Schedule | None:
+    """The best evaluated plan of `chained_assignment` from each of ``fallbacks`` (a device
+    per op; ops of no window keep it, which matters on devices that differ), each within
+    an equal share of the time to ``deadline`` (a ``time.perf_counter()`` value), each
+    device ordered by `SearchProblem.schedule`; None when there is none or none fits. A
+    start for the local search beside `segments.glued_assignment`'s gluing, which it
+    passes as a fallback: inception-v3-dgx1-4, from the same windows (40 s under load 6)
+    with m-SCT's plan and the glued one as fallbacks: 15.29 ms before any search, against
+    15.93 ms glued and 15.48 ms after 40 s of local search from the glued plan."""
+    best: Schedule | None = None
+    prob = SearchProblem(inst)
+    for k, fallback in enumerate(fallbacks):
+        until = None if deadline is None else time.perf_counter() + max(0.0, deadline - time.perf_counter()) / (len(fallbacks) - k)
+        got = chained_assignment(inst, chain, found, fallback, deadline=until)
+        s = None if got is None else prob.schedule(got[0])
+        if s is None:
+            continue
+        check = evaluate(inst, make_plan(inst, s.device, s.start))
+        if check.feasible and (best is None or check.objective < best.makespan):
+            best = Schedule(device=np.asarray(s.device), start=np.asarray(check.details["start"], dtype=float), makespan=float(check.objective))
+    return best
