@@ -111,7 +111,7 @@ def chained_assignment(
     under `segments.fingerprint` (in each window's op order) and ``fallback`` (a device per
     op: ops of no module keep it). Each component gets an equal share of the time left to
     ``deadline`` (a ``time.perf_counter()`` value) and keeps the candidates it timed by
-    then (the fallback with every choice of its waist groups first). ``max_perms``:
+    then (the fallback's own first). ``max_perms``:
     renamings tried (`improve.renamings`, with swaps beyond it). None without waists,
     when a component's waist groups are not adjacent in chain order, or when some
     component has no candidate that fits memory."""
@@ -210,19 +210,17 @@ def _factor_table(
     cost_cache: dict[tuple[bytes, bytes], float],
 ) -> dict[tuple[int, ...], tuple[float, np.ndarray]]:
     """One component's best candidate (cost in seconds, a device per group) for each
-    choice of devices (of ``m``) of the waist groups it touches (in chain order), among:
-    the fallback's group devices ``base`` with the waist groups set to every choice; every
-    filed assignment of its windows (the last filed, the window MILP's incumbent, first)
-    under each of ``maps``, completed from ``base``; ``base`` under each of ``maps``.
-    Candidates are timed until ``deadline`` (the first ``m`` ** waists always)."""
+    choice of devices (of ``m``) of the waist groups it touches (in chain order), among,
+    in this order: the fallback's group devices ``base``; every filed assignment of its
+    windows (the last filed, the window MILP's incumbent, first) under each of ``maps``,
+    completed from ``base``; ``base`` with the waist groups set to every choice; ``base``
+    under each of ``maps``. Candidates are timed until ``deadline`` (``base`` always, so
+    the fallback plan stays a solution of the program)."""
     scope_groups = cgroups[var_of[cgroups] >= 0]
     scope_groups = scope_groups[np.argsort(var_of[scope_groups], kind="stable")]
 
     def candidates() -> Iterator[np.ndarray]:
-        for at in itertools.product(range(m), repeat=scope_groups.size):
-            cand = base.copy()
-            cand[scope_groups] = at
-            yield cand
+        yield base
         for win in windows:
             gw = groups[win.ops]
             for assign in reversed(found.get(win.key, ())):
@@ -233,13 +231,17 @@ def _factor_table(
                     cand = base.copy()
                     cand[gw[::-1]] = mp[a][::-1]  # a group split inside the window: its first op's device
                     yield cand
+        for at in itertools.product(range(m), repeat=scope_groups.size):
+            cand = base.copy()
+            cand[scope_groups] = at
+            yield cand
         for mp in maps:
             yield mp[base]
 
     table: dict[tuple[int, ...], tuple[float, np.ndarray]] = {}
     seen: set[bytes] = set()
     for k, cand in enumerate(candidates()):
-        if k >= m**scope_groups.size and deadline is not None and time.perf_counter() >= deadline:
+        if k > 0 and deadline is not None and time.perf_counter() >= deadline:
             break
         h = cand[cgroups].tobytes()
         if h in seen:
