@@ -421,9 +421,11 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
         t_mod = time.perf_counter()
         windows: dict[bytes, list[np.ndarray]] = {}
         waists: list[int] = []
-        b = module_bound(inst, lambda sub, until, lower, stage: window_bound(sub, ctx, until, lower, stage, found=windows), deadline=None if rem is None else time.perf_counter() + module_share * rem, waists=waists)
+        stint: list[Bound] = []
+        b = module_bound(inst, lambda sub, until, lower, stage: window_bound(sub, ctx, until, lower, stage, found=windows), deadline=None if rem is None else time.perf_counter() + module_share * rem, waists=waists, also=stint)
         if b is not None:
             bounds.append(b)
+        bounds += stint
         if sched is not None and windows:
             glued = glued_start(inst, waists, windows, sched.device)
             if glued is not None and glued.makespan < sched.makespan:

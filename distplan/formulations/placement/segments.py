@@ -43,11 +43,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from distplan.formulations.placement.improve import SearchProblem, renamings
+from distplan.formulations.placement.lasthop import SOURCE as LAST_STINT
+from distplan.formulations.placement.lasthop import last_stint_bound
 from distplan.formulations.placement.listsched_data import successors
 from distplan.formulations.placement.relaxation import device_classes
 from distplan.formulations.placement.waist import longest_composition, reachable, segment_bound, waist_chain
@@ -65,12 +67,16 @@ WindowSolver = Callable[[PlacementInstance, float, float, int], "float | None"]
 @dataclass(frozen=True)
 class Composition:
     """A composed bound (seconds, not rounded), the number of waists and of the modules
-    whose bound came from ``solve_window``, and of all non-empty modules."""
+    whose bound came from ``solve_window``, and of all non-empty modules; ``seg``: every
+    segment's bound (seconds, nodes 0..K+1: the start, the waists, the end), ``windows``:
+    how many of them came from ``solve_window`` (for `lasthop`)."""
 
     value: float
     waists: int
     solved: int
     modules: int
+    seg: Mapping[tuple[int, int], float] = field(default_factory=dict)
+    windows: int = 0
 
 
 def cut_waists(inst: PlacementInstance, deadline: float | None = None) -> list[int]:
@@ -183,14 +189,19 @@ def compose(inst: PlacementInstance, chain: list[int], solve_window: WindowSolve
         refine(ij, 2 * (len(ends) - idx))
     value, path = longest_composition(seg, p[chain])
     used = list(zip(path[:-1], path[1:]))
-    return Composition(value, len(path) - 2, sum(1 for ij in used if ij in solved), sum(1 for ij in used if size[ij]))
+    return Composition(value, len(path) - 2, sum(1 for ij in used if ij in solved), sum(1 for ij in used if size[ij]), seg, len(solved))
 
 
-def module_bound(inst: PlacementInstance, solve_window: WindowSolver | None, deadline: float | None = None, max_ops: int = 40, waists: list[int] | None = None) -> Bound | None:
+def module_bound(
+    inst: PlacementInstance, solve_window: WindowSolver | None, deadline: float | None = None, max_ops: int = 40, waists: list[int] | None = None, also: list[Bound] | None = None
+) -> Bound | None:
     """The composition over `cut_waists` (a tenth of the time to ``deadline`` looks for
     them), rounded down: graded "solver" when some module's bound came from
     ``solve_window``, "safe" otherwise. None for one device or without a cut waist. The
-    waists found are appended to ``waists`` when given (for `glued_assignment`)."""
+    waists found are appended to ``waists`` when given (for `glued_assignment`); with
+    ``also``, the last-stint bound over the same windows (`lasthop`, graded "solver" when
+    some window's bound came from ``solve_window``) is appended to it when above the
+    composition."""
     if inst.n_devices < 2 or inst.n_ops < 2:
         return None
     find_by = None if deadline is None else time.perf_counter() + 0.1 * max(0.0, deadline - time.perf_counter())
@@ -202,6 +213,11 @@ def module_bound(inst: PlacementInstance, solve_window: WindowSolver | None, dea
     c = compose(inst, chain, solve_window, deadline, max_ops)
     grade = "solver" if c.solved else "safe"
     source = f"{SOURCE}: {c.waists} waists, {c.solved} of {c.modules} modules solved"
+    if also is not None:
+        value, case = last_stint_bound(inst, chain, c.seg)
+        if value > c.value:
+            where = "one device" if case == 0 else f"after {inst.op_names[chain[case - 1]]!r}"
+            also.append(Bound(round_down(value), f"{LAST_STINT}: {len(chain)} waists, weakest case {where}", "solver" if c.windows else "safe"))
     return Bound(round_down(c.value), source, grade)
 
 
