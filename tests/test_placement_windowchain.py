@@ -25,13 +25,15 @@ from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import make_plan
 
 
-def training(times: list[float], nbytes: list[float], modules: int = 2, devices: int = 2) -> PlacementInstance:
+def training(times: list[float], nbytes: list[float], modules: int = 2, devices: int = 2, update: float = 0.0) -> PlacementInstance:
     """A traced training step: joins ``c0`` .. ``c<modules>`` (0.5 s each) with a fork-join
     block of two branches between consecutive joins (forward), then the gradient joins in
     reverse with the gradient block of each branch, co-located with its forward op (and
     each gradient join with its join). ``times`` and ``nbytes``: per branch op (forward
     blocks first), its time (seconds) and the bytes of its in- and out-edge. Links: 1 byte/s
-    and 0.1 s (with three devices or more, the link g0-g2 at 0.25 byte/s)."""
+    and 0.1 s (with three devices or more, the link g0-g2 at 0.25 byte/s). ``update`` > 0:
+    each gradient op feeds a weight update of that many seconds, co-located with it (a
+    sink outside every window)."""
     ops: list[dict[str, Any]] = []
     edges: list[dict[str, Any]] = []
 
@@ -57,6 +59,9 @@ def training(times: list[float], nbytes: list[float], modules: int = 2, devices:
             op(f"g{i}{br}", times[k], f"L{i}{br}")
             edge(f"c{i + 1}.grad", f"g{i}{br}", nbytes[k])
             edge(f"g{i}{br}", f"c{i}.grad", nbytes[k])
+            if update > 0:
+                op(f"u{i}{br}", update, f"L{i}{br}")
+                edge(f"g{i}{br}", f"u{i}{br}", 0.0)
             k += 1
         op(f"c{i}.grad", 0.5, f"c{i}")
     doc = {
@@ -229,3 +234,19 @@ def test_joined_window_needs_co_located_joins() -> None:
     assert wc.joined_window(inst, chain, [f0, g1]) is None  # c1 -> c2.grad: not co-located
     shared = wc.joined_window(inst, chain, [f0, f1])  # consecutive: joined at c1 itself
     assert shared is not None and shared.n_ops == 7 and shared.n_edges == 8
+
+
+def test_no_start_when_the_windows_do_not_describe_the_plan() -> None:
+    """Weight updates of 10 s (sinks outside every window) decide the makespan: the plan
+    ends far beyond the sum of its windows, so there is no start (within ``fit``), unless
+    any excess is allowed."""
+    inst = training(*CASES[0], update=10.0)
+    chain = cut_waists(inst)
+    assert [inst.op_names[v] for v in chain][:3] == ["c0", "c1", "c2"]
+    found = window_options(inst, chain)
+    zero = [np.zeros(inst.n_ops, dtype=np.int64)]
+    got = wc.chained_assignment(inst, chain, found, zero[0])
+    assert got is not None
+    assert wc.chained_start(inst, chain, found, zero) is None
+    loose = wc.chained_start(inst, chain, found, zero, fit=np.inf)
+    assert loose is not None and loose.makespan > got[1] + 5.0
