@@ -4,11 +4,15 @@ against the instance's edges, the edge sort against numpy's stable argsort, and 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from test_placement_heuristics import random_instance
 
 from distplan.formulations.placement.listsched import list_schedule
 from distplan.formulations.placement.listsched_data import edges_by, kahn_positions, static_lists
+from distplan.instances.generators import random_layered_dag
+from distplan.models.common import instance_from_dict
 
 
 def test_edges_by_is_a_stable_argsort() -> None:
@@ -77,3 +81,33 @@ def test_one_static_serves_many_schedules() -> None:
                     continue
                 again = list_schedule(inst, static=st, **kw)  # type: ignore[arg-type]
                 assert again.device.tolist() == fresh.device.tolist() and again.start.tolist() == fresh.start.tolist()
+
+
+def test_tensor_keys_and_shared_op_ids() -> None:
+    """Under the channel model two in-edges share an arrival key exactly when they carry the
+    same tensor (producer and bytes), keys are the tensor's index times the device count;
+    op ids in the edge lists, the groups and the topological order are the objects of
+    ``ids`` (one int object per op: the compact working set)."""
+    big = instance_from_dict(random_layered_dag(600, n_devices=3, seed=1))  # ids above 256: not the interpreter's cached small ints
+    for inst in (big, dataclasses.replace(big, dst=big.src[::-1].copy(), src=big.dst[::-1].copy())):  # forward and reversed numbering
+        st = static_lists(inst, True)
+        order, pos = kahn_positions(inst.n_ops, inst.src, inst.dst, st.ids)
+        for lst in (st.in_src, st.out_dst, st.groups, order, pos):
+            assert all(x is st.ids[x] for x in lst)
+    seen = 0
+    for seed in range(40):
+        inst = random_instance(seed)
+        st = static_lists(inst, True)
+        if inst.communication != "channels":
+            assert st.ins == [] and st.n_tensors == 0
+            continue
+        seen += 1
+        nd = inst.n_devices
+        key_of: dict[tuple[int, float], int] = {}
+        for v in range(inst.n_ops):
+            assert [(u, b) for u, b, _ in st.ins[v]] == [(st.in_src[k], st.in_bytes[k]) for k in range(st.in_cut[v], st.in_cut[v + 1])]
+            for u, b, k in st.ins[v]:
+                assert k % nd == 0 and 0 <= k // nd < st.n_tensors
+                assert key_of.setdefault((u, b), k) == k
+        assert len(set(key_of.values())) == len(key_of) == st.n_tensors
+    assert seen > 5

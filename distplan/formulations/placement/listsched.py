@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,7 +113,7 @@ def _list_schedule(
 
     # -- static data as Python lists (element access in the loop) -----------------------
     st = static_lists(inst, with_members=assignment is None) if static is None else static
-    order, topo_pos = topological_positions(inst) if topo is None else topo
+    order, topo_pos = topological_positions(inst, st.ids) if topo is None else topo
     in_cut, in_src, in_bytes, out_cut, out_dst = st.in_cut, st.in_src, st.in_bytes, st.out_cut, st.out_dst
     ins, distinct, times, groups = st.ins, st.distinct, st.times, st.groups
     gneed, gpers, members, transient, temporary, output = st.gneed, st.gpers, st.members, st.transient, st.temporary, st.output
@@ -135,7 +136,7 @@ def _list_schedule(
 
     # -- dynamic state ----------------------------------------------------------------------
     device = [-1] * n
-    start = [0.0] * n
+    start = array("d", bytes(8 * n))  # written once per op: no float object kept
     end = [0.0] * n
     dev_free = [0.0] * nd
     reserved = [-1] * nd  # favorite child a device waits for
@@ -149,9 +150,10 @@ def _list_schedule(
     fpend: list[list[tuple[float, int]]] = [[] for _ in devs]
     need_heap: list[tuple[float, int]] = []  # (-bytes, op) of unforced ready ops (m-SCT)
     chan_free = [0.0] * nd
-    arrived: dict[tuple[int, int, float], float] = {}
+    arrived = [-1.0] * (st.n_tensors * nd) if channels else []  # arrival (s) of a tensor on a device, at its key + device; -1: not sent
     epoch = 0  # bumped whenever the channel state changes
-    chan_cache: dict[tuple[int, int], tuple[int, float, float, bool]] = {}  # (epoch, probe, its bound, books a transfer)
+    no_probe = (-1, 0.0, 0.0, False)
+    chan_cache = [no_probe] * (n * nd) if channels else []  # at v * nd + d: (epoch, probe, its bound, books a transfer)
     placed = 0
     t = 0.0
 
@@ -160,16 +162,16 @@ def _list_schedule(
         transfers are booked (a new ``epoch`` of the channel state then)."""
         nonlocal epoch
         r = 0.0
-        for u, b in ins[v]:
+        for u, b, k in ins[v]:
             du = device[u]
             if du == d:
                 eu = end[u]
                 if eu > r:
                     r = eu
                 continue
-            key = (u, d, b)
-            a = arrived.get(key)
-            if a is not None:
+            key = k + d
+            a = arrived[key]
+            if a >= 0.0:
                 if a > r:
                     r = a
                 continue
@@ -197,13 +199,13 @@ def _list_schedule(
         books = False
         local: list[float] | None = None  # the channels as booked by the transfers so far (copied when first needed)
         q = chan_free[d]
-        for u, b in ins[v]:
+        for u, b, k in ins[v]:
             du = device[u]
             if du == d:
                 a = end[u]
             else:
-                a = arrived.get((u, d, b))  # type: ignore[assignment]
-                if a is None:
+                a = arrived[k + d]
+                if a < 0.0:
                     books = True
                     eu = end[u]
                     la, ib = lat[du][d], b * inv_bw[du][d]
@@ -235,12 +237,12 @@ def _list_schedule(
         fit d now; -1.0: v never fits d (simple memory model)."""
         fx = fixed[v]
         if channels:  # the probe is kept while the channel state is unchanged (``epoch``)
-            c = chan_cache.get((v, d))
-            if c is not None and c[0] == epoch:
+            c = chan_cache[v * nd + d]
+            if c[0] == epoch:
                 r = c[1]
             else:
                 r, bound, books = channel_probe(v, d)
-                chan_cache[(v, d)] = (epoch, r, bound, books)
+                chan_cache[v * nd + d] = (epoch, r, bound, books)
             f0 = dev_free[d]
             s = r if r >= f0 else f0
         else:
@@ -414,8 +416,8 @@ def _list_schedule(
             if q and q[0][1] == tp:
                 heappop(q)
         if channels:  # the probe of the current channel state is the ready time when it books nothing
-            c = chan_cache.get((v, d))
-            ready_at = c[1] if c is not None and c[0] == epoch and not c[3] else channel_commit(v, d)
+            c = chan_cache[v * nd + d]
+            ready_at = c[1] if c[0] == epoch and not c[3] else channel_commit(v, d)
         else:
             ready_at = rt_lb[v][d]
         rt_lb[v] = no_rt  # freed: the next op's list reuses its memory
@@ -507,6 +509,8 @@ def _list_schedule(
                 tp = heappop(p)[1]
                 if device[order[tp]] < 0:
                     heappush(r, tp)
+            while r and device[order[r[0]]] >= 0:  # placed elsewhere (m-ETF queues every ready op on every device): dropped
+                heappop(r)
             if r:
                 tops.append((f0, r[0], d))
             elif p:
@@ -534,7 +538,7 @@ def _list_schedule(
                         if sv is not None and (sv < bs or (sv == bs and (tp < bp or (tp == bp and d < bd)))):
                             bs, bp, bd = sv, tp, d
                         if channels:
-                            kb = chan_cache[(v, d)][2]
+                            kb = chan_cache[v * nd + d][2]
                             if kb > lb and kb > dev_free[d]:
                                 item = (kb, tp)
                         if sv == lb and item is None:  # the entry stays: every other one comes later
@@ -572,6 +576,8 @@ def _list_schedule(
             tp = heappop(p)[1]
             if device[order[tp]] < 0:
                 heappush(r, tp)
+        while r and device[order[r[0]]] >= 0:  # placed elsewhere (m-ETF queues every ready op on every device): dropped
+            heappop(r)
         back_r: list[int] = []
         back_p: list[tuple[float, int]] = []
         while r or p:
@@ -596,7 +602,7 @@ def _list_schedule(
                 if sv is not None and (sv < bs or (sv == bs and (tp < bp or (tp == bp and d < bd)))):
                     bs, bp, bd = sv, tp, d
                 if channels:
-                    kb = chan_cache[(v, d)][2]
+                    kb = chan_cache[v * nd + d][2]
                     if kb > lb and kb > f0:
                         item = (kb, tp)
                 if sv == lb and item is None:  # the entry stays: later ones start no earlier, at larger positions
@@ -621,12 +627,17 @@ def _list_schedule(
             add_ready(v)
 
     # the best proposal of the unreserved free devices depends on the state, not on t: it is
-    # kept until the next placement or dropped reservation and extended with the devices
-    # that become free as time advances (``kept``, over the devices ``kept_devs``)
+    # kept until the next placement or dropped reservation (a new version of the state) and
+    # extended with the devices that become free as time advances (``kept``). The devices
+    # free at t (ascending) and the busy ones, by their free time, are kept as they change,
+    # so a step looks at the devices that changed only
     kept: tuple[float, int, int] = (_INF, n, nd)
-    version = 1  # bumped by every placement and dropped reservation
-    kept_in = [0] * nd  # the version in which a device's ops entered ``kept``
+    free_devs = devs[:]  # dev_free <= t + 1e-15
+    busy: list[tuple[float, int]] = []  # (dev_free, device) of the others
+    newly: list[int] = []  # devices freed since the last step of this version
+    stale = True  # a new version: every free device proposes again
     due = 1e-12  # a start <= due starts now: t within a relative 1e-12
+    free_t = 1e-15
     while placed < n:
         if fav is not None:
             for d in devs:  # a reservation for a child that no longer fits its device is dropped
@@ -634,38 +645,37 @@ def _list_schedule(
                 if f >= 0 and not fits(f, d):
                     reserved[d] = -1
                     reserver[f] = -1
-                    version += 1
+                    stale = True
                     kept = (_INF, n, nd)
-        free_t = t + 1e-15
         fresh = []
-        bs, bp, bd = _INF, n, nd
-        for d in devs:
-            if dev_free[d] <= free_t:
+        for d in free_devs if stale else newly:
+            if reserved[d] < 0 and (rel[d] or pend[d]):
+                fresh.append(d)
+        stale = False
+        newly = []
+        if fresh:
+            kept = select_one(fresh[0], *kept) if len(fresh) == 1 else select(fresh, *kept)
+        bs, bp, bd = kept  # the smallest (start, position, device) of all proposals
+        if fav is not None:
+            for d in free_devs:
                 f = reserved[d]
                 if f >= 0:
                     prop = propose_reserved(d, f)
-                    if prop is not None and (prop[0] < bs or (prop[0] == bs and prop[1] < bp)):
+                    if prop is not None and (prop[0] < bs or (prop[0] == bs and (prop[1] < bp or (prop[1] == bp and d < bd)))):
                         bs, bp, bd = prop[0], prop[1], d
-                elif kept_in[d] != version:
-                    kept_in[d] = version
-                    if rel[d] or pend[d]:  # else nothing to propose
-                        fresh.append(d)
-        if fresh:
-            kept = select_one(fresh[0], *kept) if len(fresh) == 1 else select(fresh, *kept)
-        ks, kp, kd = kept
-        if ks < bs or (ks == bs and (kp < bp or (kp == bp and kd < bd))):
-            bs, bp, bd = ks, kp, kd
         if bs <= due and bp < n:
             place(order[bp], bd, bs)
             placed += 1
-            version += 1
+            stale = True
             kept = (_INF, n, nd)
+            ev = dev_free[bd]
+            if ev > free_t:
+                free_devs.remove(bd)
+                heappush(busy, (ev, bd))
             continue
         t_next = bs
-        for d in devs:
-            fd = dev_free[d]
-            if fd > free_t and fd < t_next:
-                t_next = fd
+        if busy and busy[0][0] < t_next:
+            t_next = busy[0][0]
         if t_next == _INF:
             # nothing fits anywhere: report the smallest shortfall of a ready op
             v = min((u for u in range(n) if is_ready[u]), key=lambda u: topo_pos[u])
@@ -674,5 +684,12 @@ def _list_schedule(
             raise_no_fit(inst, v, dd, gneed[groups[v]], free[dd], placed)
         t = t_next
         due = t + 1e-12 * (t if t > 1.0 else 1.0)
+        free_t = t + 1e-15
+        while busy and busy[0][0] <= free_t:
+            d = heappop(busy)[1]
+            newly.append(d)
+            free_devs.append(d)
+        if newly:
+            free_devs.sort()
 
-    return Schedule(device=np.asarray(device, dtype=np.int64), start=np.asarray(start, dtype=float), makespan=max(end) if n else 0.0)
+    return Schedule(device=np.asarray(device, dtype=np.int64), start=np.frombuffer(start, dtype=float).copy(), makespan=max(end) if n else 0.0)

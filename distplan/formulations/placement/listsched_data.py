@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import math
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NoReturn
@@ -72,23 +73,34 @@ class MemoryTimeline:
         return max(start, float(t[k]))
 
 
-def topological_positions(inst: PlacementInstance) -> tuple[list[int], list[int]]:
+def topological_positions(inst: PlacementInstance, ids: list[int] | None = None) -> tuple[list[int], list[int]]:
     """Kahn's order with the smallest op id first among ready ops (the order of
-    `PlacementInstance.topo_order`), as (order, position of each op); O((V + E) log V)."""
-    return kahn_positions(inst.n_ops, inst.src, inst.dst)
+    `PlacementInstance.topo_order`), as (order, position of each op); O((V + E) log V).
+    ``ids``: `op_ids` to share (`StaticLists.ids`)."""
+    return kahn_positions(inst.n_ops, inst.src, inst.dst, ids)
 
 
-def kahn_positions(n: int, src: np.ndarray, dst: np.ndarray) -> tuple[list[int], list[int]]:
+def kahn_positions(n: int, src: np.ndarray, dst: np.ndarray, ids: list[int] | None = None) -> tuple[list[int], list[int]]:
     """`topological_positions` of the graph with ``n`` nodes and edges ``src`` -> ``dst``
-    (`graphs.topological_order` and its inverse; the identity, one set of int objects for
-    both, when the numbering is topological already)."""
-    if np.all(src < dst):  # graphs' fast path
+    (`graphs.topological_order` and its inverse; the identity when the numbering is
+    topological already), its ints the objects of ``ids`` (``list(range(n))``) when given,
+    else one set of int objects for both."""
+    if ids is None:
         ids = list(range(n))
+    if np.all(src < dst):  # graphs' fast path
         return ids, ids[:]
     order = topological_order(n, src, dst)
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
-    return order.tolist(), pos.tolist()  # type: ignore[no-any-return]
+    get = ids.__getitem__
+    return list(map(get, order.tolist())), list(map(get, pos.tolist()))
+
+
+def shared_ints(a: np.ndarray, ids: list[int]) -> list[int]:
+    """``a.tolist()`` with the int objects of ``ids`` (``ids[i] == i``): each op's id is one
+    object however many lists hold it, so the scheduler's working set stays small (an int
+    object takes 32 bytes, a list slot 8)."""
+    return list(map(ids.__getitem__, a.tolist()))
 
 
 def consumers_of(inst: PlacementInstance) -> list[list[int]]:
@@ -125,28 +137,33 @@ def check_favorites(inst: PlacementInstance, favorite: np.ndarray) -> list[int]:
 
 @dataclass
 class StaticLists:
-    """What the scheduler reads of the instance, as flat lists indexed by op / edge / device
-    / group: the in-edges of op v are ``in_src[k], in_bytes[k]`` for k in ``range(in_cut[v],
+    """What the scheduler reads of the instance, flat and indexed by op / edge / device /
+    group: the in-edges of op v are ``in_src[k], in_bytes[k]`` for k in ``range(in_cut[v],
     in_cut[v + 1])`` (in edge id order), its consumers ``out_dst[out_cut[v]:out_cut[v + 1]]``.
 
-    Flat rather than a list (and tuples) per op: at 100k ops the per-op objects took ~35 MB
-    more, and building them grew faster than the op count (fresh memory). What only the
-    liveness memory model reads (``gpers``, ``transient``, ``temporary``, ``output``,
-    ``consumers``) and what only the channel model reads (``ins``, ``distinct``) are empty
-    lists otherwise."""
+    Compact, because the scheduler's cost per op grows with its working set (a window of a
+    few graph layers that must stay in the processor's second-level cache): op ids are the
+    int objects of ``ids`` wherever they appear (one object per op instead of one per list
+    entry), and numbers only read are machine arrays (`array.array`: 8 bytes an entry, where
+    a list holds an 8-byte pointer to a 32-byte object). Flat rather than a list per op: at
+    100k ops the per-op objects took ~35 MB more. What only the liveness memory model reads
+    (``gpers``, ``transient``, ``temporary``, ``output``, ``consumers``) and what only the
+    channel model reads (``ins``, ``distinct``) are empty otherwise."""
 
-    ins: list[list[tuple[int, float]]]  # channel model only: per op, (producer, bytes) of its in-edges (its loops probe them often)
-    in_cut: list[int]
+    ids: list[int]  # list(range(n)): the int objects of op ids (`shared_ints`)
+    ins: list[list[tuple[int, float, int]]]  # channel model only: per op, (producer, bytes, key) of its in-edges
+    n_tensors: int  # channel model: distinct (producer, bytes) pairs; an in-edge's key is its pair's index x n_devices
+    in_cut: array[int]
     in_src: list[int]  # producer per in-edge
-    in_bytes: list[float]  # bytes per in-edge
-    out_cut: list[int]
+    in_bytes: array[float]  # bytes per in-edge
+    out_cut: array[int]
     out_dst: list[int]  # consumer per out-edge
     distinct: list[bool]  # per op: its in-edges carry distinct tensors (producer, bytes)
-    times: list[float]  # seconds of op v on device d at v * t_op + d * t_dev
+    times: array[float]  # seconds of op v on device d at v * t_op + d * t_dev
     t_op: int  # n_devices, or 1 when every op takes the same time on every device
     t_dev: int  # 1, or 0 when every op takes the same time on every device
     groups: list[int]  # colocation group per op
-    gneed: list[float]  # per group: bytes under the instance's memory model
+    gneed: array[float]  # per group: bytes under the instance's memory model
     gpers: list[float]  # per group: persistent bytes
     members: dict[int, list[int]]  # ops of every group with more than one op
     transient: list[float]  # per op: temporary + output bytes
@@ -170,10 +187,11 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
     only read by the scheduler: one `StaticLists` serves any number of `list_schedule` calls
     on the instance (with the same ``with_members``)."""
     n, nd = inst.n_ops, inst.n_devices
+    ids = list(range(n))
     e_in = edges_by(inst.dst, n)
     e_out = edges_by(inst.src, n)
     groups_a = inst.colocation_groups()
-    groups = groups_a.tolist()
+    groups = shared_ints(groups_a, ids)
     gsize = np.bincount(groups_a)
     members: dict[int, list[int]] = {}
     if with_members and np.any(gsize > 1):
@@ -187,24 +205,36 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
     liveness = inst.memory_model == "liveness"
     indeg = np.bincount(inst.dst, minlength=n)
     outdeg = np.bincount(inst.src, minlength=n)
-    in_cut = np.concatenate([[0], np.cumsum(indeg)]).tolist()
-    in_src = inst.src[e_in].tolist()
-    in_bytes = inst.edge_bytes[e_in].astype(float).tolist()
+    in_cut = np.concatenate([[0], np.cumsum(indeg)]).astype(np.int64)
+    src_in = inst.src[e_in]
+    in_src = shared_ints(src_in, ids)
+    bytes_in = inst.edge_bytes[e_in].astype(float)
     channels = inst.communication == "channels"
-    pairs = list(zip(in_src, in_bytes)) if channels else []
+    ins: list[list[tuple[int, float, int]]] = []
+    n_tensors = 0
+    if channels:
+        # a tensor is a (producer, bytes) pair: its index keys the arrival lists
+        _, tensor = np.unique(np.stack([src_in.astype(float), bytes_in]), axis=1, return_inverse=True)
+        tensor = tensor.reshape(-1)
+        n_tensors = int(tensor.max()) + 1 if tensor.size else 0
+        triples = list(zip(in_src, bytes_in.tolist(), (tensor * nd).tolist()))
+        cut = in_cut.tolist()
+        ins = [triples[cut[v] : cut[v + 1]] for v in range(n)]
     return StaticLists(
-        ins=[pairs[in_cut[v] : in_cut[v + 1]] for v in range(n)] if channels else [],
-        in_cut=in_cut,
+        ids=ids,
+        ins=ins,
+        n_tensors=n_tensors,
+        in_cut=array("q", in_cut.tobytes()),
         in_src=in_src,
-        in_bytes=in_bytes,
-        out_cut=np.concatenate([[0], np.cumsum(outdeg)]).tolist(),
-        out_dst=inst.dst[e_out].tolist(),
+        in_bytes=array("d", bytes_in.tobytes()),
+        out_cut=array("q", np.concatenate([[0], np.cumsum(outdeg)]).astype(np.int64).tobytes()),
+        out_dst=shared_ints(inst.dst[e_out], ids),
         distinct=distinct_inputs(inst) if channels else [],
-        times=(time_a[:, 0] if same_time else time_a.ravel()).tolist(),
+        times=array("d", np.ascontiguousarray(time_a[:, 0] if same_time else time_a.ravel()).tobytes()),
         t_op=1 if same_time else nd,
         t_dev=0 if same_time else 1,
         groups=groups,
-        gneed=np.bincount(groups_a, weights=inst.memory_need()).tolist(),
+        gneed=array("d", np.bincount(groups_a, weights=inst.memory_need()).astype(float).tobytes()),
         gpers=np.bincount(groups_a, weights=inst.memory).tolist() if liveness else [],
         members=members,
         transient=(inst.temporary + inst.output).tolist() if liveness else [],
