@@ -111,7 +111,7 @@ def run_topo(inst: PlacementInstance, ctx: RunContext) -> Outcome:
 
 def _topo_schedule(inst: PlacementInstance, uniform: bool) -> Schedule:
     st = static_lists(inst, with_members=False)
-    topo = topological_positions(inst)
+    topo = topological_positions(inst, st.ids)  # the same int objects as the lists'
     return list_schedule(inst, assignment=topo_assignment(inst, uniform=uniform, topo=topo, static=st), topo=topo, static=st)
 
 
