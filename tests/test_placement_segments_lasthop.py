@@ -18,7 +18,7 @@ from test_placement_bounds import brute_force
 from test_placement_channels_waist import _chains
 from test_placement_segments import exact
 
-from distplan.formulations.placement.lasthop import cut_spans, last_stint_bound
+from distplan.formulations.placement.lasthop import _mirrored, cut_spans, last_stint_bound
 from distplan.formulations.placement.segments import compose, cut_waists, module_bound
 from distplan.models.common import instance_from_dict
 from distplan.models.placement_instance import PlacementInstance
@@ -74,6 +74,17 @@ def test_cut_spans_of_a_fork_join() -> None:
     inst = instance([0, 3, 1, 0], [(0, 1, 2), (0, 2, 2), (1, 3, 2), (2, 3, 2)], [None] * 4)
     module = np.array([False, True, True, False])
     assert cut_spans(inst, 0, 3, module) == (5.0, 5.0)
+
+
+def test_mirrored_hop_charges_the_cheapest_crossing() -> None:
+    """Waist 3 co-located with the hop's source, waist 1 known on the last device: one of
+    the windows (1, 2), (2, 3) crosses devices, so only the smaller gain (1) is proven; a
+    waist on both sides makes the case impossible."""
+    gain = np.array([0.0, 5.0, 1.0, 0.0, 0.0, 0.0])
+    assert _mirrored([3], [1, 5, 6], {1, 5, 6}, gain, 4) == (1.0, 1, 3)
+    assert _mirrored([3], [2, 5], {2, 5}, gain, 4) == (1.0, 2, 3)
+    assert _mirrored([5], [1, 5], {1, 5}, gain, 4) == (0.0, 0, 0)  # past the hop: not used
+    assert _mirrored([1], [1, 5], {1, 5}, gain, 4) is None
 
 
 @st.composite

@@ -30,8 +30,9 @@ valid in that case is a bound on the makespan. In case h:
    longest in-path to v with its least delay plus the longest out-path with its least
    delay (`cut_spans`). So makespan - S(w_{h+1}) >= sum of the waists' fastest times +
    max(the spans, A's work) for the cheapest choice of the modules whose ops all stay on
-   A (enumerated up to ``max_subsets`` choices, else the spans' least sum alone), with
-   S(w_{h+1}) bounded by the longest composition up to w_{h+1} with 1. and 2. in it.
+   A (enumerated up to ``max_subsets`` choices, else the larger of the spans' least sum
+   and the work known on A), with S(w_{h+1}) bounded by the longest composition up to
+   w_{h+1} with 1. and 2. in it.
 
 This is the one-machine bound with heads (Carlier, "The one-machine sequencing problem",
 EJOR 11(1), 1982) on the device of the last stint, branched on where that stint starts,
@@ -44,7 +45,9 @@ resnet-50-dgx1-4: 17.293 ms (windows alone) -> 17.415 ms. Seconds throughout.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import bisect
+import time
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -70,7 +73,7 @@ def _longest(order: list[int], adj: list[list[int]], start: int, inside: np.ndar
     return length
 
 
-def cut_spans(inst: PlacementInstance, first: int, last: int, module: np.ndarray) -> tuple[float, float]:
+def cut_spans(inst: PlacementInstance, first: int, last: int, module: np.ndarray, graph: tuple[list[list[int]], list[list[int]], np.ndarray, np.ndarray] | None = None) -> tuple[float, float]:
     """For the window of ``module`` (boolean per op) between ops ``first`` and ``last``
     (seconds): (the least span when ``first`` and ``last`` run on different devices: the
     longest path first -> last with its least delay added; the least span when both run on
@@ -78,19 +81,27 @@ def cut_spans(inst: PlacementInstance, first: int, last: int, module: np.ndarray
     longest path first -> v with its least delay plus the longest v -> last with its least
     delay, v counted once; inf for an empty module). Paths count ops' fastest times, not
     the endpoints'. The maximum over paths of (length + least delay) is taken over
-    thresholds: the longest path over edges with delay >= tau, plus tau."""
+    thresholds: the longest path over edges with delay >= tau, plus tau. ``graph``:
+    (successors, predecessors, least delay per edge, topological position per op), when
+    the caller has them."""
     n = inst.n_ops
     p = inst.time.min(axis=1)
-    md = inst.min_delay()
+    if graph is None:
+        pos = np.empty(n, dtype=np.int64)
+        pos[inst.topo_order()] = np.arange(n)
+        graph = (successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src), inst.min_delay(), pos)
+    succ, pred, md, topo_pos = graph
+    ops = np.flatnonzero(module).tolist()
+    if not ops:
+        lone = [float(md[e]) for e in np.flatnonzero((inst.src == first) & (inst.dst == last)).tolist()]
+        return (min(lone) if lone else -np.inf), np.inf
     inside = module.copy()
     inside[[first, last]] = True
     delay: dict[tuple[int, int], float] = {}
     for e in np.flatnonzero(inside[inst.src] & inside[inst.dst]).tolist():
         key = (int(inst.src[e]), int(inst.dst[e]))
         delay[key] = min(delay.get(key, np.inf), float(md[e]))
-    succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
-    order = [v for v in inst.topo_order().tolist() if inside[v]]
-    ops = np.flatnonzero(module).tolist()
+    order = sorted([first, last, *ops], key=lambda v: topo_pos[v])
     into = dict.fromkeys(ops + [last], -np.inf)
     out = dict.fromkeys(ops, -np.inf)
     pl = p.copy()
@@ -105,35 +116,68 @@ def cut_spans(inst: PlacementInstance, first: int, last: int, module: np.ndarray
             if v in back:
                 out[v] = max(out[v], back[v] - p[v] + tau)
     one = into[last]
-    two = min((into[v] + out[v] for v in ops), default=np.inf)
+    two = min(into[v] + out[v] for v in ops)
     return float(one), float(two)
 
 
-def last_stint_bound(inst: PlacementInstance, chain: list[int], seg: Mapping[tuple[int, int], float], max_subsets: int = 256) -> tuple[float, int]:
+def last_stint_bound(
+    inst: PlacementInstance,
+    chain: list[int],
+    seg: Mapping[tuple[int, int], float],
+    desc: Sequence[np.ndarray] | None = None,
+    anc: Sequence[np.ndarray] | None = None,
+    deadline: float | None = None,
+    max_subsets: int = 256,
+) -> tuple[float, int] | None:
     """The least over the cases h = 0..K-1 (module docstring) of the case's bound, with
     ``seg`` the window bounds over ``chain`` (nodes 0..K+1 as in `segments.compose`; the
-    consecutive windows (i, i+1) must be there): (seconds, not rounded; the weakest case
-    h). Each case's bound is at least the composition over ``seg``."""
+    consecutive windows (i, i+1) must be there), ``desc`` and ``anc`` each waist's
+    descendants and ancestors when the caller has them: (seconds, not rounded; the
+    weakest case h), or None when ``deadline`` (a ``time.perf_counter()`` value) passes
+    first. Each case's bound is at least the composition over ``seg``; the longest paths
+    with the hop (and mirrored hop) windows raised are taken through them, the windows
+    between them consecutive."""
     n, k = inst.n_ops, len(chain)
     p = inst.time.min(axis=1)
-    wt = p[chain]
+    wt = np.concatenate(([0.0], p[chain], [0.0]))  # wt[i]: node i's time (0: start, k+1: end)
     succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
-    desc = [reachable(n, succ, v) for v in chain]
-    anc = [reachable(n, pred, v) for v in chain]
+    if desc is None or anc is None:
+        desc = [reachable(n, succ, v) for v in chain]
+        anc = [reachable(n, pred, v) for v in chain]
+    topo_pos = np.empty(n, dtype=np.int64)
+    topo_pos[inst.topo_order()] = np.arange(n)
+    graph = (succ, pred, inst.min_delay(), topo_pos)
     modules = {j: desc[j - 1] & anc[j] for j in range(1, k)}
-    one_cut: dict[int, float] = {}
+    one_cut = np.zeros(k + 1)
+    gain = np.zeros(k + 1)
     work: dict[int, float] = {}
     serial: dict[int, float] = {}
     off: dict[int, float] = {}
     for j, mod in modules.items():
-        one, two = cut_spans(inst, chain[j - 1], chain[j], mod)
+        if deadline is not None and time.perf_counter() >= deadline:
+            return None
+        one, two = cut_spans(inst, chain[j - 1], chain[j], mod, graph)
         low = seg[(j, j + 1)]
         one_cut[j] = max(low, one)
+        gain[j] = one_cut[j] - low
         if mod.any():
             serial[j] = float(p[mod].sum())
             work[j] = max(low, serial[j])
             off[j] = max(low, two)
-    gain = {j: one_cut[j] - seg[(j, j + 1)] for j in modules}
+    # longest paths over seg: pre[j] bounds the start of node j, suf[i] what follows node i
+    pre = np.full(k + 2, -np.inf)
+    pre[0] = 0.0
+    for (i, j), v in sorted(seg.items(), key=lambda item: item[0][1]):
+        pre[j] = max(pre[j], pre[i] + wt[i] + v)
+    suf = np.full(k + 2, -np.inf)
+    suf[k + 1] = 0.0
+    for (i, j), v in sorted(seg.items(), key=lambda item: -item[0][0]):
+        suf[i] = max(suf[i], v + wt[j] + suf[j])
+    whole0 = float(pre[k + 1])
+    # before[j] - before[i]: consecutive windows from node i to node j and waists i+1..j
+    before = np.zeros(k + 2)
+    for i in range(1, k + 1):
+        before[i + 1] = before[i] + seg[(i, i + 1)] + wt[i + 1]
     groups = inst.colocation_groups()
     is_waist = np.zeros(n, dtype=bool)
     is_waist[chain] = True
@@ -142,74 +186,100 @@ def last_stint_bound(inst: PlacementInstance, chain: list[int], seg: Mapping[tup
         free &= ~mod
     position = {v: i + 1 for i, v in enumerate(chain)}
     mates = [[position[u] for u in np.flatnonzero(groups == groups[v]).tolist() if u in position and u != v] for v in chain]
-    # consecutive composition, for blocks of windows: before[i] - before[j] spans nodes j..i
-    before = np.zeros(k + 2)
-    for i in range(1, k + 1):
-        before[i + 1] = before[i] + seg[(i, i + 1)] + (wt[i] if i < k else 0.0)
-    ordered = sorted(seg.items(), key=lambda item: item[0][1])
-    end = seg.get((k, k + 1), 0.0)
+    stint = _Stint(p, groups, free, modules, work, serial, off, seg.get((k, k + 1), 0.0), max_subsets)
+    tail_waists = np.concatenate((np.cumsum(p[chain][::-1])[::-1], [0.0]))  # waists h+1..K, 0-based h
+    on_a: list[int] = []  # positions of the waists after the case's hop and of their group mates
+    on_a_set: set[int] = set()
+    known = np.zeros(int(groups.max(initial=0)) + 1, dtype=bool)  # groups run on the last device
     best_value, best_case = np.inf, 0
-    for h in range(k):
-        on_a = {position[v] for v in chain[h:]}
-        for i in range(h + 1, k + 1):
-            on_a.update(mates[i - 1])
-        if h > 0 and h in on_a:
-            continue  # w_h co-located with a later waist: it cannot sit elsewhere
-        sg = dict(seg)
-        if h > 0:
-            sg[(h, h + 1)] = one_cut[h]
-            span: tuple[float, int, int] | None = None
-            impossible = False
-            for b in mates[h - 1]:
-                for a in on_a:
-                    lo, hi = min(a, b), max(a, b)
-                    if hi > h:
-                        continue
-                    if lo == hi:
-                        impossible = True
-                        break
-                    extra = min(gain[x] for x in range(lo, hi))
-                    if span is None or extra > span[0]:
-                        span = (extra, lo, hi)
-            if impossible:
-                continue
-            if span is not None and span[0] > 0:
-                extra, lo, hi = span
-                block = before[hi] - before[lo] - wt[hi - 1] + extra
-                sg[(lo, hi)] = max(sg.get((lo, hi), -np.inf), block)
-        node = np.full(k + 2, -np.inf)
-        node[0] = 0.0
-        for (i, j), v in sorted(sg.items(), key=lambda item: item[0][1]) if h > 0 else ordered:
-            if np.isfinite(node[i]):
-                node[j] = max(node[j], node[i] + (wt[i - 1] if i > 0 else 0.0) + v)
-        whole = float(node[k + 1])
-        stint = float(node[h + 1]) + float(wt[h:].sum()) + _stint(p, groups, chain, h, desc[h], free, modules, work, serial, off, end, max_subsets)
-        value = max(whole, stint)
+    for h in range(k - 1, -1, -1):
+        if deadline is not None and h % 32 == 0 and time.perf_counter() >= deadline:
+            return None
+        known[groups[chain[h]]] = True
+        for a in (h + 1, *mates[h]):
+            if a not in on_a_set:
+                on_a_set.add(a)
+                bisect.insort(on_a, a)
+        if h == 0:
+            whole, start = whole0, float(pre[1])
+        else:
+            if h in on_a_set:
+                continue  # w_h co-located with a later waist: it cannot sit elsewhere
+            start = float(pre[h] + wt[h] + one_cut[h])
+            whole = max(whole0, start + wt[h + 1] + suf[h + 1])
+            mirrored = _mirrored(mates[h - 1], on_a, on_a_set, gain, h)
+            if mirrored is None:
+                continue  # a waist on both devices: impossible
+            if mirrored[0] > 0:
+                extra, lo, hi = mirrored
+                into_lo = pre[lo] + wt[lo]
+                whole = max(whole, into_lo + before[hi] - before[lo] - wt[hi] + extra + wt[hi] + suf[hi])
+                start = max(start, float(into_lo + before[h] - before[lo] - wt[h] + extra + wt[h] + one_cut[h]))
+                whole = max(whole, start + wt[h + 1] + suf[h + 1])
+            start = max(start, float(pre[h + 1]))
+        last = start + float(tail_waists[h]) + stint.length(h, known[groups] & desc[h] & free, desc[h])
+        value = max(whole, last)
         if value < best_value:
             best_value, best_case = value, h
     return float(best_value), best_case
 
 
-def _stint(p: np.ndarray, groups: np.ndarray, chain: list[int], h: int, after: np.ndarray, free: np.ndarray, modules: Mapping[int, np.ndarray], work: Mapping[int, float], serial: Mapping[int, float], off: Mapping[int, float], end: float, max_subsets: int) -> float:
-    """A bound (seconds) on the last stint's length past its waists' times (module
-    docstring, 3.): the cheapest choice of the modules after w_{h+1} that stay on A (their
-    span at least ``work``, the larger of their bound and ``serial``, their ops' fastest
-    times, which A is busy for) or not (span at least ``off``)."""
-    known = np.isin(groups, groups[chain[h:]]) & after & free
-    mods = [j for j in range(h + 1, len(chain)) if j in work]
-    if 2 ** len(mods) > max_subsets:
-        return max(end + sum(min(work[j], off[j]) for j in mods), float(p[known].sum()))
-    mates = [np.isin(groups, groups[modules[j]]) & after & free for j in mods]
-    best = np.inf
-    for mask in range(2 ** len(mods)):  # bit set: the module's ops all stay on A
-        on_a = known.copy()
-        spans, busy = end, 0.0
-        for b, j in enumerate(mods):
-            if mask >> b & 1:
-                on_a |= mates[b]
-                spans += work[j]
-                busy += serial[j]
-            else:
-                spans += off[j]
-        best = min(best, max(spans, busy + float(p[on_a].sum())))
+def _mirrored(mates: list[int], on_a: list[int], on_a_set: set[int], gain: np.ndarray, h: int) -> tuple[float, int, int] | None:
+    """The mirrored hop of case h (module docstring, 2.): (the least gain over the windows
+    between a waist co-located with w_h and the nearest waist known on the last device,
+    both at positions <= h, and those positions), (0, 0, 0) without one, None when a waist
+    would sit on both devices."""
+    best = (0.0, 0, 0)
+    for b in mates:
+        if b > h:
+            continue
+        if b in on_a_set:
+            return None
+        at = bisect.bisect_left(on_a, b)
+        for a in (on_a[at - 1] if at > 0 else None, on_a[at] if at < len(on_a) else None):
+            if a is None or a > h:
+                continue
+            lo, hi = min(a, b), max(a, b)
+            extra = float(gain[lo:hi].min())
+            if extra > best[0]:
+                best = (extra, lo, hi)
     return best
+
+
+class _Stint:
+    """The last stint's length past its waists' times (module docstring, 3.): the cheapest
+    choice of the modules after w_{h+1} that stay on A (their span at least ``work``, the
+    larger of their bound and ``serial``, their ops' fastest times, which A is busy for, and
+    their co-located ops that descend from w_{h+1} on A too) or not (span at least
+    ``off``), enumerated up to ``max_subsets`` choices, else the least spans alone."""
+
+    def __init__(self, p: np.ndarray, groups: np.ndarray, free: np.ndarray, modules: Mapping[int, np.ndarray], work: Mapping[int, float], serial: Mapping[int, float], off: Mapping[int, float], end: float, max_subsets: int):
+        self.p, self.groups, self.free, self.modules = p, groups, free, modules
+        self.work, self.serial, self.off, self.end, self.max_subsets = work, serial, off, end, max_subsets
+        self.mods = sorted(work)
+        self.cheapest = {j: min(work[j], off[j]) for j in self.mods}
+        self.mates: dict[int, np.ndarray] = {}
+
+    def length(self, h: int, known: np.ndarray, after: np.ndarray) -> float:
+        """The bound (seconds) for case h, ``known``: the ops outside every window known
+        to run on A after S(w_{h+1}), ``after``: the descendants of w_{h+1}."""
+        mods = [j for j in self.mods if j > h]
+        busy_known = float(self.p[known].sum())
+        if 2 ** len(mods) > self.max_subsets:
+            return max(self.end + sum(self.cheapest[j] for j in mods), busy_known)
+        for j in mods:
+            if j not in self.mates:
+                self.mates[j] = np.isin(self.groups, self.groups[self.modules[j]]) & self.free
+        best = np.inf
+        for mask in range(2 ** len(mods)):  # bit set: the module's ops all stay on A
+            on_a = known.copy()
+            spans, busy = self.end, 0.0
+            for b, j in enumerate(mods):
+                if mask >> b & 1:
+                    on_a |= self.mates[j] & after
+                    spans += self.work[j]
+                    busy += self.serial[j]
+                else:
+                    spans += self.off[j]
+            best = min(best, max(spans, busy + float(self.p[on_a].sum())))
+        return best

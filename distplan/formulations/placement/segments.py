@@ -69,7 +69,8 @@ class Composition:
     """A composed bound (seconds, not rounded), the number of waists and of the modules
     whose bound came from ``solve_window``, and of all non-empty modules; ``seg``: every
     segment's bound (seconds, nodes 0..K+1: the start, the waists, the end), ``windows``:
-    how many of them came from ``solve_window`` (for `lasthop`)."""
+    how many of them came from ``solve_window``, ``desc`` and ``anc``: each waist's
+    descendants and ancestors (boolean per op; for `lasthop`)."""
 
     value: float
     waists: int
@@ -77,6 +78,8 @@ class Composition:
     modules: int
     seg: Mapping[tuple[int, int], float] = field(default_factory=dict)
     windows: int = 0
+    desc: Sequence[np.ndarray] = ()
+    anc: Sequence[np.ndarray] = ()
 
 
 def cut_waists(inst: PlacementInstance, deadline: float | None = None) -> list[int]:
@@ -189,7 +192,7 @@ def compose(inst: PlacementInstance, chain: list[int], solve_window: WindowSolve
         refine(ij, 2 * (len(ends) - idx))
     value, path = longest_composition(seg, p[chain])
     used = list(zip(path[:-1], path[1:]))
-    return Composition(value, len(path) - 2, sum(1 for ij in used if ij in solved), sum(1 for ij in used if size[ij]), seg, len(solved))
+    return Composition(value, len(path) - 2, sum(1 for ij in used if ij in solved), sum(1 for ij in used if size[ij]), seg, len(solved), desc, anc)
 
 
 def module_bound(
@@ -204,6 +207,7 @@ def module_bound(
     composition."""
     if inst.n_devices < 2 or inst.n_ops < 2:
         return None
+    started = time.perf_counter()
     find_by = None if deadline is None else time.perf_counter() + 0.1 * max(0.0, deadline - time.perf_counter())
     chain = cut_waists(inst, find_by)
     if waists is not None:
@@ -214,7 +218,11 @@ def module_bound(
     grade = "solver" if c.solved else "safe"
     source = f"{SOURCE}: {c.waists} waists, {c.solved} of {c.modules} modules solved"
     if also is not None:
-        value, case = last_stint_bound(inst, chain, c.seg)
+        # the stint bound takes well under a second (gpt2-xl-dgx1, 1160 waists: 0.5 s CPU);
+        # past the module phase's deadline it may use a quarter of that phase's length
+        until = None if deadline is None else max(deadline, time.perf_counter() + 0.25 * (deadline - started))
+        found = last_stint_bound(inst, chain, c.seg, c.desc, c.anc, until)
+        value, case = found if found is not None else (-np.inf, 0)
         if value > c.value:
             where = "one device" if case == 0 else f"after {inst.op_names[chain[case - 1]]!r}"
             also.append(Bound(round_down(value), f"{LAST_STINT}: {len(chain)} waists, weakest case {where}", "solver" if c.windows else "safe"))
