@@ -86,6 +86,19 @@ def chain_windows(inst: PlacementInstance, chain: Sequence[int]) -> list[Window]
     return out
 
 
+def tied_windows(inst: PlacementInstance, chain: Sequence[int]) -> list[list[Window]]:
+    """The windows of ``chain`` (`chain_windows`) in components: windows that share a
+    co-location group other than a waist's are one component (for `joined_window`)."""
+    windows = chain_windows(inst, chain)
+    if not windows:
+        return []
+    groups = np.unique(inst.colocation_groups(), return_inverse=True)[1]
+    free = np.ones(int(groups.max()) + 1, dtype=bool)
+    free[groups[list(chain)]] = False
+    comp = _components(len(windows), [np.unique(groups[w.ops]) for w in windows], free)
+    return [[windows[k] for k in np.flatnonzero(comp == c).tolist()] for c in range(int(comp.max()) + 1)]
+
+
 def _components(n_windows: int, window_groups: list[np.ndarray], tie: np.ndarray) -> np.ndarray:
     """Component label per window: windows sharing a group where ``tie`` holds."""
     rows, cols = [], []
