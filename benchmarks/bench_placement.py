@@ -160,7 +160,7 @@ def _old_code() -> Iterator[None]:
 
     heuristics.list_schedule = old_list_schedule  # type: ignore[assignment]
     sct.list_schedule = old_list_schedule  # type: ignore[assignment]
-    heuristics.topological_positions = lambda inst: (inst.topo_order().tolist(), [])  # type: ignore[assignment]
+    heuristics.topological_positions = lambda inst, ids=None: (inst.topo_order().tolist(), [])  # type: ignore[assignment]
     try:
         yield
     finally:
