@@ -394,7 +394,8 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
     """Best heuristic plan -> forced co-location bound (``forced_share`` of the time) ->
     series composition over waist ops (``waist_share``) -> series composition over cut
     waists with each module's optimum (``module_share``, `segments`: each small module's
-    window solved by this MILP, `window_bound`; their incumbents glued into a plan,
+    window solved by this MILP, `window_bound`; over the same windows the last-stint
+    bound, `lasthop`; their incumbents glued into a plan,
     `glued_start`, which replaces the heuristic one when better) -> local search on the plan (``search_share``, stopping at that bound) -> assignment
     relaxation (``relaxation_share``) -> local search from its assignment
     (``relaxation_search_share``) -> horizon and warm start -> MILP -> the better of the
