@@ -357,3 +357,25 @@ def test_min_sum_equals_brute_force(seed: int, n: int, keys: int) -> None:
     for r in np.flatnonzero(np.isfinite(dense)).tolist():
         total = sum(float(arr[tuple(int(asg[r, y]) for y in scope)]) for scope, arr in factors)
         assert total == dense[r] and all(asg[r, y] >= 0 for y in in_factors)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**31), n=st.integers(1, 90), keys=st.integers(1, 5), values=st.integers(1, 12))
+def test_pareto_rows_in_python_equal_the_numpy_path(seed: int, n: int, keys: int, values: int) -> None:
+    """`pareto_rows` below `SMALL_PARETO` rows (a Python sort) returns the same rows in the
+    same order as its numpy path, ties included (few distinct values make them common),
+    and they are exactly the undominated rows, one per distinct point of each key."""
+    chain_fronts = importlib.import_module("distplan.formulations.sharding.chain_fronts")
+    rng = np.random.default_rng(seed)
+    key = rng.integers(0, keys, n)
+    cost = rng.integers(0, values, n) * 0.125
+    mem = rng.integers(0, values, n).astype(float)
+    small = chain_fronts._pareto_rows_small(key, cost, mem)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(chain_fronts, "SMALL_PARETO", 0)
+        big = pareto_rows(key, cost, mem)
+    assert np.array_equal(small, big)
+    got = {(int(key[i]), cost[i], mem[i]) for i in small.tolist()}
+    assert len(got) == small.size
+    want = {(int(key[i]), cost[i], mem[i]) for i in range(n) if not np.any((key == key[i]) & (cost <= cost[i]) & (mem <= mem[i]) & ((cost < cost[i]) | (mem < mem[i])))}
+    assert got == want

@@ -189,8 +189,8 @@ def _expand(state: np.ndarray, count_of: np.ndarray, first_of: np.ndarray, src: 
     sorted by state, ``first_of[s]`` / ``count_of[s]`` their range."""
     cnt = count_of[state]
     item = np.repeat(src, cnt)
-    offset = np.arange(item.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    return item, np.repeat(first_of[state], cnt) + offset
+    # the k-th pair of item i is label first_of[state[i]] + k: one repeat of the shift
+    return item, np.arange(item.size) + np.repeat(first_of[state] - (np.cumsum(cnt) - cnt), cnt)
 
 
 def _best_per_key(key: np.ndarray, weight: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:

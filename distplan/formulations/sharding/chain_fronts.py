@@ -63,6 +63,29 @@ def _join(a: _Table, b: _Table, dom: np.ndarray, max_rows: float = np.inf) -> _T
     return _Table(live, np.maximum(a.asg[ra], b.asg[rb]), a.cost[ra] + b.cost[rb], a.mem[ra] + b.mem[rb], a.floor + b.floor, a.wfloor + b.wfloor)
 
 
+#: up to this many rows `pareto_rows` sorts in Python: its ~17 numpy calls cost more than
+#: sorting tuples below ~100 rows (timed: 20 rows 28 -> 8 us, 60 rows 33 -> 19 us; 150
+#: rows 38 vs 60 us)
+SMALL_PARETO = 64
+
+
+def _pareto_rows_small(key: np.ndarray, cost: np.ndarray, mem: np.ndarray) -> np.ndarray:
+    """`pareto_rows` by a Python sort of (key, memory, cost, row) tuples: the same order
+    and ties (the row index last, as the stable lexsort has it), a row kept when strictly
+    cheaper than every row before it in its key."""
+    out: list[int] = []
+    last: int | None = None
+    best = 0.0
+    for k, _, c, i in sorted(zip(key.tolist(), mem.tolist(), cost.tolist(), range(cost.size))):
+        if k != last:
+            last, best = k, c
+            out.append(i)
+        elif c < best:
+            best = c
+            out.append(i)
+    return np.array(out, dtype=np.int64)
+
+
 def pareto_rows(key: np.ndarray, cost: np.ndarray, mem: np.ndarray) -> np.ndarray:
     """Indices of the rows not dominated in (seconds, bytes) among the rows of their key
     (one per equal pair), sorted by key then memory. Exact: rows sorted by (key, memory,
@@ -71,6 +94,8 @@ def pareto_rows(key: np.ndarray, cost: np.ndarray, mem: np.ndarray) -> np.ndarra
     n = cost.size
     if n == 0:
         return np.zeros(0, dtype=np.int64)
+    if n <= SMALL_PARETO:
+        return _pareto_rows_small(key, cost, mem)
     order = np.lexsort((cost, mem, key))
     rank = np.empty(n, dtype=np.int64)
     rank[np.argsort(cost[order], kind="stable")] = np.arange(n)
