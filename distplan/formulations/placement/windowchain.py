@@ -63,17 +63,24 @@ class Window:
     last: int | None = None
 
 
-def chain_windows(inst: PlacementInstance, chain: Sequence[int]) -> list[Window]:
+def chain_windows(inst: PlacementInstance, chain: Sequence[int], deadline: float | None = None) -> list[Window] | None:
     """The windows of the modules between consecutive waists of ``chain`` (as in
     `segments.compose`), empty modules between two waists included (their window holds the
-    two waists: it costs the transfer between them)."""
+    two waists: it costs the transfer between them); None at ``deadline`` (a
+    ``time.perf_counter()`` value)."""
     n, k = inst.n_ops, len(chain)
     succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
-    anc = [reachable(n, pred, v) for v in chain]
-    desc = [reachable(n, succ, v) for v in chain]
+    anc, desc = [], []
+    for v in chain:
+        if deadline is not None and time.perf_counter() >= deadline:
+            return None
+        anc.append(reachable(n, pred, v))
+        desc.append(reachable(n, succ, v))
     everything = np.ones(n, dtype=bool)
     out: list[Window] = []
     for i in range(k + 1):
+        if deadline is not None and time.perf_counter() >= deadline:
+            return None
         module = (everything if i == 0 else desc[i - 1]) & (everything if i == k else anc[i])
         module[list(chain)] = False
         first, last = (chain[i - 1] if i > 0 else None), (chain[i] if i < k else None)
@@ -129,15 +136,18 @@ def chained_assignment(
     ``deadline`` (a ``time.perf_counter()`` value) and keeps the candidates it timed by
     then (the fallback's own first). ``max_perms``:
     renamings tried (`improve.renamings`, with swaps beyond it). None without waists,
-    when a component's waist groups are not adjacent in chain order, or when some
-    component has no candidate that fits memory."""
+    when a component's waist groups are not adjacent in chain order, when some component
+    has no candidate that fits memory, or when the deadline passes before every component
+    has timed at least the fallback's own candidate."""
     if not chain or inst.n_devices < 2:
         return None
     m = inst.n_devices
     fallback = np.asarray(fallback, dtype=np.int64)
     groups = np.unique(inst.colocation_groups(), return_inverse=True)[1]
     n_groups = int(groups.max()) + 1
-    windows = chain_windows(inst, chain)
+    windows = chain_windows(inst, chain, deadline)
+    if not windows:
+        return None
     # the waist groups are the variables, numbered in chain order
     var_of = np.full(n_groups, -1, dtype=np.int64)
     for v in chain:
@@ -159,10 +169,7 @@ def chained_assignment(
             return None
         parts.append((members, cgroups, scope))
     maps = renamings([c for c in device_classes(inst) if c.size > 1], m, max_perms, swaps=True)
-    probs: dict[bytes, SearchProblem] = {}
-    for w in windows:
-        if w.key not in probs:
-            probs[w.key] = SearchProblem(w.sub)
+    probs = _Problems({w.key: w.sub for w in windows})
     # a group's device in the fallback plan (its first member's)
     first_member = np.full(n_groups, -1, dtype=np.int64)
     first_member[groups[::-1]] = np.arange(inst.n_ops)[::-1]
@@ -170,6 +177,8 @@ def chained_assignment(
     cost_cache: dict[tuple[bytes, bytes], float] = {}  # repeated blocks are timed once
     factors: list[tuple[np.ndarray, tuple[int, ...], dict[tuple[int, ...], tuple[float, np.ndarray]]]] = []
     for c, (members, cgroups, scope) in enumerate(parts):
+        if deadline is not None and time.perf_counter() >= deadline:
+            return None  # a component without even the fallback's candidate: no program
         until = None if deadline is None else time.perf_counter() + max(0.0, deadline - time.perf_counter()) / (n_comp - c)
         table = _factor_table([windows[w] for w in members], probs, groups, base, found, maps, cgroups, var_of, m, until, cost_cache)
         if not table:
@@ -210,6 +219,18 @@ def chained_assignment(
     waist_groups = np.flatnonzero(var_of >= 0)
     out[waist_groups] = np.asarray(devs)[var_of[waist_groups]]
     return out[groups], total
+
+
+class _Problems(dict[bytes, SearchProblem]):
+    """`SearchProblem` of each window instance (by fingerprint), built when first asked."""
+
+    def __init__(self, subs: Mapping[bytes, PlacementInstance]):
+        super().__init__()
+        self.subs = subs
+
+    def __missing__(self, key: bytes) -> SearchProblem:
+        self[key] = SearchProblem(self.subs[key])
+        return self[key]
 
 
 def _factor_table(
