@@ -25,7 +25,8 @@ w_{k+1}: a branch of a module moved to another device pays both, which the criti
 and the load rows do not see, and inside a small module (an Inception block, ~5-11 ops)
 the optimum, proven by a MILP, sees exactly the transfers and the queueing. Ops that are
 neither ancestors nor descendants of some waist (such as the weight updates that hang off
-a backward pass) belong to no window: leaving them out only lowers the bound.
+a backward pass) belong to no window: leaving them out only lowers the bound (`lasthop`
+charges them to the device that runs the last waists, over the same windows).
 
 The waists are the ops of `waist.waist_chain` (a longest path at fastest times) whose
 unrelated ops (neither ancestors nor descendants) are all sinks: the joins of modules.
