@@ -56,6 +56,7 @@ from distplan.formulations.placement.relaxation import (
 from distplan.formulations.placement.segments import fingerprint, glued_assignment, module_bound
 from distplan.formulations.placement.tailsched import polished
 from distplan.formulations.placement.waist import waist_bound
+from distplan.formulations.placement.windowchain import chained_start
 from distplan.formulations.registry import Bound, Outcome, RunContext, get_formulation
 from distplan.modeling.model import Model
 from distplan.modeling.scheduling import disjunctive_pairs_when
@@ -396,7 +397,8 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
     waists with each module's optimum (``module_share``, `segments`: each small module's
     window solved by this MILP, `window_bound`; over the same windows the last-stint
     bound, `lasthop`; their incumbents glued into a plan,
-    `glued_start`, which replaces the heuristic one when better) -> local search on the plan (``search_share``, stopping at that bound) -> assignment
+    `glued_start`, and combined over the whole waist chain by a DP, `windowchain.chained_start`
+    within ``chain_share`` of the time left; the best replaces the heuristic one) -> local search on the plan (``search_share``, stopping at that bound) -> assignment
     relaxation (``relaxation_share``) -> local search from its assignment
     (``relaxation_search_share``) -> horizon and warm start -> MILP -> the better of the
     two plans; the MILP's dual bound (less the safety margin) is a bound in every case."""
@@ -429,8 +431,13 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
         bounds += stint
         if sched is not None and windows:
             glued = glued_start(inst, waists, windows, sched.device)
+            rem = ctx.remaining_time()
+            fallbacks = [sched.device] + ([] if glued is None else [glued.device])
+            chained = chained_start(inst, waists, windows, fallbacks, deadline=None if rem is None else time.perf_counter() + float(ctx.param("chain_share", 0.15)) * rem)
             if glued is not None and glued.makespan < sched.makespan:
                 sched, source = glued, "module windows' assignments glued"
+            if chained is not None and chained.makespan < sched.makespan:
+                sched, source = chained, "module windows' assignments chained over the waists"
         module_s = time.perf_counter() - t_mod
     rem = ctx.remaining_time()
     gap = ctx.options.mip_gap if ctx.options.mip_gap is not None else 0.0
