@@ -127,7 +127,7 @@ def test_chained_start_reaches_the_brute_force_optimum(times: list[float], nbyte
     assert assignment is not None and assignment[1] == pytest.approx(optimum, abs=1e-9)
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=10, deadline=None, derandomize=True)
 @given(st.lists(st.integers(1, 5), min_size=8, max_size=8), st.lists(st.integers(0, 3), min_size=8, max_size=8))
 def test_chained_start_is_optimal_on_random_training_graphs(times: list[int], nbytes: list[int]) -> None:
     """Random branch times and bytes: the chained plan matches the brute-force optimum over
@@ -159,6 +159,22 @@ def test_no_worse_than_its_fallback_by_its_own_measure() -> None:
         assert prob.schedule(got[0]).makespan == pytest.approx(got[1], abs=1e-9)  # type: ignore[union-attr]
 
 
+def test_two_fallbacks_share_one_program_and_keep_the_better_plan() -> None:
+    """`milp.run` passes two fallbacks (the heuristic plan and the glued one): the plan is
+    the better of the two fallbacks' chained plans, each timed by the evaluator, and never
+    worse than either alone."""
+    inst, chain, found = _case(*CASES[0])
+    options = every_assignment(inst)
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        a, b = (options[k] for k in rng.choice(len(options), 2, replace=False).tolist())
+        both = wc.chained_start(inst, chain, found, [a, b])
+        alone = [wc.chained_start(inst, chain, found, [f]) for f in (a, b)]
+        assert both is not None and all(s is not None for s in alone)
+        assert both.makespan == pytest.approx(min(s.makespan for s in alone if s is not None), abs=1e-12)
+        assert evaluate(inst, make_plan(inst, both.device, both.start)).objective == pytest.approx(both.makespan, abs=1e-12)
+
+
 def test_keeps_its_deadline() -> None:
     """A deadline already passed: no plan, at once; a deadline far away: the optimum; on
     Inception-like chains of hundreds of waists the deadline is checked per waist and per
@@ -181,58 +197,14 @@ def test_components_are_tied_by_colocation() -> None:
     names = [sorted(inst.op_names[v] for v in w.ops) for w in windows]
     assert ["c0", "c1", "f0a", "f0b"] in names and ["c0.grad", "c1.grad", "g0a", "g0b"] in names
     assert ["c2", "c2.grad"] in names  # an empty module between two waists: their transfer
-    tied = [sorted(tuple(sorted(inst.op_names[v] for v in w.ops)) for w in part) for part in wc.tied_windows(inst, chain)]
+    program = wc.chain_program(inst, chain)
+    assert program is not None
+    tied = [sorted(tuple(sorted(inst.op_names[v] for v in program.windows[w].ops)) for w in members) for members, _, _ in program.parts]
     assert [("c0", "c1", "f0a", "f0b"), ("c0.grad", "c1.grad", "g0a", "g0b")] in tied
     assert [("c1", "c2", "f1a", "f1b"), ("c1.grad", "c2.grad", "g1a", "g1b")] in tied
     assert [("c2", "c2.grad")] in tied and len(tied) == 3
-
-
-def _span(sched_start: np.ndarray, end: np.ndarray, w: wc.Window, makespan: float) -> float:
-    lo = 0.0 if w.first is None else float(end[w.first])
-    hi = makespan if w.last is None else float(sched_start[w.last])
-    return hi - lo
-
-
-def test_joined_window_bounds_the_spans_of_every_plan() -> None:
-    """The second forward block joined to its gradient block: its proven optimum
-    (placement_milp) is at most the two spans' sum in every plan (each assignment, list
-    scheduled), reached here, and 1.3 s above the two windows' optima apart (8.4 vs 2.0 +
-    5.1 s: apart, each window puts its branches its own way)."""
-    inst, chain, _ = _case(*CASES[0])
-    windows = wc.chain_windows(inst, chain)
-    names = [sorted(inst.op_names[v] for v in w.ops) for w in windows]
-    fwd = windows[names.index(["c1", "c2", "f1a", "f1b"])]
-    bwd = windows[names.index(["c1.grad", "c2.grad", "g1a", "g1b"])]
-    joined = wc.joined_window(inst, chain, [bwd, fwd])
-    assert joined is not None and joined.n_ops == 8
-    res = distplan.solve(joined, "placement_milp", time_limit=30)
-    assert res.status == "optimal" and res.objective == pytest.approx(8.4, abs=1e-9)
-    apart = sum(distplan.solve(w.sub, "placement_milp", time_limit=30).objective for w in (fwd, bwd))
-    assert apart == pytest.approx(7.1, abs=1e-9)
-    prob = SearchProblem(inst)
-    least = np.inf
-    for device in every_assignment(inst):
-        s = prob.schedule(device)
-        assert s is not None
-        end = s.start + inst.time[np.arange(inst.n_ops), s.device]
-        total = _span(s.start, end, fwd, s.makespan) + _span(s.start, end, bwd, s.makespan)
-        assert total >= res.objective - 1e-9
-        least = min(least, total)
-    assert least == pytest.approx(res.objective, abs=1e-9)
-
-
-def test_joined_window_needs_co_located_joins() -> None:
-    """Windows whose joining waists are not co-located, or one window alone: no instance."""
-    inst, chain, _ = _case(*CASES[0])
-    windows = wc.chain_windows(inst, chain)
-    names = [sorted(inst.op_names[v] for v in w.ops) for w in windows]
-    f0 = windows[names.index(["c0", "c1", "f0a", "f0b"])]
-    f1 = windows[names.index(["c1", "c2", "f1a", "f1b"])]
-    g1 = windows[names.index(["c1.grad", "c2.grad", "g1a", "g1b"])]
-    assert wc.joined_window(inst, chain, [f0]) is None
-    assert wc.joined_window(inst, chain, [f0, g1]) is None  # c1 -> c2.grad: not co-located
-    shared = wc.joined_window(inst, chain, [f0, f1])  # consecutive: joined at c1 itself
-    assert shared is not None and shared.n_ops == 7 and shared.n_edges == 8
+    # each component touches the waist variables of its joins, adjacent in chain order
+    assert all(len(scope) <= 2 for _, _, scope in program.parts)
 
 
 def test_no_start_when_the_windows_do_not_describe_the_plan() -> None:

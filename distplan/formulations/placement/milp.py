@@ -432,8 +432,9 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
         if sched is not None and windows:
             glued = glued_start(inst, waists, windows, sched.device)
             rem = ctx.remaining_time()
+            chain_share = float(ctx.param("chain_share", 0.15))
             fallbacks = [sched.device] + ([] if glued is None else [glued.device])
-            chained = chained_start(inst, waists, windows, fallbacks, deadline=None if rem is None else time.perf_counter() + float(ctx.param("chain_share", 0.15)) * rem)
+            chained = None if chain_share <= 0 else chained_start(inst, waists, windows, fallbacks, deadline=None if rem is None else time.perf_counter() + chain_share * rem)
             if glued is not None and glued.makespan < sched.makespan:
                 sched, source = glued, "module windows' assignments glued"
             if chained is not None and chained.makespan < sched.makespan:

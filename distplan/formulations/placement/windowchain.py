@@ -33,7 +33,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.sparse import coo_matrix
@@ -93,19 +93,6 @@ def chain_windows(inst: PlacementInstance, chain: Sequence[int], deadline: float
     return out
 
 
-def tied_windows(inst: PlacementInstance, chain: Sequence[int]) -> list[list[Window]]:
-    """The windows of ``chain`` (`chain_windows`) in components: windows that share a
-    co-location group other than a waist's are one component (for `joined_window`)."""
-    windows = chain_windows(inst, chain)
-    if not windows:
-        return []
-    groups = np.unique(inst.colocation_groups(), return_inverse=True)[1]
-    free = np.ones(int(groups.max()) + 1, dtype=bool)
-    free[groups[list(chain)]] = False
-    comp = _components(len(windows), [np.unique(groups[w.ops]) for w in windows], free)
-    return [[windows[k] for k in np.flatnonzero(comp == c).tolist()] for c in range(int(comp.max()) + 1)]
-
-
 def _components(n_windows: int, window_groups: list[np.ndarray], tie: np.ndarray) -> np.ndarray:
     """Component label per window: windows sharing a group where ``tie`` holds."""
     rows, cols = [], []
@@ -121,6 +108,71 @@ def _components(n_windows: int, window_groups: list[np.ndarray], tie: np.ndarray
     return connected_components(graph, directed=False)[1]
 
 
+class _Problems(dict[bytes, SearchProblem]):
+    """`SearchProblem` of each window instance (by fingerprint), built when first asked."""
+
+    def __init__(self, subs: Mapping[bytes, PlacementInstance]):
+        super().__init__()
+        self.subs = subs
+
+    def __missing__(self, key: bytes) -> SearchProblem:
+        self[key] = SearchProblem(self.subs[key])
+        return self[key]
+
+
+@dataclass
+class ChainProgram:
+    """What `chained_assignment` needs that no fallback changes: the chain's windows, the
+    waist variables (``var_of``: a variable per waist co-location group, in chain order,
+    -1 for other groups), each waist variable's waist times per device (seconds), the
+    components (windows, their groups, the waist variables they touch), the device
+    renamings, each window's `SearchProblem` and the window makespans timed so far."""
+
+    groups: np.ndarray
+    windows: list[Window]
+    var_of: np.ndarray
+    waist_time: np.ndarray
+    parts: list[tuple[list[int], np.ndarray, tuple[int, ...]]]
+    maps: list[np.ndarray]
+    probs: _Problems
+    first_member: np.ndarray
+    cost_cache: dict[tuple[bytes, bytes], float] = field(default_factory=dict)  # repeated blocks are timed once
+
+
+def chain_program(inst: PlacementInstance, chain: Sequence[int], deadline: float | None = None, max_perms: int = 120) -> ChainProgram | None:
+    """The program of `chained_assignment` over ``chain``; None without waists, with one
+    device, at ``deadline`` (a ``time.perf_counter()`` value), or when a component's waist
+    groups are not adjacent in chain order (the sum is then no chain of pairs).
+    ``max_perms``: renamings tried (`improve.renamings`, with swaps beyond it)."""
+    if not chain or inst.n_devices < 2:
+        return None
+    groups = inst.colocation_groups()  # dense ids, numbered by first occurrence
+    n_groups = int(groups.max()) + 1
+    windows = chain_windows(inst, chain, deadline)
+    if not windows:
+        return None
+    var_of = np.full(n_groups, -1, dtype=np.int64)
+    for v in chain:
+        if var_of[groups[v]] < 0:
+            var_of[groups[v]] = int(var_of.max()) + 1
+    waist_time = np.zeros((int(var_of.max()) + 1, inst.n_devices))
+    for v in chain:
+        waist_time[var_of[groups[v]]] += inst.time[v]
+    wgroups = [np.unique(groups[w.ops]) for w in windows]
+    comp = _components(len(windows), wgroups, var_of < 0)
+    parts: list[tuple[list[int], np.ndarray, tuple[int, ...]]] = []
+    for c in range(int(comp.max()) + 1):
+        members = np.flatnonzero(comp == c).tolist()
+        cgroups = np.unique(np.concatenate([wgroups[w] for w in members]))
+        scope = tuple(sorted(int(var_of[g]) for g in cgroups if var_of[g] >= 0))
+        if len(scope) > 2 or (len(scope) == 2 and scope[1] != scope[0] + 1):
+            return None
+        parts.append((members, cgroups, scope))
+    maps = renamings([c for c in device_classes(inst) if c.size > 1], inst.n_devices, max_perms, swaps=True)
+    first_member = np.unique(groups, return_index=True)[1]
+    return ChainProgram(groups, windows, var_of, waist_time, parts, maps, _Problems({w.key: w.sub for w in windows}), first_member)
+
+
 def chained_assignment(
     inst: PlacementInstance,
     chain: Sequence[int],
@@ -128,64 +180,36 @@ def chained_assignment(
     fallback: np.ndarray,
     deadline: float | None = None,
     max_perms: int = 120,
+    program: ChainProgram | None = None,
 ) -> tuple[np.ndarray, float] | None:
     """A device per op of ``inst`` (module docstring) and the sum it minimizes (seconds:
     window makespans plus waist times), from the window assignments filed in ``found``
     under `segments.fingerprint` (in each window's op order) and ``fallback`` (a device per
     op: ops of no module keep it). Each component gets an equal share of the time left to
     ``deadline`` (a ``time.perf_counter()`` value) and keeps the candidates it timed by
-    then (the fallback's own first). ``max_perms``:
-    renamings tried (`improve.renamings`, with swaps beyond it). None without waists,
-    when a component's waist groups are not adjacent in chain order, when some component
-    has no candidate that fits memory, or when the deadline passes before every component
-    has timed at least the fallback's own candidate."""
-    if not chain or inst.n_devices < 2:
+    then (the fallback's own first). ``program``: `chain_program` of ``chain`` (built
+    here, with ``max_perms``, when None). None when there is no program, when some
+    component has no candidate that fits memory, or when the deadline passes before every
+    component has timed at least the fallback's own candidate."""
+    prog = chain_program(inst, chain, deadline, max_perms) if program is None else program
+    if prog is None:
         return None
     m = inst.n_devices
-    fallback = np.asarray(fallback, dtype=np.int64)
-    groups = np.unique(inst.colocation_groups(), return_inverse=True)[1]
-    n_groups = int(groups.max()) + 1
-    windows = chain_windows(inst, chain, deadline)
-    if not windows:
-        return None
-    # the waist groups are the variables, numbered in chain order
-    var_of = np.full(n_groups, -1, dtype=np.int64)
-    for v in chain:
-        if var_of[groups[v]] < 0:
-            var_of[groups[v]] = int(var_of.max()) + 1
-    n_vars = int(var_of.max()) + 1
-    waist_time = np.zeros((n_vars, m))
-    for v in chain:
-        waist_time[var_of[groups[v]]] += inst.time[v]
-    wgroups = [np.unique(groups[w.ops]) for w in windows]
-    comp = _components(len(windows), wgroups, var_of < 0)
-    n_comp = int(comp.max()) + 1
-    parts: list[tuple[list[int], np.ndarray, tuple[int, ...]]] = []
-    for c in range(n_comp):
-        members = np.flatnonzero(comp == c).tolist()
-        cgroups = np.unique(np.concatenate([wgroups[w] for w in members]))
-        scope = tuple(sorted(int(var_of[g]) for g in cgroups if var_of[g] >= 0))
-        if len(scope) > 2 or (len(scope) == 2 and scope[1] != scope[0] + 1):
-            return None
-        parts.append((members, cgroups, scope))
-    maps = renamings([c for c in device_classes(inst) if c.size > 1], m, max_perms, swaps=True)
-    probs = _Problems({w.key: w.sub for w in windows})
-    # a group's device in the fallback plan (its first member's)
-    first_member = np.full(n_groups, -1, dtype=np.int64)
-    first_member[groups[::-1]] = np.arange(inst.n_ops)[::-1]
-    base = fallback[first_member]
-    cost_cache: dict[tuple[bytes, bytes], float] = {}  # repeated blocks are timed once
+    groups, var_of = prog.groups, prog.var_of
+    n_vars = prog.waist_time.shape[0]
+    base = np.asarray(fallback, dtype=np.int64)[prog.first_member]  # a group's device: its first member's
     factors: list[tuple[np.ndarray, tuple[int, ...], dict[tuple[int, ...], tuple[float, np.ndarray]]]] = []
-    for c, (members, cgroups, scope) in enumerate(parts):
+    n_comp = len(prog.parts)
+    for c, (members, cgroups, scope) in enumerate(prog.parts):
         if deadline is not None and time.perf_counter() >= deadline:
             return None  # a component without even the fallback's candidate: no program
         until = None if deadline is None else time.perf_counter() + max(0.0, deadline - time.perf_counter()) / (n_comp - c)
-        table = _factor_table([windows[w] for w in members], probs, groups, base, found, maps, cgroups, var_of, m, until, cost_cache)
+        table = _factor_table([prog.windows[w] for w in members], prog.probs, groups, base, found, prog.maps, cgroups, var_of, m, until, prog.cost_cache)
         if not table:
             return None
         factors.append((cgroups, scope, table))
     # dynamic program along the waist variables (chain order): value[device]
-    unary = waist_time.copy()
+    unary = prog.waist_time.copy()
     pair = np.zeros((max(n_vars - 1, 0), m, m))
     free_total = 0.0
     for _, scope, table in factors:
@@ -221,18 +245,6 @@ def chained_assignment(
     return out[groups], total
 
 
-class _Problems(dict[bytes, SearchProblem]):
-    """`SearchProblem` of each window instance (by fingerprint), built when first asked."""
-
-    def __init__(self, subs: Mapping[bytes, PlacementInstance]):
-        super().__init__()
-        self.subs = subs
-
-    def __missing__(self, key: bytes) -> SearchProblem:
-        self[key] = SearchProblem(self.subs[key])
-        return self[key]
-
-
 def _factor_table(
     windows: list[Window],
     probs: Mapping[bytes, SearchProblem],
@@ -260,13 +272,14 @@ def _factor_table(
         yield base
         for win in windows:
             gw = groups[win.ops]
+            gw_groups, gw_first = np.unique(gw, return_index=True)
             for assign in reversed(found.get(win.key, ())):
                 a = np.asarray(assign, dtype=np.int64)
                 if a.shape != gw.shape:
                     continue
                 for mp in maps:
                     cand = base.copy()
-                    cand[gw[::-1]] = mp[a][::-1]  # a group split inside the window: its first op's device
+                    cand[gw_groups] = mp[a][gw_first]  # a group split inside the window: its first op's device
                     yield cand
         for at in itertools.product(range(m), repeat=scope_groups.size):
             cand = base.copy()
@@ -319,11 +332,14 @@ def chained_start(
     inception-v3-dgx1-4, from the same windows (40 s under load 6) with m-SCT's plan and
     the glued one as fallbacks: 15.29 ms before any search, against 15.93 ms glued and
     15.48 ms after 40 s of local search from the glued plan."""
+    program = chain_program(inst, chain, deadline)
+    if program is None:
+        return None
     best: Schedule | None = None
     prob = SearchProblem(inst)
     for k, fallback in enumerate(fallbacks):
         until = None if deadline is None else time.perf_counter() + max(0.0, deadline - time.perf_counter()) / (len(fallbacks) - k)
-        got = chained_assignment(inst, chain, found, fallback, deadline=until)
+        got = chained_assignment(inst, chain, found, fallback, deadline=until, program=program)
         s = None if got is None else prob.schedule(got[0])
         if s is None or got is None:
             continue
@@ -331,51 +347,3 @@ def chained_start(
         if check.feasible and check.objective <= got[1] * (1 + fit) and (best is None or check.objective < best.makespan):
             best = Schedule(device=np.asarray(s.device), start=np.asarray(check.details["start"], dtype=float), makespan=float(check.objective))
     return best
-
-
-def joined_window(inst: PlacementInstance, chain: Sequence[int], parts: Sequence[Window]) -> PlacementInstance | None:
-    """One instance for windows of ``chain`` (`chain_windows`) tied by co-location (a
-    component: Inception's forward block and its gradient block): their ops, every waist
-    at zero time, and a 0-byte edge from each window's last waist to the next window's
-    first waist (in chain order), which must be co-located; None otherwise, or when a
-    window lacks that waist, or under Baechi's channel model.
-
-    Its optimum bounds the sum of the windows' spans in any plan from below: each window's
-    ops run between its waists (its span is S(last) - C(first)), and the later window's
-    ops, shifted back by C(next first) - S(last) >= 0 (the waists follow each other in the
-    chain), start after the earlier window's last waist and overlap none of its ops; the
-    joining edge costs nothing between co-located ops, and edges between the windows' ops
-    are left out. Inside one plan the windows share
-    one assignment, which windows solved apart do not, so their bounds' sum can be lower
-    (inception-v3-dgx1-4: the joined windows' MILP optima sum to about 0.13 ms more than
-    the separate windows' incumbents). Like `segments.window_instance`, a bound of the
-    scheduling model under independent links (precedence with delays, one op per device at
-    a time, the memory of the ops it holds), seconds."""
-    if inst.communication != "independent" or len(parts) < 2:
-        return None
-    pos = {v: k for k, v in enumerate(chain)}
-    order = sorted(parts, key=lambda w: -1 if w.first is None else pos[w.first])
-    groups = inst.colocation_groups()
-    joins: list[tuple[int, int]] = []
-    for a, b in zip(order[:-1], order[1:]):
-        if a.last is None or b.first is None or groups[a.last] != groups[b.first] or pos[a.last] > pos[b.first]:
-            return None
-        if a.last != b.first:  # a shared waist joins them by itself
-            joins.append((a.last, b.first))
-    member = np.zeros((len(order), inst.n_ops), dtype=bool)
-    for k, w in enumerate(order):
-        member[k, w.ops] = True
-    keep = member.any(axis=0)
-    sub = inst.induced(keep)
-    ops = np.flatnonzero(keep)
-    at = np.cumsum(keep) - 1
-    # only the edges inside one window: an edge between two windows (a forward activation
-    # read by its gradient) may be late for the later window once it is shifted back
-    inside = (member[:, ops[sub.src]] & member[:, ops[sub.dst]]).any(axis=0)
-    ends = [v for w in order for v in (w.first, w.last) if v is not None]
-    sub.time = sub.time.copy()
-    sub.time[at[ends]] = 0.0
-    sub.src = np.concatenate([sub.src[inside], at[[a for a, _ in joins]]]).astype(np.int64)
-    sub.dst = np.concatenate([sub.dst[inside], at[[b for _, b in joins]]]).astype(np.int64)
-    sub.edge_bytes = np.concatenate([sub.edge_bytes[inside], np.zeros(len(joins))])
-    return sub
