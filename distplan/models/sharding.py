@@ -433,8 +433,9 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     sig = inst.signature_ids
     producers = inst.producers
     violations: list[str] = []
-    # strategies are interned: ``chosen[k]`` is an index into ``strategies`` (equal
-    # strategies, equal index), so the caches below are keyed by small integers
+    # strategies are interned by name: ``chosen[k]`` is an index into ``strategies`` (equal
+    # names, equal index; a missing op's replicated placeholder has its own), so the caches
+    # below are keyed by small integers; comparisons between strategies are by value
     strategies: list[Strategy] = []
     chosen: list[int] = []
     parsed: dict[str, int | str] = {}  # strategy name -> its index, or why it is malformed

@@ -28,8 +28,9 @@ Factor = tuple[tuple[int, ...], np.ndarray]
 
 
 def _finite(x: np.ndarray) -> np.ndarray:
-    """The costs with every infinite one (`INFINITE_SECONDS` and above) as inf; the array
-    itself when all are finite (the usual case: one comparison instead of a mask)."""
+    """The costs (seconds, non-negative) with every infinite one (`INFINITE_SECONDS` and
+    above) as inf; the argument itself, not a copy, when all are finite (the usual case:
+    one comparison instead of a mask), so callers copy before they write."""
     x = np.asarray(x, float)
     if x.size and x.max() < INFINITE_SECONDS:  # (NaN compares false: the masked path)
         return x
