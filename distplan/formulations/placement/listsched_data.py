@@ -213,9 +213,12 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
     n_tensors = 0
     if channels:
         # a tensor is a (producer, bytes) pair: its index keys the arrival lists
-        _, tensor = np.unique(np.stack([src_in.astype(float), bytes_in]), axis=1, return_inverse=True)
-        tensor = tensor.reshape(-1)
-        n_tensors = int(tensor.max()) + 1 if tensor.size else 0
+        o = np.lexsort((bytes_in, src_in))
+        s_o, b_o = src_in[o], bytes_in[o]
+        first = np.r_[True, (s_o[1:] != s_o[:-1]) | (b_o[1:] != b_o[:-1])] if o.size else np.zeros(0, dtype=bool)
+        tensor = np.empty(o.size, dtype=np.int64)
+        tensor[o] = np.cumsum(first) - 1
+        n_tensors = int(first.sum())
         triples = list(zip(in_src, bytes_in.tolist(), (tensor * nd).tolist()))
         cut = in_cut.tolist()
         ins = [triples[cut[v] : cut[v + 1]] for v in range(n)]
