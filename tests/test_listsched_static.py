@@ -111,3 +111,16 @@ def test_tensor_keys_and_shared_op_ids() -> None:
                 assert key_of.setdefault((u, b), k) == k
         assert len(set(key_of.values())) == len(key_of) == st.n_tensors
     assert seen > 5
+
+
+def test_topological_order_is_a_copy_of_the_shared_ids() -> None:
+    """`kahn_positions` shares the int objects of ``ids`` but never the list itself: a
+    caller that reorders its order leaves `StaticLists.ids` (``ids[i] == i``) intact."""
+    inst = instance_from_dict(random_layered_dag(300, n_devices=2, seed=1))
+    st = static_lists(inst, True)
+    order, pos = kahn_positions(inst.n_ops, inst.src, inst.dst, st.ids)
+    assert order is not st.ids and pos is not st.ids
+    order.reverse()
+    assert st.ids == list(range(inst.n_ops))
+    assert kahn_positions(inst.n_ops, inst.src, inst.dst, st.ids)[0] == list(range(inst.n_ops))
+

@@ -82,8 +82,8 @@ class SearchProblem:
         self.tail_order = tail_order and inst.communication == "independent" and inst.memory_model == "simple" and inst.n_devices > 1
         self.level = longest_path_levels(inst) if self.tail_order else None  # the graph's, for every timing
         n = inst.n_ops
-        self.topo = topological_positions(inst)
         self.static = static_lists(inst, with_members=False)  # read only: one serves every move
+        self.topo = topological_positions(inst, self.static.ids)  # the same int objects
         groups = inst.colocation_groups()
         self.groups = groups
         order = np.argsort(groups, kind="stable")

@@ -150,7 +150,8 @@ def _list_schedule(
     fpend: list[list[tuple[float, int]]] = [[] for _ in devs]
     need_heap: list[tuple[float, int]] = []  # (-bytes, op) of unforced ready ops (m-SCT)
     chan_free = [0.0] * nd
-    arrived = [-1.0] * (st.n_tensors * nd) if channels else []  # arrival (s) of a tensor on a device, at its key + device; -1: not sent
+    not_sent = -_INF  # (an arrival may be negative on an instance built with negative latency)
+    arrived = [not_sent] * (st.n_tensors * nd) if channels else []  # arrival (s) of a tensor on a device, at its key + device
     epoch = 0  # bumped whenever the channel state changes
     no_probe = (-1, 0.0, 0.0, False)
     chan_cache = [no_probe] * (n * nd) if channels else []  # at v * nd + d: (epoch, probe, its bound, books a transfer)
@@ -171,7 +172,7 @@ def _list_schedule(
                 continue
             key = k + d
             a = arrived[key]
-            if a >= 0.0:
+            if a != not_sent:
                 if a > r:
                     r = a
                 continue
@@ -205,7 +206,7 @@ def _list_schedule(
                 a = end[u]
             else:
                 a = arrived[k + d]
-                if a < 0.0:
+                if a == not_sent:
                     books = True
                     eu = end[u]
                     la, ib = lat[du][d], b * inv_bw[du][d]

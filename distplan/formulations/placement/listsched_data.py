@@ -75,7 +75,7 @@ class MemoryTimeline:
 def topological_positions(inst: PlacementInstance, ids: list[int] | None = None) -> tuple[list[int], list[int]]:
     """Kahn's order with the smallest op id first among ready ops (the order of
     `PlacementInstance.topo_order`), as (order, position of each op); O((V + E) log V).
-    ``ids``: `op_ids` to share (`StaticLists.ids`)."""
+    ``ids``: the int objects to share (`StaticLists.ids`)."""
     return kahn_positions(inst.n_ops, inst.src, inst.dst, ids)
 
 
@@ -86,8 +86,8 @@ def kahn_positions(n: int, src: np.ndarray, dst: np.ndarray, ids: list[int] | No
     else one set of int objects for both."""
     if ids is None:
         ids = list(range(n))
-    if np.all(src < dst):  # graphs' fast path
-        return ids, ids[:]
+    if np.all(src < dst):  # graphs' fast path (copies: ``ids`` itself stays as it is)
+        return ids[:], ids[:]
     order = topological_order(n, src, dst)
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
