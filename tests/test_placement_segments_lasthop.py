@@ -110,6 +110,9 @@ def test_last_stint_never_exceeds_brute_force_optimum(solved: tuple[PlacementIns
         c = compose(inst, chain, window if len(chain) > 1 else None)
         value, _ = last_stint_bound(inst, chain, c.seg)
         assert c.value - 1e-9 <= value <= opt, f"chain {chain}: {value} > optimum {opt}"
+        for few in (0, 1):  # past max_subsets: the spans' least sum or the known work, no choice enumerated
+            weaker, _ = last_stint_bound(inst, chain, c.seg, max_subsets=few)
+            assert weaker <= value + 1e-12 and weaker <= opt, f"chain {chain}, max_subsets {few}: {weaker}"
     also: list = []
     module_bound(inst, window, also=also)
     assert all(b.value <= opt for b in also)

@@ -22,8 +22,10 @@ valid in that case is a bound on the makespan. In case h:
    least of their hop gains (1.). Positions a = b, or w_h co-located with a later waist,
    make the case impossible (it is skipped).
 3. **The last stint.** From S(w_{h+1}) to the makespan, A runs the waists w_{h+1..K} and
-   every op that is co-located with one of them and descends from w_{h+1} (ops of no
-   window: the weight updates hanging off a backward pass). For each module M_j (j > h)
+   every op outside the modules M_1..M_{K-1} (ops of no window, such as the weight updates
+   hanging off a backward pass, and the tail module M_K) that is co-located with one of
+   them and descends from w_{h+1}; module ops co-located with them count only through
+   their module's choice below. For each module M_j (j > h)
    either all its ops run on A (then its span is at least their work, and their co-located
    ops that descend from w_{h+1} run on A too), or some op v does not: then every path
    w_j -> v and every path v -> w_{j+1} crosses devices, and the span is at least the
@@ -34,8 +36,9 @@ valid in that case is a bound on the makespan. In case h:
    and the work known on A), with S(w_{h+1}) bounded by the longest composition up to
    w_{h+1} with 1. and 2. in it.
 
-This is the one-machine bound with heads (Carlier, "The one-machine sequencing problem",
-EJOR 11(1), 1982) on the device of the last stint, branched on where that stint starts,
+This is a head-plus-load bound on one machine (a start no earlier than a head, then the
+machine's work; the simplest of the bounds of Carlier, "The one-machine sequencing
+problem", EJOR 11(1), 1982) on the device of the last stint, branched on where it starts,
 over the series decomposition of Möhring ("Computationally tractable classes of ordered
 sets", 1989). It sees what the windows alone cannot: ops hanging off a window (updates)
 must be run on their group's device by someone, and moving the chain off that device
