@@ -5,6 +5,8 @@ against the instance's edges, the edge sort against numpy's stable argsort, and 
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import numpy as np
 from test_placement_heuristics import random_instance
@@ -124,3 +126,20 @@ def test_topological_order_is_a_copy_of_the_shared_ids() -> None:
     assert st.ids == list(range(inst.n_ops))
     assert kahn_positions(inst.n_ops, inst.src, inst.dst, st.ids)[0] == list(range(inst.n_ops))
 
+
+
+def test_channel_arrivals_before_time_zero_count_as_sent() -> None:
+    """A tensor already sent to a device is not sent again even when its arrival is
+    negative (an instance built with negative latency, which the parser refuses): the
+    reference scheduler's plan, under the channel model, on a random 41-op instance whose
+    producers send one tensor to several consumers (a marker of -1 for "not sent" re-sent
+    them and gave another plan)."""
+    from placement_reference import reference_list_schedule
+    from test_placement_heuristics import outcome
+
+    inst = instance_from_dict(json.loads((Path(__file__).parent / "data" / "channels_shared_tensors.json").read_text()))
+    assert inst.communication == "channels"
+    latency = inst.latency.copy()
+    latency[~np.eye(inst.n_devices, dtype=bool)] = -50.0
+    inst = dataclasses.replace(inst, latency=latency)
+    assert outcome(list_schedule, inst) == outcome(reference_list_schedule, inst)
