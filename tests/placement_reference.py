@@ -9,11 +9,12 @@ must reproduce exactly (tests/test_placement_heuristics.py) and as the "old" sid
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from distplan.errors import InfeasibleError
+from distplan.formulations.placement.listsched_data import raise_no_fit
 from distplan.models.placement_instance import PlacementInstance
 
 
@@ -293,17 +294,17 @@ def reference_list_schedule(inst: PlacementInstance, favorite: np.ndarray | None
             t_next = min(t_next, float(busy.min()))
         if not np.isfinite(t_next):
             # nothing fits anywhere: report the smallest shortfall of a ready op
-            free = cap - used
             r = int(np.argmin(topo_pos[ids]))
             v = int(ids[r])
-            want = group_need[groups[v]]
+            if liveness:  # what v would keep resident against what stays resident for good
+                g = groups[v]
+                want = transient[v] + (0.0 if (group_placed[g] or fixed[v] >= 0) else group_persistent[g])
+                free = cap - np.array([math.fsum(tl.deltas) for tl in timelines])
+            else:
+                want = group_need[groups[v]]
+                free = cap - used
             d = int(fixed[v]) if fixed[v] >= 0 else int(np.argmax(free))
-            raise InfeasibleError(
-                f"{inst.name}: op {inst.op_names[v]!r} needs {int(want)} bytes but device "
-                f"{inst.device_names[d]!r} has only {int(free[d])} free (short by {int(want - free[d])} bytes); "
-                f"{placed} of {n} ops were placed",
-                {"op": inst.op_names[v], "device": inst.device_names[d], "shortfall_bytes": float(want - free[d])},
-            )
+            raise_no_fit(inst, v, d, float(want), float(free[d]), placed)  # the message's wording only
         t = t_next
         continue
 

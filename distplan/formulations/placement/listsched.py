@@ -680,9 +680,15 @@ def _list_schedule(
         if t_next == _INF:
             # nothing fits anywhere: report the smallest shortfall of a ready op
             v = min((u for u in range(n) if is_ready[u]), key=lambda u: topo_pos[u])
-            free = [cap[k] - used[k] for k in devs]
+            if liveness:  # what v would keep resident against what stays resident for good
+                g = groups[v]
+                want = transient[v] + (0.0 if (group_placed[g] or fixed[v] >= 0) else gpers[g])
+                free = [cap[k] - math.fsum(timelines[k].deltas) for k in devs]
+            else:
+                want = gneed[groups[v]]
+                free = [cap[k] - used[k] for k in devs]
             dd = fixed[v] if fixed[v] >= 0 else int(np.argmax(free))
-            raise_no_fit(inst, v, dd, gneed[groups[v]], free[dd], placed)
+            raise_no_fit(inst, v, dd, want, free[dd], placed)
         t = t_next
         due = t + 1e-12 * (t if t > 1.0 else 1.0)
         free_t = t + 1e-15

@@ -318,10 +318,15 @@ def arrival_on(src_v: list[int], bytes_v: list[float], d: int, device: list[int]
 
 
 def raise_no_fit(inst: PlacementInstance, v: int, device: int, want: float, free: float, placed: int) -> NoReturn:
-    """InfeasibleError for op v that needs ``want`` bytes where ``device`` has ``free``."""
+    """InfeasibleError for op v that needs ``want`` bytes where ``device`` has ``free``
+    (bytes; negative when the ops placed there already hold more than it has, as a fixed
+    assignment can make them)."""
+    if free < 0:
+        where = f"device {inst.device_names[device]!r} is already {int(-free)} bytes over its capacity with the ops placed there"
+    else:
+        where = f"device {inst.device_names[device]!r} has only {int(free)} free"
     raise InfeasibleError(
-        f"{inst.name}: op {inst.op_names[v]!r} needs {int(want)} bytes but device "
-        f"{inst.device_names[device]!r} has only {int(free)} free (short by {int(want - free)} bytes); "
+        f"{inst.name}: op {inst.op_names[v]!r} needs {int(want)} bytes but {where} (short by {int(want - free)} bytes); "
         f"{placed} of {inst.n_ops} ops were placed",
         {"op": inst.op_names[v], "device": inst.device_names[device], "shortfall_bytes": float(want - free)},
     )
