@@ -497,6 +497,20 @@ def _list_schedule(
                 reserved[d] = f
                 reserver[f] = d
 
+    def released(d: int) -> tuple[float, list[int], list[tuple[float, int]]]:
+        """Device d's free time (s), released ops (positions) and pending ones ((bound,
+        position)), the pending entries due by then moved to the released ones and the
+        entries of ops placed meanwhile dropped from the front."""
+        f0 = dev_free[d]
+        r, p = rel[d], pend[d]
+        while p and p[0][0] <= f0:  # released; an op placed meanwhile is dropped here
+            tp = heappop(p)[1]
+            if device[order[tp]] < 0:
+                heappush(r, tp)
+        while r and device[order[r[0]]] >= 0:  # placed elsewhere (m-ETF queues every ready op on every device): dropped
+            heappop(r)
+        return f0, r, p
+
     def select(ds: list[int], bs: float, bp: int, bd: int) -> tuple[float, int, int]:
         """The smallest (start, topological position, device) of the given one and those of
         the unreserved devices ``ds``: their ready ops are merged in order of their bounds
@@ -504,14 +518,7 @@ def _list_schedule(
         channel model an evaluated entry takes the bound of `channel_probe` when larger."""
         tops: list[tuple[float, int, int]] = []
         for d in ds:
-            f0 = dev_free[d]
-            r, p = rel[d], pend[d]
-            while p and p[0][0] <= f0:  # released; an op placed meanwhile is dropped here
-                tp = heappop(p)[1]
-                if device[order[tp]] < 0:
-                    heappush(r, tp)
-            while r and device[order[r[0]]] >= 0:  # placed elsewhere (m-ETF queues every ready op on every device): dropped
-                heappop(r)
+            f0, r, p = released(d)
             if r:
                 tops.append((f0, r[0], d))
             elif p:
@@ -571,14 +578,7 @@ def _list_schedule(
         then its pending ones by (bound, position), without the merge. An entry whose exact
         start is its bound ends the scan where it stands (no later entry comes before it), so
         the usual answer, the first entry, is read without a pop and a push back."""
-        f0 = dev_free[d]
-        r, p = rel[d], pend[d]
-        while p and p[0][0] <= f0:  # released; an op placed meanwhile is dropped here
-            tp = heappop(p)[1]
-            if device[order[tp]] < 0:
-                heappush(r, tp)
-        while r and device[order[r[0]]] >= 0:  # placed elsewhere (m-ETF queues every ready op on every device): dropped
-            heappop(r)
+        f0, r, p = released(d)
         back_r: list[int] = []
         back_p: list[tuple[float, int]] = []
         while r or p:
