@@ -65,7 +65,9 @@ from distplan.formulations.placement.listsched_data import (
     static_lists,
     topological_positions,
 )
+from distplan.models.placement_evaluate import evaluate
 from distplan.models.placement_instance import PlacementInstance
+from distplan.models.placement_plan import PlacementPlan
 
 __all__ = ["Schedule", "list_schedule", "topological_positions"]
 
@@ -77,6 +79,15 @@ class Schedule:
     device: np.ndarray  # (n,) device id per op
     start: np.ndarray  # (n,) seconds
     makespan: float
+
+
+def evaluated_schedule(inst: PlacementInstance, plan: PlacementPlan) -> Schedule | None:
+    """The independent evaluator's schedule of ``plan`` (`placement_evaluate.evaluate`: its
+    start times and makespan, seconds); None when the plan is infeasible."""
+    check = evaluate(inst, plan)
+    if not check.feasible:
+        return None
+    return Schedule(device=np.asarray(plan.device), start=np.asarray(check.details["start"], dtype=float), makespan=float(check.objective))
 
 
 def list_schedule(

@@ -43,7 +43,7 @@ from distplan.formulations.placement.descendants import precedence_load_rows, wa
 from distplan.formulations.placement.forced import forced_bound
 from distplan.formulations.placement.heuristics import single_device_schedule, topo_assignment
 from distplan.formulations.placement.improve import improve, relabelled
-from distplan.formulations.placement.listsched import Schedule, list_schedule
+from distplan.formulations.placement.listsched import Schedule, evaluated_schedule, list_schedule
 from distplan.formulations.placement.relaxation import (
     AssignIndex,
     assign_index_fields,
@@ -89,14 +89,6 @@ def identical_devices(inst: PlacementInstance) -> bool:
     )
 
 
-def _schedule_of(inst: PlacementInstance, plan: PlacementPlan) -> Schedule | None:
-    """The evaluator's schedule of a plan (None when it is infeasible)."""
-    check = evaluate(inst, plan)
-    if not check.feasible:
-        return None
-    return Schedule(device=np.asarray(plan.device), start=np.asarray(check.details["start"], dtype=float), makespan=check.objective)
-
-
 def best_heuristic(inst: PlacementInstance, ctx: RunContext | None = None) -> tuple[Schedule | None, str]:
     """The best evaluated plan of m-ETF, m-TOPO, single device and (given a context for its
     LP) m-SCT on the instance and on its coarsened graph: (schedule, name) or (None, "")."""
@@ -117,12 +109,12 @@ def heuristic_schedules(inst: PlacementInstance, ctx: RunContext | None = None) 
             s = make()
         except InfeasibleError:
             continue
-        sched = _schedule_of(inst, make_plan(inst, s.device, s.start))
+        sched = evaluated_schedule(inst, make_plan(inst, s.device, s.start))
         if sched is not None:
             found.append((sched, name))
     if ctx is not None:
         for name, plan in _sct_plans(inst, ctx):
-            sched = _schedule_of(inst, plan)
+            sched = evaluated_schedule(inst, plan)
             if sched is not None:
                 found.append((sched, name))
     return sorted(found, key=lambda f: f[0].makespan)
@@ -448,7 +440,7 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
         # a better incumbent: a smaller horizon (big-M) and a better warm start
         found, log = improve(inst, sched.device, deadline=time.perf_counter() + search_share * rem, seed=int(ctx.param("seed", 0)), target=target)
         if found is not None and found.makespan < sched.makespan:
-            checked = _schedule_of(inst, make_plan(inst, found.device, found.start))
+            checked = evaluated_schedule(inst, make_plan(inst, found.device, found.start))
             if checked is not None and checked.makespan < sched.makespan:
                 sched, source = checked, f"{source} + local search"
     if sched is not None:
@@ -556,7 +548,7 @@ def window_bound(
     if target.n_devices > 1 and sched.makespan > lower:
         better, _ = improve(target, sched.device, deadline=time.perf_counter() + min(0.3, 0.1 * limit, 0.02 * target.n_ops), target=lower)
         if better is not None and better.makespan < sched.makespan:
-            checked = _schedule_of(target, make_plan(target, better.device, better.start))
+            checked = evaluated_schedule(target, make_plan(target, better.device, better.start))
             if checked is not None and checked.makespan < sched.makespan:
                 sched = checked
                 if filed is not None:
@@ -583,7 +575,7 @@ def glued_start(inst: PlacementInstance, waists: list[int], windows: dict[bytes,
     found = relabelled(inst, glued_assignment(inst, waists, windows, fallback))
     if found is None:
         return None
-    return _schedule_of(inst, make_plan(inst, found.device, found.start))
+    return evaluated_schedule(inst, make_plan(inst, found.device, found.start))
 
 
 def _search_from(inst: PlacementInstance, ctx: RunContext, seeds: list[np.ndarray], sched: Schedule | None, source: str, target: float) -> tuple[Schedule | None, str]:
@@ -602,7 +594,7 @@ def _search_from(inst: PlacementInstance, ctx: RunContext, seeds: list[np.ndarra
             continue
         found, _ = improve(inst, begin.device, deadline=time.perf_counter() + share * rem, seed=int(ctx.param("seed", 0)), target=target)
         best = found if found is not None and found.makespan < begin.makespan else begin
-        checked = _schedule_of(inst, make_plan(inst, best.device, best.start))
+        checked = evaluated_schedule(inst, make_plan(inst, best.device, best.start))
         if checked is not None and (sched is None or checked.makespan < sched.makespan):
             sched, source = checked, "assignment relaxation + local search"
     return sched, source

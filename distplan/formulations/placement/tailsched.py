@@ -25,9 +25,9 @@ import heapq
 import numpy as np
 
 from distplan.errors import InputError
-from distplan.formulations.placement.listsched import Schedule
+from distplan.formulations.placement.listsched import Schedule, evaluated_schedule
 from distplan.formulations.placement.relaxation import heads_tails
-from distplan.models.placement_evaluate import evaluate, schedule_fixed_placement
+from distplan.models.placement_evaluate import schedule_fixed_placement
 from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import make_plan
 
@@ -97,10 +97,7 @@ def tail_priority_schedule(inst: PlacementInstance, device: np.ndarray) -> Sched
         start = schedule_fixed_placement(inst, dev, order_key=key)
     except InputError:
         return None
-    check = evaluate(inst, make_plan(inst, dev, start))
-    if not check.feasible:
-        return None
-    return Schedule(device=dev, start=np.asarray(check.details["start"], dtype=float), makespan=float(check.objective))
+    return evaluated_schedule(inst, make_plan(inst, dev, start))
 
 
 def polished(inst: PlacementInstance, sched: Schedule) -> Schedule:

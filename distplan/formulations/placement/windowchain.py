@@ -40,12 +40,11 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from distplan.formulations.placement.improve import SearchProblem, renamings
-from distplan.formulations.placement.listsched import Schedule
+from distplan.formulations.placement.listsched import Schedule, evaluated_schedule
 from distplan.formulations.placement.listsched_data import successors
 from distplan.formulations.placement.relaxation import device_classes
 from distplan.formulations.placement.segments import fingerprint, window_instance
 from distplan.formulations.placement.waist import reachable
-from distplan.models.placement_evaluate import evaluate
 from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import make_plan
 
@@ -343,7 +342,7 @@ def chained_start(
         s = None if got is None else prob.schedule(got[0])
         if s is None or got is None:
             continue
-        check = evaluate(inst, make_plan(inst, s.device, s.start))
-        if check.feasible and check.objective <= got[1] * (1 + fit) and (best is None or check.objective < best.makespan):
-            best = Schedule(device=np.asarray(s.device), start=np.asarray(check.details["start"], dtype=float), makespan=float(check.objective))
+        timed = evaluated_schedule(inst, make_plan(inst, s.device, s.start))
+        if timed is not None and timed.makespan <= got[1] * (1 + fit) and (best is None or timed.makespan < best.makespan):
+            best = timed
     return best
