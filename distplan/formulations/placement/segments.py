@@ -230,6 +230,49 @@ def module_bound(
     return Bound(round_down(c.value), source, grade)
 
 
+@dataclass(frozen=True)
+class Window:
+    """One module between consecutive waists: its window instance, the ops of ``inst`` it
+    holds (sorted, the window's op order; the waists included), its fingerprint, and its
+    first and last waist (None: none)."""
+
+    sub: PlacementInstance
+    ops: np.ndarray
+    key: bytes
+    first: int | None = None
+    last: int | None = None
+
+
+def chain_windows(inst: PlacementInstance, chain: Sequence[int], deadline: float | None = None) -> list[Window] | None:
+    """The windows of the modules between consecutive waists of ``chain`` (as in
+    `compose`), empty modules between two waists included (their window holds the
+    two waists: it costs the transfer between them); None at ``deadline`` (a
+    ``time.perf_counter()`` value)."""
+    n, k = inst.n_ops, len(chain)
+    succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
+    anc, desc = [], []
+    for v in chain:
+        if deadline is not None and time.perf_counter() >= deadline:
+            return None
+        anc.append(reachable(n, pred, v))
+        desc.append(reachable(n, succ, v))
+    everything = np.ones(n, dtype=bool)
+    out: list[Window] = []
+    for i in range(k + 1):
+        if deadline is not None and time.perf_counter() >= deadline:
+            return None
+        module = (everything if i == 0 else desc[i - 1]) & (everything if i == k else anc[i])
+        module[list(chain)] = False
+        first, last = (chain[i - 1] if i > 0 else None), (chain[i] if i < k else None)
+        if not module.any() and (first is None or last is None):
+            continue
+        sub = window_instance(inst, module, first, last)
+        keep = module.copy()
+        keep[[v for v in (first, last) if v is not None]] = True
+        out.append(Window(sub, np.flatnonzero(keep), fingerprint(sub), first, last))
+    return out
+
+
 def glued_assignment(inst: PlacementInstance, chain: list[int], found: Mapping[bytes, Sequence[np.ndarray]], fallback: np.ndarray, max_perms: int = 120) -> np.ndarray:
     """A device per op of ``inst`` glued from its modules' assignments: for the modules
     between consecutive waists of ``chain`` in order (as in `compose`), the window
@@ -242,27 +285,15 @@ def glued_assignment(inst: PlacementInstance, chain: list[int], found: Mapping[b
     split by the gluing goes to its first member's device. The gluing of sub-schedules at
     series (module) boundaries of Möhring's decomposition, "Computationally tractable
     classes of ordered sets", 1989."""
-    n, k = inst.n_ops, len(chain)
     dev = np.asarray(fallback, dtype=np.int64).copy()
-    if k == 0 or not found:
+    if not chain or not found:
         return dev
-    succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
-    anc = [reachable(n, pred, v) for v in chain]
-    desc = [reachable(n, succ, v) for v in chain]
     options_renamed = renamings([c for c in device_classes(inst) if c.size > 1], inst.n_devices, max_perms, swaps=True)
-    everything = np.ones(n, dtype=bool)
-    for i in range(k + 1):
-        module = (everything if i == 0 else desc[i - 1]) & (everything if i == k else anc[i])
-        if not module.any():
-            continue
-        first, last = (chain[i - 1] if i > 0 else None), (chain[i] if i < k else None)
-        sub = window_instance(inst, module, first, last)
-        options = found.get(fingerprint(sub), ())
+    for window in chain_windows(inst, chain) or []:
+        options = found.get(window.key, ())
         if not options:
             continue
-        keep = module.copy()
-        keep[[v for v in (first, last) if v is not None]] = True
-        ops = np.flatnonzero(keep)
+        sub, ops, first = window.sub, window.ops, window.first
         pos_first = None if first is None else int(np.searchsorted(ops, first))
         prob = SearchProblem(sub)
         best: tuple[float, np.ndarray] | None = None

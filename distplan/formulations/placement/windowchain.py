@@ -41,55 +41,10 @@ from scipy.sparse.csgraph import connected_components
 
 from distplan.formulations.placement.improve import SearchProblem, renamings
 from distplan.formulations.placement.listsched import Schedule, evaluated_schedule
-from distplan.formulations.placement.listsched_data import successors
 from distplan.formulations.placement.relaxation import device_classes
-from distplan.formulations.placement.segments import fingerprint, window_instance
-from distplan.formulations.placement.waist import reachable
+from distplan.formulations.placement.segments import Window, chain_windows
 from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import make_plan
-
-
-@dataclass(frozen=True)
-class Window:
-    """One module between consecutive waists: its window instance, the ops of ``inst`` it
-    holds (sorted, the window's op order; the waists included), its fingerprint, and its
-    first and last waist (None: none)."""
-
-    sub: PlacementInstance
-    ops: np.ndarray
-    key: bytes
-    first: int | None = None
-    last: int | None = None
-
-
-def chain_windows(inst: PlacementInstance, chain: Sequence[int], deadline: float | None = None) -> list[Window] | None:
-    """The windows of the modules between consecutive waists of ``chain`` (as in
-    `segments.compose`), empty modules between two waists included (their window holds the
-    two waists: it costs the transfer between them); None at ``deadline`` (a
-    ``time.perf_counter()`` value)."""
-    n, k = inst.n_ops, len(chain)
-    succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
-    anc, desc = [], []
-    for v in chain:
-        if deadline is not None and time.perf_counter() >= deadline:
-            return None
-        anc.append(reachable(n, pred, v))
-        desc.append(reachable(n, succ, v))
-    everything = np.ones(n, dtype=bool)
-    out: list[Window] = []
-    for i in range(k + 1):
-        if deadline is not None and time.perf_counter() >= deadline:
-            return None
-        module = (everything if i == 0 else desc[i - 1]) & (everything if i == k else anc[i])
-        module[list(chain)] = False
-        first, last = (chain[i - 1] if i > 0 else None), (chain[i] if i < k else None)
-        if not module.any() and (first is None or last is None):
-            continue
-        sub = window_instance(inst, module, first, last)
-        keep = module.copy()
-        keep[[v for v in (first, last) if v is not None]] = True
-        out.append(Window(sub, np.flatnonzero(keep), fingerprint(sub), first, last))
-    return out
 
 
 def _components(n_windows: int, window_groups: list[np.ndarray], tie: np.ndarray) -> np.ndarray:
