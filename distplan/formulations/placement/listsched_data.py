@@ -213,12 +213,7 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
     n_tensors = 0
     if channels:
         # a tensor is a (producer, bytes) pair: its index keys the arrival lists
-        o = np.lexsort((bytes_in, src_in))
-        s_o, b_o = src_in[o], bytes_in[o]
-        first = np.r_[True, (s_o[1:] != s_o[:-1]) | (b_o[1:] != b_o[:-1])] if o.size else np.zeros(0, dtype=bool)
-        tensor = np.empty(o.size, dtype=np.int64)
-        tensor[o] = np.cumsum(first) - 1
-        n_tensors = int(first.sum())
+        tensor, n_tensors = tensor_ids(src_in, bytes_in)
         triples = list(zip(in_src, bytes_in.tolist(), (tensor * nd).tolist()))
         cut = in_cut.tolist()
         ins = [triples[cut[v] : cut[v + 1]] for v in range(n)]
@@ -231,7 +226,7 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
         in_bytes=bytes_in.tolist(),
         out_cut=np.concatenate([[0], np.cumsum(outdeg)]).tolist(),
         out_dst=shared_ints(inst.dst[e_out], ids),
-        distinct=distinct_inputs(inst) if channels else [],
+        distinct=_distinct(indeg, tensor, n_tensors) if channels else [],
         times=(time_a[:, 0] if same_time else time_a.ravel()).tolist(),
         t_op=1 if same_time else nd,
         t_dev=0 if same_time else 1,
@@ -252,17 +247,32 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
     )
 
 
+def tensor_ids(src: np.ndarray, nbytes: np.ndarray) -> tuple[np.ndarray, int]:
+    """Per edge (producer ``src``, ``nbytes`` bytes) the index of its tensor, the distinct
+    (producer, bytes) pairs numbered in sorted order (NaN bytes: a tensor of its own), and
+    their number."""
+    o = np.lexsort((nbytes, src))
+    s_o, b_o = src[o], nbytes[o]
+    first = np.r_[True, (s_o[1:] != s_o[:-1]) | (b_o[1:] != b_o[:-1])] if o.size else np.zeros(0, dtype=bool)
+    tensor = np.empty(o.size, dtype=np.int64)
+    tensor[o] = np.cumsum(first) - 1
+    return tensor, int(first.sum())
+
+
+def _distinct(indeg: np.ndarray, tensor: np.ndarray, n_tensors: int) -> list[bool]:
+    """Per op: no two of its in-edges (``indeg`` each, their ``tensor`` ids in op order)
+    carry the same tensor."""
+    pair = np.sort(np.repeat(np.arange(indeg.size, dtype=np.int64), indeg) * max(n_tensors, 1) + tensor)
+    distinct = np.ones(indeg.size, dtype=bool)
+    distinct[pair[1:][pair[1:] == pair[:-1]] // max(n_tensors, 1)] = False
+    return distinct.tolist()  # type: ignore[no-any-return]
+
+
 def distinct_inputs(inst: PlacementInstance) -> list[bool]:
     """Per op: no two of its in-edges carry the same tensor (producer and bytes)."""
-    n = inst.n_ops
-    distinct = np.ones(n, dtype=bool)
-    pair = np.sort(inst.dst * n + inst.src)
-    if pair.size > 1 and np.any(pair[1:] == pair[:-1]):  # parallel edges: compare their bytes
-        o = np.lexsort((inst.edge_bytes, inst.src, inst.dst))
-        d, s, b = inst.dst[o], inst.src[o], inst.edge_bytes[o]
-        same = (d[1:] == d[:-1]) & (s[1:] == s[:-1]) & (b[1:] == b[:-1])
-        distinct[d[1:][same]] = False
-    return distinct.tolist()  # type: ignore[no-any-return]
+    e_in = edges_by(inst.dst, inst.n_ops)
+    tensor, n_tensors = tensor_ids(inst.src[e_in], inst.edge_bytes[e_in].astype(float))
+    return _distinct(np.bincount(inst.dst, minlength=inst.n_ops), tensor, n_tensors)
 
 
 def independent_arrival(src_v: list[int], bytes_v: list[float], device: list[int], end: list[float], st: StaticLists) -> list[float]:
