@@ -52,6 +52,7 @@ from distplan.errors import InfeasibleError
 from distplan.formulations.placement.listsched import Schedule, list_schedule, topological_positions
 from distplan.formulations.placement.listsched_data import static_lists
 from distplan.formulations.placement.relaxation import device_classes, heads_tails, longest_path_levels
+from distplan.formulations.placement.sinkfill import sinks_in_gaps
 from distplan.formulations.placement.tailsched import tail_priority_order
 from distplan.models.placement_instance import PlacementInstance
 
@@ -75,12 +76,14 @@ class SearchProblem:
     """Static data of one instance for the search: colocation groups, inputs per op, graph
     slack at fastest times (seconds), memory needs (bytes), topological positions."""
 
-    def __init__(self, inst: PlacementInstance, tail_order: bool = True):
+    def __init__(self, inst: PlacementInstance, tail_order: bool = True, sink_fill: bool = True):
         self.inst = inst
         #: under independent links and the simple memory model (where memory does not
         #: depend on timing), also time each assignment by `tailsched`; the better wins
         self.tail_order = tail_order and inst.communication == "independent" and inst.memory_model == "simple" and inst.n_devices > 1
         self.level = longest_path_levels(inst) if self.tail_order else None  # the graph's, for every timing
+        #: with the same models, also move the sinks into idle gaps (`sinkfill`) when that ends first
+        self.sink_fill = sink_fill and self.tail_order and bool(np.any((np.bincount(inst.src, minlength=inst.n_ops) == 0) & (inst.time.max(axis=1) > 0)))
         n = inst.n_ops
         self.static = static_lists(inst, with_members=False)  # read only: one serves every move
         self.topo = topological_positions(inst, self.static.ids)  # the same int objects
@@ -101,8 +104,9 @@ class SearchProblem:
 
     def schedule(self, device: np.ndarray) -> Schedule | None:
         """The list schedule of a fixed assignment, or (``tail_order``) its
-        longest-tail-first order (`tailsched`) when that ends first (None when memory does
-        not fit)."""
+        longest-tail-first order (`tailsched`) when that ends first, and then (``sink_fill``)
+        that schedule with its sinks moved into idle gaps (`sinkfill`) when that ends first
+        (None when memory does not fit)."""
         inst = self.inst
         if self.simple and np.any(np.bincount(device, weights=self.need, minlength=inst.n_devices) > inst.device_memory * (1 + 1e-12)):
             return None
@@ -115,6 +119,12 @@ class SearchProblem:
             span = float((start + inst.time[np.arange(inst.n_ops), device]).max())
             if span < found.makespan:
                 found = Schedule(device=np.asarray(device, dtype=np.int64).copy(), start=start, makespan=span)
+        if self.sink_fill:
+            start = sinks_in_gaps(inst, found.device, found.start)
+            if start is not None:
+                span = float((start + inst.time[np.arange(inst.n_ops), found.device]).max())
+                if span < found.makespan:
+                    found = Schedule(device=np.asarray(found.device, dtype=np.int64).copy(), start=start, makespan=span)
         return found
 
     def key(self, s: Schedule) -> tuple[float, float]:

@@ -30,6 +30,7 @@ Seconds throughout.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -39,7 +40,7 @@ import numpy as np
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from distplan.formulations.placement.improve import SearchProblem, renamings
+from distplan.formulations.placement.improve import SearchProblem, improve, renamings
 from distplan.formulations.placement.listsched import Schedule, evaluated_schedule
 from distplan.formulations.placement.relaxation import device_classes
 from distplan.formulations.placement.segments import Window, chain_windows
@@ -135,6 +136,7 @@ def chained_assignment(
     deadline: float | None = None,
     max_perms: int = 120,
     program: ChainProgram | None = None,
+    extra: Mapping[int, Sequence[np.ndarray]] | None = None,
 ) -> tuple[np.ndarray, float] | None:
     """A device per op of ``inst`` (module docstring) and the sum it minimizes (seconds:
     window makespans plus waist times), from the window assignments filed in ``found``
@@ -144,7 +146,9 @@ def chained_assignment(
     then (the fallback's own first). ``program``: `chain_program` of ``chain`` (built
     here, with ``max_perms``, when None). None when there is no program, when some
     component has no candidate that fits memory, or when the deadline passes before every
-    component has timed at least the fallback's own candidate."""
+    component has timed at least the fallback's own candidate. ``extra``: more candidates
+    of a component (by its index in ``program.parts``), each a device per co-location
+    group (`joint_candidates`), timed right after the fallback's own."""
     prog = chain_program(inst, chain, deadline, max_perms) if program is None else program
     if prog is None:
         return None
@@ -158,7 +162,8 @@ def chained_assignment(
         if deadline is not None and time.perf_counter() >= deadline:
             return None  # a component without even the fallback's candidate: no program
         until = None if deadline is None else time.perf_counter() + max(0.0, deadline - time.perf_counter()) / (n_comp - c)
-        table = _factor_table([prog.windows[w] for w in members], prog.probs, groups, base, found, prog.maps, cgroups, var_of, m, until, prog.cost_cache)
+        more = () if extra is None else extra.get(c, ())
+        table = _factor_table([prog.windows[w] for w in members], prog.probs, groups, base, found, prog.maps, cgroups, var_of, m, until, prog.cost_cache, more)
         if not table:
             return None
         factors.append((cgroups, scope, table))
@@ -211,10 +216,12 @@ def _factor_table(
     m: int,
     deadline: float | None,
     cost_cache: dict[tuple[bytes, bytes], float],
+    extra: Sequence[np.ndarray] = (),
 ) -> dict[tuple[int, ...], tuple[float, np.ndarray]]:
     """One component's best candidate (cost in seconds, a device per group) for each
     choice of devices (of ``m``) of the waist groups it touches (in chain order), among,
-    in this order: the fallback's group devices ``base``; every filed assignment of its
+    in this order: the fallback's group devices ``base``; ``extra`` (a device per group,
+    only the component's groups ``cgroups`` taken); every filed assignment of its
     windows (the last filed, the window MILP's incumbent, first) under each of ``maps``,
     completed from ``base``; ``base`` with the waist groups set to every choice; ``base``
     under each of ``maps``. Candidates are timed until ``deadline`` (``base`` always, so
@@ -224,6 +231,10 @@ def _factor_table(
 
     def candidates() -> Iterator[np.ndarray]:
         yield base
+        for got in extra:
+            cand = base.copy()
+            cand[cgroups] = np.asarray(got, dtype=np.int64)[cgroups]
+            yield cand
         for win in windows:
             gw = groups[win.ops]
             gw_groups, gw_first = np.unique(gw, return_index=True)
@@ -265,6 +276,71 @@ def _factor_table(
     return table
 
 
+def joint_instance(inst: PlacementInstance, windows: Sequence[Window]) -> tuple[PlacementInstance, np.ndarray] | None:
+    """The windows of one component in series (chain order): disjoint copies of their
+    window instances, each window's last waist joined to the next window's first waist by
+    an edge of 0 bytes, and every op co-located as in ``inst`` (so copies of one op, and
+    the ops of one group, share a device). In a traced training graph the joined waists
+    (a forward block's closing join and its gradient's opening join) are co-located, so
+    the joint makespan (seconds) is the sum of the windows' makespans under one
+    assignment: what a component costs in `chained_assignment`. (instance, the op of
+    ``inst`` behind each of its ops) or None when a window lacks a waist to join."""
+    if len(windows) < 2 or any(w.last is None for w in windows[:-1]) or any(w.first is None for w in windows[1:]):
+        return None
+    groups = inst.colocation_groups()
+    subs = [w.sub for w in windows]
+    offset = np.cumsum([0] + [sub.n_ops for sub in subs])
+    joined = copy.copy(subs[0])
+    joined.name = f"{inst.name}-joint"
+    joined.op_names = [f"{name}#{k}" for k, sub in enumerate(subs) for name in sub.op_names]
+    for attr in ("time", "memory", "temporary", "output"):
+        setattr(joined, attr, np.concatenate([getattr(sub, attr) for sub in subs]))
+    ops = np.concatenate([w.ops for w in windows])
+    joined.colocate = [f"group {g}" for g in groups[ops].tolist()]
+    ends = [(int(offset[k] + np.searchsorted(a.ops, a.last)), int(offset[k + 1] + np.searchsorted(b.ops, b.first))) for k, (a, b) in enumerate(zip(windows[:-1], windows[1:]))]
+    joined.src = np.concatenate([sub.src + offset[k] for k, sub in enumerate(subs)] + [np.asarray([a for a, _ in ends], dtype=np.int64)])
+    joined.dst = np.concatenate([sub.dst + offset[k] for k, sub in enumerate(subs)] + [np.asarray([b for _, b in ends], dtype=np.int64)])
+    joined.edge_bytes = np.concatenate([sub.edge_bytes for sub in subs] + [np.zeros(len(ends))])
+    joined.document = None
+    return joined, ops
+
+
+def joint_candidates(
+    inst: PlacementInstance, program: ChainProgram, device: np.ndarray, deadline: float | None = None, seed: int = 0, max_evals: int = 200
+) -> dict[int, list[np.ndarray]]:
+    """For each component of several windows (a forward block and its gradient block), the
+    local search (`improve.improve`) on its `joint_instance` from ``device`` (a device per
+    op of ``inst``), each component within an equal share of the time left to
+    ``deadline`` (a ``time.perf_counter()`` value): the assignment it finds when it ends
+    before the start, as a device per co-location group (the other groups as in
+    ``device``), by component index (for ``extra`` of `chained_assignment`). At most
+    ``max_evals`` schedules each (on inception-v3-dgx1-4, 150 find all that 600 do). The windows'
+    own solver sees one window at a time, so a block pair's joint optimum (one assignment
+    for both, co-located) is often none of the filed pairs: on inception-v3-dgx1-4 the
+    chained plan's Mixed_5b pair spans 0.8793 ms where the joint optimum is 0.8545 ms
+    (proven by the placement MILP on the joint instance)."""
+    dev = np.asarray(device, dtype=np.int64)
+    base = dev[program.first_member]
+    multi = [(c, [program.windows[w] for w in members]) for c, (members, _, _) in enumerate(program.parts) if len(members) > 1]
+    out: dict[int, list[np.ndarray]] = {}
+    for k, (c, windows) in enumerate(multi):
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
+        built = joint_instance(inst, windows)
+        if built is None:
+            continue
+        joined, ops = built
+        until = None if deadline is None else time.perf_counter() + max(0.0, deadline - time.perf_counter()) / (len(multi) - k)
+        found, log = improve(joined, dev[ops], deadline=until, seed=seed, max_evals=max_evals)
+        if found is None or found.makespan >= log.start_makespan:
+            continue
+        cand = base.copy()
+        _, first = np.unique(program.groups[ops], return_index=True)
+        cand[program.groups[ops[first]]] = found.device[first]
+        out[c] = [cand]
+    return out
+
+
 def chained_start(
     inst: PlacementInstance,
     chain: Sequence[int],
@@ -272,10 +348,12 @@ def chained_start(
     fallbacks: Sequence[np.ndarray],
     deadline: float | None = None,
     fit: float = 0.02,
+    joint: bool = True,
+    seed: int = 0,
 ) -> Schedule | None:
     """The best evaluated plan of `chained_assignment` from each of ``fallbacks`` (a device
     per op; ops of no window keep it, which matters on devices that differ), each within
-    an equal share of the time to ``deadline`` (a ``time.perf_counter()`` value), each
+    an equal share of 0.4 of the time to ``deadline`` (a ``time.perf_counter()`` value), each
     device ordered by `SearchProblem.schedule`; None when there is none, none fits, or
     its makespan exceeds the sum it minimized by more than ``fit`` (relative): then the
     windows do not describe the plan (resnet-50-dgx1-4: 18.09 ms against a sum of 17.29,
@@ -285,19 +363,50 @@ def chained_start(
     `segments.glued_assignment`'s gluing, which the caller passes as a fallback:
     inception-v3-dgx1-4, from the same windows (40 s under load 6) with m-SCT's plan and
     the glued one as fallbacks: 15.29 ms before any search, against 15.93 ms glued and
-    15.48 ms after 40 s of local search from the glued plan."""
-    program = chain_program(inst, chain, deadline)
+    15.48 ms after 40 s of local search from the glued plan.
+
+    With ``joint``, the first plan gets 0.35 of the time and, when it is found, the block
+    pairs are re-solved as one (`joint_candidates`, from the first plan, within 0.3 of the
+    time left), the program is run again with those candidates (0.3 of the time left), and
+    that plan improved by the local search (`improve.improve`, ``seed``, until ``deadline``,
+    or 500 schedules without one); the better of
+    it and the first plan is the result. The second plan's windows sum less, but the
+    weight updates it moves (outside every window) can make it end later before the
+    search (inception-v3-dgx1-4: sum 15.2158 -> 15.1843 ms, plan 15.2885 -> 15.2921 ms,
+    15.2752 ms after 500 moves, where the first plan has no improving move)."""
+    def until(share: float) -> float | None:  # a share of the time left
+        return None if deadline is None else time.perf_counter() + share * max(0.0, deadline - time.perf_counter())
+
+    program = chain_program(inst, chain, until(0.35 if joint else 1.0))
     if program is None:
         return None
-    best: Schedule | None = None
     prob = SearchProblem(inst)
-    for k, fallback in enumerate(fallbacks):
-        until = None if deadline is None else time.perf_counter() + max(0.0, deadline - time.perf_counter()) / (len(fallbacks) - k)
-        got = chained_assignment(inst, chain, found, fallback, deadline=until, program=program)
-        s = None if got is None else prob.schedule(got[0])
-        if s is None or got is None:
-            continue
-        timed = evaluated_schedule(inst, make_plan(inst, s.device, s.start))
-        if timed is not None and timed.makespan <= got[1] * (1 + fit) and (best is None or timed.makespan < best.makespan):
-            best = timed
-    return best
+
+    def planned(extra: Mapping[int, Sequence[np.ndarray]] | None, until: float | None) -> Schedule | None:
+        best: Schedule | None = None
+        for k, fallback in enumerate(fallbacks):
+            share = None if until is None else time.perf_counter() + max(0.0, until - time.perf_counter()) / (len(fallbacks) - k)
+            got = chained_assignment(inst, chain, found, fallback, deadline=share, program=program, extra=extra)
+            s = None if got is None else prob.schedule(got[0])
+            if s is None or got is None:
+                continue
+            timed = evaluated_schedule(inst, make_plan(inst, s.device, s.start))
+            if timed is not None and timed.makespan <= got[1] * (1 + fit) and (best is None or timed.makespan < best.makespan):
+                best = timed
+        return best
+
+    best = planned(None, until(0.35 if joint else 1.0))
+    if not joint or best is None or (deadline is not None and time.perf_counter() >= deadline):
+        return best
+    extra = joint_candidates(inst, program, best.device, until(0.3), seed)
+    if not extra:
+        return best
+    second = planned(extra, until(0.3))
+    if second is None or np.array_equal(second.device, best.device):
+        return best
+    found_s, _ = improve(inst, second.device, deadline=deadline, seed=seed, max_evals=None if deadline is not None else 500)
+    if found_s is not None and found_s.makespan < second.makespan:
+        again = evaluated_schedule(inst, make_plan(inst, found_s.device, found_s.start))
+        if again is not None and again.makespan < second.makespan:
+            second = again
+    return second if second.makespan < best.makespan else best
