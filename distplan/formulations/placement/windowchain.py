@@ -352,8 +352,9 @@ def chained_start(
     seed: int = 0,
 ) -> Schedule | None:
     """The best evaluated plan of `chained_assignment` from each of ``fallbacks`` (a device
-    per op; ops of no window keep it, which matters on devices that differ), each within
-    an equal share of 0.4 of the time to ``deadline`` (a ``time.perf_counter()`` value), each
+    per op; ops of no window keep it, which matters on devices that differ), one after the
+    other until ``deadline`` (a ``time.perf_counter()`` value; the windows timed for one
+    are cached for the next), each
     device ordered by `SearchProblem.schedule`; None when there is none, none fits, or
     its makespan exceeds the sum it minimized by more than ``fit`` (relative): then the
     windows do not describe the plan (resnet-50-dgx1-4: 18.09 ms against a sum of 17.29,
@@ -365,11 +366,11 @@ def chained_start(
     the glued one as fallbacks: 15.29 ms before any search, against 15.93 ms glued and
     15.48 ms after 40 s of local search from the glued plan.
 
-    With ``joint``, the first plan gets 0.35 of the time and, when it is found, the block
-    pairs are re-solved as one (`joint_candidates`, from the first plan, within 0.3 of the
-    time left), the program is run again with those candidates (0.3 of the time left), and
-    that plan improved by the local search (`improve.improve`, ``seed``, until ``deadline``,
-    or 500 schedules without one); the better of
+    With ``joint``, when the first plan is found before ``deadline``, the block pairs are
+    re-solved as one (`joint_candidates`, from the first plan, within 0.4 of the time
+    left), the program is run again with those candidates (0.5 of the time left), and
+    that plan, when it ends no earlier than the first, improved by the local search
+    (`improve.improve`, ``seed``, until ``deadline``, or 500 schedules without one); the better of
     it and the first plan is the result. The second plan's windows sum less, but the
     weight updates it moves (outside every window) can make it end later before the
     search (inception-v3-dgx1-4: sum 15.2158 -> 15.1843 ms, plan 15.2885 -> 15.2921 ms,
@@ -377,16 +378,15 @@ def chained_start(
     def until(share: float) -> float | None:  # a share of the time left
         return None if deadline is None else time.perf_counter() + share * max(0.0, deadline - time.perf_counter())
 
-    program = chain_program(inst, chain, until(0.35 if joint else 1.0))
+    program = chain_program(inst, chain, deadline)
     if program is None:
         return None
     prob = SearchProblem(inst)
 
     def planned(extra: Mapping[int, Sequence[np.ndarray]] | None, until: float | None) -> Schedule | None:
         best: Schedule | None = None
-        for k, fallback in enumerate(fallbacks):
-            share = None if until is None else time.perf_counter() + max(0.0, until - time.perf_counter()) / (len(fallbacks) - k)
-            got = chained_assignment(inst, chain, found, fallback, deadline=share, program=program, extra=extra)
+        for fallback in fallbacks:  # the first one times most windows; the others hit the cache
+            got = chained_assignment(inst, chain, found, fallback, deadline=until, program=program, extra=extra)
             s = None if got is None else prob.schedule(got[0])
             if s is None or got is None:
                 continue
@@ -395,15 +395,17 @@ def chained_start(
                 best = timed
         return best
 
-    best = planned(None, until(0.35 if joint else 1.0))
+    best = planned(None, deadline)
     if not joint or best is None or (deadline is not None and time.perf_counter() >= deadline):
         return best
-    extra = joint_candidates(inst, program, best.device, until(0.3), seed)
+    extra = joint_candidates(inst, program, best.device, until(0.4), seed)
     if not extra:
         return best
-    second = planned(extra, until(0.3))
+    second = planned(extra, until(0.5))
     if second is None or np.array_equal(second.device, best.device):
         return best
+    if second.makespan < best.makespan:
+        return second  # the caller's search goes on from the better start
     found_s, _ = improve(inst, second.device, deadline=deadline, seed=seed, max_evals=None if deadline is not None else 500)
     if found_s is not None and found_s.makespan < second.makespan:
         again = evaluated_schedule(inst, make_plan(inst, found_s.device, found_s.start))
