@@ -143,3 +143,36 @@ def test_channel_arrivals_before_time_zero_count_as_sent() -> None:
     latency[~np.eye(inst.n_devices, dtype=bool)] = -50.0
     inst = dataclasses.replace(inst, latency=latency)
     assert outcome(list_schedule, inst) == outcome(reference_list_schedule, inst)
+
+
+def test_arrivals_from_the_largest_remote_one_match_the_general_form() -> None:
+    """`independent_arrival` with ``remote_last`` (every device but the largest remote
+    arrival's gets that arrival) gives the per-device maximum of the general form, bit for
+    bit, on random inputs with ties, zero bytes and local producers; the flag is off when a
+    delay could put an arrival before its tensor's end (negative latency, NaN bytes)."""
+    from distplan.formulations.placement.listsched_data import independent_arrival
+
+    rng = np.random.default_rng(5)
+    for seed in range(40):
+        inst = random_instance(seed)
+        st = static_lists(inst, False)
+        if not st.homogeneous:
+            continue
+        assert st.remote_last == (st.lat0 >= 0 and all(b >= 0 for b in st.in_bytes))
+        general = dataclasses.replace(st, remote_last=False)
+        nd = inst.n_devices
+        for _ in range(30):
+            k = int(rng.integers(0, 6))
+            src = rng.integers(0, 8, size=k).tolist()
+            nbytes = rng.choice([0.0, 10.0, 20.0], size=k).tolist()
+            device = rng.integers(0, nd, size=8).tolist()
+            end = (rng.integers(0, 4, size=8) * 0.5).tolist()
+            assert independent_arrival(src, nbytes, device, end, st) == independent_arrival(src, nbytes, device, end, general)
+    inst = instance_from_dict(random_layered_dag(50, n_devices=3, seed=2))
+    assert static_lists(inst, False).remote_last
+    latency = inst.latency.copy()
+    latency[~np.eye(3, dtype=bool)] = -1.0
+    assert not static_lists(dataclasses.replace(inst, latency=latency), False).remote_last
+    nan_bytes = inst.edge_bytes.astype(float)
+    nan_bytes[0] = np.nan
+    assert not static_lists(dataclasses.replace(inst, edge_bytes=nan_bytes), False).remote_last

@@ -175,6 +175,7 @@ class StaticLists:
     homogeneous: bool  # every pair of distinct devices has the same latency and bandwidth
     lat0: float  # that latency (s) and inverse bandwidth (s/byte)
     ib0: float
+    remote_last: bool  # homogeneous, and no transfer arrives before its tensor's end (delays and bytes finite, >= 0)
 
     def outs(self, v: int) -> list[int]:
         """The consumers of op v's out-edges, in edge id order."""
@@ -217,6 +218,9 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
         triples = list(zip(in_src, bytes_in.tolist(), (tensor * nd).tolist()))
         cut = in_cut.tolist()
         ins = [triples[cut[v] : cut[v + 1]] for v in range(n)]
+    homogeneous = bool(nd == 1 or (np.ptp(inst.latency[off]) == 0 and np.ptp(inv[off]) == 0))
+    lat0 = float(inst.latency[off][0]) if nd > 1 else 0.0
+    ib0 = float(inv[off][0]) if nd > 1 else 0.0
     return StaticLists(
         ids=ids,
         ins=ins,
@@ -241,9 +245,10 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
         indeg=indeg.tolist(),
         inv_bw=inv.tolist(),
         lat=np.asarray(inst.latency, dtype=float).tolist(),
-        homogeneous=bool(nd == 1 or (np.ptp(inst.latency[off]) == 0 and np.ptp(inv[off]) == 0)),
-        lat0=float(inst.latency[off][0]) if nd > 1 else 0.0,
-        ib0=float(inv[off][0]) if nd > 1 else 0.0,
+        homogeneous=homogeneous,
+        lat0=lat0,
+        ib0=ib0,
+        remote_last=homogeneous and 0 <= lat0 < _INF and 0 <= ib0 < _INF and bool(np.all((bytes_in >= 0) & (bytes_in < _INF))),
     )
 
 
@@ -278,7 +283,9 @@ def distinct_inputs(inst: PlacementInstance) -> list[bool]:
 def independent_arrival(src_v: list[int], bytes_v: list[float], device: list[int], end: list[float], st: StaticLists) -> list[float]:
     """Arrival time (s) of an op's last input on every device without channel contention,
     its inputs from producers ``src_v`` (``bytes_v`` bytes each) placed on ``device`` and
-    ending at ``end`` (s)."""
+    ending at ``end`` (s). With ``st.remote_last`` the largest remote arrival is at least every
+    local one: only its device's arrival differs (the runner-up from another device, or the
+    local inputs)."""
     nd = len(st.lat)
     if st.homogeneous:  # one delay per tensor: the largest remote arrival and the runner-up
         lat0, ib0 = st.lat0, st.ib0
@@ -298,7 +305,7 @@ def independent_arrival(src_v: list[int], bytes_v: list[float], device: list[int
                 dev1 = du
             elif du != dev1 and a > top2:
                 top2 = a
-        rt = [lo if lo >= top1 else top1 for lo in loc]
+        rt = [top1] * nd if st.remote_last else [lo if lo >= top1 else top1 for lo in loc]
         if dev1 >= 0:
             lo = loc[dev1]
             rt[dev1] = lo if lo >= top2 else top2
