@@ -240,13 +240,14 @@ def _sct_lp_sizes(inst: PlacementInstance) -> None:
 class DagSamples:
     """One heuristic on one random layered DAG: formulation wall and CPU seconds of each run,
     the makespan (s), the old code's median wall (s, first round only) and makespan, and a
-    note."""
+    note; ``first``: the CPU seconds of each process's first run."""
 
     form: str
     label: str
     edges: int
     wall: list[float]
     cpu: list[float]
+    first: list[float]
     makespan: float
     old_wall: float
     old_makespan: float
@@ -282,7 +283,7 @@ def _dag_rows(n: int, runs: int, old_max_ops: int) -> list[DagSamples]:
         old_t, old_obj = float("nan"), float("nan")
         if n <= old_max_ops and form != "baechi_sct":
             old_t, _, old_obj = _timed(inst, form, runs, True, **params)
-        rows.append(DagSamples(form, label, inst.n_edges, wall[form], cpu[form], objs[form], old_t, old_obj, note))
+        rows.append(DagSamples(form, label, inst.n_edges, wall[form], cpu[form], cpu[form][:1], objs[form], old_t, old_obj, note))
     return rows
 
 
@@ -306,7 +307,8 @@ def speed(sizes: list[int], runs: int, gnmt_runs: int, old_max_ops: int, same_pr
     (measured: a register-only spinner or a DRAM-bound copier beside it gave the same
     spread), while a 100k-op run averages over such states. Samples of both sizes taken in
     turn over the same minutes meet the same states; the ratio is printed of the medians
-    (the criterion's figure) and of the minimums (each size at its least disturbed)."""
+    (the criterion's figure) and of the minimums (each size at its least disturbed); "1st
+    runs" is the median of each process's first run (one-off costs show there)."""
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     print("Fused GNMT-v2 (gnmt-v2-4gpu-channels, --fold), formulation seconds (wall; CPU of this process), median of", gnmt_runs)
     print(f"{'formulation':<22} {'new s':>8} {'new cpu':>8} {'min cpu':>8} {'old s':>8} {'old cpu':>8} {'speed-up':>9} {'new ms':>9} {'old ms':>9}")
@@ -339,14 +341,15 @@ def speed(sizes: list[int], runs: int, gnmt_runs: int, old_max_ops: int, same_pr
                     assert got.makespan == row.makespan, f"{row.form}: makespans differ between processes"
                     got.wall += row.wall
                     got.cpu += row.cpu
+                    got.first += row.first
             print(f"  round {k + 1}: {n} ops done (load {os.getloadavg()[0]:.2f})", flush=True)
-    print(f"{'ops':>8} {'edges':>8} {'formulation':<22} {'wall med':>8} {'cpu med':>8} {'cpu min':>8} {'cpu max':>8} {'old s':>8} "
+    print(f"{'ops':>8} {'edges':>8} {'formulation':<22} {'wall med':>8} {'cpu med':>8} {'cpu min':>8} {'cpu max':>8} {'1st runs':>8} {'old s':>8} "
           f"{'makespan s':>11} {'old makespan':>13}  note")
     for n in sizes:
         for form, _ in HEURISTICS:
             r = samples[(form, n)]
             print(f"{n:>8} {r.edges:>8} {r.label:<22} {statistics.median(r.wall):>8.3f} {statistics.median(r.cpu):>8.3f} {min(r.cpu):>8.3f} "
-                  f"{max(r.cpu):>8.3f} {r.old_wall:>8.3f} {r.makespan:>11.4f} {r.old_makespan:>13.4f}  {r.note}")
+                  f"{max(r.cpu):>8.3f} {statistics.median(r.first):>8.3f} {r.old_wall:>8.3f} {r.makespan:>11.4f} {r.old_makespan:>13.4f}  {r.note}")
     if len(sizes) >= 2:
         lo, hi = min(sizes), max(sizes)
         print(f"\nratio of formulation time {hi} / {lo} ops (target <= 12 for x10 ops, and <= 60 s at 100k): CPU of the medians"
