@@ -292,3 +292,18 @@ def test_joint_pairs_reach_the_optimum_the_windows_alone_miss() -> None:
         z = [np.zeros(other.n_ops, dtype=np.int64)]
         a, b = wc.chained_start(other, ch, filed, z, joint=False), wc.chained_start(other, ch, filed, z)
         assert a is not None and b is not None and b.makespan <= a.makespan + 1e-12
+
+
+def test_the_joint_phases_keep_the_deadline() -> None:
+    """Six blocks on four devices with weight updates (every window assignment filed, a DP
+    of several seconds when unbounded): a 0.3 s budget ends within it (loosely), and any
+    plan it returns is one the evaluator accepts."""
+    rng = np.random.default_rng(1)
+    inst = training([float(t) for t in rng.integers(1, 6, 24)], [float(b) for b in rng.integers(0, 4, 24)], modules=6, devices=4, update=0.3)
+    chain = cut_waists(inst)
+    found = window_options(inst, chain)
+    t0 = time.perf_counter()
+    got = wc.chained_start(inst, chain, found, [np.zeros(inst.n_ops, dtype=np.int64)], deadline=time.perf_counter() + 0.3, fit=np.inf)
+    assert time.perf_counter() - t0 < 0.3 + 0.7
+    if got is not None:
+        assert evaluate(inst, make_plan(inst, got.device, got.start)).feasible
