@@ -147,6 +147,7 @@ def _list_schedule(
 
     # -- dynamic state ----------------------------------------------------------------------
     device = [-1] * n
+    done = [False] * n  # by topological position: placed (queue entries are positions)
     start = array("d", bytes(8 * n))  # written once per op: no float object kept
     end = [0.0] * n
     dev_free = [0.0] * nd
@@ -332,7 +333,7 @@ def _list_schedule(
         r, p = (frel[d], fpend[d]) if unforced_blocked() else (rel[d], pend[d])
         while p and p[0][0] <= f0:  # released; an op placed meanwhile is dropped here
             tp = heappop(p)[1]
-            if device[order[tp]] < 0:
+            if not done[tp]:
                 heappush(r, tp)
         stash_r: list[int] = []
         stash_p: list[tuple[float, int]] = []
@@ -456,6 +457,7 @@ def _list_schedule(
                     else:
                         heappush(fpend[d], (a, topo_pos[w]))
         device[v] = d
+        done[tp] = True
         start[v] = s
         ev = s + times[v * t_op + d * t_dev]
         end[v] = ev
@@ -516,9 +518,9 @@ def _list_schedule(
         r, p = rel[d], pend[d]
         while p and p[0][0] <= f0:  # released; an op placed meanwhile is dropped here
             tp = heappop(p)[1]
-            if device[order[tp]] < 0:
+            if not done[tp]:
                 heappush(r, tp)
-        while r and device[order[r[0]]] >= 0:  # placed elsewhere (m-ETF queues every ready op on every device): dropped
+        while r and done[r[0]]:  # placed elsewhere (m-ETF queues every ready op on every device): dropped
             heappop(r)
         return f0, r, p
 
