@@ -381,7 +381,7 @@ def chained_start(
     program = chain_program(inst, chain, deadline)
     if program is None:
         return None
-    prob = SearchProblem(inst)
+    prob = SearchProblem(inst, sink_fill=True)
 
     def planned(extra: Mapping[int, Sequence[np.ndarray]] | None, until: float | None) -> Schedule | None:
         best: Schedule | None = None
