@@ -77,3 +77,41 @@ def test_pareto_of_a_small_table_keyed_by_tuples_equals_the_coded_path(seed: int
         big = chain_fronts._pareto(t, group, dom)
     assert small.live == big.live == group
     assert np.array_equal(small.asg, big.asg) and np.array_equal(small.cost, big.cost) and np.array_equal(small.mem, big.mem)
+
+
+@pytest.mark.parametrize("mesh", [4, (2, 2)])
+def test_cost_tables_equal_the_cost_model_op_by_op(mesh: int | tuple[int, int]) -> None:
+    """`CostTables` (layouts and op costs looked up once per tensor / signature and
+    strategy) gives, bit for bit, the sums of `op_cost` over a node's members and
+    `reshard_seconds` over its inner links and an edge's links, added in member and link
+    order."""
+    from distplan.formulations.sharding.costgraph import CostTables, build_skeleton
+    from distplan.instances.transformer import transformer
+    from distplan.models.sharding_costs import op_cost, reshard_seconds, tensor_spec
+
+    inst = transformer(2, 256, 4, 128, 8, 1000, mesh=mesh, device="V100", memory=1e15)
+    sk = build_skeleton(inst)
+    tables = CostTables(inst)
+    ctx = inst.cost_context
+    for i in range(sk.num_nodes):
+        nc = tables.node(sk, i)
+        ops = sk.members(i)
+        for k, chosen in enumerate(nc.strategies):
+            cost = mem = 0.0
+            for op, strategy in zip(ops, chosen):
+                got = op_cost(inst.semantics(op), strategy, ctx)
+                cost += got.seconds
+                mem += got.memory
+            for a, b, slot in sk.node_internal(i):
+                src = inst.semantics(ops[a]).output
+                cost += reshard_seconds(src, tensor_spec(src, chosen[a]), tensor_spec(inst.semantics(ops[b]).inputs[slot], chosen[b]), ctx)
+            assert nc.cost[k] == cost and nc.memory[k] == mem
+    for e in range(sk.num_edges):
+        u, v = int(sk.edge_u[e]), int(sk.edge_v[e])
+        nu, nv = tables.node(sk, u), tables.node(sk, v)
+        want = np.zeros((len(nu.strategies), len(nv.strategies)))
+        for a, b, slot in sk.edge_links(e):
+            src = inst.semantics(sk.members(u)[a]).output
+            dst = inst.semantics(sk.members(v)[b]).inputs[slot]
+            want += np.array([[reshard_seconds(src, tensor_spec(src, su[a]), tensor_spec(dst, sv[b]), ctx) for sv in nv.strategies] for su in nu.strategies])
+        assert np.array_equal(tables.edge(sk, e), want)

@@ -207,6 +207,16 @@ class CostTables:
         self._ops: dict[tuple[int, Strategy], tuple[float, float]] = {}
         #: per (op signature id, producer's output layout): the follower's strategy
         self._follow: dict[tuple[int, Spec], Strategy] = {}
+        #: per (id of the tensor, strategy): its layout (`tensor_spec`)
+        self._specs: dict[tuple[int, Strategy], Spec] = {}
+
+    def _spec(self, tensor: TensorSem, strategy: Strategy) -> Spec:
+        """`tensor_spec`, once per (tensor, strategy)."""
+        key = (id(tensor), strategy)
+        got = self._specs.get(key)
+        if got is None:
+            got = self._specs[key] = tensor_spec(tensor, strategy)
+        return got
 
     def _bind(self, sk: Skeleton) -> None:
         """Label ids are per skeleton: the tables serve the first skeleton they are given."""
@@ -239,31 +249,33 @@ class CostTables:
         producer = [pos[inst.producers[k][0]] if j else -1 for j, k in enumerate(ops)]
         root = enumerate_strategies(sems[0], ctx)
         strategies: list[tuple[Strategy, ...]] = []
-        cost = np.zeros(len(root))
-        memory = np.zeros(len(root))
+        cost: list[float] = []  # sums in the same order as on arrays: same floats
+        memory: list[float] = []
         out_specs: list[list[Spec]] = [[] for _ in ops]
-        op_costs, follow = self._ops, self._follow
+        op_costs, follow, spec_of = self._ops, self._follow, self._spec
         for s, st in enumerate(root):
             chosen: list[Strategy] = [st]
             for j in range(1, len(ops)):
-                spec = tensor_spec(sems[producer[j]].output, chosen[producer[j]])
+                spec = spec_of(sems[producer[j]].output, chosen[producer[j]])
                 got = follow.get((sig[j], spec))
                 if got is None:
                     got = follow[(sig[j], spec)] = follow_strategy(sems[j], spec, ctx)
                 chosen.append(got)
+            c_s = m_s = 0.0
             for j, sem in enumerate(sems):
                 c = op_costs.get((sig[j], chosen[j]))
                 if c is None:
                     full = op_cost(sem, chosen[j], ctx)
                     c = op_costs[(sig[j], chosen[j])] = (full.seconds, full.memory)
-                cost[s] += c[0]
-                memory[s] += c[1]
-                out_specs[j].append(tensor_spec(sem.output, chosen[j]))
+                c_s += c[0]
+                m_s += c[1]
+                out_specs[j].append(spec_of(sem.output, chosen[j]))
             for a, b, slot in internal:
-                src = sems[a].output
-                cost[s] += self._reshard(src, out_specs[a][s], tensor_spec(sems[b].inputs[slot], chosen[b]))
+                c_s += self._reshard(sems[a].output, out_specs[a][s], spec_of(sems[b].inputs[slot], chosen[b]))
+            cost.append(c_s)
+            memory.append(m_s)
             strategies.append(tuple(chosen))
-        return NodeCosts(strategies, cost, memory, out_specs)
+        return NodeCosts(strategies, np.array(cost, dtype=float), np.array(memory, dtype=float), out_specs)
 
     def _reshard(self, tensor: TensorSem, src: Spec, dst: Spec) -> float:
         """`reshard_seconds`, once per (tensor, layouts)."""
@@ -291,7 +303,7 @@ class CostTables:
         for a, b, slot in links:
             tensor = inst.semantics(ops[start[u] + a]).output
             dst_tensor = inst.semantics(ops[start[v] + b]).inputs[slot]
-            dst_specs = [tensor_spec(dst_tensor, st[b]) for st in nv.strategies]
+            dst_specs = [self._spec(dst_tensor, st[b]) for st in nv.strategies]
             M += np.array([[self._reshard(tensor, src, dst) for dst in dst_specs] for src in nu.out_specs[a]])
         return M
 
