@@ -380,8 +380,9 @@ def improve(
     a makespan <= ``target`` (a proven lower bound, seconds). ``tail_order``: under
     independent links and simple memory each assignment is also timed longest-tail-first
     (`tailsched`).
-    Returns the best schedule (None when the start does not fit memory), its sinks moved
-    into idle gaps when that ends first (`SearchProblem.filled`), and the log."""
+    Returns the best schedule (None when the start does not fit memory) or, when one ends
+    first, the best of the schedules it stepped to with their sinks moved into idle gaps
+    (`SearchProblem.filled`), and the log."""
     prob = SearchProblem(inst, tail_order)
     rng = np.random.default_rng(seed)
     log = SearchLog()
@@ -394,6 +395,7 @@ def improve(
         return None, log
     ck = prob.key(cur)
     best, bk = cur, ck
+    shown = prob.filled(cur)  # the best plan with its sinks moved, over every step taken
     log.start_makespan = cur.makespan
     log.history.append(cur.makespan)
     visited = {dev.tobytes()}
@@ -451,11 +453,15 @@ def improve(
             stuck = 0 if step[0] < bk else stuck
         ck, dev, cur = step
         log.accepted += 1
+        moved = prob.filled(cur)
+        if moved.makespan < shown.makespan:
+            shown = moved
         if ck < bk:
             best, bk = cur, ck
             if cur.makespan < log.history[-1]:
                 log.history.append(cur.makespan)
-    best = prob.filled(best)
+    if shown.makespan < best.makespan:
+        best = shown
     log.makespan = best.makespan
     return best, log
 
