@@ -301,12 +301,14 @@ def speed(sizes: list[int], runs: int, gnmt_runs: int, old_max_ops: int, same_pr
     On the DAGs each heuristic is run ``runs`` times per size, split over ``rounds`` fresh
     processes per size (unless ``same_process``) that take turns between the sizes (10k,
     100k, 10k, 100k, ...), the heuristics interleaved within each. Why: on this shared
-    2-vCPU virtual machine a 10k-op run (~0.1 s) samples the machine's state of the moment,
-    which stays for a second or so and differs from one process to the next by up to ~1.7x
-    in CPU time, with no context switch during the run and whatever runs on the other vCPU
-    (measured: a register-only spinner or a DRAM-bound copier beside it gave the same
-    spread), while a 100k-op run averages over such states. Samples of both sizes taken in
-    turn over the same minutes meet the same states; the ratio is printed of the medians
+    2-vCPU virtual machine the same 10k-op run (~0.1 s of CPU) took 0.09-0.15 s from one
+    process to the next (best of 7 runs each, load ~5), fairly steady within a process; the
+    slow processes had no context switch during a run, and neither address-space
+    randomisation, the hash seed, the garbage collector, warm or evicted caches (128 MB
+    written between runs) nor what ran on the other vCPU (none, a register-only spinner, a
+    DRAM-bound copier) moved it. The state comes from outside this process, and a 100k-op
+    run (~1 s) averages over it where a 10k-op run samples one. Samples of both sizes taken
+    in turn over the same minutes meet the same states; the ratio is printed of the medians
     (the criterion's figure) and of the minimums (each size at its least disturbed); "1st
     runs" is the median of each process's first run (one-off costs show there)."""
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
