@@ -31,7 +31,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,8 @@ from distplan.formulations.placement import relaxation
 from distplan.formulations.placement.descendants import precedence_load_rows, waiting_load_rows, window_load_rows
 from distplan.formulations.placement.forced import forced_bound
 from distplan.formulations.placement.heuristics import single_device_schedule, topo_assignment
-from distplan.formulations.placement.improve import improve, relabelled
+from distplan.formulations.placement.improve import SearchProblem, improve, relabelled
+from distplan.formulations.placement.joined import device_automorphisms, orbit_representatives
 from distplan.formulations.placement.listsched import Schedule, evaluated_schedule, list_schedule
 from distplan.formulations.placement.relaxation import (
     AssignIndex,
@@ -417,7 +418,14 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
         windows: dict[bytes, list[np.ndarray]] = {}
         waists: list[int] = []
         stint: list[Bound] = []
-        b = module_bound(inst, lambda sub, until, lower, stage: window_bound(sub, ctx, until, lower, stage, found=windows), deadline=None if rem is None else time.perf_counter() + module_share * rem, waists=waists, also=stint)
+        b = module_bound(
+            inst,
+            lambda sub, until, lower, stage: window_bound(sub, ctx, until, lower, stage, found=windows),
+            deadline=None if rem is None else time.perf_counter() + module_share * rem,
+            waists=waists,
+            also=stint,
+            solve_joined=(lambda sub, part, keys, until, lower: joined_bound(sub, part, ctx, until, lower, keys, found=windows)) if ctx.param("joined_windows", True) else None,
+        )
         if b is not None:
             bounds.append(b)
         bounds += stint
@@ -560,6 +568,156 @@ def window_bound(
     result = child.solve_model(model, warm_start=warm_start(target, model, index))
     if filed is not None and result.has_solution:
         filed.append(np.argmax(result.values_by_block["assign"], axis=1))
+    if result.bound is None or not np.isfinite(result.bound):
+        return None
+    return max(0.0, result.bound - relaxation.dual_bound_margin(target, result.bound)) / SCALE
+
+
+@dataclass(frozen=True)
+class JoinedIndex(MilpIndex):
+    """The MILP's index on a joined instance (`joined`): the part of each op (0 or 1), each
+    part's proven lower span (microseconds), and one op (``fixed_op``, -1: none) whose
+    device is one of ``fixed_to`` (representatives of the orbits of the device
+    automorphisms, `joined.device_automorphisms`)."""
+
+    part: np.ndarray
+    span_lb: np.ndarray
+    fixed_op: int
+    fixed_to: np.ndarray
+
+
+def prepare_joined(inst: PlacementInstance, params: Mapping[str, Any]) -> JoinedIndex:
+    """`prepare_milp` with ``incumbent`` a schedule of both parts whose ``makespan`` is the
+    sum of its two spans (so the horizon bounds each span of some optimum: spans are
+    nonnegative), the disjunctions only between ops of one part (the parts have time axes
+    of their own), ``part``, ``span_lb`` (seconds, per part), ``fixed_op`` and ``fixed_to``."""
+    base = prepare_milp(inst, {"incumbent": params["incumbent"]})
+    part = np.asarray(params["part"], dtype=np.int64)
+    same = part[base.pair_i] == part[base.pair_j]
+    values = {f.name: getattr(base, f.name) for f in fields(MilpIndex)}
+    values.update(pair_i=base.pair_i[same], pair_j=base.pair_j[same], big_m_ij=base.big_m_ij[same], big_m_ji=base.big_m_ji[same])
+    lb = np.minimum(np.asarray(params.get("span_lb", (0.0, 0.0)), dtype=float) * SCALE, base.horizon)
+    return JoinedIndex(**values, part=part, span_lb=lb, fixed_op=int(params.get("fixed_op", -1)), fixed_to=np.asarray(params.get("fixed_to", ()), dtype=np.int64))
+
+
+def joined_spans(model: Model, inst: PlacementInstance, index: JoinedIndex) -> None:
+    """One span per part, at least its proven lower bound: span_k >= s_i + p_i(x) + q_i for
+    the ops of part k, and span_k >= the load of part k on each device; minimize their sum."""
+    s, x, dur = model["start"], model["assign"], model.expression("duration")
+    span = model.add_vars("span", 2, lb=index.span_lb, ub=np.full(2, index.horizon))
+    for k in range(2):
+        ops = np.flatnonzero(index.part == k)
+        if ops.size == 0:
+            continue
+        model.add_constraints(f"span-{k}", s[ops] + dur[ops] - span[k] <= -index.q[ops])
+        model.add_constraints(f"span-load-{k}", (x[ops] * index.P[ops]).sum(axis=0) - span[k] <= 0)
+    model.minimize(span.sum())
+
+
+def fixed_device(model: Model, inst: PlacementInstance, index: JoinedIndex) -> None:
+    """The device of ``fixed_op`` among ``fixed_to`` (device automorphisms broken)."""
+    if index.fixed_op < 0 or index.fixed_to.size == 0:
+        return
+    other = np.setdiff1d(np.arange(inst.n_devices), index.fixed_to)
+    if other.size:
+        model.set_bounds(model["assign"][index.fixed_op, other], ub=0.0)
+
+
+#: the placement MILP on a joined instance (`joined`): the sum of two windows' spans
+JOINED_MILP = ModelSpec(
+    "placement_milp_joined",
+    prepare_joined,
+    (assignment, symmetry, start_times, precedence_with_communication, no_overlap, memory_capacity, joined_spans, fixed_device),
+)
+
+
+def joined_bound(
+    sub: PlacementInstance,
+    part: np.ndarray,
+    ctx: RunContext,
+    deadline: float,
+    lower: tuple[float, float] = (0.0, 0.0),
+    keys: tuple[bytes, bytes] | None = None,
+    found: dict[bytes, list[np.ndarray]] | None = None,
+    gap: float = 1e-4,
+    exact_devices: int = 6,
+) -> float | None:
+    """A proven lower bound (seconds) on the value of the joined instance ``sub`` (parts
+    ``part``, `joined`): the dual bound of `JOINED_MILP` less the safety margin
+    (`relaxation.dual_bound_margin`), solved until ``deadline`` (a ``time.perf_counter()``
+    value) to a relative ``gap`` in a context of its own. ``lower``: proven lower bounds of
+    the two windows' spans (seconds). On `interchangeable` of ``sub`` (with the symmetry
+    rows) when its devices differ and are more than ``exact_devices``; otherwise as it is,
+    one op's device fixed to the representatives of the device automorphisms' orbits.
+    Horizon and warm start: the best of the joined instance's heuristic plans and, with
+    ``found`` and ``keys`` (the two windows' `segments.fingerprint`), the windows' filed
+    assignments put together (each renamed by every automorphism, either window deciding
+    the shared co-location groups), each part timed by its list schedule; the incumbent's
+    two parts are filed back under ``keys``. None without a plan or time, or when the
+    lower bounds are within the gap of the best plan."""
+    differ = sub.n_devices > 1 and not identical_devices(sub)
+    target = interchangeable(sub) if differ and sub.n_devices > exact_devices else sub
+    groups = target.colocation_groups()
+    _, lead, inverse = np.unique(groups, return_index=True, return_inverse=True)
+    probs = [SearchProblem(target.induced(part == k)) for k in range(2)]
+    autos = device_automorphisms(target) if differ and target is sub else [np.arange(target.n_devices)]
+
+    def timed(dev: np.ndarray) -> tuple[float, np.ndarray] | None:
+        dev = np.asarray(dev, dtype=np.int64)[lead][inverse]  # co-location groups together
+        start = np.zeros(target.n_ops)
+        total = 0.0
+        for k, prob in enumerate(probs):
+            s = prob.schedule(dev[part == k])
+            if s is None:
+                return None
+            start[part == k] = s.start
+            total += s.makespan
+        return total, start
+
+    cands: list[np.ndarray] = []
+    heur, _ = best_heuristic(target)
+    if heur is not None:
+        cands.append(np.asarray(heur.device))
+    if found is not None and keys is not None and target.n_devices == sub.n_devices:
+        lists = [found.get(key, [])[-3:] for key in keys]
+        for da in lists[0]:
+            for db in lists[1]:
+                for sigma in autos:
+                    both = np.empty(target.n_ops, dtype=np.int64)
+                    both[part == 0], both[part == 1] = da, sigma[np.asarray(db, dtype=np.int64)]
+                    for decides in (0, 1):  # that part's devices for the shared groups
+                        by_group = np.zeros(groups.max() + 1, dtype=np.int64)
+                        by_group[groups[part != decides]] = both[part != decides]
+                        by_group[groups[part == decides]] = both[part == decides]
+                        cands.append(by_group[groups])
+    best: tuple[float, np.ndarray, np.ndarray] | None = None
+    for dev in cands:
+        got = timed(dev)
+        if got is not None and (best is None or got[0] < best[0]):
+            best = (got[0], np.asarray(dev, dtype=np.int64)[lead][inverse], got[1])
+    limit = deadline - time.perf_counter()
+    if best is None or limit <= 0.05 or sum(lower) >= best[0] / (1 + gap):
+        return None
+    total, dev, start = best
+    fixed_op, fixed_to = -1, np.zeros(0, dtype=np.int64)
+    if len(autos) > 1:
+        reps = orbit_representatives(autos, target.n_devices)
+        sigma = min(autos, key=lambda s: int(s[dev[0]]))  # maps op 0's device to its orbit's least
+        dev, fixed_op, fixed_to = sigma[dev], 0, reps
+    incumbent = Schedule(device=dev, start=start, makespan=total)
+    model, index = JOINED_MILP.build(target, {"incumbent": incumbent, "part": part, "span_lb": lower, "fixed_op": fixed_op, "fixed_to": fixed_to}, name=f"{sub.name}-joined")
+    vector = warm_start(target, model, index)
+    if vector is not None:
+        block = model.var_blocks["span"]
+        vector[block.start : block.stop] = [max(float((start + target.time[np.arange(target.n_ops), dev])[part == k].max(initial=0.0)) * SCALE, index.span_lb[k]) for k in range(2)]
+    child = ctx.child(time_limit=max(deadline - time.perf_counter(), 0.01))
+    child.options = child.options.with_(mip_gap=gap)
+    result = child.solve_model(model, warm_start=vector)
+    if found is not None and keys is not None and target.n_devices == sub.n_devices:
+        got = [dev] + ([np.argmax(result.values_by_block["assign"], axis=1)] if result.has_solution else [])
+        for assign in got:
+            for k, key in enumerate(keys):
+                found.setdefault(key, []).append(np.asarray(assign)[part == k])
     if result.bound is None or not np.isfinite(result.bound):
         return None
     return max(0.0, result.bound - relaxation.dual_bound_margin(target, result.bound)) / SCALE

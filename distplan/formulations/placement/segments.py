@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from distplan.formulations.placement.improve import SearchProblem, renamings
+from distplan.formulations.placement.joined import joined_instance, tied_pairs
 from distplan.formulations.placement.lasthop import SOURCE as LAST_STINT
 from distplan.formulations.placement.lasthop import last_stint_bound
 from distplan.formulations.placement.listsched_data import successors
@@ -63,6 +64,11 @@ SOURCE = "series composition over cut waists with each module's optimum"
 #: (a ``time.perf_counter()`` value) given one already proven (seconds), at a stage (0:
 #: quick, 1: thorough, after every window had its quick one), or None
 WindowSolver = Callable[[PlacementInstance, float, float, int], "float | None"]
+#: a lower bound (seconds) on the value of a joined instance (`joined`: two windows'
+#: spans summed) with its parts (0, 1 per op), the two windows' fingerprints, proven until
+#: a deadline (a ``time.perf_counter()`` value) given the windows' proven bounds (seconds),
+#: or None
+JoinedSolver = Callable[[PlacementInstance, np.ndarray, tuple[bytes, bytes], float, tuple[float, float]], "float | None"]
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,8 @@ class Composition:
     whose bound came from ``solve_window``, and of all non-empty modules; ``seg``: every
     segment's bound (seconds, nodes 0..K+1: the start, the waists, the end), ``windows``:
     how many of them came from ``solve_window``, ``desc`` and ``anc``: each waist's
-    descendants and ancestors (boolean per op; for `lasthop`)."""
+    descendants and ancestors (boolean per op; for `lasthop`); ``joined``: the pairs of
+    windows whose joined bound (`joined`) is in ``value`` (0: the longest composition is)."""
 
     value: float
     waists: int
@@ -81,6 +88,7 @@ class Composition:
     windows: int = 0
     desc: Sequence[np.ndarray] = ()
     anc: Sequence[np.ndarray] = ()
+    joined: int = 0
 
 
 def cut_waists(inst: PlacementInstance, deadline: float | None = None) -> list[int]:
@@ -125,7 +133,9 @@ def fingerprint(sub: PlacementInstance) -> bytes:
     return b"|".join(np.asarray(a.shape, dtype=np.int64).tobytes() + np.ascontiguousarray(a).tobytes() for a in parts)
 
 
-def compose(inst: PlacementInstance, chain: list[int], solve_window: WindowSolver | None = None, deadline: float | None = None, max_ops: int = 40) -> Composition:
+def compose(
+    inst: PlacementInstance, chain: list[int], solve_window: WindowSolver | None = None, deadline: float | None = None, max_ops: int = 40, solve_joined: JoinedSolver | None = None
+) -> Composition:
     """The best composition (module docstring) over sub-chains of ``chain`` (ops each a
     descendant of the one before; ValueError otherwise), by a longest path over the waists
     as in `waist.best_composition`. Segments, until ``deadline`` (a ``time.perf_counter()``
@@ -134,7 +144,11 @@ def compose(inst: PlacementInstance, chain: list[int], solve_window: WindowSolve
     ``solve_window``, the windows of those with 1..``max_ops`` ops, smallest first, at
     stage 0 (identical windows, such as repeated blocks, solved once), then at stage 1;
     (3) the segments from the start to a waist and from a waist to the end, smallest
-    first, by both. It returns when done, before the deadline if it can: the segments
+    first, by both; (4) with ``solve_joined``, the windows of disjoint pairs of modules
+    tied by co-location (`joined.tied_pairs`, each module of 1..``max_ops`` ops), smallest
+    first, identical pairs solved once: the composition over the consecutive modules with
+    each pair's two bounds replaced by its joined bound (`joined`, when higher) is the
+    value when it beats the longest composition. It returns when done, before the deadline if it can: the segments
     between two waists that are not consecutive, which `waist.waist_bound` composes, left
     resnet-50-dgx1-4 and inception-v3-dgx1-4 where they were (30 s standalone)."""
     n, k = inst.n_ops, len(chain)
@@ -182,8 +196,11 @@ def compose(inst: PlacementInstance, chain: list[int], solve_window: WindowSolve
     todo = sorted((ij for ij in consecutive if size[ij]), key=lambda ij: size[ij])
     for idx, ij in enumerate(todo):
         refine(ij, len(todo) - idx + 1)
+    joined = joined_bounds(inst, chain, seg, between, consecutive, size, solve_joined, until, late, max_ops) if solve_joined is not None else {}
+    covered = {ij for pair in joined for ij in pair}  # a joined bound sees both windows exactly
     for idx, ij in enumerate(todo):
-        refine(ij, len(todo) - idx + 1, stage=1)
+        if ij not in covered:
+            refine(ij, len(todo) - idx + 1, stage=1)
     ends = sorted({(0, j) for j in range(2, k + 2)} | {(i, k + 1) for i in range(k - 1, 0, -1)}, key=lambda ij: int(between(*ij).sum()))
     for idx, ij in enumerate(ends):
         if late():
@@ -191,13 +208,78 @@ def compose(inst: PlacementInstance, chain: list[int], solve_window: WindowSolve
         size[ij] = int(between(*ij).sum())
         seg[ij] = segment_bound(inst.induced(between(*ij)), until(2 * (len(ends) - idx))) if size[ij] else 0.0
         refine(ij, 2 * (len(ends) - idx))
+    gains = {(ia, ib): v - seg[ia] - seg[ib] for (ia, ib), v in joined.items() if v > seg[ia] + seg[ib]}
     value, path = longest_composition(seg, p[chain])
     used = list(zip(path[:-1], path[1:]))
+    series = sum(seg[ij] for ij in consecutive) + float(p[chain].sum()) + sum(gains.values())
+    if gains and series > value:
+        paired = {ij for pair in gains for ij in pair}
+        return Composition(series, k, sum(1 for ij in consecutive if ij in solved or ij in paired), sum(1 for ij in consecutive if size[ij]), seg, len(solved), desc, anc, len(gains))
     return Composition(value, len(path) - 2, sum(1 for ij in used if ij in solved), sum(1 for ij in used if size[ij]), seg, len(solved), desc, anc)
 
 
+def joined_bounds(
+    inst: PlacementInstance,
+    chain: list[int],
+    seg: Mapping[tuple[int, int], float],
+    between: Callable[[int, int], np.ndarray],
+    consecutive: list[tuple[int, int]],
+    size: Mapping[tuple[int, int], int],
+    solve_joined: JoinedSolver,
+    until: Callable[[int], float | None],
+    late: Callable[[], bool],
+    max_ops: int,
+) -> dict[tuple[tuple[int, int], tuple[int, int]], float]:
+    """For the pairs of consecutive modules (``consecutive``, nodes of `compose`) tied by
+    co-location (`joined.tied_pairs`, both of 1..``max_ops`` ops), the joined bound
+    ``solve_joined`` of their windows (seconds; given their bounds ``seg`` so far), when it
+    gave one; solved smallest first, each within an equal share of the time left
+    (``until``, one share kept for what follows), identical joined instances once, until
+    ``late``."""
+    k = len(chain)
+    ok = [t for t, ij in enumerate(consecutive) if 0 < size[ij] <= max_ops]
+    inner = [between(*consecutive[t]) for t in ok]
+    adjacent = [(a, b) for a in range(len(ok)) for b in range(a + 1, len(ok)) if abs(ok[a] - ok[b]) < 2]
+    pairs = [(ok[a], ok[b]) for a, b in tied_pairs([np.flatnonzero(m) for m in inner], inst.colocation_groups(), adjacent)]
+
+    def window_ops(t: int) -> tuple[np.ndarray, list[int]]:
+        ends = [chain[v - 1] for v in (t, t + 1) if 0 < v <= k]
+        return np.union1d(np.flatnonzero(between(t, t + 1)), ends), ends
+
+    pairs.sort(key=lambda ab: size[consecutive[ab[0]]] + size[consecutive[ab[1]]])
+    out: dict[tuple[tuple[int, int], tuple[int, int]], float] = {}
+    seen: dict[bytes, float | None] = {}
+    for idx, (a, b) in enumerate(pairs):
+        if late():
+            break
+        (ops_a, ends_a), (ops_b, ends_b) = window_ops(a), window_ops(b)
+        sub, part = joined_instance(inst, ops_a, ops_b, ends_a + ends_b)
+        ia, ib = consecutive[a], consecutive[b]
+        keys = (fingerprint(window_instance(inst, between(*ia), *_ends(chain, a))), fingerprint(window_instance(inst, between(*ib), *_ends(chain, b))))
+        key = fingerprint(sub) + part.tobytes() + np.asarray([seg[ia], seg[ib]]).tobytes()
+        if key not in seen:
+            stop = until(len(pairs) - idx + 1)
+            seen[key] = solve_joined(sub, part, keys, time.perf_counter() + 3600.0 if stop is None else stop, (seg[ia], seg[ib]))
+        found = seen[key]
+        if found is not None:
+            out[(ia, ib)] = found
+    return out
+
+
+def _ends(chain: list[int], t: int) -> tuple[int | None, int | None]:
+    """The waists of the module between nodes t and t + 1 of `compose` (None: none)."""
+    k = len(chain)
+    return (chain[t - 1] if t > 0 else None), (chain[t] if t < k else None)
+
+
 def module_bound(
-    inst: PlacementInstance, solve_window: WindowSolver | None, deadline: float | None = None, max_ops: int = 40, waists: list[int] | None = None, also: list[Bound] | None = None
+    inst: PlacementInstance,
+    solve_window: WindowSolver | None,
+    deadline: float | None = None,
+    max_ops: int = 40,
+    waists: list[int] | None = None,
+    also: list[Bound] | None = None,
+    solve_joined: JoinedSolver | None = None,
 ) -> Bound | None:
     """The composition over `cut_waists` (a tenth of the time to ``deadline`` looks for
     them), rounded down: graded "solver" when some module's bound came from
@@ -205,7 +287,8 @@ def module_bound(
     waists found are appended to ``waists`` when given (for `glued_assignment`); with
     ``also``, the last-stint bound over the same windows (`lasthop`, graded "solver" when
     some window's bound came from ``solve_window``) is appended to it when above the
-    composition."""
+    composition. With ``solve_joined``, windows tied by co-location are also joined in pairs
+    (`compose`, `joined`)."""
     if inst.n_devices < 2 or inst.n_ops < 2:
         return None
     started = time.perf_counter()
@@ -215,9 +298,11 @@ def module_bound(
         waists.extend(chain)
     if not chain:
         return None
-    c = compose(inst, chain, solve_window, deadline, max_ops)
+    c = compose(inst, chain, solve_window, deadline, max_ops, solve_joined)
     grade = "solver" if c.solved else "safe"
     source = f"{SOURCE}: {c.waists} waists, {c.solved} of {c.modules} modules solved"
+    if c.joined:
+        source += f", {c.joined} pairs tied by co-location joined"
     if also is not None:
         # the stint bound takes well under a second (gpt2-xl-dgx1, 1160 waists: 0.5 s CPU);
         # past the module phase's deadline it may use a quarter of that phase's length
