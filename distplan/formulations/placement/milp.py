@@ -425,6 +425,7 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
             waists=waists,
             also=stint,
             solve_joined=(lambda sub, part, keys, until, lower: joined_bound(sub, part, ctx, until, lower, keys, found=windows)) if ctx.param("joined_windows", True) else None,
+            joined_extra=float(ctx.param("joined_extra", 0.3)),
         )
         if b is not None:
             bounds.append(b)

@@ -134,7 +134,13 @@ def fingerprint(sub: PlacementInstance) -> bytes:
 
 
 def compose(
-    inst: PlacementInstance, chain: list[int], solve_window: WindowSolver | None = None, deadline: float | None = None, max_ops: int = 40, solve_joined: JoinedSolver | None = None
+    inst: PlacementInstance,
+    chain: list[int],
+    solve_window: WindowSolver | None = None,
+    deadline: float | None = None,
+    max_ops: int = 40,
+    solve_joined: JoinedSolver | None = None,
+    joined_deadline: float | None = None,
 ) -> Composition:
     """The best composition (module docstring) over sub-chains of ``chain`` (ops each a
     descendant of the one before; ValueError otherwise), by a longest path over the waists
@@ -148,7 +154,9 @@ def compose(
     tied by co-location (`joined.tied_pairs`, each module of 1..``max_ops`` ops), smallest
     first, identical pairs solved once: the composition over the consecutive modules with
     each pair's two bounds replaced by its joined bound (`joined`, when higher) is the
-    value when it beats the longest composition. It returns when done, before the deadline if it can: the segments
+    value when it beats the longest composition; this step runs until ``joined_deadline``
+    (default ``deadline``), after which steps (2) at stage 1 and (3) stop at ``deadline``.
+    It returns when done, before the deadline if it can: the segments
     between two waists that are not consecutive, which `waist.waist_bound` composes, left
     resnet-50-dgx1-4 and inception-v3-dgx1-4 where they were (30 s standalone)."""
     n, k = inst.n_ops, len(chain)
@@ -196,7 +204,14 @@ def compose(
     todo = sorted((ij for ij in consecutive if size[ij]), key=lambda ij: size[ij])
     for idx, ij in enumerate(todo):
         refine(ij, len(todo) - idx + 1)
-    joined = joined_bounds(inst, chain, seg, between, consecutive, size, solve_joined, until, late, max_ops) if solve_joined is not None else {}
+    joined: dict[tuple[tuple[int, int], tuple[int, int]], float] = {}
+    if solve_joined is not None:
+        last = deadline if joined_deadline is None or deadline is None else max(deadline, joined_deadline)
+
+        def until_joined(left: int) -> float | None:
+            return None if last is None else time.perf_counter() + max(0.0, last - time.perf_counter()) / max(left, 1)
+
+        joined = joined_bounds(inst, chain, seg, between, consecutive, size, solve_joined, until_joined, lambda: last is not None and time.perf_counter() >= last, max_ops)
     covered = {ij for pair in joined for ij in pair}  # a joined bound sees both windows exactly
     for idx, ij in enumerate(todo):
         if ij not in covered:
@@ -280,6 +295,7 @@ def module_bound(
     waists: list[int] | None = None,
     also: list[Bound] | None = None,
     solve_joined: JoinedSolver | None = None,
+    joined_extra: float = 0.0,
 ) -> Bound | None:
     """The composition over `cut_waists` (a tenth of the time to ``deadline`` looks for
     them), rounded down: graded "solver" when some module's bound came from
@@ -288,7 +304,8 @@ def module_bound(
     ``also``, the last-stint bound over the same windows (`lasthop`, graded "solver" when
     some window's bound came from ``solve_window``) is appended to it when above the
     composition. With ``solve_joined``, windows tied by co-location are also joined in pairs
-    (`compose`, `joined`)."""
+    (`compose`, `joined`), for up to ``joined_extra`` times the phase's length (from the
+    call to ``deadline``) past ``deadline``."""
     if inst.n_devices < 2 or inst.n_ops < 2:
         return None
     started = time.perf_counter()
@@ -298,7 +315,8 @@ def module_bound(
         waists.extend(chain)
     if not chain:
         return None
-    c = compose(inst, chain, solve_window, deadline, max_ops, solve_joined)
+    joined_by = None if deadline is None else deadline + joined_extra * max(0.0, deadline - started)
+    c = compose(inst, chain, solve_window, deadline, max_ops, solve_joined, joined_by)
     grade = "solver" if c.solved else "safe"
     source = f"{SOURCE}: {c.waists} waists, {c.solved} of {c.modules} modules solved"
     if c.joined:
