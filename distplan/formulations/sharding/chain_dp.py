@@ -536,10 +536,12 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
 
     def alive(t: int, st: np.ndarray, c: np.ndarray, m: np.ndarray) -> np.ndarray:
         nonlocal dropped
-        fits = m + mem_to_go[t][st] <= limit
-        lagrangian = c + lam * (m - budget) + lag_to_go[t][st]
+        # (one numpy call per operation: a table row and its states in one index, nonzero
+        # without flatnonzero's wrapper; the label loop is dominated by per-call costs)
+        fits = m + mem_to_go[t, st] <= limit
+        lagrangian = c + lam * (m - budget) + lag_to_go[t, st]
         under = lagrangian <= upper
-        ok = np.flatnonzero(fits & under)
+        ok = (fits & under).nonzero()[0]
         if ok.size < int(np.count_nonzero(fits)):
             dropped = min(dropped, float(lagrangian[fits & ~under].min()))
         return ok[pareto_rows(st[ok], c[ok], m[ok])]
@@ -567,7 +569,8 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
         total = int(cnt.sum())
         if total > max_rows:
             raise TooLarge(f"more than {max_rows:g} labels")
-        lab, j = _expand(state, acount, afirst, np.arange(state.size))
+        lab = np.repeat(np.arange(state.size), cnt)
+        j = np.arange(total) + np.repeat(afirst[state] - (np.cumsum(cnt) - cnt), cnt)
         nstate = acur[j]
         ncost = cost[lab] + acost[j]
         nmem = mem[lab] + amem[j]
