@@ -135,11 +135,11 @@ def test_joined_pair_reaches_the_forward_backward_optimum() -> None:
     assert [inst.op_names[v] for v in chain] == ["o0", "o3", "o4", "o7"]
     calls: list[float] = []
 
-    def exact_joined(sub: PlacementInstance, part: np.ndarray, keys: Any, until: float, lower: tuple[float, float]) -> float:
+    def exact_joined(sub: PlacementInstance, part: np.ndarray, keys: Any, until: float, lower: tuple[float, float]) -> tuple[float, bool]:
         value = joined_exact(sub, part)
         assert sum(lower) <= value
         calls.append(value)
-        return value
+        return value, True
 
     alone = compose(inst, chain, small_exact)
     series = sum(alone.seg[(i, i + 1)] for i in range(len(chain) + 1)) + len(chain)
@@ -173,20 +173,20 @@ def test_joined_bound_against_brute_force(inst: PlacementInstance) -> None:
     ctx = _context()
     seen: list[tuple[float, float]] = []
 
-    def milp_joined(sub: PlacementInstance, part: np.ndarray, keys: Any, until: float, lower: tuple[float, float]) -> float | None:
-        value = joined_bound(sub, part, ctx, time.perf_counter() + 20, lower, keys)
+    def milp_joined(sub: PlacementInstance, part: np.ndarray, keys: Any, until: float, lower: tuple[float, float]) -> tuple[float, bool] | None:
+        found = joined_bound(sub, part, ctx, time.perf_counter() + 20, lower, keys)
         truth = joined_exact(sub, part)
-        assert value is None or value <= truth, f"joined bound {value} above the joined value {truth}"
-        seen.append((truth, sum(lower) if value is None else value))
-        return value
+        assert found is None or found[0] <= truth, f"joined bound {found} above the joined value {truth}"
+        seen.append((truth, sum(lower) if found is None else found[0]))
+        return found
 
     milp_window = lambda sub, until, lower, stage: window_bound(sub, ctx, until, lower, stage)  # noqa: E731
     c = compose(inst, chain, milp_window, solve_joined=milp_joined)
     assert c.value <= opt, f"{c.value} > optimum {opt}"
     if inst.communication == "independent":
         for truth, got in seen:  # the MILP is exact under independent links
-            assert got >= truth - 1e-6, f"joined bound {got} below the joined value {truth}"
-        c = compose(inst, chain, small_exact, solve_joined=lambda sub, part, keys, until, lower: joined_exact(sub, part))
+            assert got >= truth * (1 - 2e-4) - 1e-6, f"joined bound {got} below the joined value {truth}"
+        c = compose(inst, chain, small_exact, solve_joined=lambda sub, part, keys, until, lower: (joined_exact(sub, part), True))
         assert c.value <= opt, f"{c.value} > optimum {opt}"
 
 

@@ -425,7 +425,7 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
             waists=waists,
             also=stint,
             solve_joined=(lambda sub, part, keys, until, lower: joined_bound(sub, part, ctx, until, lower, keys, found=windows)) if ctx.param("joined_windows", True) else None,
-            joined_extra=float(ctx.param("joined_extra", 0.3)),
+            joined_extra=float(ctx.param("joined_extra", 1.0)),
         )
         if b is not None:
             bounds.append(b)
@@ -642,7 +642,7 @@ def joined_bound(
     found: dict[bytes, list[np.ndarray]] | None = None,
     gap: float = 1e-4,
     exact_devices: int = 6,
-) -> float | None:
+) -> tuple[float, bool] | None:
     """A proven lower bound (seconds) on the value of the joined instance ``sub`` (parts
     ``part``, `joined`): the dual bound of `JOINED_MILP` less the safety margin
     (`relaxation.dual_bound_margin`), solved until ``deadline`` (a ``time.perf_counter()``
@@ -654,8 +654,9 @@ def joined_bound(
     ``found`` and ``keys`` (the two windows' `segments.fingerprint`), the windows' filed
     assignments put together (each renamed by every automorphism, either window deciding
     the shared co-location groups), each part timed by its list schedule; the incumbent's
-    two parts are filed back under ``keys``. None without a plan or time, or when the
-    lower bounds are within the gap of the best plan."""
+    two parts are filed back under ``keys``. With it, whether it closed: the solve ended
+    optimal (within ``gap``), or the lower bounds are within the gap of the best plan
+    (then the bound is their sum). None without a plan or time."""
     differ = sub.n_devices > 1 and not identical_devices(sub)
     target = interchangeable(sub) if differ and sub.n_devices > exact_devices else sub
     groups = target.colocation_groups()
@@ -697,7 +698,9 @@ def joined_bound(
         if got is not None and (best is None or got[0] < best[0]):
             best = (got[0], np.asarray(dev, dtype=np.int64)[lead][inverse], got[1])
     limit = deadline - time.perf_counter()
-    if best is None or limit <= 0.05 or sum(lower) >= best[0] / (1 + gap):
+    if best is not None and sum(lower) >= best[0] / (1 + gap):
+        return sum(lower), True
+    if best is None or limit <= 0.05:
         return None
     total, dev, start = best
     fixed_op, fixed_to = -1, np.zeros(0, dtype=np.int64)
@@ -721,7 +724,7 @@ def joined_bound(
                 found.setdefault(key, []).append(np.asarray(assign)[part == k])
     if result.bound is None or not np.isfinite(result.bound):
         return None
-    return max(0.0, result.bound - relaxation.dual_bound_margin(target, result.bound)) / SCALE
+    return max(0.0, result.bound - relaxation.dual_bound_margin(target, result.bound)) / SCALE, result.termination.value == "optimal"
 
 
 def glued_start(inst: PlacementInstance, waists: list[int], windows: dict[bytes, list[np.ndarray]], fallback: np.ndarray) -> Schedule | None:

@@ -67,8 +67,9 @@ WindowSolver = Callable[[PlacementInstance, float, float, int], "float | None"]
 #: a lower bound (seconds) on the value of a joined instance (`joined`: two windows'
 #: spans summed) with its parts (0, 1 per op), the two windows' fingerprints, proven until
 #: a deadline (a ``time.perf_counter()`` value) given the windows' proven bounds (seconds),
-#: or None
-JoinedSolver = Callable[[PlacementInstance, np.ndarray, tuple[bytes, bytes], float, tuple[float, float]], "float | None"]
+#: and whether it is the value (within a gap: no bound of either window alone can add
+#: to it), or None
+JoinedSolver = Callable[[PlacementInstance, np.ndarray, tuple[bytes, bytes], float, tuple[float, float]], "tuple[float, bool] | None"]
 
 
 @dataclass(frozen=True)
@@ -154,8 +155,9 @@ def compose(
     tied by co-location (`joined.tied_pairs`, each module of 1..``max_ops`` ops), smallest
     first, identical pairs solved once: the composition over the consecutive modules with
     each pair's two bounds replaced by its joined bound (`joined`, when higher) is the
-    value when it beats the longest composition; this step runs until ``joined_deadline``
-    (default ``deadline``), after which steps (2) at stage 1 and (3) stop at ``deadline``.
+    value when it beats the longest composition; this step runs (after stage 0; stage 1
+    skips the windows of pairs whose joined bound closed) until ``joined_deadline``
+    (default ``deadline``), after which the other steps stop at ``deadline``.
     It returns when done, before the deadline if it can: the segments
     between two waists that are not consecutive, which `waist.waist_bound` composes, left
     resnet-50-dgx1-4 and inception-v3-dgx1-4 where they were (30 s standalone)."""
@@ -204,7 +206,7 @@ def compose(
     todo = sorted((ij for ij in consecutive if size[ij]), key=lambda ij: size[ij])
     for idx, ij in enumerate(todo):
         refine(ij, len(todo) - idx + 1)
-    joined: dict[tuple[tuple[int, int], tuple[int, int]], float] = {}
+    joined: dict[tuple[tuple[int, int], tuple[int, int]], tuple[float, bool]] = {}
     if solve_joined is not None:
         last = deadline if joined_deadline is None or deadline is None else max(deadline, joined_deadline)
 
@@ -212,7 +214,7 @@ def compose(
             return None if last is None else time.perf_counter() + max(0.0, last - time.perf_counter()) / max(left, 1)
 
         joined = joined_bounds(inst, chain, seg, between, consecutive, size, solve_joined, until_joined, lambda: last is not None and time.perf_counter() >= last, max_ops)
-    covered = {ij for pair in joined for ij in pair}  # a joined bound sees both windows exactly
+    covered = {ij for pair, (_, closed) in joined.items() if closed for ij in pair}  # solved jointly
     for idx, ij in enumerate(todo):
         if ij not in covered:
             refine(ij, len(todo) - idx + 1, stage=1)
@@ -223,7 +225,7 @@ def compose(
         size[ij] = int(between(*ij).sum())
         seg[ij] = segment_bound(inst.induced(between(*ij)), until(2 * (len(ends) - idx))) if size[ij] else 0.0
         refine(ij, 2 * (len(ends) - idx))
-    gains = {(ia, ib): v - seg[ia] - seg[ib] for (ia, ib), v in joined.items() if v > seg[ia] + seg[ib]}
+    gains = {(ia, ib): v - seg[ia] - seg[ib] for (ia, ib), (v, _) in joined.items() if v > seg[ia] + seg[ib]}
     value, path = longest_composition(seg, p[chain])
     used = list(zip(path[:-1], path[1:]))
     series = sum(seg[ij] for ij in consecutive) + float(p[chain].sum()) + sum(gains.values())
@@ -244,13 +246,14 @@ def joined_bounds(
     until: Callable[[int], float | None],
     late: Callable[[], bool],
     max_ops: int,
-) -> dict[tuple[tuple[int, int], tuple[int, int]], float]:
+) -> dict[tuple[tuple[int, int], tuple[int, int]], tuple[float, bool]]:
     """For the pairs of consecutive modules (``consecutive``, nodes of `compose`) tied by
     co-location (`joined.tied_pairs`, both of 1..``max_ops`` ops), the joined bound
-    ``solve_joined`` of their windows (seconds; given their bounds ``seg`` so far), when it
-    gave one; solved smallest first, each within an equal share of the time left
-    (``until``, one share kept for what follows), identical joined instances once, until
-    ``late``."""
+    ``solve_joined`` of their windows (seconds; given their bounds ``seg`` so far) and
+    whether it closed, when it gave one; solved smallest first, each within a share of the time left (``until``) of
+    one in four of the pairs left (one in three for the first of eleven: most pairs close
+    well within it, and equal shares stopped every pair early on a loaded machine),
+    identical joined instances once, until ``late``."""
     k = len(chain)
     ok = [t for t, ij in enumerate(consecutive) if 0 < size[ij] <= max_ops]
     inner = [between(*consecutive[t]) for t in ok]
@@ -262,8 +265,8 @@ def joined_bounds(
         return np.union1d(np.flatnonzero(between(t, t + 1)), ends), ends
 
     pairs.sort(key=lambda ab: size[consecutive[ab[0]]] + size[consecutive[ab[1]]])
-    out: dict[tuple[tuple[int, int], tuple[int, int]], float] = {}
-    seen: dict[bytes, float | None] = {}
+    out: dict[tuple[tuple[int, int], tuple[int, int]], tuple[float, bool]] = {}
+    seen: dict[bytes, tuple[float, bool] | None] = {}
     for idx, (a, b) in enumerate(pairs):
         if late():
             break
@@ -273,7 +276,7 @@ def joined_bounds(
         keys = (fingerprint(window_instance(inst, between(*ia), *_ends(chain, a))), fingerprint(window_instance(inst, between(*ib), *_ends(chain, b))))
         key = fingerprint(sub) + part.tobytes() + np.asarray([seg[ia], seg[ib]]).tobytes()
         if key not in seen:
-            stop = until(len(pairs) - idx + 1)
+            stop = until(max(1, (len(pairs) - idx + 3) // 4))  # most pairs close well within it
             seen[key] = solve_joined(sub, part, keys, time.perf_counter() + 3600.0 if stop is None else stop, (seg[ia], seg[ib]))
         found = seen[key]
         if found is not None:
