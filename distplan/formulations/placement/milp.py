@@ -388,7 +388,9 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
     """Best heuristic plan -> forced co-location bound (``forced_share`` of the time) ->
     series composition over waist ops (``waist_share``) -> series composition over cut
     waists with each module's optimum (``module_share``, `segments`: each small module's
-    window solved by this MILP, `window_bound`; over the same windows the last-stint
+    window solved by this MILP, `window_bound`; a forward window and its gradient window,
+    tied by co-location, solved as one by `joined_bound` (``joined_windows``, up to
+    ``joined_extra`` times the phase's length past it); over the same windows the last-stint
     bound, `lasthop`; their incumbents glued into a plan,
     `glued_start`, and combined over the whole waist chain by a DP, `windowchain.chained_start`
     within ``chain_share`` of the time left; the best replaces the heuristic one) -> local search on the plan (``search_share``, stopping at that bound) -> assignment

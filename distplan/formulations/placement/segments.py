@@ -26,7 +26,10 @@ and the load rows do not see, and inside a small module (an Inception block, ~5-
 the optimum, proven by a MILP, sees exactly the transfers and the queueing. Ops that are
 neither ancestors nor descendants of some waist (such as the weight updates that hang off
 a backward pass) belong to no window: leaving them out only lowers the bound (`lasthop`
-charges them to the device that runs the last waists, over the same windows).
+charges them to the device that runs the last waists, over the same windows). Two
+windows whose ops share co-location groups (a forward block and its gradient block) hold
+one assignment in every plan: `joined` bounds the sum of their spans by one program, which
+replaces their two terms in the sum above (`compose`, step 4).
 
 The waists are the ops of `waist.waist_chain` (a longest path at fastest times) whose
 unrelated ops (neither ancestors nor descendants) are all sinks: the joins of modules.
