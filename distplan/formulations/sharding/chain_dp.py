@@ -536,10 +536,10 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
 
     def alive(t: int, st: np.ndarray, c: np.ndarray, m: np.ndarray) -> np.ndarray:
         nonlocal dropped
-        # (one numpy call per operation: a table row and its states in one index, nonzero
-        # without flatnonzero's wrapper; the label loop is dominated by per-call costs)
-        fits = m + mem_to_go[t, st] <= limit
-        lagrangian = c + lam * (m - budget) + lag_to_go[t, st]
+        # (a row, then its states: faster than one mixed index; nonzero without
+        # flatnonzero's wrapper: the label loop is dominated by per-call costs)
+        fits = m + mem_to_go[t][st] <= limit
+        lagrangian = c + lam * (m - budget) + lag_to_go[t][st]
         under = lagrangian <= upper
         ok = (fits & under).nonzero()[0]
         if ok.size < int(np.count_nonzero(fits)):
