@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_placement_segments import exact
 
+import distplan
 from distplan.errors import InputError
 from distplan.formulations.placement.joined import device_automorphisms, joined_instance, orbit_representatives, tied_pairs
 from distplan.formulations.placement.milp import joined_bound, window_bound
@@ -224,3 +225,14 @@ def test_device_automorphisms_of_a_dgx1_quad() -> None:
     inst.time = inst.time.copy()
     inst.time[1, 1] = 9.0  # device 1 slower on one op: no renaming but the identity
     assert [a.tolist() for a in device_automorphisms(inst)] == [[0, 1, 2, 3]]
+
+
+def test_placement_milp_reports_the_joined_composition_and_its_switch() -> None:
+    """`placement_milp` runs the joined pairs by default (its composition bound names them)
+    and not with ``joined_windows`` off; the plan is the optimum 12 either way."""
+    inst = training((3, 3), 1, (1, 1), 5)
+    on = distplan.solve(inst, "placement_milp", time_limit=30, threads=1)
+    off = distplan.solve(inst, "placement_milp", time_limit=30, threads=1, joined_windows=False)
+    assert on.objective == off.objective == 12.0
+    assert any("1 pairs tied by co-location joined" in b.source for b in on.bounds)
+    assert not any("joined" in b.source for b in off.bounds)
