@@ -11,10 +11,13 @@ under independent links, and the composition never exceeds the optimum. Integral
 from __future__ import annotations
 
 import itertools
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_placement_segments import exact
@@ -31,6 +34,8 @@ from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import make_plan
 from distplan.solvers.base import get_backend
 from distplan.solvers.options import SolveOptions
+
+DATA = Path(__file__).parent / "data"
 
 
 def instance(times: list[int], edges: list[tuple[int, int, int]], groups: list[str | None], comm: str = "independent") -> PlacementInstance:
@@ -236,3 +241,51 @@ def test_placement_milp_reports_the_joined_composition_and_its_switch() -> None:
     assert on.objective == off.objective == 12.0
     assert any("1 pairs tied by co-location joined" in b.source for b in on.bounds)
     assert not any("joined" in b.source for b in off.bounds)
+
+
+def _module_bound_as_milp_runs_it(inst: PlacementInstance) -> float:
+    """`segments.module_bound` with the windows' plans filed and handed to the joined
+    solves (``found``), as `milp.run` calls it."""
+    ctx = _context()
+    windows: dict[bytes, list[np.ndarray]] = {}
+    b = module_bound(
+        inst,
+        lambda sub, until, lower, stage: window_bound(sub, ctx, until, lower, stage, found=windows),
+        deadline=time.perf_counter() + 20,
+        solve_joined=lambda sub, part, keys, until, lower: joined_bound(sub, part, ctx, until, lower, keys, found=windows),
+    )
+    assert b is not None
+    return b.value
+
+
+@pytest.mark.parametrize("comm", ["independent", "channels"])
+@pytest.mark.parametrize("memory", ["simple", "liveness"])
+def test_joined_horizon_from_plans_that_fit_both_windows_memory(comm: str, memory: str) -> None:
+    """Devices of two types; X and Y (memory 1 each) cannot share a device, T1 and T2 are
+    co-located. The windows' filed plans put X and Y both on the fast device A: each fits
+    alone, together they break the joined MILP's memory row. Taken as the horizon (12.5)
+    they cut off the joined optimum (Y on B: 13) and the bound came out 16.1, above the
+    plan below (15.0, the optimum)."""
+    with open(DATA / "joined_memory_horizon.json") as f:
+        doc = json.load(f)
+    doc["model"] = {"communication": comm, "memory": memory}
+    inst = instance_from_dict(doc)
+    names = inst.op_names
+    dev = np.asarray([1 if n in ("V", "Y") else 0 for n in names], dtype=np.int64)
+    check = evaluate(inst, make_plan(inst, dev, schedule_fixed_placement(inst, dev)))
+    assert check.feasible and check.objective == pytest.approx(15.0)
+    assert _module_bound_as_milp_runs_it(inst) <= check.objective
+
+
+def test_three_modules_sharing_groups_pair_each_module_once() -> None:
+    """Three modules share the co-location groups a and b; only one pair may be joined (a
+    module in two pairs would be counted twice: 18). Everything on one device: 16."""
+    inst = instance(
+        [1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1],
+        [(0, 1, 1), (0, 2, 1), (1, 3, 1), (2, 3, 1), (3, 4, 1), (4, 5, 5), (4, 6, 5), (5, 7, 5), (6, 7, 5), (7, 8, 1), (8, 9, 5), (8, 10, 5), (9, 11, 5), (10, 11, 5)],
+        [None, "a", "b", None, None, "a", "b", None, None, "a", "b", None],
+    )
+    dev = np.zeros(inst.n_ops, dtype=np.int64)
+    check = evaluate(inst, make_plan(inst, dev, schedule_fixed_placement(inst, dev)))
+    assert check.feasible and check.objective == 16.0
+    assert _module_bound_as_milp_runs_it(inst) <= 16.0

@@ -43,7 +43,7 @@ import time
 import numpy as np
 
 from distplan.formulations.placement.pathcut import candidate_paths, cheapest_cuts
-from distplan.formulations.placement.relaxation import heads_tails, longest_path_levels
+from distplan.formulations.placement.relaxation import charged_memory, heads_tails, longest_path_levels
 from distplan.formulations.registry import Bound, round_down
 from distplan.models.placement_instance import PlacementInstance
 
@@ -98,7 +98,7 @@ class _Data:
             self.succs[a].append((b, float(c), e))
         self.order = inst.topo_order().tolist()
         self.groups = inst.colocation_groups()
-        self.mem = inst.memory if inst.memory_model == "liveness" else inst.memory_need()
+        self.mem = charged_memory(inst)
         self.cap = float(inst.device_memory.max())
         gmem = np.bincount(self.groups, weights=self.mem)
         tight = inst.n_devices > 1 and gmem.sum() > self.cap

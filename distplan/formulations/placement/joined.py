@@ -11,10 +11,13 @@ the waists at zero time on every device, only the edges inside one window (an ed
 a forward op to its gradient is left out), the co-location groups of the instance, and a
 part label per op (0: W_a, 1: W_b). Its value is
 
-    min over assignments x (co-location groups together) of  T_a(x) + T_b(x),
+    min over assignments x (co-location groups together, both windows' memory fitting
+    each device at once) of  T_a(x) + T_b(x),
 
 T_k(x) the least span of W_k's scheduling model under x restricted to W_k. For any plan
-the evaluator accepts, its assignment restricted to the union is such an x, and each
+the evaluator accepts, its assignment restricted to the union is such an x (the plan
+holds both windows' memory: all of it under the simple model, at least the persistent
+part to the end under liveness), and each
 window's ops with its waists, at their times in the plan, form a schedule of W_k's model
 of span S(last_k) - C(first_k) (the argument of `segments`, under both communication
 models and both memory models): the plan's two spans sum to at least T_a(x) + T_b(x),

@@ -591,7 +591,8 @@ class JoinedIndex(MilpIndex):
 
 def prepare_joined(inst: PlacementInstance, params: Mapping[str, Any]) -> JoinedIndex:
     """`prepare_milp` with ``incumbent`` a schedule of both parts whose ``makespan`` is the
-    sum of its two spans (so the horizon bounds each span of some optimum: spans are
+    sum of its two spans and which satisfies every row of `JOINED_MILP` (its memory rows
+    over both parts included; then the horizon bounds each span of some optimum: spans are
     nonnegative), the disjunctions only between ops of one part (the parts have time axes
     of their own), ``part``, ``span_lb`` (seconds, per part), ``fixed_op`` and ``fixed_to``."""
     base = prepare_milp(inst, {"incumbent": params["incumbent"]})
@@ -655,7 +656,9 @@ def joined_bound(
     Horizon and warm start: the best of the joined instance's heuristic plans and, with
     ``found`` and ``keys`` (the two windows' `segments.fingerprint`), the windows' filed
     assignments put together (each renamed by every automorphism, either window deciding
-    the shared co-location groups), each part timed by its list schedule; the incumbent's
+    the shared co-location groups), each part timed by its list schedule, a candidate kept
+    only when both parts together fit the memory rows (`relaxation.charged_memory`), so the
+    horizon comes from a solution of the MILP; the incumbent's
     two parts are filed back under ``keys``. With it, whether it closed: the solve ended
     optimal (within ``gap``), or the lower bounds are within the gap of the best plan
     (then the bound is their sum). None without a plan or time."""
@@ -666,8 +669,16 @@ def joined_bound(
     probs = [SearchProblem(target.induced(part == k)) for k in range(2)]
     autos = device_automorphisms(target) if differ and target is sub else [np.arange(target.n_devices)]
 
+    charged = relaxation.charged_memory(target)
+
     def timed(dev: np.ndarray) -> tuple[float, np.ndarray] | None:
-        dev = np.asarray(dev, dtype=np.int64)[lead][inverse]  # co-location groups together
+        """Both parts' list schedules on ``dev`` (co-location groups together) and the sum
+        of their spans; None when a part has no schedule or when the two parts together
+        break a memory row of `JOINED_MILP` (each part's schedule checks only its own ops,
+        and a horizon from a plan outside the MILP's feasible set could cut off its optimum)."""
+        dev = np.asarray(dev, dtype=np.int64)[lead][inverse]
+        if np.any(np.bincount(dev, weights=charged, minlength=target.n_devices) > target.device_memory):
+            return None
         start = np.zeros(target.n_ops)
         total = 0.0
         for k, prob in enumerate(probs):

@@ -25,7 +25,7 @@ from collections import deque
 
 import numpy as np
 
-from distplan.formulations.placement.relaxation import heads_tails
+from distplan.formulations.placement.relaxation import charged_memory, heads_tails
 from distplan.formulations.registry import Bound, round_down
 from distplan.models.placement_instance import PlacementInstance
 
@@ -104,7 +104,7 @@ def path_cut_bound(inst: PlacementInstance, paths: int = 8) -> Bound | None:
     p = inst.time.min(axis=1)
     r, q = heads_tails(inst, p)
     group = inst.colocation_groups()
-    mem = inst.memory if inst.memory_model == "liveness" else inst.memory_need()
+    mem = charged_memory(inst)
     gmem = np.bincount(group, weights=mem)
     cap = float(inst.device_memory.max())
     if gmem.sum() <= cap:

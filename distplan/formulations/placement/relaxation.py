@@ -235,10 +235,15 @@ def heads(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
     model.add_constraints("makespan-tail", T + model.expression("duration") - w <= -index.q)
 
 
+def charged_memory(inst: PlacementInstance) -> np.ndarray:
+    """Bytes per op that `memory_capacity` charges to the op's device: under the liveness
+    model the persistent memory (held to the end: a relaxation), else the op's whole need."""
+    return inst.memory if inst.memory_model == "liveness" else inst.memory_need()
+
+
 def memory_capacity(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
-    """Sum of the ops' memory per device <= its capacity (bytes). Under the liveness model
-    the persistent memory (held to the end: a relaxation)."""
-    mem = inst.memory if inst.memory_model == "liveness" else inst.memory_need()
+    """Sum of the ops' `charged_memory` per device <= its capacity (bytes)."""
+    mem = charged_memory(inst)
     if np.any(mem > 0):
         model.add_constraints("memory", (mem[:, None] * model["assign"]).sum(axis=0) <= inst.device_memory)
 
