@@ -232,6 +232,23 @@ def test_device_automorphisms_of_a_dgx1_quad() -> None:
     assert [a.tolist() for a in device_automorphisms(inst)] == [[0, 1, 2, 3]]
 
 
+@pytest.mark.parametrize("change", ["latency one way", "bandwidth one way", "memory"])
+def test_device_automorphisms_keep_links_both_ways_and_memory(change: str) -> None:
+    """Two identical devices swap, unless one direction of their link (latency or
+    bandwidth) or one device's memory differs: then only the identity is left."""
+    inst = training((3, 3), 1, (1, 1), 5)
+    assert [a.tolist() for a in device_automorphisms(inst)] == [[0, 1], [1, 0]]
+    lat, bw, mem = inst.latency.copy(), inst.bandwidth.copy(), inst.device_memory.copy()
+    if change == "latency one way":
+        lat[0, 1] = 0.5
+    elif change == "bandwidth one way":
+        bw[1, 0] = 2.0
+    else:
+        mem[1] = 2.0
+    inst.latency, inst.bandwidth, inst.device_memory = lat, bw, mem
+    assert [a.tolist() for a in device_automorphisms(inst)] == [[0, 1]]
+
+
 def test_placement_milp_reports_the_joined_composition_and_its_switch() -> None:
     """`placement_milp` runs the joined pairs by default (its composition bound names them)
     and not with ``joined_windows`` off; the plan is the optimum 12 either way."""
