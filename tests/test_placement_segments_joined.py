@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_placement_segments import exact
+from test_placement_segments_lasthop import instance as two_devices
 
 import distplan
 from distplan.errors import InputError
@@ -40,16 +41,7 @@ DATA = Path(__file__).parent / "data"
 
 def instance(times: list[int], edges: list[tuple[int, int, int]], groups: list[str | None], comm: str = "independent") -> PlacementInstance:
     """Two identical devices, bandwidth 1, no latency (a transfer of x bytes takes x)."""
-    ops: list[dict[str, Any]] = [{"name": f"o{k}", "time": float(t)} | ({"colocate": g} if g else {}) for k, (t, g) in enumerate(zip(times, groups))]
-    doc = {
-        "format": "distplan/1",
-        "kind": "placement",
-        "name": "joined",
-        "graph": {"ops": ops, "edges": [{"src": f"o{a}", "dst": f"o{b}", "bytes": float(x)} for a, b, x in edges]},
-        "cluster": {"devices": [{"name": "g0", "memory": 1.0}, {"name": "g1", "memory": 1.0}], "bandwidth": 1.0, "latency": 0.0},
-        "model": {"communication": comm, "memory": "simple"},
-    }
-    return instance_from_dict(doc)
+    return two_devices(times, edges, groups, 0, comm)
 
 
 def training(fwd: tuple[int, int], fwd_bytes: int, bwd: tuple[int, int], bwd_bytes: int, comm: str = "independent") -> PlacementInstance:
