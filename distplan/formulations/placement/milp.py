@@ -656,7 +656,8 @@ def joined_bound(
     Horizon and warm start: the best of the joined instance's heuristic plans and, with
     ``found`` and ``keys`` (the two windows' `segments.fingerprint`), the windows' filed
     assignments put together (each renamed by every automorphism, either window deciding
-    the shared co-location groups), each part timed by its list schedule, a candidate kept
+    the shared co-location groups; distinct ones, timed within a quarter of the time
+    left), each part timed by its list schedule, a candidate kept
     only when both parts together fit the memory rows (`relaxation.charged_memory`), so the
     horizon comes from a solution of the MILP; the incumbent's
     two parts are filed back under ``keys``. With it, whether it closed: the solve ended
@@ -706,7 +707,15 @@ def joined_bound(
                         by_group[groups[part == decides]] = both[part == decides]
                         cands.append(by_group[groups])
     best: tuple[float, np.ndarray, np.ndarray] | None = None
+    timed_until = time.perf_counter() + 0.25 * max(0.0, deadline - time.perf_counter())  # the MILP keeps the rest
+    seen: set[bytes] = set()
     for dev in cands:
+        if best is not None and time.perf_counter() > timed_until:
+            break
+        by_group = np.asarray(dev, dtype=np.int64)[lead].tobytes()
+        if by_group in seen:
+            continue
+        seen.add(by_group)
         got = timed(dev)
         if got is not None and (best is None or got[0] < best[0]):
             best = (got[0], np.asarray(dev, dtype=np.int64)[lead][inverse], got[1])
