@@ -67,6 +67,27 @@ def test_not_under_the_channel_model() -> None:
     assert sinks_in_gaps(inst, device, list_schedule(inst, assignment=device).start) is None
 
 
+def test_not_under_the_liveness_memory_model() -> None:
+    """Under liveness the filled plan would run sink u (temporary 5) in the gap while y's
+    output (5) is live: 10 bytes on a 6-byte device, which the evaluator rejects; the
+    given plan (u after z) is feasible."""
+    ops = [{"name": "a", "time": 1.0}, {"name": "x", "time": 1.0}, {"name": "u", "time": 1.0, "temporary": 5.0}, {"name": "y", "time": 1.0, "output": 5.0}, {"name": "z", "time": 1.0}]
+    edges = [("a", "z", 2.0), ("x", "u", 0.0), ("x", "y", 0.0), ("y", "z", 0.0)]
+    doc = {
+        "format": "distplan/1",
+        "kind": "placement",
+        "name": "live",
+        "graph": {"ops": ops, "edges": [{"src": a, "dst": b, "bytes": x} for a, b, x in edges]},
+        "cluster": {"devices": [{"name": "g0", "memory": 6.0}, {"name": "g1", "memory": 6.0}], "bandwidth": 1.0, "latency": 0.0},
+        "model": {"communication": "independent", "memory": "liveness"},
+    }
+    inst = instance_from_dict(doc)
+    device = np.array([0, 1, 1, 1, 1])
+    start = np.array([0.0, 0.0, 4.0, 1.0, 3.0])
+    assert evaluate(inst, make_plan(inst, device, start)).feasible
+    assert sinks_in_gaps(inst, device, start) is None
+
+
 def random_case(seed: int) -> tuple[PlacementInstance, np.ndarray]:
     rng = np.random.default_rng(seed)
     n = int(rng.integers(3, 30))

@@ -18,7 +18,9 @@ and sinks only fill gaps or follow the device's last op. This is the idea of ins
 ops into idle slots without delaying those already placed, as in the insertion-based
 list schedulers (HEFT, Topcuoglu, Hariri & Wu, IEEE TPDS 13(3), 2002), applied once to
 the ops whose delay matters least. Independent links only: under Baechi's channel model a
-sink's input transfer occupies a channel and the sinks' times are not free to move.
+sink's input transfer occupies a channel and the sinks' times are not free to move. Simple
+memory only: under the liveness model a sink moved earlier holds its temporary memory
+while other ops' outputs are live and can push the device past its capacity.
 Seconds throughout.
 """
 
@@ -34,10 +36,11 @@ from distplan.models.placement_instance import PlacementInstance
 
 def sinks_in_gaps(inst: PlacementInstance, device: np.ndarray, start: np.ndarray) -> np.ndarray | None:
     """Start times (seconds) of the schedule ``start`` (with the devices ``device``) with
-    its sinks moved into idle gaps (module docstring); None under the channel model, when
-    no sink takes time, or when the orders of ``start`` contradict the graph."""
+    its sinks moved into idle gaps (module docstring); None under the channel model or the
+    liveness memory model, when no sink takes time, or when the orders of ``start``
+    contradict the graph."""
     n = inst.n_ops
-    if inst.communication != "independent" or n == 0:
+    if inst.communication != "independent" or inst.memory_model != "simple" or n == 0:
         return None
     dev = np.asarray(device, dtype=np.int64)
     st = np.asarray(start, dtype=float)
