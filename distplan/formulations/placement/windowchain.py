@@ -221,7 +221,7 @@ def _factor_table(
     """One component's best candidate (cost in seconds, a device per group) for each
     choice of devices (of ``m``) of the waist groups it touches (in chain order), among,
     in this order: the fallback's group devices ``base``; ``extra`` (a device per group,
-    only the component's groups ``cgroups`` taken) under each of ``maps``; every filed assignment of its
+    only the component's groups ``cgroups`` taken); every filed assignment of its
     windows (the last filed, the window MILP's incumbent, first) under each of ``maps``,
     completed from ``base``; ``base`` with the waist groups set to every choice; ``base``
     under each of ``maps``. Candidates are timed until ``deadline`` (``base`` always, so
@@ -232,10 +232,9 @@ def _factor_table(
     def candidates() -> Iterator[np.ndarray]:
         yield base
         for got in extra:
-            for mp in maps:
-                cand = base.copy()
-                cand[cgroups] = mp[np.asarray(got, dtype=np.int64)[cgroups]]
-                yield cand
+            cand = base.copy()
+            cand[cgroups] = np.asarray(got, dtype=np.int64)[cgroups]
+            yield cand
         for win in windows:
             gw = groups[win.ops]
             gw_groups, gw_first = np.unique(gw, return_index=True)
