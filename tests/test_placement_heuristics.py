@@ -116,6 +116,41 @@ def test_etf_sct_and_fixed_assignments_match_the_reference(block: int) -> None:
     assert 0 < infeasible < 180  # both outcomes occur (60 instances x 3 modes)
 
 
+def renumbered(inst: PlacementInstance, rng: np.random.Generator) -> PlacementInstance:
+    """``inst`` with its op ids randomly permuted (edges kept in order), so that an op's id
+    is not its topological position (the random DAGs and bundled instances number ops
+    topologically, which hides code that mixes the two up)."""
+    perm = rng.permutation(inst.n_ops)  # the new id of op k
+    back = np.argsort(perm)
+    return dataclasses.replace(
+        inst,
+        op_names=[inst.op_names[k] for k in back.tolist()],
+        time=inst.time[back],
+        memory=inst.memory[back],
+        temporary=inst.temporary[back],
+        output=inst.output[back],
+        colocate=[inst.colocate[k] for k in back.tolist()],
+        src=perm[inst.src],
+        dst=perm[inst.dst],
+    )
+
+
+def test_renumbered_ops_match_the_reference() -> None:
+    """Ops numbered against the graph's order: same schedules as the reference (m-ETF,
+    favorites, fixed assignments; both communication and memory models)."""
+    rng = np.random.default_rng(7)
+    moved = 0
+    for seed in range(60):
+        inst = renumbered(random_instance(seed), rng)
+        moved += inst.topo_order().tolist() != list(range(inst.n_ops))
+        fav = random_favorites(inst, rng)
+        groups = inst.colocation_groups()
+        assignment = rng.integers(0, inst.n_devices, size=int(groups.max()) + 1)[groups]
+        for kw in ({}, {"favorite": fav}, {"assignment": assignment}):
+            assert outcome(list_schedule, inst, **kw) == outcome(reference_list_schedule, inst, **kw), (seed, list(kw))
+    assert moved > 40
+
+
 def test_gnmt_sct_matches_the_reference() -> None:
     """Channels, liveness, colocation groups and favorites from the real LP; m-TOPO's order.
     (`benchmarks/bench_placement.py speed` compares old and new makespans of all three.)"""
