@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from test_placement_heuristics import random_instance
@@ -152,9 +153,19 @@ def test_arrivals_from_the_largest_remote_one_match_the_general_form() -> None:
     delay could put an arrival before its tensor's end (negative latency, NaN bytes)."""
     from distplan.formulations.placement.listsched_data import independent_arrival
 
+    def per_device_max(src: list[int], nbytes: list[float], device: list[int], end: list[float], st: Any, nd: int) -> list[float]:
+        """Every input's arrival on every device, the largest kept, never below 0."""
+        return [max([0.0] + [end[u] if device[u] == d else end[u] + st.lat0 + b * st.ib0 for u, b in zip(src, nbytes)]) for d in range(nd)]
+
     rng = np.random.default_rng(5)
-    for seed in range(40):
-        inst = random_instance(seed)
+    layered = instance_from_dict(random_layered_dag(50, n_devices=3, seed=2))
+    assert static_lists(layered, False).remote_last
+    latency = layered.latency.copy()
+    latency[~np.eye(3, dtype=bool)] = -1.0
+    negative = dataclasses.replace(layered, latency=latency)
+    assert not static_lists(negative, False).remote_last
+    checked = 0
+    for inst in [random_instance(seed) for seed in range(40)] + [layered, negative]:
         st = static_lists(inst, False)
         if not st.homogeneous:
             continue
@@ -167,12 +178,11 @@ def test_arrivals_from_the_largest_remote_one_match_the_general_form() -> None:
             nbytes = rng.choice([0.0, 10.0, 20.0], size=k).tolist()
             device = rng.integers(0, nd, size=8).tolist()
             end = (rng.integers(0, 4, size=8) * 0.5).tolist()
-            assert independent_arrival(src, nbytes, device, end, st) == independent_arrival(src, nbytes, device, end, general)
-    inst = instance_from_dict(random_layered_dag(50, n_devices=3, seed=2))
-    assert static_lists(inst, False).remote_last
-    latency = inst.latency.copy()
-    latency[~np.eye(3, dtype=bool)] = -1.0
-    assert not static_lists(dataclasses.replace(inst, latency=latency), False).remote_last
+            got = independent_arrival(src, nbytes, device, end, st)
+            assert got == independent_arrival(src, nbytes, device, end, general)
+            assert got == per_device_max(src, nbytes, device, end, st, nd)
+            checked += 1
+    assert checked > 300
     nan_bytes = inst.edge_bytes.astype(float)
     nan_bytes[0] = np.nan
     assert not static_lists(dataclasses.replace(inst, edge_bytes=nan_bytes), False).remote_last
