@@ -199,14 +199,14 @@ def _samples(inst: PlacementInstance, form: str, runs: int, old: bool, **kw: Any
     same in every run, else an AssertionError)."""
     times: list[float] = []
     cpu: list[float] = []
-    objs: set[float] = set()
+    objs: list[float] = []
     for _ in range(runs):
         with _old_code() if old else contextlib.nullcontext(), _cpu_clock(cpu):
             res = distplan.solve(inst, form, **kw)
         times.append(res.timings["formulation_seconds"])
-        objs.add(float("nan") if res.objective is None else res.objective)
-    assert len(objs) == 1, f"{form}: makespans differ between runs: {sorted(objs)}"
-    return times, cpu, objs.pop()
+        objs.append(float("nan") if res.objective is None else res.objective)
+    assert len({repr(o) for o in objs}) == 1, f"{form}: makespans differ between runs: {objs}"  # repr: nan equals nan
+    return times, cpu, objs[0]
 
 
 def _timed(inst: PlacementInstance, form: str, runs: int, old: bool, **kw: Any) -> tuple[float, float, float]:
@@ -271,7 +271,7 @@ def _dag_rows(n: int, runs: int, old_max_ops: int) -> list[DagSamples]:
             w, c, obj = _samples(inst, form, 1, False, **params)
             wall[form] += w
             cpu[form] += c
-            assert objs.setdefault(form, obj) == obj, f"{form}: makespans differ between runs"
+            assert repr(objs.setdefault(form, obj)) == repr(obj), f"{form}: makespans differ between runs"
     rows = []
     for form, params in HEURISTICS:
         label = form + (f" theta={params['theta']}" if "theta" in params else "")
@@ -288,8 +288,11 @@ def _dag_rows(n: int, runs: int, old_max_ops: int) -> list[DagSamples]:
 
 
 def _split(runs: int, rounds: int) -> list[int]:
-    """``runs`` split over ``rounds`` processes as evenly as possible (none empty)."""
-    rounds = max(1, min(rounds, runs))
+    """``runs`` split over ``rounds`` processes as evenly as possible, at least three per
+    process (fewer processes if need be): each process's first run carries its one-off
+    costs, and with three or more runs per process the first runs stay a minority that the
+    median does not pick up."""
+    rounds = max(1, min(rounds, runs // 3))
     return [runs // rounds + (1 if k < runs % rounds else 0) for k in range(rounds)]
 
 
@@ -326,7 +329,7 @@ def speed(sizes: list[int], runs: int, gnmt_runs: int, old_max_ops: int, same_pr
 
     parts = _split(runs, 1 if same_process else rounds)
     print(f"\nRandom layered DAGs (random_layered_dag, 4 devices, seed 0), formulation seconds, {sum(parts)} runs per heuristic and size"
-          + (" in this process" if same_process else f" in {len(parts)} fresh processes per size, sizes in turn ({'+'.join(map(str, parts))} runs)"))
+          + (" in this process" if same_process else f" in {len(parts)} fresh process{'es' if len(parts) > 1 else ''} per size, sizes in turn ({'+'.join(map(str, parts))} runs)"))
     samples: dict[tuple[str, int], DagSamples] = {}
     for k, part in enumerate(parts):
         for n in sizes:
@@ -340,7 +343,7 @@ def speed(sizes: list[int], runs: int, gnmt_runs: int, old_max_ops: int, same_pr
             for row in rows:
                 got = samples.setdefault((row.form, n), row)
                 if got is not row:
-                    assert got.makespan == row.makespan, f"{row.form}: makespans differ between processes"
+                    assert repr(got.makespan) == repr(row.makespan), f"{row.form}: makespans differ between processes"
                     got.wall += row.wall
                     got.cpu += row.cpu
                     got.first += row.first
