@@ -184,13 +184,12 @@ def _keyed(t: _Table, vars_: list[int], sizes: np.ndarray) -> np.ndarray:
     return encode_states(t.asg[:, vars_], sizes) if vars_ else np.zeros(t.cost.size, dtype=np.int64)
 
 
-def _expand(state: np.ndarray, count_of: np.ndarray, first_of: np.ndarray, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs (item of ``src``, label) for every label in the state of each item: labels are
-    sorted by state, ``first_of[s]`` / ``count_of[s]`` their range."""
-    cnt = count_of[state]
+def _expand(cnt: np.ndarray, first: np.ndarray, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Pairs (item of ``src``, row) for every row in each item's range of rows ``first[i]``
+    .. ``first[i] + cnt[i] - 1`` (rows sorted by state: the range of the item's state)."""
     item = np.repeat(src, cnt)
-    # the k-th pair of item i is label first_of[state[i]] + k: one repeat of the shift
-    return item, np.arange(item.size) + np.repeat(first_of[state] - (np.cumsum(cnt) - cnt), cnt)
+    # the k-th pair of item i is row first[i] + k: one repeat of the shift
+    return item, np.arange(item.size) + np.repeat(first - (np.cumsum(cnt) - cnt), cnt)
 
 
 def _best_per_key(key: np.ndarray, weight: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -569,8 +568,7 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
         total = int(cnt.sum())
         if total > max_rows:
             raise TooLarge(f"more than {max_rows:g} labels")
-        lab = np.repeat(np.arange(state.size), cnt)
-        j = np.arange(total) + np.repeat(afirst[state] - (np.cumsum(cnt) - cnt), cnt)
+        lab, j = _expand(cnt, afirst[state], np.arange(state.size))
         nstate = acur[j]
         ncost = cost[lab] + acost[j]
         nmem = mem[lab] + amem[j]
@@ -583,7 +581,7 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
     order = np.argsort(walk.key_end, kind="stable")
     count_end = np.bincount(walk.key_end, minlength=W)
     first_end = np.cumsum(count_end) - count_end
-    lab, row = _expand(state, count_end, first_end, np.arange(state.size))
+    lab, row = _expand(count_end[state], first_end[state], np.arange(state.size))
     row = order[row]
     total_cost = cost[lab] + fe.cost[row]
     total_mem = mem[lab] + fe.mem[row]

@@ -50,45 +50,42 @@ def encode_states(cols: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 SMALL_JOIN = 900
 
 
-def _join_small(a: _Table, b: _Table, common: list[int], live: list[int], max_rows: float) -> _Table:
-    """`_join` by a dictionary from the common variables' values to the rows of ``b``: the
-    same pairs in the same order (rows of ``a`` in order, for each the matching rows of
-    ``b`` in order, as the stable sort of the numpy path has them)."""
-    if common:
-        if len(common) == 1:
-            ka: list[Any] = a.asg[:, common[0]].tolist()
-            kb: list[Any] = b.asg[:, common[0]].tolist()
-        else:
-            ka = list(map(tuple, a.asg[:, common].tolist()))
-            kb = list(map(tuple, b.asg[:, common].tolist()))
-        rows: dict[Any, list[int]] = {}
-        for j, k in enumerate(kb):
-            rows.setdefault(k, []).append(j)
-        ra: list[int] = []
-        rb: list[int] = []
-        for i, k in enumerate(ka):
-            got = rows.get(k)
-            if got:
-                ra += [i] * len(got)
-                rb += got
-    else:
+def _pairs_small(a: _Table, b: _Table, common: list[int]) -> tuple[list[int], list[int]]:
+    """`_join`'s row pairs by a dictionary from the common variables' values to the rows
+    of ``b``: the same pairs in the same order (rows of ``a`` in order, for each the
+    matching rows of ``b`` in order, as the stable sort of the numpy path has them)."""
+    if not common:
         nb = b.cost.size
-        ra = [i for i in range(a.cost.size) for _ in range(nb)]
-        rb = list(range(nb)) * a.cost.size
-    if len(ra) > max_rows:
-        raise TooLarge(f"a join of {len(ra)} rows (limit {max_rows:g})")
-    ia = np.array(ra, dtype=np.intp)
-    ib = np.array(rb, dtype=np.intp)
-    return _Table(live, np.maximum(a.asg[ia], b.asg[ib]), a.cost[ia] + b.cost[ib], a.mem[ia] + b.mem[ib], a.floor + b.floor, a.wfloor + b.wfloor)
+        return [i for i in range(a.cost.size) for _ in range(nb)], list(range(nb)) * a.cost.size
+    if len(common) == 1:
+        ka: list[Any] = a.asg[:, common[0]].tolist()
+        kb: list[Any] = b.asg[:, common[0]].tolist()
+    else:
+        ka = list(map(tuple, a.asg[:, common].tolist()))
+        kb = list(map(tuple, b.asg[:, common].tolist()))
+    rows: dict[Any, list[int]] = {}
+    for j, k in enumerate(kb):
+        rows.setdefault(k, []).append(j)
+    ra: list[int] = []
+    rb: list[int] = []
+    for i, k in enumerate(ka):
+        got = rows.get(k)
+        if got:
+            ra += [i] * len(got)
+            rb += got
+    return ra, rb
 
 
-def _join(a: _Table, b: _Table, dom: np.ndarray, max_rows: float = np.inf) -> _Table:
-    """The rows of ``a`` and ``b`` that agree on their common variables, paired: rows of
-    ``a`` in order, each with its matching rows of ``b`` in order (assignments merged,
-    seconds and bytes added); more than ``max_rows`` pairs raise `TooLarge`."""
-    common = [x for x in a.live if x in b.live]
-    if a.cost.size * b.cost.size <= SMALL_JOIN:
-        return _join_small(a, b, common, a.live + [x for x in b.live if x not in a.live], max_rows)
+def _check_rows(n: int, max_rows: float) -> None:
+    """`TooLarge` when a join would have ``n`` > ``max_rows`` rows."""
+    if n > max_rows:
+        raise TooLarge(f"a join of {n} rows (limit {max_rows:g})")
+
+
+def _pairs(a: _Table, b: _Table, common: list[int], dom: np.ndarray, max_rows: float) -> tuple[np.ndarray, np.ndarray]:
+    """`_join`'s row pairs by a stable sort of ``b``'s keys (mixed-radix codes of the
+    common variables) and a search of ``a``'s; counted (`_check_rows`) before they are
+    built."""
     if common:
         ka = encode_states(a.asg[:, common], dom[common])
         kb = encode_states(b.asg[:, common], dom[common])
@@ -99,11 +96,24 @@ def _join(a: _Table, b: _Table, dom: np.ndarray, max_rows: float = np.inf) -> _T
     kbs = kb[ob]
     lo = np.searchsorted(kbs, ka, "left")
     cnt = np.searchsorted(kbs, ka, "right") - lo
-    if cnt.sum() > max_rows:
-        raise TooLarge(f"a join of {int(cnt.sum())} rows (limit {max_rows:g})")
+    _check_rows(int(cnt.sum()), max_rows)
     ra = np.repeat(np.arange(ka.size), cnt)
     start = np.cumsum(cnt) - cnt
-    rb = ob[lo[ra] + np.arange(ra.size) - start[ra]]
+    return ra, ob[lo[ra] + np.arange(ra.size) - start[ra]]
+
+
+def _join(a: _Table, b: _Table, dom: np.ndarray, max_rows: float = np.inf) -> _Table:
+    """The rows of ``a`` and ``b`` that agree on their common variables, paired: rows of
+    ``a`` in order, each with its matching rows of ``b`` in order (assignments merged,
+    seconds and bytes added); more than ``max_rows`` pairs raise `TooLarge`. Pairs found in
+    Python below `SMALL_JOIN`, by numpy above."""
+    common = [x for x in a.live if x in b.live]
+    if a.cost.size * b.cost.size <= SMALL_JOIN:
+        small = _pairs_small(a, b, common)
+        _check_rows(len(small[0]), max_rows)
+        ra, rb = np.array(small[0], dtype=np.intp), np.array(small[1], dtype=np.intp)
+    else:
+        ra, rb = _pairs(a, b, common, dom, max_rows)
     live = a.live + [x for x in b.live if x not in a.live]
     return _Table(live, np.maximum(a.asg[ra], b.asg[rb]), a.cost[ra] + b.cost[rb], a.mem[ra] + b.mem[rb], a.floor + b.floor, a.wfloor + b.wfloor)
 
@@ -165,9 +175,9 @@ def _pareto(t: _Table, group: list[int], dom: np.ndarray) -> _Table:
         # `pareto_rows`' own
         keys: list[Any] = list(map(tuple, t.asg[:, group].tolist())) if group else [0] * t.cost.size
         rows = _pareto_rows_small(keys, t.cost, t.mem)
-        return _Table(group, t.asg[rows], t.cost[rows], t.mem[rows], t.floor, t.wfloor)
-    key = encode_states(t.asg[:, group], dom[group]) if group else np.zeros(t.cost.size, dtype=np.int64)
-    rows = pareto_rows(key, t.cost, t.mem)
+    else:
+        key = encode_states(t.asg[:, group], dom[group]) if group else np.zeros(t.cost.size, dtype=np.int64)
+        rows = pareto_rows(key, t.cost, t.mem)
     return _Table(group, t.asg[rows], t.cost[rows], t.mem[rows], t.floor, t.wfloor)
 
 
