@@ -187,13 +187,20 @@ def compose(
     size: dict[tuple[int, int], int] = {}
     solved: set[tuple[int, int]] = set()
     seen: dict[tuple[bytes, int], float | None] = {}  # identical windows (repeated blocks) are solved once
+    framed: dict[tuple[int, int], tuple[PlacementInstance, bytes]] = {}
+
+    def window_of(ij: tuple[int, int]) -> tuple[PlacementInstance, bytes]:
+        """The window instance of the segment ``ij`` and its fingerprint, built once."""
+        if ij not in framed:
+            sub = window_instance(inst, between(*ij), *_ends(chain, *ij))
+            framed[ij] = (sub, fingerprint(sub))
+        return framed[ij]
 
     def refine(ij: tuple[int, int], left: int, stage: int = 0) -> None:
         if solve_window is None or not 0 < size[ij] <= max_ops or late():
             return
-        i, j = ij
-        sub = window_instance(inst, between(i, j), chain[i - 1] if i > 0 else None, chain[j - 1] if j <= k else None)
-        key = (fingerprint(sub), stage)
+        sub, print_ = window_of(ij)
+        key = (print_, stage)
         if key not in seen:
             stop = until(left)
             seen[key] = solve_window(sub, time.perf_counter() + 3600.0 if stop is None else stop, seg[ij], stage)
@@ -216,7 +223,7 @@ def compose(
         def until_joined(left: int) -> float | None:
             return None if last is None else time.perf_counter() + max(0.0, last - time.perf_counter()) / max(left, 1)
 
-        joined = joined_bounds(inst, chain, seg, between, consecutive, size, solve_joined, until_joined, lambda: last is not None and time.perf_counter() >= last, max_ops)
+        joined = joined_bounds(inst, chain, seg, between, consecutive, size, solve_joined, until_joined, lambda: last is not None and time.perf_counter() >= last, max_ops, lambda ij: window_of(ij)[1])
     covered = {ij for pair, (_, closed) in joined.items() if closed for ij in pair}  # solved jointly
     for idx, ij in enumerate(todo):
         if ij not in covered:
@@ -249,6 +256,7 @@ def joined_bounds(
     until: Callable[[int], float | None],
     late: Callable[[], bool],
     max_ops: int,
+    key_of: Callable[[tuple[int, int]], bytes],
 ) -> dict[tuple[tuple[int, int], tuple[int, int]], tuple[float, bool]]:
     """For the pairs of consecutive modules (``consecutive``, nodes of `compose`) tied by
     co-location (`joined.tied_pairs`, both of 1..``max_ops`` ops), the joined bound
@@ -256,15 +264,15 @@ def joined_bounds(
     whether it closed, when it gave one; solved smallest first, each within a share of the time left (``until``) of
     one in four of the pairs left (one in three for the first of eleven: most pairs close
     well within it, and equal shares stopped every pair early on a loaded machine),
-    identical joined instances once, until ``late``."""
-    k = len(chain)
+    identical joined instances once, until ``late``. ``key_of``: a segment's window
+    fingerprint (`fingerprint`), which names the windows' filed plans."""
     ok = [t for t, ij in enumerate(consecutive) if 0 < size[ij] <= max_ops]
     inner = [between(*consecutive[t]) for t in ok]
     adjacent = [(a, b) for a in range(len(ok)) for b in range(a + 1, len(ok)) if abs(ok[a] - ok[b]) < 2]
     pairs = [(ok[a], ok[b]) for a, b in tied_pairs([np.flatnonzero(m) for m in inner], inst.colocation_groups(), adjacent)]
 
     def window_ops(t: int) -> tuple[np.ndarray, list[int]]:
-        ends = [chain[v - 1] for v in (t, t + 1) if 0 < v <= k]
+        ends = [v for v in _ends(chain, t, t + 1) if v is not None]
         return np.union1d(np.flatnonzero(between(t, t + 1)), ends), ends
 
     pairs.sort(key=lambda ab: size[consecutive[ab[0]]] + size[consecutive[ab[1]]])
@@ -276,7 +284,7 @@ def joined_bounds(
         (ops_a, ends_a), (ops_b, ends_b) = window_ops(a), window_ops(b)
         sub, part = joined_instance(inst, ops_a, ops_b, ends_a + ends_b)
         ia, ib = consecutive[a], consecutive[b]
-        keys = (fingerprint(window_instance(inst, between(*ia), *_ends(chain, a))), fingerprint(window_instance(inst, between(*ib), *_ends(chain, b))))
+        keys = (key_of(ia), key_of(ib))
         key = fingerprint(sub) + part.tobytes() + np.asarray([seg[ia], seg[ib]]).tobytes()
         if key not in seen:
             stop = until(max(1, (len(pairs) - idx + 3) // 4))  # most pairs close well within it
@@ -287,10 +295,10 @@ def joined_bounds(
     return out
 
 
-def _ends(chain: list[int], t: int) -> tuple[int | None, int | None]:
-    """The waists of the module between nodes t and t + 1 of `compose` (None: none)."""
-    k = len(chain)
-    return (chain[t - 1] if t > 0 else None), (chain[t] if t < k else None)
+def _ends(chain: Sequence[int], i: int, j: int) -> tuple[int | None, int | None]:
+    """The waists that bound the segment between nodes i and j of `compose` (nodes 0..K+1:
+    the start, the waists, the end; None: the start or the end)."""
+    return (chain[i - 1] if i > 0 else None), (chain[j - 1] if j <= len(chain) else None)
 
 
 def module_bound(
@@ -372,7 +380,7 @@ def chain_windows(inst: PlacementInstance, chain: Sequence[int], deadline: float
             return None
         module = (everything if i == 0 else desc[i - 1]) & (everything if i == k else anc[i])
         module[list(chain)] = False
-        first, last = (chain[i - 1] if i > 0 else None), (chain[i] if i < k else None)
+        first, last = _ends(chain, i, i + 1)
         if not module.any() and (first is None or last is None):
             continue
         sub = window_instance(inst, module, first, last)
