@@ -19,7 +19,8 @@ from test_placement_channels_waist import _chains
 
 import distplan
 from distplan.formulations.placement.listsched import Schedule
-from distplan.formulations.placement.milp import glued_start, identical_devices, interchangeable, run, window_bound
+from distplan.formulations.placement.milp import glued_start, identical_devices, run, window_bound
+from distplan.formulations.placement.relaxation import interchangeable
 from distplan.formulations.placement.segments import compose, cut_waists, glued_assignment, module_bound, window_instance
 from distplan.formulations.placement.waist import waist_bound
 from distplan.formulations.registry import RunContext

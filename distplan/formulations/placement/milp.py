@@ -28,7 +28,6 @@ always re-scheduled from the solver's device and per-device order and re-evaluat
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -50,6 +49,7 @@ from distplan.formulations.placement.relaxation import (
     assign_index_fields,
     assignment,
     channel_loads,
+    interchangeable,
     load_rows,
     memory_capacity,
     symmetry,
@@ -501,29 +501,6 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
         and claimed <= result.objective / SCALE * (1 + 1e-6) + 1e-9
     )
     return Outcome(plan=plan, bounds=bounds, solver_results=list(ctx.solver_results), claimed_objective=claimed, proven_optimal=proven, info=info)
-
-
-def interchangeable(inst: PlacementInstance) -> PlacementInstance:
-    """A relaxation with interchangeable devices: every op at its fastest time on every
-    device, every link as fast as the fastest (largest bandwidth, smallest latency between
-    two devices), every device with the largest memory, and only min(devices, ops) of them
-    (a plan uses at most one device per op; those it uses, renamed, are the first ones).
-    Every plan, renamed so, keeps its start times with delays, channel loads and memory no
-    larger: a solution of the MILP's rows, whose symmetry rows now apply."""
-    m = min(inst.n_devices, max(inst.n_ops, 1))
-    off = ~np.eye(m, dtype=bool)
-    full_off = ~np.eye(inst.n_devices, dtype=bool)
-    fast = copy.copy(inst)
-    fast.time = np.repeat(inst.time.min(axis=1, initial=np.inf)[:, None], m, axis=1)
-    fast.device_names = inst.device_names[:m]
-    fast.device_types = inst.device_types[:m]
-    fast.device_memory = np.full(m, float(inst.device_memory.max()))
-    bw = inst.bandwidth[full_off].max() if inst.n_devices > 1 else 1.0
-    lat = inst.latency[full_off].min() if inst.n_devices > 1 else 0.0
-    fast.bandwidth = np.where(off, bw, inst.bandwidth[:m, :m])
-    fast.latency = np.where(off, lat, inst.latency[:m, :m])
-    fast.document = None
-    return fast
 
 
 def window_bound(

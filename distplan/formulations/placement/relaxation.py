@@ -39,6 +39,7 @@ feasibility tolerance (see `SAFETY`).
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -141,6 +142,29 @@ def device_classes(inst: PlacementInstance) -> list[np.ndarray]:
         key = inst.time[:, d].tobytes() + np.float64(inst.device_memory[d]).tobytes()
         keys.setdefault(key, []).append(d)
     return [np.asarray(v, dtype=np.int64) for v in keys.values()]
+
+
+def interchangeable(inst: PlacementInstance) -> PlacementInstance:
+    """A relaxation with interchangeable devices: every op at its fastest time on every
+    device, every link as fast as the fastest (largest bandwidth, smallest latency between
+    two devices), every device with the largest memory, and only min(devices, ops) of them
+    (a plan uses at most one device per op; those it uses, renamed, are the first ones).
+    Every plan, renamed so, keeps its start times with delays, channel loads and memory no
+    larger: a solution of the MILP's rows, whose symmetry rows now apply."""
+    m = min(inst.n_devices, max(inst.n_ops, 1))
+    off = ~np.eye(m, dtype=bool)
+    full_off = ~np.eye(inst.n_devices, dtype=bool)
+    fast = copy.copy(inst)
+    fast.time = np.repeat(inst.time.min(axis=1, initial=np.inf)[:, None], m, axis=1)
+    fast.device_names = inst.device_names[:m]
+    fast.device_types = inst.device_types[:m]
+    fast.device_memory = np.full(m, float(inst.device_memory.max()))
+    bw = inst.bandwidth[full_off].max() if inst.n_devices > 1 else 1.0
+    lat = inst.latency[full_off].min() if inst.n_devices > 1 else 0.0
+    fast.bandwidth = np.where(off, bw, inst.bandwidth[:m, :m])
+    fast.latency = np.where(off, lat, inst.latency[:m, :m])
+    fast.document = None
+    return fast
 
 
 def transfer_classes(inst: PlacementInstance) -> tuple[np.ndarray, int]:
