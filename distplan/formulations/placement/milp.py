@@ -503,6 +503,19 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
     return Outcome(plan=plan, bounds=bounds, solver_results=list(ctx.solver_results), claimed_objective=claimed, proven_optimal=proven, info=info)
 
 
+def child_dual_bound(ctx: RunContext, target: PlacementInstance, model: Model, deadline: float, gap: float, warm: np.ndarray | None) -> tuple[SolverResult, float | None]:
+    """Solve ``model`` (a placement MILP of ``target``, time in microseconds) in a context of
+    its own until ``deadline`` (a ``time.perf_counter()`` value) to a relative ``gap``, so its
+    records stay out of the run's: its result and its proven lower bound in seconds (the dual
+    bound less `relaxation.dual_bound_margin`, at least 0), None without a finite dual bound."""
+    child = ctx.child(time_limit=max(deadline - time.perf_counter(), 0.01))
+    child.options = child.options.with_(mip_gap=gap)
+    result = child.solve_model(model, warm_start=warm)
+    if result.bound is None or not np.isfinite(result.bound):
+        return result, None
+    return result, max(0.0, result.bound - relaxation.dual_bound_margin(target, result.bound)) / SCALE
+
+
 def window_bound(
     sub: PlacementInstance, ctx: RunContext, deadline: float, lower: float = 0.0, stage: int = 0, gap: float = 0.01, exact_devices: int = 4, found: dict[bytes, list[np.ndarray]] | None = None
 ) -> float | None:
@@ -543,14 +556,10 @@ def window_bound(
                     filed.append(np.asarray(sched.device))
     model, index = PLACEMENT_MILP.build(target, {"incumbent": sched}, name=f"{sub.name}-window")
     model.set_bounds(model["makespan"], lb=min(lower * SCALE, index.horizon))
-    child = ctx.child(time_limit=max(deadline - time.perf_counter(), 0.01))
-    child.options = child.options.with_(mip_gap=gap)
-    result = child.solve_model(model, warm_start=warm_start(target, model, index))
+    result, bound = child_dual_bound(ctx, target, model, deadline, gap, warm_start(target, model, index))
     if filed is not None and result.has_solution:
         filed.append(np.argmax(result.values_by_block["assign"], axis=1))
-    if result.bound is None or not np.isfinite(result.bound):
-        return None
-    return max(0.0, result.bound - relaxation.dual_bound_margin(target, result.bound)) / SCALE
+    return bound
 
 
 @dataclass(frozen=True)
@@ -713,17 +722,15 @@ def joined_bound(
     if vector is not None:
         block = model.var_blocks["span"]
         vector[block.start : block.stop] = [max(float((start + target.time[np.arange(target.n_ops), dev])[part == k].max(initial=0.0)) * SCALE, index.span_lb[k]) for k in range(2)]
-    child = ctx.child(time_limit=max(deadline - time.perf_counter(), 0.01))
-    child.options = child.options.with_(mip_gap=gap)
-    result = child.solve_model(model, warm_start=vector)
+    result, bound = child_dual_bound(ctx, target, model, deadline, gap, vector)
     if found is not None and keys is not None and target.n_devices == sub.n_devices:
         got = [dev] + ([np.argmax(result.values_by_block["assign"], axis=1)] if result.has_solution else [])
         for assign in got:
             for k, key in enumerate(keys):
                 found.setdefault(key, []).append(np.asarray(assign)[part == k])
-    if result.bound is None or not np.isfinite(result.bound):
+    if bound is None:
         return None
-    return max(0.0, result.bound - relaxation.dual_bound_margin(target, result.bound)) / SCALE, result.termination.value == "optimal"
+    return bound, result.termination.value == "optimal"
 
 
 def glued_start(inst: PlacementInstance, waists: list[int], windows: dict[bytes, list[np.ndarray]], fallback: np.ndarray) -> Schedule | None:
