@@ -186,3 +186,54 @@ def test_arrivals_from_the_largest_remote_one_match_the_general_form() -> None:
     nan_bytes = inst.edge_bytes.astype(float)
     nan_bytes[0] = np.nan
     assert not static_lists(dataclasses.replace(inst, edge_bytes=nan_bytes), False).remote_last
+
+
+def _charged(inst: Any, assignment: np.ndarray | None) -> np.ndarray:
+    """Bytes the scheduler may ever charge each device, written out per op (persistent
+    bytes of the op's group plus its temporary and output bytes under liveness; the group's
+    need under the simple model), over all ops or those assigned to the device."""
+    groups = inst.colocation_groups()
+    if inst.memory_model == "liveness":
+        per_op = [float(inst.memory[groups == groups[v]].sum() + inst.temporary[v] + inst.output[v]) for v in range(inst.n_ops)]
+    else:
+        per_op = [float(inst.memory[groups == groups[v]].sum()) for v in range(inst.n_ops)]
+    if assignment is None:
+        return np.full(inst.n_devices, sum(per_op))
+    return np.array([sum(p for p, a in zip(per_op, assignment) if a == d) for d in range(inst.n_devices)])
+
+
+def test_memory_never_binds_at_its_boundary_and_schedules_as_the_reference() -> None:
+    """With every device's capacity just above the bytes the scheduler could ever charge it, memory
+    cannot bind (the timelines are skipped); one byte less on one device and it may. Both
+    sides schedule as the reference (free and fixed assignments, both memory models, channels
+    or not); negative memory never counts as loose."""
+    from placement_reference import reference_list_schedule
+    from test_placement_heuristics import outcome
+
+    from distplan.formulations.placement.listsched_data import memory_never_binds
+
+    rng = np.random.default_rng(11)
+    seen = 0
+    for seed in range(40):
+        base = random_instance(seed)
+        groups = base.colocation_groups()
+        assignment = rng.integers(0, base.n_devices, size=int(groups.max()) + 1)[groups]
+        for asg in (None, assignment):
+            charged = _charged(base, asg)
+            for short in (0.0, 1.0):  # 0: a relative 1e-8 above (the check keeps a 1e-9 margin against rounding)
+                cap = np.maximum(charged, 1.0) * (1 + 1e-8)
+                d = int(np.argmax(charged))
+                cap[d] = charged[d] * (1 + 1e-8) - short
+                if cap[d] <= 0:
+                    continue
+                inst = dataclasses.replace(base, device_memory=cap)
+                st = static_lists(inst, asg is None)
+                loose = memory_never_binds(inst, st, None if asg is None else asg.tolist())
+                assert loose == (short == 0.0), (seed, asg is None, short)
+                seen += loose
+                kw = {} if asg is None else {"assignment": asg}
+                assert outcome(list_schedule, inst, **kw) == outcome(reference_list_schedule, inst, **kw), (seed, short)
+    assert seen > 40
+    inst = random_instance(3)
+    neg = dataclasses.replace(inst, memory=-np.ones(inst.n_ops), device_memory=np.full(inst.n_devices, 1e30))
+    assert not memory_never_binds(neg, static_lists(neg, True), None)

@@ -17,7 +17,9 @@ and receiver's channels, and received tensors are cached per device.
 Memory accounting: under the simple model each device holds the sum of its ops' memory;
 under the liveness model a per-device timeline holds persistent memory (a colocation
 group's at its first placement), temporaries while ops run and outputs until their last
-consumer finished, and an op starts only when its bytes fit from then on. Colocation groups
+consumer finished, and an op starts only when its bytes fit from then on (when every byte
+that could ever be charged fits every device, `memory_never_binds`, no check can fail and
+the timelines are not kept). Colocation groups
 move together: the first op placed drags its group to that device. Times in seconds, memory
 in bytes.
 
@@ -61,6 +63,7 @@ from distplan.formulations.placement.listsched_data import (
     check_favorites,
     gc_paused,
     independent_arrival,
+    memory_never_binds,
     raise_no_fit,
     static_lists,
     topological_positions,
@@ -129,7 +132,6 @@ def _list_schedule(
     ins, distinct, times, groups = st.ins, st.distinct, st.times, st.groups
     gneed, gpers, members, transient, temporary, output = st.gneed, st.gpers, st.members, st.transient, st.temporary, st.output
     inv_bw, lat = st.inv_bw, st.lat
-    consumers_left, remaining = st.consumers[:], st.indeg[:]  # counted down: copies (``st`` is reused across calls)
     t_op, t_dev = st.t_op, st.t_dev
     fixed = [-1] * n if assignment is None else np.asarray(assignment, dtype=np.int64).tolist()
     forced_mode = assignment is not None
@@ -137,8 +139,11 @@ def _list_schedule(
     capx = (inst.device_memory * (1 + 1e-12)).tolist()
     used = [0.0] * nd
     liveness = inst.memory_model == "liveness"
-    timelines = [MemoryTimeline(c) for c in cap] if liveness else []
+    loose = memory_never_binds(inst, st, fixed if forced_mode else None)
+    track = liveness and not loose  # the timelines are read only when memory can bind
+    timelines = [MemoryTimeline(c) for c in cap] if track else []
     tl_time, tl_delta = [tl.times for tl in timelines], [tl.deltas for tl in timelines]  # events appended directly
+    consumers_left, remaining = st.consumers[:] if track else [], st.indeg[:]  # counted down: copies (``st`` is reused across calls)
     allocated = [0.0] * nd
     group_placed = [False] * len(gneed)
     last_consumer_end = [0.0] * n
@@ -260,6 +265,8 @@ def _list_schedule(
             s = r if r >= f0 else f0
         else:
             s = lb
+        if loose:
+            return s
         if liveness:
             g = groups[v]
             extra = transient[v] + (0.0 if (group_placed[g] or fx >= 0) else gpers[g])
@@ -292,6 +299,8 @@ def _list_schedule(
         fx = fixed[v]
         if fx >= 0 and fx != d:
             return False
+        if loose:
+            return True
         g = groups[v]
         if liveness:
             extra = transient[v] + (0.0 if (group_placed[g] or fx >= 0) else gpers[g])
@@ -444,9 +453,10 @@ def _list_schedule(
         if fixed[v] < 0 or (forced_mode and not group_placed[g]):
             used[d] += gneed[g]
             if liveness:
-                tl_time[d].append(s)
-                tl_delta[d].append(gpers[g])
                 allocated[d] += gpers[g]
+                if track:
+                    tl_time[d].append(s)
+                    tl_delta[d].append(gpers[g])
             group_placed[g] = True
             for w in members.get(g, ()) if members else ():
                 fixed[w] = d
@@ -463,10 +473,11 @@ def _list_schedule(
         end[v] = ev
         dev_free[d] = ev
         if liveness:
+            allocated[d] += transient[v]
+        if track:
             tt, td = tl_time[d], tl_delta[d]
             tt.append(s)
             td.append(transient[v])
-            allocated[d] += transient[v]
             tt.append(ev)
             td.append(-temporary[v])
             for u in in_src[in_cut[v] : in_cut[v + 1]]:
@@ -696,7 +707,7 @@ def _list_schedule(
             if liveness:  # what v would keep resident against what stays resident for good
                 g = groups[v]
                 want = transient[v] + (0.0 if (group_placed[g] or fixed[v] >= 0) else gpers[g])
-                free = [cap[k] - math.fsum(timelines[k].deltas) for k in devs]
+                free = [cap[k] - (math.fsum(timelines[k].deltas) if track else allocated[k]) for k in devs]
             else:
                 want = gneed[groups[v]]
                 free = [cap[k] - used[k] for k in devs]

@@ -252,6 +252,32 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
     )
 
 
+def memory_never_binds(inst: PlacementInstance, st: StaticLists, assignment: list[int] | None) -> bool:
+    """Can no memory check of the list scheduler fail? True when every byte it could ever
+    charge a device fits there (with a relative margin of 1e-9 against rounding): under
+    the liveness model the persistent bytes of every group plus every op's temporary and
+    output bytes, which bound the bytes ever allocated on a device (`MemoryTimeline` is then
+    never asked), under the simple model every group's need; with ``assignment`` (every op's
+    device) only the ops assigned to each device count. Memory sizes must be >= 0 (else
+    False)."""
+    nd = inst.n_devices
+    cap = np.asarray(inst.device_memory, dtype=float)
+    groups = np.asarray(st.groups, dtype=np.int64)
+    if inst.memory_model == "liveness":
+        per_op = np.asarray(inst.temporary, dtype=float) + np.asarray(inst.output, dtype=float) + np.asarray(st.gpers)[groups]
+    else:
+        per_op = np.asarray(st.gneed)[groups]  # a group counted once per member: an upper bound
+    if per_op.size == 0:
+        return True
+    if not np.all(per_op >= 0):  # also NaN
+        return False
+    if assignment is None:
+        charged = np.full(nd, per_op.sum())
+    else:
+        charged = np.bincount(np.asarray(assignment, dtype=np.int64), weights=per_op, minlength=nd)
+    return bool(np.all(charged * (1 + 1e-9) <= cap))
+
+
 def tensor_ids(src: np.ndarray, nbytes: np.ndarray) -> tuple[np.ndarray, int]:
     """Per edge (producer ``src``, ``nbytes`` bytes) the index of its tensor, the distinct
     (producer, bytes) pairs numbered in sorted order (NaN bytes: a tensor of its own), and
