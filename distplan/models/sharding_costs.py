@@ -57,6 +57,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 from distplan.models.catalogue import DeviceSpec
 
@@ -161,9 +162,10 @@ class CostContext:
     batch_dim: str = "b"
 
 
-@dataclass(frozen=True)
-class OpCost:
-    """Costs of one op under one strategy: seconds per iteration and bytes per device."""
+class OpCost(NamedTuple):
+    """Costs of one op under one strategy: seconds per iteration and bytes per device (a
+    named tuple: immutable, and built several times faster than a frozen dataclass, which
+    matters as every formulation and the evaluator build many)."""
 
     compute: float
     communication: float
@@ -337,51 +339,60 @@ def op_cost(sem: OpSemantics, strategy: Strategy, ctx: CostContext) -> OpCost:
 
     Seconds per iteration and bytes per device; each tensor's shard count (the product of
     the sizes of the mesh axes split on one of its labels) is computed once. A replicated
-    strategy (no split) takes a shorter path with the same sums in the same order."""
+    strategy (no split) takes a shorter path with the same sums in the same order. The
+    sums are Python ``sum`` over lists in a fixed order (inputs, parameters, output; then
+    saved buffers), so every caller gets the same floats."""
     sizes = ctx.axis_sizes
-    split = [(axis, label) for axis, label in enumerate(strategy) if label is not None]
     out = sem.output
+    inputs, params, saved = sem.inputs, sem.params, sem.saved
+    split = [(axis, label) for axis, label in enumerate(strategy) if label is not None]
     if not split:  # every shard count is 1 and there is no collective
         out_part = out.nbytes  # (x / 1 is x exactly)
-        in_part = [t.nbytes for t in sem.inputs]
-        param_shards = [1] * len(sem.params)
-        saved_shards = [1] * len(sem.saved)
-    else:
-
-        def shards(labels: tuple[str, ...]) -> int:
-            n = 1
-            for axis, label in split:
-                if label in labels:
-                    n *= sizes[axis]
-            return n
-
-        out_part = out.nbytes / shards(out.labels)
-        in_part = [t.nbytes / shards(t.labels) for t in sem.inputs]
-        param_shards = [shards(t.labels) for t in sem.params]
-        saved_shards = [shards(t.labels) for t in sem.saved]
-    if sem.zero_cost:
-        compute = 0.0
+        in_part = [t.nbytes for t in inputs]
+        param_part = [t.nbytes for t in params]
+        param_elems = [t.numel / 1 for t in params]
+        saved_n = [1] * len(saved)
+        saved_part = [t.nbytes for t in saved]
+        split_all = 1
     else:
         split_all = 1
         for axis, _ in split:
             split_all *= sizes[axis]
-        traffic = sum([*in_part, *[t.nbytes / n for t, n in zip(sem.params, param_shards)], out_part])
-        if sem.saved:  # (adding the empty sum, 0, changes no positive float)
-            traffic += sum([2 * t.nbytes / n for t, n in zip(sem.saved, saved_shards)])
+        if len(split) == 1:  # one split axis (every 1-D mesh): a tensor has 1 or p shards
+            (axis, label), = split
+            p = sizes[axis]
+            out_part = out.nbytes / (p if label in out.labels else 1)
+            in_part = [t.nbytes / (p if label in t.labels else 1) for t in inputs]
+            param_n = [p if label in t.labels else 1 for t in params]
+            saved_n = [p if label in t.labels else 1 for t in saved]
+        else:
+            out_part = out.nbytes / _shards(out.labels, strategy, sizes)
+            in_part = [t.nbytes / _shards(t.labels, strategy, sizes) for t in inputs]
+            param_n = [_shards(t.labels, strategy, sizes) for t in params]
+            saved_n = [_shards(t.labels, strategy, sizes) for t in saved]
+        param_part = [t.nbytes / n for t, n in zip(params, param_n)]
+        param_elems = [t.numel / n for t, n in zip(params, param_n)]
+        saved_part = [t.nbytes / n for t, n in zip(saved, saved_n)]
+    if sem.zero_cost:
+        compute = 0.0
+    else:
+        traffic = sum([*in_part, *param_part, out_part])
+        if saved:  # (adding the empty sum, 0, changes no positive float)
+            traffic += sum([2 * t.nbytes / n for t, n in zip(saved, saved_n)])
         fwd = ctx.device.roofline_seconds(sem.flops / split_all, traffic, out.dtype)
         compute = (1.0 + ctx.backward_factor) * fwd
     comm = 0.0
     for axis, label in split:
         if label not in out.labels:  # contracting split: partial output
             comm += all_reduce_seconds(out_part, axis, ctx)
-        for t, part in zip(sem.inputs, in_part):  # input gradient partial
+        for t, part in zip(inputs, in_part):  # input gradient partial
             if t.grad and label not in t.labels:
                 comm += all_reduce_seconds(part, axis, ctx)
-        for t, n in zip(sem.params, param_shards):  # gradient synchronization of a weight replicated over the axis
+        for t, part in zip(params, param_part):  # gradient synchronization of a weight replicated over the axis
             if label not in t.labels:
-                comm += all_reduce_seconds(t.nbytes / n, axis, ctx)
-    param_bytes = sum([t.numel / n for t, n in zip(sem.params, param_shards)]) * ctx.optimizer_bytes_per_param
-    act = sum([t.nbytes / n for t, n in zip(sem.saved, saved_shards)])
+                comm += all_reduce_seconds(part, axis, ctx)
+    param_bytes = sum(param_elems) * ctx.optimizer_bytes_per_param
+    act = sum(saved_part)
     if sem.saves_output:
         act += out_part
-    return OpCost(compute=compute, communication=comm, param_bytes=param_bytes, activation_bytes=act)
+    return OpCost(compute, comm, param_bytes, act)

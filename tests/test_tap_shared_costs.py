@@ -1,0 +1,122 @@
+"""The cost model's fast paths (issue 16, tap's shared path) give the floats of the plain
+definitions, bit for bit: op costs, strategies, layouts and resharding, on every op
+signature of the bundled sharding instances and of GPTs on 1-D, 2-D and 3-D meshes."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import pytest
+
+from distplan.api import _load
+from distplan.instances import bundled
+from distplan.instances.transformer import transformer
+from distplan.models.sharding import ShardingInstance
+from distplan.models.sharding_costs import (
+    CostContext,
+    OpSemantics,
+    Strategy,
+    all_reduce_seconds,
+    enumerate_strategies,
+    op_cost,
+    strategy_problem,
+)
+
+
+def reference_op_cost(sem: OpSemantics, strategy: Strategy, ctx: CostContext) -> tuple[float, float, float, float]:
+    """`op_cost` as written before its fast paths (compute, communication, parameter bytes,
+    activation bytes): the definition in the module docstring, shard counts tensor by tensor."""
+    sizes = ctx.axis_sizes
+    split = [(axis, label) for axis, label in enumerate(strategy) if label is not None]
+    out = sem.output
+
+    def shards(labels: tuple[str, ...]) -> int:
+        n = 1
+        for axis, label in split:
+            if label in labels:
+                n *= sizes[axis]
+        return n
+
+    out_part = out.nbytes / shards(out.labels)
+    in_part = [t.nbytes / shards(t.labels) for t in sem.inputs]
+    param_shards = [shards(t.labels) for t in sem.params]
+    saved_shards = [shards(t.labels) for t in sem.saved]
+    if sem.zero_cost:
+        compute = 0.0
+    else:
+        split_all = 1
+        for axis, _ in split:
+            split_all *= sizes[axis]
+        traffic = sum([*in_part, *[t.nbytes / n for t, n in zip(sem.params, param_shards)], out_part])
+        if sem.saved:
+            traffic += sum([2 * t.nbytes / n for t, n in zip(sem.saved, saved_shards)])
+        fwd = ctx.device.roofline_seconds(sem.flops / split_all, traffic, out.dtype)
+        compute = (1.0 + ctx.backward_factor) * fwd
+    comm = 0.0
+    for axis, label in split:
+        if label not in out.labels:
+            comm += all_reduce_seconds(out_part, axis, ctx)
+        for t, part in zip(sem.inputs, in_part):
+            if t.grad and label not in t.labels:
+                comm += all_reduce_seconds(part, axis, ctx)
+        for t, n in zip(sem.params, param_shards):
+            if label not in t.labels:
+                comm += all_reduce_seconds(t.nbytes / n, axis, ctx)
+    param_bytes = sum([t.numel / n for t, n in zip(sem.params, param_shards)]) * ctx.optimizer_bytes_per_param
+    act = sum([t.nbytes / n for t, n in zip(sem.saved, saved_shards)])
+    if sem.saves_output:
+        act += out_part
+    return compute, comm, param_bytes, act
+
+
+def reference_strategies(sem: OpSemantics, ctx: CostContext) -> list[Strategy]:
+    """`enumerate_strategies` by its definition: every combination that `strategy_problem` accepts."""
+    return [c for c in itertools.product([None, *sem.split_labels], repeat=len(ctx.axis_sizes)) if strategy_problem(sem, c, ctx) is None]
+
+
+def _instances() -> list[ShardingInstance]:
+    out: list[Any] = [_load(name) for name, entry in sorted(bundled().items()) if entry["kind"] == "sharding"]
+    for mesh, bandwidth in ((4, None), (8, (25e9,)), ((2, 4), (25e9, 240e9)), ((2, 2, 2), None)):
+        out.append(transformer(2, 256, 4, 128, 8, 1000, mesh=mesh, device="V100", bandwidth=bandwidth, name="gpt"))
+    out.append(transformer(2, 96, 3, 20, 6, 50, mesh=(3, 2), device="A100-80GB", name="odd"))  # splits that do not divide
+    return out
+
+
+INSTANCES = _instances()
+
+
+def _signatures(inst: ShardingInstance) -> list[OpSemantics]:
+    first: dict[int, int] = {}
+    for k, sid in enumerate(inst.signature_ids):
+        first.setdefault(sid, k)
+    return [inst.semantics(k) for k in first.values()]
+
+
+@pytest.mark.parametrize("inst", INSTANCES, ids=lambda i: f"{i.name}-{'x'.join(map(str, i.mesh.shape))}")
+def test_op_cost_equals_the_definition_bit_for_bit(inst: ShardingInstance) -> None:
+    """Every signature under every combination of split labels (valid or not): the four
+    numbers of `op_cost` are the reference's floats exactly (== on floats, no tolerance),
+    and `seconds` / `memory` are their sums."""
+    ctx = inst.cost_context
+    compared = 0
+    for sem in _signatures(inst):
+        for combo in itertools.product([None, *sem.split_labels], repeat=len(ctx.axis_sizes)):
+            got = op_cost(sem, combo, ctx)
+            want = reference_op_cost(sem, combo, ctx)
+            assert (got.compute, got.communication, got.param_bytes, got.activation_bytes) == want, (inst.name, sem.type, combo)
+            assert got.seconds == want[0] + want[1] and got.memory == want[2] + want[3]
+            assert all(math.isfinite(x) and x >= 0 for x in want)
+            compared += 1
+    assert compared >= len(_signatures(inst))
+
+
+@pytest.mark.parametrize("inst", INSTANCES, ids=lambda i: f"{i.name}-{'x'.join(map(str, i.mesh.shape))}")
+def test_enumerated_strategies_equal_the_definition(inst: ShardingInstance) -> None:
+    """The same strategies in the same order (replicated first)."""
+    ctx = inst.cost_context
+    for sem in _signatures(inst):
+        got = enumerate_strategies(sem, ctx)
+        assert got == reference_strategies(sem, ctx), (inst.name, sem.type)
+        assert got[0] == (None,) * len(ctx.axis_sizes)
