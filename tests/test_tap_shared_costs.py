@@ -4,6 +4,7 @@ signature of the bundled sharding instances and of GPTs on 1-D, 2-D and 3-D mesh
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from typing import Any
@@ -17,11 +18,17 @@ from distplan.models.sharding import ShardingInstance
 from distplan.models.sharding_costs import (
     CostContext,
     OpSemantics,
+    Spec,
     Strategy,
+    TensorSem,
+    all_gather_seconds,
     all_reduce_seconds,
+    all_to_all_seconds,
     enumerate_strategies,
     op_cost,
+    reshard_seconds,
     strategy_problem,
+    tensor_spec,
 )
 
 
@@ -76,10 +83,51 @@ def reference_strategies(sem: OpSemantics, ctx: CostContext) -> list[Strategy]:
     return [c for c in itertools.product([None, *sem.split_labels], repeat=len(ctx.axis_sizes)) if strategy_problem(sem, c, ctx) is None]
 
 
+def reference_one_way(nbytes: float, src: Spec, dst: Spec, ctx: CostContext) -> float:
+    """One way of `reshard_seconds` as written before its fast paths: slices, then
+    all-to-alls, then gathers, axis by axis (seconds)."""
+    cur = list(src)
+    sizes = ctx.axis_sizes
+    total = 0.0
+    for axis in range(len(cur)):
+        if cur[axis] == -1 and dst[axis] != -1:
+            cur[axis] = dst[axis]
+    for phase in ("all_to_all", "gather"):
+        for axis in range(len(cur)):
+            if cur[axis] == dst[axis]:
+                continue
+            if (phase == "gather") != (dst[axis] == -1):
+                continue
+            span = nbytes / math.prod(sizes[b] for b in range(len(cur)) if b != axis and cur[b] != -1)
+            if phase == "gather":
+                total += all_gather_seconds(span, axis, ctx)
+            else:
+                if not ctx.all_to_all:
+                    return math.inf
+                total += all_to_all_seconds(span, axis, ctx)
+            cur[axis] = dst[axis]
+    return total
+
+
+def reference_reshard(tensor: TensorSem, src: Spec, dst: Spec, ctx: CostContext) -> float:
+    if src == dst:
+        return 0.0
+    t = reference_one_way(tensor.nbytes, src, dst, ctx)
+    if tensor.grad:
+        t += reference_one_way(tensor.nbytes, dst, src, ctx)
+    return t
+
+
+def reference_spec(tensor: TensorSem, strategy: Strategy) -> Spec:
+    return tuple(tensor.labels.index(label) if (label is not None and label in tensor.labels) else -1 for label in strategy)
+
+
 def _instances() -> list[ShardingInstance]:
     out: list[Any] = [_load(name) for name, entry in sorted(bundled().items()) if entry["kind"] == "sharding"]
     for mesh, bandwidth in ((4, None), (8, (25e9,)), ((2, 4), (25e9, 240e9)), ((2, 2, 2), None)):
         out.append(transformer(2, 256, 4, 128, 8, 1000, mesh=mesh, device="V100", bandwidth=bandwidth, name="gpt"))
+    out.append(transformer(2, 256, 4, 128, 8, 1000, mesh=(2, 2), device="V100", name="no-a2a").with_memory(None))
+    out[-1].mesh = dataclasses.replace(out[-1].mesh, all_to_all=False)
     out.append(transformer(2, 96, 3, 20, 6, 50, mesh=(3, 2), device="A100-80GB", name="odd"))  # splits that do not divide
     return out
 
@@ -120,3 +168,24 @@ def test_enumerated_strategies_equal_the_definition(inst: ShardingInstance) -> N
         got = enumerate_strategies(sem, ctx)
         assert got == reference_strategies(sem, ctx), (inst.name, sem.type)
         assert got[0] == (None,) * len(ctx.axis_sizes)
+
+
+@pytest.mark.parametrize("inst", INSTANCES, ids=lambda i: f"{i.name}-{'x'.join(map(str, i.mesh.shape))}")
+def test_layouts_and_resharding_equal_the_definition(inst: ShardingInstance) -> None:
+    """`tensor_spec` for every tensor of every signature under every combination, and
+    `reshard_seconds` for every pair of layouts of every tensor (all-to-all allowed or not:
+    inf where it is needed)."""
+    ctx = inst.cost_context
+    for sem in _signatures(inst):
+        combos = list(itertools.product([None, *sem.split_labels], repeat=len(ctx.axis_sizes)))
+        for tensor in (*sem.inputs, sem.output, *sem.params):
+            specs = {reference_spec(tensor, c) for c in combos}
+            for c in combos:
+                assert tensor_spec(tensor, c) == reference_spec(tensor, c)
+            if len(ctx.axis_sizes) <= 2:  # every layout, also those no strategy makes
+                specs |= set(itertools.product(range(-1, len(tensor.labels)), repeat=len(ctx.axis_sizes)))
+            layouts = sorted(specs)[:40]  # (3-D meshes: 40 of them, -1s first)
+            for a in layouts:
+                for b in layouts:
+                    got, want = reshard_seconds(tensor, a, b, ctx), reference_reshard(tensor, a, b, ctx)
+                    assert got == want, (inst.name, tensor, a, b)

@@ -230,6 +230,10 @@ def strategy_problem(sem: OpSemantics, strategy: Strategy, ctx: CostContext) -> 
 
 def enumerate_strategies(sem: OpSemantics, ctx: CostContext) -> list[Strategy]:
     """Every valid strategy of an op, fully replicated first, in a fixed order."""
+    sizes = ctx.axis_sizes
+    if len(sizes) == 1:  # one axis: a label is valid when it divides (what strategy_problem checks)
+        p = sizes[0]
+        return [(None,), *[(label,) for label in sem.split_labels if sem.size(label) % p == 0]]
     choices: list[str | None] = [None, *sem.split_labels]
     out: list[Strategy] = []
     for combo in itertools.product(choices, repeat=len(ctx.axis_sizes)):
@@ -240,7 +244,11 @@ def enumerate_strategies(sem: OpSemantics, ctx: CostContext) -> list[Strategy]:
 
 def tensor_spec(tensor: TensorSem, strategy: Strategy) -> Spec:
     """Layout of a tensor under an op strategy: the split position per axis or -1."""
-    return tuple(tensor.labels.index(label) if (label is not None and label in tensor.labels) else -1 for label in strategy)
+    labels = tensor.labels
+    if len(strategy) == 1:
+        label = strategy[0]
+        return (labels.index(label) if (label is not None and label in labels) else -1,)
+    return tuple([labels.index(label) if (label is not None and label in labels) else -1 for label in strategy])
 
 
 def _shards(labels: Sequence[str], strategy: Strategy, sizes: Sequence[int]) -> int:
@@ -298,20 +306,30 @@ def all_to_all_seconds(nbytes: float, axis: int, ctx: CostContext) -> float:
 
 def _reshard_one_way(nbytes: float, src: Spec, dst: Spec, ctx: CostContext) -> float:
     """Seconds to turn layout ``src`` into ``dst``: slices first, then all-to-alls, then gathers."""
+    n = len(src)
+    if n == 1:  # one axis: a slice (free), an all-to-all or an all-gather of the whole tensor
+        s, d = src[0], dst[0]
+        if s == d or s == -1:
+            return 0.0
+        if d == -1:
+            return 0.0 + all_gather_seconds(nbytes / 1, 0, ctx)
+        return 0.0 + all_to_all_seconds(nbytes / 1, 0, ctx) if ctx.all_to_all else math.inf
     cur = list(src)
     sizes = ctx.axis_sizes
     total = 0.0
-    for axis in range(len(cur)):  # replicated -> split: local slices
+    for axis in range(n):  # replicated -> split: local slices
         if cur[axis] == -1 and dst[axis] != -1:
             cur[axis] = dst[axis]
-    for phase in ("all_to_all", "gather"):
-        for axis in range(len(cur)):
-            if cur[axis] == dst[axis]:
+    for gather in (False, True):  # all-to-alls first, then gathers
+        for axis in range(n):
+            if cur[axis] == dst[axis] or gather != (dst[axis] == -1):
                 continue
-            if (phase == "gather") != (dst[axis] == -1):
-                continue
-            span = nbytes / math.prod(sizes[b] for b in range(len(cur)) if b != axis and cur[b] != -1)
-            if phase == "gather":
+            others = 1
+            for b in range(n):
+                if b != axis and cur[b] != -1:
+                    others *= sizes[b]
+            span = nbytes / others
+            if gather:
                 total += all_gather_seconds(span, axis, ctx)
             else:
                 if not ctx.all_to_all:

@@ -244,32 +244,36 @@ class CostTables:
     def _node_costs(self, ops: tuple[int, ...], internal: tuple[Link, ...]) -> NodeCosts:
         inst, ctx = self.inst, self.ctx
         sems = [inst.semantics(k) for k in ops]
-        sig = [inst.signature_ids[k] for k in ops]
+        all_sig = inst.signature_ids
+        sig = [all_sig[k] for k in ops]
         pos = {k: j for j, k in enumerate(ops)}
-        producer = [pos[inst.producers[k][0]] if j else -1 for j, k in enumerate(ops)]
+        producers = inst.producers
+        producer = [pos[producers[k][0]] if j else -1 for j, k in enumerate(ops)]
         root = enumerate_strategies(sems[0], ctx)
         strategies: list[tuple[Strategy, ...]] = []
         cost: list[float] = []  # sums in the same order as on arrays: same floats
         memory: list[float] = []
         out_specs: list[list[Spec]] = [[] for _ in ops]
         op_costs, follow, spec_of = self._ops, self._follow, self._spec
+        followers = range(1, len(ops))
+        members = list(zip(sig, sems, out_specs))
         for s, st in enumerate(root):
             chosen: list[Strategy] = [st]
-            for j in range(1, len(ops)):
+            for j in followers:
                 spec = spec_of(sems[producer[j]].output, chosen[producer[j]])
                 got = follow.get((sig[j], spec))
                 if got is None:
                     got = follow[(sig[j], spec)] = follow_strategy(sems[j], spec, ctx)
                 chosen.append(got)
             c_s = m_s = 0.0
-            for j, sem in enumerate(sems):
-                c = op_costs.get((sig[j], chosen[j]))
+            for (g, sem, specs), ch in zip(members, chosen):
+                c = op_costs.get((g, ch))
                 if c is None:
-                    full = op_cost(sem, chosen[j], ctx)
-                    c = op_costs[(sig[j], chosen[j])] = (full.seconds, full.memory)
+                    full = op_cost(sem, ch, ctx)
+                    c = op_costs[(g, ch)] = (full.seconds, full.memory)
                 c_s += c[0]
                 m_s += c[1]
-                out_specs[j].append(spec_of(sem.output, chosen[j]))
+                specs.append(spec_of(sem.output, ch))
             for a, b, slot in internal:
                 c_s += self._reshard(sems[a].output, out_specs[a][s], spec_of(sems[b].inputs[slot], chosen[b]))
             cost.append(c_s)
@@ -296,16 +300,32 @@ class CostTables:
         return got
 
     def _edge_costs(self, sk: Skeleton, u: int, v: int, links: Sequence[Link]) -> np.ndarray:
-        inst = self.inst
+        """The edge's matrix: per link, the resharding of every (source strategy, destination
+        strategy) pair, summed link by link as Python floats (the first link's values as
+        they are, as 0.0 + x is x) and made an array once."""
+        inst, ctx, pairs = self.inst, self.ctx, self._pairs
         nu, nv = self.node(sk, u), self.node(sk, v)
-        M = np.zeros((len(nu.strategies), len(nv.strategies)))
         ops, start = self._member_ops, self._member_start
+        rows: list[list[float]] | None = None
         for a, b, slot in links:
             tensor = inst.semantics(ops[start[u] + a]).output
             dst_tensor = inst.semantics(ops[start[v] + b]).inputs[slot]
             dst_specs = [self._spec(dst_tensor, st[b]) for st in nv.strategies]
-            M += np.array([[self._reshard(tensor, src, dst) for dst in dst_specs] for src in nu.out_specs[a]])
-        return M
+            tid = id(tensor)
+            part: list[list[float]] = []
+            for src in nu.out_specs[a]:
+                row = []
+                for dst in dst_specs:
+                    key = (tid, src, dst)
+                    val = pairs.get(key)
+                    if val is None:
+                        val = pairs[key] = reshard_seconds(tensor, src, dst, ctx)
+                    row.append(val)
+                part.append(row)
+            rows = part if rows is None else [[x + y for x, y in zip(r, q)] for r, q in zip(rows, part)]
+        if rows is None:
+            return np.zeros((len(nu.strategies), len(nv.strategies)))
+        return np.array(rows, dtype=float)
 
 
 @dataclass
