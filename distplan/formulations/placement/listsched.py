@@ -141,6 +141,7 @@ def _list_schedule(
     liveness = inst.memory_model == "liveness"
     loose = memory_never_binds(inst, st, fixed if forced_mode else None)
     track = liveness and not loose  # the timelines are read only when memory can bind
+    charged = not (forced_mode and loose)  # the bytes on each device are read only when memory can bind or ops move
     timelines = [MemoryTimeline(c) for c in cap] if track else []
     tl_time, tl_delta = [tl.times for tl in timelines], [tl.deltas for tl in timelines]  # events appended directly
     consumers_left, remaining = st.consumers[:] if track else [], st.indeg[:]  # counted down: copies (``st`` is reused across calls)
@@ -449,30 +450,31 @@ def _list_schedule(
         if at > s:
             s = at
         is_ready[v] = False
-        g = groups[v]
-        if fixed[v] < 0 or (forced_mode and not group_placed[g]):
-            used[d] += gneed[g]
-            if liveness:
-                allocated[d] += gpers[g]
-                if track:
-                    tl_time[d].append(s)
-                    tl_delta[d].append(gpers[g])
-            group_placed[g] = True
-            for w in members.get(g, ()) if members else ():
-                fixed[w] = d
-                if is_ready[w] and w != v:  # already in d's main queue
-                    a = rt_lb[w][d]
-                    if a <= dev_free[d]:
-                        heappush(frel[d], topo_pos[w])
-                    else:
-                        heappush(fpend[d], (a, topo_pos[w]))
+        if charged:
+            g = groups[v]
+            if fixed[v] < 0 or (forced_mode and not group_placed[g]):
+                used[d] += gneed[g]
+                if liveness:
+                    allocated[d] += gpers[g]
+                    if track:
+                        tl_time[d].append(s)
+                        tl_delta[d].append(gpers[g])
+                group_placed[g] = True
+                for w in members.get(g, ()) if members else ():
+                    fixed[w] = d
+                    if is_ready[w] and w != v:  # already in d's main queue
+                        a = rt_lb[w][d]
+                        if a <= dev_free[d]:
+                            heappush(frel[d], topo_pos[w])
+                        else:
+                            heappush(fpend[d], (a, topo_pos[w]))
         device[v] = d
         done[tp] = True
         start[v] = s
         ev = s + times[v * t_op + d * t_dev]
         end[v] = ev
         dev_free[d] = ev
-        if liveness:
+        if liveness and charged:
             allocated[d] += transient[v]
         if track:
             tt, td = tl_time[d], tl_delta[d]
@@ -657,7 +659,7 @@ def _list_schedule(
     # free at t (ascending) and the busy ones, by their free time, are kept as they change,
     # so a step looks at the devices that changed only
     kept: tuple[float, int, int] = (_INF, n, nd)
-    free_devs = devs[:]  # dev_free <= t + 1e-15
+    free_devs = sorted(set(fixed)) if forced_mode else devs[:]  # dev_free <= t + 1e-15 (devices without ops left out)
     busy: list[tuple[float, int]] = []  # (dev_free, device) of the others
     newly: list[int] = []  # devices freed since the last step of this version
     stale = True  # a new version: every free device proposes again
