@@ -69,14 +69,15 @@ def topo_assignment(
     cap = cap_a.tolist()
     nd = inst.n_devices
     device = [-1] * inst.n_ops
-    group_dev: dict[int, int] = {}
+    group_dev = [-1] * len(group_need)  # device of each group placed so far
     used = [0.0] * nd
     d = 0
     order = (topological_positions(inst) if topo is None else topo)[0]
     for v in order:
         g = groups[v]
-        if g in group_dev:
-            device[v] = group_dev[g]
+        gd = group_dev[g]
+        if gd >= 0:
+            device[v] = gd
             continue
         while d < nd and used[d] + group_need[g] > cap[d]:
             d += 1

