@@ -7,14 +7,17 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import random
+from collections import Counter
 from typing import Any
 
 import pytest
 
 from distplan.api import _load
+from distplan.formulations.sharding import least_op_costs
 from distplan.instances import bundled
 from distplan.instances.transformer import transformer
-from distplan.models.sharding import ShardingInstance
+from distplan.models.sharding import ShardingInstance, ShardingPlan, evaluate
 from distplan.models.sharding_costs import (
     CostContext,
     OpSemantics,
@@ -25,8 +28,10 @@ from distplan.models.sharding_costs import (
     all_reduce_seconds,
     all_to_all_seconds,
     enumerate_strategies,
+    follow_strategy,
     op_cost,
     reshard_seconds,
+    strategy_name,
     strategy_problem,
     tensor_spec,
 )
@@ -189,3 +194,56 @@ def test_layouts_and_resharding_equal_the_definition(inst: ShardingInstance) -> 
                 for b in layouts:
                     got, want = reshard_seconds(tensor, a, b, ctx), reference_reshard(tensor, a, b, ctx)
                     assert got == want, (inst.name, tensor, a, b)
+
+
+@pytest.mark.parametrize("inst", INSTANCES, ids=lambda i: f"{i.name}-{'x'.join(map(str, i.mesh.shape))}")
+def test_least_op_costs_equals_the_definition(inst: ShardingInstance) -> None:
+    """The solver-free bound: per signature (ascending ids) its count times the least
+    seconds over every strategy, zero-cost ops included, as the same float."""
+    ctx = inst.cost_context
+    counts = Counter(inst.signature_ids)
+    first: dict[int, int] = {}
+    for k, sid in enumerate(inst.signature_ids):
+        first.setdefault(sid, k)
+    want = 0.0
+    for sid in sorted(first):
+        sem = inst.semantics(first[sid])
+        want += counts[sid] * min(op_cost(sem, s, ctx).seconds for s in reference_strategies(sem, ctx))
+    assert least_op_costs(inst)[0].value == want
+
+
+@pytest.mark.parametrize("inst", INSTANCES[:4] + INSTANCES[-4:], ids=lambda i: f"{i.name}-{'x'.join(map(str, i.mesh.shape))}")
+def test_evaluator_equals_a_plain_recomputation(inst: ShardingInstance) -> None:
+    """Random plans (followers keep their input's layout): the evaluator's time, its three
+    parts, memory and slowest ops are those of a plain loop over the ops in op order
+    (op costs from the reference definition, resharding per input), bit for bit."""
+    ctx = inst.cost_context
+    rng = random.Random(len(inst.ops))
+    for _ in range(3):
+        chosen: list[Strategy] = []
+        for k in range(len(inst.ops)):
+            sem = inst.semantics(k)
+            if inst.producers[k] and sem.follows:
+                p = inst.producers[k][0]
+                chosen.append(follow_strategy(sem, reference_spec(inst.semantics(p).output, chosen[p]), ctx))
+            else:
+                chosen.append(rng.choice(reference_strategies(sem, ctx)))
+        plan = ShardingPlan({op.name: strategy_name(s) for op, s in zip(inst.ops, chosen)})
+        compute = comm = reshard = params = acts = 0.0
+        per_op = []
+        for k, op in enumerate(inst.ops):
+            c, m, pb, ab = reference_op_cost(inst.semantics(k), chosen[k], ctx)
+            compute, comm, params, acts = compute + c, comm + m, params + pb, acts + ab
+            edge = 0.0
+            for j, p in enumerate(inst.producers[k]):
+                out = inst.semantics(p).output
+                edge += reference_reshard(out, reference_spec(out, chosen[p]), reference_spec(inst.semantics(k).inputs[j], chosen[k]), ctx)
+            reshard += edge
+            per_op.append((c + m + edge, op.name))
+        check = evaluate(inst, plan)
+        assert check.objective == compute + comm + reshard
+        d = check.details
+        assert (d["compute_seconds"], d["collective_seconds"], d["resharding_seconds"]) == (compute, comm, reshard)
+        assert (d["param_state_bytes"], d["activation_bytes"], d["memory_bytes"]) == (params, acts, params + acts)
+        assert d["slowest_ops"] == [{"op": n, "seconds": t} for t, n in sorted(per_op, reverse=True)[:5]]
+        assert check.feasible == (params + acts <= inst.memory_budget * (1 + 1e-9) and math.isfinite(check.objective))

@@ -178,7 +178,13 @@ class LabelledGraph:
 
 
 def first_appearance_ids(keys: np.ndarray) -> np.ndarray:
-    """Dense ids of equal keys, numbered in order of first appearance."""
+    """Dense ids of equal keys, numbered in order of first appearance. Integer keys that
+    already are such ids (none negative, 0 first, and each key at most one above every key
+    before it: a skeleton's labels) are returned as they are (int64), without sorting."""
+    if keys.dtype.kind in "iu" and keys.size and keys[0] == 0:
+        top = np.maximum.accumulate(keys)
+        if not (np.diff(top) > 1).any() and keys.min() >= 0:
+            return keys.astype(np.int64, copy=False)
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     rank = np.empty(first.size, dtype=np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(first.size)
@@ -378,7 +384,7 @@ def _lockstep(seeds: list[int], gr: _Growth) -> tuple[list[list[int]], list[int]
         j = queue.popleft()
         for direction in (0, 1):
             per_copy: list[dict[int, list[int]]] = [{}] * k
-            viable: dict[int, int] = {}  # keys with candidates in every copy so far, and their count
+            viable: dict[int, int] | None = None  # keys with candidates in every copy so far, and their count
             for c in scan:
                 u = copies[c][j]
                 groups: dict[int, list[int]] = {}
@@ -386,15 +392,28 @@ def _lockstep(seeds: list[int], gr: _Growth) -> tuple[list[list[int]], list[int]
                     m = node[i]
                     if claimed[m] or local[m]:
                         continue
-                    groups.setdefault(key[i], []).append(m)
+                    got = groups.get(key[i])
+                    if got is None:
+                        groups[key[i]] = [m]
+                    else:
+                        got.append(m)
                 per_copy[c] = groups
-                viable = {g: len(lst) for g, lst in groups.items()} if c == 0 else {g: x for g, x in viable.items() if len(groups.get(g, ())) == x}
+                if viable is None:  # copy 0 (scanned first)
+                    viable = {g: len(lst) for g, lst in groups.items()}
+                else:
+                    for g, x in viable.items():
+                        if len(groups.get(g, ())) != x:
+                            viable = {g: x for g, x in viable.items() if len(groups.get(g, ())) == x}
+                            break
                 if not viable:
                     break  # no key has the same count in every copy: this step adds nothing
-            for group in viable:
-                ordered = [sorted(pc[group]) for pc in per_copy]
-                for r in range(viable[group]):
-                    tup = [ordered[c][r] for c in range(k)]
+            for group, count in (viable or {}).items():
+                if count == 1:
+                    tups = [[pc[group][0] for pc in per_copy]]
+                else:
+                    ordered = [sorted(pc[group]) for pc in per_copy]
+                    tups = [[ordered[c][r] for c in range(k)] for r in range(count)]
+                for tup in tups:
                     if len(set(tup)) < k or any(local[m] for m in tup):
                         continue
                     for c in range(k):

@@ -432,6 +432,7 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     ndim = len(inst.mesh.shape)
     sig = inst.signature_ids
     producers = inst.producers
+    sems = inst._semantics  # per op, shared by equal signatures
     violations: list[str] = []
     # strategies are interned by name: ``chosen[k]`` is an index into ``strategies`` (equal
     # names, equal index; a missing op's replicated placeholder has its own), so the caches
@@ -466,15 +467,15 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
         if key in problems:
             problem = problems[key]
         else:
-            problem = problems[key] = strategy_problem(inst.semantics(k), strategies[sid], ctx)
+            problem = problems[key] = strategy_problem(sems[k], strategies[sid], ctx)
         if problem is not None:
             violations.append(f"op {op.name!r}: strategy {name!r} {problem}")
-        elif op.inputs and inst.semantics(k).follows:
+        elif op.inputs and sems[k].follows:
             p = producers[k][0]
             fkey = (sig[k], sig[p], chosen[p])
             want = follows.get(fkey)
             if want is None:
-                want = follows[fkey] = follow_strategy(inst.semantics(k), tensor_spec(inst.semantics(p).output, strategies[chosen[p]]), ctx)
+                want = follows[fkey] = follow_strategy(sems[k], tensor_spec(sems[p].output, strategies[chosen[p]]), ctx)
             if want != strategies[sid]:
                 violations.append(f"op {op.name!r} ({op.type}) follows its input {op.inputs[0]!r}: its strategy is {strategy_name(want)!r}, not {name!r}")
         chosen.append(sid)
@@ -494,21 +495,22 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
         sk = sig[k]
         c = costs.get((sk, sid))
         if c is None:
-            c = costs[(sk, sid)] = op_cost(inst.semantics(k), strategies[sid], ctx)
-        compute += c.compute
-        comm += c.communication
-        param_bytes += c.param_bytes
-        act_bytes += c.activation_bytes
+            c = costs[(sk, sid)] = op_cost(sems[k], strategies[sid], ctx)
+        c_compute, c_comm, c_param, c_act = c
+        compute += c_compute
+        comm += c_comm
+        param_bytes += c_param
+        act_bytes += c_act
         edge_t = 0.0
         for j, p in enumerate(producers[k]):
             ekey = (sig[p], chosen[p], sk, j, sid)
             t = edges.get(ekey)
             if t is None:
-                out = inst.semantics(p).output
-                t = edges[ekey] = reshard_seconds(out, tensor_spec(out, strategies[chosen[p]]), tensor_spec(inst.semantics(k).inputs[j], strategies[sid]), ctx)
+                out = sems[p].output
+                t = edges[ekey] = reshard_seconds(out, tensor_spec(out, strategies[chosen[p]]), tensor_spec(sems[k].inputs[j], strategies[sid]), ctx)
             edge_t += t
         reshard += edge_t
-        per_op.append((c.compute + c.communication + edge_t, op.name))
+        per_op.append((c_compute + c_comm + edge_t, op.name))
     objective = compute + comm + reshard
     memory = param_bytes + act_bytes
     budget = inst.memory_budget

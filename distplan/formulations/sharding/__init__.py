@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
+from collections import Counter
 
 from distplan.formulations.registry import Bound, register, register_bounds, register_folder
 from distplan.formulations.sharding.alpa_ilp import ALPA_ILP
@@ -14,13 +14,21 @@ from distplan.models.sharding_costs import enumerate_strategies, op_cost
 
 def least_op_costs(inst: ShardingInstance) -> list[Bound]:
     """Solver-free bound (seconds): every op at its cheapest strategy, no resharding
-    (resharding costs are >= 0). Computed once per distinct op signature, times its count."""
+    (resharding costs are >= 0). Computed once per distinct op signature, times its count,
+    signatures in order of their ids. An op that costs nothing (`OpSemantics.zero_cost`)
+    adds nothing: replicated, it has no compute and no collective, and no strategy costs
+    less than 0 seconds."""
     ctx = inst.cost_context
-    ids, first, count = np.unique(np.asarray(inst.signature_ids, dtype=np.int64), return_index=True, return_counts=True)
     total = 0.0
-    for k, c in zip(first.tolist(), count.tolist()):
+    first: dict[int, int] = {}
+    for k, sid in enumerate(inst.signature_ids):
+        first.setdefault(sid, k)
+    counts = Counter(inst.signature_ids)
+    for sid, k in sorted(first.items()):
         sem = inst.semantics(k)
-        total += c * min(op_cost(sem, st, ctx).seconds for st in enumerate_strategies(sem, ctx))
+        if sem.zero_cost:
+            continue
+        total += counts[sid] * min(op_cost(sem, st, ctx).seconds for st in enumerate_strategies(sem, ctx))
     return [Bound(total, "every op at its cheapest strategy, resharding ignored")]
 
 
