@@ -227,8 +227,7 @@ def test_memory_never_binds_at_its_boundary_and_schedules_as_the_reference() -> 
                 if cap[d] <= 0:
                     continue
                 inst = dataclasses.replace(base, device_memory=cap)
-                st = static_lists(inst, asg is None)
-                loose = memory_never_binds(inst, st, None if asg is None else asg.tolist())
+                loose = memory_never_binds(inst, asg)
                 assert loose == (short == 0.0), (seed, asg is None, short)
                 seen += loose
                 kw = {} if asg is None else {"assignment": asg}
@@ -236,4 +235,4 @@ def test_memory_never_binds_at_its_boundary_and_schedules_as_the_reference() -> 
     assert seen > 40
     inst = random_instance(3)
     neg = dataclasses.replace(inst, memory=-np.ones(inst.n_ops), device_memory=np.full(inst.n_devices, 1e30))
-    assert not memory_never_binds(neg, static_lists(neg, True), None)
+    assert not memory_never_binds(neg, None)

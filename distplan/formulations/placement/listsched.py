@@ -139,7 +139,7 @@ def _list_schedule(
     capx = (inst.device_memory * (1 + 1e-12)).tolist()
     used = [0.0] * nd
     liveness = inst.memory_model == "liveness"
-    loose = memory_never_binds(inst, st, fixed if forced_mode else None)
+    loose = memory_never_binds(inst, assignment)
     track = liveness and not loose  # the timelines are read only when memory can bind
     charged = not (forced_mode and loose)  # the bytes on each device are read only when memory can bind or ops move
     timelines = [MemoryTimeline(c) for c in cap] if track else []
@@ -147,7 +147,7 @@ def _list_schedule(
     consumers_left, remaining = st.consumers[:] if track else [], st.indeg[:]  # counted down: copies (``st`` is reused across calls)
     allocated = [0.0] * nd
     group_placed = [False] * len(gneed)
-    last_consumer_end = [0.0] * n
+    last_consumer_end = [0.0] * n if track else []
     channels = inst.communication == "channels"
     devs = list(range(nd))
 

@@ -263,29 +263,28 @@ def static_lists(inst: PlacementInstance, with_members: bool) -> StaticLists:
     )
 
 
-def memory_never_binds(inst: PlacementInstance, st: StaticLists, assignment: list[int] | None) -> bool:
+def memory_never_binds(inst: PlacementInstance, assignment: np.ndarray | None) -> bool:
     """Can no memory check of the list scheduler fail? True when every byte it could ever
     charge a device fits there (with a relative margin of 1e-9 against rounding): under
-    the liveness model the persistent bytes of every group plus every op's temporary and
+    the liveness model the persistent bytes of every op's group plus its temporary and
     output bytes, which bound the bytes ever allocated on a device (`MemoryTimeline` is then
-    never asked), under the simple model every group's need; with ``assignment`` (every op's
-    device) only the ops assigned to each device count. Memory sizes must be >= 0 (else
-    False)."""
-    nd = inst.n_devices
-    cap = np.asarray(inst.device_memory, dtype=float)
-    groups = np.asarray(st.groups, dtype=np.int64)
+    never asked), under the simple model every op's group's need (a group counted once per
+    member: an upper bound); with ``assignment`` (every op's device) only the ops assigned to
+    each device count. Every memory size must be >= 0 (else False). Vectorized: O(V)."""
+    groups = inst.colocation_groups()
     if inst.memory_model == "liveness":
-        per_op = np.asarray(inst.temporary, dtype=float) + np.asarray(inst.output, dtype=float) + np.asarray(st.gpers)[groups]
+        per_op = np.asarray(inst.temporary, dtype=float) + np.asarray(inst.output, dtype=float) + np.bincount(groups, weights=inst.memory)[groups]
     else:
-        per_op = np.asarray(st.gneed)[groups]  # a group counted once per member: an upper bound
+        per_op = np.bincount(groups, weights=inst.memory_need())[groups]
     if per_op.size == 0:
         return True
-    if not np.all(per_op >= 0):  # also NaN
+    if not all(np.all(np.asarray(x) >= 0) for x in (inst.memory, inst.temporary, inst.output, per_op)):  # also NaN
         return False
+    cap = np.asarray(inst.device_memory, dtype=float)
     if assignment is None:
-        charged = np.full(nd, per_op.sum())
+        charged = np.full(inst.n_devices, per_op.sum())
     else:
-        charged = np.bincount(np.asarray(assignment, dtype=np.int64), weights=per_op, minlength=nd)
+        charged = np.bincount(np.asarray(assignment, dtype=np.int64), weights=per_op, minlength=inst.n_devices)
     return bool(np.all(charged * (1 + 1e-9) <= cap))
 
 
