@@ -479,7 +479,7 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
             if want != strategies[sid]:
                 violations.append(f"op {op.name!r} ({op.type}) follows its input {op.inputs[0]!r}: its strategy is {strategy_name(want)!r}, not {name!r}")
         chosen.append(sid)
-    if len(plan.strategies) != len(inst.index) or any(n not in inst.index for n in plan.strategies):
+    if plan.strategies.keys() != inst.index.keys():  # (as sets: an op missing or one unknown)
         for extra in sorted(set(plan.strategies) - set(inst.index)):
             violations.append(f"the plan names an unknown op {extra!r}")
     if violations:
