@@ -321,3 +321,56 @@ def test_memory_shortfall_messages_say_where_the_memory_went() -> None:
                 assert "has only -" not in text, text
                 assert err.details["shortfall_bytes"] > 0 and err.details["device"] in inst.device_names, text
     assert seen > 50
+
+
+def _topo_walk(inst: PlacementInstance, uniform: bool) -> list[int] | None:
+    """m-TOPO written out: ops in the instance's topological order fill device 0, 1, ...;
+    an op whose colocation group is placed joins it; past the last device, the first device
+    with room (None: none)."""
+    groups = inst.colocation_groups().tolist()
+    need = inst.memory_need()
+    gneed: dict[int, float] = {}
+    for v, g in enumerate(groups):
+        gneed[g] = gneed.get(g, 0.0) + float(need[v])
+    cap = [float(c) for c in inst.device_memory]
+    if uniform:
+        cap = [min(c, float(np.floor(need.sum() / inst.n_devices) + need.max())) for c in cap]
+    used = [0.0] * inst.n_devices
+    where: dict[int, int] = {}
+    device = [-1] * inst.n_ops
+    d = 0
+    for v in inst.topo_order().tolist():
+        g = groups[v]
+        if g not in where:
+            while d < inst.n_devices and used[d] + gneed[g] > cap[d]:
+                d += 1
+            k = d
+            if d == inst.n_devices:
+                room = [k for k in range(inst.n_devices) if inst.device_memory[k] - used[k] >= gneed[g]]
+                if not room:
+                    return None
+                k = room[0]
+            used[k] += gneed[g]
+            where[g] = k
+        device[v] = where[g]
+    return device
+
+
+def test_topo_assignment_keeps_groups_together_as_written_out() -> None:
+    """`topo_assignment` against m-TOPO written out (colocation groups, the uniform cap and
+    the fall-back past the last device) on random instances; every group on one device."""
+    checked = 0
+    for seed in range(80):
+        inst = random_instance(seed)
+        groups = inst.colocation_groups()
+        for uniform in (True, False):
+            want = _topo_walk(inst, uniform)
+            try:
+                got = topo_assignment(inst, uniform=uniform).tolist()
+            except InfeasibleError:
+                assert want is None, seed
+                continue
+            assert got == want, (seed, uniform)
+            assert all(len({got[v] for v in np.flatnonzero(groups == g)}) == 1 for g in set(groups.tolist()))
+            checked += int(np.bincount(groups).max() > 1)
+    assert checked > 20
