@@ -300,7 +300,8 @@ def test_a_capped_pass_below_its_least_dropped_bound_is_optimal(layers: int, mes
     """A label pass whose cap dropped labels, but whose best plan costs no more than the
     least Lagrangian bound of a dropped label, is optimal: one pass in the first two cases
     (its plan costs more than the cap), more in the others (a pass's plan above that bound
-    is not taken); each with the optimum of a single uncapped pass."""
+    is not taken); each with the optimum of a single uncapped pass. (Without the spliced
+    incumbent and the completions, `SWEEP_STATES` 0: the caps from the Lagrangian bound.)"""
     chain_dp = importlib.import_module("distplan.formulations.sharding.chain_dp")
     chain, graph, start, end = _one_chain(tight(layers, mesh, frac, 2.5e10))
     passes: list[tuple[float, float, float]] = []
@@ -313,6 +314,7 @@ def test_a_capped_pass_below_its_least_dropped_bound_is_optimal(layers: int, mes
 
     with pytest.MonkeyPatch.context() as m:
         m.setattr(chain_dp, "_label_dp", logged)
+        m.setattr(chain_dp, "SWEEP_STATES", 0)
         capped = solve_walk_dp(chain, graph, start, end)
     if one_pass:
         ((upper, cost, dropped),) = passes

@@ -66,6 +66,13 @@ FIRST_GAP = 1e-3
 SQUARING_STATES = 16
 #: walks of up to this many states compute their values to go on dense stage matrices
 DENSE_STATES = 64
+#: walks of up to this many states get their incumbents from `_Walk.sweep` (Python lists:
+#: W^2 operations per step, against a handful of numpy calls per step)
+SWEEP_STATES = 16
+#: a spliced incumbent (`_Walk.spliced`) within this gap (relative) of the Lagrangian
+#: bound caps the first label pass, which is then the last (on the 24-layer GPTs of
+#: bench_sharding the splices come within 0.02-1.1% of the bound)
+INCUMBENT_GAP = 0.02
 
 
 class DeadlineReached(RuntimeError):
@@ -219,6 +226,8 @@ class _Walk:
     key_end: np.ndarray
     #: (lam, least weight per state after the last step from any start) of the last `scalar` pass
     forward: tuple[float, np.ndarray] | None = None
+    #: `weighed`'s tables per lam
+    tables: dict[float, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def W(self) -> int:
@@ -233,15 +242,27 @@ class _Walk:
             out.append((value.reshape(W, W), np.where(row >= 0, idx[np.maximum(row, 0)], -1).reshape(W, W)))
         return out
 
+    def weighed(self, lam: float) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], list[tuple[np.ndarray, np.ndarray]]]:
+        """Under cost + lam x memory: the least weight per state of the start front and
+        of the end front with their rows, and the stage matrices (kept per lam: `sweep`
+        takes the multipliers `scalar` took)."""
+        got = self.tables.get(lam)
+        if got is None:
+            a, W, fs, fe = self.chain.arcs, self.W, self.front_start, self.front_end
+            got = self.tables[lam] = (
+                _best_per_key(self.key_start, fs.cost + lam * fs.mem, W),
+                _best_per_key(self.key_end, fe.cost + lam * fe.mem, W),
+                self.stage_matrices(a["cost"] + lam * self.arc_mem),
+            )
+        return got
+
     def scalar(self, lam: float) -> tuple[float, float, float, tuple[np.ndarray, np.ndarray, float]] | None:
         """The plan of least cost + lam x memory (dynamic program over the steps on dense
         state matrices, by repeated min-plus squaring up to `SQUARING_STATES` states): its
         weight, cost, memory and (explicit strategies, arcs, memory)."""
         a, W = self.chain.arcs, self.W
         fs, fe = self.front_start, self.front_end
-        start_w, start_row = _best_per_key(self.key_start, fs.cost + lam * fs.mem, W)
-        end_w, end_row = _best_per_key(self.key_end, fe.cost + lam * fe.mem, W)
-        mats = self.stage_matrices(a["cost"] + lam * self.arc_mem)
+        (start_w, start_row), (end_w, end_row), mats = self.weighed(lam)
         cols = np.arange(W)
         squaring = W <= SQUARING_STATES and self.steps % len(mats) == 0 and self.steps > 0
         if squaring:
@@ -294,6 +315,106 @@ class _Walk:
             idx = self.stage_arcs[t % len(self.stage_arcs)]
             np.minimum.at(out[t], a["prev"][idx], weight[idx] + out[t + 1][a["cur"][idx]])
         return out
+
+    def sweep(self, lam: float, forward: bool) -> _Sweep:
+        """The least cost + lam x memory from the start front to each state after each
+        step (``forward``), or from each state at each step to the end front, with that
+        path's cost (seconds), memory (bytes) and arcs; on the dense stage matrices in
+        Python lists (for walks of up to `SWEEP_STATES` states: a handful of numpy calls
+        per step would cost more). Backward values equal `to_go`'s bit for bit (the same
+        sums, in the same order); ties go to the least state."""
+        a, T = self.chain.arcs, self.steps
+        front = self.front_start if forward else self.front_end
+        start, end, stage = self.weighed(lam)
+        w0, r0 = start if forward else end
+        mats = [(v.tolist(), arc.tolist()) for v, arc in stage]
+        if forward:  # columns: into each state
+            mats = [([list(c) for c in zip(*V)], [list(c) for c in zip(*A)]) for V, A in mats]
+        # (no arc: -1, which picks the inf appended)
+        acost, amem = a["cost"].tolist() + [np.inf], self.arc_mem.tolist() + [np.inf]
+        rows: list[int] = r0.tolist()
+        val: list[float] = w0.tolist()
+        cost = [float(front.cost[r]) if r >= 0 else np.inf for r in rows]
+        mem = [float(front.mem[r]) if r >= 0 else np.inf for r in rows]
+        vals, costs, mems = [val], [cost], [mem]
+        arcs: list[list[int]] = []
+        for t in range(T) if forward else range(T - 1, -1, -1):
+            V, A = mats[t % len(mats)]
+            # forward: into y from the least x; backward: out of x to the least y, as
+            # `to_go` sums (arc weight + value to go); inf everywhere picks the first
+            sums = [[v + w for v, w in zip(val, row)] for row in V] if forward else [[w + v for w, v in zip(row, val)] for row in V]
+            val = [min(r) for r in sums]
+            src = [r.index(v) for r, v in zip(sums, val)]
+            arc = [Ar[z] for Ar, z in zip(A, src)]
+            cost = [cost[z] + acost[e] for z, e in zip(src, arc)]
+            mem = [mem[z] + amem[e] for z, e in zip(src, arc)]
+            vals.append(val)
+            costs.append(cost)
+            mems.append(mem)
+            arcs.append(arc)
+        if not forward:
+            vals.reverse()
+            costs.reverse()
+            mems.reverse()
+            arcs.reverse()
+        return _Sweep(forward, np.array(vals), np.array(costs), np.array(mems), arcs, rows)
+
+    def complete(self, r0: int, prefix: list[int], state: int, backward: _Sweep) -> tuple[float, float, tuple[np.ndarray, np.ndarray, float]]:
+        """The plan of start row ``r0``, the arcs ``prefix`` (its first steps, ending at
+        ``state``) and from there ``backward``'s path to the end front: its cost
+        (seconds), memory (bytes) and (explicit strategies, arcs, memory), summed as
+        `scalar` sums them."""
+        a, fs, fe = self.chain.arcs, self.front_start, self.front_end
+        path = np.zeros(self.steps, dtype=np.int64)
+        path[: len(prefix)] = prefix
+        for u in range(len(prefix), self.steps):
+            path[u] = backward.arc[u][state]
+            state = int(a["cur"][path[u]])
+        r1 = backward.row[state]
+        cost = float(fs.cost[r0] + a["cost"][path].sum() + fe.cost[r1])
+        mem = float(fs.mem[r0] + self.arc_mem[path].sum() + fe.mem[r1])
+        return cost, mem, (np.maximum(fs.asg[r0], fe.asg[r1]), path, mem)
+
+    def spliced(self, lams: tuple[float, ...], backward: _Sweep, budget: float) -> tuple[float, tuple[np.ndarray, np.ndarray, float]] | None:
+        """The cheapest plan within ``budget`` that follows the walk of least cost + lam x
+        memory for one of ``lams`` up to some step and state, and ``backward``'s after it
+        (a primal heuristic on the Lagrangian search: ``lams`` are its last multipliers
+        with a plan over the budget and within it, ``backward`` its sweep at the dual's
+        multiplier; the optimum often mixes copies of the two). None when none fits."""
+        best: tuple[float, int, int, _Sweep] | None = None
+        for lam in sorted(set(lams)):
+            f = self.sweep(lam, True)
+            cost, mem = f.cost + backward.cost, f.mem + backward.mem
+            cost[~(mem <= budget)] = np.inf
+            k = int(np.argmin(cost))
+            if np.isfinite(cost.flat[k]) and (best is None or cost.flat[k] < best[0]):
+                best = (float(cost.flat[k]), *divmod(k, self.W), f)
+        if best is None:
+            return None
+        _, t, state, f = best
+        prev = self.chain.arcs["prev"]
+        prefix, s = [0] * t, state
+        for u in range(t - 1, -1, -1):
+            prefix[u] = f.arc[u][s]
+            s = int(prev[prefix[u]])
+        c, m, plan = self.complete(f.row[s], prefix, state, backward)
+        return (c, plan) if m <= budget else None
+
+
+@dataclass
+class _Sweep:
+    """`_Walk.sweep`: per step t (0 .. steps) and state, the least cost + lam x memory of
+    the walk's first t steps from the start front (``forward``) or of its steps t .. end
+    to the end front (seconds), that path's cost (seconds) and memory (bytes); per step
+    the arc of that path (forward: into the state after step t; backward: out of the
+    state at step t; -1 where none) and per state the front row at the walk's end."""
+
+    forward: bool
+    value: np.ndarray
+    cost: np.ndarray
+    mem: np.ndarray
+    arc: list[list[int]]
+    row: list[int]
 
 
 class _MinPlusWalk:
@@ -350,23 +471,25 @@ class _MinPlusWalk:
         return out
 
 
-def _lagrange(solve: Callable[[float], Any], budget: float, deadline: float | None) -> tuple[float, float, tuple[float, Any] | None]:
+def _lagrange(solve: Callable[[float], Any], budget: float, deadline: float | None) -> tuple[float, float, tuple[float, Any] | None, tuple[float, float]]:
     """The Lagrangian dual of the memory row, max over lam >= 0 of min (cost + lam x
     (memory - budget)), by walking the hull between a plan over budget and one within it
     (lam = the slope between them, until no plan lies below that line). Returns lam, the
-    dual value (a lower bound, seconds) and the best plan within budget seen (cost, plan).
+    dual value (a lower bound, seconds), the best plan within budget seen (cost, plan)
+    and the multipliers of the last plan over the budget and of the last within it.
     ``solve(lam)``: the plan of least cost + lam x memory as `_Walk.scalar` gives it."""
     got = solve(0.0)
     if got is None:
-        return 0.0, np.inf, None
+        return 0.0, np.inf, None, (0.0, 0.0)
     _, c1, m1, p1 = got
     if m1 <= budget:
-        return 0.0, c1, (c1, p1)
+        return 0.0, c1, (c1, p1), (0.0, 0.0)
     # a plan of least memory (cost as a tie-breaker at a tiny weight)
     scale = max(c1, 1e-300) / max(m1, 1.0)
-    got = solve(1e9 * scale)
+    lam1, lam2 = 0.0, 1e9 * scale
+    got = solve(lam2)
     if got is None or got[2] > budget:
-        return 0.0, -np.inf, None
+        return 0.0, -np.inf, None, (lam1, lam2)
     _, c2, m2, p2 = got
     best = (c2, p2)
     lam, lower = 0.0, c1
@@ -382,12 +505,12 @@ def _lagrange(solve: Callable[[float], Any], budget: float, deadline: float | No
         if weight >= line - 1e-12 * abs(line):
             break  # nothing below the line through the two plans: lam is the dual optimum
         if m > budget:
-            c1, m1 = c, m
+            c1, m1, lam1 = c, m, lam
         else:
-            c2, m2 = c, m
+            c2, m2, lam2 = c, m, lam
             if c < best[0]:
                 best = (c, plan)
-    return lam, lower, best
+    return lam, lower, best, (lam1, lam2)
 
 
 def _scalar_lagrange(walk_of: Callable[[tuple[_Table, _Table]], _Walk], graph: CostGraph, start_vars: list[int], end_vars: list[int], budget: float, deadline: float | None, max_rows: float) -> tuple[float, float, tuple[float, Any], tuple[float, float, float, float]] | None:
@@ -405,7 +528,7 @@ def _scalar_lagrange(walk_of: Callable[[tuple[_Table, _Table]], _Walk], graph: C
         walks[lam] = walk_of(sides)
         return walks[lam].scalar(lam)
 
-    lam, lower, best = _lagrange(solve, budget, deadline)
+    lam, lower, best, _ = _lagrange(solve, budget, deadline)
     if best is None:
         return None
     if lam not in walks:
@@ -466,7 +589,7 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
         if sides is None:
             return None
         walk0 = walk_of(sides)
-        lam, lower, best = _lagrange(walk0.scalar, budget, deadline)
+        lam, lower, best, hull = _lagrange(walk0.scalar, budget, deadline)
     else:
         lam, lower, best = lagrangian[:3]
     if best is None:
@@ -483,10 +606,25 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
         got = _side_fronts(graph, start_vars, end_vars, slack, max_rows, True, (lam_, cap + lam_ * budget, rest_start, rest_end))
         return None if got is None else walk_of(got)
 
+    # a first incumbent from splices of the last two Lagrangian plans (whole fronts): the
+    # path at the dual's lam after one at the other hull multiplier (both when neither is lam)
+    sweep0 = walk0.sweep(lam, False) if lagrangian is None and walk0.W <= SWEEP_STATES else None
+    if sweep0 is not None:
+        spliced = walk0.spliced(tuple(x for x in hull if x != lam) or hull, sweep0, budget)
+        if spliced is not None and spliced[0] < best[0]:
+            best = spliced
+            if best[0] <= lower:
+                explicit, path, mem = best[1]
+                return DPResult(explicit, path, best[0], mem, lower, 0)
+
     # exact passes with a growing cost cap: a pass keeps every plan of cost <= cap (a
     # label or front row is dropped only when all its completions cost more), so its best
-    # plan is the optimum once that plan costs <= cap; the last cap is the incumbent's cost
+    # plan is the optimum once that plan costs <= cap; the last cap is the incumbent's
+    # cost, and so is any cap once a spliced or completed incumbent is within
+    # INCUMBENT_GAP of the bound
     cap, step, labels = lower * (1 + FIRST_GAP), FIRST_GAP, 0
+    if sweep0 is not None and best[0] <= lower * (1 + INCUMBENT_GAP):
+        cap = best[0]
     last: _Walk | None = None
     while True:
         final = cap >= best[0]
@@ -498,8 +636,9 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
             if walk is not last:  # the fronts changed (Lagrangian pruning): new bounds to go
                 last, fe = walk, walk.front_end
                 mem_to_go = walk.to_go(a["memory"], fe.mem)
-                lag_to_go = walk.to_go(a["cost"] + lam * a["memory"], fe.cost + lam * fe.mem)
-            res, dropped = _label_dp(walk, budget, lam, cap * (1 + 1e-9), mem_to_go, lag_to_go, deadline, max_rows)
+                completion = sweep0 if lagrangian is None else walk.sweep(lam, False) if walk.W <= SWEEP_STATES else None
+                lag_to_go = completion.value if completion is not None else walk.to_go(a["cost"] + lam * a["memory"], fe.cost + lam * fe.mem)
+            res, dropped = _label_dp(walk, budget, lam, cap * (1 + 1e-9), mem_to_go, lag_to_go, deadline, max_rows, completion, best)
         except TooLarge:
             return None
         # a pass whose cap dropped no label (and, Lagrangian, no front row) was exhaustive
@@ -513,25 +652,49 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
             if exhaustive or res.cost <= cap or (lagrangian is None and res.cost * (1 + 1e-9) <= dropped):
                 res.labels += labels
                 return res
-            best = (res.cost, best[1])
+            best = (res.cost, (res.explicit, res.path, res.memory))
             labels += res.labels
         step *= 4
         cap = lower * (1 + step)
+        if sweep0 is not None and best[0] <= lower * (1 + INCUMBENT_GAP):
+            cap = best[0]  # (the pass's completions made the incumbent: usually the optimum)
 
 
-def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: np.ndarray, lag_to_go: np.ndarray, deadline: float | None, max_rows: float) -> tuple[DPResult | None, float]:
+def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: np.ndarray, lag_to_go: np.ndarray, deadline: float | None, max_rows: float, completion: _Sweep | None = None, incumbent: tuple[float, Any] | None = None) -> tuple[DPResult | None, float]:
     """The walk's labels (cost, memory) per state, step by step, keeping the Pareto ones;
     a label is dropped when the least memory to come cannot fit, or when its Lagrangian
     bound cost + lam x (memory - budget) + least (cost + lam x memory) to come exceeds
-    ``upper`` (then every completion costs more than ``upper``). The best plan within budget
-    (None if none survives) with, as its bound, the least cost within the slack; and the
-    least Lagrangian bound of a label that ``upper`` dropped (seconds; inf when none: the
-    pass was exhaustive)."""
+    ``upper`` or the incumbent's cost (then every completion costs more than that).
+
+    ``incumbent``: a plan within budget (cost, (explicit, arcs, memory)); with
+    ``completion`` (`_Walk.sweep` backward at lam), every step completes its labels along
+    that sweep's paths to the end, and a completed plan within budget that is cheaper
+    becomes the incumbent, so later steps prune against it (a primal bound found on the
+    way, as in the incumbent updates of branch and bound; dropping a label needs only
+    some plan that costs less than all its completions, so the pass stays exhaustive
+    below ``upper``).
+
+    Returns the best plan within budget: the best label completed by the end front, or
+    the incumbent when that is cheaper (None if neither), with, as its bound, the least
+    cost within the slack of a completed label or the plan's cost; and the least
+    Lagrangian bound of a dropped label (seconds; inf when none: the pass was exhaustive)."""
     a, W, stages = walk.chain.arcs, walk.W, len(walk.stage_arcs)
     fs, fe = walk.front_start, walk.front_end
     limit = budget * (1 + MEMORY_SLACK)
+    best = incumbent
+    cut = min(upper, best[0] * (1 + 1e-9)) if best is not None else upper
 
     dropped = np.inf
+    parents: list[np.ndarray] = []
+    arcs_of: list[np.ndarray] = []
+
+    def prefix(t: int, k: int) -> tuple[int, list[int]]:
+        """Start row and arcs of label k after step t."""
+        path: list[int] = [0] * t
+        for u in range(t - 1, -1, -1):
+            path[u] = int(arcs_of[u][k])
+            k = int(parents[u][k])
+        return int(start_row[k]), path
 
     def alive(t: int, st: np.ndarray, c: np.ndarray, m: np.ndarray) -> np.ndarray:
         nonlocal dropped
@@ -539,18 +702,36 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
         # flatnonzero's wrapper: the label loop is dominated by per-call costs)
         fits = m + mem_to_go[t][st] <= limit
         lagrangian = c + lam * (m - budget) + lag_to_go[t][st]
-        under = lagrangian <= upper
+        under = lagrangian <= cut
         ok = (fits & under).nonzero()[0]
         if ok.size < int(np.count_nonzero(fits)):
             dropped = min(dropped, float(lagrangian[fits & ~under].min()))
         return ok[pareto_rows(st[ok], c[ok], m[ok])]
 
+    def complete(t: int) -> None:
+        """The cheapest completion within budget of the labels after step t along
+        ``completion``'s paths: the incumbent when cheaper. Every other step (the checks
+        cost a tenth of a step; an incumbent found a step later prunes almost as much),
+        and not after the last (the end's own plans)."""
+        nonlocal best, cut
+        if completion is None or not state.size or t % 2 or t == walk.steps:
+            return
+        total = cost + completion.cost[t][state]
+        total[~(mem + completion.mem[t][state] <= budget)] = np.inf
+        j = int(np.argmin(total))
+        # (the sum is rebuilt in `scalar`'s order, which may differ in the last bits: a
+        # plan cheaper by less than 1e-12 would not prune more, and is not rebuilt)
+        if total[j] < (best[0] * (1 - 1e-12) if best is not None else np.inf):
+            r0, arcs = prefix(t, j)
+            c, m, plan = walk.complete(r0, arcs, int(state[j]), completion)
+            if m <= budget and (best is None or c < best[0]):
+                best = (c, plan)
+                cut = min(cut, c * (1 + 1e-9))
+
     key_start = walk.key_start
     keep = alive(0, key_start, fs.cost, fs.mem)
     state, cost, mem = key_start[keep], fs.cost[keep], fs.mem[keep]
     start_row = keep
-    parents: list[np.ndarray] = []
-    arcs_of: list[np.ndarray] = []
     labels = int(state.size)
     # per stage: its arcs by state of origin (each state's range) with their columns
     by_stage = []
@@ -577,6 +758,7 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
         arcs_of.append(srt[j[sel]])
         state, cost, mem = nstate[sel], ncost[sel], nmem[sel]
         labels += int(sel.size)
+        complete(t + 1)
     # the end: every label with every row of the end front of its state
     order = np.argsort(walk.key_end, kind="stable")
     count_end = np.bincount(walk.key_end, minlength=W)
@@ -585,19 +767,21 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
     row = order[row]
     total_cost = cost[lab] + fe.cost[row]
     total_mem = mem[lab] + fe.mem[row]
+    within = total_mem <= limit
+    # every pruned plan costs more than the cut; the bound is the least cost within the slack
+    least = float(total_cost[within].min()) if within.any() else np.inf
     fits = np.flatnonzero(total_mem <= budget)
-    if not fits.size:
+    if fits.size:
+        pick = int(fits[np.argmin(total_cost[fits])])
+        if best is None or total_cost[pick] <= best[0]:
+            r0, arcs = prefix(walk.steps, int(lab[pick]))
+            explicit = np.maximum(fs.asg[r0], fe.asg[row[pick]])
+            cost_, mem_ = float(total_cost[pick]), float(total_mem[pick])
+            return DPResult(explicit, np.array(arcs, dtype=np.int64), cost_, mem_, min(least, cost_), labels), dropped
+    if best is None:
         return None, dropped
-    pick = int(fits[np.argmin(total_cost[fits])])
-    # every pruned plan costs more than ``upper``; the bound is the least cost within the slack
-    bound = min(float(total_cost[total_mem <= limit].min()), float(total_cost[pick]))
-    path = np.zeros(walk.steps, dtype=np.int64)
-    k = int(lab[pick])
-    for t in range(walk.steps - 1, -1, -1):
-        path[t] = arcs_of[t][k]
-        k = int(parents[t][k])
-    explicit = np.maximum(fs.asg[start_row[k]], fe.asg[row[pick]])
-    return DPResult(explicit, path, float(total_cost[pick]), float(total_mem[pick]), bound, labels), dropped
+    explicit, path, mem_ = best[1]
+    return DPResult(explicit, path, best[0], mem_, min(least, best[0]), labels), dropped
 
 
 def _choice(sk_nodes: int, chain: Chain, origin: np.ndarray, virtual: np.ndarray, res: DPResult) -> np.ndarray:
