@@ -687,6 +687,9 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
     dropped = np.inf
     parents: list[np.ndarray] = []
     arcs_of: list[np.ndarray] = []
+    # the memory a label may still hold, and the Lagrangian bound to go less lam x budget
+    room = limit - mem_to_go
+    lag_less = lag_to_go - lam * budget
 
     def prefix(t: int, k: int) -> tuple[int, list[int]]:
         """Start row and arcs of label k after step t."""
@@ -700,8 +703,8 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
         nonlocal dropped
         # (a row, then its states: faster than one mixed index; nonzero without
         # flatnonzero's wrapper: the label loop is dominated by per-call costs)
-        fits = m + mem_to_go[t][st] <= limit
-        lagrangian = c + lam * (m - budget) + lag_to_go[t][st]
+        fits = m <= room[t][st]
+        lagrangian = (c + lam * m if lam else c) + lag_less[t][st]
         under = lagrangian <= cut
         ok = (fits & under).nonzero()[0]
         if ok.size < int(np.count_nonzero(fits)):
@@ -733,29 +736,32 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
     state, cost, mem = key_start[keep], fs.cost[keep], fs.mem[keep]
     start_row = keep
     labels = int(state.size)
-    # per stage: its arcs by state of origin (each state's range) with their columns
+    # per stage: the arcs leaving each state, one row per state padded to the largest
+    # out-degree with no-arcs (-1) of infinite cost and memory, which no filter keeps: a
+    # step's candidates are then (labels x degree) sums, in the order of the arcs
     by_stage = []
     for idx in walk.stage_arcs:
         srt = idx[np.argsort(a["prev"][idx], kind="stable")]
         count = np.bincount(a["prev"][srt], minlength=W)
-        by_stage.append((srt, count, np.cumsum(count) - count, a["cur"][srt], a["cost"][srt], walk.arc_mem[srt]))
+        D = max(int(count.max(initial=0)), 1)
+        slot = np.full((W, D), -1, dtype=np.int64)
+        slot[a["prev"][srt], np.arange(srt.size) - np.repeat(np.cumsum(count) - count, count)] = srt
+        none = slot < 0
+        by_stage.append((slot, count, D, np.where(none, 0, a["cur"][slot]), np.where(none, np.inf, a["cost"][slot]), np.where(none, np.inf, walk.arc_mem[slot])))
     for t in range(walk.steps):
         if deadline is not None and time.perf_counter() > deadline:
             raise DeadlineReached("tap: the walk's dynamic program ran out of time")
-        srt, acount, afirst, acur, acost, amem = by_stage[t % stages]
-        # every label with every arc leaving its state: label i takes arcs
-        # afirst[state[i]] + 0 .. cnt[i] - 1 of the stage
-        cnt = acount[state]
-        total = int(cnt.sum())
-        if total > max_rows:
+        slot, acount, D, acur, acost, amem = by_stage[t % stages]
+        # every label with every arc leaving its state: candidate k is label k // D with
+        # its state's arc k % D
+        if state.size * D > max_rows and int(acount[state].sum()) > max_rows:
             raise TooLarge(f"more than {max_rows:g} labels")
-        lab, j = _expand(cnt, afirst[state], np.arange(state.size))
-        nstate = acur[j]
-        ncost = cost[lab] + acost[j]
-        nmem = mem[lab] + amem[j]
+        nstate = acur[state].ravel()
+        ncost = (cost[:, None] + acost[state]).ravel()
+        nmem = (mem[:, None] + amem[state]).ravel()
         sel = alive(t + 1, nstate, ncost, nmem)
-        parents.append(lab[sel])
-        arcs_of.append(srt[j[sel]])
+        parents.append(sel // D)
+        arcs_of.append(slot[state].ravel()[sel])
         state, cost, mem = nstate[sel], ncost[sel], nmem[sel]
         labels += int(sel.size)
         complete(t + 1)
