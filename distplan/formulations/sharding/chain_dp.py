@@ -471,28 +471,29 @@ class _MinPlusWalk:
         return out
 
 
-def _lagrange(solve: Callable[[float], Any], budget: float, deadline: float | None) -> tuple[float, float, tuple[float, Any] | None, tuple[float, float]]:
+def _lagrange(solve: Callable[[float], Any], budget: float, deadline: float | None) -> tuple[float, float, tuple[float, Any] | None, float]:
     """The Lagrangian dual of the memory row, max over lam >= 0 of min (cost + lam x
     (memory - budget)), by walking the hull between a plan over budget and one within it
     (lam = the slope between them, until no plan lies below that line). Returns lam, the
     dual value (a lower bound, seconds), the best plan within budget seen (cost, plan)
-    and the multipliers of the last plan over the budget and of the last within it.
+    and the multiplier of the last hull plan on the other side of the budget from lam's
+    own plan (the partner of `_Walk.spliced`).
     ``solve(lam)``: the plan of least cost + lam x memory as `_Walk.scalar` gives it."""
     got = solve(0.0)
     if got is None:
-        return 0.0, np.inf, None, (0.0, 0.0)
+        return 0.0, np.inf, None, 0.0
     _, c1, m1, p1 = got
     if m1 <= budget:
-        return 0.0, c1, (c1, p1), (0.0, 0.0)
+        return 0.0, c1, (c1, p1), 0.0
     # a plan of least memory (cost as a tie-breaker at a tiny weight)
     scale = max(c1, 1e-300) / max(m1, 1.0)
     lam1, lam2 = 0.0, 1e9 * scale
     got = solve(lam2)
     if got is None or got[2] > budget:
-        return 0.0, -np.inf, None, (lam1, lam2)
+        return 0.0, -np.inf, None, lam2
     _, c2, m2, p2 = got
     best = (c2, p2)
-    lam, lower = 0.0, c1
+    lam, lower, over = 0.0, c1, True
     for _ in range(60):
         if deadline is not None and time.perf_counter() > deadline:
             raise DeadlineReached("tap: the Lagrangian search ran out of time")
@@ -501,6 +502,9 @@ def _lagrange(solve: Callable[[float], Any], budget: float, deadline: float | No
         lam = max((c2 - c1) / (m1 - m2), 0.0)
         weight, c, m, plan = solve(lam)
         lower = max(lower, weight - lam * budget)
+        over = m > budget
+        if not over and c < best[0]:
+            best = (c, plan)
         line = c1 + lam * m1
         if weight >= line - 1e-12 * abs(line):
             break  # nothing below the line through the two plans: lam is the dual optimum
@@ -508,9 +512,7 @@ def _lagrange(solve: Callable[[float], Any], budget: float, deadline: float | No
             c1, m1, lam1 = c, m, lam
         else:
             c2, m2, lam2 = c, m, lam
-            if c < best[0]:
-                best = (c, plan)
-    return lam, lower, best, (lam1, lam2)
+    return lam, lower, best, lam2 if over else lam1
 
 
 def _scalar_lagrange(walk_of: Callable[[tuple[_Table, _Table]], _Walk], graph: CostGraph, start_vars: list[int], end_vars: list[int], budget: float, deadline: float | None, max_rows: float) -> tuple[float, float, tuple[float, Any], tuple[float, float, float, float]] | None:
@@ -589,7 +591,7 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
         if sides is None:
             return None
         walk0 = walk_of(sides)
-        lam, lower, best, hull = _lagrange(walk0.scalar, budget, deadline)
+        lam, lower, best, partner = _lagrange(walk0.scalar, budget, deadline)
     else:
         lam, lower, best = lagrangian[:3]
     if best is None:
@@ -607,10 +609,10 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
         return None if got is None else walk_of(got)
 
     # a first incumbent from splices of the last two Lagrangian plans (whole fronts): the
-    # path at the dual's lam after one at the other hull multiplier (both when neither is lam)
+    # path at the partner multiplier (a plan on the budget's other side), then the dual's
     sweep0 = walk0.sweep(lam, False) if lagrangian is None and walk0.W <= SWEEP_STATES else None
     if sweep0 is not None:
-        spliced = walk0.spliced(tuple(x for x in hull if x != lam) or hull, sweep0, budget)
+        spliced = walk0.spliced((partner,), sweep0, budget)
         if spliced is not None and spliced[0] < best[0]:
             best = spliced
             if best[0] <= lower:
