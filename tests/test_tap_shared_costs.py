@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+import distplan
 from distplan.api import _load
 from distplan.formulations.sharding import least_op_costs
 from distplan.instances import bundled
@@ -247,3 +248,25 @@ def test_evaluator_equals_a_plain_recomputation(inst: ShardingInstance) -> None:
         assert (d["param_state_bytes"], d["activation_bytes"], d["memory_bytes"]) == (params, acts, params + acts)
         assert d["slowest_ops"] == [{"op": n, "seconds": t} for t, n in sorted(per_op, reverse=True)[:5]]
         assert check.feasible == (params + acts <= inst.memory_budget * (1 + 1e-9) and math.isfinite(check.objective))
+
+
+def test_evaluator_lists_every_violation_in_op_order() -> None:
+    """A plan with one of each fault: the violations come op by op (missing strategy,
+    malformed name, a split the op does not allow, a follower off its input's layout),
+    then the unknown op; no sums are reported for it."""
+    inst = _load("gpt-1layer-tp8")
+    good = distplan.solve(inst, "data_parallel").plan
+    assert good is not None and evaluate(inst, good).feasible
+    names = dict(good.strategies)
+    del names["embed"]
+    names["l0.ln1"] = "Q"
+    names["l0.qkv"] = "S(zz)"
+    gelu = inst.semantics(inst.index["l0.gelu"])
+    names["l0.gelu"] = next(strategy_name(s) for s in enumerate_strategies(gelu, inst.cost_context) if strategy_name(s) != names["l0.gelu"])
+    names["ghost"] = "R"
+    check = evaluate(inst, ShardingPlan(names))
+    assert not check.feasible and check.objective == math.inf and not check.details
+    patterns = ["op 'embed' has no strategy", "op 'l0.ln1': strategy ", "op 'l0.qkv': strategy 'S(zz)' ", "op 'l0.gelu' (", "the plan names an unknown op 'ghost'"]
+    assert len(check.violations) == len(patterns)
+    for got, want in zip(check.violations, patterns):
+        assert got.startswith(want), (got, want)

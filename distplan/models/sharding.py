@@ -445,6 +445,13 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     replicated: Strategy = tuple([None] * ndim)
     strategies.append(replicated)
     get = plan.strategies.get
+    # one pass: an op's strategy is checked, then (while every op so far is valid) its
+    # costs and the resharding from its producers (checked before it) are added
+    compute = comm = reshard = 0.0
+    param_bytes = act_bytes = 0.0
+    per_op: list[tuple[float, str]] = []
+    costs: dict[tuple[int, int], OpCost] = {}
+    edges: dict[tuple[int, int, int, int, int], float] = {}
     for k, op in enumerate(inst.ops):
         name = get(op.name)
         if name is None:
@@ -463,7 +470,8 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
             violations.append(f"op {op.name!r}: strategy {sid}")
             chosen.append(0)
             continue
-        key = (sig[k], sid)
+        sk = sig[k]
+        key = (sk, sid)
         if key in problems:
             problem = problems[key]
         else:
@@ -472,30 +480,18 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
             violations.append(f"op {op.name!r}: strategy {name!r} {problem}")
         elif op.inputs and sems[k].follows:
             p = producers[k][0]
-            fkey = (sig[k], sig[p], chosen[p])
+            fkey = (sk, sig[p], chosen[p])
             want = follows.get(fkey)
             if want is None:
                 want = follows[fkey] = follow_strategy(sems[k], tensor_spec(sems[p].output, strategies[chosen[p]]), ctx)
             if want != strategies[sid]:
                 violations.append(f"op {op.name!r} ({op.type}) follows its input {op.inputs[0]!r}: its strategy is {strategy_name(want)!r}, not {name!r}")
         chosen.append(sid)
-    if plan.strategies.keys() != inst.index.keys():  # (as sets: an op missing or one unknown)
-        for extra in sorted(set(plan.strategies) - set(inst.index)):
-            violations.append(f"the plan names an unknown op {extra!r}")
-    if violations:
-        return Check(False, float("inf"), violations)
-
-    compute = comm = reshard = 0.0
-    param_bytes = act_bytes = 0.0
-    per_op: list[tuple[float, str]] = []
-    costs: dict[tuple[int, int], OpCost] = {}
-    edges: dict[tuple[int, int, int, int, int], float] = {}
-    for k, op in enumerate(inst.ops):
-        sid = chosen[k]
-        sk = sig[k]
-        c = costs.get((sk, sid))
+        if violations:
+            continue  # no sums for a plan that is rejected
+        c = costs.get(key)
         if c is None:
-            c = costs[(sk, sid)] = op_cost(sems[k], strategies[sid], ctx)
+            c = costs[key] = op_cost(sems[k], strategies[sid], ctx)
         c_compute, c_comm, c_param, c_act = c
         compute += c_compute
         comm += c_comm
@@ -511,6 +507,11 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
             edge_t += t
         reshard += edge_t
         per_op.append((c_compute + c_comm + edge_t, op.name))
+    if plan.strategies.keys() != inst.index.keys():  # (as sets: an op missing or one unknown)
+        for extra in sorted(set(plan.strategies) - set(inst.index)):
+            violations.append(f"the plan names an unknown op {extra!r}")
+    if violations:
+        return Check(False, float("inf"), violations)
     objective = compute + comm + reshard
     memory = param_bytes + act_bytes
     budget = inst.memory_budget
