@@ -676,7 +676,7 @@ def _list_schedule(
                     kept = (_INF, n, nd)
         fresh = []
         for d in free_devs if stale else newly:
-            if reserved[d] < 0 and (rel[d] or pend[d]):
+            if (rel[d] or pend[d]) and reserved[d] < 0:  # (under m-TOPO most devices have no ready op)
                 fresh.append(d)
         stale = False
         newly = []
