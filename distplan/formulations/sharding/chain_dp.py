@@ -26,13 +26,15 @@ Units: seconds per iteration, bytes per device.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from distplan.formulations.sharding.alpa_ilp import INFINITE_SECONDS
 from distplan.formulations.sharding.chain_fronts import (
     TooLarge,
     _eliminate,
@@ -98,38 +100,50 @@ def _factors(graph: CostGraph, memory: bool, lam: float = 0.0) -> tuple[list[_Ta
     """One table per edge (resharding cost) of the explicit graph, with the cost and
     memory of each node added to the first edge that touches it (fewer joins), and one
     per node without edges; infinite-cost rows removed; ``memory=False`` zeroes the
-    memory. A table's floor (its least memory) is at least the sum of its nodes' least."""
+    memory. A table's floor (its least memory) is at least the sum of its nodes' least.
+    Rows are summed in Python lists (tables of a few dozen rows: per-call costs dominate
+    numpy there), edge cost + first node's + second node's, as numpy would."""
     dom = graph.strategy_counts()
     n = dom.size
     out: list[_Table] = []
     small = np.int16 if int(dom.max(initial=0)) < 2**15 else np.int64  # narrow rows: joins copy them
+    node_cost = [np.asarray(c, float).tolist() for c in graph.node_cost]
+    node_mem = [np.asarray(m, float).tolist() for m in graph.node_memory]
 
-    def add(live: list[int], cols: list[np.ndarray], cost: np.ndarray, mem: np.ndarray) -> None:
-        ok = finite_mask(cost)
-        asg = np.full((int(ok.sum()), n), -1, dtype=small)
-        for x, c in zip(live, cols):
-            asg[:, x] = c[ok]
-        m = mem[ok] if memory else np.zeros(int(ok.sum()))
-        c = cost[ok].astype(float)
-        out.append(_Table(live, asg, c, m.astype(float), float(m.min()) if m.size else 0.0, float((c + lam * m).min()) if m.size else 0.0))
+    def add(live: list[int], rows: Sequence[tuple[int, ...]], cost: list[float], mem: list[float]) -> None:
+        ok = [k for k, c in enumerate(cost) if math.isfinite(c) and c < INFINITE_SECONDS]
+        asg = np.full((len(ok), n), -1, dtype=small)
+        if ok:
+            asg[:, live] = [rows[k] for k in ok]
+        c = [cost[k] for k in ok]
+        m = [mem[k] for k in ok] if memory else [0.0] * len(ok)
+        floor = min(m) if m else 0.0
+        wfloor = min(x + lam * y for x, y in zip(c, m)) if m else 0.0
+        out.append(_Table(live, asg, np.array(c, dtype=float), np.array(m, dtype=float), floor, wfloor))
 
-    absorbed = np.zeros(n, dtype=bool)
+    absorbed = [False] * n
     for e, (u, v) in enumerate(zip(graph.edge_u.tolist(), graph.edge_v.tolist())):
-        du, dv = int(dom[u]), int(dom[v])
-        cost = np.array(graph.edge_cost[e], dtype=float)  # a copy
-        mem = np.zeros((du, dv))
-        if not absorbed[u]:
-            absorbed[u] = True
-            cost += np.asarray(graph.node_cost[u], float)[:, None]
-            mem += np.asarray(graph.node_memory[u], float)[:, None]
-        if not absorbed[v]:
-            absorbed[v] = True
-            cost += np.asarray(graph.node_cost[v], float)[None, :]
-            mem += np.asarray(graph.node_memory[v], float)[None, :]
-        flat = np.arange(du * dv)
-        add([u, v], [flat // dv, flat % dv], cost.ravel(), mem.ravel())
-    for i in np.flatnonzero(~absorbed).tolist():
-        add([i], [np.arange(dom[i])], np.asarray(graph.node_cost[i], float), np.asarray(graph.node_memory[i], float))
+        matrix = np.asarray(graph.edge_cost[e], float).tolist()
+        cu = node_cost[u] if not absorbed[u] else None
+        mu = node_mem[u] if not absorbed[u] else None
+        absorbed[u] = True
+        cv = node_cost[v] if not absorbed[v] else None
+        mv = node_mem[v] if not absorbed[v] else None
+        absorbed[v] = True
+        rows, cost, mem = [], [], []
+        for i, line in enumerate(matrix):
+            for j, x in enumerate(line):
+                rows.append((i, j))
+                if cu is not None:
+                    x = x + cu[i]
+                if cv is not None:
+                    x = x + cv[j]
+                cost.append(x)
+                mem.append((mu[i] if mu is not None else 0.0) + (mv[j] if mv is not None else 0.0))
+        add([u, v], rows, cost, mem)
+    for i in range(n):
+        if not absorbed[i]:
+            add([i], [(k,) for k in range(int(dom[i]))], node_cost[i], node_mem[i])
     return out, dom
 
 
