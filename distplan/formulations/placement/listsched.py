@@ -19,9 +19,8 @@ under the liveness model a per-device timeline holds persistent memory (a coloca
 group's at its first placement), temporaries while ops run and outputs until their last
 consumer finished, and an op starts only when its bytes fit from then on (when every byte
 that could ever be charged fits every device, `memory_never_binds`, no check can fail and
-the timelines are not kept). Colocation groups
-move together: the first op placed drags its group to that device. Times in seconds, memory
-in bytes.
+the timelines are not kept). Colocation groups move together: the first op placed drags
+its group to that device. Times in seconds, memory in bytes.
 
 Implementation (near-linear): every device keeps its ready ops in two heaps, those whose
 inputs arrive by the time the device is free (ordered by topological position) and the
