@@ -158,7 +158,6 @@ def _list_schedule(
     dev_free = [0.0] * nd
     reserved = [-1] * nd  # favorite child a device waits for
     reserver = [-1] * n  # device that waits for an op
-    is_ready = [False] * n
     no_rt: list[float] = []
     rt_lb: list[list[float]] = [no_rt] * n  # arrival per device without channel contention (dropped once placed)
     rel: list[list[int]] = [[] for _ in devs]  # ready ops (topological positions) arrived by dev_free
@@ -319,7 +318,7 @@ def _list_schedule(
         """True when no unforced ready op can be urgent: a device busy after t fits them all."""
         while need_heap:
             _, v = need_heap[0]
-            if is_ready[v] and fixed[v] < 0:
+            if remaining[v] == 0 and device[v] < 0 and fixed[v] < 0:  # ready (inputs all placed) and not placed
                 break
             heappop(need_heap)
         if not need_heap:
@@ -396,7 +395,6 @@ def _list_schedule(
 
     def add_ready(v: int) -> None:
         """Enqueue v (its predecessors all placed) on the devices it may run on."""
-        is_ready[v] = True
         tp = topo_pos[v]
         fx = fixed[v]
         if fx >= 0:
@@ -448,7 +446,6 @@ def _list_schedule(
             s = dev_free[d]
         if at > s:
             s = at
-        is_ready[v] = False
         if charged:
             g = groups[v]
             if fixed[v] < 0 or (forced_mode and not group_placed[g]):
@@ -461,7 +458,7 @@ def _list_schedule(
                 group_placed[g] = True
                 for w in members.get(g, ()) if members else ():
                     fixed[w] = d
-                    if is_ready[w] and w != v:  # already in d's main queue
+                    if remaining[w] == 0 and device[w] < 0 and w != v:  # ready: already in d's main queue
                         a = rt_lb[w][d]
                         if a <= dev_free[d]:
                             heappush(frel[d], topo_pos[w])
@@ -499,7 +496,7 @@ def _list_schedule(
             remaining[w] -= 1
             if remaining[w] == 0:
                 add_ready(w)
-        if f >= 0 and is_ready[f] and reserved[d] < 0:
+        if f >= 0 and remaining[f] == 0 and device[f] < 0 and reserved[d] < 0:
             # d waits for f when f fits d and starts there no later than on any device it
             # fits (a fixed f fits only its own device)
             fx = fixed[f]
@@ -704,7 +701,7 @@ def _list_schedule(
             t_next = busy[0][0]
         if t_next == _INF:
             # nothing fits anywhere: report the smallest shortfall of a ready op
-            v = min((u for u in range(n) if is_ready[u]), key=lambda u: topo_pos[u])
+            v = min((u for u in range(n) if remaining[u] == 0 and device[u] < 0), key=lambda u: topo_pos[u])
             if liveness:  # what v would keep resident against what stays resident for good
                 g = groups[v]
                 want = transient[v] + (0.0 if (group_placed[g] or fixed[v] >= 0) else gpers[g])
