@@ -571,12 +571,15 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
     stages = 1 + int(W > S)
     stage_arcs = [np.flatnonzero(a["first"]), np.flatnonzero(~a["first"])][:stages]
     budget = float(graph.memory_budget)
-    least_walk = sum(K1 * float(a["memory"][idx].min()) for idx in stage_arcs if idx.size)
-    finite = [finite_mask(np.asarray(c, float)) for c in graph.node_cost]
-    least_explicit = float(sum(float(np.asarray(m, float)[f].min()) for m, f in zip(graph.node_memory, finite) if f.any()))
-    slack = budget * (1 + MEMORY_SLACK) - least_explicit - least_walk if memory else np.inf
+    slack = np.inf  # the memory-free problem has no budget to leave room in
+    if memory:
+        least_walk = sum(K1 * float(a["memory"][idx].min()) for idx in stage_arcs if idx.size)
+        finite = [finite_mask(np.asarray(c, float)) for c in graph.node_cost]
+        least_explicit = float(sum(float(np.asarray(m, float)[f].min()) for m, f in zip(graph.node_memory, finite) if f.any()))
+        slack = budget * (1 + MEMORY_SLACK) - least_explicit - least_walk
     if slack < 0 or max_rows < W * W:
         return None
+
     def walk_of(sides: tuple[_Table, _Table]) -> _Walk:
         fs, fe = sides
         return _Walk(chain, stage_arcs, stages * K1, a["memory"], fs, fe, _keyed(fs, start_vars, chain.out_sizes), _keyed(fe, end_vars, chain.out_sizes))
