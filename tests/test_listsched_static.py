@@ -236,3 +236,25 @@ def test_memory_never_binds_at_its_boundary_and_schedules_as_the_reference() -> 
     inst = random_instance(3)
     neg = dataclasses.replace(inst, memory=-np.ones(inst.n_ops), device_memory=np.full(inst.n_devices, 1e30))
     assert not memory_never_binds(neg, None)
+
+
+def test_memory_never_binds_keeps_its_relative_margin() -> None:
+    """Loose only when every device holds what could be charged it times 1 + 1e-9: at
+    1 + 2e-9 yes, at 1 + 0.5e-9 and below no, at byte scales 1 and 1e9 (simple and
+    liveness memory, free and fixed assignments)."""
+    from distplan.formulations.placement.listsched_data import memory_never_binds
+
+    for seed in range(6):
+        base = random_instance(seed)
+        groups = base.colocation_groups()
+        assignment = np.arange(int(groups.max()) + 1)[groups] % base.n_devices
+        for scale in (1.0, 1e9):
+            scaled = dataclasses.replace(base, memory=base.memory * scale, temporary=base.temporary * scale, output=base.output * scale)
+            for asg in (None, assignment):
+                charged = _charged(scaled, asg)
+                if charged.max() <= 0:
+                    continue
+                for rel, loose in ((2e-9, True), (0.5e-9, False), (0.0, False)):
+                    cap = np.where(charged > 0, charged * (1 + rel), 1.0)
+                    inst = dataclasses.replace(scaled, device_memory=cap)
+                    assert memory_never_binds(inst, asg) == loose, (seed, scale, asg is None, rel)

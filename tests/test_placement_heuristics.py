@@ -6,6 +6,7 @@ both memory models, both communication models, favorites and fixed assignments."
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any
 
 import numpy as np
@@ -360,9 +361,13 @@ def test_topo_assignment_keeps_groups_together_as_written_out() -> None:
     """`topo_assignment` against m-TOPO written out (colocation groups, the uniform cap and
     the fall-back past the last device) on random instances; every group on one device."""
     checked = 0
-    for seed in range(80):
+    for seed, tight in itertools.product(range(80), (None, 1.0, 1.15, "all but a byte")):
         inst = random_instance(seed)
         groups = inst.colocation_groups()
+        if tight is not None:  # the fall-back runs while groups still have members to place
+            need = float(np.bincount(groups, weights=inst.memory_need()).sum())
+            cap = need - 1.0 if tight == "all but a byte" else float(tight) * need / inst.n_devices
+            inst = dataclasses.replace(inst, device_memory=np.full(inst.n_devices, cap))
         for uniform in (True, False):
             want = _topo_walk(inst, uniform)
             try:
@@ -373,4 +378,42 @@ def test_topo_assignment_keeps_groups_together_as_written_out() -> None:
             assert got == want, (seed, uniform)
             assert all(len({got[v] for v in np.flatnonzero(groups == g)}) == 1 for g in set(groups.tolist()))
             checked += int(np.bincount(groups).max() > 1)
-    assert checked > 20
+    assert checked > 60
+
+
+def test_topo_fall_back_keeps_a_group_on_its_device() -> None:
+    """Past the last device under the uniform cap (28 bytes: 40 / 2 + 8), m-TOPO puts a new
+    group (g1, g2: 4 + 4 bytes) on the first device with room for all of it (d1: 10 of 34
+    free); the group's second op joins it there. Were the group's device not recorded, g2
+    would look for 8 bytes of room again and find none (d0 2 free, d1 2 free)."""
+    ops = [{"name": n, "time": 1.0, "memory": 8.0} for n in "abcd"]
+    ops += [{"name": n, "time": 1.0, "memory": 4.0, "colocate": "g"} for n in ("g1", "g2")]
+    doc = {
+        "format": "distplan/1",
+        "kind": "placement",
+        "name": "topo-fall-back",
+        "graph": {"ops": ops, "edges": [{"src": u, "dst": v, "bytes": 0.0} for u, v in zip(["a", "b", "c", "d", "g1"], ["b", "c", "d", "g1", "g2"])]},
+        "cluster": {"devices": [{"name": "d0", "memory": 10.0}, {"name": "d1", "memory": 34.0}], "bandwidth": 10.0, "latency": 0.0},
+        "model": {"memory": "simple", "communication": "independent"},
+    }
+    inst = instance_from_dict(doc)
+    assert topo_assignment(inst, uniform=True).tolist() == [0, 1, 1, 1, 1, 1]
+    assert _topo_walk(inst, True) == [0, 1, 1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("memory", ["simple", "liveness"])
+def test_an_op_whose_inputs_never_arrive_is_not_called_short_of_memory(memory: str) -> None:
+    """1e300 bytes over a 1e-20 B/s link take forever: with memory to spare the error says
+    the earliest start is infinite (before, it named a device 'short by -998 bytes')."""
+    ops = [{"name": n, "time": 1.0, "memory": 5.0, "temporary": 1.0, "output": 1.0} for n in "abc"]
+    doc = {
+        "format": "distplan/1",
+        "kind": "placement",
+        "name": "never-arrives",
+        "graph": {"ops": ops, "edges": [{"src": "a", "dst": "b", "bytes": 1.0}, {"src": "b", "dst": "c", "bytes": 1e300}]},
+        "cluster": {"devices": [{"name": "d0", "memory": 1000.0}, {"name": "d1", "memory": 1000.0}], "bandwidth": 1e-20, "latency": 0.0},
+        "model": {"memory": memory, "communication": "independent"},
+    }
+    inst = instance_from_dict(doc)
+    with pytest.raises(InfeasibleError, match="'c' can never start: its earliest start is infinite"):
+        list_schedule(inst, assignment=np.array([1, 0, 1]))

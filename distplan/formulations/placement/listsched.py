@@ -55,6 +55,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from distplan.errors import InfeasibleError
 from distplan.formulations.placement.listsched_data import (
     MemoryTimeline,
     StaticLists,
@@ -710,6 +711,12 @@ def _list_schedule(
                 want = gneed[groups[v]]
                 free = [cap[k] - used[k] for k in devs]
             dd = fixed[v] if fixed[v] >= 0 else int(np.argmax(free))
+            if loose or want <= free[dd]:  # memory is not what stops it: its inputs never arrive
+                raise InfeasibleError(
+                    f"{inst.name}: op {inst.op_names[v]!r} can never start: its earliest start is infinite (an infinite transfer time, bytes / bandwidth, or op time), not its memory; "
+                    f"{placed} of {inst.n_ops} ops were placed",
+                    {"op": inst.op_names[v]},
+                )
             raise_no_fit(inst, v, dd, want, free[dd], placed)
         t = t_next
         due = t + 1e-12 * (t if t > 1.0 else 1.0)
