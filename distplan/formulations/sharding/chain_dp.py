@@ -773,7 +773,8 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
         slot, acount, D, acur, acost, amem = by_stage[t % stages]
         # every label with every arc leaving its state: candidate k is label k // D with
         # its state's arc k % D
-        if state.size * D > max_rows and int(acount[state].sum()) > max_rows:
+        padded = state.size * D  # the arrays made below; padding can make them up to W times the candidates
+        if padded > max_rows and (padded > 4 * max_rows or int(acount[state].sum()) > max_rows):
             raise TooLarge(f"more than {max_rows:g} labels")
         nstate = acur[state].ravel()
         ncost = (cost[:, None] + acost[state]).ravel()
