@@ -3,6 +3,8 @@ Python lists): equal, bit for bit, to the rule written out with numpy arrays."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -12,14 +14,23 @@ from tests.test_tap_dp import _one_chain
 from tests.test_tap_exact import tight
 
 
+@pytest.mark.parametrize("perturbed", [False, True])
 @pytest.mark.parametrize(("layers", "mesh", "frac", "bandwidth"), [(6, 8, 0.05, 2.5e10), (5, 4, 0.3, None)])
-def test_factor_tables_follow_the_rule_bit_for_bit(layers: int, mesh: int, frac: float, bandwidth: float | None) -> None:
+def test_factor_tables_follow_the_rule_bit_for_bit(layers: int, mesh: int, frac: float, bandwidth: float | None, perturbed: bool) -> None:
     """One table per edge, rows (u strategy, v strategy) in row-major order, cost = edge
     cost + the cost of each end node not taken by an earlier edge (in that order of
     additions), memory the same nodes' memory (zero without memory), rows of infinite cost
     (or >= INFINITE_SECONDS) removed; then one table per node without edges; floors the
     least memory and least cost + lam x memory."""
     _, graph, _, _ = _one_chain(tight(layers, mesh, frac, bandwidth))
+    if perturbed:  # nonzero costs at both ends of every edge, so the order of the additions shows in the bits
+        rng = np.random.default_rng(layers)
+        graph = dataclasses.replace(
+            graph,
+            node_cost=[np.asarray(c, float) + rng.random(np.shape(c)) * 1e-3 for c in graph.node_cost],
+            edge_cost=[np.asarray(c, float) + rng.random(np.shape(c)) * 1e-4 for c in graph.edge_cost],
+        )
+    order_shows = False
     dom = graph.strategy_counts()
     for memory in (True, False):
         for lam in (0.0, 2.5e-11):
@@ -30,6 +41,9 @@ def test_factor_tables_follow_the_rule_bit_for_bit(layers: int, mesh: int, frac:
             for e, (u, v) in enumerate(zip(graph.edge_u.tolist(), graph.edge_v.tolist())):
                 cost = np.array(graph.edge_cost[e], dtype=float)
                 mem = np.zeros(cost.shape)
+                if perturbed and not taken[u] and not taken[v]:  # (edge + u) + v against (edge + v) + u
+                    cu, cv = np.asarray(graph.node_cost[u], float)[:, None], np.asarray(graph.node_cost[v], float)[None, :]
+                    order_shows |= bool(np.any((cost + cu) + cv != (cost + cv) + cu))
                 for x, axis in ((u, 1), (v, 0)):
                     if not taken[x]:
                         taken[x] = True
@@ -49,3 +63,4 @@ def test_factor_tables_follow_the_rule_bit_for_bit(layers: int, mesh: int, frac:
                 assert (t.asg[:, [y for y in range(dom.size) if y not in live]] == -1).all()
                 if m.size:
                     assert t.floor == m.min() and t.wfloor == (cost[ok] + lam * m).min()
+    assert order_shows or not perturbed
