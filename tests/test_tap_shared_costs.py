@@ -270,3 +270,27 @@ def test_evaluator_lists_every_violation_in_op_order() -> None:
     assert len(check.violations) == len(patterns)
     for got, want in zip(check.violations, patterns):
         assert got.startswith(want), (got, want)
+
+
+def test_an_edge_of_several_links_sums_them_link_by_link() -> None:
+    """`CostTables._edge_costs` over several links (no bundled skeleton edge has more than
+    one, so the summing path is otherwise never run): the first link's array as it is,
+    then each further link's added, as np.zeros + the per-link arrays in link order."""
+    import numpy as np
+
+    from distplan.formulations.sharding.costgraph import CostTables, build_skeleton
+
+    checked = 0
+    for inst in INSTANCES[:4]:
+        sk = build_skeleton(inst)
+        for e in range(min(len(sk.edge_u), 12)):
+            u, v = int(sk.edge_u[e]), int(sk.edge_v[e])
+            links = sk.edge_links(e)
+            one = CostTables(inst)._edge_costs(sk, u, v, links)
+            if not np.any(one):
+                continue
+            got = CostTables(inst)._edge_costs(sk, u, v, links * 3)  # the edge's links three times over
+            assert np.array_equal(got, np.zeros(one.shape) + one + one + one), (inst.name, e)
+            assert not np.array_equal(got, one), (inst.name, e)
+            checked += 1
+    assert checked >= 4
