@@ -312,8 +312,8 @@ def _reshard_one_way(nbytes: float, src: Spec, dst: Spec, ctx: CostContext) -> f
         if s == d or s == -1:
             return 0.0
         if d == -1:
-            return 0.0 + all_gather_seconds(nbytes / 1, 0, ctx)
-        return 0.0 + all_to_all_seconds(nbytes / 1, 0, ctx) if ctx.all_to_all else math.inf
+            return all_gather_seconds(nbytes, 0, ctx)
+        return all_to_all_seconds(nbytes, 0, ctx) if ctx.all_to_all else math.inf
     cur = list(src)
     sizes = ctx.axis_sizes
     total = 0.0

@@ -303,7 +303,7 @@ class CostTables:
         """The edge's matrix: per link, the resharding of every (source strategy, destination
         strategy) pair, summed link by link as Python floats (the first link's values as
         they are, as 0.0 + x is x) and made an array once."""
-        inst, ctx, pairs = self.inst, self.ctx, self._pairs
+        inst, reshard = self.inst, self._reshard
         nu, nv = self.node(sk, u), self.node(sk, v)
         ops, start = self._member_ops, self._member_start
         rows: list[list[float]] | None = None
@@ -311,17 +311,7 @@ class CostTables:
             tensor = inst.semantics(ops[start[u] + a]).output
             dst_tensor = inst.semantics(ops[start[v] + b]).inputs[slot]
             dst_specs = [self._spec(dst_tensor, st[b]) for st in nv.strategies]
-            tid = id(tensor)
-            part: list[list[float]] = []
-            for src in nu.out_specs[a]:
-                row = []
-                for dst in dst_specs:
-                    key = (tid, src, dst)
-                    val = pairs.get(key)
-                    if val is None:
-                        val = pairs[key] = reshard_seconds(tensor, src, dst, ctx)
-                    row.append(val)
-                part.append(row)
+            part = [[reshard(tensor, src, dst) for dst in dst_specs] for src in nu.out_specs[a]]
             rows = part if rows is None else [[x + y for x, y in zip(r, q)] for r, q in zip(rows, part)]
         if rows is None:
             return np.zeros((len(nu.strategies), len(nv.strategies)))
