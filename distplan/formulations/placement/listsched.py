@@ -55,7 +55,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distplan.errors import InfeasibleError
 from distplan.formulations.placement.listsched_data import (
     MemoryTimeline,
     StaticLists,
@@ -64,6 +63,7 @@ from distplan.formulations.placement.listsched_data import (
     gc_paused,
     independent_arrival,
     memory_never_binds,
+    raise_never_starts,
     raise_no_fit,
     static_lists,
     topological_positions,
@@ -315,11 +315,15 @@ def _list_schedule(
                 return False
         return True
 
+    def ready(v: int) -> bool:
+        """v's inputs are all placed and v is not (no table kept: read off the cold paths)."""
+        return remaining[v] == 0 and device[v] < 0
+
     def unforced_blocked() -> bool:
         """True when no unforced ready op can be urgent: a device busy after t fits them all."""
         while need_heap:
             _, v = need_heap[0]
-            if remaining[v] == 0 and device[v] < 0 and fixed[v] < 0:  # ready (inputs all placed) and not placed
+            if ready(v) and fixed[v] < 0:
                 break
             heappop(need_heap)
         if not need_heap:
@@ -459,7 +463,7 @@ def _list_schedule(
                 group_placed[g] = True
                 for w in members.get(g, ()) if members else ():
                     fixed[w] = d
-                    if remaining[w] == 0 and device[w] < 0 and w != v:  # ready: already in d's main queue
+                    if w != v and ready(w):  # already in d's main queue
                         a = rt_lb[w][d]
                         if a <= dev_free[d]:
                             heappush(frel[d], topo_pos[w])
@@ -497,7 +501,7 @@ def _list_schedule(
             remaining[w] -= 1
             if remaining[w] == 0:
                 add_ready(w)
-        if f >= 0 and remaining[f] == 0 and device[f] < 0 and reserved[d] < 0:
+        if f >= 0 and reserved[d] < 0 and ready(f):
             # d waits for f when f fits d and starts there no later than on any device it
             # fits (a fixed f fits only its own device)
             fx = fixed[f]
@@ -702,7 +706,7 @@ def _list_schedule(
             t_next = busy[0][0]
         if t_next == _INF:
             # nothing fits anywhere: report the smallest shortfall of a ready op
-            v = min((u for u in range(n) if remaining[u] == 0 and device[u] < 0), key=lambda u: topo_pos[u])
+            v = min((u for u in range(n) if ready(u)), key=lambda u: topo_pos[u])
             if liveness:  # what v would keep resident against what stays resident for good
                 g = groups[v]
                 want = transient[v] + (0.0 if (group_placed[g] or fixed[v] >= 0) else gpers[g])
@@ -711,12 +715,8 @@ def _list_schedule(
                 want = gneed[groups[v]]
                 free = [cap[k] - used[k] for k in devs]
             dd = fixed[v] if fixed[v] >= 0 else int(np.argmax(free))
-            if loose or want <= free[dd]:  # memory is not what stops it: its inputs never arrive
-                raise InfeasibleError(
-                    f"{inst.name}: op {inst.op_names[v]!r} can never start: its earliest start is infinite (an infinite transfer time, bytes / bandwidth, or op time), not its memory; "
-                    f"{placed} of {inst.n_ops} ops were placed",
-                    {"op": inst.op_names[v]},
-                )
+            if loose or want <= free[dd]:  # memory is not what stops it
+                raise_never_starts(inst, v, placed)
             raise_no_fit(inst, v, dd, want, free[dd], placed)
         t = t_next
         due = t + 1e-12 * (t if t > 1.0 else 1.0)

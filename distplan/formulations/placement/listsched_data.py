@@ -370,6 +370,17 @@ def arrival_on(src_v: list[int], bytes_v: list[float], d: int, device: list[int]
     return r
 
 
+def raise_never_starts(inst: PlacementInstance, v: int, placed: int) -> NoReturn:
+    """InfeasibleError for op v, ready but with an infinite earliest start on every device
+    it may run on (an infinite transfer time, bytes / bandwidth, or op time) while memory
+    does not stop it."""
+    raise InfeasibleError(
+        f"{inst.name}: op {inst.op_names[v]!r} can never start: its earliest start is infinite (an infinite transfer time, bytes / bandwidth, or op time), not its memory; "
+        f"{placed} of {inst.n_ops} ops were placed",
+        {"op": inst.op_names[v]},
+    )
+
+
 def raise_no_fit(inst: PlacementInstance, v: int, device: int, want: float, free: float, placed: int) -> NoReturn:
     """InfeasibleError for op v that needs ``want`` bytes where ``device`` has ``free``
     (bytes; negative when the ops placed there already hold more than it has, as a fixed
