@@ -258,3 +258,17 @@ def test_memory_never_binds_keeps_its_relative_margin() -> None:
                     cap = np.where(charged > 0, charged * (1 + rel), 1.0)
                     inst = dataclasses.replace(scaled, device_memory=cap)
                     assert memory_never_binds(inst, asg) == loose, (seed, scale, asg is None, rel)
+
+
+def test_an_assignment_must_give_every_op_a_device() -> None:
+    """``assignment`` fixes every op's device: a -1 entry (no device), a device beyond the
+    last or a wrong length is refused by name before scheduling, and a whole one schedules."""
+    import pytest
+
+    base = random_instance(4)
+    inst = dataclasses.replace(base, device_memory=np.full(base.n_devices, 1e30))
+    whole = np.asarray(list_schedule(inst).device, dtype=np.int64)
+    assert np.array_equal(list_schedule(inst, assignment=whole).device, whole)
+    for bad in (np.where(np.arange(inst.n_ops) == 1, -1, whole), np.where(np.arange(inst.n_ops) == 2, inst.n_devices, whole), whole[:-1]):
+        with pytest.raises(ValueError, match="assignment must give each of the"):
+            list_schedule(inst, assignment=bad)

@@ -133,7 +133,11 @@ def _list_schedule(
     gneed, gpers, members, transient, temporary, output = st.gneed, st.gpers, st.members, st.transient, st.temporary, st.output
     inv_bw, lat = st.inv_bw, st.lat
     t_op, t_dev = st.t_op, st.t_dev
-    fixed = [-1] * n if assignment is None else np.asarray(assignment, dtype=np.int64).tolist()
+    if assignment is not None:
+        assignment = np.asarray(assignment, dtype=np.int64)
+        if assignment.shape != (n,) or (n and not 0 <= int(assignment.min()) <= int(assignment.max()) < nd):
+            raise ValueError(f"list_schedule: assignment must give each of the {n} ops a device in 0..{nd - 1}, got shape {assignment.shape}")
+    fixed = [-1] * n if assignment is None else assignment.tolist()
     forced_mode = assignment is not None
     cap = inst.device_memory.astype(float).tolist()
     capx = (inst.device_memory * (1 + 1e-12)).tolist()
