@@ -75,6 +75,9 @@ from distplan.models.placement_plan import PlacementPlan
 __all__ = ["Schedule", "list_schedule", "topological_positions"]
 
 _INF = math.inf
+#: a device whose free time is within this many seconds after the current time t counts
+#: as free at t (absolute: rounding in the sums of op and transfer times)
+FREE_SLACK = 1e-15
 
 
 @dataclass
@@ -664,12 +667,12 @@ def _list_schedule(
     # free at t (ascending) and the busy ones, by their free time, are kept as they change,
     # so a step looks at the devices that changed only
     kept: tuple[float, int, int] = (_INF, n, nd)
-    free_devs = sorted(set(fixed)) if forced_mode else devs[:]  # dev_free <= t + 1e-15 (devices without ops left out)
+    free_devs = sorted(set(fixed)) if forced_mode else devs[:]  # dev_free <= t + FREE_SLACK (devices without ops left out)
     busy: list[tuple[float, int]] = []  # (dev_free, device) of the others
     newly: list[int] = []  # devices freed since the last step of this version
     stale = True  # a new version: every free device proposes again
     due = 1e-12  # a start <= due starts now: t within a relative 1e-12
-    free_t = 1e-15
+    free_t = FREE_SLACK  # t + FREE_SLACK at t = 0
     while placed < n:
         if fav is not None:
             for d in devs:  # a reservation for a child that no longer fits its device is dropped
@@ -724,7 +727,7 @@ def _list_schedule(
             raise_no_fit(inst, v, dd, want, free[dd], placed)
         t = t_next
         due = t + 1e-12 * (t if t > 1.0 else 1.0)
-        free_t = t + 1e-15
+        free_t = t + FREE_SLACK
         while busy and busy[0][0] <= free_t:
             d = heappop(busy)[1]
             newly.append(d)
