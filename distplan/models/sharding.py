@@ -31,7 +31,8 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, reduce
+from operator import add
 from typing import Any
 
 from distplan.errors import InputError
@@ -41,7 +42,6 @@ from distplan.models.sharding_costs import (
     DIM_NAME,
     DTYPE_BYTES,
     CostContext,
-    OpCost,
     OpSemantics,
     Strategy,
     follow_strategy,
@@ -142,6 +142,10 @@ class ShardingInstance(JsonDocument):
         self._signatures: list[str] = []
         self._signature_ids: list[int] = []
         self._inputs: list[tuple[int, ...]] = []
+        # every input of every op, in op order then input order: producer, consumer, slot
+        self._edge_src: list[int] = []
+        self._edge_dst: list[int] = []
+        self._edge_slot: list[int] = []
         cache: dict[str, int] = {}  # signature -> its index in distinct
         distinct: list[OpSemantics] = []
         never = frozenset(self.never_split)
@@ -168,6 +172,13 @@ class ShardingInstance(JsonDocument):
             self._signatures.append(signature)
             self._signature_ids.append(sid)
             self._inputs.append(tuple(self.index[src] for src in op.inputs))
+            for j, src in enumerate(op.inputs):
+                self._edge_src.append(self.index[src])
+                self._edge_dst.append(k)
+                self._edge_slot.append(j)
+        #: the ops that follow their input 0, and that input's op
+        self._followers = [k for k, ins in enumerate(self._inputs) if ins and self._semantics[k].follows]
+        self._followed = [self._inputs[k][0] for k in self._followers]
         if self.training.batch_dim not in self.dims:
             raise InputError("training.batch_dim", f"{self.training.batch_dim!r} is not a dim of graph.dims", "name the batch dimension")
         for k, d in enumerate(self.tensor_parallel_dims):
@@ -415,6 +426,19 @@ def plan_from_dict(inst: ShardingInstance, data: Mapping[str, Any]) -> ShardingP
     return ShardingPlan(out)
 
 
+class _Memo(dict):  # type: ignore[type-arg]
+    """A dict that computes a missing value as ``make(key)`` and keeps it (a hit stays a
+    plain dict lookup, so ``map(memo.__getitem__, keys)`` runs in C)."""
+
+    def __init__(self, make: Any) -> None:
+        super().__init__()
+        self.make = make
+
+    def __missing__(self, key: Any) -> Any:
+        value = self[key] = self.make(key)
+        return value
+
+
 def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     """Check a plan and recompute its iteration time (seconds) and memory per device.
 
@@ -424,97 +448,73 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     optimizer state plus all saved activations, per device.
 
     Ops with equal signatures share their semantics (`ShardingInstance.signature_ids`), so
-    within one call every cost is computed once per (signature, strategy) and every
-    resharding once per (producer signature and strategy, consumer signature, input slot,
-    consumer strategy); the sums still run over every op and edge in op order.
+    within one call every check and cost is computed once per (signature, strategy name),
+    every follower's layout once per (signature, producer's signature and strategy name),
+    every resharding once per (producer signature and strategy, consumer signature, input
+    slot, consumer strategy); the sums still run over every op and edge in op order. A plan
+    that fails a check is gone through op by op (`_violations`) for its messages.
     """
     ctx = inst.cost_context
-    ndim = len(inst.mesh.shape)
     sig = inst.signature_ids
-    producers = inst.producers
-    sems = inst._semantics  # per op, shared by equal signatures
-    violations: list[str] = []
-    # strategies are interned by name: ``chosen[k]`` is an index into ``strategies`` (equal
-    # names, equal index; a missing op's replicated placeholder has its own), so the caches
-    # below are keyed by small integers; comparisons between strategies are by value
-    strategies: list[Strategy] = []
-    chosen: list[int] = []
-    parsed: dict[str, int | str] = {}  # strategy name -> its index, or why it is malformed
-    problems: dict[tuple[int, int], str | None] = {}
-    follows: dict[tuple[int, int, int], Strategy] = {}
-    replicated: Strategy = tuple([None] * ndim)
-    strategies.append(replicated)
-    get = plan.strategies.get
-    # one pass: an op's strategy is checked, then (while every op so far is valid) its
-    # costs and the resharding from its producers (checked before it) are added
-    compute = comm = reshard = 0.0
-    param_bytes = act_bytes = 0.0
-    per_op: list[tuple[float, str]] = []
-    costs: dict[tuple[int, int], OpCost] = {}
-    edges: dict[tuple[int, int, int, int, int], float] = {}
-    for k, op in enumerate(inst.ops):
-        name = get(op.name)
-        if name is None:
-            violations.append(f"op {op.name!r} has no strategy")
-            chosen.append(0)
-            continue
-        sid = parsed.get(name)
-        if sid is None:
+    names = list(inst.index)  # op names in op order
+    chosen = list(map(plan.strategies.get, names))
+    ndim = len(inst.mesh.shape)
+    sem_of = dict(zip(sig, inst._semantics))  # signature id -> its (shared) semantics
+    strategy_of: dict[str, Strategy] = {}
+    valid = plan.strategies.keys() == inst.index.keys() and None not in chosen
+    if valid:
+        for name in set(chosen):
             try:
-                st = parse_strategy(name, ndim)
-                sid = parsed[name] = len(strategies)
-                strategies.append(st)
-            except ValueError as exc:
-                sid = parsed[name] = f"{exc}"
-        if isinstance(sid, str):
-            violations.append(f"op {op.name!r}: strategy {sid}")
-            chosen.append(0)
-            continue
-        sk = sig[k]
-        key = (sk, sid)
-        if key in problems:
-            problem = problems[key]
-        else:
-            problem = problems[key] = strategy_problem(sems[k], strategies[sid], ctx)
-        if problem is not None:
-            violations.append(f"op {op.name!r}: strategy {name!r} {problem}")
-        elif op.inputs and sems[k].follows:
-            p = producers[k][0]
-            fkey = (sk, sig[p], chosen[p])
-            want = follows.get(fkey)
-            if want is None:
-                want = follows[fkey] = follow_strategy(sems[k], tensor_spec(sems[p].output, strategies[chosen[p]]), ctx)
-            if want != strategies[sid]:
-                violations.append(f"op {op.name!r} ({op.type}) follows its input {op.inputs[0]!r}: its strategy is {strategy_name(want)!r}, not {name!r}")
-        chosen.append(sid)
-        if violations:
-            continue  # no sums for a plan that is rejected
-        c = costs.get(key)
-        if c is None:
-            c = costs[key] = op_cost(sems[k], strategies[sid], ctx)
-        c_compute, c_comm, c_param, c_act = c
-        compute += c_compute
-        comm += c_comm
-        param_bytes += c_param
-        act_bytes += c_act
-        edge_t = 0.0
-        for j, p in enumerate(producers[k]):
-            ekey = (sig[p], chosen[p], sk, j, sid)
-            t = edges.get(ekey)
-            if t is None:
-                out = sems[p].output
-                t = edges[ekey] = reshard_seconds(out, tensor_spec(out, strategies[chosen[p]]), tensor_spec(sems[k].inputs[j], strategies[sid]), ctx)
-            edge_t += t
-        reshard += edge_t
-        per_op.append((c_compute + c_comm + edge_t, op.name))
-    if plan.strategies.keys() != inst.index.keys():  # (as sets: an op missing or one unknown)
-        for extra in sorted(set(plan.strategies) - set(inst.index)):
-            violations.append(f"the plan names an unknown op {extra!r}")
-    if violations:
-        return Check(False, float("inf"), violations)
+                strategy_of[name] = parse_strategy(name, ndim)
+            except ValueError:
+                valid = False
+                break
+    keys = list(zip(sig, chosen))
+    distinct = set(keys)
+    if valid:
+        valid = all(strategy_problem(sem_of[g], strategy_of[name], ctx) is None for g, name in distinct)
+    if valid:
+        # a follower's layout, once per (its signature, producer's signature and strategy,
+        # its strategy name)
+        at = chosen.__getitem__
+        for g, gp, name_p, name in set(zip(map(sig.__getitem__, inst._followers), map(sig.__getitem__, inst._followed), map(at, inst._followed), map(at, inst._followers))):
+            if follow_strategy(sem_of[g], tensor_spec(sem_of[gp].output, strategy_of[name_p]), ctx) != strategy_of[name]:
+                valid = False
+                break
+    if not valid:
+        return Check(False, float("inf"), _violations(inst, plan))
+    costs = {key: op_cost(sem_of[key[0]], strategy_of[key[1]], ctx) for key in distinct}
+    per_cost = list(map(costs.__getitem__, keys))
+    # every input's resharding, once per (producer signature and strategy name, consumer
+    # signature, slot, consumer strategy name); per op the sum over its inputs in order
+    at = chosen.__getitem__
+    src, dst = inst._edge_src, inst._edge_dst
+    edge_keys = list(zip(map(sig.__getitem__, src), map(at, src), map(sig.__getitem__, dst), inst._edge_slot, map(at, dst)))
+
+    def reshard(key: tuple[int, str, int, int, str]) -> float:
+        gp, name_p, g, j, name = key
+        out = sem_of[gp].output
+        return reshard_seconds(out, tensor_spec(out, strategy_of[name_p]), tensor_spec(sem_of[g].inputs[j], strategy_of[name]), ctx)
+
+    edges = _Memo(reshard)
+    edge_t = [0.0] * len(names)
+    for k, t in zip(dst, map(edges.__getitem__, edge_keys)):  # (computed on first use)
+        edge_t[k] += t
+    if per_cost:
+        c_compute, c_comm, c_param, c_act = zip(*per_cost)
+    else:
+        c_compute = c_comm = c_param = c_act = ()
+    # running sums in op order from 0.0 (bit for bit the += of a loop over the ops)
+    compute = reduce(add, c_compute, 0.0)
+    comm = reduce(add, c_comm, 0.0)
+    reshard = reduce(add, edge_t, 0.0)
+    param_bytes = reduce(add, c_param, 0.0)
+    act_bytes = reduce(add, c_act, 0.0)
+    per_op = [(a + b + e, n) for a, b, e, n in zip(c_compute, c_comm, edge_t, names)]
     objective = compute + comm + reshard
     memory = param_bytes + act_bytes
     budget = inst.memory_budget
+    violations: list[str] = []
     if objective == float("inf"):
         violations.append("a resharding needs an all-to-all, which this mesh does not allow (mesh.all_to_all false)")
     if memory > budget * (1 + 1e-9):
@@ -534,6 +534,43 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
         "slowest_ops": [{"op": n, "seconds": t} for t, n in heapq.nlargest(5, per_op)],
     }
     return Check(not violations, objective, violations, details)
+
+
+def _violations(inst: ShardingInstance, plan: ShardingPlan) -> list[str]:
+    """Why a plan is rejected, op by op in op order (no strategy, a malformed name, a
+    strategy the op does not allow, a follower off its input's layout), then the ops the
+    plan names that the instance does not have."""
+    ctx = inst.cost_context
+    ndim = len(inst.mesh.shape)
+    producers = inst.producers
+    sems = inst._semantics
+    violations: list[str] = []
+    replicated: Strategy = tuple([None] * ndim)
+    chosen: list[Strategy] = []
+    for k, op in enumerate(inst.ops):
+        name = plan.strategies.get(op.name)
+        if name is None:
+            violations.append(f"op {op.name!r} has no strategy")
+            chosen.append(replicated)
+            continue
+        try:
+            st = parse_strategy(name, ndim)
+        except ValueError as exc:
+            violations.append(f"op {op.name!r}: strategy {exc}")
+            chosen.append(replicated)
+            continue
+        problem = strategy_problem(sems[k], st, ctx)
+        if problem is not None:
+            violations.append(f"op {op.name!r}: strategy {name!r} {problem}")
+        elif op.inputs and sems[k].follows:
+            p = producers[k][0]
+            want = follow_strategy(sems[k], tensor_spec(sems[p].output, chosen[p]), ctx)
+            if want != st:
+                violations.append(f"op {op.name!r} ({op.type}) follows its input {op.inputs[0]!r}: its strategy is {strategy_name(want)!r}, not {name!r}")
+        chosen.append(st)
+    for extra in sorted(set(plan.strategies) - set(inst.index)):
+        violations.append(f"the plan names an unknown op {extra!r}")
+    return violations
 
 
 def describe(inst: ShardingInstance, plan: ShardingPlan, check: Check) -> list[str]:
