@@ -37,6 +37,17 @@ def _finite(x: np.ndarray) -> np.ndarray:
     return np.where(finite_mask(x), x, np.inf)
 
 
+def _finite_all(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """`_finite` of each array, with one comparison for them all in the usual case (every
+    cost finite: the arrays themselves, as float arrays)."""
+    arrays = [np.asarray(x, float) for x in arrays]
+    if arrays:
+        flat = np.concatenate([x.ravel() for x in arrays])
+        if not flat.size or flat.max() < INFINITE_SECONDS:  # (NaN compares false)
+            return arrays
+    return [_finite(x) for x in arrays]
+
+
 def _pair(u: int, v: int, M: np.ndarray) -> Factor:
     """A factor over two variables, axes in increasing variable order."""
     return ((u, v), M) if u < v else ((v, u), M.T)
@@ -59,59 +70,53 @@ def min_sum(dom: list[int], factors: list[Factor], keys: list[int], max_rows: fl
     for vars_, _ in factors:
         for y in vars_:
             scopes[y].update(vars_)
-    sizes: dict[int, int] = {}
+    # the entries of every free variable's scope (what the order goes by), kept up to date
+    sizes = {x: math.prod([dom[z] for z in scopes[x]]) for x in free}
     trace: list[tuple[int, tuple[int, ...], np.ndarray]] = []
 
-    def scope_of(x: int) -> list[int]:
-        return sorted(scopes[x])
-
-    def scope_size(x: int) -> int:
-        got = sizes.get(x)
-        if got is None:
-            got = sizes[x] = math.prod(dom[z] for z in scopes[x])
-        return got
-
-    def joined(ids: list[int], scope: list[int]) -> np.ndarray:
+    def joined(ids: list[int], scope: tuple[int, ...], shape: tuple[int, ...]) -> np.ndarray:
         """The sum of the factors ``ids`` over ``scope`` (in factor order: the same sums as
         from zeros, since 0 + x = x for the non-negative costs)."""
-        shape = [dom[y] for y in scope]
         total: np.ndarray | None = None
         for f in ids:
             vars_, arr = table.pop(f)
-            part = arr.reshape([dom[y] if y in vars_ else 1 for y in scope])
+            part = arr if vars_ == scope else arr.reshape([d if y in vars_ else 1 for y, d in zip(scope, shape)])
             total = part if total is None else total + part
         if total is None:
             return np.zeros(shape)
-        return total if list(total.shape) == shape else np.broadcast_to(total, shape)
+        return total if total.shape == shape else np.broadcast_to(total, shape)
 
     next_id = len(factors)
     while free:
-        x = min(free, key=scope_size)
+        x = min(free, key=sizes.__getitem__)
         free.remove(x)
-        scope = scope_of(x)
-        if math.prod(dom[z] for z in scope) > max_rows:
+        scope = tuple(sorted(scopes[x]))
+        shape = tuple([dom[z] for z in scope])
+        if math.prod(shape) > max_rows:
             return None
         ids = sorted(by_var.pop(x))
         for f in ids:
             for y in table[f][0]:
                 if y != x:
                     by_var[y].discard(f)
-        total = joined(ids, scope)
+        total = joined(ids, scope, shape)
         ax = scope.index(x)
-        rest = tuple(y for y in scope if y != x)
+        rest = scope[:ax] + scope[ax + 1 :]
         for y in rest:  # their scopes changed
-            sizes.pop(y, None)
-            scopes[y].update(rest)
-            scopes[y].discard(x)
+            around = scopes[y]
+            around.update(rest)
+            around.discard(x)
+            if y in sizes:
+                sizes[y] = math.prod([dom[z] for z in around])
         trace.append((x, rest, total.argmin(axis=ax)))
-        table[next_id] = (rest, total.min(axis=ax))
+        table[next_id] = (rest, np.minimum.reduce(total, axis=ax))
         for y in rest:
             by_var[y].add(next_id)
         next_id += 1
     order = sorted(keys)
     if math.prod(dom[k] for k in keys) > max_rows:
         return None
-    total = joined(list(table), order)
+    total = joined(list(table), tuple(order), tuple([dom[k] for k in order]))
     dense = np.transpose(total, [order.index(k) for k in keys]).reshape(-1) if keys else total.reshape(1)
     digits = np.unravel_index(np.arange(dense.size), [dom[k] for k in keys]) if keys else ()
     assign: dict[int, np.ndarray] = {k: d.astype(np.int64) for k, d in zip(keys, digits)}
@@ -133,18 +138,24 @@ def scalar_sides(graph: CostGraph, start_vars: list[int], end_vars: list[int], m
     dom = graph.strategy_counts().tolist()
     n = len(dom)
     eu, ev = graph.edge_u, graph.edge_v
-    comp = component_roots(n, eu, ev)
-    end_comps = set(comp[end_vars].tolist())
-    if end_comps & set(comp[start_vars].tolist()):
+    comp = component_roots(n, eu, ev).tolist()
+    end_comps = {comp[i] for i in end_vars}
+    if end_comps & {comp[i] for i in start_vars}:
         return None
-    at_end = np.isin(comp, list(end_comps))
+    at_end = np.array([c in end_comps for c in comp], dtype=bool)
     sides: list[list[Factor]] = [[], []]
+    costs = _finite_all(graph.node_cost)
+    if lam:
+        weights = [c + lam * np.asarray(m, float) for c, m in zip(costs, graph.node_memory)]
+    else:  # (+ 0.0 as before: the same floats, -0.0 included)
+        offsets = np.cumsum([0] + [c.size for c in costs]).tolist()
+        flat = np.concatenate(costs) + 0.0 if costs else np.zeros(0)
+        weights = [flat[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
+    side_of = at_end.tolist()
     for i in range(n):
-        weight = _finite(graph.node_cost[i]) + (lam * np.asarray(graph.node_memory[i], float) if lam else 0.0)
-        sides[int(at_end[i])].append(((i,), weight))
-    for e in range(eu.size):
-        u, v = int(eu[e]), int(ev[e])
-        sides[int(at_end[u])].append(_pair(u, v, _finite(graph.edge_cost[e])))
+        sides[side_of[i]].append(((i,), weights[i]))
+    for u, v, M in zip(eu.tolist(), ev.tolist(), _finite_all(graph.edge_cost)):
+        sides[side_of[u]].append(_pair(u, v, M))
     out: list[_Table] = []
     for side, (factors, keys) in enumerate(zip(sides, (start_vars, end_vars))):
         got = min_sum(dom, factors, keys, max_rows)
@@ -177,14 +188,18 @@ def cheapest_copy_arcs(chain: Chain, sk: Skeleton, tables: CostTables, max_rows:
     pos_of = {int(node): j for j, node in enumerate(rep.tolist())}
     pos_prev = {int(node): j for j, node in enumerate(chain.nodes[0].tolist())}
     out_index = {int(p): k for k, p in enumerate(chain.out_pos.tolist())}
-    factors: list[Factor] = [((j,), _finite(nc.cost)) for j, nc in enumerate(nodes)]
+    internal = chain.internal_edges.tolist()
+    links = chain.link_edges.tolist()
+    finite = _finite_all([nc.cost for nc in nodes] + [tables.edge(sk, e) for e in internal + links])
+    factors: list[Factor] = [((j,), finite[j]) for j in range(n)]
     factors.append(((P,), np.zeros(S)))
-    for e in chain.internal_edges.tolist():
-        factors.append(_pair(pos_of[int(sk.edge_u[e])], pos_of[int(sk.edge_v[e])], _finite(tables.edge(sk, e))))
+    su, sv = sk.edge_u, sk.edge_v
+    for e, M in zip(internal, finite[n:]):
+        factors.append(_pair(pos_of[int(su[e])], pos_of[int(sv[e])], M))
     digits = chain.digits(np.arange(S))
-    for e in chain.link_edges.tolist():
-        a, b = pos_prev[int(sk.edge_u[e])], pos_of[int(sk.edge_v[e])]
-        factors.append(((b, P), _finite(tables.edge(sk, e)[digits[:, out_index[a]]]).T))
+    for e, M in zip(links, finite[n + len(internal) :]):
+        a, b = pos_prev[int(su[e])], pos_of[int(sv[e])]
+        factors.append(((b, P), M[digits[:, out_index[a]]].T))
     out = [int(p) for p in chain.out_pos.tolist()]
     got = min_sum(dom, factors, [P] + out, max_rows)
     if got is None:
