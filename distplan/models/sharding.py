@@ -510,7 +510,7 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     reshard = reduce(add, edge_t, 0.0)
     param_bytes = reduce(add, c_param, 0.0)
     act_bytes = reduce(add, c_act, 0.0)
-    per_op = [(a + b + e, n) for a, b, e, n in zip(c_compute, c_comm, edge_t, names)]
+    per_op = zip(map(add, map(add, c_compute, c_comm), edge_t), names)  # (compute + comm) + edge, as before
     objective = compute + comm + reshard
     memory = param_bytes + act_bytes
     budget = inst.memory_budget
