@@ -75,6 +75,13 @@ SWEEP_STATES = 8
 #: bound caps the first label pass, which is then the last (on the 24-layer GPTs of
 #: bench_sharding the splices come within 0.02-1.1% of the bound)
 INCUMBENT_GAP = 0.02
+#: label steps of up to this many candidates (labels x arcs kept from their states) run
+#: in Python lists: ~0.3 us per candidate against ~40 numpy calls of ~1.5 us per step
+#: (on the binding 24-layer GPTs of bench_sharding, after `_kept_arcs`, 0-300 per step)
+SMALL_STEP = 200
+#: `_label_dp` drops, before building the candidates, the arcs whose least Lagrangian
+#: bound exceeds the cut (False: every arc of the stage, the earlier form, for tests)
+FILTER_ARCS = True
 
 
 class DeadlineReached(RuntimeError):
@@ -311,6 +318,24 @@ class _Walk:
         cost = float(fs.cost[r0] + a["cost"][path].sum() + fe.cost[r1])
         mem = float(fs.mem[r0] + self.arc_mem[path].sum() + fe.mem[r1])
         return float(total[end]), cost, mem, (np.maximum(fs.asg[r0], fe.asg[r1]), path, mem)
+
+    def from_start(self, lam: float) -> np.ndarray:
+        """(steps + 1, W): least cost + lam x memory (seconds) from the start front to each
+        state after each step (inf where none), on the dense stage matrices up to
+        `DENSE_STATES` states, else arc by arc."""
+        a, W, fs = self.chain.arcs, self.W, self.front_start
+        out = np.full((self.steps + 1, W), np.inf)
+        if W <= DENSE_STATES:
+            (out[0], _), _, mats = self.weighed(lam)
+            for t in range(self.steps):
+                out[t + 1] = (out[t][:, None] + mats[t % len(mats)][0]).min(axis=0)
+            return out
+        out[0] = _best_per_key(self.key_start, fs.cost + lam * fs.mem, W)[0]
+        weight = a["cost"] + lam * self.arc_mem
+        for t in range(self.steps):
+            idx = self.stage_arcs[t % len(self.stage_arcs)]
+            np.minimum.at(out[t + 1], a["cur"][idx], out[t][a["prev"][idx]] + weight[idx])
+        return out
 
     def to_go(self, weight: np.ndarray, end_weight: np.ndarray) -> np.ndarray:
         """(steps + 1, W): least weight from each state at each step to the end (on the
@@ -679,6 +704,45 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
             cap = best[0]  # (the pass's completions made the incumbent: usually the optimum)
 
 
+def _kept_arcs(walk: _Walk, lam: float, lag_less: np.ndarray, cut: float) -> tuple[list[list[list[int]]], float]:
+    """Per step and state, the arcs leaving it that a label of the pass may take (in the
+    order of the arcs, stably by state: the order of the padded rows), and the least
+    Lagrangian bound of an arc left out (seconds; inf if none). An arc x -> y at step t
+    is left out when (least cost + lam x memory from the start front to x after t
+    steps) + its own + (least to go from y, less lam x budget: ``lag_less``) exceeds
+    ``cut``: every label at x weighs at least the first term, so every candidate made
+    with the arc has a Lagrangian bound above the cut, and `_label_dp` would drop it
+    (reduced-cost fixing of arcs, as in Irnich and Desaulniers, "Shortest path problems
+    with resource constraints", 2005, section 4). The test allows the sums' rounding a
+    relative 1e-9 of their terms, so an arc is left out only when every candidate's
+    bound, however summed, is above the cut; the bounds left out are reported for the
+    states that have labels (a finite forward value), below every candidate's."""
+    a, T, stages = walk.chain.arcs, walk.steps, len(walk.stage_arcs)
+    kept: list[list[list[int]]] = [[[] for _ in range(walk.W)] for _ in range(T)]
+    least = np.inf
+    fwd = walk.from_start(lam) if FILTER_ARCS else None
+    weight = a["cost"] + lam * walk.arc_mem
+    for s, idx in enumerate(walk.stage_arcs):
+        srt = idx[np.argsort(a["prev"][idx], kind="stable")]
+        ts = np.arange(s, T, stages)
+        if not ts.size or not srt.size:
+            continue
+        prev = a["prev"][srt]
+        if fwd is None:
+            keep = np.ones((ts.size, srt.size), dtype=bool)
+        else:
+            f, w, g = fwd[ts][:, prev], weight[srt], lag_less[ts + 1][:, a["cur"][srt]]
+            bound = f + w + g
+            keep = np.isfinite(bound) & (bound - cut <= 1e-9 * (np.abs(f) + np.abs(w) + np.abs(g)))
+            out = ~keep & np.isfinite(f)
+            if out.any():
+                least = min(least, float(bound[out].min()))
+        ti, ai = keep.nonzero()
+        for t, e, x in zip(ts[ti].tolist(), srt[ai].tolist(), prev[ai].tolist()):
+            kept[t][x].append(e)
+    return kept, least
+
+
 def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: np.ndarray, lag_to_go: np.ndarray, deadline: float | None, max_rows: float, completion: _Sweep | None = None, incumbent: tuple[float, Any] | None = None) -> tuple[DPResult | None, float]:
     """The walk's labels (cost, memory) per state, step by step, keeping the Pareto ones;
     a label is dropped when the least memory to come cannot fit, or when its Lagrangian
@@ -697,15 +761,15 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
     the incumbent when that is cheaper (None if neither), with, as its bound, the least
     cost within the slack of a completed label or the plan's cost; and the least
     Lagrangian bound of a dropped label (seconds; inf when none: the pass was exhaustive)."""
-    a, W, stages = walk.chain.arcs, walk.W, len(walk.stage_arcs)
+    a, W = walk.chain.arcs, walk.W
     fs, fe = walk.front_start, walk.front_end
     limit = budget * (1 + MEMORY_SLACK)
     best = incumbent
     cut = min(upper, best[0] * (1 + 1e-9)) if best is not None else upper
 
     dropped = np.inf
-    parents: list[np.ndarray] = []
-    arcs_of: list[np.ndarray] = []
+    parents: list[Any] = []  # per step: each label's parent label (array or list)
+    arcs_of: list[Any] = []  # per step: each label's arc
     # the memory a label may still hold, and the Lagrangian bound to go less lam x budget
     room = limit - mem_to_go
     lag_less = lag_to_go - lam * budget
@@ -755,27 +819,68 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
     state, cost, mem = key_start[keep], fs.cost[keep], fs.mem[keep]
     start_row = keep
     labels = int(state.size)
-    # per stage: the arcs leaving each state, one row per state padded to the largest
-    # out-degree with no-arcs (-1) of infinite cost and memory, which no filter keeps: a
-    # step's candidates are then (labels x degree) sums, in the order of the arcs
-    by_stage = []
-    for idx in walk.stage_arcs:
-        srt = idx[np.argsort(a["prev"][idx], kind="stable")]
-        count = np.bincount(a["prev"][srt], minlength=W)
-        D = max(int(count.max(initial=0)), 1)
-        slot = np.full((W, D), -1, dtype=np.int64)
-        slot[a["prev"][srt], np.arange(srt.size) - np.repeat(np.cumsum(count) - count, count)] = srt
-        none = slot < 0
-        by_stage.append((slot, count, D, np.where(none, 0, a["cur"][slot]), np.where(none, np.inf, a["cost"][slot]), np.where(none, np.inf, walk.arc_mem[slot])))
+    # per step and state: the arcs a label may still take (`_kept_arcs`: the others give
+    # every candidate a Lagrangian bound above the cut, so `alive` would drop them all)
+    kept, arc_dropped = _kept_arcs(walk, lam, lag_less, cut)
+    dropped = min(dropped, arc_dropped)
+    cur_l, cost_l, mem_l = a["cur"].tolist(), a["cost"].tolist(), walk.arc_mem.tolist()
     for t in range(walk.steps):
         if deadline is not None and time.perf_counter() > deadline:
             raise DeadlineReached("tap: the walk's dynamic program ran out of time")
-        slot, acount, D, acur, acost, amem = by_stage[t % stages]
-        # every label with every arc leaving its state: candidate k is label k // D with
-        # its state's arc k % D
+        outs = kept[t]
+        degree = [len(o) for o in outs]
+        D = max(max(degree), 1)
+        st_l = state.tolist()
+        n = sum(degree[x] for x in st_l)
+        if n <= SMALL_STEP:
+            # in Python lists: the same sums, tests and order as the numpy step below
+            # (candidates label by label, each with its state's arcs in order)
+            room_t, lag_t = room[t + 1].tolist(), lag_less[t + 1].tolist()
+            cand = []
+            least = np.inf
+            k = 0
+            for i, (x, c, m) in enumerate(zip(st_l, cost.tolist(), mem.tolist())):
+                for e in outs[x]:
+                    y = cur_l[e]
+                    nc, nm = c + cost_l[e], m + mem_l[e]
+                    if nm <= room_t[y]:
+                        lg = (nc + lam * nm if lam else nc) + lag_t[y]
+                        if lg <= cut:
+                            cand.append((y, nm, nc, k, i, e))
+                        elif lg < least:
+                            least = lg
+                    k += 1
+            dropped = min(dropped, least)
+            cand.sort()
+            ns: list[int] = []
+            nc_l: list[float] = []
+            nm_l: list[float] = []
+            par: list[int] = []
+            arc: list[int] = []
+            last, low = -1, 0.0
+            for y, nm, nc, _, i, e in cand:  # Pareto per state: strictly cheaper than every label before it
+                if y != last or nc < low:
+                    last, low = y, nc
+                    ns.append(y)
+                    nc_l.append(nc)
+                    nm_l.append(nm)
+                    par.append(i)
+                    arc.append(e)
+            parents.append(par)
+            arcs_of.append(arc)
+            state, cost, mem = np.array(ns, dtype=np.int64), np.array(nc_l, dtype=float), np.array(nm_l, dtype=float)
+            labels += len(ns)
+            complete(t + 1)
+            continue
+        # every label with every arc leaving its state, one row per state padded to the
+        # largest out-degree with no-arcs (-1) of infinite cost and memory, which no
+        # filter keeps: candidate k is label k // D with its state's arc k % D
         padded = state.size * D  # the arrays made below; padding can make them up to W times the candidates
-        if padded > max_rows and (padded > 4 * max_rows or int(acount[state].sum()) > max_rows):
+        if padded > max_rows and (padded > 4 * max_rows or n > max_rows):
             raise TooLarge(f"more than {max_rows:g} labels")
+        slot = np.array([o + [-1] * (D - len(o)) for o in outs], dtype=np.int64)
+        none = slot < 0
+        acur, acost, amem = np.where(none, 0, a["cur"][slot]), np.where(none, np.inf, a["cost"][slot]), np.where(none, np.inf, walk.arc_mem[slot])
         nstate = acur[state].ravel()
         ncost = (cost[:, None] + acost[state]).ravel()
         nmem = (mem[:, None] + amem[state]).ravel()
