@@ -116,3 +116,26 @@ def test_tight_gpts_give_the_same_plan_with_and_without_the_filter(layers: int, 
     for r in runs[1:]:
         _same(runs[0], r)
     assert runs[0] is not None and runs[0].memory <= graph.memory_budget and runs[0].bound <= runs[0].cost
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**31), n=st.integers(65, 400), keys=st.integers(1, 12), values=st.integers(1, 30), base=st.integers(0, 5))
+def test_pareto_rows_by_key_runs_equal_the_three_key_sort(seed: int, n: int, keys: int, values: int, base: int) -> None:
+    """`pareto_rows` with few keys (each key's running least cost after a sort by key and
+    memory) returns the rows of the three-key sort (`FEW_KEYS` 0), in the same order, ties
+    included (few distinct values make equal memories and costs common), and they are the
+    undominated rows, one per distinct point of each key."""
+    chain_fronts = importlib.import_module("distplan.formulations.sharding.chain_fronts")
+    rng = np.random.default_rng(seed)
+    key = base + rng.integers(0, keys, n)
+    cost = rng.integers(0, values, n) * 0.125
+    mem = rng.integers(0, values, n).astype(float)
+    few = chain_fronts.pareto_rows(key, cost, mem)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(chain_fronts, "FEW_KEYS", 0)
+        many = chain_fronts.pareto_rows(key, cost, mem)
+    assert np.array_equal(few, many)
+    got = {(int(key[i]), cost[i], mem[i]) for i in few.tolist()}
+    assert len(got) == few.size
+    want = {(int(key[i]), cost[i], mem[i]) for i in range(n) if not np.any((key == key[i]) & (cost <= cost[i]) & (mem <= mem[i]) & ((cost < cost[i]) | (mem < mem[i])))}
+    assert got == want

@@ -143,16 +143,45 @@ def _pareto_rows_small(key: np.ndarray | list[Any], cost: np.ndarray, mem: np.nd
     return np.array(out, dtype=np.int64)
 
 
+#: up to this many distinct keys `pareto_rows` takes each key's running least cost by
+#: itself, after a sort by (key, memory) only: a two-key lexsort and a few calls per key
+#: against a three-key lexsort and a sort of the costs (timed on 1,600 rows of 4 keys:
+#: ~60 + 4 x ~5 us against ~130 + 36 us)
+FEW_KEYS = 8
+
+
 def pareto_rows(key: np.ndarray, cost: np.ndarray, mem: np.ndarray) -> np.ndarray:
     """Indices of the rows not dominated in (seconds, bytes) among the rows of their key
     (one per equal pair), sorted by key then memory. Exact: rows sorted by (key, memory,
     cost) are kept when cheaper than every row before them in their key, compared by cost
-    ranks (ties ranked in that order, so an equal later row is dropped)."""
+    ranks (ties ranked in that order, so an equal later row is dropped).
+
+    With at most `FEW_KEYS` keys, the same rows from a stable sort by (key, memory) alone:
+    a row is kept when strictly cheaper than every row before it in its key (its group's
+    running minimum); of kept rows of equal key and memory (each cheaper than the one
+    before) only the last, the cheapest, is a Pareto row, and it is the first row of least
+    cost among them, the one the three-key sort keeps."""
     n = cost.size
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     if n <= SMALL_PARETO:
         return _pareto_rows_small(key, cost, mem)
+    if int(key.max()) - int(key.min()) < FEW_KEYS:
+        order = np.lexsort((mem, key))
+        k, c = key[order], cost[order]
+        bounds = np.flatnonzero(k[1:] != k[:-1]).tolist()
+        keep = np.empty(n, dtype=bool)
+        for lo, hi in zip([0] + [b + 1 for b in bounds], [b + 1 for b in bounds] + [n]):
+            part = c[lo:hi]
+            keep[lo] = True
+            np.less(part[1:], np.minimum.accumulate(part[:-1]), out=keep[lo + 1 : hi])
+        rows = order[keep]
+        if rows.size > 1:
+            kk, mm = key[rows], mem[rows]
+            last = np.ones(rows.size, dtype=bool)
+            last[:-1] = (kk[1:] != kk[:-1]) | (mm[1:] != mm[:-1])
+            rows = rows[last]
+        return rows
     order = np.lexsort((cost, mem, key))
     rank = np.empty(n, dtype=np.int64)
     rank[np.argsort(cost[order], kind="stable")] = np.arange(n)
