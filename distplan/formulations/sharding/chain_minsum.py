@@ -145,12 +145,12 @@ def scalar_sides(graph: CostGraph, start_vars: list[int], end_vars: list[int], m
     at_end = np.array([c in end_comps for c in comp], dtype=bool)
     sides: list[list[Factor]] = [[], []]
     costs = _finite_all(graph.node_cost)
-    if lam:
-        weights = [c + lam * np.asarray(m, float) for c, m in zip(costs, graph.node_memory)]
-    else:  # (+ 0.0 as before: the same floats, -0.0 included)
-        offsets = np.cumsum([0] + [c.size for c in costs]).tolist()
-        flat = np.concatenate(costs) + 0.0 if costs else np.zeros(0)
-        weights = [flat[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
+    # every node's cost + lam x memory (or + 0.0 as before: the same floats, -0.0 included),
+    # entry by entry on the concatenation, then one slice per node
+    offsets = np.cumsum([0] + [c.size for c in costs]).tolist()
+    flat = np.concatenate(costs) if costs else np.zeros(0)
+    flat = flat + (lam * np.concatenate([np.asarray(m, float) for m in graph.node_memory]) if lam and costs else 0.0)
+    weights = [flat[a:b] for a, b in zip(offsets[:-1], offsets[1:])]
     side_of = at_end.tolist()
     for i in range(n):
         sides[side_of[i]].append(((i,), weights[i]))
