@@ -830,9 +830,9 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
         outs = kept[t]
         degree = [len(o) for o in outs]
         D = max(max(degree), 1)
-        st_l = state.tolist()
-        n = sum(degree[x] for x in st_l)
-        if n <= SMALL_STEP:
+        # the candidates, counted in Python only for a few labels (at most D each)
+        st_l = state.tolist() if state.size <= SMALL_STEP else []
+        if st_l and (state.size * D <= SMALL_STEP or sum(degree[x] for x in st_l) <= SMALL_STEP):
             # in Python lists: the same sums, tests and order as the numpy step below
             # (candidates label by label, each with its state's arcs in order)
             room_t, lag_t = room[t + 1].tolist(), lag_less[t + 1].tolist()
@@ -876,7 +876,7 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
         # largest out-degree with no-arcs (-1) of infinite cost and memory, which no
         # filter keeps: candidate k is label k // D with its state's arc k % D
         padded = state.size * D  # the arrays made below; padding can make them up to W times the candidates
-        if padded > max_rows and (padded > 4 * max_rows or n > max_rows):
+        if padded > max_rows and (padded > 4 * max_rows or int(np.array(degree)[state].sum()) > max_rows):
             raise TooLarge(f"more than {max_rows:g} labels")
         slot = np.array([o + [-1] * (D - len(o)) for o in outs], dtype=np.int64)
         none = slot < 0
