@@ -733,7 +733,9 @@ def _kept_arcs(walk: _Walk, lam: float, lag_less: np.ndarray, cut: float) -> tup
         else:
             f, w, g = fwd[ts][:, prev], weight[srt], lag_less[ts + 1][:, a["cur"][srt]]
             bound = f + w + g
-            keep = np.isfinite(bound) & (bound - cut <= 1e-9 * (np.abs(f) + np.abs(w) + np.abs(g)))
+            keep = np.isfinite(bound)
+            if math.isfinite(cut):  # (an infinite cut keeps every finite bound; inf - inf would warn)
+                keep &= bound - cut <= 1e-9 * (np.abs(f) + np.abs(w) + np.abs(g))
             out = ~keep & np.isfinite(f)
             if out.any():
                 least = min(least, float(bound[out].min()))
