@@ -471,12 +471,12 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
                 break
     keys = list(zip(sig, chosen))
     distinct = set(keys)
+    at = chosen.__getitem__
     if valid:
         valid = all(strategy_problem(sem_of[g], strategy_of[name], ctx) is None for g, name in distinct)
     if valid:
         # a follower's layout, once per (its signature, producer's signature and strategy,
         # its strategy name)
-        at = chosen.__getitem__
         for g, gp, name_p, name in set(zip(map(sig.__getitem__, inst._followers), map(sig.__getitem__, inst._followed), map(at, inst._followed), map(at, inst._followers))):
             if follow_strategy(sem_of[g], tensor_spec(sem_of[gp].output, strategy_of[name_p]), ctx) != strategy_of[name]:
                 valid = False
@@ -487,7 +487,6 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     per_cost = list(map(costs.__getitem__, keys))
     # every input's resharding, once per (producer signature and strategy name, consumer
     # signature, slot, consumer strategy name); per op the sum over its inputs in order
-    at = chosen.__getitem__
     src, dst = inst._edge_src, inst._edge_dst
     edge_keys = list(zip(map(sig.__getitem__, src), map(at, src), map(sig.__getitem__, dst), inst._edge_slot, map(at, dst)))
 
