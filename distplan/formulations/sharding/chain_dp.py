@@ -40,6 +40,7 @@ from distplan.formulations.sharding.chain_fronts import (
     _eliminate,
     _join,
     _pareto,
+    _pareto_rows_small,
     _Table,
     encode_states,
     finite_mask,
@@ -838,9 +839,12 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
             # in Python lists: the same sums, tests and order as the numpy step below
             # (candidates label by label, each with its state's arcs in order)
             room_t, lag_t = room[t + 1].tolist(), lag_less[t + 1].tolist()
-            cand = []
+            ys: list[int] = []
+            nc_l: list[float] = []
+            nm_l: list[float] = []
+            par: list[int] = []
+            arc: list[int] = []
             least = np.inf
-            k = 0
             for i, (x, c, m) in enumerate(zip(st_l, cost.tolist(), mem.tolist())):
                 for e in outs[x]:
                     y = cur_l[e]
@@ -848,30 +852,20 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
                     if nm <= room_t[y]:
                         lg = (nc + lam * nm if lam else nc) + lag_t[y]
                         if lg <= cut:
-                            cand.append((y, nm, nc, k, i, e))
+                            ys.append(y)
+                            nc_l.append(nc)
+                            nm_l.append(nm)
+                            par.append(i)
+                            arc.append(e)
                         elif lg < least:
                             least = lg
-                    k += 1
             dropped = min(dropped, least)
-            cand.sort()
-            ns: list[int] = []
-            nc_l: list[float] = []
-            nm_l: list[float] = []
-            par: list[int] = []
-            arc: list[int] = []
-            last, low = -1, 0.0
-            for y, nm, nc, _, i, e in cand:  # Pareto per state: strictly cheaper than every label before it
-                if y != last or nc < low:
-                    last, low = y, nc
-                    ns.append(y)
-                    nc_l.append(nc)
-                    nm_l.append(nm)
-                    par.append(i)
-                    arc.append(e)
-            parents.append(par)
-            arcs_of.append(arc)
-            state, cost, mem = np.array(ns, dtype=np.int64), np.array(nc_l, dtype=float), np.array(nm_l, dtype=float)
-            labels += len(ns)
+            sel = _pareto_rows_small(ys, nc_l, nm_l).tolist()  # (the numpy step's `pareto_rows`, in Python)
+            parents.append([par[r] for r in sel])
+            arcs_of.append([arc[r] for r in sel])
+            state = np.array([ys[r] for r in sel], dtype=np.int64)
+            cost, mem = np.array([nc_l[r] for r in sel], dtype=float), np.array([nm_l[r] for r in sel], dtype=float)
+            labels += len(sel)
             complete(t + 1)
             continue
         # every label with every arc leaving its state, one row per state padded to the

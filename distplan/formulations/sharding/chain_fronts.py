@@ -124,7 +124,7 @@ def _join(a: _Table, b: _Table, dom: np.ndarray, max_rows: float = np.inf) -> _T
 SMALL_PARETO = 64
 
 
-def _pareto_rows_small(key: np.ndarray | list[Any], cost: np.ndarray, mem: np.ndarray) -> np.ndarray:
+def _pareto_rows_small(key: np.ndarray | list[Any], cost: np.ndarray | list[float], mem: np.ndarray | list[float]) -> np.ndarray:
     """`pareto_rows` by a Python sort of (key, memory, cost, row) tuples: the same order
     and ties (the row index last, as the stable lexsort has it), a row kept when strictly
     cheaper than every row before it in its key. Keys: an array, or a list of comparable
@@ -133,7 +133,9 @@ def _pareto_rows_small(key: np.ndarray | list[Any], cost: np.ndarray, mem: np.nd
     last: Any = None
     best = 0.0
     keys = key.tolist() if isinstance(key, np.ndarray) else key
-    for k, _, c, i in sorted(zip(keys, mem.tolist(), cost.tolist(), range(cost.size))):
+    costs = cost.tolist() if isinstance(cost, np.ndarray) else cost
+    mems = mem.tolist() if isinstance(mem, np.ndarray) else mem
+    for k, _, c, i in sorted(zip(keys, mems, costs, range(len(costs)))):
         if k != last:
             last, best = k, c
             out.append(i)
