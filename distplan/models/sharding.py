@@ -439,6 +439,55 @@ class _Memo(dict):  # type: ignore[type-arg]
         return value
 
 
+class _StrategyRules:
+    """The validity rules of a plan's strategies, each decided once per key within one
+    `evaluate` call (memos), read by its one-pass check and by `_violations`' messages.
+
+    * ``parsed[name]``: the strategy a name stands for, or the ValueError saying why it
+      stands for none (None, the name of a missing strategy, is malformed);
+    * ``fault[(signature id, name)]``: None when an op of that signature may take the
+      strategy ``name``, else the words that follow the op's name in its violation
+      (no strategy, a malformed name, a split the op does not allow);
+    * ``off_layout[(signature id, name, producer's signature id, producer's name)]``, for
+      a follower whose ``fault`` is None: None when ``name`` keeps its input 0's layout,
+      else the name of the strategy that does. The producer's layout is read from its
+      strategy, or replicated when it has none or a malformed one.
+    """
+
+    def __init__(self, inst: ShardingInstance) -> None:
+        self.ctx = inst.cost_context
+        self.ndim = len(inst.mesh.shape)
+        #: signature id -> its (shared) semantics
+        self.sem_of: dict[int, OpSemantics] = dict(zip(inst.signature_ids, inst._semantics))
+        self.parsed = _Memo(self._parse)
+        self.fault = _Memo(self._fault)
+        self.off_layout = _Memo(self._off_layout)
+
+    def _parse(self, name: Any) -> Strategy | ValueError:
+        try:
+            return parse_strategy(name, self.ndim)
+        except ValueError as exc:
+            return exc
+
+    def _fault(self, key: tuple[int, Any]) -> str | None:
+        g, name = key
+        if name is None:
+            return " has no strategy"
+        strategy = self.parsed[name]
+        if isinstance(strategy, ValueError):
+            return f": strategy {strategy}"
+        problem = strategy_problem(self.sem_of[g], strategy, self.ctx)
+        return None if problem is None else f": strategy {name!r} {problem}"
+
+    def _off_layout(self, key: tuple[int, Any, int, Any]) -> str | None:
+        g, name, gp, name_p = key
+        produced = self.parsed[name_p]
+        if isinstance(produced, ValueError):
+            produced = tuple([None] * self.ndim)
+        want = follow_strategy(self.sem_of[g], tensor_spec(self.sem_of[gp].output, produced), self.ctx)
+        return None if want == self.parsed[name] else strategy_name(want)
+
+
 def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     """Check a plan and recompute its iteration time (seconds) and memory per device.
 
@@ -448,41 +497,28 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     optimizer state plus all saved activations, per device.
 
     Ops with equal signatures share their semantics (`ShardingInstance.signature_ids`), so
-    within one call every check and cost is computed once per (signature, strategy name),
-    every follower's layout once per (signature, producer's signature and strategy name),
-    every resharding once per (producer signature and strategy, consumer signature, input
-    slot, consumer strategy); the sums still run over every op and edge in op order. A plan
-    that fails a check is gone through op by op (`_violations`) for its messages.
+    within one call every rule (`_StrategyRules`) is decided once per key and every cost is
+    computed once per (signature, strategy name), every resharding once per (producer
+    signature and strategy, consumer signature, input slot, consumer strategy); the sums
+    still run over every op and edge in op order. A plan that breaks a rule is gone through
+    op by op (`_violations`) for its messages, from the same rules.
     """
-    ctx = inst.cost_context
+    rules = _StrategyRules(inst)
+    ctx, sem_of = rules.ctx, rules.sem_of
     sig = inst.signature_ids
     names = list(inst.index)  # op names in op order
     chosen = list(map(plan.strategies.get, names))
-    ndim = len(inst.mesh.shape)
-    sem_of = dict(zip(sig, inst._semantics))  # signature id -> its (shared) semantics
-    strategy_of: dict[str, Strategy] = {}
-    valid = plan.strategies.keys() == inst.index.keys() and None not in chosen
-    if valid:
-        for name in set(chosen):
-            try:
-                strategy_of[name] = parse_strategy(name, ndim)
-            except ValueError:
-                valid = False
-                break
+    at = chosen.__getitem__
     keys = list(zip(sig, chosen))
     distinct = set(keys)
-    at = chosen.__getitem__
+    fault, off_layout = rules.fault.__getitem__, rules.off_layout.__getitem__
+    valid = plan.strategies.keys() == inst.index.keys() and all(fault(key) is None for key in distinct)
     if valid:
-        valid = all(strategy_problem(sem_of[g], strategy_of[name], ctx) is None for g, name in distinct)
-    if valid:
-        # a follower's layout, once per (its signature, producer's signature and strategy,
-        # its strategy name)
-        for g, gp, name_p, name in set(zip(map(sig.__getitem__, inst._followers), map(sig.__getitem__, inst._followed), map(at, inst._followed), map(at, inst._followers))):
-            if follow_strategy(sem_of[g], tensor_spec(sem_of[gp].output, strategy_of[name_p]), ctx) != strategy_of[name]:
-                valid = False
-                break
+        follower_keys = set(zip(map(sig.__getitem__, inst._followers), map(at, inst._followers), map(sig.__getitem__, inst._followed), map(at, inst._followed)))
+        valid = all(off_layout(key) is None for key in follower_keys)
     if not valid:
-        return Check(False, float("inf"), _violations(inst, plan))
+        return Check(False, float("inf"), _violations(inst, plan, rules))
+    strategy_of = rules.parsed
     costs = {key: op_cost(sem_of[key[0]], strategy_of[key[1]], ctx) for key in distinct}
     per_cost = list(map(costs.__getitem__, keys))
     # every input's resharding, once per (producer signature and strategy name, consumer
@@ -506,11 +542,11 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     # running sums in op order from 0.0 (bit for bit the += of a loop over the ops)
     compute = reduce(add, c_compute, 0.0)
     comm = reduce(add, c_comm, 0.0)
-    reshard = reduce(add, edge_t, 0.0)
+    resharding = reduce(add, edge_t, 0.0)
     param_bytes = reduce(add, c_param, 0.0)
     act_bytes = reduce(add, c_act, 0.0)
     per_op = zip(map(add, map(add, c_compute, c_comm), edge_t), names)  # (compute + comm) + edge, as before
-    objective = compute + comm + reshard
+    objective = compute + comm + resharding
     memory = param_bytes + act_bytes
     budget = inst.memory_budget
     violations: list[str] = []
@@ -524,7 +560,7 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     details = {
         "compute_seconds": compute,
         "collective_seconds": comm,
-        "resharding_seconds": reshard,
+        "resharding_seconds": resharding,
         "memory_bytes": memory,
         "param_state_bytes": param_bytes,
         "activation_bytes": act_bytes,
@@ -535,38 +571,25 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     return Check(not violations, objective, violations, details)
 
 
-def _violations(inst: ShardingInstance, plan: ShardingPlan) -> list[str]:
+def _violations(inst: ShardingInstance, plan: ShardingPlan, rules: _StrategyRules) -> list[str]:
     """Why a plan is rejected, op by op in op order (no strategy, a malformed name, a
-    strategy the op does not allow, a follower off its input's layout), then the ops the
-    plan names that the instance does not have."""
-    ctx = inst.cost_context
-    ndim = len(inst.mesh.shape)
-    producers = inst.producers
-    sems = inst._semantics
+    strategy the op does not allow, a follower off its input's layout: `_StrategyRules`),
+    then the ops the plan names that the instance does not have."""
+    sig = inst.signature_ids
+    get = plan.strategies.get
+    follows = set(inst._followers)
+    ops = inst.ops
     violations: list[str] = []
-    replicated: Strategy = tuple([None] * ndim)
-    chosen: list[Strategy] = []
-    for k, op in enumerate(inst.ops):
-        name = plan.strategies.get(op.name)
-        if name is None:
-            violations.append(f"op {op.name!r} has no strategy")
-            chosen.append(replicated)
-            continue
-        try:
-            st = parse_strategy(name, ndim)
-        except ValueError as exc:
-            violations.append(f"op {op.name!r}: strategy {exc}")
-            chosen.append(replicated)
-            continue
-        problem = strategy_problem(sems[k], st, ctx)
-        if problem is not None:
-            violations.append(f"op {op.name!r}: strategy {name!r} {problem}")
-        elif op.inputs and sems[k].follows:
-            p = producers[k][0]
-            want = follow_strategy(sems[k], tensor_spec(sems[p].output, chosen[p]), ctx)
-            if want != st:
-                violations.append(f"op {op.name!r} ({op.type}) follows its input {op.inputs[0]!r}: its strategy is {strategy_name(want)!r}, not {name!r}")
-        chosen.append(st)
+    for k, op in enumerate(ops):
+        name = get(op.name)
+        fault = rules.fault[sig[k], name]
+        if fault is not None:
+            violations.append(f"op {op.name!r}{fault}")
+        elif k in follows:
+            p = inst.producers[k][0]
+            want = rules.off_layout[sig[k], name, sig[p], get(ops[p].name)]
+            if want is not None:
+                violations.append(f"op {op.name!r} ({op.type}) follows its input {op.inputs[0]!r}: its strategy is {want!r}, not {name!r}")
     for extra in sorted(set(plan.strategies) - set(inst.index)):
         violations.append(f"the plan names an unknown op {extra!r}")
     return violations
