@@ -72,23 +72,18 @@ MAX_STATES = 4096
 # -- chains --------------------------------------------------------------------------------
 
 
-def _closure(seed: int, internal: list[tuple[int, int]], links: list[tuple[int, int]]) -> set[int]:
-    """The least shift set holding ``seed``: with b in it, every internal predecessor a
-    (a -> b inside a copy) is in it; with a in it, every link successor b (a -> b into the
-    next copy) is in it."""
+def _closure(seed: int, pulls: dict[int, list[int]]) -> frozenset[int]:
+    """The least shift set holding ``seed``: the positions reachable from it along
+    ``pulls`` (b pulls in every internal predecessor a, a -> b inside a copy; a pulls in
+    every link successor b, a -> b into the next copy)."""
     shift = {seed}
-    changed = True
-    while changed:
-        changed = False
-        for a, b in internal:
-            if b in shift and a not in shift:
-                shift.add(a)
-                changed = True
-        for a, b in links:
-            if a in shift and b not in shift:
-                shift.add(b)
-                changed = True
-    return shift
+    stack = [seed]
+    while stack:
+        for y in pulls.get(stack.pop(), ()):
+            if y not in shift:
+                shift.add(y)
+                stack.append(y)
+    return frozenset(shift)
 
 
 def alignments(nodes: np.ndarray, iu: np.ndarray, iv: np.ndarray, lu: np.ndarray, lv: np.ndarray, tail_pos: np.ndarray, dom: np.ndarray) -> list[np.ndarray]:
@@ -109,18 +104,27 @@ def alignments(nodes: np.ndarray, iu: np.ndarray, iv: np.ndarray, lu: np.ndarray
     n = nodes.shape[1]
     internal = list(zip(iu.tolist(), iv.tolist()))
     links = list(zip(lu.tolist(), lv.tolist()))
+    sizes = dom.tolist()
+    tails = tail_pos.tolist()
+    pulls: dict[int, list[int]] = {}
+    for a, b in internal:
+        pulls.setdefault(b, []).append(a)
+    for a, b in links:
+        pulls.setdefault(a, []).append(b)
 
     def states(shift: frozenset[int]) -> float:
+        """Boundary states of the copies shifted by ``shift``: the product of the out
+        positions' strategy counts (floats multiplied in order: exact integers here)."""
         out = {a for a, b in internal if a in shift and b not in shift}
         out |= {a for a, b in links if (a in shift) == (b in shift)}
-        out |= {p for p in tail_pos.tolist() if p in shift or not shift}
-        return float(np.prod([float(dom[j]) for j in out])) if out else 1.0
+        out |= {p for p in tails if p in shift or not shift}
+        return math.prod([float(sizes[j]) for j in out], start=1.0)
 
     if nodes.shape[0] < 3:
         return [nodes]
     scored: list[tuple[float, frozenset[int]]] = [(states(frozenset()), frozenset())]
     for j in range(n):
-        shift = frozenset(_closure(j, internal, links))
+        shift = _closure(j, pulls)
         if len(shift) < n and all(shift != s for _, s in scored):
             scored.append((states(shift), shift))
     least = min(s for s, _ in scored)
@@ -210,12 +214,47 @@ def adjacency(sk: Skeleton) -> Adjacency:
     return out_adj, in_adj
 
 
+def _ends(copy: list[int], adjacent: list[list[tuple[int, int]]]) -> set[int]:
+    """The other ends of the edges of ``copy``'s nodes in ``adjacent`` (out- or in-edges)."""
+    return {y for x in copy for _, y in adjacent[x]}
+
+
+def _joins_cleanly(end: list[int], inner: list[int], new: list[int], taken: set[int], before: bool, adj: Adjacency) -> bool:
+    """Whether copy ``new`` may join a chain (nodes ``taken``) at ``end``, its first copy
+    when ``before``, else its last (``inner`` the copy next to ``end`` in the chain): ``end``
+    moves inside the chain, so its edges stay within it or run from the copy before and to
+    the copy after only; ``new`` has no other edge to or from the chain, and as the last copy
+    none from outside."""
+    out_adj, in_adj = adj
+    prior, after = (set(new), set(inner)) if before else (set(inner), set(new))
+    mine = set(end)
+    if not (_ends(end, out_adj) <= mine | after and _ends(end, in_adj) <= mine | prior):
+        return False
+    heads, tails = _ends(new, out_adj) & taken, _ends(new, in_adj)
+    return not ((heads - mine or tails & taken) if before else (heads or tails - mine - set(new)))
+
+
 def extended(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacency | None = None) -> np.ndarray:
     """`grown_chain`'s copies (the copies as given when they do not grow)."""
     return grown_chain(nodes, sk, free, adj)[0]
 
 
 def grown_chain(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacency | None = None, family: int = -1, dom: np.ndarray | None = None) -> tuple[np.ndarray, Chain | None]:
+    """The copies of a chain grown by whole copies at either end (`grown_copies`), checked
+    as a chain (`_chain_of`, of ``family`` with ``dom`` strategies per position: ones when
+    not given). Returns the grown copies and their `Chain`, or the copies as given and None
+    when they did not grow or the grown ones are not a chain (the copies as given are not
+    checked here)."""
+    grown = grown_copies(nodes, sk, free, adj)
+    if grown is None:
+        return nodes, None
+    made = _chain_of(family, grown, sk, np.ones(nodes.shape[1], dtype=np.int64) if dom is None else dom)
+    if isinstance(made, str):
+        return nodes, None
+    return grown, made
+
+
+def grown_copies(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacency | None = None) -> np.ndarray | None:
     """The copies of a chain grown by whole copies at either end, as long as the explicit
     nodes there hold one more copy: the folding's colour refinement sets the layers next to
     the ends apart (GPT: 24 layers folded as 22 copies, realigned to 21, with three layers
@@ -228,23 +267,21 @@ def grown_chain(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacenc
     when its nodes are ``free`` (explicit, of no other family) and distinct, have the
     copies' node labels per position, the same internal edges (positions and labels) and
     the same links to the copy it joins, the copy it joins (now inside the chain) has no
-    other edge, and it has no other edge to the chain (nor, as the last copy, from outside);
-    the grown copies are checked as a chain (`_chain_of`, of ``family`` with ``dom``
-    strategies per position: ones when not given) once more at the end (the copies as
-    given when not). Costs are a function of the labels (`CostTables`), so a new copy has
-    the copies' costs. Returns the copies and, when they grew, their `Chain` (None when
-    they did not: not checked here)."""
+    other edge, and it has no other edge to the chain (nor, as the last copy, from outside).
+    Costs are a function of the labels (`CostTables`), so a new copy has the copies' costs.
+    Returns the grown copies, not checked as a chain (`grown_chain` checks them), or None
+    when no copy joins."""
     n = nodes.shape[1]
     if nodes.shape[0] < 2 or n == 0:
-        return nodes, None
+        return None
     node_lab = sk.node_label_id.tolist()
     out_adj, in_adj = adj if adj is not None else adjacency(sk)
-    rows = [r.tolist() for r in nodes]
+    rows = nodes.tolist()
     pos1 = {x: j for j, x in enumerate(rows[1])}
     internal = sorted((j, pos1[b], lab) for j, a in enumerate(rows[1]) for lab, b in out_adj[a] if b in pos1)
     links = sorted((j, pos1[b], lab) for j, a in enumerate(rows[0]) for lab, b in out_adj[a] if b in pos1)
     if not links:
-        return nodes, None
+        return None
     want = [node_lab[x] for x in rows[0]]
     taken = set(nodes.ravel().tolist())
     is_free = free.tolist()
@@ -288,21 +325,7 @@ def grown_chain(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacenc
             return None
         if (edges(m, end) if before else edges(end, m)) != links:
             return None
-        # ``end`` moves inside the chain: its edges are internal, from the copy before and
-        # to the copy after only
-        prior, after = (set(m), set(inner)) if before else (set(inner), set(m))
-        mine = set(end)
-        for x in end:
-            if any(y not in mine and y not in after for _, y in out_adj[x]) or any(y not in mine and y not in prior for _, y in in_adj[x]):
-                return None
-        # the new copy: no other edge to or from the chain; as the last copy none from outside
-        new = set(m)
-        for x in m:
-            if any(y in taken and (not before or y not in mine) for _, y in out_adj[x]):
-                return None
-            if any(y in taken if before else (y not in mine and y not in new) for _, y in in_adj[x]):
-                return None
-        return m
+        return m if _joins_cleanly(end, inner, m, taken, before, (out_adj, in_adj)) else None
 
     first: list[list[int]] = []
     last: list[list[int]] = []
@@ -315,12 +338,27 @@ def grown_chain(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacenc
             (first if before else last).append(got)
             taken.update(got)
     if not first and not last:
-        return nodes, None
-    grown = np.array(first[::-1] + rows + last, dtype=nodes.dtype)
-    made = _chain_of(family, grown, sk, np.ones(n, dtype=np.int64) if dom is None else dom)
-    if isinstance(made, str):
-        return nodes, None
-    return grown, made
+        return None
+    return np.array(first[::-1] + rows + last, dtype=nodes.dtype)
+
+
+def _widest_chain(f: int, options: list[tuple[np.ndarray, np.ndarray | None]], sk: Skeleton, dom: np.ndarray) -> tuple[np.ndarray, Chain | str]:
+    """Of the alignments' copies and their grown copies (None when they did not grow), the
+    copies `grown_chain` gives (grown ones only when they are a chain) that are most (the
+    first of as many) and their `_chain_of`. The same as `grown_chain` on every alignment
+    and the longest taken, but grown copies are checked only when they would win: a check
+    that fails puts the alignment back at its own length."""
+    lengths = [(cand if grown is None else grown).shape[0] for cand, grown in options]
+    while True:
+        i = lengths.index(max(lengths))
+        cand, grown = options[i]
+        if grown is None:
+            return cand, _chain_of(f, cand, sk, dom)
+        made = _chain_of(f, grown, sk, dom)
+        if not isinstance(made, str):
+            return grown, made
+        options[i] = (cand, None)
+        lengths[i] = cand.shape[0]
 
 
 def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int = MAX_STATES) -> tuple[list[Chain], dict[str, Any]]:
@@ -387,14 +425,13 @@ def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int
         in0 = both[(copy[u[both]] == order[0]) & (copy[v[both]] == order[0])]
         link = cross[(copy[u[cross]] == order[0]) & (copy[v[cross]] == order[1])]
         # of the alignments crossed by the fewest states, the one grown into the most copies
-        grown = []
+        options = []
         adj = adjacency(sk) if adj is None else adj
         for cand in alignments(nodes, position[u[in0]], position[v[in0]], position[u[link]], position[v[link]], np.unique(position[u[tail]]), dom):
             free = (family < 0) | (family == f)
             free[cand.ravel()] = False
-            grown.append(grown_chain(cand, sk, free, adj, f, dom))
-        nodes, checked = max(grown, key=lambda g: g[0].shape[0])
-        made = checked if checked is not None else _chain_of(f, nodes, sk, dom)
+            options.append((cand, grown_copies(cand, sk, free, adj)))
+        nodes, made = _widest_chain(f, options, sk, dom)
         if isinstance(made, str):
             rejected[f] = made
             continue
