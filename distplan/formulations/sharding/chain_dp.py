@@ -511,15 +511,21 @@ class _MinPlusWalk:
         return out
 
 
-def _lagrange(solve: Callable[[float], Any], budget: float, deadline: float | None) -> tuple[float, float, tuple[float, Any] | None, float]:
+def _lagrange(solve: Callable[[float], Any], budget: float, deadline: float | None, least: tuple[float, float] | None = None) -> tuple[float, float, tuple[float, Any] | None, float]:
     """The Lagrangian dual of the memory row, max over lam >= 0 of min (cost + lam x
     (memory - budget)), by walking the hull between a plan over budget and one within it
     (lam = the slope between them, until no plan lies below that line). Returns lam, the
     dual value (a lower bound, seconds), the best plan within budget seen (cost, plan)
     and the multiplier of the last hull plan on the other side of the budget from lam's
     own plan (the partner of `_Walk.spliced`).
-    ``solve(lam)``: the plan of least cost + lam x memory as `_Walk.scalar` gives it."""
-    got = solve(0.0)
+    ``solve(lam)``: the plan of least cost + lam x memory as `_Walk.scalar` gives it.
+    ``least``: the cost (seconds) and memory (bytes) of a cheapest plan of a relaxation
+    (a problem holding every plan of ``solve``: the memory-free one of `solve_by_dp`);
+    when over budget, the walk starts from it instead of ``solve(0.0)``, a pass saved. It
+    is ``solve(0.0)``'s plan when the fronts dropped no row, else a point below its hull:
+    every bound stays valid (the relaxation's least cost, or ``solve``'s least weight at
+    some lam less lam x budget), though the walk may end at another lam."""
+    got = (least[0], least[0], least[1], None) if least is not None and least[1] > budget else solve(0.0)
     if got is None:
         return 0.0, np.inf, None, 0.0
     _, c1, m1, p1 = got
@@ -586,12 +592,14 @@ def _scalar_lagrange(walk_of: Callable[[tuple[_Table, _Table]], _Walk], graph: C
     return lam, lower, best, (lam, best[0] + lam * budget, rest_start, rest_end)
 
 
-def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_vars: list[int], *, memory: bool = True, deadline: float | None = None, max_rows: float = MAX_ROWS) -> DPResult | None:
+def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_vars: list[int], *, memory: bool = True, deadline: float | None = None, max_rows: float = MAX_ROWS, least: tuple[float, float] | None = None) -> DPResult | None:
     """The exact optimum of the folded problem with one chain (module docstring), or None
     when the dynamic program does not apply (explicit parts joined other than through the
     walk, a table beyond ``max_rows``) or nothing fits the budget. ``memory=False``: the
     problem without the memory row (scalar fronts, one pass; the plan's memory is not
-    reported). Raises `DeadlineReached`."""
+    reported). ``least``: the cost and memory of a cheapest plan of the problem without
+    memory (seconds, bytes), which starts the Lagrangian search (`_lagrange`). Raises
+    `DeadlineReached`."""
     a = chain.arcs
     S, W, K1 = chain.num_states, chain.num_walk_states, chain.copies - 1
     stages = 1 + int(W > S)
@@ -634,7 +642,7 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
         if sides is None:
             return None
         walk0 = walk_of(sides)
-        lam, lower, best, partner = _lagrange(walk0.scalar, budget, deadline)
+        lam, lower, best, partner = _lagrange(walk0.scalar, budget, deadline, least)
     else:
         lam, lower, best = lagrangian[:3]
     if best is None:
@@ -931,8 +939,9 @@ def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any,
     docstring): first without memory (`chain_minsum`: the cheapest copy per state pair
     and the cheapest explicit nodes per end state; its plan is optimal when it fits, its
     cost a lower bound either way), then with the budget on the Pareto arcs (computed
-    here when needed). None when it does not apply (the caller solves the MILP, with
-    the chain's Pareto arcs set); raises `DeadlineReached`."""
+    here when needed), whose Lagrangian search starts from the memory-free plan. None
+    when it does not apply (the caller solves the MILP, with the chain's Pareto arcs
+    set); raises `DeadlineReached`."""
     if len(chains) != 1:
         return None
     remaining = ctx.remaining_time()
@@ -947,13 +956,14 @@ def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any,
         free = solve_walk_dp(walk, graph, start_vars, end_vars, memory=False, deadline=deadline, max_rows=max_rows)
         if free is not None:
             choice = _choice(sk.num_nodes, walk, origin, virtual[0], free)
-            if plan_memory(sk, tables, choice) <= sk.instance.memory_budget:
+            free_mem = plan_memory(sk, tables, choice)
+            if free_mem <= sk.instance.memory_budget:
                 return ChainSolution(choice, free.cost, free.bound, True, 0, 0, None, None, folded_variables(graph, [walk]))
     if not chain.arcs:
         chain.arcs = segment_fronts(chain, sk, tables)
     if cheap is None or free is None:
         return None
-    res = solve_walk_dp(chain, graph, start_vars, end_vars, deadline=deadline, max_rows=max_rows)
+    res = solve_walk_dp(chain, graph, start_vars, end_vars, deadline=deadline, max_rows=max_rows, least=(free.cost, free_mem))
     if res is None:
         return None
     choice = _choice(sk.num_nodes, chain, origin, virtual[0], res)
