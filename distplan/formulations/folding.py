@@ -260,17 +260,20 @@ def _wl_colors(g: _Indexed, iterations: int) -> np.ndarray:
     64-bit hashes). A hash collision could only merge colour classes, never split equal
     nodes; every family is checked exactly afterwards, so folding stays exact."""
     color = g.label
-    src, dst = g.src, g.dst
-    lab = g.edge_label.astype(np.uint64)
     n = color.size
+    lab = g.edge_label.astype(np.uint64)
+    # both directions at once: entry e < m is arc e seen from its tail (the sum of node
+    # src[e]), entry m + e from its head (the sum of node n + dst[e])
+    owner = np.concatenate([g.src, g.dst + n])
+    neighbour = np.concatenate([g.dst, g.src])
     with np.errstate(over="ignore"):
+        salt = np.concatenate([lab * np.uint64(0x9E3779B97F4A7C15) + np.uint64(1), lab * np.uint64(0xC2B2AE3D27D4EB4F) + np.uint64(2)])
         for _ in range(iterations):
             c = color.astype(np.uint64)
-            out_sum = np.zeros(n, dtype=np.uint64)
-            in_sum = np.zeros(n, dtype=np.uint64)
-            np.add.at(out_sum, src, _mix(lab * np.uint64(0x9E3779B97F4A7C15) + c[dst] + np.uint64(1)))
-            np.add.at(in_sum, dst, _mix(lab * np.uint64(0xC2B2AE3D27D4EB4F) + c[src] + np.uint64(2)))
-            key = _mix(_mix(c + np.uint64(3)) + _mix(out_sum) * np.uint64(3) + _mix(in_sum ^ np.uint64(0x165667B19E3779F9)))
+            sums = np.zeros(2 * n, dtype=np.uint64)
+            np.add.at(sums, owner, _mix(salt + c[neighbour]))
+            parts = _mix(np.concatenate([c + np.uint64(3), sums[:n], sums[n:] ^ np.uint64(0x165667B19E3779F9)]))
+            key = _mix(parts[:n] + parts[n : 2 * n] * np.uint64(3) + parts[2 * n :])
             color = first_appearance_ids(key)
     return color
 
