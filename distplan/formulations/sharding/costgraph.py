@@ -151,14 +151,19 @@ def build_skeleton(inst: ShardingInstance) -> Skeleton:
     # links (source member, destination member, slot) of every input, inside nodes or on edges
     u, v = node_of[src], node_of[dst]
     links = np.stack([pos_of[src], pos_of[dst], slot], axis=1)
-    base = np.array([int(np.diff(member_start).max(initial=1)), int(slot.max(initial=0)) + 1])
-    code = (links[:, 0] * base[0] + links[:, 1]) * base[1] + links[:, 2]  # orders links like tuples
+    members, slots = int(np.diff(member_start).max(initial=1)), int(slot.max(initial=0)) + 1
+    code = (links[:, 0] * members + links[:, 1]) * slots + links[:, 2]  # orders links like tuples
     inner = np.flatnonzero(u == v)
     inner = inner[np.lexsort((code[inner], v[inner]))]
     cross = np.flatnonzero(u != v)
-    edge_of = first_appearance_ids(u[cross] * max(n_nodes, 1) + v[cross])
-    n_edges = int(edge_of.max(initial=-1)) + 1
-    first = cross[np.unique(edge_of, return_index=True)[1]]  # the input that makes each edge
+    # edges numbered in order of first appearance of their (u, v) among the inputs
+    _, first_input_of, edge_inverse = np.unique(u[cross] * max(n_nodes, 1) + v[cross], return_index=True, return_inverse=True)
+    by_first = np.argsort(first_input_of)
+    edge_rank = np.empty(by_first.size, dtype=np.int64)
+    edge_rank[by_first] = np.arange(by_first.size)
+    edge_of = edge_rank[edge_inverse.reshape(-1)]
+    n_edges = by_first.size
+    first = cross[first_input_of[by_first]]  # the input that makes each edge
     by_edge = np.lexsort((code[cross], edge_of))
     edge_items, edge_owner = cross[by_edge], edge_of[by_edge]
     # labels: the member signatures then the inner links (as negative codes); the edge links
