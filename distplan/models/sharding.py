@@ -186,6 +186,16 @@ class ShardingInstance(JsonDocument):
                 raise InputError(f"graph.tensor_parallel_dims[{k}]", f"unknown dim {d!r}", "name dims of graph.dims")
 
     # -- derived data ---------------------------------------------------------------------
+    @cached_property
+    def _edge_kinds(self) -> tuple[list[int], list[tuple[int, int, int]]]:
+        """Every input's kind (numbered in order of first appearance) and the kinds: (producer
+        signature id, consumer signature id, slot), on which its resharding depends besides
+        the two strategies. Derived from the graph alone (as the signatures are)."""
+        kinds: dict[tuple[int, int, int], int] = {}
+        sig = self._signature_ids
+        of_edge = [kinds.setdefault(kind, len(kinds)) for kind in zip(map(sig.__getitem__, self._edge_src), map(sig.__getitem__, self._edge_dst), self._edge_slot)]
+        return of_edge, list(kinds)
+
     def semantics(self, k: int) -> OpSemantics:
         """Cost-model view of op ``k`` (shared by ops with equal signatures)."""
         return self._semantics[k]
@@ -521,13 +531,15 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     strategy_of = rules.parsed
     costs = {key: op_cost(sem_of[key[0]], strategy_of[key[1]], ctx) for key in distinct}
     per_cost = list(map(costs.__getitem__, keys))
-    # every input's resharding, once per (producer signature and strategy name, consumer
-    # signature, slot, consumer strategy name); per op the sum over its inputs in order
-    src, dst = inst._edge_src, inst._edge_dst
-    edge_keys = list(zip(map(sig.__getitem__, src), map(at, src), map(sig.__getitem__, dst), inst._edge_slot, map(at, dst)))
+    # every input's resharding, once per (producer and consumer signatures and slot, the
+    # producer's and the consumer's strategy names); per op the sum over its inputs in order
+    dst = inst._edge_dst
+    edge_kind, kinds = inst._edge_kinds
+    edge_keys = zip(edge_kind, map(at, inst._edge_src), map(at, dst))
 
-    def reshard(key: tuple[int, str, int, int, str]) -> float:
-        gp, name_p, g, j, name = key
+    def reshard(key: tuple[int, str, str]) -> float:
+        kind, name_p, name = key
+        gp, g, j = kinds[kind]
         out = sem_of[gp].output
         return reshard_seconds(out, tensor_spec(out, strategy_of[name_p]), tensor_spec(sem_of[g].inputs[j], strategy_of[name]), ctx)
 

@@ -19,13 +19,12 @@ def least_op_costs(inst: ShardingInstance) -> list[Bound]:
     adds nothing: replicated, it has no compute and no collective, and no strategy costs
     less than 0 seconds."""
     ctx = inst.cost_context
+    ids = inst.signature_ids
+    counts = Counter(ids)
+    op_of = dict(zip(ids, range(len(ids))))  # an op of every signature (they share their semantics)
     total = 0.0
-    first: dict[int, int] = {}
-    for k, sid in enumerate(inst.signature_ids):
-        first.setdefault(sid, k)
-    counts = Counter(inst.signature_ids)
-    for sid, k in sorted(first.items()):
-        sem = inst.semantics(k)
+    for sid in sorted(op_of):
+        sem = inst.semantics(op_of[sid])
         if sem.zero_cost:
             continue
         total += counts[sid] * min(op_cost(sem, st, ctx).seconds for st in enumerate_strategies(sem, ctx))

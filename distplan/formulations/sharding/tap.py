@@ -40,6 +40,7 @@ rows, or with several chains, the MILP above is solved instead.
 from __future__ import annotations
 
 import time
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -102,19 +103,15 @@ def unfolded_size(sk: Skeleton, tables: CostTables) -> dict[str, int]:
 
 
 def plan_of_choice(sk: Skeleton, tables: CostTables, choice: np.ndarray) -> ShardingPlan:
-    """Strategy names of every op for a strategy index per skeleton node."""
+    """Strategy names of every op for a strategy index per skeleton node (ops in node order,
+    then member order). Nodes of one label share their strategies, so the names are made
+    once per (label, strategy index)."""
     names = list(sk.instance.index)
-    out: dict[str, str] = {}
-    cache: dict[tuple[int, int], list[str]] = {}
-    labels = sk.node_label_id.tolist()
-    for i, k in enumerate(choice.tolist()):
-        key = (labels[i], k)
-        got = cache.get(key)
-        if got is None:
-            got = cache[key] = [strategy_name(st) for st in tables.node(sk, i).strategies[k]]
-        for op, name in zip(sk.node_ops[i], got):
-            out[names[op]] = name
-    return ShardingPlan(out)
+    keys = list(zip(sk.node_label_id.tolist(), choice.tolist()))
+    node_of = dict(zip(keys, range(len(keys))))  # (label, strategy index) -> a node with it
+    named = {key: [strategy_name(st) for st in tables.node(sk, i).strategies[key[1]]] for key, i in node_of.items()}
+    ops = map(names.__getitem__, sk.member_ops.tolist())  # every node's member ops, node by node
+    return ShardingPlan(dict(zip(ops, chain.from_iterable(map(named.__getitem__, keys)))))
 
 
 def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
