@@ -31,9 +31,11 @@ from __future__ import annotations
 import heapq
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property, reduce
-from operator import add
+from functools import cached_property
+from itertools import chain
 from typing import Any
+
+import numpy as np
 
 from distplan.errors import InputError
 from distplan.models.catalogue import DeviceSpec, device
@@ -530,9 +532,14 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
         return Check(False, float("inf"), _violations(inst, plan, rules))
     strategy_of = rules.parsed
     costs = {key: op_cost(sem_of[key[0]], strategy_of[key[1]], ctx) for key in distinct}
-    per_cost = list(map(costs.__getitem__, keys))
+    # rows: a zero row, then every op's (compute, collectives, parameter bytes, activation
+    # bytes) in op order, read from the distinct costs
+    row_of = dict(zip(costs, range(1, len(costs) + 1)))
+    table = np.array([(0.0, 0.0, 0.0, 0.0), *costs.values()], dtype=float)
+    rows = table[np.fromiter(chain((0,), map(row_of.__getitem__, keys)), np.intp, len(keys) + 1)]
     # every input's resharding, once per (producer and consumer signatures and slot, the
-    # producer's and the consumer's strategy names); per op the sum over its inputs in order
+    # producer's and the consumer's strategy names); per op (after a zero entry) the sum
+    # over its inputs in input order from 0.0 (bincount adds in edge order)
     dst = inst._edge_dst
     edge_kind, kinds = inst._edge_kinds
     edge_keys = zip(edge_kind, map(at, inst._edge_src), map(at, dst))
@@ -543,21 +550,13 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
         out = sem_of[gp].output
         return reshard_seconds(out, tensor_spec(out, strategy_of[name_p]), tensor_spec(sem_of[g].inputs[j], strategy_of[name]), ctx)
 
-    edges = _Memo(reshard)
-    edge_t = [0.0] * len(names)
-    for k, t in zip(dst, map(edges.__getitem__, edge_keys)):  # (computed on first use)
-        edge_t[k] += t
-    if per_cost:
-        c_compute, c_comm, c_param, c_act = zip(*per_cost)
-    else:
-        c_compute = c_comm = c_param = c_act = ()
-    # running sums in op order from 0.0 (bit for bit the += of a loop over the ops)
-    compute = reduce(add, c_compute, 0.0)
-    comm = reduce(add, c_comm, 0.0)
-    resharding = reduce(add, edge_t, 0.0)
-    param_bytes = reduce(add, c_param, 0.0)
-    act_bytes = reduce(add, c_act, 0.0)
-    per_op = zip(map(add, map(add, c_compute, c_comm), edge_t), names)  # (compute + comm) + edge, as before
+    edges = _Memo(reshard)  # (computed on first use)
+    edge_t = np.bincount(np.asarray(dst, dtype=np.intp) + 1, np.fromiter(map(edges.__getitem__, edge_keys), float, len(dst)), len(keys) + 1)
+    # running sums in op order from 0.0 (cumsum adds row after row: bit for bit the += of a
+    # loop over the ops)
+    compute, comm, param_bytes, act_bytes = np.cumsum(rows, axis=0)[-1].tolist()
+    resharding = float(np.cumsum(edge_t)[-1])
+    per_op = zip(((rows[1:, 0] + rows[1:, 1]) + edge_t[1:]).tolist(), names)  # (compute + comm) + edge, as before
     objective = compute + comm + resharding
     memory = param_bytes + act_bytes
     budget = inst.memory_budget
