@@ -11,7 +11,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distplan.formulations.sharding.chainfold import _chain_of, _joins_cleanly, _widest_chain
+from distplan.formulations.folding import FoldMap
+from distplan.formulations.sharding.chainfold import _chain_of, _joins_cleanly, _widest_chain, find_chains
 
 
 def _blocks(K: int) -> SimpleNamespace:
@@ -107,3 +108,57 @@ def test_joins_cleanly_equals_the_node_by_node_checks(seed: int, size: int, extr
     taken = set(end + inner + rest)
     got = _joins_cleanly(end, inner, new, taken, before, (out_adj, in_adj))
     assert got == _joins_node_by_node(end, inner, new, taken, before, out_adj, in_adj)
+
+
+def _found(edges: list[tuple[int, int]], n: int, copies: list[list[int]]) -> tuple[list[np.ndarray], dict[str, object]]:
+    """`find_chains` on a skeleton of ``n`` nodes (labels: position in a block of 3) and
+    one family with the given copies; two strategies per node."""
+    e = np.array(edges, dtype=np.int64)
+    sk = SimpleNamespace(edge_u=e[:, 0], edge_v=e[:, 1], edge_label_id=np.zeros(len(edges), dtype=np.int64), node_label_id=np.arange(n) % 3, num_nodes=n)
+    tables = SimpleNamespace(node=lambda sk, i: SimpleNamespace(strategies=[0, 1]))
+    fold = FoldMap(list(range(n)), [np.array(copies, dtype=np.int64)])
+    chains, info = find_chains(sk, fold, tables)  # type: ignore[arg-type]
+    return [c.nodes for c in chains], info
+
+
+def _stack(blocks: int) -> list[tuple[int, int]]:
+    """Blocks a -> b -> c (nodes 3k, 3k + 1, 3k + 2), each c -> the next block's a."""
+    return [(3 * k, 3 * k + 1) for k in range(blocks)] + [(3 * k + 1, 3 * k + 2) for k in range(blocks)] + [(3 * k + 2, 3 * k + 3) for k in range(blocks - 1)]
+
+
+def block(k: int) -> list[int]:
+    return [3 * k, 3 * k + 1, 3 * k + 2]
+
+
+def _why(info: dict[str, object]) -> str:
+    return info.get("unfolded_families", {}).get("0", "")  # type: ignore[attr-defined, no-any-return]
+
+
+def test_find_chains_orders_the_copies_and_rejects_what_is_no_chain() -> None:
+    """Copies given out of order come back in chain order; copies not joined one to the
+    next (two runs, a cycle, a copy joined to two), joined by different links, or with an
+    edge to or from outside a middle copy stay unfolded, each for its reason."""
+    nodes, info = _found(_stack(6), 18, [block(k) for k in (3, 1, 4, 2)])
+    assert [r[0] // 3 for r in nodes[0].tolist()] == [0, 1, 2, 3, 4, 5] and "unfolded_families" not in info  # ordered, then grown
+    two_runs = [e for e in _stack(7) if e != (8, 9)]  # block 2 -> 3 cut: blocks 0-2 and 3-6
+    assert _why(_found(two_runs, 21, [block(k) for k in (0, 1, 3, 4)])[1]) == "copies are not joined as one chain"
+    cycle = _stack(4) + [(11, 0)]
+    assert _why(_found(cycle, 12, [block(k) for k in range(4)])[1]) == "copies are not joined as one chain"
+    fork = [e for e in _stack(4) if e != (5, 6)] + [(2, 6)]  # block 0 -> blocks 1 and 2, block 2 -> 3
+    assert _why(_found(fork, 12, [block(k) for k in range(4)])[1]) == "copies are not joined as one chain"
+    merge = [e for e in _stack(4) if e != (5, 6)] + [(5, 9)]  # block 0 -> 1, blocks 1 and 2 -> 3
+    assert _why(_found(merge, 12, [block(k) for k in range(4)])[1]) == "copies are not joined as one chain"
+    loop = [e for e in _stack(4) if e != (8, 9)] + [(8, 3)]  # blocks 1 and 2 joined both ways, block 3 apart
+    assert _why(_found(loop, 12, [block(k) for k in range(4)])[1]) == "copies are not joined as one chain"
+    back = _stack(4) + [(7, 5)]  # block 2 -> block 1 as well
+    assert _why(_found(back, 12, [block(k) for k in range(4)])[1]) == "copies are not joined as one chain"
+    differ = _stack(5) + [(4, 7)]  # block 1 -> 2 also b -> b
+    assert _why(_found(differ, 15, [block(k) for k in range(5)])[1]) == "consecutive copies are joined differently"
+    swapped = [e for e in _stack(5) if e != (5, 6)] + [(4, 7)]  # block 1 -> 2 by b -> b only
+    assert _why(_found(swapped, 15, [block(k) for k in range(5)])[1]) == "consecutive copies are joined differently"
+    out_of_middle = _stack(5) + [(7, 15)]  # block 2 (a middle copy) -> an outside node
+    assert _why(_found(out_of_middle, 16, [block(k) for k in range(5)])[1]) == "copies inside the chain have edges to other nodes"
+    into_middle = _stack(5) + [(15, 7)]  # an outside node -> block 2
+    assert _why(_found(into_middle, 16, [block(k) for k in range(5)])[1]) == "copies inside the chain have edges to other nodes"
+    out_of_last = _stack(5) + [(13, 15)]  # the last copy may have edges out
+    assert "unfolded_families" not in _found(out_of_last, 16, [block(k) for k in range(5)])[1]

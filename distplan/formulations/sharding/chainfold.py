@@ -374,60 +374,53 @@ def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int
     candidates: dict[int, Chain] = {}
     rejected: dict[int, str] = {}
     adj: Adjacency | None = None
+    fu, fv, cu, cv, pu, pv = family[u], family[v], copy[u], copy[v], position[u], position[v]
     for f, region in enumerate(fold.regions):
         K = region.shape[0]
-        touch = np.flatnonzero((family[u] == f) | (family[v] == f))
-        both = touch[(family[u[touch]] == f) & (family[v[touch]] == f)]
-        cross = both[copy[u[both]] != copy[v[both]]]
-        code = np.unique(copy[u[cross]] * K + copy[v[cross]])  # the pairs (from, to), sorted
-        pairs = np.stack([code // K, code % K], axis=1)
-        succ = np.full(K, -1, dtype=np.int64)
-        pred = np.full(K, -1, dtype=np.int64)
-        ok = pairs.shape[0] == K - 1
-        if ok:
-            succ[pairs[:, 0]] = pairs[:, 1]
-            pred[pairs[:, 1]] = pairs[:, 0]
-            ok = bool(np.all(np.bincount(pairs[:, 0], minlength=K) <= 1) and np.all(np.bincount(pairs[:, 1], minlength=K) <= 1))
+        from_f, to_f = fu == f, fv == f
+        both = np.flatnonzero(from_f & to_f)
+        cross = both[cu[both] != cv[both]]
+        cu_x, cv_x = cu[cross], cv[cross]
+        # the copies in chain order: K - 1 pairs (from, to) joined by edges, and the walk
+        # along them from a copy that follows none reaches every copy once (so no copy has
+        # two successors or two predecessors, and one copy follows none)
         order: list[int] = []
-        if ok:
-            heads = np.flatnonzero(pred < 0)
-            ok = heads.size == 1
-            if ok:
-                c = int(heads[0])
-                while c >= 0 and len(order) <= K:
-                    order.append(c)
-                    c = int(succ[c])
-                ok = len(order) == K
-        if not ok:
+        codes = np.unique(cu_x * K + cv_x).tolist()
+        if len(codes) == K - 1:
+            succ = dict(divmod(c, K) for c in codes)
+            follows = set(succ.values())
+            c = next((c for c in range(K) if c not in follows), -1)
+            while c >= 0 and len(order) <= K:
+                order.append(c)
+                c = succ.get(c, -1)
+        if len(order) != K:
             rejected[f] = "copies are not joined as one chain"
             continue
         rank = np.empty(K, dtype=np.int64)
-        rank[np.array(order)] = np.arange(K)
+        rank[order] = np.arange(K)
         # the same links (positions, edge label) between every pair of consecutive copies
-        key = np.stack([rank[copy[u[cross]]], position[u[cross]], position[v[cross]], sk.edge_label_id[cross]], axis=1)
+        key = np.stack([rank[cu_x], pu[cross], pv[cross], sk.edge_label_id[cross]], axis=1)
         key = key[np.lexsort(key.T[::-1])]
         per = np.bincount(key[:, 0], minlength=K)
         first = key[key[:, 0] == 0][:, 1:]
         if not (np.all(per[: K - 1] == first.shape[0]) and np.array_equal(np.tile(first, (K - 1, 1)), key[:, 1:])):
             rejected[f] = "consecutive copies are joined differently"
             continue
-        outside = touch[(family[u[touch]] != f) | (family[v[touch]] != f)]
-        out_edges = outside[family[u[outside]] == f]
-        in_edges = outside[family[v[outside]] == f]
-        r_out = rank[copy[u[out_edges]]]
-        r_in = rank[copy[v[in_edges]]]
-        if np.any((r_out != 0) & (r_out != K - 1)) or np.any(r_in != 0):
+        out_edges = np.flatnonzero(from_f & ~to_f)
+        in_edges = np.flatnonzero(~from_f & to_f)
+        r_out = rank[cu[out_edges]]
+        if ((r_out != 0) & (r_out != K - 1)).any() or (rank[cv[in_edges]] != 0).any():
             rejected[f] = "copies inside the chain have edges to other nodes"
             continue
         tail = out_edges[r_out == K - 1]
-        nodes = region[np.array(order)]
-        dom = np.array([len(tables.node(sk, int(x)).strategies) for x in nodes[0].tolist()], dtype=np.int64)
-        in0 = both[(copy[u[both]] == order[0]) & (copy[v[both]] == order[0])]
-        link = cross[(copy[u[cross]] == order[0]) & (copy[v[cross]] == order[1])]
+        nodes = region[order]
+        dom = np.array([len(tables.node(sk, x).strategies) for x in nodes[0].tolist()], dtype=np.int64)
+        in0 = both[(cu[both] == order[0]) & (cv[both] == order[0])]
+        link = cross[(cu_x == order[0]) & (cv_x == order[1])]
         # of the alignments crossed by the fewest states, the one grown into the most copies
         options = []
         adj = adjacency(sk) if adj is None else adj
-        for cand in alignments(nodes, position[u[in0]], position[v[in0]], position[u[link]], position[v[link]], np.unique(position[u[tail]]), dom):
+        for cand in alignments(nodes, pu[in0], pv[in0], pu[link], pv[link], np.unique(pu[tail]), dom):
             free = (family < 0) | (family == f)
             free[cand.ravel()] = False
             options.append((cand, grown_copies(cand, sk, free, adj)))
