@@ -107,11 +107,12 @@ def plan_of_choice(sk: Skeleton, tables: CostTables, choice: np.ndarray) -> Shar
     then member order). Nodes of one label share their strategies, so the names are made
     once per (label, strategy index)."""
     names = list(sk.instance.index)
-    keys = list(zip(sk.node_label_id.tolist(), choice.tolist()))
-    node_of = dict(zip(keys, range(len(keys))))  # (label, strategy index) -> a node with it
-    named = {key: [strategy_name(st) for st in tables.node(sk, i).strategies[key[1]]] for key, i in node_of.items()}
+    width = int(choice.max()) + 1 if choice.size else 1
+    codes = (sk.node_label_id * width + choice).tolist()  # one int per (label, strategy index)
+    node_of = dict(zip(codes, range(len(codes))))  # code -> a node with it
+    named = {code: [strategy_name(st) for st in tables.node(sk, i).strategies[code % width]] for code, i in node_of.items()}
     ops = map(names.__getitem__, sk.member_ops.tolist())  # every node's member ops, node by node
-    return ShardingPlan(dict(zip(ops, chain.from_iterable(map(named.__getitem__, keys)))))
+    return ShardingPlan(dict(zip(ops, chain.from_iterable(map(named.__getitem__, codes)))))
 
 
 def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
