@@ -26,6 +26,7 @@ Units: seconds per iteration, bytes per device.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -80,6 +81,18 @@ INCUMBENT_GAP = 0.02
 #: in Python lists: ~0.3 us per candidate against ~40 numpy calls of ~1.5 us per step
 #: (on the binding 24-layer GPTs of bench_sharding, after `_kept_arcs`, 0-300 per step)
 SMALL_STEP = 200
+#: multipliers, relative to the dual's lam, of the label pass's further Lagrangian bounds:
+#: a label whose memory is far from its share of the budget is bounded more tightly at
+#: another lam than at the dual's (on the binding 24-layer GPTs of bench_sharding, 0.5 and
+#: 1.25 drop 17-80% of the labels the dual's lam keeps; more multipliers, up to six
+#: between 0.25 and 2.5, drop at most 1-21% of the labels 0.5 and 1.25 keep)
+LABEL_MULTIPLIERS = (0.5, 1.25)
+#: the further bounds apply from the first label step with more than this many labels:
+#: their tables cost about a scalar pass, which passes of a few labels per step do not
+#: win back (on the 24-layer GPTs of bench_sharding the binding passes reach 50-300
+#: labels per step, the others at most 16-28; from the first step on, 2-16 labels per
+#: step cost +1.5% instructions per solve)
+FURTHER_LABELS = 24
 #: `_label_dp` drops, before building the candidates, the arcs whose least Lagrangian
 #: bound exceeds the cut (False: every arc of the stage, the earlier form, for tests)
 FILTER_ARCS = True
@@ -354,6 +367,33 @@ class _Walk:
         for t in range(self.steps - 1, -1, -1):
             idx = self.stage_arcs[t % len(self.stage_arcs)]
             np.minimum.at(out[t], a["prev"][idx], weight[idx] + out[t + 1][a["cur"][idx]])
+        return out
+
+    def to_go_many(self, lams: Sequence[float]) -> np.ndarray:
+        """(len(lams), steps + 1, W): `to_go` of cost + lam x memory for each lam (seconds),
+        the same values bit for bit; up to `DENSE_STATES` states in one pass for all lams
+        (a pair's least weight per lam by one reduction over its arcs, grouped by pair)."""
+        a, W, fe = self.chain.arcs, self.W, self.front_end
+        lam = np.asarray(lams, dtype=float)[:, None]
+        if W > DENSE_STATES:
+            return np.array([self.to_go(a["cost"] + x * self.arc_mem, fe.cost + x * fe.mem) for x in lams])
+        out = np.full((lam.size, self.steps + 1, W), np.inf)
+        end_weight = fe.cost + lam * fe.mem
+        for k in range(lam.size):
+            np.minimum.at(out[k, self.steps], self.key_end, end_weight[k])
+        weight = a["cost"] + lam * self.arc_mem
+        mats = []
+        for idx in self.stage_arcs:
+            key = a["prev"][idx] * W + a["cur"][idx]
+            order = np.argsort(key, kind="stable")
+            k = key[order]
+            first = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if k.size else np.zeros(0, dtype=np.int64)
+            m = np.full((lam.size, W * W), np.inf)
+            if k.size:
+                m[:, k[first]] = np.minimum.reduceat(weight[:, idx[order]], first, axis=1)
+            mats.append(m.reshape(lam.size, W, W))
+        for t in range(self.steps - 1, -1, -1):
+            out[:, t] = (mats[t % len(mats)] + out[:, t + 1][:, None, :]).min(axis=2)
         return out
 
     def sweep(self, lam: float, forward: bool) -> _Sweep:
@@ -691,7 +731,8 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
                 mem_to_go = walk.to_go(a["memory"], fe.mem)
                 completion = sweep0 if lagrangian is None else walk.sweep(lam, False) if walk.W <= SWEEP_STATES else None
                 lag_to_go = completion.value if completion is not None else walk.to_go(a["cost"] + lam * a["memory"], fe.cost + lam * fe.mem)
-            res, dropped = _label_dp(walk, budget, lam, cap * (1 + 1e-9), mem_to_go, lag_to_go, deadline, max_rows, completion, best)
+                further = _further_bounds(walk, lam)
+            res, dropped = _label_dp(walk, budget, lam, cap * (1 + 1e-9), mem_to_go, lag_to_go, deadline, max_rows, completion, best, further)
         except TooLarge:
             return None
         # a pass whose cap dropped no label (and, Lagrangian, no front row) was exhaustive
@@ -754,11 +795,29 @@ def _kept_arcs(walk: _Walk, lam: float, lag_less: np.ndarray, cut: float) -> tup
     return kept, least
 
 
-def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: np.ndarray, lag_to_go: np.ndarray, deadline: float | None, max_rows: float, completion: _Sweep | None = None, incumbent: tuple[float, Any] | None = None) -> tuple[DPResult | None, float]:
+def _further_bounds(walk: _Walk, lam: float) -> Callable[[], list[tuple[float, np.ndarray]]]:
+    """`_label_dp`'s further multipliers (`LABEL_MULTIPLIERS` x lam; none when lam is 0),
+    each with its least cost + multiplier x memory to go (seconds), computed when first
+    asked for and kept for the walk's later passes."""
+    multipliers = [lam * x for x in LABEL_MULTIPLIERS] if lam else []
+
+    @functools.cache
+    def tables() -> list[tuple[float, np.ndarray]]:
+        return list(zip(multipliers, walk.to_go_many(multipliers))) if multipliers else []
+
+    return tables
+
+
+def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: np.ndarray, lag_to_go: np.ndarray, deadline: float | None, max_rows: float, completion: _Sweep | None = None, incumbent: tuple[float, Any] | None = None, further: Callable[[], Sequence[tuple[float, np.ndarray]]] | None = None) -> tuple[DPResult | None, float]:
     """The walk's labels (cost, memory) per state, step by step, keeping the Pareto ones;
     a label is dropped when the least memory to come cannot fit, or when its Lagrangian
     bound cost + lam x (memory - budget) + least (cost + lam x memory) to come exceeds
     ``upper`` or the incumbent's cost (then every completion costs more than that).
+    ``further``: more multipliers, each with its least cost + multiplier x memory to go
+    (seconds, as ``lag_to_go``), asked for at the first step with more than
+    `FURTHER_LABELS` labels; from there a label's bound is the largest of its bounds at
+    lam and at each of them (every one is a lower bound on the cost of its completions
+    within budget).
 
     ``incumbent``: a plan within budget (cost, (explicit, arcs, memory)); with
     ``completion`` (`_Walk.sweep` backward at lam), every step completes its labels along
@@ -784,6 +843,7 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
     # the memory a label may still hold, and the Lagrangian bound to go less lam x budget
     room = limit - mem_to_go
     lag_less = lag_to_go - lam * budget
+    further_less: list[tuple[float, np.ndarray]] = []
 
     def prefix(t: int, k: int) -> tuple[int, list[int]]:
         """Start row and arcs of label k after step t."""
@@ -799,6 +859,8 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
         # flatnonzero's wrapper: the label loop is dominated by per-call costs)
         fits = m <= room[t][st]
         lagrangian = (c + lam * m if lam else c) + lag_less[t][st]
+        for x, g in further_less:
+            lagrangian = np.maximum(lagrangian, (c + x * m) + g[t][st])
         under = lagrangian <= cut
         ok = (fits & under).nonzero()[0]
         if ok.size < int(np.count_nonzero(fits)):
@@ -838,6 +900,8 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
     for t in range(walk.steps):
         if deadline is not None and time.perf_counter() > deadline:
             raise DeadlineReached("tap: the walk's dynamic program ran out of time")
+        if further is not None and not further_less and state.size > FURTHER_LABELS:
+            further_less = [(x, g - x * budget) for x, g in further()]
         outs = kept[t]
         degree = [len(o) for o in outs]
         D = max(max(degree), 1)
@@ -847,6 +911,7 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
             # in Python lists: the same sums, tests and order as the numpy step below
             # (candidates label by label, each with its state's arcs in order)
             room_t, lag_t = room[t + 1].tolist(), lag_less[t + 1].tolist()
+            further_t = [(x, g[t + 1].tolist()) for x, g in further_less]
             ys: list[int] = []
             nc_l: list[float] = []
             nm_l: list[float] = []
@@ -859,6 +924,10 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
                     nc, nm = c + cost_l[e], m + mem_l[e]
                     if nm <= room_t[y]:
                         lg = (nc + lam * nm if lam else nc) + lag_t[y]
+                        for x2, g_t in further_t:
+                            lg2 = (nc + x2 * nm) + g_t[y]
+                            if lg2 > lg:
+                                lg = lg2
                         if lg <= cut:
                             ys.append(y)
                             nc_l.append(nc)
