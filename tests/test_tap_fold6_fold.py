@@ -1,5 +1,6 @@
-"""Folding's colour refinement (issue 16, tap's shared pre-work): both directions hashed in
-one pass give the colours of the two passes it replaced, bit for bit."""
+"""Folding's colour refinement and the skeleton's label ids (issue 16, tap's shared
+pre-work): both directions hashed in one pass give the colours of the two passes it
+replaced, bit for bit; sequence ids (and their one-item fast path) equal their definition."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from distplan.formulations import folding
 from distplan.formulations.folding import LabelledGraph, _Indexed, _indexed, _mix, _wl_colors, first_appearance_ids
+from distplan.formulations.sharding.costgraph import _sequence_ids
 
 
 def reference_wl_keys(g: _Indexed, iterations: int) -> list[np.ndarray]:
@@ -51,3 +53,23 @@ def test_wl_keys_equal_the_two_pass_form(seed: int, n: int, m: int, labels: int,
         _wl_colors(g, iterations)
     want = reference_wl_keys(g, iterations)
     assert len(keys) == len(want) and all(np.array_equal(a, b) for a, b in zip(keys, want))
+
+
+def _reference_sequence_ids(owner: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
+    ids: dict[tuple[int, ...], int] = {}
+    seqs = [tuple(codes[owner == i].tolist()) for i in range(count)]
+    return np.array([ids.setdefault(q, len(ids)) for q in seqs], dtype=np.int64)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(lengths=st.lists(st.integers(0, 3), min_size=1, max_size=12), ones=st.booleans(), seed=st.integers(0, 2**31), spread=st.integers(1, 5))
+def test_sequence_ids_equal_the_definition(lengths: list[int], ones: bool, seed: int, spread: int) -> None:
+    """Sequences of 0-3 items (or all of one item, the fast path), negative codes too: ids
+    equal for equal sequences, numbered in order of first appearance."""
+    rng = np.random.default_rng(seed)
+    if ones:
+        lengths = [1] * len(lengths)
+    owner = np.repeat(np.arange(len(lengths)), lengths)
+    codes = rng.integers(-spread, spread, owner.size)
+    got = _sequence_ids(owner, codes, len(lengths))
+    assert got.dtype == np.int64 and np.array_equal(got, _reference_sequence_ids(owner, codes, len(lengths)))

@@ -103,7 +103,10 @@ def _sequence_ids(owner: np.ndarray, codes: np.ndarray, count: int) -> np.ndarra
     """Ids of the integer sequences ``codes[owner == i]`` (``owner`` sorted, items in
     sequence order) for i < count: equal for equal sequences, numbered in order of first
     appearance. Exact: the items are folded into one integer per sequence, position by
-    position (renumbered densely before it would overflow), with the length."""
+    position (renumbered densely before it would overflow), with the length. When every
+    sequence is one item (an edge of one link), the ids are those of the items."""
+    if codes.size == count and np.array_equal(owner, np.arange(count)):
+        return first_appearance_ids(codes)
     start = _starts(owner, count)
     length = np.diff(start)
     codes = codes - int(codes.min(initial=0))
