@@ -907,7 +907,7 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
         D = max(max(degree), 1)
         # the candidates, counted in Python only for a few labels (at most D each)
         st_l = state.tolist() if state.size <= SMALL_STEP else []
-        if st_l and (state.size * D <= SMALL_STEP or sum(degree[x] for x in st_l) <= SMALL_STEP):
+        if st_l and (state.size * D <= SMALL_STEP or sum(map(degree.__getitem__, st_l)) <= SMALL_STEP):
             # in Python lists: the same sums, tests and order as the numpy step below
             # (candidates label by label, each with its state's arcs in order)
             room_t, lag_t = room[t + 1].tolist(), lag_less[t + 1].tolist()

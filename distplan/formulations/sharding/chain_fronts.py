@@ -176,15 +176,18 @@ def pareto_rows(key: np.ndarray, cost: np.ndarray, mem: np.ndarray) -> np.ndarra
         raise ValueError("pareto_rows: a NaN cost or memory (seconds, bytes) has no Pareto order")
     if n <= SMALL_PARETO:
         return _pareto_rows_small(key, cost, mem)
-    if int(key.max()) - int(key.min()) < FEW_KEYS:
+    low = int(key.min())
+    if int(key.max()) - low < FEW_KEYS:
         order = np.lexsort((mem, key))
-        k, c = key[order], cost[order]
-        bounds = np.flatnonzero(k[1:] != k[:-1]).tolist()
+        c = cost[order]
         keep = np.empty(n, dtype=bool)
-        for lo, hi in zip([0] + [b + 1 for b in bounds], [b + 1 for b in bounds] + [n]):
-            part = c[lo:hi]
-            keep[lo] = True
-            np.less(part[1:], np.minimum.accumulate(part[:-1]), out=keep[lo + 1 : hi])
+        hi = 0
+        for size in np.bincount(key - low).tolist():  # (the groups' sizes, key by key)
+            if size:
+                lo, hi = hi, hi + size
+                part = c[lo:hi]
+                keep[lo] = True
+                np.less(part[1:], np.minimum.accumulate(part[:-1]), out=keep[lo + 1 : hi])
         rows = order[keep]
         if rows.size > 1:
             kk, mm = key[rows], mem[rows]
