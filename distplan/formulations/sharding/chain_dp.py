@@ -897,6 +897,9 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
     kept, arc_dropped = _kept_arcs(walk, lam, lag_less, cut)
     dropped = min(dropped, arc_dropped)
     cur_l, cost_l, mem_l = a["cur"].tolist(), a["cost"].tolist(), walk.arc_mem.tolist()
+    # the padded arcs of the last numpy step, with the arcs they were made from (the
+    # steps of a walk often keep the same arcs: they are made again only when they differ)
+    padded_of: list[list[int]] | None = None
     for t in range(walk.steps):
         if deadline is not None and time.perf_counter() > deadline:
             raise DeadlineReached("tap: the walk's dynamic program ran out of time")
@@ -951,9 +954,11 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
         padded = state.size * D  # the arrays made below; padding can make them up to W times the candidates
         if padded > max_rows and (padded > 4 * max_rows or int(np.array(degree)[state].sum()) > max_rows):
             raise TooLarge(f"more than {max_rows:g} labels")
-        slot = np.array([o + [-1] * (D - len(o)) for o in outs], dtype=np.int64)
-        none = slot < 0
-        acur, acost, amem = np.where(none, 0, a["cur"][slot]), np.where(none, np.inf, a["cost"][slot]), np.where(none, np.inf, walk.arc_mem[slot])
+        if outs != padded_of:
+            padded_of = outs
+            slot = np.array([o + [-1] * (D - len(o)) for o in outs], dtype=np.int64)
+            none = slot < 0
+            acur, acost, amem = np.where(none, 0, a["cur"][slot]), np.where(none, np.inf, a["cost"][slot]), np.where(none, np.inf, walk.arc_mem[slot])
         nstate = acur[state].ravel()
         ncost = (cost[:, None] + acost[state]).ravel()
         nmem = (mem[:, None] + amem[state]).ravel()
