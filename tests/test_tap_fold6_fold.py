@@ -10,8 +10,36 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distplan.formulations import folding
-from distplan.formulations.folding import LabelledGraph, _Indexed, _indexed, _mix, _wl_colors, first_appearance_ids
+from distplan.formulations.folding import (
+    Family,
+    FoldingError,
+    LabelledGraph,
+    _Indexed,
+    _indexed,
+    _mix,
+    _wl_colors,
+    check_family,
+    first_appearance_ids,
+)
 from distplan.formulations.sharding.costgraph import _sequence_ids
+
+
+def reference_mix(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's finalizer as `folding._mix` was first written."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+@settings(max_examples=50, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**31), size=st.integers(0, 40))
+def test_mix_equals_the_finalizer_and_leaves_its_input(seed: int, size: int) -> None:
+    x = np.random.default_rng(seed).integers(0, 2**64 - 1, size, dtype=np.uint64, endpoint=True)
+    before = x.copy()
+    with np.errstate(over="ignore"):
+        got = _mix(x)
+    assert np.array_equal(got, reference_mix(before)) and np.array_equal(x, before)
 
 
 def reference_wl_keys(g: _Indexed, iterations: int) -> list[np.ndarray]:
@@ -27,9 +55,9 @@ def reference_wl_keys(g: _Indexed, iterations: int) -> list[np.ndarray]:
             c = color.astype(np.uint64)
             out_sum = np.zeros(n, dtype=np.uint64)
             in_sum = np.zeros(n, dtype=np.uint64)
-            np.add.at(out_sum, src, _mix(lab * np.uint64(0x9E3779B97F4A7C15) + c[dst] + np.uint64(1)))
-            np.add.at(in_sum, dst, _mix(lab * np.uint64(0xC2B2AE3D27D4EB4F) + c[src] + np.uint64(2)))
-            key = _mix(_mix(c + np.uint64(3)) + _mix(out_sum) * np.uint64(3) + _mix(in_sum ^ np.uint64(0x165667B19E3779F9)))
+            np.add.at(out_sum, src, reference_mix(lab * np.uint64(0x9E3779B97F4A7C15) + c[dst] + np.uint64(1)))
+            np.add.at(in_sum, dst, reference_mix(lab * np.uint64(0xC2B2AE3D27D4EB4F) + c[src] + np.uint64(2)))
+            key = reference_mix(reference_mix(c + np.uint64(3)) + reference_mix(out_sum) * np.uint64(3) + reference_mix(in_sum ^ np.uint64(0x165667B19E3779F9)))
             keys.append(key)
             color = first_appearance_ids(key)
     return keys
@@ -73,3 +101,10 @@ def test_sequence_ids_equal_the_definition(lengths: list[int], ones: bool, seed:
     codes = rng.integers(-spread, spread, owner.size)
     got = _sequence_ids(owner, codes, len(lengths))
     assert got.dtype == np.int64 and np.array_equal(got, _reference_sequence_ids(owner, codes, len(lengths)))
+
+
+def test_check_family_rejects_overlapping_copies() -> None:
+    """A node in two copies is named, before labels and edges are compared."""
+    G = LabelledGraph([0, 0, 0, 0], [(0, 1), (1, 2), (2, 3)], [0, 0, 0])
+    with pytest.raises(FoldingError, match="copy 1 overlaps another copy"):
+        check_family(G, Family([[0, 1], [1, 2]]))

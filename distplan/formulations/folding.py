@@ -247,11 +247,20 @@ def wl_colors(G: nx.DiGraph | LabelledGraph, node_label: str = "label", edge_lab
     return dict(zip(g.nodes(), _wl_colors(g, iterations).tolist()))
 
 
+#: SplitMix64's finalizer constants (shifts and multipliers) as uint64 scalars
+_SHIFTS = (np.uint64(30), np.uint64(27), np.uint64(31))
+_MULTIPLIERS = (np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB))
+
+
 def _mix(x: np.ndarray) -> np.ndarray:
-    """SplitMix64's finalizer on uint64 arrays (wrapping arithmetic): a well-spread hash."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+    """SplitMix64's finalizer on uint64 arrays (wrapping arithmetic): a well-spread hash.
+    A new array (``x`` is not changed), updated in place."""
+    x = x ^ (x >> _SHIFTS[0])
+    x *= _MULTIPLIERS[0]
+    x ^= x >> _SHIFTS[1]
+    x *= _MULTIPLIERS[1]
+    x ^= x >> _SHIFTS[2]
+    return x
 
 
 def _wl_colors(g: _Indexed, iterations: int) -> np.ndarray:
@@ -293,9 +302,10 @@ def _check(region: np.ndarray, g: _Indexed) -> None:
     k, size = region.shape
     if not size:
         return
+    cells = np.arange(region.size)
     place = np.full(g.num_nodes, -1, dtype=np.int64)
-    place[region] = np.arange(region.size).reshape(k, size)
-    if (place[region].ravel() != np.arange(region.size)).any():
+    place[region.ravel()] = cells
+    if (place[region.ravel()] != cells).any():
         _, first = np.unique(region, return_index=True)
         repeated = np.ones(region.size, dtype=bool)
         repeated[first] = False
@@ -303,8 +313,9 @@ def _check(region: np.ndarray, g: _Indexed) -> None:
     bad_label = (g.label[region] != g.label[region[0]]).any(axis=1)
     copy_of = np.where(place >= 0, place // size, -1)
     position = place % size
-    inner = (copy_of[g.src] >= 0) & (copy_of[g.src] == copy_of[g.dst])
-    copy = copy_of[g.src[inner]]
+    tail_copy = copy_of[g.src]
+    inner = np.flatnonzero((tail_copy >= 0) & (tail_copy == copy_of[g.dst]))
+    copy = tail_copy[inner]
     code = (position[g.src[inner]] * size + position[g.dst[inner]]) * (int(g.edge_label.max(initial=0)) + 1) + g.edge_label[inner]
     count = np.bincount(copy, minlength=k)
     bad_edges = count != count[0]
