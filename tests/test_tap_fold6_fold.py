@@ -14,6 +14,7 @@ from distplan.formulations.folding import (
     Family,
     FoldingError,
     LabelledGraph,
+    _Growth,
     _Indexed,
     _indexed,
     _mix,
@@ -108,3 +109,18 @@ def test_check_family_rejects_overlapping_copies() -> None:
     G = LabelledGraph([0, 0, 0, 0], [(0, 1), (1, 2), (2, 3)], [0, 0, 0])
     with pytest.raises(FoldingError, match="copy 1 overlaps another copy"):
         check_family(G, Family([[0, 1], [1, 2]]))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**31), n=st.integers(1, 30), m=st.integers(0, 70), iterations=st.integers(0, 2))
+def test_growth_keys_number_kinds_and_colours_as_two_uniques(seed: int, n: int, m: int, iterations: int) -> None:
+    """The growth's neighbour keys: dense ids of (edge and node label kind, neighbour
+    colour) in lexicographic order, as the two np.unique calls they replaced numbered them."""
+    rng = np.random.default_rng(seed)
+    g = _indexed(LabelledGraph(rng.integers(0, 4, n), rng.integers(0, n, (m, 2)), rng.integers(0, 3, m)), "label", "label")
+    color = _wl_colors(g, iterations)
+    gr = _Growth.of(g, color)
+    kind = np.concatenate([g.edge_label, g.edge_label])[np.argsort(np.concatenate([g.src, g.dst]), kind="stable")] * (int(g.label.max(initial=0)) + 1) + g.label[gr.node]
+    kind = np.unique(kind, return_inverse=True)[1].reshape(-1)
+    want = np.unique(kind * (int(color.max(initial=0)) + 1) + color[gr.node], return_inverse=True)[1].reshape(-1)
+    assert gr.key.dtype == np.int64 and np.array_equal(gr.key, want) and gr.num_keys == int(want.max(initial=-1)) + 1

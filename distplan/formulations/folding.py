@@ -358,8 +358,15 @@ class _Growth:
         node = np.concatenate([g.dst, g.src])[order]
         direction = (order >= m).astype(np.int64)
         kind = np.concatenate([g.edge_label, g.edge_label])[order] * (int(g.label.max(initial=0)) + 1) + g.label[node]
-        kind = np.unique(kind, return_inverse=True)[1].reshape(-1)
-        key = np.unique(kind * (int(color.max(initial=0)) + 1) + color[node], return_inverse=True)[1].reshape(-1)
+        # dense ids of (kind, neighbour colour) in lexicographic order
+        neighbour_color = color[node]
+        by_key = np.lexsort((neighbour_color, kind))
+        new_key = np.empty(by_key.size, dtype=bool)
+        new_key[:1] = True
+        np.not_equal(kind[by_key[1:]], kind[by_key[:-1]], out=new_key[1:])
+        new_key[1:] |= neighbour_color[by_key[1:]] != neighbour_color[by_key[:-1]]
+        key = np.empty(by_key.size, dtype=np.int64)
+        key[by_key] = np.cumsum(new_key) - 1
         start = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(np.bincount(tail, minlength=n), out=start[1:])
         middle = start[:-1] + np.bincount(g.src, minlength=n)
