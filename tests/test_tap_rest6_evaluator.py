@@ -86,3 +86,40 @@ def test_each_rule_is_decided_once_per_key(monkeypatch) -> None:  # type: ignore
     checked = [inst.index[op] for op in followers if op not in (ops[3], ops[5])]  # (the others fail their own check)
     follower_keys = {(sig[k], names[ops[k]], sig[p], names.get(ops[p])) for k in checked for p in inst.producers[k][:1]}
     assert len(layouts) == len(follower_keys)
+
+
+def test_names_of_other_types_get_their_own_messages() -> None:
+    """Plan values that are not strings but equal each other (1 and True) are each reported
+    as given: the rules' memos are keyed by value, so they are parsed apart (review rev6a:
+    both were reported as 1)."""
+    inst = INSTANCES[0]
+    names = dict(_random_plan(inst, random.Random(3), "none").strategies)
+    sig = inst.signature_ids
+    a, b = next((p, q) for p in range(len(inst.ops)) for q in range(p + 1, len(inst.ops)) if sig[p] == sig[q])
+    names[inst.ops[a].name], names[inst.ops[b].name] = 1, True
+    plan = ShardingPlan(names)
+    check = evaluate(inst, plan)
+    assert (check.feasible, check.objective, check.violations, check.details) == plain_evaluate(inst, plan)
+    assert any(v.endswith("got True") for v in check.violations) and any(v.endswith("got 1") for v in check.violations)
+
+
+def test_a_last_op_without_inputs_is_summed() -> None:
+    """An op without inputs at the end of the graph (no resharding of its own): the per-op
+    resharding sums still have a row for it and the evaluator equals the op-by-op form on
+    every plan (review rev6a: `bincount` without its length failed only there, and no
+    instance had that shape)."""
+    import itertools
+
+    from test_tap_rest5_evaluator import _two_input_instance
+
+    from distplan.models.common import instance_from_dict
+
+    data = _two_input_instance().to_dict()
+    data["graph"]["ops"].append({"name": "v", "type": "input", "out": ["b", "s", "h"]})
+    inst = instance_from_dict(data)
+    ctx = inst.cost_context
+    options = [[strategy_name(s) for s in enumerate_strategies(inst.semantics(k), ctx)] for k in range(len(inst.ops))]
+    for names in itertools.islice(itertools.product(*options), 0, None, 7):
+        plan = ShardingPlan(dict(zip([op.name for op in inst.ops], names)))
+        check = evaluate(inst, plan)
+        assert (check.feasible, check.objective, check.violations, check.details) == plain_evaluate(inst, plan), names

@@ -178,6 +178,13 @@ class ShardingInstance(JsonDocument):
                 self._edge_src.append(self.index[src])
                 self._edge_dst.append(k)
                 self._edge_slot.append(j)
+        #: every input's kind (numbered in order of first appearance) and the kinds: (producer
+        #: signature id, consumer signature id, slot), on which its resharding depends besides
+        #: the two strategies (derived from the graph alone, as the signatures are)
+        kinds: dict[tuple[int, int, int], int] = {}
+        sig = self._signature_ids
+        edge_kind = [kinds.setdefault(kind, len(kinds)) for kind in zip(map(sig.__getitem__, self._edge_src), map(sig.__getitem__, self._edge_dst), self._edge_slot)]
+        self._edge_kinds: tuple[list[int], list[tuple[int, int, int]]] = (edge_kind, list(kinds))
         #: the ops that follow their input 0, and that input's op
         self._followers = [k for k, ins in enumerate(self._inputs) if ins and self._semantics[k].follows]
         self._followed = [self._inputs[k][0] for k in self._followers]
@@ -188,16 +195,6 @@ class ShardingInstance(JsonDocument):
                 raise InputError(f"graph.tensor_parallel_dims[{k}]", f"unknown dim {d!r}", "name dims of graph.dims")
 
     # -- derived data ---------------------------------------------------------------------
-    @cached_property
-    def _edge_kinds(self) -> tuple[list[int], list[tuple[int, int, int]]]:
-        """Every input's kind (numbered in order of first appearance) and the kinds: (producer
-        signature id, consumer signature id, slot), on which its resharding depends besides
-        the two strategies. Derived from the graph alone (as the signatures are)."""
-        kinds: dict[tuple[int, int, int], int] = {}
-        sig = self._signature_ids
-        of_edge = [kinds.setdefault(kind, len(kinds)) for kind in zip(map(sig.__getitem__, self._edge_src), map(sig.__getitem__, self._edge_dst), self._edge_slot)]
-        return of_edge, list(kinds)
-
     def semantics(self, k: int) -> OpSemantics:
         """Cost-model view of op ``k`` (shared by ops with equal signatures)."""
         return self._semantics[k]
@@ -485,7 +482,9 @@ class _StrategyRules:
         g, name = key
         if name is None:
             return " has no strategy"
-        strategy = self.parsed[name]
+        # (a name that is not a string is never valid, and equal values of other types, 1 and
+        # True, would share one memo entry and so one message: it is parsed apart)
+        strategy = self.parsed[name] if isinstance(name, str) else self._parse(name)
         if isinstance(strategy, ValueError):
             return f": strategy {strategy}"
         problem = strategy_problem(self.sem_of[g], strategy, self.ctx)
@@ -593,7 +592,7 @@ def _violations(inst: ShardingInstance, plan: ShardingPlan, rules: _StrategyRule
     violations: list[str] = []
     for k, op in enumerate(ops):
         name = get(op.name)
-        fault = rules.fault[sig[k], name]
+        fault = rules.fault[sig[k], name] if name is None or isinstance(name, str) else rules._fault((sig[k], name))
         if fault is not None:
             violations.append(f"op {op.name!r}{fault}")
         elif k in follows:

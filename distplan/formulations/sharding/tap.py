@@ -106,6 +106,8 @@ def plan_of_choice(sk: Skeleton, tables: CostTables, choice: np.ndarray) -> Shar
     """Strategy names of every op for a strategy index per skeleton node (ops in node order,
     then member order). Nodes of one label share their strategies, so the names are made
     once per (label, strategy index)."""
+    if choice.size and int(choice.min()) < 0:
+        raise ValueError(f"plan_of_choice: skeleton node {int(np.argmin(choice))} has no strategy (index {int(choice.min())})")
     names = list(sk.instance.index)
     width = int(choice.max()) + 1 if choice.size else 1
     codes = (sk.node_label_id * width + choice).tolist()  # one int per (label, strategy index)
