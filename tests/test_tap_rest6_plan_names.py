@@ -2,7 +2,7 @@
 as naming node by node (each node's member ops with its label's strategy of that index), on
 random choices over every strategy index of every node; a node without a strategy (-1) is
 refused by name rather than read as another code (review rev6a: -1 collided with the
-previous label's last index)."""
+previous label's last index). The fold's parameters are checked by name."""
 
 from __future__ import annotations
 
@@ -53,3 +53,14 @@ def test_a_node_without_a_strategy_is_refused() -> None:
     choice[min(3, sk.num_nodes - 1)] = -1
     with pytest.raises(ValueError, match="has no strategy"):
         plan_of_choice(sk, tables, choice)
+
+
+@pytest.mark.parametrize("params", [{"min_copies": 1}, {"min_copies": 0}, {"min_copies": 2.5}, {"min_copies": True}, {"wl_iterations": -1}, {"min_copies": 1, "exact": False}])
+def test_fold_parameters_are_checked_by_name(params: dict) -> None:
+    """A fold parameter out of range is an input error naming it (min_copies below 2 made
+    the chain finder fail with an IndexError; review fold6)."""
+    import distplan
+    from distplan.errors import InputError
+
+    with pytest.raises(InputError, match=f"params.{next(iter(params))}"):
+        distplan.solve(INSTANCES[0], "tap", **params)

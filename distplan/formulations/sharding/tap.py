@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from distplan.errors import InputError
 from distplan.formulations.folding import FoldMap, find_repeated_subgraphs
 from distplan.formulations.registry import Bound, Folding, Formulation, Outcome, RunContext
 from distplan.formulations.sharding.alpa_ilp import (
@@ -77,14 +78,22 @@ DEFAULTS: dict[str, Any] = {"exact": True, "certify": True, "lp_first": True, "d
 BOUND_MARGIN = 1e-10
 
 
+def _whole_param(params: dict[str, Any], name: str, least: int, meaning: str) -> int:
+    """The integer parameter ``name`` (default `DEFAULTS`), at least ``least``; InputError
+    otherwise (a bool, a fraction or a smaller number)."""
+    value = params.get(name, DEFAULTS[name])
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
+        raise InputError(f"params.{name}", f"expected a whole number >= {least} ({meaning}), got {value!r}", f"give e.g. {name}={DEFAULTS[name]}")
+    return int(value)
+
+
 def fold_instance(inst: ShardingInstance, params: dict[str, Any]) -> tuple[Skeleton, FoldMap]:
-    """The skeleton of an instance and its repeated regions."""
+    """The skeleton of an instance and its repeated regions (``min_copies``: copies a
+    region needs to be folded, >= 2; ``wl_iterations``: rounds of colour refinement)."""
+    min_copies = _whole_param(params, "min_copies", 2, "copies a repeated region needs")
+    iterations = _whole_param(params, "wl_iterations", 0, "rounds of colour refinement")
     sk = build_skeleton(inst)
-    fold = find_repeated_subgraphs(
-        sk.labelled_graph(),
-        min_copies=int(params.get("min_copies", DEFAULTS["min_copies"])),
-        iterations=int(params.get("wl_iterations", DEFAULTS["wl_iterations"])),
-    )
+    fold = find_repeated_subgraphs(sk.labelled_graph(), min_copies=min_copies, iterations=iterations)
     return sk, fold
 
 
