@@ -185,10 +185,17 @@ def first_appearance_ids(keys: np.ndarray) -> np.ndarray:
         top = np.maximum.accumulate(keys)
         if not (np.diff(top) > 1).any() and keys.min() >= 0:
             return keys.astype(np.int64, copy=False)
+    return first_appearance(keys)[0]
+
+
+def first_appearance(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Dense ids of equal keys, numbered in order of first appearance, and the index of
+    each id's first key (one np.unique)."""
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
     rank = np.empty(first.size, dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(first.size)
-    return rank[inverse.reshape(-1)]
+    rank[by_first] = np.arange(first.size)
+    return rank[inverse.reshape(-1)], first[by_first]
 
 
 def _label_ids(labels: Sequence[Hashable] | np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from distplan.formulations.folding import FoldMap, LabelledGraph, first_appearance_ids
+from distplan.formulations.folding import FoldMap, LabelledGraph, first_appearance, first_appearance_ids
 from distplan.models.sharding import ShardingInstance, ShardingPlan
 from distplan.models.sharding_costs import (
     Spec,
@@ -160,13 +160,9 @@ def build_skeleton(inst: ShardingInstance) -> Skeleton:
     inner = inner[np.lexsort((code[inner], v[inner]))]
     cross = np.flatnonzero(u != v)
     # edges numbered in order of first appearance of their (u, v) among the inputs
-    _, first_input_of, edge_inverse = np.unique(u[cross] * max(n_nodes, 1) + v[cross], return_index=True, return_inverse=True)
-    by_first = np.argsort(first_input_of)
-    edge_rank = np.empty(by_first.size, dtype=np.int64)
-    edge_rank[by_first] = np.arange(by_first.size)
-    edge_of = edge_rank[edge_inverse.reshape(-1)]
-    n_edges = by_first.size
-    first = cross[first_input_of[by_first]]  # the input that makes each edge
+    edge_of, first_input = first_appearance(u[cross] * max(n_nodes, 1) + v[cross])
+    n_edges = first_input.size
+    first = cross[first_input]  # the input that makes each edge
     by_edge = np.lexsort((code[cross], edge_of))
     edge_items, edge_owner = cross[by_edge], edge_of[by_edge]
     # labels: the member signatures then the inner links (as negative codes); the edge links
