@@ -10,12 +10,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distplan.formulations.sharding.chain_dp import _kept_arcs, _label_dp, solve_walk_dp
-from tests.test_tap_binding_incumbent import _plans, _small_walk, _valid
-from tests.test_tap_dp import _one_chain
+from tests.test_tap_binding_incumbent import _budget_case, _plans, _small_walk, _valid
+from tests.test_tap_dp import RANDOM_WALK_CASES, _one_chain
 from tests.test_tap_exact import tight
 
 chain_dp = importlib.import_module("distplan.formulations.sharding.chain_dp")
@@ -47,11 +47,7 @@ def _same(x: Any, y: Any) -> None:
 
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(
-    seed=st.integers(0, 2**31),
-    W=st.integers(1, 3),
-    stages=st.integers(1, 2),
-    copies=st.integers(1, 3),
-    lam=st.sampled_from([0.0, 0.25, 3.0]),
+    **RANDOM_WALK_CASES,
     where=st.floats(0.0, 1.0),
     over=st.sampled_from([0.0, 0.01, 0.3, np.inf]),
     lam_c=st.sampled_from([None, 0.25, 50.0]),
@@ -62,12 +58,7 @@ def test_filtered_and_python_passes_equal_the_plain_pass_and_brute_force(seed: i
     and returns the same plan, memory and bound, bit for bit, as the pass over every arc;
     the plan is a cheapest one within budget; the least dropped bound it reports is no
     larger than the plain pass's (up to rounding) and above the optimum."""
-    walk = _small_walk(seed, W, stages, copies)
-    plans = _plans(walk)
-    assume(plans)
-    mems = sorted({m for _, m, *_ in plans})
-    budget = mems[min(int(where * len(mems)), len(mems) - 1)]
-    opt = min(c for c, m, *_ in plans if m <= budget)
+    walk, plans, budget, opt = _budget_case(seed, W, stages, copies, where)
     upper = opt * (1 + over)
     (old, d_old), (num, d_num), (py, d_py) = _passes(walk, budget, lam, upper, None, lam_c)
     _same(old, num)

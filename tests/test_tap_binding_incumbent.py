@@ -15,7 +15,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from distplan.formulations.sharding.chain_dp import _label_dp, solve_walk_dp
-from tests.test_tap_dp import _one_chain, _random_walk
+from tests.test_tap_dp import RANDOM_WALK_CASES, _one_chain, _random_walk
 from tests.test_tap_exact import tight
 
 
@@ -52,6 +52,17 @@ def _small_walk(seed: int, W: int, stages: int, copies: int) -> Any:
     sizes = [idx.size for idx in walk.stage_arcs]  # type: ignore[attr-defined]
     assume(float(np.prod(sizes, dtype=float)) ** copies <= 4000)
     return walk
+
+
+def _budget_case(seed: int, W: int, stages: int, copies: int, where: float) -> tuple[Any, list[Any], float, float]:
+    """A small random walk, all its plans (brute force), a budget at the fraction ``where``
+    of its plans' memories, and the least cost within it (hypothesis assumes some plan)."""
+    walk = _small_walk(seed, W, stages, copies)
+    plans = _plans(walk)
+    assume(plans)
+    mems = sorted({m for _, m, *_ in plans})
+    budget = mems[min(int(where * len(mems)), len(mems) - 1)]
+    return walk, plans, budget, min(c for c, m, *_ in plans if m <= budget)
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
@@ -105,11 +116,7 @@ def test_sweeps_give_the_least_weight_and_the_paths_that_reach_it(seed: int, W: 
 
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(
-    seed=st.integers(0, 2**31),
-    W=st.integers(1, 3),
-    stages=st.integers(1, 2),
-    copies=st.integers(1, 3),
-    lam=st.sampled_from([0.0, 0.25, 3.0]),
+    **RANDOM_WALK_CASES,
     lam_c=st.sampled_from([0.0, 0.25, 3.0, 50.0]),
     where=st.floats(0.0, 1.0),
     start=st.sampled_from(["none", "worst", "spliced"]),

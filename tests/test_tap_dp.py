@@ -220,6 +220,17 @@ def test_lagrangian_pruned_fronts_keep_the_optimum(mesh: int | tuple[int, int], 
     assert pruned.bound <= plain.cost * (1 + 1e-12) and pruned.memory <= graph.memory_budget
 
 
+#: hypothesis strategies of a random walk case (`_random_walk`'s size, its multiplier), shared
+#: by the label-pass tests
+RANDOM_WALK_CASES = {
+    "seed": st.integers(0, 2**31),
+    "W": st.integers(1, 3),
+    "stages": st.integers(1, 2),
+    "copies": st.integers(1, 3),
+    "lam": st.sampled_from([0.0, 0.25, 3.0]),
+}
+
+
 def _random_walk(rng: np.random.Generator, W: int, stages: int, copies: int) -> object:
     """A `_Walk` over random arcs (some state pairs without arcs, several arcs per pair) and
     random start and end fronts; the chain is a stand-in with the arcs and the state count."""

@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distplan.formulations.sharding.chain_dp import _further_bounds, _label_dp, solve_walk_dp
-from tests.test_tap_binding_incumbent import _plans, _small_walk, _valid
-from tests.test_tap_dp import _one_chain, _random_walk
+from tests.test_tap_binding_incumbent import _budget_case, _valid
+from tests.test_tap_dp import RANDOM_WALK_CASES, _one_chain, _random_walk
 from tests.test_tap_exact import tight
 
 chain_dp = importlib.import_module("distplan.formulations.sharding.chain_dp")
@@ -51,11 +51,7 @@ def _pass(walk: Any, budget: float, lam: float, upper: float, multipliers: tuple
 
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(
-    seed=st.integers(0, 2**31),
-    W=st.integers(1, 3),
-    stages=st.integers(1, 2),
-    copies=st.integers(1, 3),
-    lam=st.sampled_from([0.0, 0.25, 3.0]),
+    **RANDOM_WALK_CASES,
     where=st.floats(0.0, 1.0),
     over=st.sampled_from([0.0, 0.01, 0.3, np.inf]),
 )
@@ -64,12 +60,7 @@ def test_further_bounds_keep_the_optimum_with_fewer_labels(seed: int, W: int, st
     with further multipliers returns a cheapest plan within budget (the pass without them
     does too), keeps at most as many labels, reports a least dropped bound above the
     optimum, and its numpy and Python steps agree bit for bit."""
-    walk = _small_walk(seed, W, stages, copies)
-    plans = _plans(walk)
-    assume(plans)
-    mems = sorted({m for _, m, *_ in plans})
-    budget = mems[min(int(where * len(mems)), len(mems) - 1)]
-    opt = min(c for c, m, *_ in plans if m <= budget)
+    walk, plans, budget, opt = _budget_case(seed, W, stages, copies, where)
     upper = opt * (1 + over) * (1 + 1e-9)
     plain, _ = _pass(walk, budget, lam, upper, (), 0)
     num, d_num = _pass(walk, budget, lam, upper, (0.5, 1.25), 0)
