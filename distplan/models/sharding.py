@@ -60,6 +60,10 @@ GB = 1e9
 #: where the memory row is taken: with all activations kept for the backward pass, the
 #: per-device peak of a training step is at the end of the forward pass
 TIGHTEST_POINT = "the end of the forward pass (parameters, optimizer state and all activations live)"
+#: relative tolerance of the memory check: a plan is within budget when its memory per
+#: device is at most ``budget x (1 + MEMORY_TOLERANCE)`` (the rounding of sums of ~10^3
+#: byte counts, far above it; no real shortfall is this small)
+MEMORY_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -562,7 +566,7 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     violations: list[str] = []
     if objective == float("inf"):
         violations.append("a resharding needs an all-to-all, which this mesh does not allow (mesh.all_to_all false)")
-    if memory > budget * (1 + 1e-9):
+    if memory > budget * (1 + MEMORY_TOLERANCE):
         violations.append(
             f"memory: every device needs {memory / GB:.3f} GB at {TIGHTEST_POINT}, "
             f"the budget is {budget / GB:.3f} GB ({(memory - budget) / GB:.3f} GB missing)"

@@ -33,7 +33,7 @@ from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import Bound, Formulation, Outcome, RunContext
 from distplan.formulations.sharding.costgraph import CostGraph, build_cost_graph
 from distplan.modeling.model import Model, linear_sum
-from distplan.models.sharding import GB, TIGHTEST_POINT, ShardingInstance, ShardingPlan
+from distplan.models.sharding import GB, MEMORY_TOLERANCE, TIGHTEST_POINT, ShardingInstance, ShardingPlan
 from distplan.solvers.result import SolverResult, Termination
 
 #: objective coefficients are microseconds
@@ -120,11 +120,15 @@ class AlpaIndex:
     e_upper: np.ndarray
     #: seconds every plan pays (fixed nodes, edges between them)
     constant: float
+    #: bytes the memory row holds below the budget (`solve_graph`: a plan that the solver's
+    #: feasibility tolerance let over the budget is solved again this much lower)
+    memory_margin: float
 
 
 def prepare_alpa(instance: Any, params: Mapping[str, Any]) -> AlpaIndex:
     """The cost graph's arrays (``instance``: a cost graph, an instance or a folded one);
-    ``relax`` for the LP relaxation. Raises InfeasibleError when an op has no allowed
+    ``relax`` for the LP relaxation, ``memory_margin`` (bytes, default 0) to hold the
+    memory row that far below the budget. Raises InfeasibleError when an op has no allowed
     strategy."""
     g = instance if isinstance(instance, CostGraph) else graph_of(instance)
     sizes = g.strategy_counts()
@@ -188,6 +192,7 @@ def prepare_alpa(instance: Any, params: Mapping[str, Any]) -> AlpaIndex:
         e_cost=np.where(e_inf, 0.0, e_cost),
         e_upper=np.where(e_inf, 0.0, 1.0),
         constant=constant,
+        memory_margin=float(params.get("memory_margin", 0.0)),
     )
 
 
@@ -262,7 +267,7 @@ def memory_block(model: Model, instance: Any, index: AlpaIndex) -> None:
     node_min = np.array([float(np.min(m)) for m in g.node_memory])
     flat_free = index.free[index.flat_node]
     coeff = (index.flat_memory[flat_free] - node_min[index.s_node]) * MEMORY_SCALE
-    rhs = (budget - float(node_min.sum())) * MEMORY_SCALE
+    rhs = (budget - index.memory_margin - float(node_min.sum())) * MEMORY_SCALE
     cols = s.index.reshape(-1)
     row = linear_sum(cols, coeff, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars)
     model.add_constraints("memory", row <= rhs)
@@ -310,10 +315,38 @@ def is_integral(result: SolverResult, tol: float = 1e-6) -> bool:
     return values is None or bool(np.all(np.minimum(np.abs(values), np.abs(1 - values)) <= tol))
 
 
+def plan_memory_bytes(graph: CostGraph, choice: np.ndarray) -> float:
+    """Bytes per device of a strategy index per node of a cost graph (its nodes' memories
+    summed in node order; folded nodes hold their copies' memory)."""
+    return float(sum(m[c] for m, c in zip(graph.node_memory, np.asarray(choice).tolist())))
+
+
+def memory_excess(graph: CostGraph, choice: np.ndarray) -> float:
+    """Bytes by which a plan's memory per device exceeds its budget when the evaluator would
+    reject it (over ``budget x (1 + MEMORY_TOLERANCE)``, `distplan.models.sharding`); 0
+    when it fits."""
+    excess = plan_memory_bytes(graph, choice) - graph.memory_budget
+    return excess if excess > graph.memory_budget * MEMORY_TOLERANCE else 0.0
+
+
+#: times `solve_graph` solves again with a larger memory margin before it returns the plan
+#: over budget (the margin at least doubles each time: 8 rounds reach 256 x the first
+#: excess, far beyond any solver's feasibility tolerance)
+MARGIN_ROUNDS = 8
+
+
 def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seconds: float, name: str) -> tuple[SolverResult | None, np.ndarray | None, dict[str, Any]]:
     """Solve the ILP of a cost graph (optionally its LP relaxation first). Returns the
     deciding solver result, the strategy index per node (None without a solution) and
-    information (LP relaxation objective and integrality, bounds in seconds)."""
+    information (LP relaxation objective and integrality, bounds in seconds).
+
+    A solver satisfies the memory row only within its feasibility tolerance (HiGHS: 1e-6
+    on the row in GiB, ~1 kB), so its plan can exceed the budget by a few hundred bytes,
+    which the evaluator rejects. Such a plan is solved again with the row held below the
+    budget by a margin (twice the excess, doubled while it recurs, never below the least
+    memory of any plan), and the bound stays the first solve's: the tightened program is a
+    restriction, its dual bound no bound on the problem. The plan is then not claimed
+    optimal; the result's status follows from its gap to that bound."""
     if ctx.options.mip_gap is None:
         ctx.options = ctx.options.with_(mip_gap=DEFAULT_MIP_GAP)
     info: dict[str, Any] = {}
@@ -328,23 +361,36 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
             if res.bound is not None:  # the LP's proven bound, not its primal value; rounded down
                 info["bound_seconds"] = math.nextafter(res.bound / OBJECTIVE_SCALE, -math.inf)
             if integral:
-                info["objective_seconds"] = res.objective / OBJECTIVE_SCALE
-                info["optimal"] = True
-                return res, decode_choice(res, lp_index), info
-    t0 = time.perf_counter()
-    model, index = build_sharding_model(graph, name=name)
-    if model.num_vars == 0:  # every op has a single strategy: nothing to decide
-        value = float(index.constant)
-        info.update(objective_seconds=value, bound_seconds=value, optimal=True)
-        return None, np.zeros(graph.num_nodes, dtype=np.int64), info
-    res = ctx.solve_model(model, build_seconds=time.perf_counter() - t0 + build_seconds)
-    if res.bound is not None:
-        info["bound_seconds"] = max(math.nextafter(res.bound / OBJECTIVE_SCALE, -math.inf), info.get("bound_seconds", -np.inf))
-    if not res.has_solution:
-        return res, None, info
+                choice = decode_choice(res, lp_index)
+                if not memory_excess(graph, choice):  # (else the ILP below, with its margin)
+                    info["objective_seconds"] = res.objective / OBJECTIVE_SCALE
+                    info["optimal"] = True
+                    return res, choice, info
+    margin = 0.0
+    room = graph.memory_budget - memory_shortfall(graph)[0]  # the largest margin any plan fits
+    for round_ in range(MARGIN_ROUNDS + 1):
+        t0 = time.perf_counter()
+        model, index = ALPA_ILP_SPEC.build(graph, {"memory_margin": margin}, name=name)
+        if model.num_vars == 0:  # every op has a single strategy: nothing to decide
+            value = float(index.constant)
+            info.update(objective_seconds=value, bound_seconds=value, optimal=True)
+            return None, np.zeros(graph.num_nodes, dtype=np.int64), info
+        res = ctx.solve_model(model, build_seconds=time.perf_counter() - t0 + build_seconds)
+        build_seconds = 0.0
+        if round_ == 0 and res.bound is not None:
+            info["bound_seconds"] = max(math.nextafter(res.bound / OBJECTIVE_SCALE, -math.inf), info.get("bound_seconds", -np.inf))
+        if not res.has_solution:
+            return res, None, info
+        choice = decode_choice(res, index)
+        excess = memory_excess(graph, choice)
+        if not excess or round_ == MARGIN_ROUNDS or margin >= room:
+            break
+        margin = min(2.0 * (margin + excess), max(room, 0.0))
     info["objective_seconds"] = res.objective / OBJECTIVE_SCALE if res.objective is not None else None
-    info["optimal"] = res.termination is Termination.OPTIMAL
-    return res, decode_choice(res, index), info
+    info["optimal"] = res.termination is Termination.OPTIMAL and margin == 0.0
+    if margin:
+        info["memory_margin_bytes"] = margin
+    return res, choice, info
 
 
 def run_alpa_ilp(instance: ShardingInstance | FoldedSharding, ctx: RunContext) -> Outcome:

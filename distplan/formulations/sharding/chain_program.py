@@ -13,6 +13,7 @@ import numpy as np
 
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.sharding.alpa_ilp import (
+    MARGIN_ROUNDS,
     MEMORY_SCALE,
     OBJECTIVE_SCALE,
     AlpaIndex,
@@ -25,6 +26,7 @@ from distplan.formulations.sharding.chain_walk import components_apart, euler_wa
 from distplan.formulations.sharding.chainfold import Chain
 from distplan.formulations.sharding.costgraph import CostGraph, CostTables, Skeleton
 from distplan.modeling.model import Model, linear_sum
+from distplan.models.sharding import MEMORY_TOLERANCE
 
 # -- explicit cost graph -------------------------------------------------------------------
 
@@ -150,7 +152,7 @@ def prepare_chain(graph: CostGraph, params: Mapping[str, Any]) -> ChainIndex:
             f"even with the most memory-saving strategy of every op; it has {budget / GB:.3f} GB: {(least - budget) / GB:.3f} GB missing",
             details={"device": 0, "point": "end of forward", "needed_bytes": least, "budget_bytes": budget, "missing_bytes": least - budget},
         )
-    rhs = budget - float(node_min.sum())
+    rhs = budget - base.memory_margin - float(node_min.sum())
     least_cost = np.full(graph.num_nodes, np.inf)
     if base.s_cost.size:
         np.minimum.at(least_cost, base.s_node, base.s_cost)
@@ -332,13 +334,29 @@ def solve_chains(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any
         return free
     full = solve_program(sk, chains, tables, ctx, lp_first=lp_first, max_rounds=max_rounds, memory_row=True)
     bounds = [b for b in (free.bound, full.bound) if b is not None]
+    # a plan the solver's feasibility tolerance let over the budget is solved again with the
+    # row held lower (as `alpa_ilp.solve_graph` does); the bound stays the untightened one's
+    budget = sk.instance.memory_budget
+    margin, rounds = 0.0, free.rounds + full.rounds
+    for _ in range(MARGIN_ROUNDS):
+        excess = plan_memory(sk, tables, full.choice) - budget if full.choice is not None else 0.0
+        if excess <= budget * MEMORY_TOLERANCE:
+            break
+        margin = 2.0 * (margin + excess)
+        again = solve_program(sk, chains, tables, ctx, lp_first=False, max_rounds=max_rounds, memory_row=True, memory_margin=margin)
+        rounds += again.rounds
+        if again.choice is None:  # (the margin cut off every plan: the evaluator names the excess)
+            break
+        full = again
+        full.optimal = False
     full.bound = max(bounds) if bounds else None
-    full.rounds += free.rounds
+    full.rounds = rounds
     return full
 
 
-def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, lp_first: bool, max_rounds: int = 50, build_seconds: float = 0.0, memory_row: bool = True) -> ChainSolution:
-    """One folded program (with or without the memory row), cuts added until connected."""
+def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, lp_first: bool, max_rounds: int = 50, build_seconds: float = 0.0, memory_row: bool = True, memory_margin: float = 0.0) -> ChainSolution:
+    """One folded program (with or without the memory row, held ``memory_margin`` bytes
+    below the budget), cuts added until connected."""
     import time
 
     from distplan.formulations.sharding.alpa_ilp import DEFAULT_MIP_GAP, decode_choice
@@ -361,7 +379,7 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
             t0 = time.perf_counter()
             model, index = CHAIN_PROGRAM.build(
                 graph,
-                {"chains": chains, "origin": origin, "virtual": virtual, "relax": relax, "cuts": list(cuts), "memory_row": memory_row},
+                {"chains": chains, "origin": origin, "virtual": virtual, "relax": relax, "cuts": list(cuts), "memory_row": memory_row, "memory_margin": memory_margin},
                 name="tap_lp" if relax else "tap",
             )
             if model.num_vars == 0:  # every op has a single strategy: nothing to decide
