@@ -274,6 +274,19 @@ def test_milp_proves_the_incumbent_by_an_infeasible_model_below_it() -> None:
     assert res.info["model"]["time_indexed"]["termination"] == "infeasible"
 
 
+@pytest.mark.parametrize("below", [True, False])
+def test_milp_below_incumbent_is_a_parameter(below: bool) -> None:
+    """``below_incumbent=False`` solves the time-indexed model whole (warm-started): the
+    same optimum (36), proven by its dual bound instead of an infeasible model below 36,
+    and a larger model (the windows are not cut at 35)."""
+    res = solve(make_pipeline("m", 4, 4, memory_capacity=4.0), "pipeline_milp", model="time_indexed", below_incumbent=below, time_limit=60)
+    assert res.objective == pytest.approx(36.0) and res.bound == pytest.approx(36.0) and res.status.value == "optimal"
+    model = res.info["model"]["time_indexed"]
+    assert res.bound_source is not None and ("no schedule of value <= 35" in res.bound_source) is below
+    assert (model["termination"] == "infeasible") is below
+    assert (model["variables"] < 473) is below  # 433 below the incumbent, 473 whole
+
+
 def test_milp_below_incumbent_infeasible_by_construction() -> None:
     """Start windows below the incumbent already leave no room: proven without a solve."""
     inst = make_pipeline("v", 2, 2, forward_time=1.0, backward_time=1.0, memory_capacity=2.0)

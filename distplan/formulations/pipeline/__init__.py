@@ -37,7 +37,7 @@ register(
         exact=True,
         reference=ZB,
         spec=milp.PIPELINE_MILP,
-        params={"model": "auto", "warm_start": "tessel", "energy_cuts": True},
+        params={"model": "auto", "warm_start": "tessel", "energy_cuts": True, "below_incumbent": True},
     )
 )
 

@@ -130,7 +130,10 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     ``model``: ``disjunctive`` (Zero Bubble style), ``time_indexed`` (integral data), or
     ``auto``: for integral data of moderate size, a short disjunctive solve first (fast
     when memory is loose) and then, unless that proved optimality, the time-indexed model
-    warm-started from its incumbent; otherwise disjunctive."""
+    warm-started from its incumbent; otherwise disjunctive. ``below_incumbent`` (default
+    True): the time-indexed model searches only schedules better than the incumbent, so
+    an infeasible model proves the incumbent optimal; False solves it whole, warm-started
+    from the incumbent, and the proof is its dual bound."""
     if ctx.options.mip_gap is None:
         ctx.options = ctx.options.with_(mip_gap=1e-6)
     params = dict(ctx.params)
