@@ -18,7 +18,7 @@ from distplan.formulations.folding import _check, _indexed
 from distplan.formulations.sharding.chain_dp import DeadlineReached, solve_walk_dp
 from distplan.formulations.sharding.chain_fronts import pareto_rows, segment_fronts
 from distplan.formulations.sharding.chain_program import explicit_graph
-from distplan.formulations.sharding.chainfold import Chain, _chain_of, alignments, extended, find_chains
+from distplan.formulations.sharding.chainfold import Chain, _chain_of, _widest_chain, alignments, find_chains, grown_copies
 from distplan.formulations.sharding.costgraph import CostTables
 from distplan.formulations.sharding.tap import fold_instance
 from tests.test_tap_exact import tight
@@ -144,8 +144,9 @@ def _blocks(K: int, labels: dict[int, int] | None = None, extra: list[tuple[int,
     return SimpleNamespace(edge_u=e[:, 0], edge_v=e[:, 1], edge_label_id=e[:, 2], node_label_id=np.array(nl), num_nodes=3 * K + 2)
 
 
-def test_extended_grows_the_chain_by_exact_copies_only() -> None:
-    """chainfold.extended takes the explicit copies next to a chain's ends back into it,
+def test_grown_copies_grow_the_chain_by_exact_copies_only() -> None:
+    """chainfold.grown_copies takes the explicit copies next to a chain's ends back into it
+    (as `find_chains` takes them: through `_widest_chain`, when they are a chain),
     and only copies: same node labels, same internal edges and links, no other edge from
     a copy that would sit inside the chain, nodes free."""
     K = 7
@@ -155,7 +156,7 @@ def test_extended_grows_the_chain_by_exact_copies_only() -> None:
         if free is None:
             free = np.ones(sk.num_nodes, dtype=bool)
             free[found.ravel()] = False
-        got = extended(found, sk, free)  # type: ignore[arg-type]
+        got, _ = _widest_chain(0, [(found, grown_copies(found, sk, free))], sk, np.ones(3, dtype=np.int64))  # type: ignore[arg-type]
         assert isinstance(_chain_of(0, got, sk, np.ones(3, dtype=np.int64)), Chain)  # type: ignore[arg-type]
         return [int(r[0]) // 3 for r in got]
 
@@ -181,7 +182,7 @@ def test_llama_layers_fold_whole_and_realign_to_one_out_position() -> None:
     """Issue 20: Llama-3 8B's 32 layers used to fold as 31 copies of 7 nodes and 30 of 5
     (a layer split in two families, neither a chain); now whole layers, realigned to cut
     after the FFN's down projection (one out position, the residual stream), and grown
-    (chainfold.extended) from the 6 folded copies to all 8 layers."""
+    (chainfold.grown_copies) from the 6 folded copies to all 8 layers."""
     from distplan.instances.zoo_sharding import llama_sharding
 
     inst = llama_sharding("llama3-8b", 32, layers=8)

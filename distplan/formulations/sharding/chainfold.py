@@ -47,7 +47,7 @@ Families that are not chains (or whose boundary state space exceeds ``max_states
 unfolded (their nodes become explicit), so the result is exact in every case. Region
 growth may cut a layer anywhere; a chain's copies are first realigned (`alignments`) to the
 boundary crossed by the fewest states (Llama-3 8B: from 17,199 states to 13), then grown by
-the copies the folding left explicit at its ends (`extended`: GPT with 24 layers, from 21
+the copies the folding left explicit at its ends (`grown_copies`: GPT with 24 layers, from 21
 copies to 24, which leaves the dynamic program 13 explicit nodes instead of 34).
 
 This module finds the chains; the Pareto arcs are in `chain_fronts`, the walk decoding and
@@ -100,7 +100,7 @@ def alignments(nodes: np.ndarray, iu: np.ndarray, iv: np.ndarray, lu: np.ndarray
     of every single position; the one of fewest states (product of the out positions'
     strategy counts) wins over the chain as it is only when strictly fewer. Returns the
     winner first, then every other alignment of as few states (the caller may prefer the
-    one that `extended` grows most)."""
+    one that `grown_copies` grows most)."""
     n = nodes.shape[1]
     internal = list(zip(iu.tolist(), iv.tolist()))
     links = list(zip(lu.tolist(), lv.tolist()))
@@ -234,26 +234,6 @@ def _joins_cleanly(end: list[int], inner: list[int], new: list[int], taken: set[
     return not ((heads - mine or tails & taken) if before else (heads or tails - mine - set(new)))
 
 
-def extended(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacency | None = None) -> np.ndarray:
-    """`grown_chain`'s copies (the copies as given when they do not grow)."""
-    return grown_chain(nodes, sk, free, adj)[0]
-
-
-def grown_chain(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacency | None = None, family: int = -1, dom: np.ndarray | None = None) -> tuple[np.ndarray, Chain | None]:
-    """The copies of a chain grown by whole copies at either end (`grown_copies`), checked
-    as a chain (`_chain_of`, of ``family`` with ``dom`` strategies per position: ones when
-    not given). Returns the grown copies and their `Chain`, or the copies as given and None
-    when they did not grow or the grown ones are not a chain (the copies as given are not
-    checked here)."""
-    grown = grown_copies(nodes, sk, free, adj)
-    if grown is None:
-        return nodes, None
-    made = _chain_of(family, grown, sk, np.ones(nodes.shape[1], dtype=np.int64) if dom is None else dom)
-    if isinstance(made, str):
-        return nodes, None
-    return grown, made
-
-
 def grown_copies(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacency | None = None) -> np.ndarray | None:
     """The copies of a chain grown by whole copies at either end, as long as the explicit
     nodes there hold one more copy: the folding's colour refinement sets the layers next to
@@ -269,8 +249,8 @@ def grown_copies(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacen
     the same links to the copy it joins, the copy it joins (now inside the chain) has no
     other edge, and it has no other edge to the chain (nor, as the last copy, from outside).
     Costs are a function of the labels (`CostTables`), so a new copy has the copies' costs.
-    Returns the grown copies, not checked as a chain (`grown_chain` checks them), or None
-    when no copy joins."""
+    Returns the grown copies, not checked as a chain (`_widest_chain` checks them), or
+    None when no copy joins."""
     n = nodes.shape[1]
     if nodes.shape[0] < 2 or n == 0:
         return None
@@ -344,10 +324,9 @@ def grown_copies(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacen
 
 def _widest_chain(f: int, options: list[tuple[np.ndarray, np.ndarray | None]], sk: Skeleton, dom: np.ndarray) -> tuple[np.ndarray, Chain | str]:
     """Of the alignments' copies and their grown copies (None when they did not grow), the
-    copies `grown_chain` gives (grown ones only when they are a chain) that are most (the
-    first of as many) and their `_chain_of`. The same as `grown_chain` on every alignment
-    and the longest taken, but grown copies are checked only when they would win: a check
-    that fails puts the alignment back at its own length."""
+    copies that are most (the first of as many) and their `_chain_of`: an alignment's
+    grown copies when they are a chain, else its own. Grown copies are checked only when
+    they would win: a check that fails puts the alignment back at its own length."""
     lengths = [(cand if grown is None else grown).shape[0] for cand, grown in options]
     while True:
         i = lengths.index(max(lengths))
