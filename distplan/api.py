@@ -174,13 +174,7 @@ def _solve(
     inst = _load(instance)
     spec = kind_spec(inst.kind)
     form = get_formulation(inst.kind, formulation)
-    unknown = set(params) - set(form.params)
-    if unknown:
-        raise InputError(
-            f"params.{sorted(unknown)[0]}",
-            f"formulation {form.name!r} has no parameter {sorted(unknown)[0]!r}",
-            f"its parameters: {', '.join(sorted(form.params)) or '(none)'}",
-        )
+    form.check_params(params)
     be = get_backend(backend or form.default_backend)
     if form.program == "convex":
         be.check_can_take(None, convex=True)

@@ -55,10 +55,11 @@ def test_a_node_without_a_strategy_is_refused() -> None:
         plan_of_choice(sk, tables, choice)
 
 
-@pytest.mark.parametrize("params", [{"min_copies": 1}, {"min_copies": 0}, {"min_copies": 2.5}, {"min_copies": True}, {"wl_iterations": -1}, {"min_copies": 1, "exact": False}])
+@pytest.mark.parametrize("params", [{"min_copies": 1}, {"min_copies": 0}, {"min_copies": 2.5}, {"min_copies": True}, {"wl_iterations": -1}, {"min_copies": 1, "exact": False}, {"max_states": 0}, {"dp_max_rows": 0}, {"dp_max_rows": -5.0}])
 def test_fold_parameters_are_checked_by_name(params: dict) -> None:
     """A fold parameter out of range is an input error naming it (min_copies below 2 made
-    the chain finder fail with an IndexError; review fold6)."""
+    the chain finder fail with an IndexError, review fold6; max_states and dp_max_rows
+    below 1 were taken, and gave up on every chain or table)."""
     import distplan
     from distplan.errors import InputError
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -102,6 +103,12 @@ class RunContext:
     def param(self, key: str, default: Any) -> Any:
         return self.params.get(key, default)
 
+    @property
+    def seed(self) -> int:
+        """The run's random seed for a formulation's own searches: `distplan.solve`'s
+        ``seed`` (which the solver gets too), 0 when none was given."""
+        return 0 if self.options.seed is None else int(self.options.seed)
+
     def remaining_time(self) -> float | None:
         if self._deadline is None:
             return None
@@ -159,11 +166,39 @@ class Formulation:
         """Whether an optimal solve of this program is an optimum of ``instance``."""
         return self.exact and (self.exact_for is None or bool(self.exact_for(instance)))
 
+    def check_params(self, params: Mapping[str, Any]) -> None:
+        """An InputError naming the first parameter it does not declare, or whose value is
+        not of its default's type: true/false for a flag, a whole number for an integer
+        (an integral float too: JSON's 1e6), a real number for a float, text for text
+        (bools are none of the numbers; a default of None or a tuple takes any value).
+        Ranges are the formulation's own checks."""
+        for name, value in params.items():
+            if name not in self.params:
+                raise InputError(f"params.{name}", f"formulation {self.name!r} has no parameter {name!r}", f"its parameters: {', '.join(sorted(self.params)) or '(none)'}")
+            expected = _param_type_error(self.params[name], value)
+            if expected:
+                raise InputError(f"params.{name}", f"expected {expected}, got {value!r}", f"give e.g. {name}={json.dumps(self.params[name])}")
+
     def build(self, instance: Any, params: dict[str, Any] | None = None) -> tuple[Model, Any]:
         """Assemble the model of a declared formulation (for export and inspection)."""
         if self.spec is None:
             raise InputError("formulation", f"{self.name!r} is an algorithm, not a model", "export a model-based formulation")
         return self.spec.build(instance, params or {}, name=self.name)
+
+
+def _param_type_error(default: Any, value: Any) -> str | None:
+    """What a parameter whose default is ``default`` expects, when ``value`` is not that."""
+    is_bool = isinstance(value, bool | np.bool_)
+    is_real = not is_bool and isinstance(value, int | float | np.integer | np.floating)
+    if isinstance(default, bool):
+        return None if is_bool else "true or false"
+    if isinstance(default, int):
+        return None if is_real and float(value).is_integer() else "a whole number"
+    if isinstance(default, float):
+        return None if is_real and not math.isnan(value) else "a number"
+    if isinstance(default, str):
+        return None if isinstance(value, str) else "text"
+    return None
 
 
 #: warm_start(instance, model, index, ctx) -> a full solution vector or None

@@ -449,7 +449,7 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
     search_share = float(ctx.param("search_share", 0.2))
     if sched is not None and search_share > 0 and rem is not None and inst.n_devices > 1:
         # a better incumbent: a smaller horizon (big-M) and a better warm start
-        found, log = improve(inst, sched.device, deadline=time.perf_counter() + search_share * rem, seed=int(ctx.param("seed", 0)), target=target)
+        found, log = improve(inst, sched.device, deadline=time.perf_counter() + search_share * rem, seed=ctx.seed, target=target)
         if found is not None and found.makespan < sched.makespan:
             checked = evaluated_schedule(inst, make_plan(inst, found.device, found.start))
             if checked is not None and checked.makespan < sched.makespan:
@@ -760,7 +760,7 @@ def _search_from(inst: PlacementInstance, ctx: RunContext, seeds: list[np.ndarra
         begin = relabelled(inst, dev)
         if begin is None:
             continue
-        found, _ = improve(inst, begin.device, deadline=time.perf_counter() + share * rem, seed=int(ctx.param("seed", 0)), target=target)
+        found, _ = improve(inst, begin.device, deadline=time.perf_counter() + share * rem, seed=ctx.seed, target=target)
         best = found if found is not None and found.makespan < begin.makespan else begin
         checked = evaluated_schedule(inst, make_plan(inst, best.device, best.start))
         if checked is not None and (sched is None or checked.makespan < sched.makespan):

@@ -98,7 +98,7 @@ def run_search(inst: PlacementInstance, ctx: RunContext) -> Outcome:
     if share > 0 and inst.n_devices > 1:
         until = time.perf_counter() + share * max(0.0, deadline - time.perf_counter())
         if layers:
-            found, layer_log = group_search(inst, layer_groups(inst, layers), starts[0][0].device, deadline=until, max_evals=None if max_evals is None else int(max_evals), seed=int(ctx.param("seed", 0)))
+            found, layer_log = group_search(inst, layer_groups(inst, layers), starts[0][0].device, deadline=until, max_evals=None if max_evals is None else int(max_evals), seed=ctx.seed)
             how = "layer chains"
             layer_info = {"layer_chains": len(layers), "layer_search_evaluations": layer_log.evaluations, "layer_search_makespan": layer_log.makespan, "layer_search_stopped": layer_log.stopped}
         else:
@@ -110,7 +110,7 @@ def run_search(inst: PlacementInstance, ctx: RunContext) -> Outcome:
     target = max([b.value for b in bounds + placement_bounds(inst)], default=0.0) * (1 + gap)
     # 2% of the time is kept for re-timing the best assignment longest-tail-first
     stop = deadline - 0.02 * max(0.0, deadline - time.perf_counter())
-    best, origin, info = improved_schedule(inst, starts, stop, int(ctx.param("seed", 0)), None if max_evals is None else int(max_evals), target)
+    best, origin, info = improved_schedule(inst, starts, stop, ctx.seed, None if max_evals is None else int(max_evals), target)
     assert best is not None
     again = polished(inst, best)
     if again is not best:

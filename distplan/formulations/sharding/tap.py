@@ -79,10 +79,12 @@ BOUND_MARGIN = 1e-10
 
 
 def _whole_param(params: dict[str, Any], name: str, least: int, meaning: str) -> int:
-    """The integer parameter ``name`` (default `DEFAULTS`), at least ``least``; InputError
-    otherwise (a bool, a fraction or a smaller number)."""
+    """The integer parameter ``name`` (default `DEFAULTS`; an integral float such as JSON's
+    1e6 too), at least ``least``; InputError otherwise (a bool, a fraction or a smaller
+    number)."""
     value = params.get(name, DEFAULTS[name])
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < least:
+    whole = not isinstance(value, bool) and isinstance(value, int | float | np.integer | np.floating) and float(value).is_integer()
+    if not whole or value < least:
         raise InputError(f"params.{name}", f"expected a whole number >= {least} ({meaning}), got {value!r}", f"give e.g. {name}={DEFAULTS[name]}")
     return int(value)
 
@@ -134,12 +136,12 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
     sk, fold = fold_instance(instance, ctx.params)
     t1 = time.perf_counter()
     tables = CostTables(instance)
-    chains, chain_info = find_chains(sk, fold, tables, int(ctx.param("max_states", MAX_STATES)))
+    chains, chain_info = find_chains(sk, fold, tables, _whole_param(ctx.params, "max_states", 1, "boundary states a chain may have"))
     t2 = time.perf_counter()
     sol = None
     if ctx.param("dp", True):
         try:
-            sol = solve_by_dp(sk, chains, tables, ctx, max_rows=float(ctx.param("dp_max_rows", DP_MAX_ROWS)))
+            sol = solve_by_dp(sk, chains, tables, ctx, max_rows=float(_whole_param(ctx.params, "dp_max_rows", 1, "rows of a table of the dynamic program")))
         except DeadlineReached:
             return Outcome(plan=None, bounds=[], info={"fold_seconds": t1 - t0, "chain_seconds": t2 - t1}, termination=Termination.TIME_LIMIT)
     method = "dp" if sol is not None else "milp"

@@ -1,0 +1,75 @@
+"""Every formulation's parameters are checked by name against their defaults' types
+before anything runs (`Formulation.check_params`): a flag given "no" used to count as true
+(``bool("no")``), and ``dp_max_rows="abc"`` reached ``float()`` inside tap and came back as
+an internal error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import distplan
+from distplan.errors import InputError
+from distplan.instances import bundled
+from distplan.kinds import KINDS
+
+#: a value of another type for each kind of default, and one of the same type
+WRONG: dict[type, list[Any]] = {bool: ["no", 1, None], int: [2.5, True, "3"], float: ["x", True, float("nan")], str: [3, True]}
+RIGHT: dict[type, list[Any]] = {bool: [True, False], int: [7, 1e6], float: [0.5, 2], str: ["text"]}
+
+
+def _typed_params() -> list[Any]:
+    out = []
+    for kind in KINDS:
+        for f in distplan.formulations(kind):
+            for name, default in f.params.items():
+                if type(default) in WRONG:
+                    out.append(pytest.param(kind, f.name, name, type(default), id=f"{f.name}.{name}"))
+    return out
+
+
+TYPED = _typed_params()
+
+
+def test_every_kind_has_typed_parameters() -> None:
+    assert {p.values[0] for p in TYPED} == set(KINDS) and len(TYPED) >= 40
+
+
+@pytest.mark.parametrize(("kind", "formulation", "name", "typ"), TYPED)
+def test_a_parameter_of_another_type_is_an_input_error_naming_it(kind: str, formulation: str, name: str, typ: type) -> None:
+    instance = next(n for n, e in sorted(bundled().items()) if e["kind"] == kind)
+    for value in WRONG[typ]:
+        with pytest.raises(InputError, match=rf"^params\.{name}: expected "):
+            distplan.solve(instance, formulation, **{name: value})
+
+
+@pytest.mark.parametrize(("kind", "formulation", "name", "typ"), TYPED)
+def test_a_parameter_of_its_type_passes_the_check(kind: str, formulation: str, name: str, typ: type) -> None:
+    form = next(f for f in distplan.formulations(kind) if f.name == formulation)
+    for value in RIGHT[typ]:
+        form.check_params({name: value})
+
+
+def test_an_unknown_parameter_is_named_with_the_known_ones() -> None:
+    with pytest.raises(InputError, match=r"params\.nope: formulation 'tap' has no parameter 'nope' \(its parameters: certify, dp, "):
+        distplan.solve("gpt-1layer-tp8", "tap", nope=1)
+
+
+def test_no_parameter_is_shadowed_by_a_keyword_of_solve() -> None:
+    """A formulation parameter named like one of `distplan.solve`'s own keywords could never
+    be set (``seed`` was one: the placement searches declared it, and ``seed=3`` went to
+    the solver options); the searches now read the run's seed (`RunContext.seed`)."""
+    import inspect
+
+    own = set(inspect.signature(distplan.solve).parameters) - {"params"}
+    shadowed = [f"{f.name}.{n}" for kind in KINDS for f in distplan.formulations(kind) for n in f.params if n in own]
+    assert shadowed == []
+
+
+def test_the_runs_seed_is_solves_seed() -> None:
+    from distplan.formulations.registry import RunContext
+    from distplan.solvers.base import SolveOptions, get_backend
+
+    assert RunContext(get_backend("highs"), SolveOptions(seed=5)).seed == 5
+    assert RunContext(get_backend("highs"), SolveOptions()).seed == 0
