@@ -386,10 +386,10 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
                 choice = np.zeros(sk.num_nodes, dtype=np.int64)
                 value = float(index.shifted_constant)
                 return ChainSolution(choice, value, value, True, rounds, 0, None, None)
-            start = None
+            warm = None
             if not relax and memory_row and lp_choice is not None and ctx.backend.capabilities.warm_start:
-                start = incumbent(sk, graph, chains, origin, virtual, model, index, lp_choice)
-            res = ctx.solve_model(model, warm_start=start, build_seconds=time.perf_counter() - t0 + build_seconds)
+                warm = incumbent(sk, graph, chains, origin, virtual, model, index, lp_choice)
+            res = ctx.solve_model(model, warm_start=warm, build_seconds=time.perf_counter() - t0 + build_seconds)
             build_seconds = 0.0
             last = res
             proven = res.objective if (relax and res.termination is Termination.OPTIMAL) else res.bound

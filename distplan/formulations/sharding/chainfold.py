@@ -435,7 +435,7 @@ def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int
                 del candidates[f]
                 changed = True
     chains = [candidates[f] for f in sorted(candidates)]
-    info = {"chains": [{"family": c.family, "copies": c.copies, "positions": c.positions, "states": c.num_states} for c in chains]}
+    info: dict[str, Any] = {"chains": [{"family": c.family, "copies": c.copies, "positions": c.positions, "states": c.num_states} for c in chains]}
     if rejected:
         info["unfolded_families"] = {str(f): why for f, why in sorted(rejected.items())}
     return chains, info
