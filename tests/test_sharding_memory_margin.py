@@ -140,3 +140,15 @@ def test_memory_excess_is_what_the_evaluator_rejects() -> None:
     for budget, excess in ((memory, 0.0), (memory * 2, 0.0), (memory / (1 + 0.5e-9), 0.0), (memory - 100.0, 100.0)):
         g.memory_budget = budget
         assert alpa_ilp.memory_excess(g, choice) == pytest.approx(excess, abs=1e-6)
+
+
+def test_a_shortfall_of_bytes_is_named_in_bytes() -> None:
+    """The evaluator's message for HiGHS's plan 467 bytes over said "0.000 GB missing"."""
+    from distplan.models.sharding import ShardingPlan, evaluate, missing_text
+
+    inst = gpt(1e15)
+    plan = ShardingPlan(distplan.solve(inst, "tap").plan.strategies)
+    memory = evaluate(inst, plan).details["memory_bytes"]
+    over = evaluate(inst.with_memory(memory - 467.0), plan)
+    assert not over.feasible and over.violations[-1].endswith("(467 bytes missing)")
+    assert missing_text(2.5e9) == "2.500 GB" and missing_text(999_999.0) == "999,999 bytes"

@@ -80,7 +80,8 @@ def plain_evaluate(inst: ShardingInstance, plan: ShardingPlan) -> tuple[bool, fl
     if objective == math.inf:
         violations.append("a resharding needs an all-to-all, which this mesh does not allow (mesh.all_to_all false)")
     if memory > budget * (1 + 1e-9):
-        violations.append(f"memory: every device needs {memory / GB:.3f} GB at {TIGHTEST_POINT}, the budget is {budget / GB:.3f} GB ({(memory - budget) / GB:.3f} GB missing)")
+        missing = f"{(memory - budget) / GB:.3f} GB" if memory - budget >= 1e6 else f"{memory - budget:,.0f} bytes"
+        violations.append(f"memory: every device needs {memory / GB:.3f} GB at {TIGHTEST_POINT}, the budget is {budget / GB:.3f} GB ({missing} missing)")
     details = {
         "compute_seconds": compute,
         "collective_seconds": comm,

@@ -66,6 +66,12 @@ TIGHTEST_POINT = "the end of the forward pass (parameters, optimizer state and a
 MEMORY_TOLERANCE = 1e-9
 
 
+def missing_text(nbytes: float) -> str:
+    """A memory shortfall for a message: GB with 3 decimals from 1 MB, bytes below (a
+    shortfall of a few hundred bytes printed as "0.000 GB" says nothing)."""
+    return f"{nbytes / GB:.3f} GB" if nbytes >= 1e6 else f"{nbytes:,.0f} bytes"
+
+
 @dataclass(frozen=True)
 class Param:
     name: str
@@ -569,7 +575,7 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     if memory > budget * (1 + MEMORY_TOLERANCE):
         violations.append(
             f"memory: every device needs {memory / GB:.3f} GB at {TIGHTEST_POINT}, "
-            f"the budget is {budget / GB:.3f} GB ({(memory - budget) / GB:.3f} GB missing)"
+            f"the budget is {budget / GB:.3f} GB ({missing_text(memory - budget)} missing)"
         )
     details = {
         "compute_seconds": compute,

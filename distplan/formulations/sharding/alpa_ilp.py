@@ -33,7 +33,7 @@ from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import Bound, Formulation, Outcome, RunContext
 from distplan.formulations.sharding.costgraph import CostGraph, build_cost_graph
 from distplan.modeling.model import Model, linear_sum
-from distplan.models.sharding import GB, MEMORY_TOLERANCE, TIGHTEST_POINT, ShardingInstance, ShardingPlan
+from distplan.models.sharding import GB, MEMORY_TOLERANCE, TIGHTEST_POINT, ShardingInstance, ShardingPlan, missing_text
 from distplan.solvers.result import SolverResult, Termination
 
 #: objective coefficients are microseconds
@@ -258,7 +258,7 @@ def memory_block(model: Model, instance: Any, index: AlpaIndex) -> None:
             f"{g.name}: memory: device 0 of the {inst.mesh.num_devices}-device {mesh} mesh of {inst.mesh.device} "
             f"(every device holds an equal shard) needs at least {least / GB:.3f} GB at {TIGHTEST_POINT}, "
             f"even with the most memory-saving strategy of every op; it has {budget / GB:.3f} GB: "
-            f"{(least - budget) / GB:.3f} GB missing. Largest needs: {', '.join(f'{n} {m / GB:.3f} GB' for m, n in top)}",
+            f"{missing_text(least - budget)} missing. Largest needs: {', '.join(f'{n} {m / GB:.3f} GB' for m, n in top)}",
             details={"device": 0, "point": "end of forward", "needed_bytes": least, "budget_bytes": budget, "missing_bytes": least - budget},
         )
     s = model["s"]

@@ -21,7 +21,7 @@ import math
 from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.registry import Formulation, Outcome, RunContext
 from distplan.formulations.sharding.alpa_ilp import unfolded
-from distplan.models.sharding import GB, TIGHTEST_POINT, ShardingInstance, ShardingPlan
+from distplan.models.sharding import GB, TIGHTEST_POINT, ShardingInstance, ShardingPlan, missing_text
 from distplan.models.sharding_costs import (
     CostContext,
     OpSemantics,
@@ -55,7 +55,7 @@ def _fits(inst: ShardingInstance, plan: ShardingPlan, name: str) -> None:
     if memory > budget:
         raise InfeasibleError(
             f"{inst.name}: the {name} plan needs {memory / GB:.3f} GB on every device at {TIGHTEST_POINT}; "
-            f"the budget is {budget / GB:.3f} GB ({(memory - budget) / GB:.3f} GB missing)",
+            f"the budget is {budget / GB:.3f} GB ({missing_text(memory - budget)} missing)",
             details={"needed_bytes": memory, "budget_bytes": budget, "missing_bytes": memory - budget},
         )
 

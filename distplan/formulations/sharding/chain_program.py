@@ -135,7 +135,7 @@ def prepare_chain(graph: CostGraph, params: Mapping[str, Any]) -> ChainIndex:
     """``chains``, ``origin``, ``virtual``, ``cuts``, ``relax``, ``memory_row``. Raises an
     InfeasibleError with the shortfall when even the least-memory plan does not fit."""
     from distplan.errors import InfeasibleError
-    from distplan.models.sharding import GB, TIGHTEST_POINT
+    from distplan.models.sharding import GB, TIGHTEST_POINT, missing_text
 
     base = prepare_alpa(graph, params)
     chains = tuple(params["chains"])
@@ -149,7 +149,7 @@ def prepare_chain(graph: CostGraph, params: Mapping[str, Any]) -> ChainIndex:
         raise InfeasibleError(
             f"{graph.name}: memory: device 0 of the {inst.mesh.num_devices}-device {mesh} mesh of {inst.mesh.device} "
             f"(every device holds an equal shard) needs at least {least / GB:.3f} GB at {TIGHTEST_POINT}, "
-            f"even with the most memory-saving strategy of every op; it has {budget / GB:.3f} GB: {(least - budget) / GB:.3f} GB missing",
+            f"even with the most memory-saving strategy of every op; it has {budget / GB:.3f} GB: {missing_text(least - budget)} missing",
             details={"device": 0, "point": "end of forward", "needed_bytes": least, "budget_bytes": budget, "missing_bytes": least - budget},
         )
     rhs = budget - base.memory_margin - float(node_min.sum())
