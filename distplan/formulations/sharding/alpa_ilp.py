@@ -15,7 +15,9 @@ choices of infinite cost are fixed to 0. The memory row moves every node's small
 memory to the right-hand side (as XLA does) and is checked before solving: memory is a
 sum of per-node terms, so the plan of least memory is known exactly and an infeasible
 budget is reported with the shortfall. The objective is scaled to microseconds and the
-memory row to GiB for the solver; results are reported in seconds.
+memory row to GiB for the solver (a plan over the budget by the solver's tolerance is
+solved again with the row in ten-thousandths of the budget: `solve_graph`); results are
+reported in seconds.
 """
 
 from __future__ import annotations
@@ -38,8 +40,21 @@ from distplan.solvers.result import SolverResult, Termination
 
 #: objective coefficients are microseconds
 OBJECTIVE_SCALE = 1e6
-#: memory row coefficients are GiB
+#: memory row coefficients are GiB (the first solve: HiGHS's feasibility tolerance, 1e-6
+#: on the row, is then ~1 kB, and on a 44 MB budget it returned a plan 467 bytes over)
 MEMORY_SCALE = 1.0 / 1024**3
+#: the re-solve's memory row counts in units of budget / MEMORY_ROW_UNITS: a solver's
+#: absolute tolerance of 1e-6 (HiGHS's MIP, SCIP, CBC) is then 1e-10 of the budget, 10x
+#: inside the evaluator's MEMORY_TOLERANCE. Not the first solve's unit: on the 24-layer
+#: GPTs of bench_sharding it made HiGHS 1.3-3x slower on some (two of them past 20 s)
+#: and faster on others
+MEMORY_ROW_UNITS = 1e4
+
+
+def memory_row_scale(budget: float) -> float:
+    """Row units per byte of the re-solve's memory row: MEMORY_ROW_UNITS per budget, at
+    least per GiB."""
+    return max(MEMORY_ROW_UNITS / budget, MEMORY_SCALE) if budget > 0 else MEMORY_SCALE
 #: costs at or above this many seconds count as infinite (never chosen)
 INFINITE_SECONDS = 1e9
 #: relative MIP gap used when the caller sets none (the formulation is exact)
@@ -122,13 +137,14 @@ class AlpaIndex:
     constant: float
     #: bytes the memory row holds below the budget (`solve_graph`: a plan that the solver's
     #: feasibility tolerance let over the budget is solved again this much lower)
-    memory_margin: float
+    #: row units per byte of the memory row (default `MEMORY_SCALE`: GiB)
+    memory_scale: float
 
 
 def prepare_alpa(instance: Any, params: Mapping[str, Any]) -> AlpaIndex:
     """The cost graph's arrays (``instance``: a cost graph, an instance or a folded one);
-    ``relax`` for the LP relaxation, ``memory_margin`` (bytes, default 0) to hold the
-    memory row that far below the budget. Raises InfeasibleError when an op has no allowed
+    ``relax`` for the LP relaxation, ``memory_scale`` (row units per byte, default GiB)
+    for the memory row. Raises InfeasibleError when an op has no allowed
     strategy."""
     g = instance if isinstance(instance, CostGraph) else graph_of(instance)
     sizes = g.strategy_counts()
@@ -192,7 +208,7 @@ def prepare_alpa(instance: Any, params: Mapping[str, Any]) -> AlpaIndex:
         e_cost=np.where(e_inf, 0.0, e_cost),
         e_upper=np.where(e_inf, 0.0, 1.0),
         constant=constant,
-        memory_margin=float(params.get("memory_margin", 0.0)),
+        memory_scale=float(params.get("memory_scale", MEMORY_SCALE)),
     )
 
 
@@ -247,7 +263,8 @@ def memory_shortfall(g: CostGraph) -> tuple[float, float, list[tuple[float, str]
 
 
 def memory_block(model: Model, instance: Any, index: AlpaIndex) -> None:
-    """The per-device memory row at the tightest point (end of the forward pass), in GiB;
+    """The per-device memory row at the tightest point (end of the forward pass), in the
+    index's ``memory_scale`` units (GiB unless re-solved);
     an InfeasibleError with the shortfall when even the least-memory plan does not fit."""
     g = index.graph
     least, budget, top = memory_shortfall(g)
@@ -266,8 +283,8 @@ def memory_block(model: Model, instance: Any, index: AlpaIndex) -> None:
         return
     node_min = np.array([float(np.min(m)) for m in g.node_memory])
     flat_free = index.free[index.flat_node]
-    coeff = (index.flat_memory[flat_free] - node_min[index.s_node]) * MEMORY_SCALE
-    rhs = (budget - index.memory_margin - float(node_min.sum())) * MEMORY_SCALE
+    coeff = (index.flat_memory[flat_free] - node_min[index.s_node]) * index.memory_scale
+    rhs = (budget - float(node_min.sum())) * index.memory_scale
     cols = s.index.reshape(-1)
     row = linear_sum(cols, coeff, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars)
     model.add_constraints("memory", row <= rhs)
@@ -329,24 +346,18 @@ def memory_excess(graph: CostGraph, choice: np.ndarray) -> float:
     return excess if excess > graph.memory_budget * MEMORY_TOLERANCE else 0.0
 
 
-#: times `solve_graph` solves again with a larger memory margin before it returns the plan
-#: over budget (the margin at least doubles each time: 8 rounds reach 256 x the first
-#: excess, far beyond any solver's feasibility tolerance)
-MARGIN_ROUNDS = 8
-
-
 def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seconds: float, name: str) -> tuple[SolverResult | None, np.ndarray | None, dict[str, Any]]:
     """Solve the ILP of a cost graph (optionally its LP relaxation first). Returns the
     deciding solver result, the strategy index per node (None without a solution) and
     information (LP relaxation objective and integrality, bounds in seconds).
 
-    A solver satisfies the memory row only within its feasibility tolerance (HiGHS: 1e-6
-    on the row in GiB, ~1 kB), so its plan can exceed the budget by a few hundred bytes,
-    which the evaluator rejects. Such a plan is solved again with the row held below the
-    budget by a margin (twice the excess, doubled while it recurs, never below the least
-    memory of any plan), and the bound stays the first solve's: the tightened program is a
-    restriction, its dual bound no bound on the problem. The plan is then not claimed
-    optimal; the result's status follows from its gap to that bound."""
+    A solver satisfies the memory row only within its feasibility tolerance, ~1 kB on the
+    row in GiB, so its plan can exceed the budget by a few hundred bytes, which the
+    evaluator rejects. Such a plan is solved again, once, with the row in ten-thousandths
+    of the budget (`memory_row_scale`: the tolerance becomes 1e-10 of it). Both dual
+    bounds hold for the problem (within the solvers' tolerances: the same program, the
+    row scaled), so the larger is kept. A re-solve that finds no plan (time out) decides
+    nothing: the plan before it is returned, and the evaluator names its excess."""
     if ctx.options.mip_gap is None:
         ctx.options = ctx.options.with_(mip_gap=DEFAULT_MIP_GAP)
     info: dict[str, Any] = {}
@@ -362,34 +373,36 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
                 info["bound_seconds"] = math.nextafter(res.bound / OBJECTIVE_SCALE, -math.inf)
             if integral:
                 choice = decode_choice(res, lp_index)
-                if not memory_excess(graph, choice):  # (else the ILP below, with its margin)
+                if not memory_excess(graph, choice):  # (else the ILP below, re-solved if it must)
                     info["objective_seconds"] = res.objective / OBJECTIVE_SCALE
                     info["optimal"] = True
                     return res, choice, info
-    margin = 0.0
-    room = graph.memory_budget - memory_shortfall(graph)[0]  # the largest margin any plan fits
-    for round_ in range(MARGIN_ROUNDS + 1):
+    fine = memory_row_scale(graph.memory_budget)
+    kept: tuple[SolverResult, np.ndarray] | None = None  # the plan of the first solve
+    for scale in (MEMORY_SCALE, fine) if fine != MEMORY_SCALE else (MEMORY_SCALE,):
         t0 = time.perf_counter()
-        model, index = ALPA_ILP_SPEC.build(graph, {"memory_margin": margin}, name=name)
+        model, index = ALPA_ILP_SPEC.build(graph, {"memory_scale": scale}, name=name)
         if model.num_vars == 0:  # every op has a single strategy: nothing to decide
             value = float(index.constant)
             info.update(objective_seconds=value, bound_seconds=value, optimal=True)
             return None, np.zeros(graph.num_nodes, dtype=np.int64), info
         res = ctx.solve_model(model, build_seconds=time.perf_counter() - t0 + build_seconds)
         build_seconds = 0.0
-        if round_ == 0 and res.bound is not None:
+        if res.bound is not None:
             info["bound_seconds"] = max(math.nextafter(res.bound / OBJECTIVE_SCALE, -math.inf), info.get("bound_seconds", -np.inf))
         if not res.has_solution:
-            return res, None, info
-        choice = decode_choice(res, index)
-        excess = memory_excess(graph, choice)
-        if not excess or round_ == MARGIN_ROUNDS or margin >= room:
+            if kept is None:
+                return res, None, info
+            res, choice = kept
             break
-        margin = min(2.0 * (margin + excess), max(room, 0.0))
+        choice = decode_choice(res, index)
+        if kept is not None:
+            info["memory_row_resolved"] = True
+        kept = (res, choice)
+        if not memory_excess(graph, choice):
+            break
     info["objective_seconds"] = res.objective / OBJECTIVE_SCALE if res.objective is not None else None
-    info["optimal"] = res.termination is Termination.OPTIMAL and margin == 0.0
-    if margin:
-        info["memory_margin_bytes"] = margin
+    info["optimal"] = res.termination is Termination.OPTIMAL and not memory_excess(graph, choice)
     return res, choice, info
 
 

@@ -13,11 +13,11 @@ import numpy as np
 
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.sharding.alpa_ilp import (
-    MARGIN_ROUNDS,
     MEMORY_SCALE,
     OBJECTIVE_SCALE,
     AlpaIndex,
     edge_product_block,
+    memory_row_scale,
     node_choice_block,
     prepare_alpa,
 )
@@ -152,7 +152,7 @@ def prepare_chain(graph: CostGraph, params: Mapping[str, Any]) -> ChainIndex:
             f"even with the most memory-saving strategy of every op; it has {budget / GB:.3f} GB: {missing_text(least - budget)} missing",
             details={"device": 0, "point": "end of forward", "needed_bytes": least, "budget_bytes": budget, "missing_bytes": least - budget},
         )
-    rhs = budget - base.memory_margin - float(node_min.sum())
+    rhs = budget - float(node_min.sum())
     least_cost = np.full(graph.num_nodes, np.inf)
     if base.s_cost.size:
         np.minimum.at(least_cost, base.s_node, base.s_cost)
@@ -227,8 +227,9 @@ def connect_block(model: Model, graph: CostGraph, index: ChainIndex) -> None:
 
 
 def chain_memory_block(model: Model, graph: CostGraph, index: ChainIndex) -> None:
-    """The memory row (GiB) over the explicit nodes and every chain's arcs (least values on
-    the right-hand side), unless the program is solved without it."""
+    """The memory row (in the index's ``memory_scale`` units: GiB unless re-solved) over the
+    explicit nodes and every chain's arcs (least values on the right-hand side), unless
+    the program is solved without it."""
     if not index.memory_row:
         return
     flat_free = index.free[index.flat_node]
@@ -238,7 +239,8 @@ def chain_memory_block(model: Model, graph: CostGraph, index: ChainIndex) -> Non
         cols.append(model[f"x{c}"].index.reshape(-1))
         coeff.append(ch.arcs["memory"] - _stage_shift(ch.arcs, "memory")[0])
     col = np.concatenate(cols)
-    model.add_constraints("memory", linear_sum(col, np.concatenate(coeff) * MEMORY_SCALE, np.zeros(col.size, dtype=np.int64), 1, model.num_vars) <= index.memory_rhs * MEMORY_SCALE)
+    scale = index.memory_scale
+    model.add_constraints("memory", linear_sum(col, np.concatenate(coeff) * scale, np.zeros(col.size, dtype=np.int64), 1, model.num_vars) <= index.memory_rhs * scale)
 
 
 def chain_objective_block(model: Model, graph: CostGraph, index: ChainIndex) -> None:
@@ -254,7 +256,7 @@ def chain_objective_block(model: Model, graph: CostGraph, index: ChainIndex) -> 
 
 
 #: Alpa's ILP over the explicit nodes plus, per chain, the walk rows (module docstring);
-#: objective in microseconds, memory row in GiB (as `alpa_ilp`)
+#: objective in microseconds, memory row in GiB unless re-solved (as `alpa_ilp`)
 CHAIN_PROGRAM = ModelSpec("tap", prepare_chain, (node_choice_block, edge_product_block, walk_block, connect_block, chain_memory_block, chain_objective_block))
 
 
@@ -322,6 +324,14 @@ def plan_memory(sk: Skeleton, tables: CostTables, choice: np.ndarray) -> float:
     return float(np.add.accumulate(values)[-1]) if values.size else 0.0
 
 
+def plan_excess(sk: Skeleton, tables: CostTables, choice: np.ndarray) -> float:
+    """Bytes by which a plan's memory exceeds its budget when the evaluator would reject it
+    (over ``budget x (1 + MEMORY_TOLERANCE)``); 0 when it fits."""
+    budget = sk.instance.memory_budget
+    excess = plan_memory(sk, tables, choice) - budget
+    return excess if excess > budget * MEMORY_TOLERANCE else 0.0
+
+
 def solve_chains(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, lp_first: bool, max_rounds: int = 50, build_seconds: float = 0.0) -> ChainSolution:
     """Solve the folded program, adding connectivity cuts until every walk is one walk.
 
@@ -335,28 +345,24 @@ def solve_chains(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any
     full = solve_program(sk, chains, tables, ctx, lp_first=lp_first, max_rounds=max_rounds, memory_row=True)
     bounds = [b for b in (free.bound, full.bound) if b is not None]
     # a plan the solver's feasibility tolerance let over the budget is solved again with the
-    # row held lower (as `alpa_ilp.solve_graph` does); the bound stays the untightened one's
-    budget = sk.instance.memory_budget
-    margin, rounds = 0.0, free.rounds + full.rounds
-    for _ in range(MARGIN_ROUNDS):
-        excess = plan_memory(sk, tables, full.choice) - budget if full.choice is not None else 0.0
-        if excess <= budget * MEMORY_TOLERANCE:
-            break
-        margin = 2.0 * (margin + excess)
-        again = solve_program(sk, chains, tables, ctx, lp_first=False, max_rounds=max_rounds, memory_row=True, memory_margin=margin)
+    # row in ten-thousandths of the budget (as `alpa_ilp.solve_graph` does); both bounds hold
+    rounds = free.rounds + full.rounds
+    fine = memory_row_scale(sk.instance.memory_budget)
+    if full.choice is not None and fine != MEMORY_SCALE and plan_excess(sk, tables, full.choice):
+        again = solve_program(sk, chains, tables, ctx, lp_first=False, max_rounds=max_rounds, memory_row=True, memory_scale=fine)
         rounds += again.rounds
-        if again.choice is None:  # (the margin cut off every plan: the evaluator names the excess)
-            break
-        full = again
-        full.optimal = False
+        if again.bound is not None:
+            bounds.append(again.bound)
+        if again.choice is not None:  # (else the plan before, whose excess the evaluator names)
+            full = again
     full.bound = max(bounds) if bounds else None
     full.rounds = rounds
     return full
 
 
-def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, lp_first: bool, max_rounds: int = 50, build_seconds: float = 0.0, memory_row: bool = True, memory_margin: float = 0.0) -> ChainSolution:
-    """One folded program (with or without the memory row, held ``memory_margin`` bytes
-    below the budget), cuts added until connected."""
+def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, lp_first: bool, max_rounds: int = 50, build_seconds: float = 0.0, memory_row: bool = True, memory_scale: float = MEMORY_SCALE) -> ChainSolution:
+    """One folded program (with or without the memory row, in ``memory_scale`` row units
+    per byte), cuts added until connected."""
     import time
 
     from distplan.formulations.sharding.alpa_ilp import DEFAULT_MIP_GAP, decode_choice
@@ -379,7 +385,7 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
             t0 = time.perf_counter()
             model, index = CHAIN_PROGRAM.build(
                 graph,
-                {"chains": chains, "origin": origin, "virtual": virtual, "relax": relax, "cuts": list(cuts), "memory_row": memory_row, "memory_margin": memory_margin},
+                {"chains": chains, "origin": origin, "virtual": virtual, "relax": relax, "cuts": list(cuts), "memory_row": memory_row, "memory_scale": memory_scale},
                 name="tap_lp" if relax else "tap",
             )
             if model.num_vars == 0:  # every op has a single strategy: nothing to decide
