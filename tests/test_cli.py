@@ -119,6 +119,9 @@ def test_list_inspect_validate_export(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["export", write(tmp_path, TINY), "-f", "placement_milp", "--to", str(mps)]) == 0
     assert "ENDATA" in mps.read_text()
     assert main(["export", write(tmp_path, TINY), "-f", "baechi_etf", "--to", str(mps)]) == 2
+    # a parameter of another type is named before anything is built, as for solve
+    assert main(["export", write(tmp_path, TINY), "-f", "placement_milp", "--param", "joined_windows=maybe", "--to", str(mps)]) == 2
+    assert "params.joined_windows: expected true or false" in capsys.readouterr().err
 
 
 def test_plot_writes_a_png(tmp_path: Path) -> None:

@@ -73,3 +73,14 @@ def test_the_runs_seed_is_solves_seed() -> None:
 
     assert RunContext(get_backend("highs"), SolveOptions(seed=5)).seed == 5
     assert RunContext(get_backend("highs"), SolveOptions()).seed == 0
+
+
+def test_a_nullable_parameter_takes_none() -> None:
+    """tessel's proof_time_limit documents None ("all the time left"; review rev7: the type
+    check had refused it); a parameter not declared nullable does not take None."""
+    tessel = next(f for f in distplan.formulations("pipeline") if f.name == "tessel")
+    tessel.check_params({"proof_time_limit": None})
+    with pytest.raises(InputError, match=r"^params\.\w+: expected a number, got None"):
+        tessel.check_params({next(n for n, v in tessel.params.items() if isinstance(v, float) and n not in tessel.nullable): None})
+    r = distplan.solve("pipeline-tessel-kshape", "tessel", time_limit=20, proof_time_limit=None)
+    assert r.plan is not None

@@ -142,8 +142,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance)
     form = get_formulation(inst.kind, args.formulation)
+    params = _params(args.param)
+    form.check_params(params)
     with Progress(f"building {form.name} on {inst.name}"):
-        model, _ = form.build(inst, {**form.params, **_params(args.param)})
+        model, _ = form.build(inst, {**form.params, **params})
     with Progress(f"writing {args.to}"):
         write_model(model.to_arrays(), args.to)
     st = model.stats()

@@ -161,6 +161,9 @@ class Formulation:
     bound_only: bool = False
     #: for a formulation exact on some instances only: which (None: all, when ``exact``)
     exact_for: Callable[[Any], bool] | None = None
+    #: parameters that also take None, with a meaning their documentation gives (e.g. "all
+    #: the time left"); the others take a value of their default's type
+    nullable: frozenset[str] = frozenset()
 
     def is_exact(self, instance: Any) -> bool:
         """Whether an optimal solve of this program is an optimum of ``instance``."""
@@ -170,12 +173,13 @@ class Formulation:
         """An InputError naming the first parameter it does not declare, or whose value is
         not of its default's type: true/false for a flag, a whole number for an integer
         (an integral float too: JSON's 1e6), a real number for a float, text for text
-        (bools are none of the numbers; a default of None or a tuple takes any value).
+        (bools are none of the numbers; a default of None or a tuple takes any value; None
+        is taken where ``nullable`` names the parameter).
         Ranges are the formulation's own checks."""
         for name, value in params.items():
             if name not in self.params:
                 raise InputError(f"params.{name}", f"formulation {self.name!r} has no parameter {name!r}", f"its parameters: {', '.join(sorted(self.params)) or '(none)'}")
-            expected = _param_type_error(self.params[name], value)
+            expected = None if value is None and name in self.nullable else _param_type_error(self.params[name], value)
             if expected:
                 raise InputError(f"params.{name}", f"expected {expected}, got {value!r}", f"give e.g. {name}={json.dumps(self.params[name])}")
 

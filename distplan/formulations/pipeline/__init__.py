@@ -52,6 +52,7 @@ register(
         reference=TESSEL + "; Hanen & Munier, cyclic scheduling (1995)",
         spec=repetend.REPETEND,
         params=dict(repetend.DEFAULTS),
+        nullable=frozenset({"proof_time_limit"}),
     )
 )
 
