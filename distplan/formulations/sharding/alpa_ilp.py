@@ -45,21 +45,21 @@ OBJECTIVE_SCALE = 1e6
 MEMORY_SCALE = 1.0 / 1024**3
 #: the re-solve's memory row counts in units of budget / MEMORY_ROW_UNITS: a solver's
 #: absolute tolerance of 1e-6 (HiGHS's MIP, SCIP, CBC) is then 1e-10 of the budget, 10x
-#: inside the evaluator's MEMORY_TOLERANCE. Not the first solve's unit: on the 24-layer
-#: GPTs of bench_sharding it made HiGHS 1.3-3x slower on some (two of them past 20 s)
-#: and faster on others
+#: inside the evaluator's MEMORY_TOLERANCE. Not the first solve's unit: on the 12 24-layer
+#: GPTs of bench_sharding it changed HiGHS's times 0.6x to over 3x (two solves went past
+#: 20 s, one that had not finished in 20 s took 3.3 s)
 MEMORY_ROW_UNITS = 1e4
+#: costs at or above this many seconds count as infinite (never chosen)
+INFINITE_SECONDS = 1e9
+#: relative MIP gap used when the caller sets none (the formulation is exact)
+DEFAULT_MIP_GAP = 1e-9
+REFERENCE = "Zheng et al., Alpa, OSDI 2022 (intra-operator pass; XLA auto-sharding solver)"
 
 
 def memory_row_scale(budget: float) -> float:
     """Row units per byte of the re-solve's memory row: MEMORY_ROW_UNITS per budget, at
     least per GiB."""
     return max(MEMORY_ROW_UNITS / budget, MEMORY_SCALE) if budget > 0 else MEMORY_SCALE
-#: costs at or above this many seconds count as infinite (never chosen)
-INFINITE_SECONDS = 1e9
-#: relative MIP gap used when the caller sets none (the formulation is exact)
-DEFAULT_MIP_GAP = 1e-9
-REFERENCE = "Zheng et al., Alpa, OSDI 2022 (intra-operator pass; XLA auto-sharding solver)"
 
 
 class FoldedSharding:
@@ -135,8 +135,6 @@ class AlpaIndex:
     e_upper: np.ndarray
     #: seconds every plan pays (fixed nodes, edges between them)
     constant: float
-    #: bytes the memory row holds below the budget (`solve_graph`: a plan that the solver's
-    #: feasibility tolerance let over the budget is solved again this much lower)
     #: row units per byte of the memory row (default `MEMORY_SCALE`: GiB)
     memory_scale: float
 
