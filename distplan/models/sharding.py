@@ -66,6 +66,13 @@ TIGHTEST_POINT = "the end of the forward pass (parameters, optimizer state and a
 MEMORY_TOLERANCE = 1e-9
 
 
+def bytes_over(memory: float, budget: float) -> float:
+    """Bytes by which ``memory`` (per device) exceeds ``budget`` when this evaluator rejects
+    it (more than ``budget x (1 + MEMORY_TOLERANCE)``); 0 when it fits."""
+    excess = memory - budget
+    return excess if excess > budget * MEMORY_TOLERANCE else 0.0
+
+
 def missing_text(nbytes: float) -> str:
     """A memory shortfall for a message: GB with 3 decimals from 1 MB, bytes below (a
     shortfall of a few hundred bytes printed as "0.000 GB" says nothing)."""
@@ -572,7 +579,7 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
     violations: list[str] = []
     if objective == float("inf"):
         violations.append("a resharding needs an all-to-all, which this mesh does not allow (mesh.all_to_all false)")
-    if memory > budget * (1 + MEMORY_TOLERANCE):
+    if bytes_over(memory, budget):
         violations.append(
             f"memory: every device needs {memory / GB:.3f} GB at {TIGHTEST_POINT}, "
             f"the budget is {budget / GB:.3f} GB ({missing_text(memory - budget)} missing)"

@@ -35,7 +35,7 @@ from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import Bound, Formulation, Outcome, RunContext
 from distplan.formulations.sharding.costgraph import CostGraph, build_cost_graph
 from distplan.modeling.model import Model, linear_sum
-from distplan.models.sharding import GB, MEMORY_TOLERANCE, TIGHTEST_POINT, ShardingInstance, ShardingPlan, missing_text
+from distplan.models.sharding import GB, TIGHTEST_POINT, ShardingInstance, ShardingPlan, bytes_over, missing_text
 from distplan.solvers.result import SolverResult, Termination
 
 #: objective coefficients are microseconds
@@ -340,8 +340,7 @@ def memory_excess(graph: CostGraph, choice: np.ndarray) -> float:
     """Bytes by which a plan's memory per device exceeds its budget when the evaluator would
     reject it (over ``budget x (1 + MEMORY_TOLERANCE)``, `distplan.models.sharding`); 0
     when it fits."""
-    excess = plan_memory_bytes(graph, choice) - graph.memory_budget
-    return excess if excess > graph.memory_budget * MEMORY_TOLERANCE else 0.0
+    return bytes_over(plan_memory_bytes(graph, choice), graph.memory_budget)
 
 
 def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seconds: float, name: str) -> tuple[SolverResult | None, np.ndarray | None, dict[str, Any]]:

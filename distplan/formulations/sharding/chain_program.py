@@ -26,7 +26,7 @@ from distplan.formulations.sharding.chain_walk import components_apart, euler_wa
 from distplan.formulations.sharding.chainfold import Chain
 from distplan.formulations.sharding.costgraph import CostGraph, CostTables, Skeleton
 from distplan.modeling.model import Model, linear_sum
-from distplan.models.sharding import MEMORY_TOLERANCE
+from distplan.models.sharding import bytes_over
 
 # -- explicit cost graph -------------------------------------------------------------------
 
@@ -327,9 +327,7 @@ def plan_memory(sk: Skeleton, tables: CostTables, choice: np.ndarray) -> float:
 def plan_excess(sk: Skeleton, tables: CostTables, choice: np.ndarray) -> float:
     """Bytes by which a plan's memory exceeds its budget when the evaluator would reject it
     (over ``budget x (1 + MEMORY_TOLERANCE)``); 0 when it fits."""
-    budget = sk.instance.memory_budget
-    excess = plan_memory(sk, tables, choice) - budget
-    return excess if excess > budget * MEMORY_TOLERANCE else 0.0
+    return bytes_over(plan_memory(sk, tables, choice), sk.instance.memory_budget)
 
 
 def solve_chains(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, lp_first: bool, max_rounds: int = 50, build_seconds: float = 0.0) -> ChainSolution:
