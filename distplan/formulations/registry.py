@@ -164,6 +164,8 @@ class Formulation:
     #: parameters that also take None, with a meaning their documentation gives (e.g. "all
     #: the time left"); the others take a value of their default's type
     nullable: frozenset[str] = frozenset()
+    #: the least value of numeric parameters that have one (e.g. 2 copies to fold a region)
+    least: dict[str, float] = field(default_factory=dict)
 
     def is_exact(self, instance: Any) -> bool:
         """Whether an optimal solve of this program is an optimum of ``instance``."""
@@ -174,12 +176,14 @@ class Formulation:
         not of its default's type: true/false for a flag, a whole number for an integer
         (an integral float too: JSON's 1e6), a real number for a float, text for text
         (bools are none of the numbers; a default of None or a tuple takes any value; None
-        is taken where ``nullable`` names the parameter).
-        Ranges are the formulation's own checks."""
+        is taken where ``nullable`` names the parameter), and at least its ``least`` value
+        where that names it."""
         for name, value in params.items():
             if name not in self.params:
                 raise InputError(f"params.{name}", f"formulation {self.name!r} has no parameter {name!r}", f"its parameters: {', '.join(sorted(self.params)) or '(none)'}")
             expected = None if value is None and name in self.nullable else _param_type_error(self.params[name], value)
+            if not expected and value is not None and name in self.least and value < self.least[name]:
+                expected = f"{'a whole number' if isinstance(self.params[name], int) else 'a number'} >= {self.least[name]:g}"
             if expected:
                 raise InputError(f"params.{name}", f"expected {expected}, got {value!r}", f"give e.g. {name}={json.dumps(self.params[name])}")
 

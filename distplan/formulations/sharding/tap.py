@@ -45,7 +45,6 @@ from typing import Any
 
 import numpy as np
 
-from distplan.errors import InputError
 from distplan.formulations.folding import FoldMap, find_repeated_subgraphs
 from distplan.formulations.registry import Bound, Folding, Formulation, Outcome, RunContext
 from distplan.formulations.sharding.alpa_ilp import (
@@ -78,24 +77,12 @@ DEFAULTS: dict[str, Any] = {"exact": True, "certify": True, "lp_first": True, "d
 BOUND_MARGIN = 1e-10
 
 
-def _whole_param(params: dict[str, Any], name: str, least: int, meaning: str) -> int:
-    """The integer parameter ``name`` (default `DEFAULTS`; an integral float such as JSON's
-    1e6 too), at least ``least``; InputError otherwise (a bool, a fraction or a smaller
-    number)."""
-    value = params.get(name, DEFAULTS[name])
-    whole = not isinstance(value, bool) and isinstance(value, int | float | np.integer | np.floating) and float(value).is_integer()
-    if not whole or value < least:
-        raise InputError(f"params.{name}", f"expected a whole number >= {least} ({meaning}), got {value!r}", f"give e.g. {name}={DEFAULTS[name]}")
-    return int(value)
-
-
 def fold_instance(inst: ShardingInstance, params: dict[str, Any]) -> tuple[Skeleton, FoldMap]:
     """The skeleton of an instance and its repeated regions (``min_copies``: copies a
-    region needs to be folded, >= 2; ``wl_iterations``: rounds of colour refinement)."""
-    min_copies = _whole_param(params, "min_copies", 2, "copies a repeated region needs")
-    iterations = _whole_param(params, "wl_iterations", 0, "rounds of colour refinement")
+    region needs to be folded, >= 2; ``wl_iterations``: rounds of colour refinement, >= 0;
+    `distplan.solve` checks both, `TAP.least`)."""
     sk = build_skeleton(inst)
-    fold = find_repeated_subgraphs(sk.labelled_graph(), min_copies=min_copies, iterations=iterations)
+    fold = find_repeated_subgraphs(sk.labelled_graph(), min_copies=int(params.get("min_copies", DEFAULTS["min_copies"])), iterations=int(params.get("wl_iterations", DEFAULTS["wl_iterations"])))
     return sk, fold
 
 
@@ -136,12 +123,12 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
     sk, fold = fold_instance(instance, ctx.params)
     t1 = time.perf_counter()
     tables = CostTables(instance)
-    chains, chain_info = find_chains(sk, fold, tables, _whole_param(ctx.params, "max_states", 1, "boundary states a chain may have"))
+    chains, chain_info = find_chains(sk, fold, tables, int(ctx.param("max_states", MAX_STATES)))
     t2 = time.perf_counter()
     sol = None
     if ctx.param("dp", True):
         try:
-            sol = solve_by_dp(sk, chains, tables, ctx, max_rows=float(_whole_param(ctx.params, "dp_max_rows", 1, "rows of a table of the dynamic program")))
+            sol = solve_by_dp(sk, chains, tables, ctx, max_rows=float(ctx.param("dp_max_rows", DP_MAX_ROWS)))
         except DeadlineReached:
             return Outcome(plan=None, bounds=[], info={"fold_seconds": t1 - t0, "chain_seconds": t2 - t1}, termination=Termination.TIME_LIMIT)
     method = "dp" if sol is not None else "milp"
@@ -260,4 +247,8 @@ TAP = Formulation(
     exact=True,
     reference=REFERENCE,
     params=dict(DEFAULTS),
+    #: copies a repeated region needs; rounds of colour refinement; boundary states a chain
+    #: may have; rows of a table of the dynamic program (min_copies 1 made the chain finder
+    #: fail with an IndexError)
+    least={"min_copies": 2, "wl_iterations": 0, "max_states": 1, "dp_max_rows": 1},
 )
