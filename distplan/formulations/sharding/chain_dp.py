@@ -356,14 +356,11 @@ class _Walk:
         dense stage matrices up to `DENSE_STATES` states: the least over a (from, to)
         pair's arcs of weight + value to go is the pair's least weight + value to go,
         exactly, as rounding is monotone)."""
-        a, W = self.chain.arcs, self.W
-        out = np.full((self.steps + 1, W), np.inf)
+        if self.W <= DENSE_STATES:
+            return self._dense_to_go(weight[None, :], end_weight[None, :])[0]
+        a = self.chain.arcs
+        out = np.full((self.steps + 1, self.W), np.inf)
         np.minimum.at(out[self.steps], self.key_end, end_weight)
-        if W <= DENSE_STATES:
-            mats = [m for m, _ in self.stage_matrices(weight)]
-            for t in range(self.steps - 1, -1, -1):
-                out[t] = (mats[t % len(mats)] + out[t + 1][None, :]).min(axis=1)
-            return out
         for t in range(self.steps - 1, -1, -1):
             idx = self.stage_arcs[t % len(self.stage_arcs)]
             np.minimum.at(out[t], a["prev"][idx], weight[idx] + out[t + 1][a["cur"][idx]])
@@ -371,27 +368,31 @@ class _Walk:
 
     def to_go_many(self, lams: Sequence[float]) -> np.ndarray:
         """(len(lams), steps + 1, W): `to_go` of cost + lam x memory for each lam (seconds),
-        the same values bit for bit; up to `DENSE_STATES` states in one pass for all lams
-        (a pair's least weight per lam by one reduction over its arcs, grouped by pair)."""
-        a, W, fe = self.chain.arcs, self.W, self.front_end
+        the same values bit for bit; up to `DENSE_STATES` states in one pass for all lams."""
+        a, fe = self.chain.arcs, self.front_end
         lam = np.asarray(lams, dtype=float)[:, None]
-        if W > DENSE_STATES:
+        if self.W > DENSE_STATES:
             return np.array([self.to_go(a["cost"] + x * self.arc_mem, fe.cost + x * fe.mem) for x in lams])
-        out = np.full((lam.size, self.steps + 1, W), np.inf)
-        end_weight = fe.cost + lam * fe.mem
-        for k in range(lam.size):
+        return self._dense_to_go(a["cost"] + lam * self.arc_mem, fe.cost + lam * fe.mem)
+
+    def _dense_to_go(self, weight: np.ndarray, end_weight: np.ndarray) -> np.ndarray:
+        """`to_go` on dense stage matrices for several weightings at once: ``weight`` (L,
+        arcs) and ``end_weight`` (L, end front rows) give (L, steps + 1, W); a pair's least
+        weight per weighting by one reduction over its arcs, grouped by pair."""
+        a, W, L = self.chain.arcs, self.W, weight.shape[0]
+        out = np.full((L, self.steps + 1, W), np.inf)
+        for k in range(L):
             np.minimum.at(out[k, self.steps], self.key_end, end_weight[k])
-        weight = a["cost"] + lam * self.arc_mem
         mats = []
         for idx in self.stage_arcs:
             key = a["prev"][idx] * W + a["cur"][idx]
             order = np.argsort(key, kind="stable")
             k = key[order]
-            first = np.flatnonzero(np.r_[True, k[1:] != k[:-1]]) if k.size else np.zeros(0, dtype=np.int64)
-            m = np.full((lam.size, W * W), np.inf)
+            m = np.full((L, W * W), np.inf)
             if k.size:
+                first = np.flatnonzero(np.r_[True, k[1:] != k[:-1]])
                 m[:, k[first]] = np.minimum.reduceat(weight[:, idx[order]], first, axis=1)
-            mats.append(m.reshape(lam.size, W, W))
+            mats.append(m.reshape(L, W, W))
         for t in range(self.steps - 1, -1, -1):
             out[:, t] = (mats[t % len(mats)] + out[:, t + 1][:, None, :]).min(axis=2)
         return out
