@@ -182,7 +182,7 @@ def test_memory_excess_is_what_the_evaluator_rejects() -> None:
 
     g = build_cost_graph(gpt(1e15))
     choice = np.zeros(g.num_nodes, dtype=np.int64)
-    memory = alpa_ilp.plan_memory_bytes(g, choice)
+    memory = g.memory_of(choice)
     for budget, excess in ((memory, 0.0), (memory * 2, 0.0), (memory / (1 + 0.5e-9), 0.0), (memory - 100.0, 100.0)):
         g = dataclasses.replace(g, memory_budget=budget)
         assert alpa_ilp.memory_excess(g, choice) == pytest.approx(excess, abs=1e-6)

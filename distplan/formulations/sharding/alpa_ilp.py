@@ -330,17 +330,11 @@ def is_integral(result: SolverResult, tol: float = 1e-6) -> bool:
     return values is None or bool(np.all(np.minimum(np.abs(values), np.abs(1 - values)) <= tol))
 
 
-def plan_memory_bytes(graph: CostGraph, choice: np.ndarray) -> float:
-    """Bytes per device of a strategy index per node of a cost graph (its nodes' memories
-    summed in node order; folded nodes hold their copies' memory)."""
-    return float(sum(m[c] for m, c in zip(graph.node_memory, np.asarray(choice).tolist())))
-
-
 def memory_excess(graph: CostGraph, choice: np.ndarray) -> float:
     """Bytes by which a plan's memory per device exceeds its budget when the evaluator would
     reject it (over ``budget x (1 + MEMORY_TOLERANCE)``, `distplan.models.sharding`); 0
     when it fits."""
-    return bytes_over(plan_memory_bytes(graph, choice), graph.memory_budget)
+    return bytes_over(graph.memory_of(choice), graph.memory_budget)
 
 
 def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seconds: float, name: str) -> tuple[SolverResult | None, np.ndarray | None, dict[str, Any]]:

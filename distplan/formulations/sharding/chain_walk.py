@@ -96,7 +96,7 @@ def incumbent(sk: Skeleton, graph: CostGraph, chains: list[Chain], origin: np.nd
     finite = [finite_mask(c) for c in graph.node_cost]
     least_mem = np.array([int(np.flatnonzero(f)[np.argmin(m[f])]) if f.any() else 0 for m, f in zip(graph.node_memory, finite)])
     for choice in (np.array(explicit_choice, dtype=np.int64), least_mem):
-        explicit_mem = float(sum(float(m[k]) for m, k in zip(graph.node_memory, choice.tolist())))
+        explicit_mem = graph.memory_of(choice)
         left = budget - explicit_mem
         start_nodes = np.array([int(np.flatnonzero(origin == ch.nodes[0, p])[0]) for p in ch.out_pos.tolist()], dtype=np.int64)
         start = int(encode_states(choice[start_nodes][None, :], ch.out_sizes)[0]) if ch.out_pos.size else 0

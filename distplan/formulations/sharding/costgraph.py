@@ -347,6 +347,11 @@ class CostGraph:
     def strategy_counts(self) -> np.ndarray:
         return np.array([len(c) for c in self.node_cost], dtype=np.int64)
 
+    def memory_of(self, choice: Sequence[int] | np.ndarray) -> float:
+        """Bytes per device of a choice per node (the nodes' memories summed in node order;
+        folded nodes hold their copies' memory)."""
+        return float(sum(float(m[k]) for m, k in zip(self.node_memory, np.asarray(choice).tolist())))
+
     def plan(self, choice: Sequence[int] | np.ndarray) -> dict[str, str]:
         """Strategy names of the member ops of every node, for a choice per node."""
         ops = self.instance.ops
