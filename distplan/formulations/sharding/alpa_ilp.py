@@ -260,6 +260,22 @@ def memory_shortfall(g: CostGraph) -> tuple[float, float, list[tuple[float, str]
     return float(sum(least)), g.memory_budget, top
 
 
+def memory_shortfall_error(g: CostGraph, least: float, top: list[tuple[float, str]] | None = None) -> InfeasibleError:
+    """The error of a budget below the least memory ``least`` (bytes per device) any plan
+    needs: which device, at which point, by how much, and the largest needs (``top``:
+    bytes and op name) when given."""
+    inst, budget = g.instance, g.memory_budget
+    mesh = "x".join(str(x) for x in inst.mesh.shape)
+    largest = f". Largest needs: {', '.join(f'{n} {m / GB:.3f} GB' for m, n in top)}" if top else ""
+    return InfeasibleError(
+        f"{g.name}: memory: device 0 of the {inst.mesh.num_devices}-device {mesh} mesh of {inst.mesh.device} "
+        f"(every device holds an equal shard) needs at least {least / GB:.3f} GB at {TIGHTEST_POINT}, "
+        f"even with the most memory-saving strategy of every op; it has {budget / GB:.3f} GB: "
+        f"{missing_text(least - budget)} missing{largest}",
+        details={"device": 0, "point": "end of forward", "needed_bytes": least, "budget_bytes": budget, "missing_bytes": least - budget},
+    )
+
+
 def memory_block(model: Model, instance: Any, index: AlpaIndex) -> None:
     """The per-device memory row at the tightest point (end of the forward pass), in the
     index's ``memory_scale`` units (GiB unless re-solved);
@@ -267,15 +283,7 @@ def memory_block(model: Model, instance: Any, index: AlpaIndex) -> None:
     g = index.graph
     least, budget, top = memory_shortfall(g)
     if least > budget * (1 + 1e-12):
-        inst = g.instance
-        mesh = "x".join(str(x) for x in inst.mesh.shape)
-        raise InfeasibleError(
-            f"{g.name}: memory: device 0 of the {inst.mesh.num_devices}-device {mesh} mesh of {inst.mesh.device} "
-            f"(every device holds an equal shard) needs at least {least / GB:.3f} GB at {TIGHTEST_POINT}, "
-            f"even with the most memory-saving strategy of every op; it has {budget / GB:.3f} GB: "
-            f"{missing_text(least - budget)} missing. Largest needs: {', '.join(f'{n} {m / GB:.3f} GB' for m, n in top)}",
-            details={"device": 0, "point": "end of forward", "needed_bytes": least, "budget_bytes": budget, "missing_bytes": least - budget},
-        )
+        raise memory_shortfall_error(g, least, top)
     s = model["s"]
     if s.size == 0:
         return

@@ -18,6 +18,7 @@ from distplan.formulations.sharding.alpa_ilp import (
     AlpaIndex,
     edge_product_block,
     memory_row_scale,
+    memory_shortfall_error,
     node_choice_block,
     prepare_alpa,
 )
@@ -134,9 +135,6 @@ def _stage_shift(arcs: dict[str, np.ndarray], key: str) -> tuple[np.ndarray, flo
 def prepare_chain(graph: CostGraph, params: Mapping[str, Any]) -> ChainIndex:
     """``chains``, ``origin``, ``virtual``, ``cuts``, ``relax``, ``memory_row``. Raises an
     InfeasibleError with the shortfall when even the least-memory plan does not fit."""
-    from distplan.errors import InfeasibleError
-    from distplan.models.sharding import GB, TIGHTEST_POINT, missing_text
-
     base = prepare_alpa(graph, params)
     chains = tuple(params["chains"])
     memory_row = bool(params.get("memory_row", True))
@@ -144,14 +142,7 @@ def prepare_chain(graph: CostGraph, params: Mapping[str, Any]) -> ChainIndex:
     least = float(node_min.sum()) + sum((ch.copies - 1) * _least_copy(ch) for ch in chains)
     budget = graph.memory_budget
     if memory_row and least > budget * (1 + 1e-12):
-        inst = graph.instance
-        mesh = "x".join(str(x) for x in inst.mesh.shape)
-        raise InfeasibleError(
-            f"{graph.name}: memory: device 0 of the {inst.mesh.num_devices}-device {mesh} mesh of {inst.mesh.device} "
-            f"(every device holds an equal shard) needs at least {least / GB:.3f} GB at {TIGHTEST_POINT}, "
-            f"even with the most memory-saving strategy of every op; it has {budget / GB:.3f} GB: {missing_text(least - budget)} missing",
-            details={"device": 0, "point": "end of forward", "needed_bytes": least, "budget_bytes": budget, "missing_bytes": least - budget},
-        )
+        raise memory_shortfall_error(graph, least)
     rhs = budget - float(node_min.sum())
     least_cost = np.full(graph.num_nodes, np.inf)
     if base.s_cost.size:
