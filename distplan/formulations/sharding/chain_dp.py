@@ -53,10 +53,12 @@ from distplan.formulations.sharding.chain_program import ChainSolution, explicit
 from distplan.formulations.sharding.chainfold import Chain
 from distplan.formulations.sharding.costgraph import CostGraph, CostTables, Skeleton
 from distplan.models.graphs import component_roots
+from distplan.models.sharding import MEMORY_TOLERANCE
 
-#: relative memory slack of the pruning tests and of the bound (the evaluator accepts
-#: plans within ``budget x (1 + 1e-9)``)
-MEMORY_SLACK = 1e-9
+#: relative memory slack of the pruning tests and of the bound: the evaluator's own
+#: (it accepts plans within ``budget x (1 + MEMORY_TOLERANCE)``, so the bound, the least
+#: cost within that, is below every plan it accepts)
+MEMORY_SLACK = MEMORY_TOLERANCE
 #: default cap on the rows of any table or label set of the dynamic program
 MAX_ROWS = 1_000_000
 #: row limit of the explicit fronts before they are pruned by a Lagrangian bound
