@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from distplan.errors import DistplanError, InfeasibleError, InputError, InternalError, NoSolutionError, PlanCheckError
+from distplan.formulations.deadline import DeadlineReached
 from distplan.formulations.registry import Bound, RunContext, get_folder, get_formulation
 from distplan.models.common import Check, kind_spec
 from distplan.solvers.base import BackendError, SolveOptions, get_backend
@@ -196,7 +197,10 @@ def _solve(
     options = form.policy.options_for(options, target, run_params)
     ctx = RunContext(be, options, run_params, started=t_start)
     t_run = time.perf_counter()
-    outcome = form.run(target, ctx)
+    try:
+        outcome = form.run(target, ctx)
+    except DeadlineReached as exc:  # a phase gave up with nothing to return
+        raise NoSolutionError(f"{inst.name}: {form.name} found no solution before the limit ({exc})") from None
     run_seconds = time.perf_counter() - t_run
     solver_results = outcome.solver_results or ctx.solver_results
     last = solver_results[-1] if solver_results else None
@@ -211,8 +215,9 @@ def _solve(
     if outcome.plan is None:
         if last is not None and last.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED):
             raise InfeasibleError(f"{inst.name}: {form.name} found the problem infeasible ({last.raw_status})")
-        if last is not None and last.termination in LIMIT_TERMINATIONS:
-            raise NoSolutionError(f"{inst.name}: {form.name} found no solution before the limit ({last.termination.value})")
+        limits = [t for t in (outcome.termination, last.termination if last is not None else None) if t in LIMIT_TERMINATIONS]
+        if limits:
+            raise NoSolutionError(f"{inst.name}: {form.name} found no solution before the limit ({limits[0].value})")
         detail = f" ({last.raw_status}: {last.message})" if last is not None else ""
         raise NoSolutionError(f"{inst.name}: {form.name} returned no plan{detail}")
 

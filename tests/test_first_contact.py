@@ -265,3 +265,32 @@ def test_a_phase_of_a_run_never_runs_past_the_run_deadline() -> None:
     assert unlimited.child(time_limit=3.0).options.time_limit == 3.0
     assert unlimited.child().options.time_limit is None
 
+
+
+def test_a_solve_asked_after_the_run_deadline_does_not_start_the_solver() -> None:
+    """Past the run's deadline `RunContext.solve_model` records a time-limited call without
+    starting the solver (which would only be stopped, or killed a grace later)."""
+    import time
+
+    from distplan.formulations.deadline import DeadlineReached, check, past
+    from distplan.formulations.registry import RunContext
+    from distplan.modeling.model import Model
+    from distplan.solvers.base import get_backend
+    from distplan.solvers.options import SolveOptions
+
+    model = Model("late")
+    x = model.add_vars("x", 2, lb=0.0, ub=1.0)
+    model.add_constraints("sum", x[0] + x[1] >= 1)
+    model.minimize(x[0] + 2 * x[1])
+    late = RunContext(get_backend("highs"), SolveOptions(time_limit=1.0), {}, started=time.perf_counter() - 1.5)
+    res = late.solve_model(model, build_seconds=0.25)
+    assert res.termination.value == "time_limit" and not res.has_solution and res.raw_status == "not started"
+    assert res.build_seconds == 0.25 and late.solver_results == [res]
+    assert past(late.deadline)
+    with pytest.raises(DeadlineReached, match="folding ran out of time"):
+        check(late.deadline, "folding")
+    early = RunContext(get_backend("highs"), SolveOptions(time_limit=30.0), {})
+    assert not past(early.deadline) and early.solve_model(model).termination.value == "optimal"
+    unlimited = RunContext(get_backend("highs"), SolveOptions(), {})
+    assert unlimited.deadline is None and not past(unlimited.deadline)
+    check(unlimited.deadline, "anything")

@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import distplan
+from distplan.formulations.deadline import DeadlineReached
 from distplan.formulations.folding import _check, _indexed
-from distplan.formulations.sharding.chain_dp import DeadlineReached, solve_walk_dp
+from distplan.formulations.sharding.chain_dp import solve_walk_dp
 from distplan.formulations.sharding.chain_fronts import pareto_rows, segment_fronts
 from distplan.formulations.sharding.chain_program import explicit_graph
 from distplan.formulations.sharding.chainfold import Chain, _chain_of, _widest_chain, alignments, find_chains, grown_copies

@@ -33,7 +33,7 @@ from distplan.formulations.contract import ModelSpec, Policy
 from distplan.kinds import KINDS
 from distplan.modeling.model import Model
 from distplan.solvers.base import Backend, SolveOptions
-from distplan.solvers.result import SolverResult, Termination
+from distplan.solvers.result import SolutionStatus, SolverResult, Termination
 
 Program = Literal["lp", "milp", "convex", "algorithm"]
 
@@ -109,12 +109,38 @@ class RunContext:
         ``seed`` (which the solver gets too), 0 when none was given."""
         return 0 if self.options.seed is None else int(self.options.seed)
 
+    @property
+    def deadline(self) -> float | None:
+        """When the run's time limit ends (a ``time.perf_counter()`` value; None: no limit),
+        for phases that check it (`distplan.formulations.deadline`)."""
+        return self._deadline
+
     def remaining_time(self) -> float | None:
         if self._deadline is None:
             return None
         return max(0.0, self._deadline - time.perf_counter())
 
+    def _not_started(self, build_seconds: float) -> SolverResult | None:
+        """The record of a solver call made after the run's deadline: the solver is not
+        started (it would only be stopped, or killed a grace later), None while time is left."""
+        if self._deadline is None or time.perf_counter() < self._deadline:
+            return None
+        result = SolverResult(
+            backend=self.backend.name,
+            backend_version=self.backend.version(),
+            termination=Termination.TIME_LIMIT,
+            status=SolutionStatus.NONE,
+            build_seconds=build_seconds,
+            raw_status="not started",
+            message="the run's time limit had passed before this solve: the solver was not started",
+        )
+        self.solver_results.append(result)
+        return result
+
     def solve_model(self, model: Model, warm_start: np.ndarray | None = None, build_seconds: float = 0.0) -> SolverResult:
+        late = self._not_started(build_seconds)
+        if late is not None:
+            return late
         t0 = time.perf_counter()
         arrays = model.to_arrays()
         assemble = time.perf_counter() - t0
@@ -129,6 +155,9 @@ class RunContext:
         return result
 
     def solve_convex(self, problem: Any, build_seconds: float = 0.0) -> SolverResult:
+        late = self._not_started(build_seconds)
+        if late is not None:
+            return late
         remaining = self.remaining_time()
         opts = self.options if remaining is None else self.options.with_(time_limit=max(remaining, 0.01))
         result = self.backend.solve_convex(problem, opts)

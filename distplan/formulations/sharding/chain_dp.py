@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from distplan.formulations.deadline import DeadlineReached
 from distplan.formulations.sharding.alpa_ilp import INFINITE_SECONDS
 from distplan.formulations.sharding.chain_fronts import (
     TooLarge,
@@ -98,10 +99,6 @@ FURTHER_LABELS = 24
 #: `_label_dp` drops, before building the candidates, the arcs whose least Lagrangian
 #: bound exceeds the cut (False: every arc of the stage, the earlier form, for tests)
 FILTER_ARCS = True
-
-
-class DeadlineReached(RuntimeError):
-    """The dynamic program ran out of time."""
 
 
 @dataclass

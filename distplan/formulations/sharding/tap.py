@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from distplan.formulations.deadline import DeadlineReached
 from distplan.formulations.folding import FoldMap, find_repeated_subgraphs
 from distplan.formulations.registry import Bound, Folding, Formulation, Outcome, RunContext
 from distplan.formulations.sharding.alpa_ilp import (
@@ -55,7 +56,7 @@ from distplan.formulations.sharding.alpa_ilp import (
     unfolded,
 )
 from distplan.formulations.sharding.chain_dp import MAX_ROWS as DP_MAX_ROWS
-from distplan.formulations.sharding.chain_dp import DeadlineReached, solve_by_dp
+from distplan.formulations.sharding.chain_dp import solve_by_dp
 from distplan.formulations.sharding.chain_fronts import segment_fronts
 from distplan.formulations.sharding.chain_program import solve_chains
 from distplan.formulations.sharding.chainfold import MAX_STATES, find_chains
