@@ -37,6 +37,7 @@ import numpy as np
 
 from distplan.errors import InfeasibleError
 from distplan.formulations.contract import ModelSpec
+from distplan.formulations.deadline import DeadlineReached, check
 from distplan.formulations.placement import relaxation
 from distplan.formulations.placement.descendants import precedence_load_rows, waiting_load_rows, window_load_rows
 from distplan.formulations.placement.forced import forced_bound
@@ -65,7 +66,7 @@ from distplan.models.graphs import transitive_closure
 from distplan.models.placement_evaluate import evaluate, schedule_fixed_placement
 from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import PlacementPlan, make_plan
-from distplan.solvers.result import SolverResult
+from distplan.solvers.result import SolverResult, Termination
 
 SCALE = relaxation.SCALE
 #: nonzeros of the waiting and of the window rows (`descendants`) in the MILP at most
@@ -188,22 +189,57 @@ def prepare_milp(inst: PlacementInstance, params: Mapping[str, Any]) -> MilpInde
         H = float(inst.time.max(axis=1).sum() + inst.max_delay().sum()) * SCALE
     exact = inst.memory_model == "simple" and inst.communication == "independent"
     r, q = fields["r"], fields["q"]
+    deadline = params.get("deadline")
     reach = reachability(inst)
-    related = reach | reach.T
-    i, j = np.nonzero(np.triu(~related, k=1))
+    check(deadline, "placement_milp's reachability")
     pmax = inst.time.max(axis=1) * SCALE
+    cap = int(params.get("max_pairs", MAX_PAIRS))
+    i, j, kept = disjunctive_pairs(reach, H, r, q, pmax, cap, deadline)
+    left_out = kept - i.size
+    exact = exact and left_out == 0
     Mij = H - q[i] - r[j]
     Mji = H - q[j] - r[i]
-    keep = (Mij > 0) & (Mji > 0) & ((pmax[i] > 0) | (pmax[j] > 0))
-    i, j, Mij, Mji = i[keep], j[keep], Mij[keep], Mji[keep]
-    cap = int(params.get("max_pairs", MAX_PAIRS))
-    left_out = 0
-    if i.size > cap:
-        top = np.argsort(-np.minimum(pmax[i], pmax[j]), kind="stable")[:cap]
-        i, j, Mij, Mji = i[top], j[top], Mij[top], Mji[top]
-        exact = False
-        left_out = int(keep.sum()) - cap
     return MilpIndex(**fields, horizon=H, incumbent=sched, exact=exact, pair_i=i, pair_j=j, big_m_ij=Mij, big_m_ji=Mji, pairs_left_out=left_out)
+
+
+#: cells of the (rows x ops) blocks `disjunctive_pairs` works on at a time
+PAIR_BLOCK_CELLS = 1 << 22
+
+
+def disjunctive_pairs(reach: np.ndarray, H: float, r: np.ndarray, q: np.ndarray, pmax: np.ndarray, cap: int, deadline: float | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """The pairs i < j of ops with no path between them whose windows can overlap
+    (H - q_i - r_j > 0 and H - q_j - r_i > 0, microseconds) and of which one takes time:
+    all of them in (i, j) order when there are at most ``cap``, else the ``cap`` with the
+    longest shorter op (``min(pmax_i, pmax_j)``), ties in (i, j) order; and how many there
+    are. Rows go in blocks of about `PAIR_BLOCK_CELLS` cells, each checking ``deadline``;
+    past the ``cap`` best, a block keeps only pairs longer than the shortest one held (a
+    later pair of equal length loses the tie), so memory stays at ``cap`` pairs."""
+    n = reach.shape[0]
+    step = max(1, PAIR_BLOCK_CELLS // max(n, 1))
+    cols = np.arange(n)
+    late_q, late_r = H - q, r  # H - q_i - r_j as (H - q_i) - r_j, as the big-Ms are computed
+    held_i = held_j = np.zeros(0, dtype=np.int64)
+    held_v = np.zeros(0)
+    ranked = False  # the held pairs are the cap best, longest first
+    kept = 0
+    for lo in range(0, n, step):
+        check(deadline, "placement_milp's disjunctive pairs")
+        rows = cols[lo : lo + step]
+        ok = ~(reach[rows] | reach[:, rows].T) & (cols[None, :] > rows[:, None])
+        ok &= (late_q[rows][:, None] - late_r[None, :] > 0) & (late_q[None, :] - late_r[rows][:, None] > 0)
+        ok &= (pmax[rows][:, None] > 0) | (pmax[None, :] > 0)
+        kept += int(np.count_nonzero(ok))
+        if ranked:  # only pairs longer than the shortest held can enter
+            ok &= np.minimum(pmax[rows][:, None], pmax[None, :]) > (held_v[-1] if cap else np.inf)
+        a, b = np.nonzero(ok)
+        a = rows[a]
+        held_i, held_j = np.concatenate([held_i, a]), np.concatenate([held_j, b])
+        held_v = np.concatenate([held_v, np.minimum(pmax[a], pmax[b])])
+        if held_v.size > cap:
+            top = np.lexsort((held_j, held_i, -held_v))[:cap]
+            held_i, held_j, held_v = held_i[top], held_j[top], held_v[top]
+            ranked = True
+    return held_i, held_j, kept
 
 
 def start_times(model: Model, inst: PlacementInstance, index: MilpIndex) -> None:
@@ -447,7 +483,7 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
     gap = ctx.options.mip_gap if ctx.options.mip_gap is not None else 0.0
     target = max([b.value for b in bounds], default=0.0) * (1 + gap)
     search_share = float(ctx.param("search_share", 0.2))
-    if sched is not None and search_share > 0 and rem is not None and inst.n_devices > 1:
+    if sched is not None and search_share > 0 and rem and inst.n_devices > 1:
         # a better incumbent: a smaller horizon (big-M) and a better warm start
         found, log = improve(inst, sched.device, deadline=time.perf_counter() + search_share * rem, seed=ctx.seed, target=target)
         if found is not None and found.makespan < sched.makespan:
@@ -459,17 +495,24 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
         if again is not sched:
             sched, source = again, f"{source}, re-timed longest tail first"
     heuristics_s = time.perf_counter() - t0
+    info: dict[str, Any] = {"incumbent": source, "heuristics_seconds": heuristics_s, "module_seconds": module_s}
     share = float(ctx.param("relaxation_share", 0.25))
     rem = ctx.remaining_time()
     lo, hi = ctx.param("relaxation_ops", (30, 1500))
-    if share > 0 and rem is not None and lo < inst.n_ops <= hi and inst.n_devices > 1:
+    if share > 0 and rem and lo < inst.n_ops <= hi and inst.n_devices > 1:
         # the assignment relaxation alone first: its branch and bound raises the bound
         # faster than the disjunctive model's, and w >= its bound helps the MILP prune
         seeds: list[np.ndarray] = []
         bounds += relaxation.relaxation_bounds(inst, ctx, share * rem, assignments=seeds)
         sched, source = _search_from(inst, ctx, seeds, sched, source, max([b.value for b in bounds], default=0.0) * (1 + gap))
     t1 = time.perf_counter()
-    model, index = PLACEMENT_MILP.build(inst, {**ctx.params, "incumbent": sched}, name=name)
+    try:
+        check(ctx.deadline, f"{name} before its model")
+        model, index = PLACEMENT_MILP.build(inst, {**ctx.params, "incumbent": sched, "deadline": ctx.deadline}, name=name)
+    except DeadlineReached as exc:  # the best plan so far, its bounds, ended by the limit
+        info.update(incumbent=source, plan_from=source, stopped=str(exc))
+        plan = None if sched is None else make_plan(inst, sched.device, sched.start)
+        return Outcome(plan=plan, bounds=bounds, solver_results=list(ctx.solver_results), claimed_objective=None if sched is None else sched.makespan, info=info, termination=Termination.TIME_LIMIT)
     if bounds:
         model.set_bounds(model["makespan"], lb=min(max(b.value for b in bounds) * SCALE, index.horizon))
     build = heuristics_s + time.perf_counter() - t1
@@ -481,7 +524,7 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
         bounds.append(Bound(max(0.0, result.bound - margin) / SCALE, f"{name} dual bound ({result.backend}, {what})"))
     plan: PlacementPlan | None = None
     claimed: float | None = None
-    info: dict[str, Any] = {"incumbent": source, "exact_model": bool(index.exact), "heuristics_seconds": heuristics_s, "module_seconds": module_s}
+    info.update(incumbent=source, exact_model=bool(index.exact))
     if index.pairs_left_out:
         info["pairs_left_out"] = index.pairs_left_out
     if result.has_solution:

@@ -1,0 +1,51 @@
+"""placement_milp under a hard time limit: once the run's deadline has passed (here forced
+by slowing one phase), it neither builds its model nor starts a solver, and returns its best
+plan so far as a time-limited run; a model build that runs out stops within a block."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+import distplan
+from distplan.formulations.placement import milp
+
+LIMIT = 0.5
+GRACE = 2.0  # the allowance of tests/test_first_contact.py: max(2 s, 10% of the limit)
+
+
+def _slowed(fn: Any, seconds: float) -> Any:
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        out = fn(*args, **kwargs)
+        time.sleep(seconds)
+        return out
+
+    return slow
+
+
+def test_heuristics_past_the_deadline_return_their_plan_without_a_solve(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(milp, "best_heuristic", _slowed(milp.best_heuristic, LIMIT + 0.1))
+    t0 = time.perf_counter()
+    res = distplan.solve("placement-small-1", "placement_milp", time_limit=LIMIT)
+    assert time.perf_counter() - t0 <= LIMIT + GRACE
+    assert res.termination.value == "time_limit" and res.check is not None and res.check.feasible
+    assert res.info["plan_from"] == res.info["incumbent"] and res.info["stopped"] == "placement_milp before its model ran out of time"
+    assert res.solver_results == []  # no model, no solver
+    assert res.bound is not None and res.bound <= res.objective
+
+
+def test_a_build_that_runs_out_stops_and_returns_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reachability (n x n) of a large graph is where the build's time goes: slowed past
+    the deadline, the pairs after it are not enumerated."""
+    monkeypatch.setattr(milp, "reachability", _slowed(milp.reachability, LIMIT + 0.1))
+    monkeypatch.setattr(milp, "disjunctive_pairs", lambda *a, **k: pytest.fail("pairs enumerated past the deadline"))
+    res = distplan.solve("placement-small-1", "placement_milp", time_limit=LIMIT)
+    assert res.termination.value == "time_limit" and res.solver_results == []
+    assert "placement_milp's reachability ran out of time" in res.info["stopped"]
+
+
+def test_without_a_limit_the_milp_runs() -> None:
+    res = distplan.solve("placement-small-1", "placement_milp", time_limit=30)
+    assert res.status.value == "optimal" and "stopped" not in res.info and len(res.solver_results) == 1
