@@ -24,9 +24,20 @@ def _typed_params() -> list[Any]:
     for kind in KINDS:
         for f in distplan.formulations(kind):
             for name, default in f.params.items():
-                if type(default) in WRONG:
-                    out.append(pytest.param(kind, f.name, name, type(default), id=f"{f.name}.{name}"))
+                typed = f.examples.get(name) if default is None else default
+                if type(typed) in WRONG:
+                    out.append(pytest.param(kind, f.name, name, type(typed), id=f"{f.name}.{name}"))
     return out
+
+
+def _sequence_params() -> list[Any]:
+    return [
+        pytest.param(kind, f.name, name, default, id=f"{f.name}.{name}")
+        for kind in KINDS
+        for f in distplan.formulations(kind)
+        for name, default in f.params.items()
+        if isinstance(default, tuple | list)
+    ]
 
 
 TYPED = _typed_params()
@@ -84,3 +95,31 @@ def test_a_nullable_parameter_takes_none() -> None:
         tessel.check_params({next(n for n, v in tessel.params.items() if isinstance(v, float) and n not in tessel.nullable): None})
     r = distplan.solve("pipeline-tessel-kshape", "tessel", time_limit=20, proof_time_limit=None)
     assert r.plan is not None
+
+
+@pytest.mark.parametrize(("kind", "formulation", "name", "default"), _sequence_params())
+def test_a_sequence_parameter_takes_items_of_its_defaults_types(kind: str, formulation: str, name: str, default: Any) -> None:
+    """A tuple default (placement_milp's relaxation_ops: a range) takes as many items of its
+    items' types; a list default (tag_sfb_maxflow's prices) one or more of its first item's
+    type. ``relaxation_ops="abc"`` had reached the run and come back as an internal error."""
+    form = next(f for f in distplan.formulations(kind) if f.name == formulation)
+    wrong: list[Any] = ["abc", 5, [], [None] * len(default), ["x"] * len(default)]
+    if isinstance(default, tuple):
+        wrong.append(list(default) + list(default))
+    for value in wrong:
+        with pytest.raises(InputError, match=rf"^params\.{name}: expected a list of "):
+            form.check_params({name: value})
+    form.check_params({name: list(default)})
+    form.check_params({name: tuple(default)})
+    if isinstance(default, list):
+        form.check_params({name: default[:1]})
+
+
+def test_a_parameter_whose_default_is_none_takes_none_or_its_examples_type() -> None:
+    form = next(f for f in distplan.formulations("placement") if f.name == "placement_search")
+    form.check_params({"max_evals": None, "cluster_share": None})
+    form.check_params({"max_evals": 50, "cluster_share": 0.5})
+    with pytest.raises(InputError, match=r"^params\.max_evals: expected a whole number, got 'foo'"):
+        form.check_params({"max_evals": "foo"})
+    with pytest.raises(InputError, match=r"^params\.cluster_share: expected a number >= 0, got -0.5"):
+        form.check_params({"cluster_share": -0.5})

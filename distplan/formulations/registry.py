@@ -195,6 +195,8 @@ class Formulation:
     nullable: frozenset[str] = frozenset()
     #: the least value of numeric parameters that have one (e.g. 2 copies to fold a region)
     least: dict[str, float] = field(default_factory=dict)
+    #: for a parameter whose default is None ("decide for me"), a value of the type it takes
+    examples: dict[str, Any] = field(default_factory=dict)
 
     def is_exact(self, instance: Any) -> bool:
         """Whether an optimal solve of this program is an optimum of ``instance``."""
@@ -204,17 +206,20 @@ class Formulation:
         """An InputError naming the first parameter it does not declare, or whose value is
         not of its default's type: true/false for a flag, a whole number for an integer
         (an integral float too: JSON's 1e6), a real number for a float, text for text
-        (bools are none of the numbers; a default of None or a tuple takes any value; None
-        is taken where ``nullable`` names the parameter), and at least its ``least`` value
-        where that names it."""
+        (bools are none of the numbers), for a tuple as many items of the tuple's types,
+        for a list one or more items of its first item's type; a default of None takes None
+        or a value of its ``examples`` type (anything when it has none); None is taken where
+        ``nullable`` names the parameter; and at least its ``least`` value where that names it."""
         for name, value in params.items():
             if name not in self.params:
                 raise InputError(f"params.{name}", f"formulation {self.name!r} has no parameter {name!r}", f"its parameters: {', '.join(sorted(self.params)) or '(none)'}")
-            expected = None if value is None and name in self.nullable else _param_type_error(self.params[name], value)
+            typed = self.examples.get(name) if self.params[name] is None else self.params[name]
+            takes_none = name in self.nullable or self.params[name] is None
+            expected = None if value is None and takes_none else _param_type_error(typed, value)
             if not expected and value is not None and name in self.least and value < self.least[name]:
-                expected = f"{'a whole number' if isinstance(self.params[name], int) else 'a number'} >= {self.least[name]:g}"
+                expected = f"{'a whole number' if isinstance(typed, int) else 'a number'} >= {self.least[name]:g}"
             if expected:
-                raise InputError(f"params.{name}", f"expected {expected}, got {value!r}", f"give e.g. {name}={json.dumps(self.params[name])}")
+                raise InputError(f"params.{name}", f"expected {expected}, got {value!r}", f"give e.g. {name}={json.dumps(typed)}")
 
     def build(self, instance: Any, params: dict[str, Any] | None = None) -> tuple[Model, Any]:
         """Assemble the model of a declared formulation (for export and inspection)."""
@@ -235,6 +240,12 @@ def _param_type_error(default: Any, value: Any) -> str | None:
         return None if is_real and not math.isnan(value) else "a number"
     if isinstance(default, str):
         return None if isinstance(value, str) else "text"
+    if isinstance(default, tuple):
+        items = [_param_type_error(d, v) for d, v in zip(default, value)] if isinstance(value, list | tuple) and len(value) == len(default) else ["?"]
+        return None if not any(items) else f"a list of {len(default)}: " + ", ".join(_param_type_error(d, object()) or "any" for d in default)
+    if isinstance(default, list) and default:
+        items = [_param_type_error(default[0], v) for v in value] if isinstance(value, list | tuple) and value else ["?"]
+        return None if not any(items) else f"a list of one or more: {_param_type_error(default[0], object())}"
     return None
 
 

@@ -37,7 +37,7 @@ register(
         run=tag.run_tag_sfb_maxflow,
         exact=False,
         reference=TAG,
-        params={"alpha": tag.DEFAULT_ALPHA, "prices": tag.CUT_PRICES},
+        params={"alpha": tag.DEFAULT_ALPHA, "prices": list(tag.CUT_PRICES)},
     )
 )
 register(
@@ -51,6 +51,8 @@ register(
         reference=TAG + "; extended with codecs and channel scheduling",
         spec=select.CODEC_SELECT,
         params={"window": None, "improve_seconds": 5.0},
+        examples={"window": 8},
+        least={"window": 0},
     )
 )
 register(

@@ -103,6 +103,8 @@ register(
         run=search.run_search,
         reference=BAECHI + "; Kwok & Ahmad, ACM Computing Surveys 31(4) 1999; Wu, Shu & Gu, IEEE TPDS 15(4) 2004",
         params={"default_time_limit": 30.0, "max_evals": None, "forced_share": 0.1, "cluster_share": None},
+        examples={"max_evals": 10_000, "cluster_share": 0.2},
+        least={"max_evals": 0, "cluster_share": 0.0},
     )
 )
 
