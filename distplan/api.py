@@ -183,6 +183,7 @@ def _solve(
         raise BackendError(f"formulation {form.name!r} is a MILP and backend {be.name!r} solves LPs only")
     elif not be.available():
         be.check_can_take(None)
+    be.check_options(options.raw)
 
     target = inst
     folding = None

@@ -6,13 +6,13 @@ import functools
 import importlib
 import importlib.util
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from distplan.errors import DistplanError
+from distplan.errors import DistplanError, InputError
 from distplan.modeling.model import ModelArrays
 from distplan.solvers.capture import captured_output, echo_to_stderr
 from distplan.solvers.isolation import run_isolated
@@ -64,9 +64,23 @@ class Backend:
     status_map: dict[Any, Any] = field(default_factory=dict)
     availability_fn: Callable[[], bool] | None = None
     solve_convex_fn: Callable[[Any, SolveOptions], SolverResult] | None = None
+    #: the first of raw solver options (name -> value) the solver refuses, as (name, why);
+    #: None when it takes them all (backends without one pass options on unchecked)
+    options_check_fn: Callable[[Mapping[str, Any]], tuple[str, str] | None] | None = None
 
     def available(self) -> bool:
         return _available(self.name, self.requires, self.availability_fn)
+
+    def check_options(self, raw: Mapping[str, Any]) -> None:
+        """An InputError naming the first raw solver option (``solver_options``, the CLI's
+        ``--solver-option``) this backend's solver refuses, before anything is solved."""
+        if not raw or self.options_check_fn is None or not self.available():
+            return
+        with captured_output():
+            refused = self.options_check_fn(raw)
+        if refused is not None:
+            name, why = refused
+            raise InputError(f"solver_options.{name}", f"{self.name} refuses {name}={raw[name]!r}: {why}", f"see the {self.name} solver's option list")
 
     def version(self) -> str:
         """The installed solver's version ("not installed", "unknown" when the lookup

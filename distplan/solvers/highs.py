@@ -17,6 +17,8 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import highspy
 import numpy as np
@@ -209,6 +211,17 @@ def solve(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | N
     return result
 
 
+def refused_option(raw: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first of ``raw`` HiGHS refuses (an unknown name, a value of the wrong type or out
+    of range), tried on a scratch solver object."""
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    for key, value in raw.items():
+        if h.setOptionValue(str(key), value) != highspy.HighsStatus.kOk:
+            return str(key), "an unknown option, or a value of the wrong type or out of its range"
+    return None
+
+
 BACKEND = register_backend(
     Backend(
         name="highs",
@@ -219,5 +232,6 @@ BACKEND = register_backend(
         solve_fn=solve,
         version_fn=highs_version,
         status_map=STATUS_MAP,
+        options_check_fn=refused_option,
     )
 )

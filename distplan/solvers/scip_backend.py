@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -155,6 +156,21 @@ def _solve_in(workdir: str, version: str, arrays: ModelArrays, options: SolveOpt
     )
 
 
+def refused_option(raw: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first of ``raw`` SCIP refuses (not a parameter name, or a value it cannot take),
+    tried on a scratch model."""
+    import pyscipopt
+
+    model = pyscipopt.Model()
+    model.hideOutput()
+    for key, value in raw.items():
+        try:
+            model.setParam(str(key), value)
+        except (KeyError, ValueError, TypeError, LookupError) as exc:
+            return str(key), str(exc.args[0] if exc.args else exc)
+    return None
+
+
 BACKEND = register_backend(
     Backend(
         name="scip",
@@ -165,5 +181,6 @@ BACKEND = register_backend(
         solve_fn=solve,
         version_fn=_version,
         status_map=STATUS_MAP,
+        options_check_fn=refused_option,
     )
 )

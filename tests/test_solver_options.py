@@ -1,0 +1,44 @@
+"""Raw solver options (``solver_options``, the CLI's ``--solver-option``) are tried on the
+solver before anything is solved, on every backend that can check them: HiGHS used to drop
+an unknown option silently (its refusal status was ignored), and SCIP's refusal came back
+as an internal error after the heuristics had run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from conftest import backend_params
+
+import distplan
+from distplan.errors import InputError
+from distplan.solvers.base import get_backend
+
+CHECKED = backend_params(lambda b: b.options_check_fn is not None)
+#: per backend: (an option it has, a valid value, a value of the wrong type)
+OPTIONS: dict[str, tuple[str, Any, Any]] = {"highs": ("mip_rel_gap", 0.01, "abc"), "scip": ("limits/gap", 0.01, "abc")}
+
+
+def test_the_embedded_default_checks_its_options() -> None:
+    assert get_backend("highs").options_check_fn is not None
+    assert {p.values[0] for p in CHECKED} == set(OPTIONS)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("backend", CHECKED)
+def test_an_option_the_solver_refuses_is_an_input_error_naming_it(backend: str, capfd: pytest.CaptureFixture[str]) -> None:
+    name, good, bad = OPTIONS[backend]
+    with pytest.raises(InputError, match=r"^solver_options\.no_such_option: "):
+        distplan.solve("placement-small-1", "placement_milp", backend=backend, solver_options={"no_such_option": 1})
+    with pytest.raises(InputError, match=rf"^solver_options\.{name}: {backend} refuses "):
+        distplan.solve("placement-small-1", "placement_milp", backend=backend, solver_options={name: bad})
+    res = distplan.solve("placement-small-1", "placement_milp", backend=backend, time_limit=30, solver_options={name: good})
+    assert res.check is not None and res.check.feasible
+    assert capfd.readouterr().out == ""  # the scratch solver object prints no banner
+
+
+def test_the_cli_exits_2_naming_the_option(capfd: pytest.CaptureFixture[str]) -> None:
+    from distplan.cli import main
+
+    assert main(["solve", "placement-small-1", "-f", "baechi_etf", "--solver-option", "no_such_option=1"]) == 2
+    captured = capfd.readouterr()
+    assert "solver_options.no_such_option" in captured.err and captured.out == ""
