@@ -544,3 +544,15 @@ def test_direct_conic_path_matches_cvxpy() -> None:
     for a, b in zip(direct, via_cvxpy, strict=True):
         assert a.objective == pytest.approx(b.objective, rel=1e-6)
         assert a.bound_grade == b.bound_grade == "safe" and a.bound <= b.objective and b.bound <= a.objective
+
+
+@pytest.mark.parametrize("formulation", ["equal_bw", "proportional_to_traffic", "libra_perf"])
+def test_a_conflict_below_the_solvers_tolerance_is_infeasible_for_baselines_too(formulation: str) -> None:
+    """``dim1 <= -5`` bytes/s conflicts with dim1 carrying traffic, by less than the fill
+    LPs' tolerance: the baselines' plans passed their LPs and were then rejected by the
+    evaluator as a bug (PlanCheckError, exit 1); they now name the conflict as libra_perf
+    does (InfeasibleError, exit 3)."""
+    doc = load_instance("libra-gpt3-3d-total500").to_dict()
+    doc["constraints"]["linear"] = [{"name": "x", "coeffs": {"dim1": 1.0}, "sense": "<=", "rhs": -5}]
+    with pytest.raises(InfeasibleError, match=rf"{formulation}: no bandwidth allocation satisfies .*x \[constraints\.linear\[0\]\]"):
+        solve(BandwidthInstance.from_dict(doc), formulation)
