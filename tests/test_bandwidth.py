@@ -556,3 +556,15 @@ def test_a_conflict_below_the_solvers_tolerance_is_infeasible_for_baselines_too(
     doc["constraints"]["linear"] = [{"name": "x", "coeffs": {"dim1": 1.0}, "sense": "<=", "rhs": -5}]
     with pytest.raises(InfeasibleError, match=rf"{formulation}: no bandwidth allocation satisfies .*x \[constraints\.linear\[0\]\]"):
         solve(BandwidthInstance.from_dict(doc), formulation)
+
+
+def test_the_direct_conic_solves_keep_clarabels_log(capfd: pytest.CaptureFixture[str]) -> None:
+    """The default convex path (Clarabel's own interface, `conic.DirectSolver`) had turned
+    Clarabel's log off: no log in the result, nothing on stderr with ``verbose``."""
+    quiet = solve("libra-gpt3-3d-total500", "libra_perf")
+    direct = [r for r in quiet.solver_results if r.backend == "clarabel-direct"]
+    assert direct and all("Clarabel" in r.log for r in direct)
+    assert capfd.readouterr() == ("", "")
+    solve("libra-gpt3-3d-total500", "libra_perf", verbose=True)
+    out, err = capfd.readouterr()
+    assert out == "" and "Clarabel" in err

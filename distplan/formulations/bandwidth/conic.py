@@ -32,6 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from distplan.formulations.bandwidth.data import Program, bandwidth_scale
+from distplan.solvers.capture import captured_output, echo_to_stderr
 from distplan.solvers.result import SolutionStatus, SolverResult, Termination
 
 #: Clarabel's statuses (by name) -> termination
@@ -239,8 +240,11 @@ class DirectSolver:
     """One Clarabel solver for a program shape; `solve` at a budget updates b only."""
 
     def __init__(self, prog: Program, *, time_scale: float, objective: np.ndarray | None = None,
-                 cost: np.ndarray | None = None, time_limit: float | None = None) -> None:
+                 cost: np.ndarray | None = None, time_limit: float | None = None, verbose: bool = False) -> None:
+        """``verbose``: Clarabel's log also goes to stderr as it is written (it always goes
+        to the result's log)."""
         t0 = time.perf_counter()
+        self.verbose = verbose
         self.prog = prog
         self.st = structure(prog, linear=objective is not None, budget=cost is not None)
         self.data = fill(self.st, prog, time_scale=time_scale, objective=objective, cost=cost)
@@ -256,18 +260,21 @@ class DirectSolver:
         limit = time_limit if time_limit is not None else self.time_limit
         if budget is not None:
             data.b[st.n_zero + st.n_nonneg - 1] = budget
-        if self.solver is None or not self.solver.is_data_update_allowed():
-            settings = clarabel.DefaultSettings()
-            settings.verbose = False
-            if limit is not None:
-                settings.time_limit = max(float(limit), 1e-3)
-            P = sp.csc_matrix((st.n_vars, st.n_vars))
-            self.solver = clarabel.DefaultSolver(P, data.q, data.A, data.b, data.cones, settings)
-        else:
-            self.solver.update(b=data.b)
-        t1 = time.perf_counter()
-        sol = self.solver.solve()
+        with captured_output() as printed:  # Clarabel prints its log on stdout
+            if self.solver is None or not self.solver.is_data_update_allowed():
+                settings = clarabel.DefaultSettings()
+                settings.verbose = True
+                if limit is not None:
+                    settings.time_limit = max(float(limit), 1e-3)
+                P = sp.csc_matrix((st.n_vars, st.n_vars))
+                self.solver = clarabel.DefaultSolver(P, data.q, data.A, data.b, data.cones, settings)
+            else:
+                self.solver.update(b=data.b)
+            t1 = time.perf_counter()
+            sol = self.solver.solve()
         t2 = time.perf_counter()
+        if self.verbose:
+            echo_to_stderr(printed.text)
         name = str(sol.status).split(".")[-1]
         termination = STATUS.get(name, Termination.UNKNOWN)
         x = np.asarray(sol.x, dtype=float)
@@ -285,6 +292,7 @@ class DirectSolver:
             solve_seconds=t2 - t1,
             iterations=int(sol.iterations),
             raw_status=name,
+            log=printed.text,
             extra={"interface": "clarabel direct (standard form, no cvxpy)", "objective_scale_seconds": scale},
             bound_grade="solver" if ok else None,
         )

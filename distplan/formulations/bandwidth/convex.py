@@ -88,7 +88,7 @@ def solve_min_time(ctx: RunContext, prog: Program, what: str, duals: list[Any] |
     appended to ``duals`` when it gives them."""
     if direct(ctx):
         scale = time_scale(prog)
-        solved = DirectSolver(prog, time_scale=scale).solve(time_limit=ctx.remaining_time())
+        solved = DirectSolver(prog, time_scale=scale, verbose=ctx.options.verbose).solve(time_limit=ctx.remaining_time())
         ctx.solver_results.append(solved.result)
         if solved.bandwidth is None:
             no_solution(ctx, prog, solved.result, what)

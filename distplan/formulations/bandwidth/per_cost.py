@@ -162,7 +162,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
     # the cost range: cheapest feasible network, and the cost of a fastest allocation
     if direct(ctx):
         cheap = DirectSolver(prog, time_scale=max(float(prog.cost_per_gbps.max(initial=0.0)) * bandwidth_scale(prog), 1e-300),
-                             objective=prog.cost_per_gbps).solve(time_limit=ctx.remaining_time())
+                             objective=prog.cost_per_gbps, verbose=ctx.options.verbose).solve(time_limit=ctx.remaining_time())
         ctx.solver_results.append(cheap.result)
         res_min, b_min = cheap.result, cheap.bandwidth
     else:
@@ -213,7 +213,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
         t0 = time.perf_counter()
         tscale = time_scale(prog)
         if direct(ctx):
-            budget_solver = DirectSolver(prog, time_scale=tscale, cost=cost_norm)
+            budget_solver = DirectSolver(prog, time_scale=tscale, cost=cost_norm, verbose=ctx.options.verbose)
         else:
             tp = build_time_problem(prog, with_budget=True)
             tp.load(prog, time_scale=tscale, cost_scale=scale)
