@@ -123,3 +123,22 @@ def test_a_parameter_whose_default_is_none_takes_none_or_its_examples_type() -> 
         form.check_params({"max_evals": "foo"})
     with pytest.raises(InputError, match=r"^params\.cluster_share: expected a number >= 0, got -0.5"):
         form.check_params({"cluster_share": -0.5})
+
+
+def _choice_params() -> list[Any]:
+    return [pytest.param(kind, f.name, name, options, id=f"{f.name}.{name}") for kind in KINDS for f in distplan.formulations(kind) for name, options in f.choices.items()]
+
+
+@pytest.mark.parametrize(("kind", "formulation", "name", "options"), _choice_params())
+def test_a_text_parameter_with_choices_takes_only_those(kind: str, formulation: str, name: str, options: tuple[str, ...]) -> None:
+    form = next(f for f in distplan.formulations(kind) if f.name == formulation)
+    assert form.params[name] in options
+    for value in options:
+        form.check_params({name: value})
+    with pytest.raises(InputError, match=rf"^params\.{name}: expected one of {options[0]!r}"):
+        form.check_params({name: "no-such-choice"})
+
+
+def test_tag_sfb_refuses_an_unknown_objective_before_running() -> None:
+    with pytest.raises(InputError, match=r"^params\.objective: expected one of 'iteration', 'tag_cost', got 'nope'"):
+        distplan.solve("compression-bert-large", "tag_sfb", objective="nope")

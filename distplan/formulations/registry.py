@@ -197,6 +197,8 @@ class Formulation:
     least: dict[str, float] = field(default_factory=dict)
     #: for a parameter whose default is None ("decide for me"), a value of the type it takes
     examples: dict[str, Any] = field(default_factory=dict)
+    #: the values a text parameter takes, when it names one of a few (a model, an objective)
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def is_exact(self, instance: Any) -> bool:
         """Whether an optimal solve of this program is an optimum of ``instance``."""
@@ -209,7 +211,8 @@ class Formulation:
         (bools are none of the numbers), for a tuple as many items of the tuple's types,
         for a list one or more items of its first item's type; a default of None takes None
         or a value of its ``examples`` type (anything when it has none); None is taken where
-        ``nullable`` names the parameter; and at least its ``least`` value where that names it."""
+        ``nullable`` names the parameter; at least its ``least`` value where that names it,
+        and one of its ``choices`` where those name it."""
         for name, value in params.items():
             if name not in self.params:
                 raise InputError(f"params.{name}", f"formulation {self.name!r} has no parameter {name!r}", f"its parameters: {', '.join(sorted(self.params)) or '(none)'}")
@@ -218,6 +221,8 @@ class Formulation:
             expected = None if value is None and takes_none else _param_type_error(typed, value)
             if not expected and value is not None and name in self.least and value < self.least[name]:
                 expected = f"{'a whole number' if isinstance(typed, int) else 'a number'} >= {self.least[name]:g}"
+            if not expected and name in self.choices and value not in self.choices[name]:
+                expected = "one of " + ", ".join(map(repr, self.choices[name]))
             if expected:
                 raise InputError(f"params.{name}", f"expected {expected}, got {value!r}", f"give e.g. {name}={json.dumps(typed)}")
 

@@ -26,6 +26,7 @@ register(
         reference=TAG,
         spec=tag.TAG_ITERATION,
         params={"objective": "iteration", "alpha": tag.DEFAULT_ALPHA, "relaxation": False},
+        choices={"objective": tag.OBJECTIVES},
     )
 )
 register(
