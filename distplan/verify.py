@@ -114,8 +114,10 @@ def check_claims(doc: dict[str, Any]) -> list[tuple[str, str]]:
             problems.append(("status", f"claims optimal with gap {gap:.3g} > gap_tolerance {tolerance:g}"))
     elif status == "feasible" and recorded and gap is not None and gap <= tolerance:
         problems.append(("status", f"says feasible but gap {gap:.3g} <= gap_tolerance {tolerance:g} makes it optimal"))
-    if status in ("optimal", "feasible") and "plan" in doc and not has_plan:
+    if status in ("optimal", "feasible") and not has_plan:
         problems.append(("plan", f"status {status} but no plan stored"))
+    elif objective is not None and not has_plan:
+        problems.append(("plan", f"objective {objective!r} claimed but no plan stored to re-evaluate"))
     if status == "none" and has_plan:
         problems.append(("status", "says none but a plan is stored"))
     if has_plan and objective is None:

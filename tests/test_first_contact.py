@@ -117,7 +117,7 @@ CLI_BAD_INPUT = [
     ("gz_binary", ["inspect", "{gz_binary}"], "binary.json.gz: compressed data that is not UTF-8"),
     ("syntax", ["validate", "{syntax}"], "syntax.json: not valid JSON"),
     ("unknown_op", ["solve", "{unknown_op}", "-f", "baechi_etf"], "graph.edges[0].dst"),
-    ("directory", ["solve", "{directory}", "-f", "baechi_etf"], "no file and no bundled instance"),
+    ("directory", ["solve", "{directory}", "-f", "baechi_etf"], "is a directory, not an instance file"),
     ("missing_instance", ["solve", "{missing}", "-f", "baechi_etf"], "missing.json"),
     ("missing_plan", ["evaluate", "placement-small-1", "{missing}"], "missing.json: no such file"),
     ("plan_is_binary", ["evaluate", "placement-small-1", "{binary}"], "binary.json: a binary file"),

@@ -40,19 +40,25 @@ def bundled_path(name: str) -> Path:
     return Path(str(DATA / entry["file"]))
 
 
+def _instance_file(path_or_name: str | Path) -> Path:
+    """The file of a path or a bundled name; a directory is named as one."""
+    p = Path(path_or_name)
+    if p.is_file():
+        return p
+    if p.is_dir():
+        raise InputError(str(p), "is a directory, not an instance file", "name a .json or .json.gz file, or a bundled instance listed by `distplan list instances`")
+    return bundled_path(str(path_or_name))
+
+
 def load_instance(path_or_name: str | Path) -> Any:
     """An instance from a JSON file (``.json`` or ``.json.gz``) or a bundled name."""
-    p = Path(path_or_name)
-    if not p.is_file():
-        p = bundled_path(str(path_or_name))
+    p = _instance_file(path_or_name)
     return instance_from_dict(read_json(p))
 
 
 def load_document(path_or_name: str | Path) -> Any:
     """The raw JSON document of a file or bundled instance (no validation)."""
-    p = Path(path_or_name)
-    if not p.is_file():
-        p = bundled_path(str(path_or_name))
+    p = _instance_file(path_or_name)
     return read_json(p)
 
 

@@ -94,6 +94,8 @@ def _sparse_decode(idx: np.ndarray, rows: np.ndarray, shape: tuple[int, int]) ->
 def measure_one(spec: CodecSpec, tensor: np.ndarray, repeat: int = 3) -> dict[str, float]:
     """Ratio and throughputs (uncompressed bytes/second, best of ``repeat``) of one codec on
     one tensor; raises `InputError` when the codec does not round-trip exactly."""
+    if not isinstance(repeat, int) or repeat < 1:
+        raise InputError("repeat", f"{repeat!r} must be an integer >= 1")
     raw = tensor.tobytes()
     nbytes = len(raw)
     enc_best = dec_best = math.inf
@@ -158,6 +160,9 @@ def measure_codecs(
     """The ``codecs`` section: every codec measured on every profile (dtype, density, row
     length). Sparse-index is measured on sparse profiles only. Throughputs are the minimum
     over profiles (a conservative single rate per codec)."""
+    for key, value, least in (("elements", elements, 1), ("repeat", repeat, 1), ("seed", seed, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise InputError(key, f"{value!r} must be an integer >= {least}")
     specs = available_codecs(specs if specs is not None else DEFAULT_CODECS)
     profiles = sorted(set(profiles))
     types = sorted(set(device_types))

@@ -37,7 +37,9 @@ GENERATOR_VERSION = "1"
 MiB = 1024**2
 
 
-def _check(n_ops: int, n_devices: int, comm_scale: float, memory_fraction: float | None, minimum: int = 1) -> None:
+def _check(n_ops: int, n_devices: int, comm_scale: float, memory_fraction: float | None, minimum: int = 1, seed: int = 0) -> None:
+    if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
+        raise InputError("seed", f"{seed!r} must be an integer >= 0", "give e.g. 0")
     if not isinstance(n_ops, int | np.integer) or n_ops < minimum:
         raise InputError("n_ops", f"{n_ops!r} must be an integer >= {minimum}")
     if not isinstance(n_devices, int | np.integer) or n_devices < 1:
@@ -121,7 +123,7 @@ def random_layered_dag(
     op of the previous layer with probability ``edge_prob`` (default 2 / width: about two
     inputs per op) and by at least one. Times in seconds (mean ``mean_time``), memory in
     bytes (mean ``mean_memory``)."""
-    _check(n_ops, n_devices, comm_scale, memory_fraction)
+    _check(n_ops, n_devices, comm_scale, memory_fraction, seed=seed)
     rng = np.random.default_rng(seed)
     w = max(1, int(round(np.sqrt(n_ops)))) if width is None else int(width)
     if w < 1:
@@ -170,7 +172,7 @@ def series_parallel(
     series expansion puts a new op on the edge (u -> w -> v), a parallel one adds a branch
     u -> w -> v beside it (probability ``parallel_prob``). Expanding distinct edges in one
     round equals expanding them one after another, so the result is series-parallel."""
-    _check(n_ops, n_devices, comm_scale, memory_fraction, minimum=2)
+    _check(n_ops, n_devices, comm_scale, memory_fraction, minimum=2, seed=seed)
     if not 0 <= parallel_prob <= 1:
         raise InputError("parallel_prob", f"{parallel_prob!r} must be in [0, 1]")
     rng = np.random.default_rng(seed)
@@ -249,7 +251,7 @@ def chain_of_blocks(
     ``edge_prob``; every op but the first has an input and every op but the last an output),
     so op 0 is its entry and op k-1 its exit; block t's exit feeds block t+1's entry. All
     copies have the same times, memory and bytes."""
-    _check(n_blocks, n_devices, comm_scale, memory_fraction)
+    _check(n_blocks, n_devices, comm_scale, memory_fraction, seed=seed)
     if block_size < 1:
         raise InputError("block_size", f"{block_size!r} must be >= 1")
     rng = np.random.default_rng(seed)

@@ -126,9 +126,9 @@ def make_pipeline(
     p = stages
     devices = [f"{device_prefix}{i}" for i in range(p)]
     bld = _Builder(devices)
-    scale = 1.0 / chunks if kind == "interleaved" else 0.5 if kind == "v2" else 1.0
     if kind == "interleaved" and (not isinstance(chunks, int) or chunks < 1):
         raise InputError("chunks", f"expected a positive integer, got {chunks!r}")
+    scale = 1.0 / chunks if kind == "interleaved" else 0.5 if kind == "v2" else 1.0
 
     def backward(tag: str, dev: int, after: str) -> str:
         """A stage backward block (and its W block when split); returns the B block."""

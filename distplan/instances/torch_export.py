@@ -11,8 +11,11 @@ never needs torch); without it ``torch`` is None and `require_torch` names the e
 
 from __future__ import annotations
 
+import inspect
+import logging
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from distplan.errors import InputError
@@ -239,6 +242,50 @@ def lookup_time(op_times: Mapping[str, float], full: str, base: str) -> float | 
     return None
 
 
+def first_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` of an exception (at most 300 characters; a
+    syntax error's message without its file and line)."""
+    text = str(exc.msg if isinstance(exc, SyntaxError) and exc.msg else exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:300]}" if text else type(exc).__name__
+
+
+def _factory_label(factory: Any) -> str:
+    name = getattr(factory, "__qualname__", None) or repr(factory)
+    try:
+        where = inspect.getsourcefile(factory)
+    except TypeError:
+        where = None
+    return f"{where}:{name}" if where else name
+
+
+def call_factory(factory: Any) -> Any:
+    """``factory()``; an exception it raises is an `InputError` naming the factory (its file
+    and name) with the exception's first line (the original is the error's cause)."""
+    try:
+        return factory()
+    except InputError:
+        raise
+    except Exception as exc:
+        raise InputError(f"factory {_factory_label(factory)}", f"raised {first_line(exc)}", "fix the factory; call it in Python to see the traceback") from exc
+
+
+#: torch loggers that print a whole traceback for an error `export_module` reports in one line
+_NOISY_LOGGERS = ("torch._subclasses.fake_tensor", "torch.export", "torch._export", "torch._dynamo")
+
+
+@contextmanager
+def _quiet_torch_logs() -> Iterator[None]:
+    loggers = [logging.getLogger(name) for name in _NOISY_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
 def export_module(module_or_factory: Any, input_shapes: Any, *, measure: bool = False, input_dtypes: Any = None, precision: str | None = None) -> tuple[Any, Any, list[Any], str]:
     """(ExportedProgram, module or None, example inputs, model label). A factory is called
     under the meta device unless ``measure`` (then real weights are needed)."""
@@ -251,13 +298,13 @@ def export_module(module_or_factory: Any, input_shapes: Any, *, measure: bool = 
         module = module_or_factory
     elif callable(module_or_factory):
         if measure:
-            module = module_or_factory()
+            module = call_factory(module_or_factory)
         else:
             try:
                 with torch.device("meta"):
                     module = module_or_factory()
             except Exception:  # a factory that cannot run on meta (loads files, ...) builds real weights
-                module = module_or_factory()
+                module = call_factory(module_or_factory)
         if not isinstance(module, torch.nn.Module):
             raise InputError("module", f"the factory returned {type(module).__name__}, not a torch.nn.Module", "return the model from the factory")
     else:
@@ -281,14 +328,15 @@ def export_module(module_or_factory: Any, input_shapes: Any, *, measure: bool = 
         dts = [pd if d.is_floating_point else d for d in dts]
     inputs = _make_inputs(shapes, dts, "meta" if dev.type == "meta" else dev)
     try:
-        try:
-            ep = torch.export.export(module, tuple(inputs), strict=False)
-        except Exception as first_exc:
-            # an index input (token ids) that the first leaf did not reveal: retry as int64
-            if input_dtypes is not None or not _wants_indices(first_exc) or not all(d.is_floating_point for d in dts):
-                raise
-            inputs = _make_inputs(shapes, [torch.long] * len(shapes), "meta" if dev.type == "meta" else dev)
-            ep = torch.export.export(module, tuple(inputs), strict=False)
+        with _quiet_torch_logs():  # the error below says it in one line
+            try:
+                ep = torch.export.export(module, tuple(inputs), strict=False)
+            except Exception as first_exc:
+                # an index input (token ids) that the first leaf did not reveal: retry as int64
+                if input_dtypes is not None or not _wants_indices(first_exc) or not all(d.is_floating_point for d in dts):
+                    raise
+                inputs = _make_inputs(shapes, [torch.long] * len(shapes), "meta" if dev.type == "meta" else dev)
+                ep = torch.export.export(module, tuple(inputs), strict=False)
     except InputError:
         raise
     except Exception as exc:  # torch raises many types here; all mean "cannot trace"

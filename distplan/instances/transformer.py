@@ -83,6 +83,13 @@ def transformer(
         if not isinstance(value, int) or value < (0 if key == "layers" else 1):
             raise InputError(key, f"expected a positive integer, got {value!r}")
     shape = (mesh,) if isinstance(mesh, int) else tuple(int(m) for m in mesh)
+    if not 1 <= len(shape) <= 3 or min(shape) < 1:
+        raise InputError("mesh", f"{mesh!r} is not a mesh shape of 1 to 3 positive axis sizes", "give e.g. 8 or (2, 4)")
+    for key, given in (("bandwidth", bandwidth), ("latency", latency)):
+        if given is not None and len(given) != len(shape):
+            raise InputError(key, f"{len(given)} values for a {len(shape)}-axis mesh", "give one value per mesh axis")
+    if memory is not None and not (math.isfinite(memory) and memory > 0):
+        raise InputError("memory", f"{memory!r} bytes per device is not a number > 0", "give the memory per device in bytes")
     ffn = 4 * hidden if ffn is None else ffn
     if pad_vocab:
         multiple = 128 * max(shape)

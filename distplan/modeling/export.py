@@ -171,12 +171,17 @@ def write_lp(arrays: ModelArrays, path: str) -> None:
         fh.write("\n".join(out) + "\n")
 
 
+#: the file suffixes `write_model` writes (in any case: ``.MPS`` is MPS too)
+MODEL_SUFFIXES = (".mps", ".lp")
+
+
 def write_model(arrays: ModelArrays, path: str) -> None:
     """Export to an MPS (``.mps``) or CPLEX LP (``.lp``) file, for debugging and outside
-    solvers (``Model.to_arrays()`` gives the arrays)."""
-    if path.endswith(".mps"):
+    solvers (``Model.to_arrays()`` gives the arrays). The suffix is read in any case."""
+    low = str(path).lower()
+    if low.endswith(".mps"):
         write_mps(arrays, path)
-    elif path.endswith(".lp"):
+    elif low.endswith(".lp"):
         write_lp(arrays, path)
     else:
         raise ModelError(f"export path {path!r}: use a .mps or .lp file name")

@@ -114,6 +114,8 @@ def read_json(path: str | Path) -> Any:
     except UnicodeDecodeError:
         what = "a binary file" if p.suffix != ".gz" else "compressed data that is not UTF-8 text"
         raise InputError(str(p), f"{what}, not JSON text", "name a distplan/1 .json or .json.gz file") from None
+    except ValueError as exc:  # (after its subclasses above) an integer literal longer than Python converts (4300 digits)
+        raise InputError(str(p), f"not readable JSON: {exc}", "write numbers in range") from None
     except OSError as exc:
         raise InputError(str(p), f"cannot be read ({exc.strerror or exc})", "check the file") from None
 
@@ -174,7 +176,11 @@ def number(value: Any, path: str, *, positive: bool = False, nonneg: bool = True
     """A finite number (>= 0 unless nonneg=False; > 0 if positive)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(path, f"expected a number, got {value!r}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an integer beyond the float range (JSON allows 10**400)
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        raise InputError(path, f"an integer of {digits} digits is too large (beyond 1.8e308)", "give a finite value in range") from None
     if math.isnan(v) or math.isinf(v):
         raise InputError(path, f"{value!r} is not a finite number", "give a finite value")
     if positive and v <= 0:
