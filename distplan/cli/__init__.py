@@ -1,7 +1,8 @@
 """The `distplan` command line.
 
 Subcommands live in modules of this package; each exposes ``register(subparsers)`` and
-sets ``func`` on its parser. Exit codes: 0 solved, 1 internal error, 2 bad input,
+sets ``func`` on its parser, and declares the files it writes with
+`distplan.cli.args.add_output` (checked before the command runs). Exit codes: 0 solved, 1 internal error, 2 bad input,
 3 infeasible, 4 no solution within the time limit.
 """
 
@@ -10,10 +11,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 import time
 from collections.abc import Sequence
 
+from distplan.cli.args import check_outputs, output_errors
 from distplan.errors import DistplanError
 from distplan.solvers.base import BackendError
 
@@ -45,19 +48,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = distplan.LOADED_AT if argv is None else time.perf_counter()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse printed the usage and its error (or the help)
+        return exc.code if isinstance(exc.code, int) else 2
     args.started = started
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        check_outputs(args)  # before any work: a solve is not lost to a typo in --out
+        with output_errors(args):
+            return int(args.func(args) or 0)
     except DistplanError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
     except BackendError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (`distplan list | head`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

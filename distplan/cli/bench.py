@@ -17,6 +17,8 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
+from distplan.cli.args import add_output
+from distplan.cli.output import say_wrote
 from distplan.errors import InputError
 
 if TYPE_CHECKING:
@@ -73,7 +75,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     path = write_report(args.db, args.out, figures=not args.no_figures)
-    print(f"wrote {path}")
+    say_wrote(f"wrote {path}")
     return 0
 
 
@@ -84,10 +86,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise InputError("bench export", "give exactly one of --csv FILE or --parquet FILE")
     if args.csv:
         n = export_csv(args.db, args.csv)
-        print(f"wrote {n} runs to {args.csv}")
+        say_wrote(f"wrote {n} runs to {args.csv}")
     else:
         n = export_parquet(args.db, args.parquet)
-        print(f"wrote {n} runs to {args.parquet}")
+        say_wrote(f"wrote {n} runs to {args.parquet}")
     return 0
 
 
@@ -117,7 +119,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     r = bench.add_parser("run", help="run a campaign (TOML); finished runs in the database are skipped")
     r.add_argument("campaign", help="campaign file (.toml)")
-    r.add_argument("--db", default=None, help="SQLite results database (default: CAMPAIGN.db in the current directory)")
+    add_output(r, "--db", default=None, help="SQLite results database (default: CAMPAIGN.db in the current directory)")
     r.add_argument("--executor", choices=["local", "dask"], default="local")
     r.add_argument("--scheduler", default=None, help="Dask scheduler address tcp://HOST:PORT (with --executor dask)")
     r.add_argument("--jobs", type=int, default=1, help="runs at a time (local executor)")
@@ -127,13 +129,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     r = bench.add_parser("report", help="Markdown report with tables, performance profiles and time-to-target plots")
     r.add_argument("db")
-    r.add_argument("--out", default=None, help="output directory (default: DB-report next to the database)")
+    add_output(r, "--out", default=None, directory=True, help="output directory (default: DB-report next to the database)")
     r.add_argument("--no-figures", action="store_true", help="tables only")
     r.add_argument("--json", action="store_true", help="print the report's tables as JSON instead")
     r.set_defaults(func=cmd_report)
 
     r = bench.add_parser("export", help="export the runs to CSV or Parquet")
     r.add_argument("db")
-    r.add_argument("--csv", default=None, metavar="FILE")
-    r.add_argument("--parquet", default=None, metavar="FILE")
+    add_output(r, "--csv", default=None, metavar="FILE")
+    add_output(r, "--parquet", default=None, metavar="FILE")
     r.set_defaults(func=cmd_export)

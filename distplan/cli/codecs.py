@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from distplan.cli.args import add_output, nonneg_int, positive_int
+from distplan.cli.output import say_wrote
 from distplan.errors import InputError
 from distplan.instances import load_document
 from distplan.instances.codec_measure import DEFAULT_CODECS, CodecSpec, measure_instance
@@ -32,16 +34,16 @@ def cmd_measure_codecs(args: argparse.Namespace) -> int:
         enc = min(c["encode_bytes_per_second"].values())
         dec = min(c["decode_bytes_per_second"].values())
         print(f"{c['name']:<14} {ratios}   encode {enc / 1e9:.3f} GB/s, decode {dec / 1e9:.3f} GB/s")
-    print(f"wrote {args.out}")
+    say_wrote(f"wrote {args.out}")
     return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("measure-codecs", help="measure zstandard / lz4 / sparse-index on gradient-like tensors, record them in a compression instance")
     p.add_argument("instance", help="compression instance (file or bundled name)")
-    p.add_argument("-o", "--out", required=True, help="output instance JSON (.json or .json.gz)")
-    p.add_argument("--elements", type=int, default=1 << 20, help="elements per measured tensor")
-    p.add_argument("--repeat", type=int, default=3, help="runs per measurement (best is kept)")
-    p.add_argument("--seed", type=int, default=0)
+    add_output(p, "-o", "--out", required=True, help="output instance JSON (.json or .json.gz)")
+    p.add_argument("--elements", type=positive_int, default=1 << 20, help="elements per measured tensor")
+    p.add_argument("--repeat", type=positive_int, default=3, help="runs per measurement (best is kept)")
+    p.add_argument("--seed", type=nonneg_int, default=0)
     p.add_argument("--codecs", default=None, help=f"comma-separated subset of: {', '.join(s.name for s in DEFAULT_CODECS)}")
     p.set_defaults(func=cmd_measure_codecs)

@@ -8,12 +8,14 @@ import sys
 from typing import Any
 
 from distplan.api import Result, solve
+from distplan.cli.args import add_output
+from distplan.cli.output import say_wrote
 from distplan.cli.progress import Progress
 from distplan.errors import InputError
 from distplan.formulations.registry import formulations, get_formulation, solver_free_bounds
 from distplan.instances import bundled, load_document, load_instance
-from distplan.modeling.export import write_model
-from distplan.models.common import json_default, kind_spec, read_json, write_json
+from distplan.modeling.export import MODEL_SUFFIXES, write_model
+from distplan.models.common import json_default, kind_spec, known_kinds, read_json, write_json
 from distplan.solvers.base import all_backends
 
 
@@ -25,12 +27,17 @@ def _fmt(value: float | None, unit: str = "") -> str:
     return f"{value:.6g}{(' ' + unit) if unit else ''}"
 
 
-def _params(pairs: list[str] | None) -> dict[str, Any]:
+#: an example of each KEY=VALUE option, for its error message
+_KEY_VALUE_EXAMPLES = {"--param": "--param theta=0.1", "--solver-option": "--solver-option mip_max_nodes=0"}
+
+
+def _params(pairs: list[str] | None, option: str = "--param") -> dict[str, Any]:
+    """KEY=VALUE pairs of a repeatable ``option`` (values parsed as JSON when they are)."""
     out: dict[str, Any] = {}
     for pair in pairs or []:
         key, sep, raw = pair.partition("=")
-        if not sep:
-            raise InputError("--param", f"{pair!r} is not KEY=VALUE", "write e.g. --param theta=0.1")
+        if not sep or not key:
+            raise InputError(option, f"{pair!r} is not KEY=VALUE", f"write e.g. {_KEY_VALUE_EXAMPLES.get(option, option + ' key=value')}")
         try:
             out[key] = json.loads(raw)
         except json.JSONDecodeError:
@@ -87,13 +94,15 @@ def _solve_args(inst: Any, args: argparse.Namespace) -> Result:
         fold=args.fold,
         threads=args.threads,
         verbose=args.verbose,
-        solver_options=_params(args.solver_option),
+        solver_options=_params(args.solver_option, "--solver-option"),
         **_params(args.param),
     )
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     what = args.what
+    if args.kind is not None and args.kind not in known_kinds():
+        raise InputError("--kind", f"unknown kind {args.kind!r}", f"use one of: {', '.join(known_kinds())}")
     if what in (None, "formulations"):
         print("formulations:")
         for f in sorted(formulations(args.kind), key=lambda f: (f.kind, f.name)):
@@ -149,7 +158,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     with Progress(f"writing {args.to}"):
         write_model(model.to_arrays(), args.to)
     st = model.stats()
-    print(f"wrote {args.to}: {st['variables']} variables ({st['binaries']} binary), {st['rows']} rows, {st['nonzeros']} nonzeros")
+    say_wrote(f"wrote {args.to}: {st['variables']} variables ({st['binaries']} binary), {st['rows']} rows, {st['nonzeros']} nonzeros")
     return 0
 
 
@@ -166,7 +175,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"{spec.objective_name:<12} {_fmt(check.objective, spec.objective_unit)}")
         for v in check.violations[:20]:
             print(f"violation    {v}")
-        if spec.describe is not None:
+        if spec.describe is not None and check.details:  # a plan rejected before its figures has none
             for line in spec.describe(inst, plan, check):
                 print(line)
     return 0 if check.feasible else 3
@@ -193,8 +202,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="formulation parameter (repeatable)")
     p.add_argument("--solver-option", action="append", metavar="KEY=VALUE", help="raw backend option, e.g. mip_max_nodes=0 (repeatable)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--out", help="write the plan to this JSON file")
-    p.add_argument("--result", help="write the whole result (plan, bounds, timings) to this JSON file")
+    add_output(p, "--out", help="write the plan to this JSON file")
+    add_output(p, "--result", help="write the whole result (plan, bounds, timings) to this JSON file")
     p.add_argument("--verbose", action="store_true", help="stream the solver log")
     p.set_defaults(func=cmd_solve)
 
@@ -215,7 +224,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("export", help="write the model of a formulation to an MPS or LP file")
     p.add_argument("instance")
     p.add_argument("--formulation", "-f", required=True)
-    p.add_argument("--to", required=True, help="output file (.mps or .lp)")
+    add_output(p, "--to", required=True, suffixes=MODEL_SUFFIXES, help="output file (.mps or .lp)")
     p.add_argument("--param", action="append", metavar="KEY=VALUE")
     p.set_defaults(func=cmd_export)
 

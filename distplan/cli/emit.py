@@ -11,6 +11,8 @@ import argparse
 import sys
 from typing import Any
 
+from distplan.cli.args import add_output, positive_int
+from distplan.cli.output import say_wrote
 from distplan.emit import TARGETS, emit
 from distplan.errors import InputError
 from distplan.models.common import read_json
@@ -49,7 +51,7 @@ def cmd_emit(args: argparse.Namespace) -> int:
     if args.output:
         with open(args.output, "w") as fh:
             fh.write(text)
-        print(f"wrote {args.output} ({args.target})")
+        say_wrote(f"wrote {args.output} ({args.target})")
     else:
         sys.stdout.write(text)
     return 0
@@ -62,8 +64,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--instance", "-i", default=None, help="instance file or bundled name (default: the one the plan names)")
     p.add_argument("--module", action="append", metavar="OP=MODULE[,MODULE]", help="dtensor: module name(s) of an op; l{i} matches layer numbers (repeatable)")
     p.add_argument("--modules-file", default=None, help="dtensor: JSON object {op name: module name or list}")
-    p.add_argument("--num-layers", type=int, default=None, help="megatron: transformer layers (default: one per pipeline stage)")
-    p.add_argument("-o", "--output", default=None, help="output file (default: stdout)")
+    p.add_argument("--num-layers", type=positive_int, default=None, help="megatron: transformer layers (default: one per pipeline stage)")
+    add_output(p, "-o", "--output", default=None, help="output file (default: stdout)")
     p.set_defaults(func=cmd_emit)
 
 

@@ -12,17 +12,22 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import math
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from distplan.cli.args import add_output, positive_int
+from distplan.cli.output import say_wrote
 from distplan.cli.progress import Progress
 from distplan.errors import InputError
 from distplan.models.common import write_json
 
 
 def _load_factory(spec: str) -> Any:
+    from distplan.instances.torch_export import first_line
+
     mod_name, sep, attr = spec.partition(":")
     if not sep or not mod_name or not attr:
         raise InputError("MODULE:FACTORY", f"{spec!r} has no ':'", "write e.g. mypackage.models:make_model or model.py:Net")
@@ -36,19 +41,32 @@ def _load_factory(spec: str) -> Any:
             raise InputError("MODULE:FACTORY", f"cannot load {mod_name!r}")
         module = importlib.util.module_from_spec(loader)
         sys.modules[path.stem] = module
-        loader.loader.exec_module(module)
+        try:
+            loader.loader.exec_module(module)
+        except Exception as exc:  # the file's own error (syntax, a missing import, ...), in one line
+            sys.modules.pop(path.stem, None)
+            raise InputError(_where(mod_name, exc), f"cannot be loaded ({first_line(exc)})", f"fix the file; `python {mod_name}` shows the traceback") from None
     else:
         sys.path.insert(0, str(Path.cwd()))
         try:
             module = importlib.import_module(mod_name)
         except ImportError as exc:
             raise InputError("MODULE:FACTORY", f"cannot import {mod_name!r}: {exc}", "check the module name and PYTHONPATH") from None
+        except Exception as exc:  # the module's own error at import time
+            raise InputError(_where(mod_name, exc), f"cannot be imported ({first_line(exc)})", f"fix the module; `python -c 'import {mod_name}'` shows the traceback") from None
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
             raise InputError("MODULE:FACTORY", f"{mod_name!r} has no attribute {attr!r}", "name a function or nn.Module class in that module")
         obj = getattr(obj, part)
     return obj
+
+
+def _where(module: str, exc: BaseException) -> str:
+    """The module or file, with the line of a syntax error (``model.py:3``)."""
+    if isinstance(exc, SyntaxError) and exc.lineno:
+        return f"{exc.filename or module}:{exc.lineno}"
+    return module
 
 
 def _shape(text: str) -> list[int]:
@@ -83,9 +101,12 @@ def _size(text: str | None) -> float | None:
     unit = next((u for u in units if low.endswith(u)), "")
     num, factor = (low[: -len(unit)], units[unit]) if unit else (low, 1)
     try:
-        return float(num) * factor
+        size = float(num) * factor
     except ValueError:
         raise InputError("--memory-limit", f"{text!r} is not a size", "write bytes, or e.g. 12GiB / 512MB") from None
+    if not math.isfinite(size) or size <= 0:
+        raise InputError("--memory-limit", f"{text!r} is not a size > 0", "write bytes, or e.g. 12GiB / 512MB")
+    return size
 
 
 def cmd_import_torch(args: argparse.Namespace) -> int:
@@ -112,7 +133,7 @@ def cmd_import_torch(args: argparse.Namespace) -> int:
         )
     write_json(doc, args.output)
     tot = doc["meta"]["totals"]
-    print(
+    say_wrote(
         f"wrote {args.output}: {len(doc['graph']['ops'])} ops ({tot['forward_ops']} forward), {len(doc['graph']['edges'])} edges, "
         f"{tot['forward_flops'] / 1e9:.3f} GFLOP forward, {tot['param_bytes'] / 1e6:.2f} MB parameters, "
         f"{len(doc['meta']['fused'])} nodes fused, {len(doc['meta'].get('linear_modules', []))} nn.Linear modules "
@@ -141,7 +162,7 @@ def cmd_make_placement(args: argparse.Namespace) -> int:
         )
     write_json(doc, args.output)
     mem = sum(op["memory"] for op in doc["graph"]["ops"])
-    print(f"wrote {args.output}: {doc['name']}, {len(doc['graph']['ops'])} ops, {len(doc['graph']['edges'])} edges, {len(doc['cluster']['devices'])} devices, {mem / 1e9:.2f} GB held in total")
+    say_wrote(f"wrote {args.output}: {doc['name']}, {len(doc['graph']['ops'])} ops, {len(doc['graph']['edges'])} edges, {len(doc['cluster']['devices'])} devices, {mem / 1e9:.2f} GB held in total")
     return 0
 
 
@@ -170,16 +191,16 @@ def add_make_placement(make_sub: argparse._SubParsersAction) -> None:  # type: i
     p.add_argument("--model", required=True, help="zoo model: gpt2-small|medium|large|xl, bert-base|large, resnet-50, inception-v3, llama3-8b, llama3-70b, mixtral-8x7b")
     p.add_argument("--cluster", required=True, help="catalogue cluster, e.g. dgx1, dgx1:4, dgx-a100, h100-sxm, h100-nvl, 2xh100-sxm-ib, tag-mix (see `distplan catalogue`)")
     p.add_argument("--memory-limit", default=None, help="cap every device at this size (bytes, or e.g. 4GiB)")
-    p.add_argument("--batch", type=int, default=None)
-    p.add_argument("--seq", type=int, default=None, help="sequence length (transformers)")
+    p.add_argument("--batch", type=positive_int, default=None)
+    p.add_argument("--seq", type=positive_int, default=None, help="sequence length (transformers)")
     p.add_argument("--dtype", default="fp16", help="fp16 (default) or fp32")
     p.add_argument("--no-backward", action="store_true", help="forward pass only (inference)")
     p.add_argument("--optimizer", default="adam", choices=["adam", "sgd", "none"])
     p.add_argument("--memory-model", default=None, choices=["simple", "liveness"])
-    p.add_argument("--micro-batches", type=int, default=None, help="Llama-class models: micro-batches per training step (default 4)")
+    p.add_argument("--micro-batches", type=positive_int, default=None, help="Llama-class models: micro-batches per training step (default 4)")
     p.add_argument("--granularity", default=None, choices=["kernel", "module"], help="Llama-class models: one op per CUDA kernel (default) or per module")
     p.add_argument("--name", default=None)
-    p.add_argument("-o", "--output", required=True, help="output file (.json or .json.gz)")
+    add_output(p, "-o", "--output", required=True, help="output file (.json or .json.gz)")
     p.set_defaults(func=cmd_make_placement)
 
 
@@ -189,7 +210,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--input-shape", action="append", required=True, help="shape of one input, e.g. 8,128 (repeat for several inputs)")
     p.add_argument("--device", default="V100", help="catalogue device for roofline times (default V100)")
     p.add_argument("--cluster", default=None, help="catalogue cluster (default: --n-devices of --device on PCIe 3.0)")
-    p.add_argument("--n-devices", type=int, default=4)
+    p.add_argument("--n-devices", type=positive_int, default=4)
     p.add_argument("--memory-limit", default=None, help="cap every device at this size (bytes, or e.g. 4GiB)")
     p.add_argument("--measure", action="store_true", help="time each op on this CPU with the torch profiler")
     p.add_argument("--no-backward", action="store_true", help="forward pass only (inference)")
@@ -198,7 +219,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--precision", default=None, help="cast the model to fp16 / bf16 / fp32 before export")
     p.add_argument("--op-time", action="append", metavar="OP=SECONDS", help="time per call of an op the cost model lacks (repeatable)")
     p.add_argument("--name", default=None)
-    p.add_argument("-o", "--output", required=True, help="output file (.json or .json.gz)")
+    add_output(p, "-o", "--output", required=True, help="output file (.json or .json.gz)")
     p.set_defaults(func=cmd_import_torch)
 
     p = sub.add_parser("catalogue", help="list catalogue devices, clusters and zoo models")

@@ -3,22 +3,33 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import math
 from typing import Any
 
+from distplan.cli.args import add_output, nonneg_float, nonneg_int, positive_float, positive_int
 from distplan.cli.importers import add_make_placement
-from distplan.cli.output import wrote_line
+from distplan.cli.output import say_wrote, wrote_line
 from distplan.errors import InputError
 from distplan.models.common import write_json
 
+#: most axes a sharding mesh has (the schema's mesh.shape)
+MAX_MESH_AXES = 3
 
-def _floats(text: str | None) -> tuple[float, ...] | None:
+
+def _floats(option: str, text: str | None, axes: int, *, positive: bool) -> tuple[float, ...] | None:
+    """One finite number per mesh axis (> 0, or >= 0 unless ``positive``)."""
     if text is None:
         return None
     try:
-        return tuple(float(x) for x in text.split(","))
+        values = tuple(float(x) for x in text.split(","))
     except ValueError:
-        raise InputError("--bandwidth-gbs/--latency-us", f"{text!r} is not a comma-separated list of numbers") from None
+        raise InputError(option, f"{text!r} is not a comma-separated list of numbers", "write one number per mesh axis, e.g. 240,25") from None
+    if len(values) != axes:
+        raise InputError(option, f"{len(values)} value(s) for a {axes}-axis mesh", "give one value per mesh axis, e.g. 240,25 for --mesh 2x4")
+    for v in values:
+        if not math.isfinite(v) or v < 0 or (positive and v == 0):
+            raise InputError(option, f"{v:g} is not a finite number {'> 0' if positive else '>= 0'}", "give one value per mesh axis")
+    return values
 
 
 def _mesh(text: str) -> int | tuple[int, ...]:
@@ -26,16 +37,22 @@ def _mesh(text: str) -> int | tuple[int, ...]:
         parts = tuple(int(x) for x in text.lower().split("x"))
     except ValueError:
         raise InputError("--mesh", f"{text!r} is not a mesh shape", "write e.g. 8 or 2x4") from None
+    if any(p < 1 for p in parts):
+        raise InputError("--mesh", f"{text!r} has an axis of {min(parts)} devices", "every axis needs at least 1 device, e.g. 8 or 2x4")
+    if len(parts) > MAX_MESH_AXES:
+        raise InputError("--mesh", f"{text!r} has {len(parts)} axes", f"a mesh has 1 to {MAX_MESH_AXES} axes, e.g. 8, 2x4 or 2x2x2")
     return parts[0] if len(parts) == 1 else parts
 
 
 def cmd_make_sharding(args: argparse.Namespace) -> int:
     from distplan.instances.transformer import preset, transformer
 
-    bandwidth = _floats(args.bandwidth_gbs)
-    latency = _floats(args.latency_us)
+    mesh = _mesh(args.mesh)
+    axes = 1 if isinstance(mesh, int) else len(mesh)
+    bandwidth = _floats("--bandwidth-gbs", args.bandwidth_gbs, axes, positive=True)
+    latency = _floats("--latency-us", args.latency_us, axes, positive=False)
     kw: dict[str, Any] = {
-        "mesh": _mesh(args.mesh),
+        "mesh": mesh,
         "device": args.device,
         "bandwidth": None if bandwidth is None else tuple(b * 1e9 for b in bandwidth),
         "latency": None if latency is None else tuple(x * 1e-6 for x in latency),
@@ -55,7 +72,7 @@ def cmd_make_sharding(args: argparse.Namespace) -> int:
         extra = {k: getattr(args, k) for k in ("layers", "seq") if getattr(args, k) is not None}
         inst = preset(args.model, batch=args.batch, **kw, **extra)
     inst.to_json(args.output)
-    print(sharding_summary(args.output, inst), file=sys.stderr)
+    say_wrote(sharding_summary(args.output, inst))
     return 0
 
 
@@ -122,7 +139,7 @@ def cmd_make_pipeline(args: argparse.Namespace) -> int:
             name=args.name,
         )
         inst.to_json(args.output)
-        print(wrote_line(args.output, inst.summary()))
+        say_wrote(wrote_line(args.output, inst.summary()))
         return 0
     if args.shape is None:
         raise InputError("--shape", "needed unless --model is given", "give --shape v (or x, m, k, nn, interleaved, v2), or --model llama3-8b")
@@ -140,7 +157,7 @@ def cmd_make_pipeline(args: argparse.Namespace) -> int:
         name=args.name,
     )
     inst.to_json(args.output)
-    print(wrote_line(args.output, inst.summary()))
+    say_wrote(wrote_line(args.output, inst.summary()))
     return 0
 
 
@@ -150,7 +167,7 @@ def cmd_make_random(args: argparse.Namespace) -> int:
     fn = {"layered": generators.random_layered_dag, "series-parallel": generators.series_parallel, "chain": generators.chain_of_blocks}[args.generator]
     doc = fn(args.ops, n_devices=args.devices, seed=args.seed)
     write_json(doc, args.output)
-    print(f"wrote {args.output}: {len(doc['graph']['ops'])} ops, {len(doc['graph']['edges'])} edges")
+    say_wrote(f"wrote {args.output}: {len(doc['graph']['ops'])} ops, {len(doc['graph']['edges'])} edges")
     return 0
 
 
@@ -162,49 +179,49 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = kinds.add_parser("sharding", help="a transformer training graph on a device mesh (Alpa/TAP sharding)")
     p.add_argument("--model", default="transformer", help="transformer (give the shape), gpt2-xl, gpt3-175b, llama3-8b or llama3-70b")
     p.add_argument("--cluster", default=None, help="catalogue cluster giving a Llama model's mesh device and links (default 8xh100-sxm-ib)")
-    p.add_argument("--layers", type=int, default=None)
-    p.add_argument("--hidden", type=int, default=None)
-    p.add_argument("--heads", type=int, default=None)
-    p.add_argument("--seq", type=int, default=None)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--vocab", type=int, default=50257)
-    p.add_argument("--ffn", type=int, default=None, help="FFN width (default 4 x hidden)")
+    p.add_argument("--layers", type=positive_int, default=None)
+    p.add_argument("--hidden", type=positive_int, default=None)
+    p.add_argument("--heads", type=positive_int, default=None)
+    p.add_argument("--seq", type=positive_int, default=None)
+    p.add_argument("--batch", type=positive_int, default=8)
+    p.add_argument("--vocab", type=positive_int, default=50257)
+    p.add_argument("--ffn", type=positive_int, default=None, help="FFN width (default 4 x hidden)")
     p.add_argument("--mesh", default="8", help="mesh shape: 8 or 2x4")
     p.add_argument("--device", default="A100-80GB")
-    p.add_argument("--memory-gb", type=float, default=None, help="memory per device (default: the device's)")
+    p.add_argument("--memory-gb", type=positive_float, default=None, help="memory per device (default: the device's)")
     p.add_argument("--bandwidth-gbs", default=None, help="bandwidth per mesh axis, GB/s, e.g. 240,25")
     p.add_argument("--latency-us", default=None, help="latency per mesh axis, microseconds, e.g. 2,10")
     p.add_argument("--flash", action="store_true", help="flash attention (no s x s score tensors kept)")
     p.add_argument("--no-flash", action="store_true", help="Llama models: eager attention (score tensors kept; flash is their default)")
     p.add_argument("--sequence-split", action="store_true", help="allow sequence-parallel strategies")
     p.add_argument("--name", default=None)
-    p.add_argument("-o", "--output", required=True)
+    add_output(p, "-o", "--output", required=True)
     p.set_defaults(func=cmd_make_sharding)
 
     p = kinds.add_parser("pipeline", help="a pipeline placement (v, x, m, k, nn, interleaved, zb) for repetend scheduling")
     p.add_argument("--shape", default=None, help="v, x, m, k, nn, interleaved, v2 (with --model: v or interleaved, default v)")
     p.add_argument("--model", default=None, help="zoo model (e.g. llama3-8b, gpt2-xl): block times and memory from its layer costs")
     p.add_argument("--cluster", default=None, help="with --model: catalogue cluster whose first devices run the stages (default h100-sxm)")
-    p.add_argument("--batch", type=int, default=None, help="with --model: sequences per micro-batch")
-    p.add_argument("--seq", type=int, default=None, help="with --model: sequence length")
+    p.add_argument("--batch", type=positive_int, default=None, help="with --model: sequences per micro-batch")
+    p.add_argument("--seq", type=positive_int, default=None, help="with --model: sequence length")
     p.add_argument("--split-backward", action="store_true", help="with --model: zero-bubble B/W split of the backward blocks")
-    p.add_argument("--stages", type=int, required=True)
-    p.add_argument("--micro-batches", type=int, required=True)
-    p.add_argument("--forward-time", type=float, default=1.0, help="seconds per forward block")
-    p.add_argument("--backward-time", type=float, default=3.0, help="seconds per backward block (B + W unless split)")
-    p.add_argument("--weight-time", type=float, default=None, help="seconds of the W part (zero-bubble B/W split)")
-    p.add_argument("--chunks", type=int, default=2, help="virtual chunks per device (interleaved)")
-    p.add_argument("--memory", type=float, default=None, help="memory capacity per device (the blocks' units; with --model bytes, default the device's)")
-    p.add_argument("--comm-delay", type=float, default=0.0, help="seconds between blocks on different devices")
+    p.add_argument("--stages", type=positive_int, required=True)
+    p.add_argument("--micro-batches", type=positive_int, required=True)
+    p.add_argument("--forward-time", type=positive_float, default=1.0, help="seconds per forward block")
+    p.add_argument("--backward-time", type=positive_float, default=3.0, help="seconds per backward block (B + W unless split)")
+    p.add_argument("--weight-time", type=positive_float, default=None, help="seconds of the W part (zero-bubble B/W split)")
+    p.add_argument("--chunks", type=positive_int, default=2, help="virtual chunks per device (interleaved)")
+    p.add_argument("--memory", type=positive_float, default=None, help="memory capacity per device (the blocks' units; with --model bytes, default the device's)")
+    p.add_argument("--comm-delay", type=nonneg_float, default=0.0, help="seconds between blocks on different devices")
     p.add_argument("--mode", default="training", choices=["training", "inference"])
     p.add_argument("--name", default=None)
-    p.add_argument("-o", "--output", required=True)
+    add_output(p, "-o", "--output", required=True)
     p.set_defaults(func=cmd_make_pipeline)
 
     p = kinds.add_parser("random", help="a seeded random placement DAG (scaling studies)")
     p.add_argument("--generator", default="layered", choices=["layered", "series-parallel", "chain"])
-    p.add_argument("--ops", type=int, required=True)
-    p.add_argument("--devices", type=int, default=4)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--ops", type=positive_int, required=True)
+    p.add_argument("--devices", type=positive_int, default=4)
+    p.add_argument("--seed", type=nonneg_int, default=0)
+    add_output(p, "-o", "--output", required=True)
     p.set_defaults(func=cmd_make_random)

@@ -7,10 +7,15 @@ import importlib
 from typing import Any
 
 from distplan.api import solve
+from distplan.cli.args import add_output
+from distplan.cli.output import say_wrote
 from distplan.errors import InputError
 from distplan.instances import load_instance
 from distplan.kinds import KINDS
 from distplan.models.common import kind_spec, read_json
+
+#: chart file suffixes (formats matplotlib writes by suffix; JPEG, TIFF and WebP through Pillow)
+CHART_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".eps", ".ps", ".jpg", ".jpeg", ".tif", ".tiff", ".webp")
 
 #: kind -> "module:function" drawing (instance, plan, path), from the kind table
 PLOTTERS = {name: kind.plotter for name, kind in KINDS.items() if kind.plotter is not None}
@@ -39,7 +44,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     else:
         raise InputError("plot", "nothing to plot", "give a PLAN.json or --formulation F")
     out = draw(inst, plan, args.out)
-    print(f"wrote {out}")
+    say_wrote(f"wrote {out}")
     return 0
 
 
@@ -52,7 +57,7 @@ def _plot_pareto(inst: Any, args: argparse.Namespace) -> int:
         raise InputError("plot", f"charts need matplotlib ({exc})", "pip install 'distplan[plot]'") from None
     res = solve(inst, formulation=args.formulation or "libra_perf_per_cost", backend=args.backend, time_limit=args.time_limit)
     out = plot_pareto(res, args.out)
-    print(f"wrote {out}")
+    say_wrote(f"wrote {out}")
     return 0
 
 
@@ -64,5 +69,5 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--backend", "-b", default=None)
     p.add_argument("--time-limit", type=float, default=None)
     p.add_argument("--fold", action="store_true")
-    p.add_argument("--out", "-o", required=True, help="output PNG")
+    add_output(p, "--out", "-o", required=True, suffixes=CHART_SUFFIXES, help="output PNG (or PDF, SVG: by suffix)")
     p.set_defaults(func=cmd_plot)
