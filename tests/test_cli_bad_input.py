@@ -258,7 +258,6 @@ def test_evaluate_a_sharding_plan_with_unknown_names_has_no_traceback(edit: str,
     assert "foo" in captured.out + captured.err or "XYZ" in captured.out + captured.err
 
 
-@pytest.mark.xfail(strict=True, reason="models.sharding.plan_from_dict does not yet reject unknown ops and strategy names (the evaluator calls them violations: exit 3)")
 @pytest.mark.parametrize("edit", ["unknown op", "unknown strategy"])
 def test_evaluate_a_sharding_plan_with_unknown_names_exits_2(edit: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plan = _sharding_plan(tmp_path, capsys, edit)

@@ -445,9 +445,16 @@ def plan_from_dict(inst: ShardingInstance, data: Mapping[str, Any]) -> ShardingP
     if not isinstance(strategies, Mapping):
         raise InputError("strategies", "expected an object {op name: strategy}")
     out: dict[str, str] = {}
+    ndim = len(inst.mesh.shape)
     for k, v in strategies.items():
+        if str(k) not in inst.index:
+            raise InputError(f"strategies.{k}", f"unknown op {k!r}", "use op names of the instance")
         if not isinstance(v, str):
             raise InputError(f"strategies.{k}", f"expected a strategy name such as 'S(b)', got {v!r}")
+        try:
+            parse_strategy(v, ndim)
+        except ValueError as exc:
+            raise InputError(f"strategies.{k}", str(exc), f"write one R or S(dim) per mesh axis ({ndim})") from None
         out[str(k)] = v
     return ShardingPlan(out)
 
