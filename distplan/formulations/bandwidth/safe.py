@@ -19,6 +19,13 @@ multipliers come from the KKT conditions at a (near-)optimal allocation, fitted 
 least squares, so the bound is tight when the allocation is; a poor allocation gives a weaker
 bound, never a wrong one.
 
+The bound holds for every plan the evaluator accepts, not only the exactly feasible ones: the
+evaluator (`distplan.models.bandwidth_eval`) accepts a row violated by up to ``TOLERANCE``
+(1e-6) of its magnitude and a dimension up to that far outside its range, and a solver's plan
+(1e-8 over a total of 500 GB/s, say) can take some of it. So the box is widened to what the
+evaluator accepts (`accepted_box`), and each row's multiplier is charged for the most the row
+may be exceeded (`accepted_excess`): ``-mu_i b_i`` becomes ``-mu_i b_i - |mu_i| e_i``.
+
 The aggregated program (`data.prepare`) is derived from the instance in floating point, and
 the evaluator (`distplan.models.bandwidth_eval`) computes T(B) in floating point too; both differ
 from exact arithmetic by a few units in the last place. The bound is lowered by
@@ -37,6 +44,7 @@ import numpy as np
 from scipy.optimize import lsq_linear
 
 from distplan.formulations.bandwidth.data import Program
+from distplan.models.bandwidth_records import GB, TOLERANCE
 
 #: relative margin for the floating-point derivation of the program and the evaluator's rounding
 DATA_MARGIN = 1e-12
@@ -131,9 +139,10 @@ def kkt_multipliers(prog: Program, B: np.ndarray, extra: tuple[np.ndarray, float
     return lam, mu
 
 
-def _dual_value(prog: Program, lam: np.ndarray, mu: np.ndarray, A: np.ndarray, b: np.ndarray, hi: np.ndarray) -> tuple[float, float] | None:
-    """(min over the box of sum_d a_d/B_d + c_d B_d - mu @ b, magnitude) or None when the
-    minimum is -inf (pass b with the budget's entry zeroed to get a line's intercept).
+def _dual_value(prog: Program, lam: np.ndarray, mu: np.ndarray, A: np.ndarray, b: np.ndarray, low: np.ndarray, hi: np.ndarray, excess: np.ndarray) -> tuple[float, float] | None:
+    """(min over the box [low, hi] of sum_d a_d/B_d + c_d B_d - mu @ b - |mu| @ excess,
+    magnitude) or None when the minimum is -inf (pass b with the budget's entry zeroed to get
+    a line's intercept; ``excess``: how far an accepted plan may exceed each row).
 
     Floating point with a proven error bound: every quantity is a sum of at most
     K + rows + 8 rounded products, quotients and one square root per dimension, so its
@@ -155,7 +164,7 @@ def _dual_value(prog: Program, lam: np.ndarray, mu: np.ndarray, A: np.ndarray, b
     value = 0.0
     size = 0.0
     for d in range(D):
-        lo, up, ad, cd = float(prog.lb[d]), float(hi[d]), float(a[d]), float(c[d])
+        lo, up, ad, cd = float(low[d]), float(hi[d]), float(a[d]), float(c[d])
         if ad == 0:
             if cd >= 0:
                 h, where = cd * lo, lo
@@ -181,28 +190,74 @@ def _dual_value(prog: Program, lam: np.ndarray, mu: np.ndarray, A: np.ndarray, b
         value += h
         size += abs(h) + where * float(cmag[d]) + (ad / where if where > 0 else 0.0)
     mb = mu * b
-    value -= float(mb.sum())
-    size += float(np.abs(mb).sum())
+    me = np.abs(mu) * excess
+    if not np.all(np.isfinite(me[mu != 0])):
+        return None
+    value -= float(mb.sum()) + float(me[mu != 0].sum())
+    size += float(np.abs(mb).sum()) + float(me[mu != 0].sum())
     return value, size
 
 
+def _floor(prog: Program) -> np.ndarray:
+    """Per instance row, the evaluator's least tolerance (1 byte/s, or 1 USD) in row units."""
+    return np.array([1.0 / (r.scale * (GB if r.unit == "GB/s" else 1.0)) for r in prog.rows])
+
+
+def accepted_box(prog: Program) -> np.ndarray:
+    """The least bandwidth (GB/s) per dimension of a plan the evaluator accepts:
+    ``min_bandwidth`` less its tolerance (``TOLERANCE`` of it, at least 1 byte/s), not below
+    0 (a negative bandwidth is refused outright)."""
+    return np.maximum(prog.lb - TOLERANCE * np.maximum(prog.lb, 1.0 / GB), 0.0)
+
+
+def accepted_excess(prog: Program) -> np.ndarray:
+    """Per instance row, the most by which a plan the evaluator accepts exceeds it (row units):
+    ``TOLERANCE`` times its magnitude, the largest of 1 byte/s (or USD), |rhs| and
+    sum_j |a_ij| B_j, which is at most `_reach` for a ``<=``/``==`` row of nonnegative
+    coefficients and at most sum_j |a_ij| ub_j over the accepted box (`implied_upper`) for
+    the others; inf where that is unbounded."""
+    A, lo, hi = prog.rows_matrix()
+    if not A.size:
+        return np.zeros(0)
+    up = implied_upper(prog)
+    floor = _floor(prog)
+    rhs = np.where(np.isfinite(hi), hi, lo)
+    with np.errstate(invalid="ignore"):
+        spread = np.where(A != 0, np.abs(A) * up[None, :], 0.0).sum(axis=1)
+    capped = np.isfinite(hi) & np.all(A >= 0, axis=1)
+    spread[capped] = np.minimum(spread[capped], _reach(hi[capped], floor[capped]))
+    return TOLERANCE * np.maximum(np.maximum(floor, np.abs(rhs)), spread) * (1 + 1e-9)
+
+
+def _reach(hi: np.ndarray | float, floor: np.ndarray | float) -> np.ndarray:
+    """The most a_i B reaches on an accepted plan for a ``<=``/``==`` row a_i B <= hi of
+    nonnegative coefficients: the evaluator's tolerance grows with a_i B itself, so
+    a_i B <= hi + TOLERANCE max(floor, |hi|, a_i B) gives (hi + TOLERANCE max(floor, |hi|)) /
+    (1 - TOLERANCE), raised by 1e-12 relative for its rounding."""
+    hi = np.asarray(hi, dtype=float)
+    return (hi + TOLERANCE * np.maximum(floor, np.abs(hi))) / (1 - TOLERANCE) * (1 + 1e-12)
+
+
 def implied_upper(prog: Program) -> np.ndarray:
-    """Upper bounds per dimension that every feasible B meets: ``ub``, and every ``<=``/``==``
-    row with nonnegative coefficients, ``B_d <= lb_d + (b - sum_j a_j lb_j) / a_d``, raised
-    by 1e-9 relative for its rounding (inf: unbounded). A box that every feasible B satisfies
-    keeps the Lagrangian finite where a multiplier leaves ``c_d < 0`` on a dimension without
-    ``max_bandwidth``."""
+    """Upper bounds per dimension that every plan the evaluator accepts meets: ``ub`` plus its
+    tolerance, and every ``<=``/``==`` row with nonnegative coefficients,
+    ``B_d <= low_d + (b' - sum_j a_j low_j) / a_d`` with ``low`` the `accepted_box` and b' the
+    most a_i B reaches on an accepted plan (`_reach`), raised by 1e-9 relative for rounding
+    (inf: unbounded). A box that every accepted B satisfies keeps the Lagrangian
+    finite where a multiplier leaves ``c_d < 0`` on a dimension without ``max_bandwidth``."""
     cached = getattr(prog, "_implied_upper", None)
     if cached is not None:
         return cached
     A, lo, hi = prog.rows_matrix()
-    out = np.asarray(prog.ub, dtype=float).copy()
+    low = accepted_box(prog)
+    out = np.asarray(prog.ub, dtype=float) + TOLERANCE * np.maximum(np.asarray(prog.ub, dtype=float), 1.0 / GB)
+    floor = _floor(prog) if A.size else np.zeros(0)
     for i in range(A.shape[0]):
         if not math.isfinite(hi[i]) or np.any(A[i] < 0):
             continue
-        rest = float(hi[i] - A[i] @ prog.lb)
+        rest = float(_reach(hi[i], floor[i]) - A[i] @ low)
         pos = A[i] > 0
-        cap = (prog.lb[pos] + rest / A[i][pos]) * (1 + 1e-9) + 1e-300
+        cap = (low[pos] + rest / A[i][pos]) * (1 + 1e-9) + 1e-300
         out[pos] = np.minimum(out[pos], cap)
     prog._implied_upper = out  # type: ignore[attr-defined]
     return out
@@ -214,7 +269,7 @@ def lagrangian_bound(prog: Program, lam: np.ndarray, mu: np.ndarray) -> float:
     multipliers give none."""
     A, b, sign = _rows(prog, None)
     mu = np.where(sign == 1, np.maximum(mu, 0.0), np.where(sign == -1, np.minimum(mu, 0.0), mu))
-    out = _dual_value(prog, lam, mu, A, b, implied_upper(prog))
+    out = _dual_value(prog, lam, mu, A, b, accepted_box(prog), implied_upper(prog), accepted_excess(prog))
     if out is None:
         return -math.inf
     value, size = out
@@ -257,7 +312,8 @@ def line_from_multipliers(prog: Program, lam: np.ndarray, mu: np.ndarray, cost: 
     mu = np.where(sign == 1, np.maximum(mu, 0.0), np.where(sign == -1, np.minimum(mu, 0.0), mu))
     b0 = b.copy()
     b0[-1] = 0.0  # the intercept: the budget's -nu beta is the line's slope
-    out = _dual_value(prog, lam, mu, A, b0, implied_upper(prog))
+    excess = np.append(accepted_excess(prog), 0.0)  # the budget row is the sweep's, exact
+    out = _dual_value(prog, lam, mu, A, b0, accepted_box(prog), implied_upper(prog), excess)
     if out is None:
         return None
     value, size = out
@@ -300,9 +356,10 @@ def safe_min_linear(prog: Program, coeffs: np.ndarray, B: np.ndarray) -> float:
     up = implied_upper(prog)
     c = np.asarray(coeffs, dtype=float) + (mu @ A if A.size else 0.0)
     cmag = np.abs(np.asarray(coeffs, dtype=float)) + (np.abs(mu) @ np.abs(A) if A.size else 0.0)
-    if np.any((c < 0) & ~np.isfinite(up)):
+    charged = np.abs(mu[mu != 0]) * accepted_excess(prog)[mu != 0] if A.size else np.zeros(0)
+    if np.any((c < 0) & ~np.isfinite(up)) or not np.all(np.isfinite(charged)):
         return -math.inf
-    where = np.where(c >= 0, prog.lb, up)
-    value = float((c * where).sum() - mu @ b)
-    size = float((cmag * where).sum() + np.abs(mu * b).sum())
+    where = np.where(c >= 0, accepted_box(prog), up)
+    value = float((c * where).sum() - mu @ b - charged.sum())
+    size = float((cmag * where).sum() + np.abs(mu * b).sum() + charged.sum())
     return math.nextafter(value - DATA_MARGIN * size, -math.inf)
