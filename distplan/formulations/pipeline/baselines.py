@@ -13,6 +13,10 @@ warm-up so that the shared block has the same place in every sequence.
 References: GPipe (Huang et al., NeurIPS 2019); 1F1B (PipeDream-Flush, Narayanan et al.,
 ICML 2021); interleaved 1F1B (Narayanan et al., SC'21, Megatron's virtual-stage order);
 ZB-H1 / ZB-H2 (Qi et al., Zero Bubble Pipeline Parallelism, ICLR 2024).
+
+Every schedule takes the run's ``deadline`` (a ``time.perf_counter()`` value or None) and
+raises `DeadlineReached` past it, checked once per device or search step (1F1B's shrinking
+warm-up, the greedy's events): on 32 stages and 256 micro-batches 1F1B alone takes seconds.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from distplan.errors import InfeasibleError, InputError
+from distplan.formulations.deadline import DeadlineReached, check, past
 from distplan.formulations.pipeline import vshape
 from distplan.formulations.pipeline.common import (
     Orders,
@@ -56,11 +61,14 @@ class DeviceUnits:
         for d in range(inst.n_devices):
             on = [b for b in key.tolist() if inst.device_mask[b, d]]
             self.blocks.append({r: [b for b in on if inst.role_code[b] == r] for r in (F, B, W)})
+        self._sorted: dict[tuple[int, tuple[int, ...]], list[int]] = {}
 
     def unit(self, d: int, kinds: tuple[int, ...], m: int) -> list[int]:
         """Operations of micro-batch ``m`` on device ``d`` of the given roles, in depth order."""
         n = self.inst.micro_batches
-        blocks = sorted((b for r in kinds for b in self.blocks[d][r]), key=lambda b: self.rank[b])
+        blocks = self._sorted.get((d, kinds))
+        if blocks is None:
+            blocks = self._sorted[(d, kinds)] = sorted((b for r in kinds for b in self.blocks[d][r]), key=lambda b: self.rank[b])
         return [b * n + m for b in blocks]
 
 
@@ -112,12 +120,13 @@ def _pattern(queues: dict[str, list[list[int]]], tokens: list[str]) -> list[int]
 # -- GPipe / 1F1B -----------------------------------------------------------------------------
 
 
-def gpipe_orders(inst: PipelineInstance) -> Orders:
+def gpipe_orders(inst: PipelineInstance, deadline: float | None = None) -> Orders:
     """All forward units (micro-batch order), then all backward units."""
     units = DeviceUnits(inst)
     n = inst.micro_batches
     orders: Orders = []
     for d in range(inst.n_devices):
+        check(deadline, "the gpipe schedule")
         seq: list[int] = []
         for m in range(n):
             seq.extend(units.unit(d, (F,), m))
@@ -127,18 +136,19 @@ def gpipe_orders(inst: PipelineInstance) -> Orders:
     return orders
 
 
-def one_f_one_b_orders(inst: PipelineInstance, warmup: np.ndarray, per_block: bool = False) -> Orders:
-    """``warmup[d]`` forward units, then one forward and one backward unit alternately,
-    then the remaining backward units. With ``per_block`` a unit is a single block (a
-    device holding several stages, e.g. the X shape, alternates per block) and the
-    warm-up counts blocks."""
-    units = DeviceUnits(inst)
+Queues = list[tuple[list[list[int]], list[list[int]]]]
+
+
+def one_f_one_b_queues(inst: PipelineInstance, per_block: bool = False, units: DeviceUnits | None = None) -> Queues:
+    """Per device, 1F1B's forward and backward units in the order they are taken (they do
+    not depend on the warm-up; see `one_f_one_b_orders`)."""
+    units = DeviceUnits(inst) if units is None else units
     n = inst.micro_batches
-    orders: Orders = []
+    out: Queues = []
+    period = float(inst.device_work().max()) if per_block else 0.0
     for d in range(inst.n_devices):
         if per_block:
             # blocks in the order of an ideal pipelined run: depth + m * (busiest device's work)
-            period = float(inst.device_work().max())
             fops = [op for m in range(n) for op in units.unit(d, (F,), m)]
             bops = [op for m in range(n) for op in units.unit(d, (B, W), m)]
             fq = [[op] for op in sorted(fops, key=lambda op: (units.depth[op // n] + (op % n) * period, op))]
@@ -146,10 +156,36 @@ def one_f_one_b_orders(inst: PipelineInstance, warmup: np.ndarray, per_block: bo
         else:
             fq = [units.unit(d, (F,), m) for m in range(n)]
             bq = [units.unit(d, (B, W), m) for m in range(n)]
+        out.append((fq, bq))
+    return out
+
+
+def one_f_one_b_orders(
+    inst: PipelineInstance, warmup: np.ndarray, per_block: bool = False, queues: Queues | None = None, deadline: float | None = None
+) -> Orders:
+    """``warmup[d]`` forward units, then one forward and one backward unit alternately,
+    then the remaining backward units. With ``per_block`` a unit is a single block (a
+    device holding several stages, e.g. the X shape, alternates per block) and the
+    warm-up counts blocks. ``queues``: `one_f_one_b_queues` of the same ``per_block``,
+    when the caller has them."""
+    queues = one_f_one_b_queues(inst, per_block) if queues is None else queues
+    orders: Orders = []
+    for d, (fq, bq) in enumerate(queues):
+        check(deadline, "the 1f1b schedule")
         total = len(fq)
         w = int(min(warmup[d], total))
-        tokens = ["F"] * w + ["F", "B"] * max(total, len(bq)) + ["B"] * len(bq)
-        orders.append(_pattern({"F": fq, "B": bq}, tokens))
+        # the pattern F^w (F B)^max(total, |bq|) B^|bq| with exhausted queues skipped
+        seq: list[int] = []
+        for unit in fq[:w]:
+            seq.extend(unit)
+        rest = fq[w:]
+        k = min(len(rest), len(bq))
+        for i in range(k):
+            seq.extend(rest[i])
+            seq.extend(bq[i])
+        for unit in rest[k:] + bq[k:]:
+            seq.extend(unit)
+        orders.append(seq)
     return orders
 
 
@@ -168,30 +204,33 @@ def _memory_error(inst: PipelineInstance, name: str, peaks: np.ndarray) -> Infea
     )
 
 
-def gpipe(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
-    orders = gpipe_orders(inst)
+def gpipe(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
+    orders = gpipe_orders(inst, deadline)
     ok, peaks = _fits(inst, orders)
     if not ok:
         raise _memory_error(inst, "gpipe", peaks)
     return asap(inst, orders), {"schedule": "gpipe"}
 
 
-def one_f_one_b(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
+def one_f_one_b(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
     """1F1B with the placement's warm-up, per micro-batch unit and per block (the better
     of the two); when memory is short the warm-up shrinks (all devices together, down to
     one unit in flight)."""
     natural = _group_max(downstream_devices(inst), device_groups(inst))
-    nf = np.array([len(DeviceUnits(inst).blocks[d][F]) for d in range(inst.n_devices)])
+    units = DeviceUnits(inst)
+    nf = np.array([len(units.blocks[d][F]) for d in range(inst.n_devices)])
     found: list[tuple[float, np.ndarray, dict]] = []
     peaks_seen = np.zeros(inst.n_devices)
     for per_block in (False, True):
+        check(deadline, "the 1f1b schedule")
+        queues = one_f_one_b_queues(inst, per_block, units)
         warm = natural * (nf if per_block else 1) + (nf - 1 if per_block else 0)
         warm = np.maximum(warm, 0)
         while True:
             candidates = [warm] if np.ptp(warm) == 0 else [warm, np.full_like(warm, warm.min())]
             done = False
             for cand in candidates:
-                orders = one_f_one_b_orders(inst, cand, per_block)
+                orders = one_f_one_b_orders(inst, cand, per_block, queues, deadline)
                 ok, peaks = _fits(inst, orders)
                 peaks_seen = peaks
                 if not ok:
@@ -216,7 +255,7 @@ def one_f_one_b(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
 # -- interleaved 1F1B (Megatron virtual stages) ------------------------------------------------
 
 
-def interleaved_orders(inst: PipelineInstance) -> tuple[Orders, int]:
+def interleaved_orders(inst: PipelineInstance, deadline: float | None = None) -> tuple[Orders, int]:
     """Megatron's interleaved order: forward virtual micro-batches in groups of p
     micro-batches per chunk, backward with chunks reversed, warm-up
     ``2 (p - r - 1) + (v - 1) p`` for the device of pipeline rank r."""
@@ -235,6 +274,7 @@ def interleaved_orders(inst: PipelineInstance) -> tuple[Orders, int]:
     groups = [list(range(g, min(g + p, n))) for g in range(0, n, p)]
     orders: Orders = []
     for d in range(p):
+        check(deadline, "the interleaved_1f1b schedule")
         fq: list[list[int]] = []
         bq: list[list[int]] = []
         fb = units.blocks[d][F]
@@ -260,8 +300,8 @@ def interleaved_orders(inst: PipelineInstance) -> tuple[Orders, int]:
     return orders, v
 
 
-def interleaved_1f1b(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
-    orders, v = interleaved_orders(inst)
+def interleaved_1f1b(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
+    orders, v = interleaved_orders(inst, deadline)
     start, info = _ordered(inst, "interleaved_1f1b", orders, "the interleaved order deadlocks on this placement")
     return start, {**info, "chunks": v}
 
@@ -276,7 +316,7 @@ def _need_split(inst: PipelineInstance, name: str) -> None:
         )
 
 
-def zb_h1_orders(inst: PipelineInstance) -> Orders:
+def zb_h1_orders(inst: PipelineInstance, deadline: float | None = None) -> Orders:
     """ZB-H1 on stage i of p: p-i-1 warm-up F, then i times (F, B) with W deferred, then
     (F, B, W) while forwards remain, then (B, W), then the remaining W (same in-flight
     micro-batches as 1F1B; Qi et al. 2024, Sec. 2.1)."""
@@ -286,6 +326,7 @@ def zb_h1_orders(inst: PipelineInstance) -> Orders:
     p = int(down.max()) + 1
     orders: Orders = []
     for d in range(inst.n_devices):
+        check(deadline, "the zb_h1 schedule")
         i = p - 1 - int(down[d])
         fq = [units.unit(d, (F,), m) for m in range(n)]
         bq = [units.unit(d, (B,), m) for m in range(n)]
@@ -317,12 +358,12 @@ def zb_h1_orders(inst: PipelineInstance) -> Orders:
     return orders
 
 
-def zb_h1(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
+def zb_h1(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
     _need_split(inst, "zb_h1")
-    return _ordered(inst, "zb_h1", zb_h1_orders(inst), "the ZB-H1 order deadlocks on this placement")
+    return _ordered(inst, "zb_h1", zb_h1_orders(inst, deadline), "the ZB-H1 order deadlocks on this placement")
 
 
-def zb_h2(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
+def zb_h2(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
     """ZB-H2: up to 2p-1 micro-batches in flight per device (Qi et al. 2024, Sec. 2.2):
     every free device starts a ready B first, else a forward while its memory stays
     within (2p-1) micro-batches' activations, else a deferred W (filling the tail)."""
@@ -332,7 +373,7 @@ def zb_h2(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
     fwd_mem = np.array([inst.memory[(inst.role_code == F) & inst.device_mask[:, d]].clip(min=0).sum() for d in range(inst.n_devices)])
     limit = np.minimum(inst.capacity, (2 * p - 1) * fwd_mem)
     rank = {F: 1, B: 0, W: 2}
-    start = greedy(inst, lambda b, m: (rank[int(inst.role_code[b])], m, b), limit)
+    start = greedy(inst, lambda b, m: (rank[int(inst.role_code[b])], m, b), limit, deadline=deadline)
     orders = _orders_of(inst, start)
     return asap(inst, orders), {"schedule": "zb_h2"}
 
@@ -351,24 +392,24 @@ def _ordered(inst: PipelineInstance, name: str, orders: Orders, deadlock: str | 
     return start, {"schedule": name}
 
 
-def zb_v(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
+def zb_v(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
     """ZB-V on the V placement (Qi et al. 2024, arXiv 2401.10241 v2; `vshape.zb_v_orders`)."""
     return _ordered(inst, "zb_v", vshape.zb_v_orders(inst))
 
 
-def v_min(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
+def v_min(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
     """V-Min building block (Qi et al., NeurIPS 2024; `vshape.building_block_orders`)."""
     return _ordered(inst, "v_min", vshape.building_block_orders(inst, "v_min"))
 
 
-def v_half(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
+def v_half(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
     """V-Half building block (Qi et al., NeurIPS 2024; `vshape.building_block_orders`)."""
     return _ordered(inst, "v_half", vshape.building_block_orders(inst, "v_half"))
 
 
-def v_zb(inst: PipelineInstance) -> tuple[np.ndarray, dict]:
+def v_zb(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
     """V-ZB greedy within 1F1B's memory (Qi et al., NeurIPS 2024; `vshape.v_zb_start`)."""
-    start = vshape.v_zb_start(inst)
+    start = vshape.v_zb_start(inst, deadline)
     return _ordered(inst, "v_zb", _orders_of(inst, start))
 
 
@@ -376,7 +417,8 @@ def _orders_of(inst: PipelineInstance, start: np.ndarray) -> Orders:
     return orders_from_starts(inst, start)
 
 
-SCHEDULES: dict[str, Callable[[PipelineInstance], tuple[np.ndarray, dict]]] = {
+#: each takes the instance and the run's deadline (None: no limit)
+SCHEDULES: dict[str, Callable[[PipelineInstance, float | None], tuple[np.ndarray, dict]]] = {
     "gpipe": gpipe,
     "1f1b": one_f_one_b,
     "interleaved_1f1b": interleaved_1f1b,
@@ -389,20 +431,23 @@ SCHEDULES: dict[str, Callable[[PipelineInstance], tuple[np.ndarray, dict]]] = {
 }
 
 
-def baseline_plan(inst: PipelineInstance, name: str) -> PipelinePlan:
-    """The plan of one classic schedule (raises when it does not fit in memory)."""
+def baseline_plan(inst: PipelineInstance, name: str, deadline: float | None = None) -> PipelinePlan:
+    """The plan of one classic schedule (raises when it does not fit in memory, and
+    `DeadlineReached` past ``deadline``)."""
     check_capacity(inst)
-    start, info = SCHEDULES[name](inst)
+    start, info = SCHEDULES[name](inst, deadline)
     start = start - start.min()
     return make_plan(inst, start, info)
 
 
-def best_baseline(inst: PipelineInstance) -> tuple[str, PipelinePlan] | None:
-    """The classic schedule with the least objective that fits in memory (or None)."""
+def best_baseline(inst: PipelineInstance, deadline: float | None = None) -> tuple[str, PipelinePlan] | None:
+    """The classic schedule with the least objective that fits in memory (or None);
+    `DeadlineReached` past ``deadline`` (callers that use it as an optional incumbent
+    catch it and go on without)."""
     best: tuple[float, str, PipelinePlan] | None = None
     for name in SCHEDULES:
         try:
-            plan = baseline_plan(inst, name)
+            plan = baseline_plan(inst, name, deadline)
         except (InfeasibleError, InputError):
             continue
         chk = evaluate(inst, plan)
@@ -411,9 +456,20 @@ def best_baseline(inst: PipelineInstance) -> tuple[str, PipelinePlan] | None:
     return None if best is None else (best[1], best[2])
 
 
+def baseline_incumbent(inst: PipelineInstance, deadline: float | None) -> tuple[str, PipelinePlan] | None:
+    """`best_baseline` as an optional incumbent: None when ``deadline`` passes first."""
+    if past(deadline):
+        return None
+    try:
+        return best_baseline(inst, deadline)
+    except DeadlineReached:
+        return None
+
+
 def make_run(name: str) -> Callable[[PipelineInstance, RunContext], Outcome]:
     def run(inst: PipelineInstance, ctx: RunContext) -> Outcome:
-        return Outcome(plan=baseline_plan(inst, name))
+        # past the deadline `DeadlineReached` escapes: no plan before the limit
+        return Outcome(plan=baseline_plan(inst, name, ctx.deadline))
 
     run.__name__ = f"run_{name}"
     return run

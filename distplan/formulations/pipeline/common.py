@@ -20,6 +20,7 @@ import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.contract import ModelSpec
+from distplan.formulations.deadline import check
 from distplan.formulations.registry import RunContext
 from distplan.modeling.model import Model
 from distplan.modeling.scheduling import precedence_with_lag
@@ -201,16 +202,21 @@ def memory_peaks(inst: PipelineInstance, orders: Orders) -> np.ndarray:
 
 def check_capacity(inst: PipelineInstance) -> None:
     """Raise `InfeasibleError` when a device's capacity is below the least memory any
-    schedule needs there (one micro-batch at a time, best order)."""
+    schedule needs there: the least peak of one micro-batch (best order), or what all N
+    micro-batches leave held at the end (N times the net memory of the device's blocks,
+    when blocks allocate more than they free: every schedule's last prefix)."""
     need, exact = inst.minimum_memory()
+    held = inst.micro_batches * (inst.device_mask.T.astype(float) @ inst.memory)
+    least = np.maximum(np.where(exact, need, 0.0), held)
     cap = inst.capacity
-    short = [(d, need[d], cap[d]) for d in range(inst.n_devices) if exact[d] and need[d] > cap[d] * (1 + 1e-12) + 1e-12]
+    short = [(d, least[d], cap[d]) for d in range(inst.n_devices) if least[d] > cap[d] * (1 + 1e-12) + 1e-12]
     if short:
         parts = [f"device {inst.devices[d]} needs at least {nd:.6g} (capacity {cd:.6g}, short by {nd - cd:.6g})" for d, nd, cd in short]
         raise InfeasibleError(
             f"{inst.name}: memory capacity below what any schedule needs: " + "; ".join(parts),
             details={
                 "minimum_memory": {inst.devices[d]: float(need[d]) for d in range(inst.n_devices)},
+                "held_at_end": {inst.devices[d]: float(held[d]) for d in range(inst.n_devices)},
                 "capacity": {inst.devices[d]: (float(cap[d]) if math.isfinite(cap[d]) else None) for d in range(inst.n_devices)},
             },
         )
@@ -315,12 +321,14 @@ def greedy(
     reserve: Callable[[int, int, np.ndarray], float] | None = None,
     tol: float = 1e-12,
     what: str = "the greedy schedule",
+    deadline: float | None = None,
 ) -> np.ndarray:
     """Event-driven list scheduling of single-device blocks: whenever a device is free it
     starts its ready operation of best ``priority(block, micro)`` whose memory fits under
     ``limit`` (bytes per device), together with ``reserve(device, block, next_micro)``
     bytes kept free for later blocks; each block runs its micro-batches in order. Returns
-    (B, N) start times in seconds (ZB-H2's greedy and the V-ZB greedy both run on it)."""
+    (B, N) start times in seconds (ZB-H2's greedy and the V-ZB greedy both run on it);
+    `DeadlineReached` past ``deadline`` (checked every 64 events)."""
     n, nb = inst.micro_batches, inst.n_blocks
     if np.any(inst.device_mask.sum(axis=1) != 1):
         raise InputError("schedule", f"{inst.name}: this greedy schedule needs every block on one device", "use 1f1b")
@@ -334,9 +342,13 @@ def greedy(
     on_dev = [np.flatnonzero(dev_of == d).tolist() for d in range(inst.n_devices)]
     events = [0.0]
     done = 0
+    steps = 0
     while done < nb * n:
         if not events:
             raise InfeasibleError(f"{inst.name}: {what} deadlocks under the memory limit", details={})
+        steps += 1
+        if steps % 64 == 0:
+            check(deadline, what)
         t = heapq.heappop(events)
         while events and events[0] <= t + 1e-12:
             heapq.heappop(events)

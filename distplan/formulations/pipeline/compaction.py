@@ -19,15 +19,17 @@ import math
 
 import numpy as np
 
+from distplan.formulations.deadline import check
 from distplan.formulations.pipeline.common import SequenceCycleError, asap, orders_from_starts, predecessor_lists
 from distplan.models.pipeline import PipelineInstance
 
 EPS = 1e-9
 
 
-def list_schedule(inst: PipelineInstance, priority: np.ndarray, limit: np.ndarray) -> np.ndarray | None:
+def list_schedule(inst: PipelineInstance, priority: np.ndarray, limit: np.ndarray, deadline: float | None = None) -> np.ndarray | None:
     """(B, N) start times in seconds, or None when the memory ``limit`` (bytes per device)
-    leaves no operation startable (a deadlock of this rule, not a proof of infeasibility)."""
+    leaves no operation startable (a deadlock of this rule, not a proof of infeasibility);
+    `DeadlineReached` past ``deadline`` (checked every 64 events)."""
     nb, n, nd = inst.n_blocks, inst.micro_batches, inst.n_devices
     dur = inst.duration
     memory = inst.memory
@@ -66,9 +68,13 @@ def list_schedule(inst: PipelineInstance, priority: np.ndarray, limit: np.ndarra
             t = max(t, start[b][m - 1] + durs[b])
         return t
 
+    steps = 0
     while done < total:
         if not events:
             return None
+        steps += 1
+        if steps % 64 == 0:
+            check(deadline, "the list schedule")
         t = heapq.heappop(events)
         while events and events[0] <= t + EPS:
             heapq.heappop(events)
@@ -114,9 +120,10 @@ def list_schedule(inst: PipelineInstance, priority: np.ndarray, limit: np.ndarra
     return np.asarray(start, dtype=float)
 
 
-def guided(inst: PipelineInstance, priority: np.ndarray, limits: list[np.ndarray]) -> list[np.ndarray]:
+def guided(inst: PipelineInstance, priority: np.ndarray, limits: list[np.ndarray], deadline: float | None = None) -> list[np.ndarray]:
     """List schedules for each memory limit (bytes per device), retimed to the exact
-    earliest starts of their device orders; the limits that deadlock are skipped."""
+    earliest starts of their device orders; the limits that deadlock are skipped.
+    `DeadlineReached` past ``deadline``."""
     out: list[np.ndarray] = []
     seen: list[np.ndarray] = []
     for lim in limits:
@@ -124,7 +131,7 @@ def guided(inst: PipelineInstance, priority: np.ndarray, limits: list[np.ndarray
         if any(np.array_equal(lim, x) for x in seen):
             continue
         seen.append(lim)
-        s = list_schedule(inst, priority, lim)
+        s = list_schedule(inst, priority, lim, deadline)
         if s is None:
             continue
         try:

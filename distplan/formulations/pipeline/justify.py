@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from distplan.formulations.deadline import DeadlineReached
 from distplan.formulations.pipeline.common import schedule_objective
 from distplan.formulations.pipeline.compaction import guided, list_schedule
 from distplan.models.pipeline import PipelineBlock, PipelineInstance
@@ -52,13 +53,22 @@ def reversed_instance(inst: PipelineInstance) -> PipelineInstance:
     return inst.with_(blocks=blocks, memory_capacity=None)
 
 
-def justify(inst: PipelineInstance, start: np.ndarray, limits: list[np.ndarray], passes: int = 4, rev: PipelineInstance | None = None) -> list[np.ndarray]:
+def justify(
+    inst: PipelineInstance,
+    start: np.ndarray,
+    limits: list[np.ndarray],
+    passes: int = 4,
+    rev: PipelineInstance | None = None,
+    deadline: float | None = None,
+) -> list[np.ndarray]:
     """Up to ``passes`` forward-backward passes from ``start`` ((B, N) seconds); the next
     pass starts from the shortest forward schedule of this one, and the passes stop when
     it is not shorter than the schedule it came from. ``limits`` are the forward passes'
     memory limits (bytes per device, as `compaction.guided`). Returns every forward
     schedule made, retimed to earliest starts (the caller checks them with the evaluator);
-    empty when the forward passes deadlock under every limit."""
+    empty when the forward passes deadlock under every limit. At ``deadline`` (a
+    ``time.perf_counter()`` value) the passes stop and the schedules made so far are
+    returned (the caller tells a stop by the deadline from `deadline.past`)."""
     rev = reversed_instance(inst) if rev is None else rev
     unlimited = np.full(inst.n_devices, np.inf)
     out: list[np.ndarray] = []
@@ -66,11 +76,14 @@ def justify(inst: PipelineInstance, start: np.ndarray, limits: list[np.ndarray],
     value = schedule_objective(inst, current)
     for _ in range(passes):
         end = current + inst.duration[:, None]
-        back = list_schedule(rev, (-end)[:, ::-1], unlimited)
-        if back is None:  # cannot happen without memory; kept for safety
+        try:
+            back = list_schedule(rev, (-end)[:, ::-1], unlimited, deadline)
+            if back is None:  # cannot happen without memory; kept for safety
+                break
+            latest = -(back[:, ::-1] + inst.duration[:, None])  # backward start times, negated
+            made = guided(inst, latest, limits, deadline)
+        except DeadlineReached:
             break
-        latest = -(back[:, ::-1] + inst.duration[:, None])  # backward start times, negated
-        made = guided(inst, latest, limits)
         if not made:
             break
         out.extend(made)

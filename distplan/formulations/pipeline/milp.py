@@ -45,11 +45,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from distplan.errors import InfeasibleError, InputError
+from distplan.errors import InfeasibleError, InputError, NoSolutionError
 from distplan.formulations.contract import ModelSpec
+from distplan.formulations.deadline import DeadlineReached, past
 from distplan.formulations.pipeline import statesearch
 from distplan.formulations.pipeline.barriers import stacked_plan, stacking
-from distplan.formulations.pipeline.baselines import best_baseline
+from distplan.formulations.pipeline.baselines import baseline_incumbent, best_baseline
 from distplan.formulations.pipeline.common import (
     check_capacity,
     orders_from_starts,
@@ -78,11 +79,12 @@ class WarmStart:
         return cls(name, plan, evaluate(inst, plan).objective)
 
 
-def whole_problem(inst: PipelineInstance, energy_cuts: bool = True) -> tuple[OpProblem, WarmStart | None]:
+def whole_problem(inst: PipelineInstance, energy_cuts: bool = True, deadline: float | None = None) -> tuple[OpProblem, WarmStart | None]:
     """Every (block, micro-batch) operation of the run, with the valid horizon (makespan) or
-    span bound from the best baseline, and that baseline (the warm start)."""
+    span bound from the best baseline, and that baseline (the warm start; none when the
+    run's ``deadline`` passes first)."""
     check_capacity(inst)
-    best = best_baseline(inst)
+    best = baseline_incumbent(inst, deadline)
     found = None if best is None else WarmStart.of(inst, *best)
     prob = full_problem(inst, serial_horizon(inst), energy_cuts)
     if found is not None:
@@ -133,19 +135,24 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     warm-started from its incumbent; otherwise disjunctive. ``below_incumbent`` (default
     True): the time-indexed model searches only schedules better than the incumbent, so
     an infeasible model proves the incumbent optimal; False solves it whole, warm-started
-    from the incumbent, and the proof is its dual bound."""
+    from the incumbent, and the proof is its dual bound.
+
+    The run's deadline: the warm starts past it are skipped (baselines, stacked barriers,
+    tessel), a model whose build passes it is not solved; the incumbent so far is returned
+    with termination TIME_LIMIT (with none, no plan)."""
     if ctx.options.mip_gap is None:
         ctx.options = ctx.options.with_(mip_gap=1e-6)
     params = dict(ctx.params)
     t0 = time.perf_counter()
-    prob, found = whole_problem(inst, bool(params.get("energy_cuts", True)))
-    found = _with_stacked(inst, found, prob)
+    deadline = ctx.deadline
+    prob, found = whole_problem(inst, bool(params.get("energy_cuts", True)), deadline)
+    found = _with_stacked(inst, found, prob, deadline)
     free = max(solver_free_bounds(inst), key=lambda b: b.value, default=None)  # safe, rounded down
 
     def meets_free_bound(value: float) -> bool:
         return free is not None and value <= free.value * (1 + 1e-6)
 
-    if str(params.get("warm_start", "tessel")) == "tessel" and not (found is not None and meets_free_bound(found.value)):
+    if str(params.get("warm_start", "tessel")) == "tessel" and not (found is not None and meets_free_bound(found.value)) and not past(deadline):
         found = _with_tessel(inst, ctx, found, prob)
     incumbent = found.plan.start.reshape(-1) if found is not None else None
     best_value = schedule_objective(inst, incumbent) if incumbent is not None else math.inf
@@ -160,6 +167,7 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     info: dict[str, Any] = {"model": {}}
     res: SolverResult | None = None
     below_infeasible = False  # the last stage proved that nothing beats the incumbent
+    timed_out = False  # a model's build passed the run's deadline
     # a warm start that meets a solver-free bound needs no disjunctive program (the small
     # time-indexed model proves such an incumbent itself in seconds, by an infeasible
     # model below it; the disjunctive one spent a 60 s limit on mshape N = 16 at bound 100)
@@ -203,6 +211,14 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
                 prob.span_ub = min(prob.span_ub or math.inf, target)
         try:
             start, res, mdata = solve_op_problem(prob, sub, None if below else incumbent, stage)
+        except DeadlineReached:
+            # the build outlasted the stage's time (a short first stage: the next one
+            # runs) or the run's (the incumbent stands)
+            info["model"][stage] = {"operations": prob.n, "termination": "time_limit (model build)"}
+            if past(deadline):
+                timed_out = True
+                break
+            continue
         except (InfeasibleByConstruction, InfeasibleError) as exc:
             if not below:
                 raise
@@ -232,8 +248,9 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     if found is not None:
         info["warm_start"] = found.name
     bounds.sort(key=lambda b: -b.value)
+    ended = Termination.TIME_LIMIT if timed_out else None
     if incumbent is None:
-        return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info)
+        return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info, termination=ended)
     orders = orders_from_starts(inst, incumbent.reshape(inst.n_blocks, inst.micro_batches))
     exact = retime(inst, orders, ctx)
     if res is not None:  # the last MILP's record is the run's last (its termination is the run's)
@@ -250,7 +267,7 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         claimed_objective=chk.objective if proven else None,
         proven_optimal=proven,
         info=info,
-        termination=Termination.OPTIMAL if proven and below_infeasible else None,
+        termination=Termination.OPTIMAL if proven and below_infeasible else ended,
     )
 
 
@@ -261,27 +278,32 @@ def _with_tessel(inst: PipelineInstance, ctx: RunContext, found: WarmStart | Non
     sub = ctx.child(dict(DEFAULTS), None if remaining is None else max(0.5, remaining / 4), share_records=True)
     try:
         out = run_tessel(inst, sub)
-    except (InfeasibleError, InputError):
+    except (InfeasibleError, InputError, NoSolutionError, DeadlineReached):
         return found
     return _better_start(inst, found, WarmStart.of(inst, "tessel", out.plan), prob)
 
 
-def _with_stacked(inst: PipelineInstance, found: WarmStart | None, prob: OpProblem) -> WarmStart | None:
+def _with_stacked(inst: PipelineInstance, found: WarmStart | None, prob: OpProblem, deadline: float | None = None) -> WarmStart | None:
     """The better warm start of ``found`` and the stacked-barrier schedule (`barriers.py`:
     head barriers first, the best baseline of the rest, tail barriers last); tightens the
-    horizon / span bound."""
-    plan = stacked_baseline(inst)
+    horizon / span bound. Skipped when the run's ``deadline`` passes first."""
+    if past(deadline):
+        return found
+    try:
+        plan = stacked_baseline(inst, deadline)
+    except DeadlineReached:
+        return found
     if plan is None:
         return found
     return _better_start(inst, found, WarmStart.of(inst, "stacked barriers", plan), prob)
 
 
-def stacked_baseline(inst: PipelineInstance) -> PipelinePlan | None:
+def stacked_baseline(inst: PipelineInstance, deadline: float | None = None) -> PipelinePlan | None:
     """Head barriers first, the best baseline of the rest, tail barriers last
     (`barriers.stacked_plan`); None without head or tail barriers, without a baseline of
-    the rest, or when infeasible."""
+    the rest, or when infeasible. `DeadlineReached` past ``deadline``."""
     stack = stacking(inst)
-    middle = None if stack is None or stack.rest is None else best_baseline(stack.rest)
+    middle = None if stack is None or stack.rest is None else best_baseline(stack.rest, deadline)
     return None if stack is None or middle is None else stacked_plan(inst, stack, middle[1])
 
 

@@ -12,6 +12,7 @@ with step variables, and `opsolve.py` picks one of the two and solves it.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ import numpy as np
 
 from distplan.errors import InfeasibleError
 from distplan.formulations.contract import ModelSpec
+from distplan.formulations.deadline import DeadlineReached, check
 from distplan.formulations.pipeline.common import (
     OpArcs,
     block_tail,
@@ -73,8 +75,18 @@ class OpProblem:
         return int(self.dur.size)
 
 
-def closure(n: int, arcs: OpArcs) -> np.ndarray:
-    """(n, n) bool: a path i -> j exists (i != j); ValueError on a cycle."""
+#: seconds per operation pair of one transitive closure, about twice the measured (2-core
+#: host: 25,600 operations in 3.2 s, 6,656 in 0.4 s); it runs uninterrupted
+CLOSURE_PAIR_SECONDS = 1e-8
+
+
+def closure(n: int, arcs: OpArcs, run_deadline: float | None = None) -> np.ndarray:
+    """(n, n) bool: a path i -> j exists (i != j); ValueError on a cycle.
+    `DeadlineReached` instead of starting one that would end past ``run_deadline`` (the
+    run's, a ``time.perf_counter()`` value) by the estimate ``CLOSURE_PAIR_SECONDS``
+    n^2: the closure cannot stop midway."""
+    if run_deadline is not None and time.perf_counter() + CLOSURE_PAIR_SECONDS * n * n > run_deadline:
+        raise DeadlineReached(f"the transitive closure of {n} operations would outlast the time left")
     return transitive_closure(n, arcs.src, arcs.dst)
 
 
@@ -103,7 +115,7 @@ def _heads(prob: OpProblem, arcs: OpArcs | None = None) -> np.ndarray:
 # -- blocks ---------------------------------------------------------------------------------
 
 
-def memory_implied_arcs(prob: OpProblem, reach: np.ndarray) -> OpArcs:
+def memory_implied_arcs(prob: OpProblem, reach: np.ndarray, run_deadline: float | None = None) -> OpArcs:
     """Precedences forced by memory. At an allocating operation a on device d, the memory
     of everything known to precede it, minus the capacity (X > 0), must be freed by
     unrelated freeing operations ordered before a. A block's operations form a chain, so
@@ -111,7 +123,8 @@ def memory_implied_arcs(prob: OpProblem, reach: np.ndarray) -> OpArcs:
     in the DAG has K_c <= K_b. The least k_b with
     ``|mu_b| k_b + sum_c |mu_c| min(u_c, cap_c(k_b)) >= X`` (u_c unrelated ops of c; the
     cap ``k_b + f_b - f_c`` for blocks c after b) forces an arc from b's k_b-th unrelated
-    operation to a (same device: gap = its duration)."""
+    operation to a (same device: gap = its duration). `DeadlineReached` past
+    ``run_deadline`` (the run's, a ``time.perf_counter()`` value; checked per target)."""
     src: list[int] = []
     dst: list[int] = []
     if prob.block_of is None or prob.block_reach is None:
@@ -131,6 +144,7 @@ def memory_implied_arcs(prob: OpProblem, reach: np.ndarray) -> OpArcs:
         for a, x in zip(targets.tolist(), (fixed - cap).tolist()):
             if x <= 1e-9 * max(1.0, abs(cap)):
                 continue
+            check(run_deadline, "the memory-implied precedences")
             before = reach[neg, a]
             free = ~before & ~reach[a, neg] & (neg != a)
             f = {int(b): int(np.sum(before & (prob.block_of[neg] == b))) for b in neg_blocks.tolist()}
@@ -166,21 +180,22 @@ class ImpliedArcs:
     implied: int
 
 
-def implied_arcs(prob: OpProblem) -> ImpliedArcs:
+def implied_arcs(prob: OpProblem, run_deadline: float | None = None) -> ImpliedArcs:
     """Transitive closure of the arcs, after adding the memory-implied precedences (to a
-    fixpoint: six rounds at most)."""
+    fixpoint: six rounds at most); `DeadlineReached` past ``run_deadline``."""
     n = prob.n
     arcs = prob.arcs
-    reach = closure(n, arcs)
+    reach = closure(n, arcs, run_deadline)
     implied = 0
     for _ in range(6):
-        extra = memory_implied_arcs(prob, reach)
+        check(run_deadline, "the memory-implied precedences")
+        extra = memory_implied_arcs(prob, reach, run_deadline)
         if extra.src.size == 0:
             break
         implied += int(extra.src.size)
         arcs = OpArcs(np.concatenate([arcs.src, extra.src]), np.concatenate([arcs.dst, extra.dst]), np.concatenate([arcs.gap, extra.gap]))
         try:
-            reach = closure(n, arcs)
+            reach = closure(n, arcs, run_deadline)
         except ValueError:
             raise InfeasibleError(f"{prob.name}: the memory capacity forces a cyclic order (no schedule fits)", details={}) from None
     return ImpliedArcs(arcs, reach, implied)
@@ -203,12 +218,18 @@ class OpIndex:
     pair_second: np.ndarray
     pid: np.ndarray
     big_m: np.ndarray
+    #: the run's deadline (a ``time.perf_counter()`` value, None: none) that the slow
+    #: blocks check, raising `DeadlineReached` (NN shape, 16 stages, 128 micro-batches:
+    #: 12 s to build)
+    run_deadline: float | None = None
 
 
 def prepare_ops(prob: OpProblem, params: Mapping[str, Any]) -> OpIndex:
     """Implied arcs and closure, start windows within [earliest start, horizon - duration -
-    tail], and the unrelated pairs on each device with their big-M."""
-    imp = implied_arcs(prob)
+    tail], and the unrelated pairs on each device with their big-M. ``params["_deadline"]``:
+    the run's deadline (`OpIndex.run_deadline`)."""
+    run_deadline = params.get("_deadline")
+    imp = implied_arcs(prob, run_deadline)
     n = prob.n
     reach = imp.reach
     lb = _heads(prob, imp.arcs)
@@ -220,6 +241,7 @@ def prepare_ops(prob: OpProblem, params: Mapping[str, Any]) -> OpIndex:
     related = reach | reach.T
     keys: list[np.ndarray] = []
     for d in range(prob.mask.shape[1]):
+        check(run_deadline, "the op model's pairs")
         ops = np.flatnonzero(prob.mask[:, d])
         if ops.size < 2:
             continue
@@ -236,7 +258,7 @@ def prepare_ops(prob: OpProblem, params: Mapping[str, Any]) -> OpIndex:
     big_m = np.maximum(big_m, 0.0)
     if prob.objective == "device_span" and prob.span_ub is not None:
         big_m = np.minimum(big_m, prob.span_ub)
-    return OpIndex(imp.arcs, reach, imp.implied, lb, ub, first, second, pid, big_m)
+    return OpIndex(imp.arcs, reach, imp.implied, lb, ub, first, second, pid, big_m, run_deadline)
 
 
 def op_variables(model: Model, prob: OpProblem, index: OpIndex) -> None:
@@ -253,13 +275,16 @@ def op_pairs(model: Model, prob: OpProblem, index: OpIndex) -> None:
     """Order binaries ``no-overlap-order`` for unrelated pairs sharing a device
     (`disjunctive_pairs`), and their transitivity along the arcs."""
     first, second, pid = index.pair_first, index.pair_second, index.pid
+    check(index.run_deadline, "the op model's pairs")
     order = disjunctive_pairs(model, model["start"], first, second, prob.dur[first], prob.dur[second], index.big_m, "no-overlap")
     # transitivity along arcs: for arc u -> v and pair (v, x): [v before x] <= [u before x];
     # for pair (x, u): [x before u] <= [x before v]
     low: list[int] = []
     high: list[int] = []
     neg: list[tuple[int, int]] = []
-    for u, v in zip(index.arcs.src.tolist(), index.arcs.dst.tolist()):
+    for k, (u, v) in enumerate(zip(index.arcs.src.tolist(), index.arcs.dst.tolist())):
+        if k % 256 == 0:
+            check(index.run_deadline, "the op model's order chains")
         row_v = np.flatnonzero(pid[v] >= 0)
         for x in row_v[pid[u, row_v] >= 0].tolist():
             kv, ku = int(pid[v, x]), int(pid[u, x])
@@ -334,6 +359,7 @@ def op_memory(model: Model, prob: OpProblem, index: OpIndex) -> None:
     for d in range(prob.mask.shape[1]):
         if not math.isfinite(prob.capacity[d]):
             continue
+        check(index.run_deadline, "the op model's memory rows")
         on = prob.mask[:, d]
         targets = np.flatnonzero(on & (prob.mem > 0))
         if targets.size == 0:
@@ -408,6 +434,7 @@ def op_objective(model: Model, prob: OpProblem, index: OpIndex) -> None:
     order = model["no-overlap-order"]
     every = np.ones(n, dtype=bool)
     for d in range(nd):
+        check(index.run_deadline, "the op model's energy cuts")
         on = prob.mask[:, d]
         ops = np.flatnonzero(on)
         if ops.size < 2:
@@ -435,8 +462,10 @@ def op_objective(model: Model, prob: OpProblem, index: OpIndex) -> None:
 OP_MODEL = ModelSpec("op-model", prepare_ops, (op_variables, op_precedence, op_pairs, op_memory, op_objective))
 
 
-def build_op_model(prob: OpProblem) -> tuple[Model, OpIndex]:
-    return OP_MODEL.build(prob, name=prob.name)
+def build_op_model(prob: OpProblem, run_deadline: float | None = None) -> tuple[Model, OpIndex]:
+    """The disjunctive model of ``prob``; `DeadlineReached` when the build passes
+    ``run_deadline`` (the run's, a ``time.perf_counter()`` value)."""
+    return OP_MODEL.build(prob, None if run_deadline is None else {"_deadline": run_deadline}, name=prob.name)
 
 
 def warm_vector(model: Model, prob: OpProblem, index: OpIndex, start: np.ndarray) -> np.ndarray:

@@ -41,16 +41,18 @@ def solve_op_problem(
 ) -> tuple[np.ndarray | None, SolverResult, dict[str, Any]]:
     """Build (disjunctive or time-indexed), warm start (when ``start`` is given) and
     solve; returns the MILP's start times (seconds), the solver record and what was built
-    (``model_kind``, ``implied_arcs``: the number of memory-implied precedences)."""
+    (``model_kind``, ``implied_arcs``: the number of memory-implied precedences).
+    `DeadlineReached` when the model's build passes the deadline of ``ctx`` (a solve asked
+    past it is not started: `RunContext.solve_model`)."""
     t0 = time.perf_counter()
     kind = choose_model(prob, model)
     if kind == "time_indexed":
         prob.integral = True
-        mdl, ti_index = build_ti_model(prob)
+        mdl, ti_index = build_ti_model(prob, ctx.deadline)
         warm = ti_warm_vector(mdl, prob, ti_index, start) if start is not None else None
         implied = ti_index.implied_arcs
     else:
-        mdl, op_index = build_op_model(prob)
+        mdl, op_index = build_op_model(prob, ctx.deadline)
         warm = warm_vector(mdl, prob, op_index, start) if start is not None else None
         implied = op_index.implied_arcs
     built = {"model_kind": kind, "implied_arcs": implied}

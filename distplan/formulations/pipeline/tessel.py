@@ -36,8 +36,9 @@ from typing import Any
 
 import numpy as np
 
-from distplan.errors import InfeasibleError
-from distplan.formulations.pipeline.baselines import best_baseline
+from distplan.errors import InfeasibleError, NoSolutionError
+from distplan.formulations.deadline import DeadlineReached, past
+from distplan.formulations.pipeline.baselines import baseline_incumbent
 from distplan.formulations.pipeline.bounds import pipeline_bounds
 from distplan.formulations.pipeline.common import (
     OpArcs,
@@ -59,6 +60,7 @@ from distplan.formulations.pipeline.residue import residue_search
 from distplan.formulations.pipeline.seqsearch import improve, improve_from
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.models.pipeline import PipelineInstance, evaluate, make_plan
+from distplan.solvers.result import Termination
 
 
 def _phase_problem(inst: PipelineInstance, start: np.ndarray, free: np.ndarray, kind: str) -> tuple[OpProblem, np.ndarray, float]:
@@ -186,7 +188,11 @@ def _solve_phase(
         info[f"{label}_start"] = "forward passes first"
     if limit <= 0:
         return s_ls
-    s, res, _ = solve_op_problem(prob, sub_ctx(ctx, limit), s_ls, model)
+    try:
+        s, res, _ = solve_op_problem(prob, sub_ctx(ctx, limit), s_ls, model)
+    except DeadlineReached:  # its build outlasted the phase's time: the local search stands
+        info[f"{label}_termination"] = Termination.TIME_LIMIT.value
+        return s_ls
     info[f"{label}_termination"] = res.termination.value
     return s if s is not None else s_ls
 
@@ -202,7 +208,7 @@ def _complete_whole(
 
     unrolled = asap(inst, orders_from_starts(inst, start))
     best, source = unrolled, "unrolled repetend"
-    found = best_baseline(inst)
+    found = baseline_incumbent(inst, ctx.deadline)
     if found is not None and evaluate(inst, found[1]).objective < schedule_objective(inst, unrolled) - 1e-9:
         best, source = found[1].start, found[0]
     if seed is not None and schedule_objective(inst, seed[1]) < schedule_objective(inst, best) - 1e-9:
@@ -220,7 +226,11 @@ def _complete_whole(
         prob.horizon = value * (1 + 1e-9) + 1e-9
     else:
         prob.span_ub = value * (1 + 1e-9) + 1e-9
-    s, res, _ = solve_op_problem(prob, sub_ctx(ctx, limit), best.reshape(-1), model if model != "disjunctive" else "auto")
+    try:
+        s, res, _ = solve_op_problem(prob, sub_ctx(ctx, limit), best.reshape(-1), model if model != "disjunctive" else "auto")
+    except DeadlineReached:  # its build outlasted the MILP's time
+        info.update(phases="whole-schedule local search", completion_warm_start=source, completion_termination=Termination.TIME_LIMIT.value)
+        return best, info
     info.update(phases="whole-schedule MILP", completion_warm_start=source, completion_termination=res.termination.value)
     if s is not None and schedule_objective(inst, s.reshape(best.shape)) <= value + 1e-9:
         return s.reshape(best.shape), info
@@ -239,27 +249,77 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     that tessel never returns worse than them); the best with the memory-free ends
     gathered; and forward-backward improvement passes (`justify`) of each of them (of the
     best only above ``justify_all_ops`` operations), unless the best already meets the
-    solver-free bound. ``info["completion"]`` names the winner."""
+    solver-free bound. ``info["completion"]`` names the winner.
+
+    Past the run's deadline the phases after the repetend search stop (the list
+    schedules, the baselines and the justification passes check it): the best candidate
+    so far is returned with termination TIME_LIMIT (with none, `DeadlineReached`)."""
     check_capacity(inst)
     params = {**DEFAULTS, **ctx.params}
     rep = _budgeted_search(inst, ctx, params)
-    limit = float(params["phase_time_limit"])
     rep, picked = _pick_repetend(inst, rep, ctx, params)
     naive = rep.unroll(inst)
     pool = _Candidates(inst)
     pool.add("naive unroll", asap(inst, orders_from_starts(inst, naive)))
+    info: dict[str, Any] = {"repetend_candidates": picked.pop("candidates", 1)}
+    try:
+        name, exact = _complete(inst, ctx, params, rep, picked, naive, pool, info)
+    except DeadlineReached:
+        if not pool.any_feasible():
+            raise
+        name, exact = pool.best()
+        info["stopped"] = "time limit"
+    timed_out = "stopped" in info
+    if inst.objective == "device_span":
+        exact = retime(inst, orders_from_starts(inst, exact), ctx)
+    exact = exact - exact.min()
+    plan_info = {
+        "schedule": "tessel",
+        "period": rep.period,
+        "period_bound": rep.period_bound,
+        "period_proven_optimal": rep.proven,
+        "offsets": int(rep.block_offsets().max()) + 1,
+        "unfold": rep.unfold,
+        "repetend_search_seconds": rep.search_seconds,
+        **info,
+        "completion": name,
+        "completion_candidates": pool.scores,
+    }
+    plan = make_plan(inst, exact, plan_info)
+    return Outcome(
+        plan=plan, solver_results=list(ctx.solver_results), info=plan_info, termination=Termination.TIME_LIMIT if timed_out else None
+    )
+
+
+def _complete(
+    inst: PipelineInstance,
+    ctx: RunContext,
+    params: dict[str, Any],
+    rep: Repetend,
+    picked: dict[str, Any],
+    naive: np.ndarray,
+    pool: _Candidates,
+    info: dict[str, Any],
+) -> tuple[str, np.ndarray]:
+    """`run_tessel`'s completion candidates added to ``pool`` (which holds the naive
+    unroll); returns the best (name, (B, N) start times in seconds). `DeadlineReached` past
+    the run's deadline, with the candidates so far in ``pool``; a run that ends past it
+    (a justification pass or the optional baseline cut short) sets ``info["stopped"]``."""
+    deadline = ctx.deadline
+    limit = float(params["phase_time_limit"])
     steady = _steady_peak(inst, rep)
     priorities = [(naive, "repetend-guided list schedule")]
     if (inst.role_code == 2).any():  # W passes only when idle
         priorities.append((naive + (inst.role_code == 2)[:, None] * (float(naive.max()) + 1.0), "repetend-guided list schedule, W deferred"))
     for prio, label in priorities:
-        for s in guided(inst, prio, [inst.capacity, steady]):
+        for s in guided(inst, prio, [inst.capacity, steady], deadline):
             pool.add(label, s)
     if params.get("baselines", True):
-        found = best_baseline(inst)
+        found = baseline_incumbent(inst, deadline)
         if found is not None:
             pool.add(f"baseline {found[0]}", found[1].start)
-    info: dict[str, Any] = {"repetend_candidates": picked.pop("candidates", 1)}
+    if not pool.any_feasible():  # `check_capacity` found no proof that none fits
+        raise NoSolutionError(f"{inst.name}: tessel found no schedule within the memory capacity (every candidate exceeds it)")
     name, seed = pool.best()
     bound = max(b.value for b in pipeline_bounds(inst)) * (1 + 1e-9)
     if pool.scores[name] > bound:  # else nothing to gain
@@ -287,27 +347,15 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         for label, s0 in [(name, exact)] + (list(pool.listed) if every else []):
             if label in done or label not in feasible:
                 continue
+            if past(deadline):
+                break
             done.add(label)
-            for s in justify(inst, s0, [inst.capacity, steady], rev=rev):
+            for s in justify(inst, s0, [inst.capacity, steady], rev=rev, deadline=deadline):
                 pool.add(f"{label} + forward-backward improvement", s)
         name, exact = pool.best()
-    if inst.objective == "device_span":
-        exact = retime(inst, orders_from_starts(inst, exact), ctx)
-    exact = exact - exact.min()
-    plan_info = {
-        "schedule": "tessel",
-        "period": rep.period,
-        "period_bound": rep.period_bound,
-        "period_proven_optimal": rep.proven,
-        "offsets": int(rep.block_offsets().max()) + 1,
-        "unfold": rep.unfold,
-        "repetend_search_seconds": rep.search_seconds,
-        **info,
-        "completion": name,
-        "completion_candidates": pool.scores,
-    }
-    plan = make_plan(inst, exact, plan_info)
-    return Outcome(plan=plan, solver_results=list(ctx.solver_results), info=plan_info)
+    if past(deadline):  # a phase was cut short or skipped
+        info["stopped"] = "time limit"
+    return name, exact
 
 
 class _Candidates:
@@ -328,6 +376,9 @@ class _Candidates:
         self.scores[name] = min(value, self.scores.get(name, math.inf))
         if chk.feasible and (self._best is None or value < self._best[0] - 1e-9):
             self._best = (value, name, start)
+
+    def any_feasible(self) -> bool:
+        return self._best is not None
 
     def best(self) -> tuple[str, np.ndarray]:
         """The feasible candidate of least objective (the first listed wins ties)."""

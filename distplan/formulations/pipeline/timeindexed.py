@@ -107,7 +107,7 @@ class StepIndex:
 
 
 def prepare_steps(prob: OpProblem, params: Mapping[str, Any]) -> StepIndex:
-    imp = implied_arcs(prob)
+    imp = implied_arcs(prob, params.get("_deadline"))  # the run's deadline (`opmodel.prepare_ops`)
     e, lt = windows(prob, imp.arcs)
     return StepIndex(imp.arcs, imp.implied, e, lt)
 
@@ -173,8 +173,10 @@ def ti_objective(model: Model, prob: OpProblem, index: StepIndex) -> None:
 TIME_INDEXED = ModelSpec("time-indexed", prepare_steps, (ti_variables, ti_constraints, ti_objective))
 
 
-def build_ti_model(prob: OpProblem) -> tuple[Model, StepIndex]:
-    return TIME_INDEXED.build(prob, name=f"{prob.name}-time-indexed")
+def build_ti_model(prob: OpProblem, run_deadline: float | None = None) -> tuple[Model, StepIndex]:
+    """The time-indexed model of ``prob``; `DeadlineReached` when its memory-implied
+    precedences pass ``run_deadline`` (the run's, a ``time.perf_counter()`` value)."""
+    return TIME_INDEXED.build(prob, None if run_deadline is None else {"_deadline": run_deadline}, name=f"{prob.name}-time-indexed")
 
 
 def ti_size(prob: OpProblem) -> int:

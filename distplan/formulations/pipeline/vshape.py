@@ -261,7 +261,7 @@ def _squeeze(inst: PipelineInstance, slot: np.ndarray, lay: VLayout) -> None:
 # -- V-ZB (greedy) ----------------------------------------------------------------------------
 
 
-def v_zb_start(inst: PipelineInstance) -> np.ndarray:
+def v_zb_start(inst: PipelineInstance, deadline: float | None = None) -> np.ndarray:
     """(B, N) start times of the V-ZB greedy (module docstring), in seconds."""
     lay = v_layout(inst)
     _need_split(inst, lay, "v_zb")
@@ -283,4 +283,4 @@ def v_zb_start(inst: PipelineInstance) -> np.ndarray:
         owed = int(nxt[blk]) + 1 - int(nxt[f1])
         return owed * max(float(inst.memory[f1]), 0.0)
 
-    return greedy(inst, lambda b, m: (int(cls[b]), m, -int(chunk[b])), limit, reserve=reserve, tol=1e-9, what="the V-ZB greedy")
+    return greedy(inst, lambda b, m: (int(cls[b]), m, -int(chunk[b])), limit, reserve=reserve, tol=1e-9, what="the V-ZB greedy", deadline=deadline)
