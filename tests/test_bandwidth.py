@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import warnings
 from typing import Any
@@ -14,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distplan.api import solve
-from distplan.errors import InfeasibleError, InputError
+from distplan.errors import InfeasibleError, InputError, NoSolutionError
 from distplan.formulations.bandwidth.data import prepare, traffic_factors
 from distplan.instances import bundled, load_document, load_instance
 from distplan.modeling.model import Model
@@ -596,3 +597,32 @@ def test_the_safe_bound_holds_for_every_plan_the_evaluator_accepts(name: str) ->
     assert faster is not None, "no scaled-up plan is accepted (each instance bounds the total bandwidth)"
     assert faster < res.objective  # more bandwidth: less time
     assert res.bound <= faster
+
+
+def test_per_cost_takes_only_plans_the_evaluator_accepts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A low-accuracy conic solver's allocation (cvxpy-SCIP's, cvxpy-SCS's on a random
+    instance) can miss a row by more than the evaluator's tolerance: libra_perf_per_cost had
+    chosen it and `solve` raised PlanCheckError. Its points now carry whether the evaluator
+    accepts their plan; the line of a refused one still bounds, its plan is not chosen.
+    Here the evaluator is made to refuse the plan chosen at first."""
+    from distplan.formulations.bandwidth import per_cost
+
+    name = "libra-gpt3-3d-total500"
+    first = solve(name, "libra_perf_per_cost")
+    refused = first.plan.bandwidth
+    real = per_cost.evaluate
+
+    def refusing(inst: Any, plan: BandwidthPlan) -> Any:
+        check = real(inst, plan)
+        if plan.bandwidth == refused:
+            check.feasible = False
+        return check
+
+    monkeypatch.setattr(per_cost, "evaluate", refusing)
+    again = solve(name, "libra_perf_per_cost")
+    assert again.plan.bandwidth != refused and again.objective >= first.objective
+    assert all(p["bandwidth"] != refused for p in again.info["pareto"])
+    assert again.bound is not None and again.bound <= again.objective
+    monkeypatch.setattr(per_cost, "evaluate", lambda inst, plan: dataclasses.replace(real(inst, plan), feasible=False))
+    with pytest.raises(NoSolutionError, match="no allocation the solver returned meets the constraints"):
+        solve(name, "libra_perf_per_cost")

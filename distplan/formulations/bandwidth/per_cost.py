@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from distplan.errors import NoSolutionError
 from distplan.formulations.bandwidth.blocks import lowest_unused, optimize_linear
 from distplan.formulations.bandwidth.conic import DirectSolver
 from distplan.formulations.bandwidth.convex import (
@@ -34,6 +35,7 @@ from distplan.formulations.bandwidth.data import Program, bandwidth_scale
 from distplan.formulations.bandwidth.safe import budget_line, line_from_multipliers, safe_min_linear, safe_time_bound
 from distplan.formulations.bandwidth.time_program import TimeProblem, build_time_problem, time_scale
 from distplan.formulations.registry import Bound, Outcome, RunContext
+from distplan.models.bandwidth_eval import evaluate
 from distplan.models.bandwidth_instance import BandwidthInstance
 from distplan.models.bandwidth_records import GB
 from distplan.solvers.result import Termination
@@ -55,6 +57,9 @@ class _Point:
     time: float = math.inf  # training time of `bandwidth` (s)
     cost: float = math.inf  # its normalized cost
     product: float = math.inf  # time x normalized cost
+    #: the evaluator accepts ``bandwidth`` (a low-accuracy solver's, SCS's or SCIP's, can miss
+    #: a row by more than its tolerance): the line counts either way, the plan only then
+    accepted: bool = True
 
     @property
     def t_lower(self) -> float:
@@ -191,7 +196,15 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
             lines.append(budget_line(prog, B, cost_norm, c))  # the solver's are not tight: fit KKT's
         good = [ln for ln in lines if ln is not None]
         intercept, slope = max(good, key=lambda ln: ln[0] - ln[1] * c) if good else (-math.inf, 0.0)
-        return _Point(c=c, ok=True, intercept=intercept, slope=slope, bandwidth=B, time=t, cost=cost, product=t * cost)
+        accepted = evaluate(inst, prog.to_plan(B, "time_x_cost")).feasible
+        return _Point(c=c, ok=True, intercept=intercept, slope=slope, bandwidth=B, time=t, cost=cost, product=t * cost, accepted=accepted)
+
+    def best_of(points: list[_Point]) -> _Point:
+        """The point of least time x cost whose plan the evaluator accepts."""
+        plans = [p for p in points if p.ok and p.accepted]
+        if not plans:
+            raise NoSolutionError(f"{inst.name}: libra_perf_per_cost: no allocation the solver returned meets the constraints within the evaluator's tolerance ({ctx.backend.name})")
+        return min(plans, key=lambda p: p.product)
 
     fast_lower, _ = safe_time_bound(prog, b_fast, fast_duals)  # T*(c) >= the unconstrained minimum, any c
     top = point_from(1.0, b_fast)
@@ -204,7 +217,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
     info: dict[str, Any] = {"warnings": list(prog.warnings), "least_cost_safe_usd": lo_safe * scale}
 
     if lo_c >= 1.0 - 1e-12:
-        best = top
+        best = best_of([top])
         # every plan costs >= lo_safe and takes >= the unconstrained minimum
         bound_value = min(best.product, math.nextafter(lo_safe * fast_lower * (1 - _EVAL_MARGIN), 0.0))
         certified = True
@@ -256,7 +269,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
         floor = math.inf  # bounds of intervals too narrow to split further
         popped = None
         while heap:
-            best = min((p for p in points if p.ok), key=lambda p: p.product)
+            best = best_of(points)
             popped = heapq.heappop(heap)
             if popped.lower >= best.product * (1 - tol):
                 certified = True
@@ -281,7 +294,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
             left_for_right = p if p.ok else popped.left
             push(a, m, popped.left, right_for_left)
             push(m, b, left_for_right, popped.right)
-        best = min((p for p in points if p.ok), key=lambda p: p.product)
+        best = best_of(points)
         open_lower = min([iv.lower for iv in heap] + [floor])
         bound_value = min(open_lower, best.product)
         if not heap and math.isinf(floor):
@@ -290,7 +303,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
     info["evaluations"] = n_eval
 
     assert best.bandwidth is not None
-    ok_points = sorted((p for p in points if p.ok), key=lambda p: p.c)
+    ok_points = sorted((p for p in points if p.ok and p.accepted), key=lambda p: p.c)
     curve = [
         {
             "cost_budget_usd": p.c * scale,
