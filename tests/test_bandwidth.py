@@ -626,3 +626,10 @@ def test_per_cost_takes_only_plans_the_evaluator_accepts(monkeypatch: pytest.Mon
     monkeypatch.setattr(per_cost, "evaluate", lambda inst, plan: dataclasses.replace(real(inst, plan), feasible=False))
     with pytest.raises(NoSolutionError, match="no allocation the solver returned meets the constraints"):
         solve(name, "libra_perf_per_cost")
+
+
+def test_per_cost_cut_by_its_time_limit_says_so() -> None:
+    """The last sub-solve of a search stopped by the time limit had finished, and its
+    "optimal" became the run's termination beside an open 23% gap (review rev_bd L1)."""
+    res = solve("libra-msft1t-4d-multi", "libra_perf_per_cost", time_limit=0.05, mip_gap=1e-9)
+    assert res.status is SolutionStatus.OPTIMAL or res.info["certified"] or res.termination is Termination.TIME_LIMIT

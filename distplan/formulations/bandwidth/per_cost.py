@@ -221,6 +221,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
         # every plan costs >= lo_safe and takes >= the unconstrained minimum
         bound_value = min(best.product, math.nextafter(lo_safe * fast_lower * (1 - _EVAL_MARGIN), 0.0))
         certified = True
+        timed_out = False
         n_eval = 0
     else:
         t0 = time.perf_counter()
@@ -266,6 +267,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
         push(prev_c, 1.0, prev_point, top)
         n_eval = len(grid)
         certified = False
+        timed_out = False  # the search stopped at the run's time limit
         floor = math.inf  # bounds of intervals too narrow to split further
         popped = None
         while heap:
@@ -277,6 +279,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
                 break
             remaining = ctx.remaining_time()
             if n_eval >= max_points or (remaining is not None and remaining <= 0):
+                timed_out = remaining is not None and remaining <= 0
                 heapq.heappush(heap, popped)
                 break
             a, b = popped.a, popped.b
@@ -337,4 +340,5 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
         claimed_objective=best.product * scale,
         proven_optimal=certified and gap <= tol,
         info=info,
+        termination=Termination.TIME_LIMIT if timed_out and not (certified and gap <= tol) else None,
     )
