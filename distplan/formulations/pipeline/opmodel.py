@@ -300,7 +300,9 @@ def op_pairs(model: Model, prob: OpProblem, index: OpIndex) -> None:
                 neg.append((kv, ku))  # z_v + z_u' ... handled below
             else:
                 neg.append((-1 - kv, -1 - ku))
+    check(index.run_deadline, "the op model's order chains")
     order_implications(model, order, np.asarray(low, dtype=np.int64), np.asarray(high, dtype=np.int64), "order-chains")
+    check(index.run_deadline, "the op model's order chains")
     if neg:
         # mixed orientation: I(v before x) = z_kv (v < x) and I(u before x) = 1 - z_ku (x < u)
         # gives z_kv <= 1 - z_ku; the other case gives 1 - z_kv <= z_ku.
