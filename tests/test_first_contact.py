@@ -7,7 +7,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -294,3 +296,27 @@ def test_a_solve_asked_after_the_run_deadline_does_not_start_the_solver() -> Non
     unlimited = RunContext(get_backend("highs"), SolveOptions(), {})
     assert unlimited.deadline is None and not past(unlimited.deadline)
     check(unlimited.deadline, "anything")
+
+
+@pytest.mark.parametrize(("field", "value", "path"), [("time", 1e308, "graph.ops[0].time"), ("memory", 1e300, "graph.ops[0].memory"), ("device", 1.7e308, "cluster.devices[0].memory")])
+def test_placement_values_beyond_range_are_named(field: str, value: float, path: str) -> None:
+    """Op times of 1e308 s reached placement_milp as NaN variable bounds, and device memory
+    of 1.7e308 bytes overflowed an integer conversion (internal errors, exit 1); baechi_etf
+    returned an infinite makespan. Times above `MAX_SECONDS` and bytes above `MAX_BYTES`
+    are named where they are read."""
+    from distplan.models.placement_instance import PlacementInstance
+
+    ops = [{"name": n, "time": 1.0, "memory": 5.0} for n in "ab"]
+    doc: dict[str, Any] = {
+        "format": "distplan/1",
+        "kind": "placement",
+        "name": "huge",
+        "graph": {"ops": ops, "edges": [{"src": "a", "dst": "b", "bytes": 1.0}]},
+        "cluster": {"devices": [{"name": "d0", "memory": 1000.0}, {"name": "d1", "memory": 1000.0}], "bandwidth": 1e9},
+    }
+    if field == "device":
+        doc["cluster"]["devices"][0]["memory"] = value
+    else:
+        ops[0][field] = value
+    with pytest.raises(InputError, match=rf"^{re.escape(path)}: .* is beyond the largest value taken"):
+        PlacementInstance.from_dict(doc)

@@ -403,15 +403,15 @@ def test_topo_fall_back_keeps_a_group_on_its_device() -> None:
 
 @pytest.mark.parametrize("memory", ["simple", "liveness"])
 def test_an_op_whose_inputs_never_arrive_is_not_called_short_of_memory(memory: str) -> None:
-    """1e300 bytes over a 1e-20 B/s link take forever: with memory to spare the error says
+    """1e18 bytes over a 1e-300 B/s link take forever: with memory to spare the error says
     the earliest start is infinite (before, it named a device 'short by -998 bytes')."""
     ops = [{"name": n, "time": 1.0, "memory": 5.0, "temporary": 1.0, "output": 1.0} for n in "abc"]
     doc = {
         "format": "distplan/1",
         "kind": "placement",
         "name": "never-arrives",
-        "graph": {"ops": ops, "edges": [{"src": "a", "dst": "b", "bytes": 1.0}, {"src": "b", "dst": "c", "bytes": 1e300}]},
-        "cluster": {"devices": [{"name": "d0", "memory": 1000.0}, {"name": "d1", "memory": 1000.0}], "bandwidth": 1e-20, "latency": 0.0},
+        "graph": {"ops": ops, "edges": [{"src": "a", "dst": "b", "bytes": 1.0}, {"src": "b", "dst": "c", "bytes": 1e18}]},
+        "cluster": {"devices": [{"name": "d0", "memory": 1000.0}, {"name": "d1", "memory": 1000.0}], "bandwidth": 1e-300, "latency": 0.0},
         "model": {"memory": memory, "communication": "independent"},
     }
     inst = instance_from_dict(doc)

@@ -172,8 +172,16 @@ def need(data: Mapping[str, Any], key: str, path: str) -> Any:
     return data[key]
 
 
-def number(value: Any, path: str, *, positive: bool = False, nonneg: bool = True, integer: bool = False) -> float:
-    """A finite number (>= 0 unless nonneg=False; > 0 if positive)."""
+#: the largest op time (seconds: 31 years) and amount of bytes (an exabyte) an instance may
+#: give: beyond them sums and solver units overflow (HiGHS takes 1e20 for infinity, and
+#: placement times go to the MILP in microseconds), which became internal errors
+MAX_SECONDS = 1e9
+MAX_BYTES = 1e18
+
+
+def number(value: Any, path: str, *, positive: bool = False, nonneg: bool = True, integer: bool = False, at_most: float = math.inf, unit: str = "") -> float:
+    """A finite number (>= 0 unless nonneg=False; > 0 if positive; at most ``at_most``,
+    named in ``unit``)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(path, f"expected a number, got {value!r}")
     try:
@@ -189,6 +197,8 @@ def number(value: Any, path: str, *, positive: bool = False, nonneg: bool = True
         raise InputError(path, f"{value!r} is negative", "give a value >= 0")
     if integer and v != int(v):
         raise InputError(path, f"{value!r} must be an integer")
+    if v > at_most:
+        raise InputError(path, f"{value!r} {unit} is beyond the largest value taken, {at_most:g} {unit}".replace("  ", " "), "give a value in range")
     return v
 
 

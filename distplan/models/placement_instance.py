@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
-from distplan.models.common import FORMAT, JsonDocument, name_list, need, number
+from distplan.models.common import FORMAT, MAX_BYTES, MAX_SECONDS, JsonDocument, name_list, need, number
 from distplan.models.graphs import find_cycle, topological_order
 
 MEMORY_MODELS = ("simple", "liveness")
@@ -207,7 +207,7 @@ def _parse(data: Mapping[str, Any]) -> PlacementInstance:
     if not isinstance(devs, list) or not devs:
         raise InputError("cluster.devices", "the device list is empty", "list at least one device")
     dev_names = name_list(devs, "cluster.devices", "devices")
-    dev_mem = np.array([number(need(d, "memory", f"cluster.devices[{k}]"), f"cluster.devices[{k}].memory", positive=True) for k, d in enumerate(devs)])
+    dev_mem = np.array([number(need(d, "memory", f"cluster.devices[{k}]"), f"cluster.devices[{k}].memory", positive=True, at_most=MAX_BYTES, unit="bytes") for k, d in enumerate(devs)])
     dev_types = [str(d.get("type", "default")) for d in devs]
     nd = len(dev_names)
     bw0 = number(cluster.get("bandwidth", math.inf) if nd > 1 else cluster.get("bandwidth", 1.0), "cluster.bandwidth", positive=True) if ("bandwidth" in cluster or nd == 1) else None
@@ -249,12 +249,12 @@ def _parse(data: Mapping[str, Any]) -> PlacementInstance:
             for d in range(nd):
                 if dev_types[d] not in t:
                     raise InputError(f"{path}.time", f"no time for device type {dev_types[d]!r} (device {dev_names[d]!r})", "add an entry for every device type in the cluster")
-                time[k, d] = number(t[dev_types[d]], f"{path}.time.{dev_types[d]}")
+                time[k, d] = number(t[dev_types[d]], f"{path}.time.{dev_types[d]}", at_most=MAX_SECONDS, unit="s")
         else:
-            time[k, :] = number(t, f"{path}.time")
-        memory[k] = number(op.get("memory", 0), f"{path}.memory")
-        temporary[k] = number(op.get("temporary", 0), f"{path}.temporary")
-        output[k] = number(op.get("output", 0), f"{path}.output")
+            time[k, :] = number(t, f"{path}.time", at_most=MAX_SECONDS, unit="s")
+        memory[k] = number(op.get("memory", 0), f"{path}.memory", at_most=MAX_BYTES, unit="bytes")
+        temporary[k] = number(op.get("temporary", 0), f"{path}.temporary", at_most=MAX_BYTES, unit="bytes")
+        output[k] = number(op.get("output", 0), f"{path}.output", at_most=MAX_BYTES, unit="bytes")
         g = op.get("colocate")
         if g is not None and not isinstance(g, str):
             raise InputError(f"{path}.colocate", f"expected a group name (string), got {g!r}")
@@ -276,7 +276,7 @@ def _parse(data: Mapping[str, Any]) -> PlacementInstance:
             arr[k] = oix[v]
         if src[k] == dst[k]:
             raise InputError(path, f"self-loop on op {op_names[src[k]]!r}", "remove the edge")
-        nbytes[k] = number(e.get("bytes", 0), f"{path}.bytes")
+        nbytes[k] = number(e.get("bytes", 0), f"{path}.bytes", at_most=MAX_BYTES, unit="bytes")
     cyc = find_cycle(n, src, dst)
     if cyc is not None:
         shown = " -> ".join(op_names[v] for v in cyc + [cyc[0]])
