@@ -110,10 +110,23 @@ def test_pipeline_milp_model_build_stops_at_the_deadline(monkeypatch: pytest.Mon
     assert evaluate(inst, out.plan).feasible
 
 
-def test_pipeline_milp_skips_a_closure_that_would_outlast_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The transitive closure cannot stop midway: one estimated to end past the deadline
-    is not started (32 stages, 256 micro-batches: 6.3 s at T = 1)."""
-    monkeypatch.setattr(opmodel, "CLOSURE_PAIR_SECONDS", 10.0)
+def test_pipeline_milp_stops_a_closure_at_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The transitive closure checks the run's deadline as it goes (`graphs.transitive_closure`'s
+    checkpoint; 32 stages, 256 micro-batches took 6.3 s at T = 1): slowed past the limit
+    at its first checkpoint, the build stops there."""
+    real = opmodel.transitive_closure
+    past_limit = time.perf_counter() + 3.05  # the run's limit below, and a little
+
+    def slowed(n: int, src: Any, dst: Any, order: Any = None, checkpoint: Any = None) -> Any:
+        assert checkpoint is not None, "the closure was not given the run's deadline"
+
+        def late() -> None:
+            time.sleep(max(0.0, past_limit - time.perf_counter()))
+            checkpoint()
+
+        return real(n, src, dst, order, late)
+
+    monkeypatch.setattr(opmodel, "transitive_closure", slowed)
     out, took = timed_solve(nn_case(), "pipeline_milp", 3.0, model="disjunctive")
     assert took <= 3.0 + 0.5
     assert isinstance(out, distplan.Result) and out.termination is Termination.TIME_LIMIT

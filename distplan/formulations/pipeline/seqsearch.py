@@ -17,11 +17,13 @@ breaks ties. Times in seconds, memory in bytes.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 
 import numpy as np
 
+from distplan.formulations.deadline import DeadlineReached
 from distplan.formulations.pipeline.opmodel import OpProblem, closure
 
 EPS = 1e-9
@@ -30,8 +32,11 @@ EPS = 1e-9
 class SequenceSearch:
     """The evaluation machinery of one problem (arcs, closure, memory) for many moves."""
 
-    def __init__(self, prob: OpProblem):
+    def __init__(self, prob: OpProblem, deadline: float | None = None):
+        """``deadline`` (a ``time.perf_counter()`` value) stops the closure (`reach`), built
+        when a move first needs it, with `DeadlineReached`."""
         self.prob = prob
+        self.deadline = deadline
         n = prob.n
         self.n = n
         self.dur = prob.dur.astype(float).tolist()
@@ -43,7 +48,6 @@ class SequenceSearch:
         for a, b, g in zip(prob.arcs.src.tolist(), prob.arcs.dst.tolist(), prob.arcs.gap.tolist()):
             self.succ[a].append((b, float(g)))
             self.indeg0[b] += 1
-        self.reach = closure(n, prob.arcs)
         nd = prob.mask.shape[1]
         self.devs = [np.flatnonzero(prob.mask[i]).tolist() for i in range(n)]
         self.nd = nd
@@ -98,6 +102,11 @@ class SequenceSearch:
                 if indeg[w] == 0:
                     stack.append(w)
         return head if seen == n else None
+
+    @functools.cached_property
+    def reach(self) -> np.ndarray:
+        """(n, n) bool: a path i -> j along the problem's arcs."""
+        return closure(self.n, self.prob.arcs, self.deadline)
 
     def objective(self, head: list[float]) -> float:
         if self.prob.objective == "shift":
@@ -168,7 +177,7 @@ def improve_from(prob: OpProblem, starts: list[np.ndarray], deadline: float | No
     acyclic with the arcs and within the capacities (a start may be a priority key: its
     order is what counts); the first must be feasible. Returns the best start times,
     their objective (seconds) and the index of the start they came from."""
-    ss = SequenceSearch(prob)
+    ss = SequenceSearch(prob, deadline)
     best: tuple[np.ndarray, float, int] | None = None
     for i, start in enumerate(starts):
         start = np.asarray(start, dtype=float)
@@ -199,7 +208,7 @@ def improve(
     sequences) and their objective (seconds). At most ``max_evals`` evaluations, and at
     most ``max_work`` operations and arcs visited by them (large problems get fewer).
     ``search``: the problem's `SequenceSearch`, when the caller already built it."""
-    ss = SequenceSearch(prob) if search is None else search
+    ss = SequenceSearch(prob, deadline) if search is None else search
     max_evals = min(max_evals, max(20, max_work // max(1, prob.n + int(prob.arcs.src.size))))
     start = np.asarray(start, dtype=float)
     seqs = _sequences(prob, ss, start)
@@ -211,38 +220,41 @@ def improve(
     cur_seqs, cur_head, cur_value = seqs, head, value
     tabu: list[tuple[int, int]] = []
     evals, since = 0, 0
-    while evals < max_evals and since < stall:
-        if deadline is not None and time.perf_counter() > deadline:
-            break
-        chosen = None
-        for u, v in ss.critical_pairs(cur_seqs, cur_head, cur_value):
-            cand = ss.swap(cur_seqs, u, v)
-            if cand is None:
-                continue
-            h = ss.heads(cand)
-            evals += 1
-            if h is None:
-                continue
-            val = ss.objective(h)
-            key = (val, sum(h))
-            if (v, u) in tabu and not key < best[:2]:
-                continue
-            if chosen is None or key < chosen[0]:
-                chosen = (key, cand, h, (u, v))
-            if first_improvement and val < cur_value - EPS * max(1.0, abs(cur_value)):
+    try:  # the closure a move needs stops at the deadline too: the best so far stands
+        while evals < max_evals and since < stall:
+            if deadline is not None and time.perf_counter() > deadline:
                 break
-        if chosen is None:
-            break
-        (val, total), cur_seqs, cur_head, pair = chosen
-        cur_value = val
-        tabu.append(pair)
-        if len(tabu) > tabu_size:
-            tabu.pop(0)
-        if (val, total) < best[:2]:
-            if val < best[0] - EPS * max(1.0, abs(best[0])):
-                since = 0
-            best = (val, total, cur_head)
-        since += 1
+            chosen = None
+            for u, v in ss.critical_pairs(cur_seqs, cur_head, cur_value):
+                cand = ss.swap(cur_seqs, u, v)
+                if cand is None:
+                    continue
+                h = ss.heads(cand)
+                evals += 1
+                if h is None:
+                    continue
+                val = ss.objective(h)
+                key = (val, sum(h))
+                if (v, u) in tabu and not key < best[:2]:
+                    continue
+                if chosen is None or key < chosen[0]:
+                    chosen = (key, cand, h, (u, v))
+                if first_improvement and val < cur_value - EPS * max(1.0, abs(cur_value)):
+                    break
+            if chosen is None:
+                break
+            (val, total), cur_seqs, cur_head, pair = chosen
+            cur_value = val
+            tabu.append(pair)
+            if len(tabu) > tabu_size:
+                tabu.pop(0)
+            if (val, total) < best[:2]:
+                if val < best[0] - EPS * max(1.0, abs(best[0])):
+                    since = 0
+                best = (val, total, cur_head)
+            since += 1
+    except DeadlineReached:
+        pass
     return np.asarray(best[2]), float(best[0])
 
 

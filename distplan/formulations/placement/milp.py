@@ -28,6 +28,7 @@ always re-scheduled from the solver's device and per-device order and re-evaluat
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -76,9 +77,11 @@ MILP_WAIT_NONZEROS = 0
 MAX_PAIRS = 60_000
 
 
-def reachability(inst: PlacementInstance) -> np.ndarray:
-    """reach[i, j] = True when a path i -> j exists (boolean, n x n)."""
-    return transitive_closure(inst.n_ops, inst.src, inst.dst, inst.topo_order())
+def reachability(inst: PlacementInstance, deadline: float | None = None) -> np.ndarray:
+    """reach[i, j] = True when a path i -> j exists (boolean, n x n); `DeadlineReached`
+    when ``deadline`` (a ``time.perf_counter()`` value) passes while it is built."""
+    stop = None if deadline is None else functools.partial(check, deadline, "placement_milp's reachability")
+    return transitive_closure(inst.n_ops, inst.src, inst.dst, inst.topo_order(), checkpoint=stop)
 
 
 def identical_devices(inst: PlacementInstance) -> bool:
@@ -190,8 +193,7 @@ def prepare_milp(inst: PlacementInstance, params: Mapping[str, Any]) -> MilpInde
     exact = inst.memory_model == "simple" and inst.communication == "independent"
     r, q = fields["r"], fields["q"]
     deadline = params.get("deadline")
-    reach = reachability(inst)
-    check(deadline, "placement_milp's reachability")
+    reach = reachability(inst, deadline)
     pmax = inst.time.max(axis=1) * SCALE
     cap = int(params.get("max_pairs", MAX_PAIRS))
     i, j, kept = disjunctive_pairs(reach, H, r, q, pmax, cap, deadline)
