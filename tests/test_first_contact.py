@@ -320,3 +320,22 @@ def test_placement_values_beyond_range_are_named(field: str, value: float, path:
         ops[0][field] = value
     with pytest.raises(InputError, match=rf"^{re.escape(path)}: .* is beyond the largest value taken"):
         PlacementInstance.from_dict(doc)
+
+
+def test_json_of_an_infeasible_plan_is_strict_json(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A dimension left without bandwidth takes infinitely long: ``evaluate --json`` printed
+    ``Infinity``, which is not JSON (RFC 8259) and which jq and most parsers refuse.
+    Non-finite numbers are null in every ``--json`` document."""
+    plan = tmp_path / "zero.json"
+    assert main(["solve", "libra-gpt3-3d-total500", "-f", "equal_bw", "--out", str(plan)]) == 0
+    doc = json.loads(plan.read_text())
+    doc["bandwidth"] = dict.fromkeys(doc["bandwidth"], 0.0)
+    plan.write_text(json.dumps(doc))
+    capfd.readouterr()
+    assert main(["evaluate", "libra-gpt3-3d-total500", str(plan), "--json"]) == 3
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    out = json.loads(capfd.readouterr().out, parse_constant=refuse)
+    assert out["feasible"] is False and out["objective"] is None

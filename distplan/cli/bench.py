@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING
 from distplan.cli.args import add_output
 from distplan.cli.output import say_wrote
 from distplan.errors import InputError
+from distplan.models.common import print_json
 
 if TYPE_CHECKING:
     from distplan.verify import VerifyReport
@@ -71,7 +71,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from distplan.bench.report import summary_json, write_report
 
     if args.json:
-        json.dump(summary_json(args.db), sys.stdout, indent=1, default=str)
+        print_json(summary_json(args.db), sys.stdout, default=str, indent=1)
         sys.stdout.write("\n")
         return 0
     path = write_report(args.db, args.out, figures=not args.no_figures)

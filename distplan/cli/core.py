@@ -15,7 +15,7 @@ from distplan.errors import InputError
 from distplan.formulations.registry import formulations, get_formulation, solver_free_bounds
 from distplan.instances import bundled, load_document, load_instance
 from distplan.modeling.export import MODEL_SUFFIXES, write_model
-from distplan.models.common import json_default, kind_spec, known_kinds, read_json, write_json
+from distplan.models.common import kind_spec, known_kinds, print_json, read_json, write_json
 from distplan.solvers.base import all_backends
 
 
@@ -76,7 +76,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.result:
         write_json(res.to_dict(), args.result)
     if args.json:
-        json.dump(res.to_dict(), sys.stdout, default=json_default)
+        print_json(res.to_dict(), sys.stdout)
         sys.stdout.write("\n")
     else:
         print_result(res, inst)
@@ -128,7 +128,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     summary = inst.summary()
     bounds = solver_free_bounds(inst)
     if args.json:
-        json.dump({"summary": summary, "bounds": [{"value": b.value, "source": b.source} for b in bounds]}, sys.stdout, default=json_default)
+        print_json({"summary": summary, "bounds": [{"value": b.value, "source": b.source} for b in bounds]}, sys.stdout)
         sys.stdout.write("\n")
         return 0
     for key, value in summary.items():
@@ -168,7 +168,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     plan = spec.plan_from_dict(inst, read_json(args.plan))
     check = spec.evaluate(inst, plan)
     if args.json:
-        json.dump(check.to_dict(), sys.stdout, default=json_default)
+        print_json(check.to_dict(), sys.stdout)
         sys.stdout.write("\n")
     else:
         print(f"feasible     {check.feasible}")

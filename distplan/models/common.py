@@ -11,7 +11,7 @@ import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import IO, Any, Protocol
 
 from distplan.errors import InputError
 from distplan.kinds import KINDS
@@ -139,6 +139,27 @@ def json_default(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
+def without_non_finite(obj: Any) -> Any:
+    """``obj`` with every infinite or NaN number (an infeasible plan's objective, say)
+    replaced by None, so that it is strict JSON (RFC 8259 has no Infinity or NaN)."""
+    import numpy as np
+
+    if isinstance(obj, float | np.floating):
+        return float(obj) if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {k: without_non_finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [without_non_finite(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return without_non_finite(obj.tolist())
+    return obj
+
+
+def print_json(data: Any, stream: IO[str], default: Callable[[Any], Any] = json_default, indent: int | None = None) -> None:
+    """One strict JSON document on ``stream`` (``--json``): non-finite numbers as null."""
+    json.dump(without_non_finite(data), stream, default=default, allow_nan=False, indent=indent)
 
 
 def write_json(data: Any, path: str | Path) -> None:
