@@ -38,6 +38,7 @@ register(
         reference=ZB,
         spec=milp.PIPELINE_MILP,
         params={"model": "auto", "warm_start": "tessel", "energy_cuts": True, "below_incumbent": True},
+        choices={"model": ("auto", "disjunctive", "time_indexed"), "warm_start": ("tessel", "baselines")},
     )
 )
 
@@ -53,6 +54,9 @@ register(
         spec=repetend.REPETEND,
         params=dict(repetend.DEFAULTS),
         nullable=frozenset({"proof_time_limit"}),
+        examples={"offsets": 3, "search_time_limit": 5.0},
+        least={"offsets": 1, "search_time_limit": 0.0, "unfold": 1},
+        choices={"phase_model": ("auto", "disjunctive", "time_indexed"), "period_proof": ("residue", "auto", "rate_milp")},
     )
 )
 

@@ -28,7 +28,7 @@ times, initial memory and deadlines. For integral data the same schedule space i
 written in time-indexed form (`timeindexed.py`), whose LP bound is much stronger; `run_pipeline_milp` (``model=auto``)
 runs a short disjunctive solve and then the time-indexed one. The warm start is the best
 of the classic schedules, the stacked-barrier schedule (`barriers.py`) and
-(``warm_start=tessel``, default) Tessel's unrolled repetend.
+(``warm_start=tessel``, default; ``baselines``: without it) Tessel's unrolled repetend.
 
 When the time-indexed model is too large (the disjunctive one is picked), two proofs come
 first: a warm start that meets a solver-free bound (`bounds.py`, e.g. the barrier

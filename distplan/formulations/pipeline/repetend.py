@@ -474,9 +474,7 @@ def _search_once(
         return np.asarray(heur[0]), float(heur[1]), t_lb, True, int(data.offsets), data
     if not prove and heur:
         return np.asarray(heur[0]), float(heur[1]), None, False, int(data.offsets), data
-    proof = params.get("period_proof", "residue")
-    if proof not in ("residue", "auto", "rate_milp"):
-        raise InputError("params.period_proof", f"expected 'residue', 'auto' or 'rate_milp', got {proof!r}")
+    proof = params.get("period_proof", "residue")  # one of the formulation's choices
     if heur and proof in ("auto", "residue") and integral_data(inst):
         heur, proven = _prove_by_candidates(inst, ctx, params, data, heur)
         if proven:
