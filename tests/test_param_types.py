@@ -142,3 +142,10 @@ def test_a_text_parameter_with_choices_takes_only_those(kind: str, formulation: 
 def test_tag_sfb_refuses_an_unknown_objective_before_running() -> None:
     with pytest.raises(InputError, match=r"^params\.objective: expected one of 'iteration', 'tag_cost', got 'nope'"):
         distplan.solve("compression-bert-large", "tag_sfb", objective="nope")
+
+
+def test_every_parameter_is_checkable() -> None:
+    """A default of None shows no type: each such parameter declares an example, so no value
+    of a wrong type reaches a run (tessel's offsets=foo, codec_select's window=foo had)."""
+    unchecked = [f"{f.name}.{n}" for kind in KINDS for f in distplan.formulations(kind) for n, d in f.params.items() if d is None and n not in f.examples]
+    assert unchecked == []
