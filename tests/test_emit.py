@@ -157,6 +157,8 @@ def test_dtensor_named_errors(tp_case) -> None:
         emit({"strategies": strategies}, "dtensor", inst)
     with pytest.raises(InputError, match=r"op 'l0.qkv'.*along 't', not 'a'"):
         emit(res, "dtensor", inst, modules={"l{i}.qkv": "layers.{i}.attn.qkv"})
+    with pytest.raises(InputError, match=r"^modules\.l\{i\}\.fc9: no op of .* is named 'l\{i\}\.fc9'"):
+        emit(res, "dtensor", inst, modules={"l{i}.fc1": "blocks.{i}.ff.w1", "l{i}.fc9": "blocks.{i}.ff.w9"})  # a misspelt op was ignored
     dp = distplan.solve(inst, formulation="data_parallel")
     with pytest.raises(InputError, match="data parallel"):
         emit(dp, "dtensor", inst)

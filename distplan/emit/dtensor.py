@@ -85,13 +85,15 @@ class _Style:
     modules: list[str] = field(default_factory=list)
 
 
+def _name_pattern(key: str) -> re.Pattern[str]:
+    """An op name, ``{i}`` standing for a layer number (group ``i``)."""
+    return re.compile(re.escape(key).replace(re.escape("{i}"), r"(?P<i>\d+)") + r"\Z")
+
+
 def _templates(modules: Mapping[str, Any] | None) -> list[tuple[re.Pattern[str], Any]]:
     table: dict[str, Any] = {**GPT_MODULES, **LLAMA_MODULES}
     table.update(modules or {})
-    out = []
-    for key, value in table.items():
-        pattern = re.escape(key).replace(re.escape("{i}"), r"(?P<i>\d+)")
-        out.append((re.compile(pattern + r"\Z"), value))
+    out = [(_name_pattern(key), value) for key, value in table.items()]
     # exact names before templates
     out.sort(key=lambda kv: "(?P<i>" in kv[0].pattern)
     return out
@@ -150,6 +152,9 @@ def dtensor_plan(inst: ShardingInstance, plan: ShardingPlan, modules: Mapping[st
     tp = tp_axes[0]
     label = {op.name: chosen[op.name][tp] for op in inst.ops}
     table = _templates(modules)
+    unmatched = [key for key in modules or {} if not any(_name_pattern(key).match(op.name) for op in inst.ops)]
+    if unmatched:
+        raise InputError(f"modules.{unmatched[0]}", f"no op of {inst.name} is named {unmatched[0]!r}", "name ops of the instance ({i} stands for a layer number)")
     ops = {op.name: op for op in inst.ops}
     consumers: dict[str, list[str]] = {op.name: [] for op in inst.ops}
     for op in inst.ops:
