@@ -180,7 +180,7 @@ def _solve(
     if form.program == "convex":
         be.check_can_take(None, convex=True)
     elif form.program == "milp" and not be.capabilities.milp:
-        raise BackendError(f"formulation {form.name!r} is a MILP and backend {be.name!r} solves LPs only")
+        raise BackendError(f"formulation {form.name!r} is a MILP and backend {be.name!r} takes no integer variables")
     elif not be.available():
         be.check_can_take(None)
     be.check_options(options.raw)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import highspy
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from conftest import backend_names, backend_params, takes_lp, takes_milp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -29,7 +30,7 @@ from hypothesis import strategies as st
 from distplan.modeling.export import write_model
 from distplan.modeling.model import ConstraintSpec, LinExpr, Model, ModelArrays
 from distplan.solvers import base
-from distplan.solvers.base import Backend, Capabilities, SolveOptions, all_backends, get_backend, register_backend
+from distplan.solvers.base import Backend, BackendError, Capabilities, SolveOptions, all_backends, get_backend, register_backend
 from distplan.solvers.common import MILP_FEASIBILITY_TOLERANCE
 from distplan.solvers.isolation import run_isolated
 from distplan.solvers.result import LIMIT_TERMINATIONS, SolutionStatus, SolverResult, Termination
@@ -764,3 +765,50 @@ def test_an_optimal_claim_with_an_open_gap_is_only_feasible() -> None:
     assert "said optimal" in res.message
     honest = get_backend("highs").solve(arrays, SolveOptions(mip_gap=1e-4))
     assert honest.status is SolutionStatus.OPTIMAL
+
+
+def test_a_backend_missing_its_solver_program_says_which() -> None:
+    """pyomo-glpk said "install pyomo" with pyomo installed and glpsol missing; a backend
+    whose modules are there names what it lacks."""
+    import dataclasses
+
+    glpk = get_backend("pyomo-glpk")
+    assert "glpsol" in glpk.program
+    lacking = dataclasses.replace(glpk, name="lacking", requires=("json",), availability_fn=lambda: False, program="the foo solver")
+    with pytest.raises(BackendError, match=r"'lacking' is not available here: json is installed, the foo solver is not"):
+        lacking.check_can_take(None)
+    without = dataclasses.replace(lacking, requires=("no_such_module_here",))
+    with pytest.raises(BackendError, match=r"not available here: install no_such_module_here"):
+        without.check_can_take(None)
+    assert all(b.program for b in all_backends() if b.availability_fn is not None)
+
+
+def _presolve_trap() -> ModelArrays:
+    """Found by the random-MILP test above: x0 in [-1, 0], x1 in [0, 2], x2 = x3 = 0 integer,
+    x4 in [-2, 3]; 2 x1 + x4 >= 4, x1 + x4 <= 3, -3 x0 + x1 - x4 = 2, and an empty row.
+    Feasible: (0, 2, 0, 0, 0) and (-1, 1, 0, 0, 2); max x4 = 2. SciPy 1.17.1's HiGHS presolve
+    calls it infeasible (so does scipy.optimize.milp on the three live variables)."""
+    A = np.array([[0, 2, 0, 0, 1], [0, -1, 0, 0, -1], [-3, 1, 0, 0, -1], [0, 0, 0, 0, 0]], dtype=float)
+    return ModelArrays(
+        name="presolve-trap",
+        c=np.array([0.0, 0.0, 0.0, 0.0, 1.0]),
+        offset=0.0,
+        A=sp.csr_matrix(A),
+        row_lo=np.array([4.0, -3.0, 2.0, -np.inf]),
+        row_hi=np.array([np.inf, np.inf, 2.0, 0.0]),
+        col_lo=np.array([-1.0, 0.0, 0.0, 0.0, -2.0]),
+        col_hi=np.array([0.0, 2.0, 0.0, 0.0, 3.0]),
+        integrality=np.array([1, 1, 1, 1, 0], dtype=np.int8),
+        sense="max",
+        var_blocks=[("xi", 4, False), ("xc", 1, False)],
+        con_blocks=[("r0", 1), ("r1", 1), ("r2", 1), ("r3", 1)],
+    )
+
+
+@pytest.mark.parametrize("name", backend_params(takes_milp))
+def test_a_feasible_milp_that_a_presolve_calls_infeasible(name: str) -> None:
+    """cvxpy-SCIPY's infeasible MILPs are checked again without presolve, the second verdict
+    standing; every MILP backend finds the optimum 2."""
+    res = get_backend(name).solve(_presolve_trap(), EXACT)
+    assert res.termination is Termination.OPTIMAL, (name, res.termination, res.raw_status)
+    assert res.objective == pytest.approx(2.0, abs=1e-6)

@@ -64,6 +64,9 @@ class Backend:
     status_map: dict[Any, Any] = field(default_factory=dict)
     availability_fn: Callable[[], bool] | None = None
     solve_convex_fn: Callable[[Any, SolveOptions], SolverResult] | None = None
+    #: what it needs besides the ``requires`` modules (a solver program, a cvxpy solver),
+    #: named when those modules are there and it is not
+    program: str = ""
     #: the first of raw solver options (name -> value) the solver refuses, as (name, why);
     #: None when it takes them all (backends without one pass options on unchecked)
     options_check_fn: Callable[[Mapping[str, Any]], tuple[str, str] | None] | None = None
@@ -91,7 +94,10 @@ class Backend:
 
     def check_can_take(self, arrays: ModelArrays | None = None, convex: bool = False) -> None:
         if not self.available():
-            hint = f"pip install 'distplan[{self.extra}]'" if self.extra else f"install {', '.join(self.requires)}"
+            if self.program and all(importlib.util.find_spec(m) is not None for m in self.requires):
+                hint = f"{', '.join(self.requires)} {'is' if len(self.requires) == 1 else 'are'} installed, {self.program} is not"
+            else:
+                hint = f"pip install 'distplan[{self.extra}]'" if self.extra else f"install {', '.join(self.requires)}"
             raise BackendError(f"backend {self.name!r} is not available here: {hint}")
         if convex and not self.capabilities.convex:
             raise BackendError(
@@ -100,7 +106,7 @@ class Backend:
             )
         if arrays is not None and arrays.is_mip and not self.capabilities.milp:
             raise BackendError(
-                f"backend {self.name!r} solves LPs only and this model has integer variables; "
+                f"backend {self.name!r} takes no integer variables and this model has some; "
                 f"use one of: {', '.join(b.name for b in all_backends() if b.capabilities.milp and b.available())}"
             )
 

@@ -434,12 +434,29 @@ def arrays_to_problem(arrays: ModelArrays) -> tuple[Any, Any]:
     return cp.Problem(objective, constraints), x
 
 
+def _without_presolve(spec: SolverSpec, problem: Any, options: SolveOptions, backend_name: str, first: SolverResult, spent: float) -> SolverResult:
+    """A MILP SciPy called infeasible, solved again without presolve, whose verdict stands:
+    SciPy 1.17.1's HiGHS presolve calls a feasible MILP of 3 variables infeasible (x0 in
+    [-1, 0] and x1 in [0, 2] integer, x2 in [-2, 3]: 2 x1 + x2 >= 4, x1 + x2 <= 3,
+    -3 x0 + x1 - x2 = 2; (0, 2, 0) meets them), which the highs backend solves."""
+    raw = dict(options.raw)
+    raw["scipy_options"] = {**(raw.get("scipy_options") or {}), "presolve": False}
+    limit = None if options.time_limit is None else max(options.time_limit - spent, 0.01)
+    again, _ = _run(spec, problem, options.with_(raw=raw, time_limit=limit), backend_name)
+    again.handover_seconds += first.handover_seconds
+    again.solve_seconds += first.solve_seconds
+    again.extra["presolve_recheck"] = f"{first.termination.value} with presolve, {again.termination.value} without"
+    return again
+
+
 def _make_solve(spec: SolverSpec, backend_name: str) -> Callable[[ModelArrays, SolveOptions, np.ndarray | None], SolverResult]:
     def solve(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
         t0 = time.perf_counter()
         problem, x = arrays_to_problem(arrays)
         build = time.perf_counter() - t0
         result, _ = _run(spec, problem, options, backend_name)
+        if spec.name == "SCIPY" and arrays.is_mip and result.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED):
+            result = _without_presolve(spec, problem, options, backend_name, result, time.perf_counter() - t0)
         result.handover_seconds += build
         result.extra["problem_build_seconds"] = build
         result.bound = with_margin(arrays, result.bound, result.extra)
@@ -488,6 +505,7 @@ def _register_all() -> None:
                 version_fn=functools.partial(_version, spec.name),
                 status_map=dict(STATUS_MAP),
                 availability_fn=functools.partial(_solver_available, spec.name),
+                program=f"cvxpy's {spec.name} solver (its Python package)",
                 solve_convex_fn=_make_solve_convex(spec, name),
             )
         )

@@ -529,6 +529,7 @@ PULP_CBC = register_backend(
         version_fn=_cbc_version,
         status_map=PULP_CBC_STATUS_MAP,
         availability_fn=_cbc_available,
+        program="the CBC binary PuLP bundles",
     )
 )
 

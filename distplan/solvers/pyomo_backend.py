@@ -471,6 +471,7 @@ PYOMO_CBC = register_backend(
         version_fn=_pyomo_cbc_version,
         status_map=LEGACY_STATUS_MAP,
         availability_fn=_cbc_available,
+        program="the CBC binary PuLP bundles",
     )
 )
 
@@ -485,5 +486,6 @@ PYOMO_GLPK = register_backend(
         version_fn=_glpk_version,
         status_map={**LEGACY_STATUS_MAP, **GLPK_LOG_MAP},
         availability_fn=lambda: shutil.which("glpsol") is not None,
+        program="GLPK's glpsol on PATH (e.g. apt install glpk-utils)",
     )
 )
