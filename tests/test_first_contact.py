@@ -133,6 +133,8 @@ CLI_BAD_INPUT = [
     ("threads", ["solve", "placement-small-1", "-f", "placement_milp", "--threads", "0"], "threads: must be a whole number"),
     ("unknown_param", ["solve", "placement-small-1", "-f", "baechi_sct", "--param", "thetaa=0.1"], "params.thetaa"),
     ("export_algorithm", ["export", "placement-small-1", "-f", "baechi_etf", "--to", "{directory}/m.mps"], "is an algorithm, not a model"),
+    ("export_no_single_model", ["export", "gpt-1layer-tp8", "-f", "tap", "--to", "{directory}/m.mps"], "builds its models as it runs"),
+    ("make_unknown_model", ["make", "sharding", "--model", "nope", "-o", "{directory}/x.json"], "unknown model 'nope' (use one of: transformer, gpt2-xl, gpt3-175b, llama3-8b"),
 ]
 
 

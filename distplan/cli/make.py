@@ -45,7 +45,7 @@ def _mesh(text: str) -> int | tuple[int, ...]:
 
 
 def cmd_make_sharding(args: argparse.Namespace) -> int:
-    from distplan.instances.transformer import preset, transformer
+    from distplan.instances.transformer import PRESETS, preset, transformer
 
     mesh = _mesh(args.mesh)
     axes = 1 if isinstance(mesh, int) else len(mesh)
@@ -68,9 +68,11 @@ def cmd_make_sharding(args: argparse.Namespace) -> int:
         if missing:
             raise InputError(f"--{missing[0]}", "needed for --model transformer", "give --layers --hidden --heads --seq")
         inst = transformer(args.layers, args.hidden, args.heads, args.seq, args.batch, args.vocab, ffn=args.ffn, **kw)
-    else:
+    elif args.model in PRESETS:
         extra = {k: getattr(args, k) for k in ("layers", "seq") if getattr(args, k) is not None}
         inst = preset(args.model, batch=args.batch, **kw, **extra)
+    else:
+        raise InputError("--model", f"unknown model {args.model!r}", f"use one of: transformer, {', '.join([*PRESETS, *_llama_models()])}")
     inst.to_json(args.output)
     say_wrote(sharding_summary(args.output, inst))
     return 0

@@ -229,7 +229,8 @@ class Formulation:
     def build(self, instance: Any, params: dict[str, Any] | None = None) -> tuple[Model, Any]:
         """Assemble the model of a declared formulation (for export and inspection)."""
         if self.spec is None:
-            raise InputError("formulation", f"{self.name!r} is an algorithm, not a model", "export a model-based formulation")
+            what = "is an algorithm, not a model" if self.program == "algorithm" else "builds its models as it runs: there is no one model to export"
+            raise InputError("formulation", f"{self.name!r} {what}", "export a model-based formulation")
         return self.spec.build(instance, params or {}, name=self.name)
 
 
