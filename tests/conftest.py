@@ -3,7 +3,9 @@ installed here is a skipped parameter, never a silently missing one."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -42,3 +44,20 @@ def takes_convex(b: Backend) -> bool:
 
 #: which backends can take a formulation's program
 TAKES = {"lp": takes_lp, "milp": takes_milp, "convex": takes_convex}
+
+
+def closure_late_until(real: Callable[..., Any], until: float) -> Callable[..., Any]:
+    """``real`` (`graphs.transitive_closure`, as a formulation imported it) whose checkpoint
+    first waits until ``until`` (a ``time.perf_counter()`` value): a closure that runs past
+    the run's deadline. It must be given a checkpoint (the run's deadline)."""
+
+    def slowed(n: int, src: Any, dst: Any, order: Any = None, checkpoint: Any = None) -> Any:
+        assert checkpoint is not None, "the closure was not given the run's deadline"
+
+        def late() -> None:
+            time.sleep(max(0.0, until - time.perf_counter()))
+            checkpoint()
+
+        return real(n, src, dst, order, late)
+
+    return slowed

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from conftest import closure_late_until
 
 import distplan
 from distplan.errors import InfeasibleError, NoSolutionError
@@ -114,19 +115,7 @@ def test_pipeline_milp_stops_a_closure_at_the_deadline(monkeypatch: pytest.Monke
     """The transitive closure checks the run's deadline as it goes (`graphs.transitive_closure`'s
     checkpoint; 32 stages, 256 micro-batches took 6.3 s at T = 1): slowed past the limit
     at its first checkpoint, the build stops there."""
-    real = opmodel.transitive_closure
-    past_limit = time.perf_counter() + 3.05  # the run's limit below, and a little
-
-    def slowed(n: int, src: Any, dst: Any, order: Any = None, checkpoint: Any = None) -> Any:
-        assert checkpoint is not None, "the closure was not given the run's deadline"
-
-        def late() -> None:
-            time.sleep(max(0.0, past_limit - time.perf_counter()))
-            checkpoint()
-
-        return real(n, src, dst, order, late)
-
-    monkeypatch.setattr(opmodel, "transitive_closure", slowed)
+    monkeypatch.setattr(opmodel, "transitive_closure", closure_late_until(opmodel.transitive_closure, time.perf_counter() + 3.05))
     out, took = timed_solve(nn_case(), "pipeline_milp", 3.0, model="disjunctive")
     assert took <= 3.0 + 0.5
     assert isinstance(out, distplan.Result) and out.termination is Termination.TIME_LIMIT

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from conftest import closure_late_until
 
 import distplan
 from distplan.formulations.placement import milp
@@ -40,19 +41,7 @@ def test_a_build_that_runs_out_stops_and_returns_the_plan(monkeypatch: pytest.Mo
     """The reachability (n x n) of a large graph is where the build's time goes (llama3-8b:
     10,907 ops): it checks the deadline as it goes; slowed past the limit at its first
     checkpoint, it stops there and the pairs after it are not enumerated."""
-    real = milp.transitive_closure
-    past_limit = time.perf_counter() + LIMIT + 0.05
-
-    def slowed(n: int, src: Any, dst: Any, order: Any = None, checkpoint: Any = None) -> Any:
-        assert checkpoint is not None, "the reachability was not given the run's deadline"
-
-        def late() -> None:
-            time.sleep(max(0.0, past_limit - time.perf_counter()))
-            checkpoint()
-
-        return real(n, src, dst, order, late)
-
-    monkeypatch.setattr(milp, "transitive_closure", slowed)
+    monkeypatch.setattr(milp, "transitive_closure", closure_late_until(milp.transitive_closure, time.perf_counter() + LIMIT + 0.05))
     monkeypatch.setattr(milp, "disjunctive_pairs", lambda *a, **k: pytest.fail("pairs enumerated past the deadline"))
     res = distplan.solve("placement-small-1", "placement_milp", time_limit=LIMIT)
     assert res.termination.value == "time_limit" and res.solver_results == []
