@@ -513,8 +513,8 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
         model, index = PLACEMENT_MILP.build(inst, {**ctx.params, "incumbent": sched, "deadline": ctx.deadline}, name=name)
     except DeadlineReached as exc:  # the best plan so far, its bounds, ended by the limit
         info.update(incumbent=source, plan_from=source, stopped=str(exc))
-        plan = None if sched is None else make_plan(inst, sched.device, sched.start)
-        return Outcome(plan=plan, bounds=bounds, solver_results=list(ctx.solver_results), claimed_objective=None if sched is None else sched.makespan, info=info, termination=Termination.TIME_LIMIT)
+        so_far = None if sched is None else make_plan(inst, sched.device, sched.start)
+        return Outcome(plan=so_far, bounds=bounds, solver_results=list(ctx.solver_results), claimed_objective=None if sched is None else sched.makespan, info=info, termination=Termination.TIME_LIMIT)
     if bounds:
         model.set_bounds(model["makespan"], lb=min(max(b.value for b in bounds) * SCALE, index.horizon))
     build = heuristics_s + time.perf_counter() - t1
