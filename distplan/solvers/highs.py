@@ -217,7 +217,11 @@ def refused_option(raw: Mapping[str, Any]) -> tuple[str, str] | None:
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     for key, value in raw.items():
-        if h.setOptionValue(str(key), value) != highspy.HighsStatus.kOk:
+        try:
+            status = h.setOptionValue(str(key), value)
+        except TypeError:  # a list or an object: no HiGHS option takes one
+            status = highspy.HighsStatus.kError
+        if status != highspy.HighsStatus.kOk:
             return str(key), "an unknown option, or a value of the wrong type or out of its range"
     return None
 

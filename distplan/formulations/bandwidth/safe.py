@@ -190,11 +190,12 @@ def _dual_value(prog: Program, lam: np.ndarray, mu: np.ndarray, A: np.ndarray, b
         value += h
         size += abs(h) + where * float(cmag[d]) + (ad / where if where > 0 else 0.0)
     mb = mu * b
-    me = np.abs(mu) * excess
-    if not np.all(np.isfinite(me[mu != 0])):
+    me = np.zeros_like(mu)
+    np.multiply(np.abs(mu), excess, out=me, where=mu != 0)
+    if not np.all(np.isfinite(me)):
         return None
-    value -= float(mb.sum()) + float(me[mu != 0].sum())
-    size += float(np.abs(mb).sum()) + float(me[mu != 0].sum())
+    value -= float(mb.sum()) + float(me.sum())
+    size += float(np.abs(mb).sum()) + float(me.sum())
     return value, size
 
 
@@ -222,8 +223,9 @@ def accepted_excess(prog: Program) -> np.ndarray:
     up = implied_upper(prog)
     floor = _floor(prog)
     rhs = np.where(np.isfinite(hi), hi, lo)
-    with np.errstate(invalid="ignore"):
-        spread = np.where(A != 0, np.abs(A) * up[None, :], 0.0).sum(axis=1)
+    spread = np.zeros_like(A)
+    np.multiply(np.abs(A), up[None, :], out=spread, where=A != 0)
+    spread = spread.sum(axis=1)
     capped = np.isfinite(hi) & np.all(A >= 0, axis=1)
     spread[capped] = np.minimum(spread[capped], _reach(hi[capped], floor[capped]))
     return TOLERANCE * np.maximum(np.maximum(floor, np.abs(rhs)), spread) * (1 + 1e-9)
@@ -239,26 +241,51 @@ def _reach(hi: np.ndarray | float, floor: np.ndarray | float) -> np.ndarray:
 
 
 def implied_upper(prog: Program) -> np.ndarray:
-    """Upper bounds per dimension that every plan the evaluator accepts meets: ``ub`` plus its
-    tolerance, and every ``<=``/``==`` row with nonnegative coefficients,
-    ``B_d <= low_d + (b' - sum_j a_j low_j) / a_d`` with ``low`` the `accepted_box` and b' the
-    most a_i B reaches on an accepted plan (`_reach`), raised by 1e-9 relative for rounding
-    (inf: unbounded). A box that every accepted B satisfies keeps the Lagrangian
-    finite where a multiplier leaves ``c_d < 0`` on a dimension without ``max_bandwidth``."""
+    """Upper bounds per dimension that every plan the evaluator accepts meets (inf: none
+    proven): ``ub`` plus its tolerance, then bound propagation over every row, each side of
+    it written ``c @ B <= h``. The evaluator accepts ``c @ B <= h + TOLERANCE max(floor, |h|,
+    sum_j |c_j| B_j)``, at most ``h + TOLERANCE (max(floor, |h|) + sum_j |c_j| B_j)``, so
+    for ``c_k > 0``
+
+        B_k <= (h + TOLERANCE max(floor, |h|) + sum_{j != k} (TOLERANCE |c_j| - c_j) B_j) / (c_k (1 - TOLERANCE))
+
+    with each B_j at the end of its range that makes the sum largest (`accepted_box` below,
+    these bounds above); rounds repeat while a bound falls (at most once per dimension and
+    one more). Each bound is raised by 1e-9 of its size for rounding. For a row of
+    nonnegative coefficients this is ``low_k + (reach - c @ low) / c_k`` (`_reach`). A box
+    that every accepted B satisfies keeps the Lagrangian finite where a multiplier leaves
+    ``c_d < 0``, and bounds the evaluator's tolerance on each row (`accepted_excess`)."""
     cached = getattr(prog, "_implied_upper", None)
     if cached is not None:
         return cached
     A, lo, hi = prog.rows_matrix()
     low = accepted_box(prog)
-    out = np.asarray(prog.ub, dtype=float) + TOLERANCE * np.maximum(np.asarray(prog.ub, dtype=float), 1.0 / GB)
+    ub = np.asarray(prog.ub, dtype=float)
+    out = ub + TOLERANCE * np.maximum(ub, 1.0 / GB)
     floor = _floor(prog) if A.size else np.zeros(0)
-    for i in range(A.shape[0]):
-        if not math.isfinite(hi[i]) or np.any(A[i] < 0):
-            continue
-        rest = float(_reach(hi[i], floor[i]) - A[i] @ low)
-        pos = A[i] > 0
-        cap = (low[pos] + rest / A[i][pos]) * (1 + 1e-9) + 1e-300
-        out[pos] = np.minimum(out[pos], cap)
+    sides = [(A[i], float(hi[i]), float(floor[i])) for i in range(A.shape[0]) if math.isfinite(hi[i])]
+    sides += [(-A[i], -float(lo[i]), float(floor[i])) for i in range(A.shape[0]) if math.isfinite(lo[i])]
+    for _ in range(prog.num_dims + 1):
+        fell = False
+        for c, h, f in sides:
+            coef = TOLERANCE * np.abs(c) - c
+            end = np.where(coef < 0, low, out)
+            terms = np.zeros_like(coef)
+            np.multiply(coef, end, out=terms, where=coef != 0)
+            finite = np.isfinite(terms)
+            open_ = int((~finite).sum())
+            known = float(terms[finite].sum())
+            for k in np.flatnonzero(c > 0):
+                if open_ > (0 if finite[k] else 1):
+                    continue  # another dimension of the row is unbounded the wrong way
+                rest = known - (float(terms[k]) if finite[k] else 0.0)
+                cap = (h + TOLERANCE * max(f, abs(h)) + rest) / (float(c[k]) * (1 - TOLERANCE))
+                cap += 1e-9 * abs(cap) + 1e-300
+                if cap < out[k]:
+                    out[k] = cap
+                    fell = True
+        if not fell:
+            break
     prog._implied_upper = out  # type: ignore[attr-defined]
     return out
 
