@@ -12,7 +12,11 @@ verifier trusts no stored claim; for each result it
 * checks ``bound <= objective`` with zero tolerance (every listed bound too): a proven
   lower bound above a feasible objective is impossible;
 * re-evaluates the plan with the kind's independent evaluator: it must be feasible
-  (memory, precedence, ...) and give exactly the stored objective (relative 1e-9).
+  (memory, precedence, ...) and give exactly the stored objective (relative 1e-9);
+* checks the instance is the one solved (name, kind, and the content digest the CLI
+  records), that the best bound's grade is the result's ``bound_grade``, and recomputes
+  every solver-free bound listed. A bound a solve proved (a dual bound) is taken as
+  recorded: re-proving it would take the solve again.
 
 `check_result(doc, instance)` returns the problems as (field, message) pairs;
 `verify_result` adds them to a `VerifyReport`; `verify_path` reads a result file
@@ -29,8 +33,9 @@ from typing import Any
 
 from distplan.api import DEFAULT_GAP_TOLERANCE
 from distplan.errors import DistplanError, InputError
+from distplan.formulations.registry import solver_free_bounds
 from distplan.instances import load_instance
-from distplan.models.common import kind_spec, read_json
+from distplan.models.common import instance_digest, kind_spec, read_json
 from distplan.solvers.result import relative_gap
 
 #: stored and re-evaluated objectives must agree this closely (relative; both come from the
@@ -125,10 +130,74 @@ def check_claims(doc: dict[str, Any]) -> list[tuple[str, str]]:
     return problems
 
 
+def check_instance(doc: dict[str, Any], instance: Any) -> list[tuple[str, str]]:
+    """Whether ``instance`` is the one ``doc`` was solved on: the same name and kind, and the
+    same content where the result records its digest (``info.instance_digest``, written by
+    ``distplan solve``: `models.common.instance_digest`)."""
+    problems: list[tuple[str, str]] = []
+    name, kind = doc.get("instance"), doc.get("kind")
+    if name is not None and name != instance.name:
+        problems.append(("instance", f"the result is for {name!r}, the instance read is {instance.name!r}"))
+    if kind is not None and kind != instance.kind:
+        problems.append(("kind", f"the result is a {kind} result, the instance read is a {instance.kind} instance"))
+    digest = (doc.get("info") or {}).get("instance_digest")
+    if digest is not None and digest != instance_digest(instance.to_dict()):
+        problems.append(("info.instance_digest", f"the instance read ({instance.name!r}) is not the one solved: its content digest differs from the recorded {digest!r}"))
+    return problems
+
+
+#: solver-free bounds already computed, by instance (a database holds many runs of one)
+_FREE_BOUNDS: dict[int, tuple[Any, list[Any]]] = {}
+
+
+def _solver_free_bounds(instance: Any) -> list[Any]:
+    """`registry.solver_free_bounds` of ``instance``, computed once per instance object."""
+    held = _FREE_BOUNDS.get(id(instance))
+    if held is None or held[0] is not instance:
+        if len(_FREE_BOUNDS) > 64:
+            _FREE_BOUNDS.clear()
+        held = _FREE_BOUNDS[id(instance)] = (instance, solver_free_bounds(instance))
+    return held[1]
+
+
+#: the grades a bound may carry (`distplan.formulations.registry.Bound.grade`)
+GRADES = ("safe", "solver")
+
+
+def check_bounds(doc: dict[str, Any], instance: Any) -> list[tuple[str, str]]:
+    """The recorded grades agree with the listed bounds (the best one's grade is the result's
+    ``bound_grade``), and every solver-free bound listed is the one recomputed from
+    ``instance`` (`registry.solver_free_bounds`). A bound proven by a solve (a dual bound,
+    a search) is not re-proven here: that would take the solve again."""
+    problems: list[tuple[str, str]] = []
+    grade, bound = doc.get("bound_grade"), doc.get("bound")
+    if grade is not None and grade not in GRADES:
+        problems.append(("bound_grade", f"{grade!r} is not one of {', '.join(GRADES)}"))
+    entries = [e for e in doc.get("bounds") or [] if isinstance(e, dict)]
+    if bound is not None and entries:
+        top = [e for e in entries if e.get("value") == bound]
+        if not top:
+            problems.append(("bound", f"{bound!r} is none of the listed bounds"))
+        elif grade not in {e.get("grade") for e in top}:
+            problems.append(("bound_grade", f"{grade!r} but the listed bound {bound!r} is graded {top[0].get('grade')!r}"))
+    fresh = {b.source: b for b in _solver_free_bounds(instance)}
+    for k, entry in enumerate(entries):
+        mine = fresh.get(entry.get("source"))
+        if mine is None:
+            continue
+        value = entry.get("value")
+        if not isinstance(value, int | float) or value > mine.value:
+            problems.append((f"bounds[{k}].value", f"{value!r} ({mine.source}) but the instance gives {mine.value!r}"))
+        if entry.get("grade") != mine.grade:
+            problems.append((f"bounds[{k}].grade", f"{entry.get('grade')!r} ({mine.source}) but it is {mine.grade!r}"))
+    return problems
+
+
 def check_result(doc: dict[str, Any], instance: Any) -> list[tuple[str, str]]:
-    """Every way in which ``doc`` (a ``Result.to_dict()``) disagrees with the rule or with
-    a fresh evaluation of its plan on ``instance``: (field, message) pairs."""
-    problems = check_claims(doc)
+    """Every way in which ``doc`` (a ``Result.to_dict()``) disagrees with the rule, with the
+    instance it names, or with a fresh evaluation of its plan on ``instance``: (field,
+    message) pairs."""
+    problems = check_claims(doc) + check_instance(doc, instance) + check_bounds(doc, instance)
     plan = doc.get("plan")
     if plan is None:
         return problems

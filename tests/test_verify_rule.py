@@ -51,6 +51,10 @@ def _serial_on_one_device(doc: Doc) -> Doc:
 
 
 def _with_gap(doc: Doc, bound: float) -> None:
+    """The result's best bound moved to ``bound`` (in the list of bounds too), gap to match."""
+    for entry in doc.get("bounds") or []:
+        if entry.get("value") == doc["bound"]:
+            entry["value"] = bound
     doc["bound"] = bound
     doc["gap"] = relative_gap(doc["objective"], bound)
 
@@ -215,3 +219,39 @@ def test_report_lines_count_problems() -> None:
     report = VerifyReport(checked=2, problems=["x: gap: wrong"])
     assert report.lines()[-1] == "2 result(s) checked, 1 problem(s)" and not report.ok
     assert math.isclose(relative_gap(2.0, 1.0) or 0.0, 0.5)
+
+
+@pytest.fixture(scope="module")
+def heuristic_result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A CLI result whose bounds are all solver-free (baechi_etf on placement-small-2)."""
+    path = tmp_path_factory.mktemp("heuristic") / "r.json"
+    assert cli_main(["solve", "placement-small-2", "-f", "baechi_etf", "--result", str(path)]) == 0
+    return json.loads(path.read_text())
+
+
+def _raise_free_bound(d: Doc) -> None:
+    """A solver-free bound raised under the objective, the result then "optimal" (review rev11)."""
+    _with_gap(d, d["objective"] * (1 - 1e-6))
+    d["status"] = "optimal"
+
+
+TAMPERED_IDENTITY_AND_GRADES: dict[str, tuple[Callable[[Doc], None], str]] = {
+    "renamed instance": (lambda d: d.update(instance="placement-small-5"), "instance"),
+    "other kind": (lambda d: d.update(kind="sharding"), "kind"),
+    "other content": (lambda d: d["info"].update(instance_digest="0" * 16), "info.instance_digest"),
+    "nonsense grade": (lambda d: d.update(bound_grade="proven-by-magic"), "bound_grade"),
+    "grade of another bound": (lambda d: d.update(bound_grade="solver"), "bound_grade"),
+    "raised solver-free bound": (_raise_free_bound, "bounds[2].value"),
+    "bound not listed": (lambda d: d.update(bound=d["bound"] * (1 - 1e-3)), "bound"),
+}
+
+
+@pytest.mark.parametrize("tamper", list(TAMPERED_IDENTITY_AND_GRADES), ids=list(TAMPERED_IDENTITY_AND_GRADES))
+def test_verify_checks_the_instance_and_the_bounds_it_can_recompute(heuristic_result: Doc, tamper: str) -> None:
+    """verify used to accept a result renamed to another instance, a grade that no listed
+    bound has, and a solver-free bound raised below the objective (review rev11)."""
+    change, field = TAMPERED_IDENTITY_AND_GRADES[tamper]
+    assert check_result(heuristic_result, distplan.load_instance("placement-small-2")) == []
+    doc = copy.deepcopy(heuristic_result)
+    change(doc)
+    assert field in [name for name, _ in check_result(doc, distplan.load_instance("placement-small-2"))]

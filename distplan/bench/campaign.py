@@ -48,7 +48,7 @@ from typing import Any
 from distplan.errors import InputError
 from distplan.formulations.registry import Formulation, get_formulation
 from distplan.instances import bundled, load_document
-from distplan.models.common import import_object, instance_from_dict, kind_spec
+from distplan.models.common import import_object, instance_digest, instance_from_dict, kind_spec
 from distplan.solvers.base import Backend, BackendError, get_backend
 
 from .store import canonical_json
@@ -209,9 +209,9 @@ def run_key(instance_hash: str, formulation: str, params: Mapping[str, Any], bac
 
 
 def instance_hash(document: Mapping[str, Any]) -> str:
-    """Content hash of an instance document (16 hex digits): everything but name and meta."""
-    content = {k: v for k, v in document.items() if k not in ("name", "meta")}
-    return hashlib.sha256(canonical_json(content).encode()).hexdigest()[:16]
+    """Content hash of an instance document (16 hex digits): everything but name and meta
+    (`models.common.instance_digest`, which result files record too)."""
+    return instance_digest(document)
 
 
 def _formulation_for(entry: FormulationEntry, kind: str, k: int) -> Formulation | None:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from distplan.errors import InputError
-from distplan.models.common import json_default
+from distplan.models.common import canonical_json
 
 SCHEMA_VERSION = 1
 
@@ -78,11 +78,6 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
 RUN_FIELDS: tuple[str, ...] = tuple(name for name, _ in RUN_COLUMNS)
 #: columns written to CSV / Parquet exports (the plan and the full result stay in the DB)
 EXPORT_FIELDS: tuple[str, ...] = tuple(f for f in RUN_FIELDS if f not in ("plan_json", "result_json"))
-
-
-def canonical_json(data: Any) -> str:
-    """Deterministic JSON (sorted keys, no spaces): the input of every content hash."""
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=json_default)
 
 
 class Store:

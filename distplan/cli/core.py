@@ -15,7 +15,7 @@ from distplan.errors import InputError
 from distplan.formulations.registry import formulations, get_formulation, solver_free_bounds
 from distplan.instances import bundled, load_document, load_instance
 from distplan.modeling.export import MODEL_SUFFIXES, write_model
-from distplan.models.common import kind_spec, known_kinds, print_json, read_json, write_json
+from distplan.models.common import instance_digest, kind_spec, known_kinds, print_json, read_json, write_json
 from distplan.solvers.base import all_backends
 
 
@@ -70,6 +70,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     with Progress(f"solving {inst.name} with {args.formulation}", enabled=not args.verbose):
         res = _solve_args(inst, args)
     res.info["source"] = str(args.instance)
+    res.info["instance_digest"] = instance_digest(inst.to_dict())  # what `distplan verify` checks the instance against
     if args.out and res.plan is not None:
         plan_doc = {"format": "distplan/1", "kind": f"{inst.kind}-plan", "instance": inst.name, "source": str(args.instance), **res.plan.to_dict()}
         write_json(plan_doc, args.out)

@@ -141,6 +141,21 @@ def json_default(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
+def canonical_json(data: Any) -> str:
+    """Deterministic JSON (sorted keys, no spaces): the input of every content hash."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=json_default)
+
+
+def instance_digest(document: Mapping[str, Any]) -> str:
+    """Content hash of an instance document (16 hex digits of SHA-256 over its canonical
+    JSON): everything but its name and meta, so a renamed copy has the same digest and any
+    changed number another."""
+    import hashlib
+
+    content = {k: v for k, v in document.items() if k not in ("name", "meta")}
+    return hashlib.sha256(canonical_json(content).encode()).hexdigest()[:16]
+
+
 def without_non_finite(obj: Any) -> Any:
     """``obj`` with every infinite or NaN number (an infeasible plan's objective, say)
     replaced by None, so that it is strict JSON (RFC 8259 has no Infinity or NaN)."""
