@@ -177,6 +177,13 @@ def test_campaign_options_bundled_globs_and_algorithms_once(tmp_path: Path) -> N
         ({"formulations": ["baechi_etf"], "instances": ["placement-small-1"], "time_limit": -1}, "time_limit"),
         ({"formulations": [{"name": "baechi_sct", "params": {"tehta": 1}}], "instances": ["placement-small-1"]}, "formulations[0].params.tehta"),
         ({"formulations": ["baechi_etf"], "instances": ["placement-small-1"], "backends": ["gurobi-9000"]}, "backends[0]"),
+        # review rev11: these loaded, and every run then crashed or was stored as input_error, exit 0
+        ({"formulations": ["baechi_etf"], "instances": ["placement-small-1"], "time_limit": float("inf")}, "time_limit"),
+        ({"formulations": ["baechi_etf"], "instances": ["placement-small-1"], "grace": float("inf")}, "grace"),
+        ({"formulations": ["baechi_etf"], "instances": ["placement-small-1"], "mip_gap": 5}, "mip_gap"),
+        ({"formulations": [{"name": "baechi_sct", "params": {"theta": "x"}}], "instances": ["placement-small-1"]}, "formulations[0].params.theta"),
+        ({"formulations": ["placement_milp"], "instances": ["placement-small-1"], "solver_options": {"highs": {"no_such_option": 1}}}, "solver_options.highs.no_such_option"),
+        ({"formulations": ["placement_milp"], "instances": ["placement-small-1"], "solver_options": {"nobackend": {"x": 1}}}, "solver_options.nobackend"),
     ],
 )
 def test_campaign_errors_name_the_field(tmp_path: Path, data: dict[str, Any], path: str) -> None:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import itertools
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -223,9 +224,10 @@ def _formulation_for(entry: FormulationEntry, kind: str, k: int) -> Formulation 
         if entry.kind is not None:
             raise InputError(f"formulations[{k}].name", f"unknown {kind} formulation {entry.name!r}", "list them with `distplan list formulations`") from None
         return None
-    unknown = sorted(set(entry.params) - set(form.params))
-    if unknown:
-        raise InputError(f"formulations[{k}].params.{unknown[0]}", f"formulation {form.name!r} has no parameter {unknown[0]!r}", f"its parameters: {', '.join(sorted(form.params)) or '(none)'}")
+    try:
+        form.check_params(entry.params)  # names, types, ranges and choices, as solve checks them
+    except InputError as exc:
+        raise InputError(f"formulations[{k}].{exc.path}", exc.problem, exc.fix) from None
     return form
 
 
@@ -259,7 +261,7 @@ def parse_campaign(data: Mapping[str, Any], base: Path | None = None, source: st
         "time_limit": time_limit,
         "grace": _nonneg(data.get("grace", 5.0), "grace"),
         "threads": _int(data.get("threads", 1), "threads", minimum=1),
-        "mip_gap": None if data.get("mip_gap") is None else _nonneg(data["mip_gap"], "mip_gap"),
+        "mip_gap": None if data.get("mip_gap") is None else _relative_gap(data["mip_gap"], "mip_gap"),
         "fold": _bool(data.get("fold", False), "fold"),
         "memory_limit": None if data.get("memory_limit") is None else parse_bytes(data["memory_limit"], "memory_limit"),
     }
@@ -275,6 +277,8 @@ def parse_campaign(data: Mapping[str, Any], base: Path | None = None, source: st
     solver_options = data.get("solver_options", {}) or {}
     if not isinstance(solver_options, Mapping) or not all(isinstance(v, Mapping) for v in solver_options.values()):
         raise InputError("solver_options", "expected a table of tables keyed by backend name", 'write e.g. [solver_options.highs] then presolve = "off"')
+    for backend_name, table in solver_options.items():
+        _check_solver_options(str(backend_name), table)
     instances = resolve_instances(data.get("instances"), base)
     return Campaign(
         name=name,
@@ -469,15 +473,33 @@ def parse_bytes(value: Any, path: str) -> int:
 
 
 def _positive(value: Any, path: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise InputError(path, f"expected a number > 0 (seconds), got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
+        raise InputError(path, f"expected a finite number > 0 (seconds), got {value!r}")
     return float(value)
 
 
 def _nonneg(value: Any, path: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise InputError(path, f"expected a number >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < math.inf:
+        raise InputError(path, f"expected a finite number >= 0, got {value!r}")
     return float(value)
+
+
+def _relative_gap(value: Any, path: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+        raise InputError(path, f"expected a relative gap in [0, 1), got {value!r}", "write e.g. mip_gap = 1e-4")
+    return float(value)
+
+
+def _check_solver_options(backend_name: str, table: Mapping[str, Any]) -> None:
+    """A table of raw options names a backend, and its solver takes them (when installed)."""
+    try:
+        backend = get_backend(backend_name)
+    except (InputError, BackendError) as exc:
+        raise InputError(f"solver_options.{backend_name}", f"unknown backend {backend_name!r}", str(exc).split("; ", 1)[-1]) from None
+    try:
+        backend.check_options(table)
+    except InputError as exc:
+        raise InputError(f"solver_options.{backend_name}.{exc.path.removeprefix('solver_options.')}", exc.problem, exc.fix) from None
 
 
 def _int(value: Any, path: str, minimum: int = 0) -> int:
