@@ -216,3 +216,18 @@ def test_a_shortfall_of_bytes_is_named_in_bytes() -> None:
     over = evaluate(inst.with_memory(memory - 467.0), plan)
     assert not over.feasible and over.violations[-1].endswith("(467 bytes missing)")
     assert missing_text(2.5e9) == "2.500 GB" and missing_text(999_999.0) == "999,999 bytes"
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_milp))
+def test_a_graph_with_one_strategy_per_op_is_optimal_without_a_bound_above_it(backend: str) -> None:
+    """Every dim of size 1: each op has one strategy and the ILP has no variable. Its bound
+    was the constant cost summed in the ILP's order, one ulp above the evaluator's sum of the
+    same costs, and solve raised PlanCheckError (review rev10); it is now lowered by
+    `alpa_ilp.SUM_ROUNDING_MARGIN`."""
+    from distplan.models.sharding import ShardingInstance
+
+    doc = transformer(2, 256, 4, 128, 8, 1000, mesh=(2, 2)).to_dict()
+    doc["graph"]["dims"] = dict.fromkeys(doc["graph"]["dims"], 1)
+    res = distplan.solve(ShardingInstance.from_dict(doc), "alpa_ilp", backend=backend)
+    assert res.status.value == "optimal" and res.bound is not None and res.bound <= res.objective
+    assert res.objective - res.bound <= 2e-9 * res.objective
