@@ -36,7 +36,7 @@ from distplan.formulations.compression.tag import (
     tag_iteration,
     tag_warm_vector,
 )
-from distplan.formulations.registry import get_formulation
+from distplan.formulations.registry import formulations, get_formulation
 from distplan.instances import compression_models as cm
 from distplan.instances import load_instance
 from distplan.instances.codec_measure import CodecSpec, gradient_tensor, measure_codecs, measure_one
@@ -559,3 +559,18 @@ def test_plan_file_round_trip(tmp_path: Any, bundled: dict[str, CompressionInsta
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(doc))
     assert cli_main(["evaluate", "compression-vgg16", str(path)]) == 0
+
+
+@pytest.mark.parametrize("formulation", [f.name for f in formulations("compression")])
+def test_an_instance_without_gradients_has_its_one_plan(formulation: str) -> None:
+    """No gradient to send: tag_sfb and codec_select built empty schedules and raised
+    ValueError (exit 1, review rev10); every formulation returns the all-compute plan, optimal."""
+    from distplan.models.compression_instance import CompressionInstance
+
+    doc = load_instance("compression-mlp-small").to_dict()
+    doc["graph"]["gradients"] = []
+    for op in doc["graph"]["ops"]:
+        op["eligible"] = False
+    res = solve(CompressionInstance.from_dict(doc), formulation)
+    assert res.check is not None and res.check.feasible
+    assert res.status.value == "optimal" and res.bound is not None and res.bound <= res.objective

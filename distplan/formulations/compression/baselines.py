@@ -97,6 +97,15 @@ def greedy_plan(inst: CompressionInstance) -> CompressionPlan:
     return make_plan(inst, dup, best_method)
 
 
+def without_gradients(inst: CompressionInstance) -> Outcome | None:
+    """An instance with no gradient has nothing to send and nothing to duplicate for: its
+    one plan (all compute) for the programs that schedule gradients, which would be empty;
+    None when it has gradients."""
+    if inst.n_gradients:
+        return None
+    return Outcome(plan=allreduce_plan(inst), info={"gradients": 0})
+
+
 def run_allreduce_all(inst: CompressionInstance, ctx: RunContext) -> Outcome:
     inst.check_base_memory()
     return Outcome(plan=allreduce_plan(inst))

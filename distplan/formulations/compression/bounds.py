@@ -44,8 +44,6 @@ def min_sfb_channel(inst: CompressionInstance) -> np.ndarray:
 
 def compression_bounds(inst: CompressionInstance) -> list[Bound]:
     cd = cost_data(inst)
-    if inst.n_gradients == 0:
-        return []
     stream_t = cd.class_time * (~inst.is_update)[:, None]
     fastest = np.cumsum(stream_t - cd.class_time * cd.eligible[:, None], axis=0)
     end_lb = fastest[-1]
@@ -53,6 +51,8 @@ def compression_bounds(inst: CompressionInstance) -> list[Bound]:
     for g, ks in enumerate(cd.grad_classes):
         upd_sum[ks] += cd.update_seconds[g, ks]
     sync = float((end_lb + upd_sum).max())
+    if inst.n_gradients == 0:  # nothing to send: each stream's compute alone
+        return [Bound(sync, "compression load bound (compute streams, no gradients)")]
     min_tau = min_sfb_channel(inst)
     for opt in cd.options:
         min_tau[opt.gradient] = min(min_tau[opt.gradient], opt.channel_seconds)

@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from distplan.errors import InfeasibleError
-from distplan.formulations.compression.baselines import allreduce_plan, greedy_plan, poseidon_plan
+from distplan.formulations.compression.baselines import allreduce_plan, greedy_plan, poseidon_plan, without_gradients
 from distplan.formulations.compression.choices import choice_from_plan, choice_to_plan, improve_choice, min_channel_choice
 from distplan.formulations.compression.costs import CostData, cost_data, memory_can_bind, memory_terms
 from distplan.formulations.compression.schedule import Choice, SelectIndex, least_schedule, select_index
@@ -403,6 +403,9 @@ def run_codec_select(inst: CompressionInstance, ctx: RunContext) -> Outcome:
     """Solve the scheduling MILP, warm-started with the best of all-reduce, TAG's plan and the
     greedy plan (each in release order); return the best plan found."""
     inst.check_base_memory()
+    trivial = without_gradients(inst)
+    if trivial is not None:
+        return trivial
     window = ctx.param("window", None)
     candidates: dict[str, CompressionPlan] = {"allreduce_all": allreduce_plan(inst), "greedy_by_saving": greedy_plan(inst)}
     # the best TAG plan (its iteration MILP): codec_select is never worse than tag_sfb

@@ -55,6 +55,7 @@ import networkx as nx
 import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
+from distplan.formulations.compression.baselines import without_gradients
 from distplan.formulations.compression.costs import (
     CostData,
     cost_data,
@@ -437,6 +438,9 @@ def run_tag_sfb(inst: CompressionInstance, ctx: RunContext) -> Outcome:
     """TAG's plan of least evaluated iteration time: the iteration MILP warm-started with the
     best known TAG plan (``objective="iteration"``), or TAG's cost program (``"tag_cost"``)."""
     inst.check_base_memory()
+    trivial = without_gradients(inst)
+    if trivial is not None:
+        return trivial
     objective = ctx.param("objective", "iteration")  # one of OBJECTIVES (`Formulation.choices`)
     if objective == "tag_cost":
         return run_tag_cost(inst, ctx)
