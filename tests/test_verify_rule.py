@@ -255,3 +255,59 @@ def test_verify_checks_the_instance_and_the_bounds_it_can_recompute(heuristic_re
     doc = copy.deepcopy(heuristic_result)
     change(doc)
     assert field in [name for name, _ in check_result(doc, distplan.load_instance("placement-small-2"))]
+
+
+def _damage_params(db: Path) -> None:
+    con = sqlite3.connect(str(db))
+    con.execute("UPDATE runs SET params_json = '{not json' WHERE rowid = 1")
+    con.commit()
+    con.close()
+
+
+def _damage_number(db: Path) -> None:
+    con = sqlite3.connect(str(db))
+    con.execute("UPDATE runs SET time_limit = 'soon' WHERE rowid = 1")
+    con.commit()
+    con.close()
+
+
+def _damage_instance(db: Path) -> None:
+    con = sqlite3.connect(str(db))
+    con.execute("UPDATE instances SET document = x'00010203'")
+    con.commit()
+    con.close()
+
+
+def _damage_pages(db: Path) -> None:
+    data = bytearray(db.read_bytes())
+    data[4096 : 4096 * 3] = b"\xff" * (4096 * 2)  # pages after the header overwritten
+    db.write_bytes(bytes(data))
+
+
+DAMAGE: dict[str, Callable[[Path], None]] = {"params not JSON": _damage_params, "a text number": _damage_number, "instance not zlib": _damage_instance, "pages overwritten": _damage_pages}
+
+
+COMMANDS: dict[str, list[str]] = {"verify": ["verify"], "report": ["bench", "report", "--json"], "export": ["bench", "export", "--csv", "{dir}/runs.csv"]}
+#: (export reads no instance document: a damaged one does not concern it)
+DAMAGED_CASES = [pytest.param(COMMANDS[c], d, id=f"{d}-{c}") for c in COMMANDS for d in DAMAGE if not (c == "export" and d == "instance not zlib")]
+
+
+@pytest.mark.parametrize(("command", "damage"), DAMAGED_CASES)
+def test_a_damaged_database_is_a_named_error(honest: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str], damage: str) -> None:
+    """Each of these was a traceback (exit 1) in verify, bench report and bench export
+    (review rev11); the database is named as damaged (exit 2)."""
+    db = tmp_path / "damaged.db"
+    shutil.copy(honest["db"], db)
+    for extra in ("-wal", "-shm"):
+        if Path(str(honest["db"]) + extra).exists():
+            shutil.copy(str(honest["db"]) + extra, str(db) + extra)
+    con = sqlite3.connect(str(db))
+    con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    con.close()
+    DAMAGE[damage](db)
+    capsys.readouterr()
+    argv = [a.replace("{dir}", str(tmp_path)) for a in command]
+    rc = cli_main([*argv[:2], str(db), *argv[2:]] if argv[0] == "bench" else [argv[0], str(db)])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert "Traceback" not in err and ("damaged" in err or "not a benchmark database" in err), err

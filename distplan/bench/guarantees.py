@@ -36,7 +36,6 @@ Placement (units: seconds):
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from distplan.bench.store import column_json
 from distplan.models.graphs import topological_order
 
 
@@ -190,7 +190,7 @@ def hanen_munier_guarantee(inst: Any, run: dict[str, Any], facts: InstanceFacts)
         if np.ptp(inst.bandwidth[off]) != 0 or np.ptp(inst.latency[off]) != 0:
             check.precondition = "links differ between device pairs"
             return check
-    theta = json.loads(run.get("params_json") or "{}").get("theta", 0.5)
+    theta = (column_json(run, "params_json", {}) or {}).get("theta", 0.5)
     if theta != 0.5:
         check.precondition = f"theta = {theta} (the paper rounds at 0.5)"
         return check

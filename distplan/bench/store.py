@@ -78,6 +78,10 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
 RUN_FIELDS: tuple[str, ...] = tuple(name for name, _ in RUN_COLUMNS)
 #: columns written to CSV / Parquet exports (the plan and the full result stay in the DB)
 EXPORT_FIELDS: tuple[str, ...] = tuple(f for f in RUN_FIELDS if f not in ("plan_json", "result_json"))
+#: columns that hold a number (or NULL)
+NUMERIC_FIELDS: tuple[str, ...] = tuple(name for name, sql in RUN_COLUMNS if sql.split()[0] in ("REAL", "INTEGER"))
+#: what to do about a damaged database
+DAMAGED_FIX = "the file is damaged: run the campaign again into a new database"
 
 
 class Store:
@@ -191,24 +195,48 @@ class Store:
         self.conn.commit()
 
     # -- reading ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[None]:
+        """SQLite's own errors on a damaged file, as the named error they are (exit 2)."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            raise InputError(str(self.path), f"the database is damaged: {exc}", DAMAGED_FIX) from None
+
     def done_keys(self) -> set[str]:
-        return {row[0] for row in self.conn.execute("SELECT run_key FROM runs")}
+        with self._reading():
+            return {row[0] for row in self.conn.execute("SELECT run_key FROM runs")}
 
     def runs(self, where: str = "", args: Iterable[Any] = ()) -> list[dict[str, Any]]:
-        sql = "SELECT * FROM runs" + (f" WHERE {where}" if where else "") + " ORDER BY rowid"
-        return [dict(row) for row in self.conn.execute(sql, tuple(args))]
+        """The stored runs, each column of a numeric type holding a number or NULL."""
+        sql = "SELECT rowid AS _row, * FROM runs" + (f" WHERE {where}" if where else "") + " ORDER BY rowid"
+        with self._reading():
+            rows = [dict(row) for row in self.conn.execute(sql, tuple(args))]
+        for row in rows:
+            at = row.pop("_row")
+            for name in NUMERIC_FIELDS:
+                value = row.get(name)
+                if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+                    raise InputError(f"{self.path}: runs row {at}.{name}", f"{value!r} is not a number", DAMAGED_FIX)
+        return rows
 
     def count(self) -> int:
-        return int(self.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+        with self._reading():
+            return int(self.conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
 
     def instance_document(self, instance_hash: str) -> dict[str, Any] | None:
-        row = self.conn.execute("SELECT document FROM instances WHERE instance_hash = ?", (instance_hash,)).fetchone()
+        with self._reading():
+            row = self.conn.execute("SELECT document FROM instances WHERE instance_hash = ?", (instance_hash,)).fetchone()
         if row is None:
             return None
-        return json.loads(zlib.decompress(row[0]).decode())
+        try:
+            return json.loads(zlib.decompress(row[0]).decode())
+        except (zlib.error, UnicodeDecodeError, json.JSONDecodeError, TypeError) as exc:
+            raise InputError(f"{self.path}: instances[{instance_hash}]", f"the stored instance cannot be read: {exc}", DAMAGED_FIX) from None
 
     def campaigns(self) -> list[dict[str, Any]]:
-        return [dict(row) for row in self.conn.execute("SELECT * FROM campaigns ORDER BY rowid")]
+        with self._reading():
+            return [dict(row) for row in self.conn.execute("SELECT * FROM campaigns ORDER BY rowid")]
 
     def close(self) -> None:
         self.conn.close()
@@ -226,6 +254,18 @@ def _sql_value(value: Any) -> Any:
     if value is None or isinstance(value, str | int | float):
         return value
     return canonical_json(value)
+
+
+def column_json(run: Mapping[str, Any], name: str, default: Any = None) -> Any:
+    """A run's JSON column (``params_json``, ``plan_json``, ...) decoded, ``default`` when NULL;
+    a damaged one is a named error."""
+    text = run.get(name)
+    if text is None:
+        return default
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, TypeError) as exc:
+        raise InputError(f"run {run.get('run_key')}.{name}", f"not JSON: {exc}", DAMAGED_FIX) from None
 
 
 def open_existing(path: str | Path) -> Store:

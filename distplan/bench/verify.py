@@ -55,7 +55,7 @@ from distplan.verify import VerifyReport, check_result
 
 from .campaign import instance_hash, run_key
 from .guarantees import GuaranteeCheck, InstanceFacts, checks_for
-from .store import Store, open_existing
+from .store import Store, column_json, open_existing
 
 #: columns that repeat a field of result_json (column, key in result_json; "timings.x" nests)
 MIRRORED_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -132,7 +132,7 @@ class Audit:
 
 def label_of(run: dict[str, Any]) -> str:
     """Formulation name with its parameters, e.g. ``baechi_sct[theta=0.1]``."""
-    params = json.loads(run.get("params_json") or "{}")
+    params = column_json(run, "params_json", {}) or {}
     if not params:
         return str(run["formulation"])
     return f"{run['formulation']}[{','.join(f'{k}={v}' for k, v in sorted(params.items()))}]"
@@ -225,7 +225,7 @@ def result_document(run: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]
     """The result a run row's columns state (objective, bound, gap, status from the
     columns, the rest from ``result_json``, the plan from ``plan_json``), and its
     ``result_json`` with the plan (None for a run that stored none)."""
-    plan = None if run.get("plan_json") is None else json.loads(run["plan_json"])
+    plan = column_json(run, "plan_json")
     stored = None
     if run.get("result_json"):
         try:
