@@ -36,7 +36,7 @@ from distplan.errors import DistplanError, InputError
 from distplan.formulations.registry import solver_free_bounds
 from distplan.instances import load_instance
 from distplan.models.common import instance_digest, kind_spec, read_json
-from distplan.solvers.result import relative_gap
+from distplan.solvers.result import Termination, relative_gap
 
 #: stored and re-evaluated objectives must agree this closely (relative; both come from the
 #: same deterministic evaluator, so only a JSON round trip separates them)
@@ -44,6 +44,7 @@ OBJECTIVE_REL_TOLERANCE = 1e-9
 #: a stored gap must equal the recomputed one this closely (relative)
 GAP_REL_TOLERANCE = 1e-9
 STATUSES = ("optimal", "feasible", "none")
+TERMINATIONS = tuple(t.value for t in Termination)
 
 
 @dataclass
@@ -125,6 +126,11 @@ def check_claims(doc: dict[str, Any]) -> list[tuple[str, str]]:
         problems.append(("plan", f"objective {objective!r} claimed but no plan stored to re-evaluate"))
     if status == "none" and has_plan:
         problems.append(("status", "says none but a plan is stored"))
+    termination = doc.get("termination")
+    if termination is not None and termination not in TERMINATIONS:
+        problems.append(("termination", f"{termination!r} is not a termination ({', '.join(TERMINATIONS)})"))
+    elif termination in ("infeasible", "infeasible_or_unbounded") and has_plan:
+        problems.append(("termination", f"says {termination} but a plan is stored"))
     if has_plan and objective is None:
         problems.append(("objective", "a plan is stored without its objective"))
     return problems

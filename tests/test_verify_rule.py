@@ -243,6 +243,8 @@ TAMPERED_IDENTITY_AND_GRADES: dict[str, tuple[Callable[[Doc], None], str]] = {
     "grade of another bound": (lambda d: d.update(bound_grade="solver"), "bound_grade"),
     "raised solver-free bound": (_raise_free_bound, "bounds[2].value"),
     "bound not listed": (lambda d: d.update(bound=d["bound"] * (1 - 1e-3)), "bound"),
+    "infeasible with a plan": (lambda d: d.update(termination="infeasible"), "termination"),
+    "unknown termination": (lambda d: d.update(termination="done-ish"), "termination"),
 }
 
 
