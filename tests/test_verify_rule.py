@@ -259,25 +259,16 @@ def test_verify_checks_the_instance_and_the_bounds_it_can_recompute(heuristic_re
     assert field in [name for name, _ in check_result(doc, distplan.load_instance("placement-small-2"))]
 
 
-def _damage_params(db: Path) -> None:
-    con = sqlite3.connect(str(db))
-    con.execute("UPDATE runs SET params_json = '{not json' WHERE rowid = 1")
-    con.commit()
-    con.close()
+def _execute(statement: str) -> Callable[[Path], None]:
+    """A damage done by one SQL statement."""
 
+    def damage(db: Path) -> None:
+        con = sqlite3.connect(str(db))
+        con.execute(statement)
+        con.commit()
+        con.close()
 
-def _damage_number(db: Path) -> None:
-    con = sqlite3.connect(str(db))
-    con.execute("UPDATE runs SET time_limit = 'soon' WHERE rowid = 1")
-    con.commit()
-    con.close()
-
-
-def _damage_instance(db: Path) -> None:
-    con = sqlite3.connect(str(db))
-    con.execute("UPDATE instances SET document = x'00010203'")
-    con.commit()
-    con.close()
+    return damage
 
 
 def _damage_pages(db: Path) -> None:
@@ -286,7 +277,12 @@ def _damage_pages(db: Path) -> None:
     db.write_bytes(bytes(data))
 
 
-DAMAGE: dict[str, Callable[[Path], None]] = {"params not JSON": _damage_params, "a text number": _damage_number, "instance not zlib": _damage_instance, "pages overwritten": _damage_pages}
+DAMAGE: dict[str, Callable[[Path], None]] = {
+    "params not JSON": _execute("UPDATE runs SET params_json = '{not json' WHERE rowid = 1"),
+    "a text number": _execute("UPDATE runs SET time_limit = 'soon' WHERE rowid = 1"),
+    "instance not zlib": _execute("UPDATE instances SET document = x'00010203'"),
+    "pages overwritten": _damage_pages,
+}
 
 
 COMMANDS: dict[str, list[str]] = {"verify": ["verify"], "report": ["bench", "report", "--json"], "export": ["bench", "export", "--csv", "{dir}/runs.csv"]}
