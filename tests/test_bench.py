@@ -413,3 +413,29 @@ def test_m_etf_meets_hwangs_guarantee_on_random_instances(n_ops: int, n_devices:
     check = etf_guarantee(inst, _run(inst, "baechi_etf", res.objective), InstanceFacts(best_objective=res.objective, best_bound=res.bound))
     assert check.applies and check.verdict != "violated", (check.objective, check.rhs_upper)
     assert np.isfinite(check.rhs_lower)
+
+
+def test_entries_differing_by_label_or_options_are_reported_apart(tmp_path: Path) -> None:
+    """Two entries of one formulation, told apart only by their label or their own options,
+    were merged in the report under the formulation's name (review rev11): the label is
+    stored (a column added to older databases when opened) and groups the summary."""
+    from distplan.bench.report import summary_json
+
+    data = {
+        "name": "labels",
+        "time_limit": 10,
+        "formulations": [{"name": "baechi_etf", "time_limit": 5}, {"name": "baechi_etf", "label": "etf-again"}],
+        "instances": ["placement-small-1"],
+    }
+    db = tmp_path / "labels.db"
+    counts = run_campaign(parse_campaign(data, base=tmp_path), db, progress=False)
+    assert counts["stored"] == 2
+    labels = sorted(row["formulation"] for row in summary_json(db)["summary"])  # (its label)
+    assert labels == ["baechi_etf[time_limit=5.0]", "etf-again"]
+    con = sqlite3.connect(str(db))  # a database written before the label column
+    con.execute("ALTER TABLE runs DROP COLUMN label")
+    con.commit()
+    con.close()
+    with Store(db, create=False) as store:
+        assert {r["label"] for r in store.runs()} == {None}
+    assert [row["formulation"] for row in summary_json(db)["summary"]] == ["baechi_etf"]

@@ -324,7 +324,9 @@ def _formulations(raw: Any) -> list[FormulationEntry]:
                 opts[key] = value
             else:
                 raise InputError(f"{path}.{key}", "unknown formulation option", f"use name, params, label, kind or one of {', '.join(ENTRY_OPTION_KEYS)}")
-        label = item.get("label") or (item["name"] if not params else f"{item['name']}[{','.join(f'{a}={b}' for a, b in sorted(params.items()))}]")
+        # the default label tells entries apart by their parameters and their own options
+        named = {**params, **opts}
+        label = item.get("label") or (item["name"] if not named else f"{item['name']}[{','.join(f'{a}={b}' for a, b in sorted(named.items()))}]")
         kind = item.get("kind")
         out.append(FormulationEntry(name=item["name"], params=dict(params), label=str(label), options=opts, kind=kind))
     return out

@@ -33,6 +33,7 @@ def base_record(spec: dict[str, Any]) -> Record:
         "instance_hash": spec["instance_hash"],
         "kind": spec["kind"],
         "formulation": spec["formulation"],
+        "label": spec.get("label"),
         "program": spec.get("program"),
         "exact": bool(spec.get("exact")),
         "bound_only": bool(spec.get("bound_only")),

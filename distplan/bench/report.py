@@ -534,7 +534,7 @@ def export_csv(db: str | Path, path: str | Path) -> int:
     with open_existing(db) as store:
         rows = export_rows(store)
     with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=[*EXPORT_FIELDS, "label"])
+        writer = csv.DictWriter(fh, fieldnames=list(EXPORT_FIELDS))
         writer.writeheader()
         writer.writerows(rows)
     return len(rows)

@@ -74,7 +74,10 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("host", "TEXT"),
     ("executor", "TEXT"),
     ("finished_at", "TEXT"),
+    ("label", "TEXT"),
 )
+#: columns added after a database's schema was first written: added (NULL) when missing
+LATER_COLUMNS: tuple[str, ...] = ("label",)
 RUN_FIELDS: tuple[str, ...] = tuple(name for name, _ in RUN_COLUMNS)
 #: columns written to CSV / Parquet exports (the plan and the full result stay in the DB)
 EXPORT_FIELDS: tuple[str, ...] = tuple(f for f in RUN_FIELDS if f not in ("plan_json", "result_json"))
@@ -117,6 +120,11 @@ class Store:
             )
             self.conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
         found = {row["name"] for row in self.conn.execute("PRAGMA table_info(runs)")}
+        for name, sql in RUN_COLUMNS:
+            if name in LATER_COLUMNS and name not in found:
+                with self.conn:
+                    self.conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {sql}")
+                found.add(name)
         missing = [f for f in RUN_FIELDS if f not in found]
         if missing:
             raise InputError(str(self.path), f"the runs table lacks columns {missing}", "use a database written by this distplan version")

@@ -131,7 +131,10 @@ class Audit:
 
 
 def label_of(run: dict[str, Any]) -> str:
-    """Formulation name with its parameters, e.g. ``baechi_sct[theta=0.1]``."""
+    """The run's campaign entry label (stored since it got its column), else the formulation
+    name with its parameters, e.g. ``baechi_sct[theta=0.1]``."""
+    if run.get("label"):
+        return str(run["label"])
     params = column_json(run, "params_json", {}) or {}
     if not params:
         return str(run["formulation"])
