@@ -108,6 +108,13 @@ class SequenceSearch:
         """(n, n) bool: a path i -> j along the problem's arcs."""
         return closure(self.n, self.prob.arcs, self.deadline)
 
+    def closure_in_time(self) -> bool:
+        """Build `reach` (the moves need it) now; False when the deadline passes first."""
+        try:
+            return self.reach is not None
+        except DeadlineReached:
+            return False
+
     def objective(self, head: list[float]) -> float:
         if self.prob.objective == "shift":
             return max((head[o] + c for o, c in self.deadline_rows), default=0.0)
@@ -220,41 +227,40 @@ def improve(
     cur_seqs, cur_head, cur_value = seqs, head, value
     tabu: list[tuple[int, int]] = []
     evals, since = 0, 0
-    try:  # the closure a move needs stops at the deadline too: the best so far stands
-        while evals < max_evals and since < stall:
-            if deadline is not None and time.perf_counter() > deadline:
+    if not ss.closure_in_time():  # no time to search: the start stands
+        return np.asarray(best[2]), float(best[0])
+    while evals < max_evals and since < stall:
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        chosen = None
+        for u, v in ss.critical_pairs(cur_seqs, cur_head, cur_value):
+            cand = ss.swap(cur_seqs, u, v)
+            if cand is None:
+                continue
+            h = ss.heads(cand)
+            evals += 1
+            if h is None:
+                continue
+            val = ss.objective(h)
+            key = (val, sum(h))
+            if (v, u) in tabu and not key < best[:2]:
+                continue
+            if chosen is None or key < chosen[0]:
+                chosen = (key, cand, h, (u, v))
+            if first_improvement and val < cur_value - EPS * max(1.0, abs(cur_value)):
                 break
-            chosen = None
-            for u, v in ss.critical_pairs(cur_seqs, cur_head, cur_value):
-                cand = ss.swap(cur_seqs, u, v)
-                if cand is None:
-                    continue
-                h = ss.heads(cand)
-                evals += 1
-                if h is None:
-                    continue
-                val = ss.objective(h)
-                key = (val, sum(h))
-                if (v, u) in tabu and not key < best[:2]:
-                    continue
-                if chosen is None or key < chosen[0]:
-                    chosen = (key, cand, h, (u, v))
-                if first_improvement and val < cur_value - EPS * max(1.0, abs(cur_value)):
-                    break
-            if chosen is None:
-                break
-            (val, total), cur_seqs, cur_head, pair = chosen
-            cur_value = val
-            tabu.append(pair)
-            if len(tabu) > tabu_size:
-                tabu.pop(0)
-            if (val, total) < best[:2]:
-                if val < best[0] - EPS * max(1.0, abs(best[0])):
-                    since = 0
-                best = (val, total, cur_head)
-            since += 1
-    except DeadlineReached:
-        pass
+        if chosen is None:
+            break
+        (val, total), cur_seqs, cur_head, pair = chosen
+        cur_value = val
+        tabu.append(pair)
+        if len(tabu) > tabu_size:
+            tabu.pop(0)
+        if (val, total) < best[:2]:
+            if val < best[0] - EPS * max(1.0, abs(best[0])):
+                since = 0
+            best = (val, total, cur_head)
+        since += 1
     return np.asarray(best[2]), float(best[0])
 
 
