@@ -61,3 +61,22 @@ def closure_late_until(real: Callable[..., Any], until: float) -> Callable[..., 
         return real(n, src, dst, order, late)
 
     return slowed
+
+
+def cli_run(argv: list[str], capture: Any) -> tuple[int, str, str]:
+    """``distplan ARGV`` in this process: exit code, stdout, stderr (``capture``: capsys or
+    capfd)."""
+    from distplan.cli import main
+
+    capture.readouterr()
+    rc = main(argv)
+    captured = capture.readouterr()
+    return rc, captured.out, captured.err
+
+
+def assert_named_error(rc: int, out: str, err: str, *named: str) -> None:
+    """Bad input's contract: exit 2, no traceback, nothing on stdout, ``named`` in the message."""
+    assert rc == 2, (rc, out, err)
+    assert "Traceback" not in err and out == "", (out, err)
+    for text in named:
+        assert text in err, err

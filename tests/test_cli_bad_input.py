@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import assert_named_error, cli_run
 
 from distplan.cli import main
 from distplan.errors import InputError
@@ -34,20 +35,6 @@ WRITERS = [
 ]
 
 
-def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main(argv)
-    captured = capsys.readouterr()
-    return rc, captured.out, captured.err
-
-
-def _named_error(rc: int, out: str, err: str, *named: str) -> None:
-    assert rc == 2, (rc, out, err)
-    assert "Traceback" not in err and out == "", (out, err)
-    for text in named:
-        assert text in err, err
-
-
 @pytest.mark.parametrize(("case", "argv", "option"), WRITERS, ids=[w[0] for w in WRITERS])
 @pytest.mark.parametrize("where", ["missing directory", "a directory"])
 def test_an_output_that_cannot_be_written_is_named_before_any_work(
@@ -65,15 +52,15 @@ def test_an_output_that_cannot_be_written_is_named_before_any_work(
             Path(f"{out}{suffix}").mkdir()
     else:
         out = tmp_path / "missing" / "x"
-    rc, stdout, err = _run([a.format(out=out) for a in argv], capsys)
-    _named_error(rc, stdout, err, f"error: {option}: cannot write {out}", "is a directory" if where == "a directory" else "does not exist")
+    rc, stdout, err = cli_run([a.format(out=out) for a in argv], capsys)
+    assert_named_error(rc, stdout, err, f"error: {option}: cannot write {out}", "is a directory" if where == "a directory" else "does not exist")
 
 
 def test_a_report_directory_that_is_a_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     db = tmp_path / "quick.db"
     db.write_bytes(b"")
-    rc, out, err = _run(["bench", "report", str(db), "--out", str(db)], capsys)
-    _named_error(rc, out, err, "--out: cannot write to", "exists and is not a directory")
+    rc, out, err = cli_run(["bench", "report", str(db), "--out", str(db)], capsys)
+    assert_named_error(rc, out, err, "--out: cannot write to", "exists and is not a directory")
 
 
 @pytest.mark.parametrize(
@@ -92,7 +79,7 @@ def test_an_os_error_while_writing_is_named_by_its_option(
     import distplan.cli
 
     monkeypatch.setattr(distplan.cli, "check_outputs", lambda args: None)
-    rc, out, err = _run([a.format(missing=tmp_path / "missing") for a in argv], capsys)
+    rc, out, err = cli_run([a.format(missing=tmp_path / "missing") for a in argv], capsys)
     assert rc == 2 and "Traceback" not in err, err
     assert "cannot write" in err and str(tmp_path / "missing") in err and ("-o/--output" in err or "--result" in err), err
 
@@ -140,8 +127,8 @@ BAD_ARGS = [
 
 @pytest.mark.parametrize(("case", "argv", "named"), BAD_ARGS, ids=[c[0] for c in BAD_ARGS])
 def test_bad_arguments_are_named_errors_with_exit_2(case: str, argv: list[str], named: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    rc, out, err = _run([a.format(tmp=tmp_path) for a in argv], capsys)
-    _named_error(rc, out, err, named.format(tmp=tmp_path))
+    rc, out, err = cli_run([a.format(tmp=tmp_path) for a in argv], capsys)
+    assert_named_error(rc, out, err, named.format(tmp=tmp_path))
     assert not any(tmp_path.iterdir()), "wrote a file for a rejected command line"
 
 
@@ -155,16 +142,16 @@ def test_a_number_beyond_the_float_range_is_named(tmp_path: Path, capsys: pytest
     }
     path = tmp_path / "huge.json"
     path.write_text(json.dumps(doc))
-    rc, out, err = _run(["validate", str(path)], capsys)
-    _named_error(rc, out, err, "cluster.devices[0].memory: an integer of 401 digits is too large")
+    rc, out, err = cli_run(["validate", str(path)], capsys)
+    assert_named_error(rc, out, err, "cluster.devices[0].memory: an integer of 401 digits is too large")
     path.write_text('{"format": "distplan/1", "n": 1' + "0" * 5000 + "}")  # beyond what Python's int() reads
-    rc, out, err = _run(["validate", str(path)], capsys)
-    _named_error(rc, out, err, f"{path}: not readable JSON")
+    rc, out, err = cli_run(["validate", str(path)], capsys)
+    assert_named_error(rc, out, err, f"{path}: not readable JSON")
 
 
 def test_export_reads_the_suffix_in_any_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "m.MPS"
-    rc, out, err = _run(["export", "placement-small-1", "-f", "placement_milp", "--to", str(path)], capsys)
+    rc, out, err = cli_run(["export", "placement-small-1", "-f", "placement_milp", "--to", str(path)], capsys)
     assert rc == 0, err
     assert "ENDATA" in path.read_text() and f"wrote {path}" in err
 
@@ -180,10 +167,10 @@ def test_export_reads_the_suffix_in_any_case(tmp_path: Path, capsys: pytest.Capt
 )
 def test_make_writes_what_validate_accepts_and_speaks_on_stderr(argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "inst.json"
-    rc, out, err = _run([*argv, "-o", str(path)], capsys)
+    rc, out, err = cli_run([*argv, "-o", str(path)], capsys)
     assert rc == 0, err
     assert out == "" and err.startswith(f"wrote {path}: ") and err.count("\n") == 1, (out, err)
-    rc, out, err = _run(["validate", str(path)], capsys)
+    rc, out, err = cli_run(["validate", str(path)], capsys)
     assert rc == 0 and "valid" in out, err
 
 
@@ -220,8 +207,8 @@ def test_import_torch_names_the_files_own_error(source: str, named: str, tmp_pat
     pytest.importorskip("torch")
     model = tmp_path / "model.py"
     model.write_text(source)
-    rc, out, err = _run(["import-torch", f"{model}:make", "--input-shape", "8,128", "-o", str(tmp_path / "g.json")], capsys)
-    _named_error(rc, out, err, named)
+    rc, out, err = cli_run(["import-torch", f"{model}:make", "--input-shape", "8,128", "-o", str(tmp_path / "g.json")], capsys)
+    assert_named_error(rc, out, err, named)
 
 
 def test_import_torch_reports_a_trace_error_in_one_line(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
@@ -270,16 +257,16 @@ def test_verify_rejects_an_objective_without_a_plan(tmp_path: Path, capsys: pyte
     doc = json.loads(result.read_text())
     del doc["plan"]
     result.write_text(json.dumps(doc))
-    rc, out, err = _run(["verify", str(result)], capsys)
+    rc, out, err = cli_run(["verify", str(result)], capsys)
     assert rc == 1 and ": plan: " in out and "no plan stored" in out, out
     doc["status"] = "none"  # the objective alone, without a plan to re-evaluate, is no claim to trust either
     result.write_text(json.dumps(doc))
-    rc, out, err = _run(["verify", str(result)], capsys)
+    rc, out, err = cli_run(["verify", str(result)], capsys)
     assert rc == 1 and "no plan stored" in out, out
 
 
 def test_an_argparse_error_is_exit_2_from_main(capsys: pytest.CaptureFixture[str]) -> None:
     """`main(argv)` returns argparse's exit code (as the console script exits with it)."""
-    rc, out, err = _run(["solve"], capsys)
+    rc, out, err = cli_run(["solve"], capsys)
     assert rc == 2 and "the following arguments are required" in err
-    assert _run(["--help"], capsys)[0] == 0
+    assert cli_run(["--help"], capsys)[0] == 0

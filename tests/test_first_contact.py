@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import assert_named_error, cli_run
 
 import distplan
 from distplan.cli import main
@@ -143,11 +144,7 @@ def test_bad_input_is_a_named_error_with_exit_2(
     case: str, argv: list[str], named: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     files = {k: str(v) for k, v in _bad_files(tmp_path).items()}
-    rc = main([a.format(**files) for a in argv])
-    captured = capfd.readouterr()
-    assert rc == 2, (case, captured.err)
-    assert named in captured.err, captured.err
-    assert "Traceback" not in captured.err and captured.out == ""
+    assert_named_error(*cli_run([a.format(**files) for a in argv], capfd), named)
 
 
 @pytest.mark.parametrize(
