@@ -21,7 +21,7 @@ warm-up, the greedy's events): on 32 stages and 256 micro-batches 1F1B alone tak
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import scipy.sparse as sp
@@ -105,15 +105,14 @@ def _group_max(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     return out
 
 
-def _pattern(queues: dict[str, list[list[int]]], tokens: list[str]) -> list[int]:
+def _pattern(queues: dict[str, list[list[int]]], tokens: Iterable[str]) -> list[int]:
     """Concatenate units popped from the named queues in token order (empty queues skip)."""
     seq: list[int] = []
-    pos = dict.fromkeys(queues, 0)
+    units = {name: iter(q) for name, q in queues.items()}
     for tok in tokens:
-        q = queues[tok]
-        if pos[tok] < len(q):
-            seq.extend(q[pos[tok]])
-            pos[tok] += 1
+        unit = next(units[tok], None)
+        if unit is not None:
+            seq.extend(unit)
     return seq
 
 
@@ -174,18 +173,8 @@ def one_f_one_b_orders(
         check(deadline, "the 1f1b schedule")
         total = len(fq)
         w = int(min(warmup[d], total))
-        # the pattern F^w (F B)^max(total, |bq|) B^|bq| with exhausted queues skipped
-        seq: list[int] = []
-        for unit in fq[:w]:
-            seq.extend(unit)
-        rest = fq[w:]
-        k = min(len(rest), len(bq))
-        for i in range(k):
-            seq.extend(rest[i])
-            seq.extend(bq[i])
-        for unit in rest[k:] + bq[k:]:
-            seq.extend(unit)
-        orders.append(seq)
+        tokens = ["F"] * w + ["F", "B"] * max(total, len(bq)) + ["B"] * len(bq)
+        orders.append(_pattern({"F": fq, "B": bq}, tokens))
     return orders
 
 
