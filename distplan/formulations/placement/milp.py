@@ -219,7 +219,7 @@ def disjunctive_pairs(reach: np.ndarray, H: float, r: np.ndarray, q: np.ndarray,
     n = reach.shape[0]
     step = max(1, PAIR_BLOCK_CELLS // max(n, 1))
     cols = np.arange(n)
-    late_q, late_r = H - q, r  # H - q_i - r_j as (H - q_i) - r_j, as the big-Ms are computed
+    room = H - q  # H - q_i - r_j as (H - q_i) - r_j, in the order the big-Ms are computed
     held_i = held_j = np.zeros(0, dtype=np.int64)
     held_v = np.zeros(0)
     ranked = False  # the held pairs are the cap best, longest first
@@ -228,7 +228,7 @@ def disjunctive_pairs(reach: np.ndarray, H: float, r: np.ndarray, q: np.ndarray,
         check(deadline, "placement_milp's disjunctive pairs")
         rows = cols[lo : lo + step]
         ok = ~(reach[rows] | reach[:, rows].T) & (cols[None, :] > rows[:, None])
-        ok &= (late_q[rows][:, None] - late_r[None, :] > 0) & (late_q[None, :] - late_r[rows][:, None] > 0)
+        ok &= (room[rows][:, None] - r[None, :] > 0) & (room[None, :] - r[rows][:, None] > 0)
         ok &= (pmax[rows][:, None] > 0) | (pmax[None, :] > 0)
         kept += int(np.count_nonzero(ok))
         if ranked:  # only pairs longer than the shortest held can enter
