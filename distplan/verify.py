@@ -33,7 +33,7 @@ from typing import Any
 
 from distplan.api import DEFAULT_GAP_TOLERANCE
 from distplan.errors import DistplanError, InputError
-from distplan.formulations.registry import solver_free_bounds
+from distplan.formulations.registry import BOUND_GRADES, solver_free_bounds
 from distplan.instances import load_instance
 from distplan.models.common import instance_digest, kind_spec, read_json
 from distplan.solvers.result import Termination, relative_gap
@@ -166,10 +166,6 @@ def _solver_free_bounds(instance: Any) -> list[Any]:
     return held[1]
 
 
-#: the grades a bound may carry (`distplan.formulations.registry.Bound.grade`)
-GRADES = ("safe", "solver")
-
-
 def check_bounds(doc: dict[str, Any], instance: Any) -> list[tuple[str, str]]:
     """The recorded grades agree with the listed bounds (the best one's grade is the result's
     ``bound_grade``), and every solver-free bound listed is the one recomputed from
@@ -177,8 +173,8 @@ def check_bounds(doc: dict[str, Any], instance: Any) -> list[tuple[str, str]]:
     a search) is not re-proven here: that would take the solve again."""
     problems: list[tuple[str, str]] = []
     grade, bound = doc.get("bound_grade"), doc.get("bound")
-    if grade is not None and grade not in GRADES:
-        problems.append(("bound_grade", f"{grade!r} is not one of {', '.join(GRADES)}"))
+    if grade is not None and grade not in BOUND_GRADES:
+        problems.append(("bound_grade", f"{grade!r} is not one of {', '.join(BOUND_GRADES)}"))
     entries = [e for e in doc.get("bounds") or [] if isinstance(e, dict)]
     if bound is not None and entries:
         top = [e for e in entries if e.get("value") == bound]

@@ -38,6 +38,10 @@ from distplan.solvers.result import SolutionStatus, SolverResult, Termination
 Program = Literal["lp", "milp", "convex", "algorithm"]
 
 
+#: how safe a bound is (`Bound.grade`)
+BOUND_GRADES = ("safe", "solver")
+
+
 @dataclass
 class Bound:
     """A proven lower bound (minimization) on the instance's optimum, and where it comes from.
