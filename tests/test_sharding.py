@@ -20,8 +20,8 @@ from distplan.formulations import folding
 from distplan.formulations.folding import Family, FoldingError, LabelledGraph, check_family, find_repeated_subgraphs
 from distplan.formulations.registry import get_formulation
 from distplan.formulations.sharding.alpa_ilp import build_sharding_model
-from distplan.formulations.sharding.baselines import megatron_plan
 from distplan.formulations.sharding.costgraph import CostTables, build_cost_graph, build_folded_cost_graph, build_skeleton
+from distplan.formulations.sharding.expert_plans import megatron_plan
 from distplan.formulations.sharding.tap import fold_instance
 from distplan.instances import bundled, load_document
 from distplan.instances.transformer import gpt3_175b, transformer

@@ -67,9 +67,10 @@ from distplan.formulations.sharding.costgraph import (
     build_skeleton,
     unfold_plan,
 )
+from distplan.formulations.sharding.expert_plans import expert_if_better
 from distplan.models.sharding import ShardingInstance, ShardingPlan
 from distplan.models.sharding_costs import strategy_name
-from distplan.solvers.result import Termination
+from distplan.solvers.result import LIMIT_TERMINATIONS, SolverResult, Termination
 
 REFERENCE = "Shi et al., TAP, arXiv 2302.00247 (folded search over repeated subgraphs)"
 DEFAULTS: dict[str, Any] = {"exact": True, "certify": True, "lp_first": True, "dp": True, "dp_max_rows": DP_MAX_ROWS, "min_copies": 2, "wl_iterations": 2, "max_states": MAX_STATES}
@@ -116,6 +117,10 @@ def plan_of_choice(sk: Skeleton, tables: CostTables, choice: np.ndarray) -> Shar
     return ShardingPlan(dict(zip(ops, chain.from_iterable(map(named.__getitem__, codes)))))
 
 
+def _proven_infeasible(last: SolverResult | None) -> bool:
+    return last is not None and last.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED)
+
+
 def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
     instance = unfolded(instance, "tap")
     if not ctx.param("exact", True):
@@ -131,7 +136,9 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
         try:
             sol = solve_by_dp(sk, chains, tables, ctx, max_rows=float(ctx.param("dp_max_rows", DP_MAX_ROWS)))
         except DeadlineReached:
-            return Outcome(plan=None, bounds=[], info={"fold_seconds": t1 - t0, "chain_seconds": t2 - t1}, termination=Termination.TIME_LIMIT)
+            info_cut: dict[str, Any] = {"fold_seconds": t1 - t0, "chain_seconds": t2 - t1}
+            fallback = expert_if_better(instance, None, info_cut, "tap")
+            return Outcome(plan=fallback, bounds=[], info=info_cut, claimed_objective=info_cut.get("objective_seconds"), termination=Termination.TIME_LIMIT)
     method = "dp" if sol is not None else "milp"
     if sol is None:
         for ch in chains:
@@ -164,18 +171,20 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
         info["variables_folded"] = sol.variables
     elif last is not None:
         info["variables_folded"] = last.extra.get("model", {}).get("variables")
-    if sol.choice is None:
-        return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info)
     t3 = time.perf_counter()
-    plan = plan_of_choice(sk, tables, sol.choice)
+    plan = plan_of_choice(sk, tables, sol.choice) if sol.choice is not None else None
     info["unfold_seconds"] = time.perf_counter() - t3
     info["objective_seconds"] = sol.objective
+    if not sol.optimal and not _proven_infeasible(sol.last):
+        plan = expert_if_better(instance, plan, info, "tap")
+    if plan is None:
+        return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info)
     info["variables_unfolded"] = unfolded_size(sk, tables)["variables"]
     return Outcome(
         plan=plan,
         bounds=bounds,
         solver_results=list(ctx.solver_results),
-        claimed_objective=sol.objective,
+        claimed_objective=info["objective_seconds"],
         proven_optimal=sol.optimal,
         info=info,
         termination=Termination.OPTIMAL if method == "dp" else None,
@@ -195,11 +204,13 @@ def run_tap_shared(instance: ShardingInstance, ctx: RunContext) -> Outcome:
     info["cost_seconds"] = t2 - t1
     info["folding"] = dict(fold.stats)
     bounds: list[Bound] = []
-    if choice is None:
-        return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info)
     t3 = time.perf_counter()
-    plan = unfold_plan(sk, fold, ShardingPlan(graph.plan(choice)))
+    plan = unfold_plan(sk, fold, ShardingPlan(graph.plan(choice))) if choice is not None else None
     info["unfold_seconds"] = time.perf_counter() - t3
+    if res is not None and res.termination in LIMIT_TERMINATIONS:
+        plan = expert_if_better(instance, plan, info, "tap")
+    if plan is None:
+        return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info)
     if ctx.param("certify", True) and res is not None:
         t4 = time.perf_counter()
         relaxed, _ = build_folded_cost_graph(sk, fold, tables, boundary_edges=False)
