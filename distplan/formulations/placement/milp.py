@@ -58,6 +58,7 @@ from distplan.formulations.placement.relaxation import (
 )
 from distplan.formulations.placement.segments import fingerprint, glued_assignment, module_bound
 from distplan.formulations.placement.tailsched import polished
+from distplan.formulations.placement.time_unit import in_time_unit
 from distplan.formulations.placement.waist import waist_bound
 from distplan.formulations.placement.windowchain import chained_start
 from distplan.formulations.registry import Bound, Outcome, RunContext, get_formulation
@@ -254,7 +255,15 @@ def start_times(model: Model, inst: PlacementInstance, index: MilpIndex) -> None
 
 
 def precedence_with_communication(model: Model, inst: PlacementInstance, index: MilpIndex) -> None:
-    """s_j >= s_i + duration_i + delay when i and j sit on different devices."""
+    """s_j >= s_i + duration_i + delay when i and j sit on different devices.
+
+    Delays are capped at the horizon H: every start is at most H, so a delay of H already
+    forbids what a longer one forbids, except a plan in which the edge's ends take no time
+    and have no tail, whose makespan the row then puts at H or above, never below the
+    incumbent's (the model stays exact for the optimum below H, and a relaxation). A delay
+    far above H (a slow link: 1e9 microseconds beside millisecond ops) had put
+    coefficients in the rows that led HiGHS to call the model infeasible below a worse
+    incumbent, which the run then reported as optimal (review rev12 D1)."""
     if inst.n_edges == 0:
         return
     x, s, dur = model["assign"], model["start"], model.expression("duration")
@@ -265,14 +274,14 @@ def precedence_with_communication(model: Model, inst: PlacementInstance, index: 
         model.add_constraints("precedence", s[src] + dur[src] - s[dst] <= 0)
         return
     if np.ptp(inst.bandwidth[off]) == 0 and np.ptp(inst.latency[off]) == 0:
-        c = inst.max_delay() * SCALE
+        c = np.minimum(inst.max_delay() * SCALE, index.horizon)
         z = model.add_vars("different-device", inst.n_edges, lb=0.0, ub=1.0)
         model.add_constraints("different-device-link", z[:, None] - x[src] + x[dst] >= 0)
         model.add_constraints("precedence", s[src] + dur[src] + c * z - s[dst] <= 0)
         return
     pairs = np.argwhere(off)
     a, b = pairs[:, 0], pairs[:, 1]
-    delay = (inst.latency[a, b][None, :] + inst.edge_bytes[:, None] / inst.bandwidth[a, b][None, :]) * SCALE  # (E, P)
+    delay = np.minimum((inst.latency[a, b][None, :] + inst.edge_bytes[:, None] / inst.bandwidth[a, b][None, :]) * SCALE, index.horizon)  # (E, P)
     E, P = delay.shape
     ee = np.repeat(np.arange(E), P)
     pp = np.tile(np.arange(P), E)
@@ -283,7 +292,7 @@ def precedence_with_communication(model: Model, inst: PlacementInstance, index: 
     )
     # and the smallest delay on a cut edge, with z_e >= x[i, d] - x[j, d]: weaker for a
     # plan, stronger in the LP relaxation (the pairwise rows vanish for fractional x)
-    cmin = inst.min_delay() * SCALE
+    cmin = np.minimum(inst.min_delay() * SCALE, index.horizon)
     z = model.add_vars("different-device", inst.n_edges, lb=0.0, ub=1.0)
     model.add_constraints("different-device-link", z[:, None] - x[src] + x[dst] >= 0)
     model.add_constraints("precedence", s[src] + dur[src] + cmin * z - s[dst] <= 0)
@@ -328,7 +337,11 @@ def compact(inst: PlacementInstance, device: np.ndarray, start: np.ndarray) -> n
     pair had no disjunction."""
     pos = np.empty(inst.n_ops, dtype=np.int64)
     pos[inst.topo_order()] = np.arange(inst.n_ops)
-    order = np.lexsort((pos, start))
+    # ops starting together go shortest first (then topologically): a zero-time op and a
+    # long one on one device at the same start keep the zero-time op first, as the
+    # solver's times say (ordered by position alone, the long op went first and delayed
+    # the zero-time op's consumers: review rev12 D2)
+    order = np.lexsort((pos, start + inst.time[np.arange(inst.n_ops), device], start))
     preds: list[list[int]] = [[] for _ in range(inst.n_ops)]
     for e, b in enumerate(inst.dst.tolist()):
         preds[b].append(e)
@@ -422,7 +435,7 @@ def exact_for(inst: PlacementInstance) -> bool:
     return inst.memory_model == "simple" and inst.communication == "independent"
 
 
-def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") -> Outcome:
+def run_in_seconds(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") -> Outcome:
     """Best heuristic plan -> forced co-location bound (``forced_share`` of the time) ->
     series composition over waist ops (``waist_share``) -> series composition over cut
     waists with each module's optimum (``module_share``, `segments`: each small module's
@@ -529,6 +542,8 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
     info.update(incumbent=source, exact_model=bool(index.exact))
     if index.pairs_left_out:
         info["pairs_left_out"] = index.pairs_left_out
+    if sched is None and result.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED):
+        raise InfeasibleError(memory_infeasible_text(inst, name), details={"proven_by": f"{name} ({result.backend})"})
     if result.has_solution:
         plan, claimed = decode(inst, result, index)
     if plan is not None and claimed is not None and not np.isfinite(claimed):
@@ -546,6 +561,35 @@ def run(inst: PlacementInstance, ctx: RunContext, name: str = "placement_milp") 
         and claimed <= result.objective / SCALE * (1 + 1e-6) + 1e-9
     )
     return Outcome(plan=plan, bounds=bounds, solver_results=list(ctx.solver_results), claimed_objective=claimed, proven_optimal=proven, info=info)
+
+
+#: the placement MILP's run, on a copy of the instance in a time unit its rows can take
+#: (`time_unit`: ops of kiloseconds)
+run = in_time_unit(run_in_seconds)
+
+
+def memory_infeasible_text(inst: PlacementInstance, name: str) -> str:
+    """Why no placement exists, once the MILP proved it: without memory every placement
+    is feasible, so the devices' memory cannot hold the ops (persistent bytes, the only
+    ones the MILP charges under the liveness model, held to the end). Says the bytes in
+    all against the devices' (short by how much when they are more), else the largest
+    colocation group against the largest device, and where m-ETF stopped (bytes)."""
+    persistent = np.asarray(inst.memory, dtype=float)
+    total, capacity = float(persistent.sum()), float(np.sum(inst.device_memory))
+    what = "persistent bytes" if inst.memory_model == "liveness" else "bytes"
+    text = f"{inst.name}: no placement fits the devices' memory ({name} proves its model infeasible): the ops need {total:.0f} {what} in all, the devices hold {capacity:.0f}"
+    if total > capacity:
+        text += f" (short by {total - capacity:.0f} bytes)"
+    else:
+        groups = np.bincount(inst.colocation_groups(), weights=persistent)
+        g = int(np.argmax(groups))
+        d = int(np.argmax(inst.device_memory))
+        text += f", but not split over them: the largest group of ops placed together needs {groups[g]:.0f}, the largest device '{inst.device_names[d]}' holds {float(inst.device_memory[d]):.0f}"
+    try:
+        list_schedule(inst)
+    except InfeasibleError as exc:
+        text += f"; m-ETF stopped where {str(exc).split(': ', 1)[-1]}"
+    return text
 
 
 def child_dual_bound(ctx: RunContext, target: PlacementInstance, model: Model, deadline: float, gap: float, warm: np.ndarray | None) -> tuple[SolverResult, float | None]:

@@ -1,0 +1,148 @@
+"""Placement at scales the MILP's microsecond rows could not take, the decoder's ties, and
+liveness memory of zero-time ops (review rev12: D1 false optima from HiGHS on kilosecond
+ops and 1e9-microsecond delays, D2 the decoder losing a found optimum, D3 the evaluator
+dropping a zero-time op's memory). Optima come from a brute force written here."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import backend_params, cli_run, takes_milp
+
+import distplan
+from distplan.formulations.placement.time_unit import MAX_SERIAL_SECONDS, scaled, time_factor
+from distplan.models.common import instance_from_dict
+from distplan.models.placement_evaluate import evaluate
+from distplan.models.placement_instance import PlacementInstance
+from distplan.models.placement_plan import make_plan
+
+DATA = Path(__file__).parent / "data"
+MILP_BACKENDS = backend_params(takes_milp)
+#: ms ops beside a 1 kB/s link (delays of 1e9 microseconds); kilosecond ops; a zero-time
+#: op tied at its start with a long one on its device
+HARD = ["placement_rev12_slowlink9055", "placement_rev12_g1134", "placement_rev12_g4009s"]
+
+
+def _load(name: str) -> PlacementInstance:
+    return instance_from_dict(json.loads((DATA / f"{name}.json").read_text()))
+
+
+def brute_optimum(inst: PlacementInstance) -> float:
+    """Least makespan (seconds) over every device assignment that fits the memory (simple
+    model) and every order of the ops consistent with the graph, each op started as early
+    as its device and inputs allow (semi-active schedules hold an optimum)."""
+    n, m = inst.n_ops, inst.n_devices
+    preds = [[(int(inst.src[e]), e) for e in range(inst.n_edges) if inst.dst[e] == v] for v in range(n)]
+    orders = [p for p in itertools.permutations(range(n)) if all(p.index(u) < p.index(v) for v in range(n) for u, _ in preds[v])]
+    best = math.inf
+    for device in itertools.product(range(m), repeat=n):
+        dev = np.array(device)
+        if np.any(np.bincount(dev, weights=inst.memory, minlength=m) > inst.device_memory):
+            continue
+        for order in orders:
+            free = [0.0] * m
+            end = [0.0] * n
+            for v in order:
+                t = free[device[v]]
+                for u, e in preds[v]:
+                    delay = 0.0 if device[u] == device[v] else float(inst.delay(np.array([e]), dev[[u]], dev[[v]])[0])
+                    t = max(t, end[u] + delay)
+                end[v] = t + float(inst.time[v, device[v]])
+                free[device[v]] = end[v]
+            best = min(best, max(end, default=0.0))
+    return best
+
+
+@pytest.fixture(scope="module")
+def optima() -> dict[str, float]:
+    return {name: brute_optimum(_load(name)) for name in HARD}
+
+
+@pytest.mark.parametrize("backend", MILP_BACKENDS)
+@pytest.mark.parametrize("name", HARD)
+def test_milp_is_exact_at_hard_scales(optima: dict[str, float], name: str, backend: str) -> None:
+    inst = _load(name)
+    best = optima[name]
+    res = distplan.solve(inst, "placement_milp", backend=backend, time_limit=30)
+    assert res.bound is not None and res.bound <= best * (1 + 1e-12)  # a bound, not the incumbent's value
+    assert res.objective >= best * (1 - 1e-12)
+    assert res.status.value == "optimal", (res.objective, best, res.bound_source)
+    assert res.objective <= best * (1 + res.gap_tolerance)
+
+
+def test_time_unit_is_a_power_of_two_and_exact() -> None:
+    assert time_factor(distplan.load_instance("gnmt-v2-4gpu")) == 1.0  # bundled: < 1 s serial
+    inst = _load("placement_rev12_g1134")
+    k = time_factor(inst)
+    serial = float(inst.time.min(axis=1).sum())
+    assert k < 1 and math.log2(k).is_integer() and serial * k <= MAX_SERIAL_SECONDS < 2 * serial * k
+    res = distplan.solve(inst, "baechi_etf")
+    assert res.plan is not None and res.plan.start is not None
+    small = scaled(inst, k)
+    check = evaluate(small, make_plan(small, res.plan.device, res.plan.start * k))
+    assert check.feasible and check.objective == res.objective * k  # exactly
+
+
+def test_scaled_run_reports_in_the_instance_seconds() -> None:
+    inst = _load("placement_rev12_g1134")
+    res = distplan.solve(inst, "placement_milp")
+    assert res.info["time_scale"] == time_factor(inst)
+    assert "scaled by 2^" in (res.bound_source or "")
+    again = evaluate(inst, res.plan)
+    assert again.feasible and again.objective == res.objective
+
+
+def _zero_time(capacity: int, third: bool) -> PlacementInstance:
+    """A (1 s, 60-byte output) feeds B (0 s, 50 temporary bytes); with ``third``, C (1 s,
+    40 temporary bytes) starts on the same device at B's instant, after B."""
+    ops = [{"name": "A", "time": 1.0, "memory": 0, "output": 60}, {"name": "B", "time": 0.0, "memory": 0, "temporary": 50}]
+    if third:
+        ops.append({"name": "C", "time": 1.0, "memory": 0, "temporary": 40})
+    doc = {
+        "format": "distplan/1",
+        "kind": "placement",
+        "name": "zero-time-liveness",
+        "graph": {"ops": ops, "edges": [{"src": "A", "dst": "B", "bytes": 60}]},
+        "cluster": {"devices": [{"name": "d0", "memory": capacity}], "bandwidth": 1e9},
+        "model": {"memory": "liveness"},
+    }
+    return instance_from_dict(doc)
+
+
+def test_zero_time_op_holds_its_inputs_and_temporary_bytes() -> None:
+    inst = _zero_time(100, third=False)
+    check = evaluate(inst, make_plan(inst, np.zeros(2, dtype=np.int64), np.array([0.0, 1.0])))
+    assert not check.feasible and any("110 bytes" in v for v in check.violations)
+
+
+def test_zero_time_op_runs_before_the_op_that_starts_after_it() -> None:
+    """B's bytes are freed before C, which starts at B's instant after it, allocates: the
+    peak is A's output with B's temporary bytes (110), not with C's as well (150)."""
+    inst = _zero_time(120, third=True)
+    check = evaluate(inst, make_plan(inst, np.zeros(3, dtype=np.int64), np.array([0.0, 1.0, 1.0])))
+    assert check.feasible, check.violations
+    assert check.details["memory_peak_bytes"] == [110.0]
+    tight = _zero_time(109, third=True)
+    assert not evaluate(tight, make_plan(tight, np.zeros(3, dtype=np.int64), np.array([0.0, 1.0, 1.0]))).feasible
+
+
+def test_milp_infeasible_memory_says_what_does_not_fit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Total memory fits (959 of 960 bytes) but no split does: exit 3, with the sizes."""
+    doc = {
+        "format": "distplan/1",
+        "kind": "placement",
+        "name": "no-split",
+        "graph": {"ops": [{"name": f"o{i}", "time": 1.0, "memory": mem} for i, mem in enumerate([100, 476, 383])], "edges": []},
+        "cluster": {"devices": [{"name": "d0", "memory": 480}, {"name": "d1", "memory": 480}], "bandwidth": 1e9},
+    }
+    path = tmp_path / "no_split.json"
+    path.write_text(json.dumps(doc))
+    rc, out, err = cli_run(["solve", str(path), "-f", "placement_milp"], capsys)
+    assert rc == 3 and not out, err
+    assert "no placement fits the devices' memory" in err and "not split over them" in err
+    assert "largest device 'd0' holds 480" in err and "Traceback" not in err
