@@ -146,3 +146,34 @@ def test_milp_infeasible_memory_says_what_does_not_fit(tmp_path: Path, capsys: p
     assert rc == 3 and not out, err
     assert "no placement fits the devices' memory" in err and "not split over them" in err
     assert "largest device 'd0' holds 480" in err and "Traceback" not in err
+
+
+def test_liveness_milp_without_an_accepted_plan_says_why(capsys: pytest.CaptureFixture[str]) -> None:
+    """No heuristic places the ops and the MILP's placement (persistent memory only) is
+    refused by the liveness evaluator: exit 4 naming why (it said "returned no plan
+    (Optimal: )")."""
+    rc, out, err = cli_run(["solve", str(DATA / "placement_rev12_g320_liveness.json"), "-f", "placement_milp"], capsys)
+    assert rc == 4 and not out
+    assert "found no plan the evaluator accepts" in err and "exceeds its capacity" in err and "Optimal: )" not in err
+
+
+def test_a_solver_calling_the_incumbent_infeasible_is_not_believed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warm start lies in the model, so "infeasible" from the solver is a numerical
+    failure: termination "numerical", the plan kept, the solver's bound not used."""
+    import dataclasses
+
+    from distplan.formulations.registry import RunContext
+    from distplan.solvers.result import Termination
+
+    real = RunContext.solve_model
+
+    def lying(self: RunContext, model: object, **kw: object) -> object:
+        res = real(self, model, **kw)  # type: ignore[arg-type]
+        return dataclasses.replace(res, termination=Termination.INFEASIBLE, raw_status="Infeasible", bound=res.objective)
+
+    monkeypatch.setattr(RunContext, "solve_model", lying)
+    inst = _load("placement_rev12_g4009s")
+    res = distplan.solve(inst, "placement_milp", module_share=0, relaxation_share=0)
+    assert res.termination.value == "numerical"
+    assert "placement_milp dual bound" not in (res.bound_source or "")
+    assert "solver_contradiction" in res.info and res.plan is not None

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from distplan.errors import InfeasibleError
+from distplan.errors import InfeasibleError, NoSolutionError
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.deadline import DeadlineReached, check
 from distplan.formulations.placement import relaxation
@@ -533,7 +533,12 @@ def run_in_seconds(inst: PlacementInstance, ctx: RunContext, name: str = "placem
     build = heuristics_s + time.perf_counter() - t1
     start = warm_start(inst, model, index, ctx)
     result = ctx.solve_model(model, warm_start=start, build_seconds=build)
-    if result.bound is not None and np.isfinite(result.bound):
+    # the incumbent lies in the model (w <= H is its makespan), so a solver that calls the
+    # model infeasible contradicts itself (numerics): its verdict and bound are not used
+    contradicted = sched is not None and result.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED)
+    if contradicted:
+        info["solver_contradiction"] = f"{result.backend} called the model infeasible ({result.raw_status}) though the incumbent ({source}, {sched.makespan:.9g} s) satisfies it; its bound is not used"
+    elif result.bound is not None and np.isfinite(result.bound):
         margin = relaxation.dual_bound_margin(inst, result.bound)
         what = "exact" if index.exact else "relaxed: " + _relaxed_because(inst, index)
         bounds.append(Bound(max(0.0, result.bound - margin) / SCALE, f"{name} dual bound ({result.backend}, {what})"))
@@ -547,6 +552,13 @@ def run_in_seconds(inst: PlacementInstance, ctx: RunContext, name: str = "placem
     if result.has_solution:
         plan, claimed = decode(inst, result, index)
     if plan is not None and claimed is not None and not np.isfinite(claimed):
+        if sched is None:  # nothing else to return: say why, not "returned no plan (Optimal)"
+            refused = evaluate(inst, plan).violations
+            raise NoSolutionError(
+                f"{inst.name}: {name} found no plan the evaluator accepts: its model charges only persistent memory "
+                f"(a relaxation of the liveness model), and its placement, scheduled in the solver's order and by the "
+                f"evaluator's own scheduler, is refused ({'; '.join(refused[:2])}); the Baechi heuristics placed no plan either"
+            )
         plan, claimed = None, None  # the evaluator rejects it (liveness memory): no plan from the MILP
     if sched is not None and (plan is None or claimed is None or sched.makespan < claimed):
         plan, claimed = make_plan(inst, sched.device, sched.start), sched.makespan
@@ -560,7 +572,15 @@ def run_in_seconds(inst: PlacementInstance, ctx: RunContext, name: str = "placem
         and result.objective is not None
         and claimed <= result.objective / SCALE * (1 + 1e-6) + 1e-9
     )
-    return Outcome(plan=plan, bounds=bounds, solver_results=list(ctx.solver_results), claimed_objective=claimed, proven_optimal=proven, info=info)
+    return Outcome(
+        plan=plan,
+        bounds=bounds,
+        solver_results=list(ctx.solver_results),
+        claimed_objective=claimed,
+        proven_optimal=proven,
+        info=info,
+        termination=Termination.NUMERICAL if contradicted else None,
+    )
 
 
 #: the placement MILP's run, on a copy of the instance in a time unit its rows can take
