@@ -447,10 +447,20 @@ def evaluate(inst: PipelineInstance, plan: PipelinePlan) -> Check:
     if not np.all(np.isfinite(start)):
         return Check(False, math.inf, ["plan has non-finite start times"])
     names = [b.name for b in inst.blocks]
+    if list(plan.block_names) != names:  # rows are read by name, never by position alone
+        if sorted(plan.block_names) != sorted(names):
+            return Check(False, math.inf, [f"plan names blocks {list(plan.block_names)}, the instance has {names}"])
+        start = start[[list(plan.block_names).index(nm) for nm in names]]
     dur = np.array([b.duration for b in inst.blocks], dtype=float)
+    # times from the first start: the makespan does not change when every start moves by
+    # the same amount, so neither may the checks' tolerance (it was relative to the
+    # absolute times: starts near 1e10 s were allowed 1000 s of overlap, and a plan under
+    # the proven optimum passed; review rev12 D1)
+    t0 = float(start.min()) if start.size else 0.0
+    start = start - t0
     end = start + dur[:, None]
-    t0, t1 = float(start.min()), float(end.max())
-    tol = TIME_TOL * max(1.0, abs(t0), abs(t1))
+    t1 = float(end.max()) if end.size else 0.0
+    tol = TIME_TOL * max(1.0, t1)
 
     # dependencies (recomputed from the block list, not from the cached arrays)
     index = {b.name: i for i, b in enumerate(inst.blocks)}
@@ -468,8 +478,8 @@ def evaluate(inst: PipelineInstance, plan: PipelinePlan) -> Check:
             bad = np.flatnonzero(slack < -tol)
             for m in bad[:3].tolist():
                 violations.append(
-                    f"dependency {dep} -> {block.name} of micro-batch {m}: starts at {start[j, m]:.9g} s, "
-                    f"before {dep} ends ({end[i, m]:.9g} s) plus delay {lag:.9g} s"
+                    f"dependency {dep} -> {block.name} of micro-batch {m}: starts at {start[j, m] + t0:.9g} s, "
+                    f"before {dep} ends ({end[i, m] + t0:.9g} s) plus delay {lag:.9g} s"
                 )
 
     # devices: no overlap, memory prefix at every block start
@@ -493,8 +503,8 @@ def evaluate(inst: PipelineInstance, plan: PipelinePlan) -> Check:
         overlap = np.flatnonzero(e[:-1] > s[1:] + tol)
         for k in overlap[:3].tolist():
             violations.append(
-                f"device {dev}: {names[blk[k]]} of micro-batch {mb[k]} runs until {e[k]:.9g} s but "
-                f"{names[blk[k + 1]]} of micro-batch {mb[k + 1]} starts at {s[k + 1]:.9g} s"
+                f"device {dev}: {names[blk[k]]} of micro-batch {mb[k]} runs until {e[k] + t0:.9g} s but "
+                f"{names[blk[k + 1]]} of micro-batch {mb[k + 1]} starts at {s[k + 1] + t0:.9g} s"
             )
         mem = np.array([inst.blocks[b].memory for b in blk.tolist()], dtype=float)
         prefix = np.cumsum(mem)
@@ -506,9 +516,9 @@ def evaluate(inst: PipelineInstance, plan: PipelinePlan) -> Check:
                 k = int(over[0])
                 violations.append(
                     f"device {dev}: memory {prefix[k]:.9g} exceeds capacity {cap:.9g} by {prefix[k] - cap:.9g} "
-                    f"when {names[blk[k]]} of micro-batch {mb[k]} starts at {s[k]:.9g} s"
+                    f"when {names[blk[k]]} of micro-batch {mb[k]} starts at {s[k] + t0:.9g} s"
                 )
-    makespan = t1 - t0
+    makespan = t1
     spans = np.where(np.isnan(first), 0.0, last - first)
     device_span = float(spans.max())
     idle = makespan - busy
