@@ -68,3 +68,14 @@ def test_main_job_command() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "makespan" in proc.stdout and "bound" in proc.stdout and "gap" in proc.stdout
     assert "memory peak" in proc.stdout
+
+
+def test_examples_say_which_extras_they_need() -> None:
+    """A "run as printed" example that needs an extra the set-up line does not install is
+    announced where the examples are listed (``distplan plot`` needs matplotlib)."""
+    set_up = re.search(r"pip install -c constraints\.txt (\S+) && distplan", README)
+    assert set_up, "the README's set-up line"
+    start = README.index("These run as printed")
+    intro = README[start : README.index("```", start)]
+    if any(line.startswith("distplan plot ") for line in EXAMPLES) and "plot" not in set_up.group(1):
+        assert "'.[plot]'" in intro, intro

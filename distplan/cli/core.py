@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from distplan.api import Result, solve
@@ -69,10 +70,12 @@ def cmd_solve(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance)
     with Progress(f"solving {inst.name} with {args.formulation}", enabled=not args.verbose):
         res = _solve_args(inst, args)
-    res.info["source"] = str(args.instance)
+    # a file as an absolute path, so `emit` / `verify` find it from any folder; a bundled name as is
+    source = str(Path(args.instance).resolve()) if Path(args.instance).is_file() else str(args.instance)
+    res.info["source"] = source
     res.info["instance_digest"] = instance_digest(inst.to_dict())  # what `distplan verify` checks the instance against
     if args.out and res.plan is not None:
-        plan_doc = {"format": "distplan/1", "kind": f"{inst.kind}-plan", "instance": inst.name, "source": str(args.instance), **res.plan.to_dict()}
+        plan_doc = {"format": "distplan/1", "kind": f"{inst.kind}-plan", "instance": inst.name, "source": source, **res.plan.to_dict()}
         write_json(plan_doc, args.out)
     if args.result:
         write_json(res.to_dict(), args.result)

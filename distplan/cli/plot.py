@@ -21,10 +21,20 @@ CHART_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".eps", ".ps", ".jpg", ".jpeg
 PLOTTERS = {name: kind.plotter for name, kind in KINDS.items() if kind.plotter is not None}
 
 
+def require_matplotlib() -> None:
+    """A named error (exit 2) when matplotlib is missing: the chart modules import it only
+    inside their drawing functions, so importing them proves nothing."""
+    try:
+        importlib.import_module("matplotlib")
+    except ImportError as exc:
+        raise InputError("plot", f"charts need matplotlib ({exc})", "pip install 'distplan[plot]'") from None
+
+
 def plotter(kind: str) -> Any:
     spec = PLOTTERS.get(kind)
     if spec is None:
         raise InputError("kind", f"no chart is defined for {kind} plans", f"plot one of: {', '.join(PLOTTERS)}")
+    require_matplotlib()
     mod, _, fn = spec.partition(":")
     try:
         return getattr(importlib.import_module(mod), fn)
@@ -51,6 +61,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 def _plot_pareto(inst: Any, args: argparse.Namespace) -> int:
     """Bandwidth instances: the time-vs-cost Pareto curve of `libra_perf_per_cost`, with the
     chosen points marked and the bandwidth per dimension as bars."""
+    require_matplotlib()
     try:
         from distplan.models.bandwidth_plot import plot_pareto
     except ImportError as exc:

@@ -3,7 +3,7 @@
 Megatron-LM (Shoeybi et al. 2019; Narayanan et al. SC'21; ``megatron/training/arguments.py``)
 runs a fixed family of plans chosen by flags, so only plans of that family have flags:
 
-* **sharding plans**: Megatron's tensor parallelism on one mesh axis (column-parallel qkv
+* **sharding plans**: Megatron's tensor parallelism on the innermost mesh axis, consecutive ranks (column-parallel qkv
   and fc1, row-parallel output projection and fc2, heads-split attention, vocab-parallel
   embedding, LM head and cross-entropy; norms and residuals replicated, or split along
   the sequence: ``--sequence-parallel``, Korthikanti et al. 2022) in every layer, every
@@ -23,7 +23,8 @@ runs a fixed family of plans chosen by flags, so only plans of that family have 
   stages per rank; ``num_layers`` defaults to one layer per stage), and the fork's
   (sail-sg/zero-bubble-pipeline-parallelism, ``megatron/core/zbpp_utils.py``):
   ``zb_h1`` / ``zb_h2`` are ``--enable-zero-bubble --zero-bubble-max-pending-backward p``
-  / ``2p`` (the fork's automatic scheduler under ZB-H1's / ZB-H2's memory limit), ``zb_v``
+  / ``2p`` (the fork's automatic scheduler under ZB-H1's / ZB-H2's memory limit; a ZB-H2
+  plan that memory kept below 2p-1 micro-batches in flight gets its own count), ``zb_v``
   ``--zero-bubble-v-schedule``, ``v_zb`` / ``v_half`` / ``v_min`` add
   ``--zero-bubble-v-schedule-mem-setup zb|half|min`` (Qi et al. ICLR 2024, NeurIPS 2024).
   The fork orders blocks itself from measured times; the flags select the schedule
@@ -36,6 +37,7 @@ The output is the flags on one line after ``#`` comment lines.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from distplan.emit.dtensor import dtensor_plan
@@ -82,7 +84,7 @@ def _text(comments: list[str], flags: list[str]) -> str:
     return "".join(f"# {c}\n" for c in comments) + " ".join(flags) + "\n"
 
 
-def _sharding_flags(inst: ShardingInstance, plan: Any) -> str:
+def _sharding_flags(inst: ShardingInstance, plan: Any, num_layers: int | None = None) -> str:
     check = evaluate(inst, plan)
     if not check.feasible:
         raise InputError("plan", f"the evaluator rejects the plan: {check.violations[0]}", "emit a feasible plan (see `distplan evaluate`)")
@@ -106,6 +108,15 @@ def _sharding_flags(inst: ShardingInstance, plan: Any) -> str:
             "--seq-length", str(dims["s"]), "--max-position-embeddings", str(dims["s"]), "--swiglu", "--normalization", "RMSNorm",
             "--position-embedding-type", "rope", "--disable-bias-linear", "--untie-embeddings-and-output-weights",
         ]  # fmt: skip
+    if num_layers is not None:
+        have = gpt_layers or llama_layers
+        if num_layers != have:
+            raise InputError(
+                "num_layers",
+                f"--num-layers {num_layers} for a sharding plan of {inst.name!r}, whose instance has {have} layers: "
+                "the flags describe the model the plan was solved for",
+                "drop --num-layers (it sets the layer count of pipeline plans), or solve an instance with that many layers",
+            )
     if all(lab in (None, batch) for st in chosen.values() for lab in st):
         dp_axes = sorted({a for st in chosen.values() for a, lab in enumerate(st) if lab == batch})
         dp = 1
@@ -136,6 +147,17 @@ def _sharding_flags(inst: ShardingInstance, plan: Any) -> str:
     if why:
         raise InputError("plan", "no Megatron equivalent: " + "; ".join(why[:3]) + (f" (+{len(why) - 3} more)" if len(why) > 3 else ""), "emit it with --target dtensor")
     tp_size = inst.mesh.shape[tp]
+    inner = [a for a in range(tp + 1, ndim) if inst.mesh.shape[a] > 1]
+    if inner:
+        # Megatron builds its tensor-parallel groups from consecutive ranks (the innermost
+        # mesh axis, devices numbered row-major); these flags would run TP over axis `inner[-1]`
+        raise InputError(
+            "plan",
+            f"tensor parallelism is on mesh axis {tp} (size {tp_size}), an outer axis: Megatron puts tensor-parallel groups "
+            f"on consecutive ranks, the innermost mesh axis {inner[-1]} (size {inst.mesh.shape[inner[-1]]}), so "
+            f"--tensor-model-parallel-size {tp_size} would run a different plan (other links, other memory)",
+            f"solve with tensor parallelism on mesh axis {ndim - 1} (megatron: --param tp_axis=-1), or emit it with --target dtensor (a named mesh)",
+        )
     dp = inst.mesh.num_devices // tp_size
     for a in facts["dp_axes"]:
         if any(label_ is not None and label_ != batch for label_ in (chosen[n][a] for n in chosen)):
@@ -154,7 +176,7 @@ def _sharding_flags(inst: ShardingInstance, plan: Any) -> str:
 def _pipeline_flags(inst: PipelineInstance, plan: Any, num_layers: int | None) -> str:
     from distplan.emit.pipeline import rank_orders
 
-    layout, _ = rank_orders(inst, plan)
+    layout, orders = rank_orders(inst, plan)
     schedule = str(plan.info.get("schedule", "")) if isinstance(getattr(plan, "info", None), dict) else ""
     if not schedule:
         raise InputError("plan", "the plan names no schedule (plan.info['schedule'])", "emit a plan made by distplan's pipeline formulations")
@@ -174,8 +196,18 @@ def _pipeline_flags(inst: PipelineInstance, plan: Any, num_layers: int | None) -
         flags += ["--num-layers-per-virtual-pipeline-stage", str(layers // (p * v))]
         comments.append(f"Megatron-LM's interleaved 1F1B with {v} virtual stages per rank")
     elif schedule in ("zb_h1", "zb_h2") and shape == "plain" and any(layout.split):
-        flags += _ZB[schedule](p)
-        comments.append("Zero Bubble fork (sail-sg/zero-bubble-pipeline-parallelism): its scheduler under this schedule's memory limit")
+        pending = _max_pending_backward(orders)
+        if schedule == "zb_h2" and pending < 2 * p - 1:
+            # the memory capacity kept ZB-H2 below its 2p-1 micro-batches in flight: the fork's
+            # ZB-H2 setting (2p) would hold more activations than the plan (and the device) has room for
+            flags += ["--enable-zero-bubble", "--zero-bubble-max-pending-backward", str(pending)]
+            comments.append(
+                f"Zero Bubble fork (sail-sg/zero-bubble-pipeline-parallelism): the plan keeps at most {pending} micro-batches "
+                f"pending backward on a rank (memory capacity), not ZB-H2's {2 * p - 1}: its scheduler under that limit"
+            )
+        else:
+            flags += _ZB[schedule](p)
+            comments.append("Zero Bubble fork (sail-sg/zero-bubble-pipeline-parallelism): its scheduler under this schedule's memory limit")
     elif schedule in ("zb_v", "v_zb", "v_half", "v_min") and shape == "v" and any(layout.split):
         if layers % (2 * p):
             raise InputError("num_layers", f"the fork's V schedules need an even number of layers per rank, got {layers} on {p} ranks", "give a multiple of 2p")
@@ -189,10 +221,26 @@ def _pipeline_flags(inst: PipelineInstance, plan: Any, num_layers: int | None) -
     return _text(comments, flags)
 
 
+def _max_pending_backward(orders: list[list[str]]) -> int:
+    """The most micro-batches a rank holds between a forward and its (input-gradient or full)
+    backward, from each rank's actions in execution order (``0F3``, ``0I3``, ``0B3``)."""
+    most = 0
+    for row in orders:
+        held: set[tuple[str, str]] = set()
+        for action in row:
+            stage, act, mb = re.fullmatch(r"(\d+)([FBIW])(\d+)", action).groups()  # type: ignore[union-attr]
+            if act == "F":
+                held.add((stage, mb))
+                most = max(most, len(held))
+            elif act in ("I", "B"):
+                held.discard((stage, mb))
+    return most
+
+
 def megatron_flags(inst: Any, plan: Any, num_layers: int | None = None) -> str:
     """Megatron-LM flags for a sharding or pipeline plan, or InputError saying why none exist."""
     if isinstance(inst, ShardingInstance):
-        return _sharding_flags(inst, plan)
+        return _sharding_flags(inst, plan, num_layers)
     if isinstance(inst, PipelineInstance):
         return _pipeline_flags(inst, plan, num_layers)
     raise InputError("target", f"megatron flags exist for sharding and pipeline plans; {inst.name!r} is a {inst.kind} instance", "emit a sharding or pipeline plan")
