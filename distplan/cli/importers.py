@@ -110,8 +110,10 @@ def _size(text: str | None) -> float | None:
 
 
 def cmd_import_torch(args: argparse.Namespace) -> int:
+    from distplan.instances.torch_export import require_torch
     from distplan.instances.torch_import import import_torch
 
+    require_torch()  # before loading the model file, whose own `import torch` would fail less helpfully
     factory = _load_factory(args.factory)
     shapes = [_shape(s) for s in args.input_shape]
     t0 = time.perf_counter()
@@ -212,7 +214,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--cluster", default=None, help="catalogue cluster (default: --n-devices of --device on PCIe 3.0)")
     p.add_argument("--n-devices", type=positive_int, default=4)
     p.add_argument("--memory-limit", default=None, help="cap every device at this size (bytes, or e.g. 4GiB)")
-    p.add_argument("--measure", action="store_true", help="time each op on this CPU with the torch profiler")
+    p.add_argument("--measure", action="store_true", help="time each op on this CPU with the torch profiler (median of 3 runs after a warm-up)")
     p.add_argument("--no-backward", action="store_true", help="forward pass only (inference)")
     p.add_argument("--optimizer", default="adam", choices=["adam", "sgd", "none"])
     p.add_argument("--input-dtype", default=None, help="dtype of the inputs (default: int64 for token models: Hugging Face, or an nn.Embedding first layer; else the weights' dtype)")

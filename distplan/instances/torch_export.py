@@ -11,9 +11,12 @@ never needs torch); without it ``torch`` is None and `require_torch` names the e
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import itertools
 import logging
 import operator
+import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -129,6 +132,7 @@ class FlopInterpreter(torch.fx.Interpreter if torch is not None else object):  #
 
     def __init__(self, gm: Any, counter: Any):
         super().__init__(gm)
+        self.extra_traceback = False  # errors raised here are one-line InputErrors
         self.counter = counter
         self.flops: dict[str, float] = {}
 
@@ -139,9 +143,37 @@ class FlopInterpreter(torch.fx.Interpreter if torch is not None else object):  #
         args = tree_map(to_meta, args)
         kwargs = {k: (torch.device("meta") if k == "device" and v is not None else tree_map(to_meta, v)) for k, v in kwargs.items()}
         before = self.counter.get_total_flops()
-        out = n.target(*args, **kwargs)
+        try:
+            out = n.target(*args, **kwargs)
+        except Exception as exc:  # no shape-only kernel: a data-dependent output shape, or an op without a meta kernel
+            full = op_key(n.target)[0]
+            val = n.meta.get("val")
+            path = module_path(n)
+            where = f"module {path} ({module_type(n)})" if path else "the top-level module"
+            if data_dependent(val):
+                raise InputError(
+                    f"graph node {n.name}",
+                    f"op {full} in {where} has an output shape that depends on the tensor values ({first_line(exc)[:160]}); "
+                    "the shape-only cost pass cannot size it or the ops after it (--op-time gives a time, not a shape)",
+                    "keep shapes a function of the input shapes, e.g. torch.where(mask, x, 0) instead of x[mask], topk instead of nonzero",
+                ) from None
+            if not isinstance(val, torch.Tensor):
+                raise InputError(
+                    f"graph node {n.name}",
+                    f"op {full} in {where} cannot run on shape-only tensors ({first_line(exc)})",
+                    f"give it a time per call in seconds with --op-time {full}=SECONDS (Python: op_times=...), or use measure=True",
+                ) from None
+            out = to_meta(val)  # the exported output's shape; no FLOPs counted: its time must come from op_times / measure
+            self.flops[n.name] = 0.0
+            return out
         self.flops[n.name] = float(self.counter.get_total_flops() - before)
         return out
+
+
+def data_dependent(value: Any) -> bool:
+    """A traced value whose shape holds a symbol (a size known only from the data: nonzero, x[mask], unique)."""
+    leaves, _ = tree_flatten(value)
+    return any(isinstance(t, torch.Tensor) and any(not isinstance(d, int) for d in t.shape) for t in leaves)
 
 
 class _ProfiledInterpreter(torch.fx.Interpreter if torch is not None else object):  # type: ignore[misc]
@@ -286,9 +318,15 @@ def _quiet_torch_logs() -> Iterator[None]:
             lg.setLevel(level)
 
 
-def export_module(module_or_factory: Any, input_shapes: Any, *, measure: bool = False, input_dtypes: Any = None, precision: str | None = None) -> tuple[Any, Any, list[Any], str]:
+def export_module(
+    module_or_factory: Any, input_shapes: Any, *, measure: bool = False, input_dtypes: Any = None, precision: str | None = None, training: bool = False
+) -> tuple[Any, Any, list[Any], str]:
     """(ExportedProgram, module or None, example inputs, model label). A factory is called
-    under the meta device unless ``measure`` (then real weights are needed)."""
+    under the meta device unless ``measure`` (then real weights are needed). The module is
+    traced in train mode with ``training`` (dropout, batch statistics: the graph a training
+    step runs), else in eval mode, measured or not. The inputs go on the device of the
+    module's parameters, else of its buffers; tensors that ``forward`` creates without a
+    ``device=`` (``torch.arange(n)``) are created there too."""
     require_torch()
     if isinstance(module_or_factory, torch.export.ExportedProgram):
         ep = module_or_factory
@@ -315,8 +353,8 @@ def export_module(module_or_factory: Any, input_shapes: Any, *, measure: bool = 
     config = getattr(module, "config", None)
     if config is not None and getattr(config, "use_cache", False):
         config.use_cache = False  # Hugging Face caches are not exportable tensor trees
-    module = module.eval() if not measure else module
-    dev = next((p.device for p in module.parameters()), torch.device("cpu"))
+    module = module.train(training)
+    dev = next((t.device for t in itertools.chain(module.parameters(), module.buffers())), torch.device("cpu"))
     if isinstance(input_dtypes, str | torch.dtype) or input_dtypes is None:
         dts = [_parse_dtype(input_dtypes, "input_dtype") or _default_input_dtype(module)] * len(shapes)
     else:
@@ -327,8 +365,9 @@ def export_module(module_or_factory: Any, input_shapes: Any, *, measure: bool = 
         pd = _parse_dtype(precision, "precision")
         dts = [pd if d.is_floating_point else d for d in dts]
     inputs = _make_inputs(shapes, dts, "meta" if dev.type == "meta" else dev)
+    factories = torch.device("meta") if dev.type == "meta" else contextlib.nullcontext()
     try:
-        with _quiet_torch_logs():  # the error below says it in one line
+        with _quiet_torch_logs(), factories:  # the error below says it in one line; forward's factories on meta
             try:
                 ep = torch.export.export(module, tuple(inputs), strict=False)
             except Exception as first_exc:
@@ -341,17 +380,23 @@ def export_module(module_or_factory: Any, input_shapes: Any, *, measure: bool = 
         raise
     except Exception as exc:  # torch raises many types here; all mean "cannot trace"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(
-            f"module {label}",
-            f"torch.export cannot trace it ({type(exc).__name__}: {first[:300]})",
-            "make forward() traceable: no Python branches on tensor values, no unsupported outputs "
-            "(return tensors or tuples/dicts of tensors); or export it yourself and pass the ExportedProgram",
-        ) from exc
+        if "DeviceMismatch" in type(exc).__name__ or "same device" in first:
+            hint = (
+                f"create tensors in forward() on the input's device (device=x.device, or register them as buffers); "
+                f"the model is traced on {dev.type}" + (" (shape-only weights)" if dev.type == "meta" else "")
+            )
+        else:
+            hint = (
+                "make forward() traceable: no Python branches on tensor values, no unsupported outputs "
+                "(return tensors or tuples/dicts of tensors); or export it yourself and pass the ExportedProgram"
+            )
+        raise InputError(f"module {label}", f"torch.export cannot trace it ({type(exc).__name__}: {first[:300]})", hint) from exc
     return ep, module, inputs, label
 
 
 def measure_seconds(ep: Any, inputs: Sequence[Any], repeats: int) -> dict[str, float]:
-    """Mean CPU seconds per node over ``repeats`` runs (after one warm-up), torch profiler."""
+    """Median CPU seconds per node over ``repeats`` runs (after one warm-up; the median keeps
+    one run slowed by another process out), torch profiler."""
     if not inputs:
         raise InputError("measure", "measuring needs the module and example inputs", "pass the module or a factory, not an ExportedProgram")
     gm = ep.graph_module
@@ -371,13 +416,13 @@ def measure_seconds(ep: Any, inputs: Sequence[Any], repeats: int) -> dict[str, f
     if any(isinstance(a, torch.Tensor) and a.device.type == "meta" for a in args):
         raise InputError("measure", "the model has meta (shape-only) weights", "pass a real module or a factory for measure=True")
     interp = _ProfiledInterpreter(gm)
+    runs: dict[str, list[float]] = {}
     with torch.no_grad():
         interp.run(*args)  # warm-up
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-            for _ in range(max(1, repeats)):
+        for _ in range(max(1, repeats)):
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
                 interp.run(*args)
-    out: dict[str, float] = {}
-    for ev in prof.key_averages():
-        if ev.key.startswith("distplan::"):
-            out[ev.key[len("distplan::") :]] = ev.cpu_time_total / max(1, ev.count) * 1e-6
-    return out
+            for ev in prof.key_averages():
+                if ev.key.startswith("distplan::"):
+                    runs.setdefault(ev.key[len("distplan::") :], []).append(ev.cpu_time_total / max(1, ev.count) * 1e-6)
+    return {name: float(statistics.median(times)) for name, times in runs.items()}

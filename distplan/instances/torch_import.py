@@ -12,7 +12,10 @@ was merged into. Op time is the roofline of the chosen catalogue device
 (real, though not a GPU). With ``backward=True`` the graph describes training: backward
 ops (2x forward FLOPs), activation-gradient edges, and optimizer updates fed by
 parameter-gradient edges (``"gradient": true``, bytes = parameter bytes); see
-`distplan.instances.zoo.LayerGraph.training`.
+`distplan.instances.zoo.LayerGraph.training`. The model is then traced in train mode
+(dropout, batch-norm statistics: the graph a training step runs), without backward in eval
+mode. Frozen parameters (``requires_grad=False``) are held like buffers: no weight
+gradient, no optimizer update or state (``meta.totals.frozen_param_bytes``).
 
 An op whose cost the model does not know (not a matmul/conv counted by the FLOP counter,
 not pointwise, not a known reduction / normalisation / data movement) is an error naming
@@ -114,12 +117,21 @@ def graph_from_export(
     param_owner: dict[int, str] = {}  # id(parameter) -> op name that holds it
     buffer_owner: dict[int, str] = {}
     op_name_of: dict[str, str] = {}
+
+    def frozen(target: str) -> bool:
+        """A parameter that takes no gradient (``requires_grad_(False)``): held like a buffer,
+        with no weight gradient, no optimizer update and no optimizer state."""
+        obj = named_params.get(target)
+        if obj is None:
+            obj = ep.state_dict.get(target)
+        return isinstance(obj, torch.Tensor) and not obj.requires_grad
+
     for n in placeholders:
         spec = specs.get(n.name)
         kind = spec.kind.name if spec is not None else "USER_INPUT"
         target = getattr(spec, "target", None) or n.name
         if kind == "PARAMETER":
-            root[n.name] = ("param", target)
+            root[n.name] = ("frozen", target) if frozen(target) else ("param", target)
         elif kind in ("BUFFER", "CONSTANT_TENSOR"):
             root[n.name] = ("buffer", target)
         elif kind == "USER_INPUT":
@@ -191,6 +203,11 @@ def graph_from_export(
                 if ident not in buffer_owner:
                     buffer_owner[ident] = name
                     buffers += nbytes
+            elif kind == "frozen":
+                ident = identity_of("param", key)
+                if ident not in buffer_owner:
+                    buffer_owner[ident] = name
+                    buffers += tensor_bytes(_param_value(ep, placeholders, specs, key))
         g.add_op(
             LayerOp(
                 name,
@@ -304,11 +321,12 @@ def import_torch(
     else:
         cl = catalogue_cluster(cluster) if isinstance(cluster, str) else cluster
     cl = cl.with_memory_limit(memory_limit)
-    ep, module, inputs, label = export_module(module_or_factory, input_shapes, measure=measure, input_dtypes=input_dtypes, precision=precision)
+    ep, module, inputs, label = export_module(module_or_factory, input_shapes, measure=measure, input_dtypes=input_dtypes, precision=precision, training=backward)
     t_export = time.perf_counter() - t0
     graph, fused = graph_from_export(ep, module, inputs, label=label, measure=measure, repeats=repeats, op_times=op_times)
     fwd_flops = graph.total_flops("forward")
-    params = graph.total_params()
+    params = graph.total_params()  # trainable: frozen parameters are held like buffers
+    frozen = sum(tensor_bytes(p) for p in (module if module is not None else ep).parameters() if not p.requires_grad)
     n_forward = len(graph)
     if backward:
         graph = graph.training(optimizer)
@@ -330,7 +348,7 @@ def import_torch(
         "generator": "distplan.instances.torch_import.import_torch",
         "generator_version": GENERATOR_VERSION,
         "time_source": "measured on this CPU (torch profiler)" if measure else f"roofline of the catalogue devices ({', '.join(cl.type_names())})",
-        "totals": {"forward_flops": fwd_flops, "param_bytes": params, "forward_ops": n_forward},
+        "totals": {"forward_flops": fwd_flops, "param_bytes": params, "frozen_param_bytes": frozen, "forward_ops": n_forward},
         "input_dtypes": [str(t.dtype).replace("torch.", "") for t in inputs],
         "linear_modules": linear_modules(module) if module is not None else [],
         "fused": fused,
