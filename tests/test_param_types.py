@@ -58,8 +58,11 @@ def test_a_parameter_of_another_type_is_an_input_error_naming_it(kind: str, form
 @pytest.mark.parametrize(("kind", "formulation", "name", "typ"), TYPED)
 def test_a_parameter_of_its_type_passes_the_check(kind: str, formulation: str, name: str, typ: type) -> None:
     form = next(f for f in distplan.formulations(kind) if f.name == formulation)
-    for value in form.choices.get(name) or RIGHT[typ]:
-        form.check_params({name: value})
+    # the values of its type within its declared range (`least`, `most`, `above`), and its default
+    values = form.choices.get(name) or [v for v in RIGHT[typ] if form._range_error(name, typ(), v) is None] + [form.params[name]]
+    for value in values:
+        if value is not None:
+            form.check_params({name: value})
 
 
 def test_an_unknown_parameter_is_named_with_the_known_ones() -> None:

@@ -199,6 +199,11 @@ class Formulation:
     nullable: frozenset[str] = frozenset()
     #: the least value of numeric parameters that have one (e.g. 2 copies to fold a region)
     least: dict[str, float] = field(default_factory=dict)
+    #: the largest value of numeric parameters that have one (e.g. 1 for a share of the time)
+    most: dict[str, float] = field(default_factory=dict)
+    #: a value numeric parameters must exceed, for those that take none equal to it (e.g. 0
+    #: for a time limit in seconds)
+    above: dict[str, float] = field(default_factory=dict)
     #: for a parameter whose default is None ("decide for me"), a value of the type it takes
     examples: dict[str, Any] = field(default_factory=dict)
     #: the values a text parameter takes, when it names one of a few (a model, an objective)
@@ -215,20 +220,33 @@ class Formulation:
         (bools are none of the numbers), for a tuple as many items of the tuple's types,
         for a list one or more items of its first item's type; a default of None takes None
         or a value of its ``examples`` type (anything when it has none); None is taken where
-        ``nullable`` names the parameter; at least its ``least`` value where that names it,
-        and one of its ``choices`` where those name it."""
+        ``nullable`` names the parameter; at least its ``least`` value, at most its ``most``
+        value and more than its ``above`` value where those name it, and one of its
+        ``choices`` where those name it."""
         for name, value in params.items():
             if name not in self.params:
                 raise InputError(f"params.{name}", f"formulation {self.name!r} has no parameter {name!r}", f"its parameters: {', '.join(sorted(self.params)) or '(none)'}")
             typed = self.examples.get(name) if self.params[name] is None else self.params[name]
             takes_none = name in self.nullable or self.params[name] is None
             expected = None if value is None and takes_none else _param_type_error(typed, value)
-            if not expected and value is not None and name in self.least and value < self.least[name]:
-                expected = f"{'a whole number' if isinstance(typed, int) else 'a number'} >= {self.least[name]:g}"
+            if not expected and value is not None:
+                expected = self._range_error(name, typed, value)
             if not expected and name in self.choices and value not in self.choices[name]:
                 expected = "one of " + ", ".join(map(repr, self.choices[name]))
             if expected:
                 raise InputError(f"params.{name}", f"expected {expected}, got {value!r}", f"give e.g. {name}={json.dumps(typed)}")
+
+    def _range_error(self, name: str, typed: Any, value: Any) -> str | None:
+        """The bound of a numeric parameter's declared range (``above``, ``least``,
+        ``most``) that ``value`` breaks, in words; None when it is in range."""
+        what = "a whole number" if isinstance(typed, int) and not isinstance(typed, bool) else "a number"
+        if name in self.above and not value > self.above[name]:
+            return f"{what} > {self.above[name]:g}"
+        if name in self.least and value < self.least[name]:
+            return f"{what} >= {self.least[name]:g}"
+        if name in self.most and value > self.most[name]:
+            return f"{what} <= {self.most[name]:g}"
+        return None
 
     def build(self, instance: Any, params: dict[str, Any] | None = None) -> tuple[Model, Any]:
         """Assemble the model of a declared formulation (for export and inspection)."""
@@ -281,6 +299,9 @@ def from_blocks(
     warm_start: WarmStart | None = None,
     bounds: SolveBounds | None = None,
     driver: Callable[[Any, RunContext, Run], Outcome] | None = None,
+    least: dict[str, float] | None = None,
+    most: dict[str, float] | None = None,
+    above: dict[str, float] | None = None,
 ) -> Formulation:
     """Declare a model-based formulation from its `ModelSpec`.
 
@@ -289,7 +310,8 @@ def from_blocks(
     (or true of the instance) the solver's proven bound is a bound of the instance;
     ``bounds`` adds what else the solve proves. ``driver(instance, ctx, run)`` wraps the
     declared run when a formulation needs a step around it (solving on a contracted graph,
-    say) and calls ``run`` for the solve itself.
+    say) and calls ``run`` for the solve itself. ``least``, ``most`` and ``above`` are the
+    parameters' ranges (`Formulation.check_params`).
     """
     if spec.decode is None:
         raise ValueError(f"{name}: a formulation declared from blocks needs a decoder in its spec")
@@ -335,6 +357,9 @@ def from_blocks(
         spec=spec,
         policy=policy or Policy(),
         params=defaults,
+        least=dict(least or {}),
+        most=dict(most or {}),
+        above=dict(above or {}),
     )
 
 

@@ -204,36 +204,49 @@ def _parse(data: Mapping[str, Any]) -> PlacementInstance:
         raise InputError("name", f"expected a string, got {name!r}")
     cluster = need(data, "cluster", "")
     devs = need(cluster, "devices", "cluster")
-    if not isinstance(devs, list) or not devs:
+    if not isinstance(devs, list):
+        raise InputError("cluster.devices", f"expected a list of devices, got {_kind_of(devs)}", 'give e.g. [{"name": "gpu0", "memory": 16e9}]')
+    if not devs:
         raise InputError("cluster.devices", "the device list is empty", "list at least one device")
     dev_names = name_list(devs, "cluster.devices", "devices")
     dev_mem = np.array([number(need(d, "memory", f"cluster.devices[{k}]"), f"cluster.devices[{k}].memory", positive=True, at_most=MAX_BYTES, unit="bytes") for k, d in enumerate(devs)])
-    dev_types = [str(d.get("type", "default")) for d in devs]
+    dev_types = [_text(d.get("type", "default"), f"cluster.devices[{k}].type", "a device type name") for k, d in enumerate(devs)]
     nd = len(dev_names)
     bw0 = number(cluster.get("bandwidth", math.inf) if nd > 1 else cluster.get("bandwidth", 1.0), "cluster.bandwidth", positive=True) if ("bandwidth" in cluster or nd == 1) else None
     if bw0 is None:
         raise InputError("cluster.bandwidth", "missing", "give the default bandwidth between devices in bytes/second")
-    lat0 = number(cluster.get("latency", 0.0), "cluster.latency")
+    lat0 = number(cluster.get("latency", 0.0), "cluster.latency", at_most=MAX_SECONDS, unit="s")
     bandwidth = np.full((nd, nd), bw0)
     latency = np.full((nd, nd), lat0)
     dix = {n: k for k, n in enumerate(dev_names)}
-    for k, link in enumerate(cluster.get("links", []) or []):
+    links = cluster.get("links", [])
+    if links is not None and not isinstance(links, list):
+        raise InputError("cluster.links", f"expected a list of links, got {_kind_of(links)}", 'give e.g. [{"src": "gpu0", "dst": "gpu1", "bandwidth": 1e10}]')
+    for k, link in enumerate(links or []):
         path = f"cluster.links[{k}]"
         a, b = need(link, "src", path), need(link, "dst", path)
         for key, v in (("src", a), ("dst", b)):
+            if not isinstance(v, str):
+                raise InputError(f"{path}.{key}", f"expected a device name (string), got {v!r}", f"use one of: {', '.join(dev_names)}")
             if v not in dix:
                 raise InputError(f"{path}.{key}", f"unknown device {v!r}", f"use one of: {', '.join(dev_names)}")
+        if a == b:
+            raise InputError(path, f"a link from device {a!r} to itself (ops on one device exchange data without a link)", "remove the link or name two devices")
         bw = number(link.get("bandwidth", bw0), f"{path}.bandwidth", positive=True)
-        lat = number(link.get("latency", lat0), f"{path}.latency")
-        bandwidth[dix[a], dix[b]] = bw
-        latency[dix[a], dix[b]] = lat
-        if not link.get("directed", False):
-            bandwidth[dix[b], dix[a]] = bw
-            latency[dix[b], dix[a]] = lat
+        lat = number(link.get("latency", lat0), f"{path}.latency", at_most=MAX_SECONDS, unit="s")
+        directed = link.get("directed", False)
+        if not isinstance(directed, bool):
+            raise InputError(f"{path}.directed", f"expected true or false, got {directed!r}")
+        pairs = [(dix[a], dix[b])] if directed else [(dix[a], dix[b]), (dix[b], dix[a])]
+        for i, j in pairs:
+            bandwidth[i, j] = bw
+            latency[i, j] = lat
 
     graph = need(data, "graph", "")
     ops = need(graph, "ops", "graph")
-    if not isinstance(ops, list) or not ops:
+    if not isinstance(ops, list):
+        raise InputError("graph.ops", f"expected a list of ops, got {_kind_of(ops)}", 'give e.g. [{"name": "matmul", "time": 0.001, "memory": 1e6}]')
+    if not ops:
         raise InputError("graph.ops", "the op list is empty", "list at least one op")
     op_names = name_list(ops, "graph.ops", "ops")
     n = len(op_names)
@@ -246,6 +259,8 @@ def _parse(data: Mapping[str, Any]) -> PlacementInstance:
         path = f"graph.ops[{k}]"
         t = need(op, "time", path)
         if isinstance(t, Mapping):
+            for ty, v in t.items():  # types the cluster lacks too: a profile must hold numbers
+                number(v, f"{path}.time.{ty}", at_most=MAX_SECONDS, unit="s")
             for d in range(nd):
                 if dev_types[d] not in t:
                     raise InputError(f"{path}.time", f"no time for device type {dev_types[d]!r} (device {dev_names[d]!r})", "add an entry for every device type in the cluster")
@@ -258,11 +273,13 @@ def _parse(data: Mapping[str, Any]) -> PlacementInstance:
         g = op.get("colocate")
         if g is not None and not isinstance(g, str):
             raise InputError(f"{path}.colocate", f"expected a group name (string), got {g!r}")
+        if g == "":
+            raise InputError(f"{path}.colocate", "an empty group name", "name the group, or give null for an op without one")
         colocate.append(g)
 
     edges = graph.get("edges", [])
     if not isinstance(edges, list):
-        raise InputError("graph.edges", "expected a list of edges")
+        raise InputError("graph.edges", f"expected a list of edges, got {_kind_of(edges)}", 'give e.g. [{"src": "a", "dst": "b", "bytes": 4096}], or [] for none')
     oix = {nm: k for k, nm in enumerate(op_names)}
     src = np.zeros(len(edges), dtype=np.int64)
     dst = np.zeros(len(edges), dtype=np.int64)
@@ -271,6 +288,8 @@ def _parse(data: Mapping[str, Any]) -> PlacementInstance:
         path = f"graph.edges[{k}]"
         for key, arr in (("src", src), ("dst", dst)):
             v = need(e, key, path)
+            if not isinstance(v, str):
+                raise InputError(f"{path}.{key}", f"expected an op name (string), got {v!r}", "name an op listed in graph.ops")
             if v not in oix:
                 raise InputError(f"{path}.{key}", f"unknown op {v!r}", "name an op listed in graph.ops")
             arr[k] = oix[v]
@@ -282,7 +301,16 @@ def _parse(data: Mapping[str, Any]) -> PlacementInstance:
         shown = " -> ".join(op_names[v] for v in cyc + [cyc[0]])
         raise InputError("graph.edges", f"the graph has a cycle: {shown}", "remove an edge of this cycle")
 
-    model = data.get("model", {}) or {}
+    model = data.get("model", {})
+    if model is None:
+        model = {}
+    if not isinstance(model, Mapping):
+        raise InputError("model", f"expected an object, got {model!r}", 'give e.g. {"memory": "liveness", "communication": "channels"}, or leave it out')
+    meta = data.get("meta", {})
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, Mapping):
+        raise InputError("meta", f"expected an object, got {_kind_of(meta)}", 'give e.g. {"source": "..."}, or leave it out')
     mem_model = model.get("memory", "simple")
     comm = model.get("communication", "independent")
     if mem_model not in MEMORY_MODELS:
@@ -308,14 +336,36 @@ def _parse(data: Mapping[str, Any]) -> PlacementInstance:
         latency=latency,
         memory_model=mem_model,
         communication=comm,
-        meta=dict(data.get("meta", {}) or {}),
+        meta=dict(meta),
         document=copy.deepcopy(dict(data)),
     )
     _check_fits(inst)
     return inst
 
 
+def _kind_of(value: Any) -> str:
+    """What a JSON value is, in words (for the errors of fields of another type)."""
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return f"text {value!r}"
+    return repr(value)
+
+
+def _text(value: Any, path: str, what: str) -> str:
+    if not isinstance(value, str):
+        raise InputError(path, f"expected {what} (string), got {value!r}")
+    return value
+
+
 def _check_fits(inst: PlacementInstance) -> None:
+    """InfeasibleError (exit 3) where memory alone proves that no plan exists: an op (with
+    everything it holds while it runs) or a colocation group larger than the largest device.
+    (The devices' total, `check_total_memory`, is checked by the formulations that make
+    plans, not here: instances short of total memory are well-formed documents, and the
+    tests of the heuristics' own shortfall messages build them.)"""
     need_ = inst.memory_need()
     biggest = int(np.argmax(inst.device_memory))
     cap = inst.device_memory[biggest]
@@ -339,6 +389,35 @@ def _check_fits(inst: PlacementInstance) -> None:
             f"bytes but the largest device {inst.device_names[biggest]!r} has {int(cap)} (short by {int(gmem[g] - cap)} bytes): "
             "no plan exists (split the group or use larger devices)",
             {"group": inst.colocate[int(members[0])], "device": inst.device_names[biggest], "short_bytes": int(gmem[g] - cap)},
+        )
+
+
+def check_total_memory(inst: PlacementInstance) -> None:
+    """InfeasibleError (exit 3) when the bytes every plan holds at its end exceed all
+    devices' memory together.
+
+    Simple model: a device holds the ``memory`` of all its ops, so the devices hold the sum
+    of all ops' memory between them. Liveness model (`placement_evaluate.memory_peaks`):
+    memory is freed as ops finish, so the sum of every op's need proves nothing; but
+    persistent ``memory`` is never freed, nor the ``output`` of an op without consumers,
+    so at the end the devices hold those between them, and a device's peak is at least
+    what it holds at the end. Either sum above the total capacity (by more than the
+    evaluator's tolerance and rounding) is a proof that no plan exists."""
+    held = inst.memory.tolist()
+    what = "the ops' memory"
+    if inst.memory_model == "liveness":
+        sinks = np.ones(inst.n_ops, dtype=bool)
+        sinks[inst.src] = False
+        held += inst.output[sinks].tolist()
+        what = "the ops' persistent memory and the outputs of ops without consumers (held to the end under the liveness model)"
+    total = math.fsum(held)
+    cap = math.fsum(inst.device_memory.tolist())
+    if total > cap * (1 + 1e-9) + TOL:
+        short = total - cap
+        raise InfeasibleError(
+            f"graph.ops: {what} total {int(total)} bytes but the {inst.n_devices} devices hold {int(cap)} together "
+            f"(short by {int(math.ceil(short))} bytes): no plan exists (add devices or memory, or reduce the ops' memory)",
+            {"total_bytes": total, "capacity_bytes": cap, "short_bytes": int(math.ceil(short))},
         )
 
 

@@ -3,8 +3,9 @@ the single-device baseline and solver-free bounds (Jeon et al., SoCC 2020; arXiv
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from distplan.formulations.contract import Policy
@@ -22,9 +23,34 @@ from distplan.formulations.registry import (
     register_bounds,
     register_folder,
 )
-from distplan.models.placement_instance import PlacementInstance
+from distplan.models.placement_instance import PlacementInstance, check_total_memory
 
 BAECHI = "Jeon et al., Baechi: Fast Device Placement of Machine Learning Graphs, SoCC 2020 (arXiv 2301.08695)"
+
+def _memory_checked(run: Callable[[PlacementInstance, RunContext], Outcome]) -> Callable[[PlacementInstance, RunContext], Outcome]:
+    """``run`` after `check_total_memory`: a formulation that makes plans reports an
+    instance whose ops hold more bytes to the end than all devices together as infeasible
+    (exit 3, by how much) before it searches (m-ETF had named the op it could not place;
+    the MILP said its solver found the problem infeasible)."""
+
+    @functools.wraps(run)
+    def checked(inst: PlacementInstance, ctx: RunContext) -> Outcome:
+        check_total_memory(inst)
+        return run(inst, ctx)
+
+    return checked
+
+
+def _memory_checked_driver(driver: Callable[[PlacementInstance, RunContext, Any], Outcome]) -> Callable[[PlacementInstance, RunContext, Any], Outcome]:
+    """`_memory_checked` for the driver of a formulation declared from blocks."""
+
+    @functools.wraps(driver)
+    def checked(inst: PlacementInstance, ctx: RunContext, run: Any) -> Outcome:
+        check_total_memory(inst)
+        return driver(inst, ctx, run)
+
+    return checked
+
 
 register(
     Formulation(
@@ -32,7 +58,7 @@ register(
         name="single_device",
         description="every op on the one device that fits everything and finishes first (the baseline)",
         program="algorithm",
-        run=heuristics.run_single_device,
+        run=_memory_checked(heuristics.run_single_device),
     )
 )
 register(
@@ -41,7 +67,7 @@ register(
         name="baechi_topo",
         description="m-TOPO: topological order fills devices one after another (real memory limit checked)",
         program="algorithm",
-        run=heuristics.run_topo,
+        run=_memory_checked(heuristics.run_topo),
         reference=BAECHI,
         params={"uniform": True},
     )
@@ -52,7 +78,7 @@ register(
         name="baechi_etf",
         description="m-ETF: memory-aware earliest-task-first list scheduling",
         program="algorithm",
-        run=heuristics.run_etf,
+        run=_memory_checked(heuristics.run_etf),
         reference=BAECHI + "; Hwang et al., SIAM J. Comput. 1989",
     )
 )
@@ -66,9 +92,13 @@ register(
         exact=False,
         bounds=sct.lp_bounds,
         policy=Policy(lp_method=sct.lp_method),
-        driver=sct.run_sct,
+        driver=_memory_checked_driver(sct.run_sct),
         reference=BAECHI + "; Hanen & Munier, Discrete Applied Math. 108 (2001)",
         params={"theta": 0.5, "barrier_above_edges": 10000, "lp_max_edges": 5000},
+        # theta rounds the LP's x in [0, 1] (`sct.favorites_from_lp`): outside [0, 1] every
+        # edge, or none, would make its child a favorite whatever the LP says
+        least={"theta": 0.0},
+        most={"theta": 1.0},
     )
 )
 
@@ -78,20 +108,25 @@ def _default_time_limit(inst: PlacementInstance, params: Mapping[str, Any]) -> f
     return float(params.get("default_time_limit", 60.0))
 
 
+#: the placement MILP's parameters that are shares (0 to 1) of the time left
+_MILP_SHARES = ("relaxation_share", "search_share", "forced_share", "relaxation_search_share", "waist_share", "module_share", "chain_share")
+
 register(
     Formulation(
         kind="placement",
         name="placement_milp",
         description="MILP: assignment, start times, disjunctive no-overlap, memory, relaxation rows; warm-started from the best Baechi heuristic",
         program="milp",
-        run=milp.run,
+        run=_memory_checked(milp.run),
         exact=True,
         exact_for=milp.exact_for,
         spec=milp.PLACEMENT_MILP,
         policy=Policy(default_time_limit=_default_time_limit),
         params={"default_time_limit": 60.0, "max_pairs": milp.MAX_PAIRS, "thresholds": 12, "relaxation_share": 0.25, "relaxation_ops": (30, 1500), "search_share": 0.2, "forced_share": 0.1, "order_nonzeros": MAX_NONZEROS, "milp_order_nonzeros": 0, "relaxation_search_share": 0.2, "waist_share": 0.05, "module_share": 0.3, "chain_share": 0.15, "joined_windows": True, "joined_extra": 1.0, "wait_nonzeros": WAIT_NONZEROS, "window_nonzeros": WINDOW_NONZEROS, "milp_wait_nonzeros": MILP_WAIT_NONZEROS, "milp_window_nonzeros": MILP_WAIT_NONZEROS},
         reference="Venugopalan & Sinnen, IEEE TPDS 26(1) 2015; " + BAECHI,
-        least={"max_pairs": 0},
+        least={"max_pairs": 0, "thresholds": 0, **dict.fromkeys(_MILP_SHARES, 0.0)},
+        most=dict.fromkeys(_MILP_SHARES, 1.0),
+        above={"default_time_limit": 0.0},
     )
 )
 
@@ -101,11 +136,13 @@ register(
         name="placement_search",
         description="the Baechi heuristics' plans improved by critical-chain local search over device assignments",
         program="algorithm",
-        run=search.run_search,
+        run=_memory_checked(search.run_search),
         reference=BAECHI + "; Kwok & Ahmad, ACM Computing Surveys 31(4) 1999; Wu, Shu & Gu, IEEE TPDS 15(4) 2004",
         params={"default_time_limit": 30.0, "max_evals": None, "forced_share": 0.1, "cluster_share": None},
         examples={"max_evals": 10_000, "cluster_share": 0.2},
-        least={"max_evals": 0, "cluster_share": 0.0},
+        least={"max_evals": 0, "cluster_share": 0.0, "forced_share": 0.0},
+        most={"cluster_share": 1.0, "forced_share": 1.0},
+        above={"default_time_limit": 0.0},
     )
 )
 
@@ -148,6 +185,9 @@ register(
         bound_only=True,
         reference="Venugopalan & Sinnen, IEEE TPDS 26(1) 2015 (assignment part); Baptiste, Le Pape & Nuijten 2001 (energetic reasoning); Klein & Scholl, EJOR 112(2) 1999 (destructive bounds); Carlier, EJOR 11(1) 1982; Möhring 1989 (series decomposition)",
         params={"relaxation_time_limit": 30.0, "forced_share": 0.3, "waist_share": 0.2, "order_nonzeros": MAX_NONZEROS, "wait_nonzeros": WAIT_NONZEROS, "window_nonzeros": WINDOW_NONZEROS},
+        least={"forced_share": 0.0, "waist_share": 0.0},
+        most={"forced_share": 1.0, "waist_share": 1.0},
+        above={"relaxation_time_limit": 0.0},
     )
 )
 

@@ -104,6 +104,46 @@ def topo_assignment(
     return np.asarray(device, dtype=np.int64)
 
 
+def packed_assignment(inst: PlacementInstance) -> np.ndarray:
+    """Devices chosen by memory alone: colocation groups, largest need first, each on the
+    device with the least room left that still holds it, the fastest for it among equals
+    (best fit decreasing). A device's load is
+    the sum of its ops' whole need (`PlacementInstance.memory_need`), an upper bound of its
+    peak under either memory model, so the assignment fits whenever this returns.
+
+    For the plan source of last resort: the Baechi heuristics place ops in time order and
+    can fail on instances whose memory is tight (two devices of 847 bytes for ops of 622,
+    573, 225, 100, 100 and 74 bytes: m-ETF, m-TOPO and m-SCT run out of room), where a
+    packing by size finds a plan. Raises InfeasibleError when it finds none (which proves
+    nothing: packing is NP-hard)."""
+    need = inst.memory_need()
+    groups = inst.colocation_groups()
+    gneed = np.bincount(groups, weights=need)
+    gtime = np.zeros((gneed.size, inst.n_devices))
+    np.add.at(gtime, groups, inst.time)
+    room = inst.device_memory.astype(float).copy()
+    gdev = np.full(gneed.size, -1, dtype=np.int64)
+    for g in np.argsort(-gneed, kind="stable").tolist():
+        ok = np.flatnonzero(room >= gneed[g])
+        if ok.size == 0:
+            members = np.flatnonzero(groups == g)
+            best = int(np.argmax(room))
+            raise InfeasibleError(
+                f"{inst.name}: packing by memory cannot place op {inst.op_names[int(members[0])]!r} "
+                f"({int(gneed[g])} bytes with its group); device {inst.device_names[best]!r} has {int(room[best])} free",
+                {"op": inst.op_names[int(members[0])], "device": inst.device_names[best], "shortfall_bytes": float(gneed[g] - room[best])},
+            )
+        d = int(ok[np.lexsort((gtime[g, ok], room[ok]))[0]])  # the tightest fit, fastest among equals
+        gdev[g] = d
+        room[d] -= gneed[g]
+    return gdev[groups]
+
+
+def packed_schedule(inst: PlacementInstance) -> Schedule:
+    """`packed_assignment`, timed by the list scheduler (seconds)."""
+    return list_schedule(inst, assignment=packed_assignment(inst))
+
+
 def run_topo(inst: PlacementInstance, ctx: RunContext) -> Outcome:
     """m-TOPO's assignment, timed by the list scheduler (the instance's lists built once)."""
     with gc_paused():  # the lists are freed before the collector resumes

@@ -64,7 +64,8 @@ from distplan.solvers.result import SolverResult
 class SctIndex:
     """What the blocks of the SCT LP share (block contract): per-op times ``p`` (fastest
     device, s), per-edge delays ``c`` (largest over device pairs, s), ``theta`` (the
-    rounding threshold of the decoder), per edge whether its precedence row is implied by
+    rounding threshold of the decoder, in [0, 1] as the LP's x: the formulation's declared
+    range), per edge whether its precedence row is implied by
     the others (``implied``: left out, its x fixed to 1), and the ops that get a makespan
     row (``ends``)."""
 

@@ -19,17 +19,19 @@ import time
 
 import numpy as np
 
+from distplan.errors import InfeasibleError, NoSolutionError
 from distplan.formulations.placement.bounds import placement_bounds
 from distplan.formulations.placement.chains import group_search, layer_chains, layer_groups
 from distplan.formulations.placement.forced import forced_bound
+from distplan.formulations.placement.heuristics import packed_schedule, single_device_schedule, topo_assignment
 from distplan.formulations.placement.improve import cluster_greedy, improve, search_info
-from distplan.formulations.placement.listsched import Schedule
+from distplan.formulations.placement.listsched import Schedule, evaluated_schedule, list_schedule
 from distplan.formulations.placement.milp import heuristic_schedules
 from distplan.formulations.placement.tailsched import polished
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.models.placement_evaluate import evaluate
 from distplan.models.placement_instance import PlacementInstance
-from distplan.models.placement_plan import make_plan
+from distplan.models.placement_plan import PlacementPlan, make_plan
 
 
 def search_deadline(ctx: RunContext, default: float) -> float:
@@ -67,15 +69,63 @@ def improved_schedule(
     return best, origin, info
 
 
+def packed_start(inst: PlacementInstance) -> list[tuple[Schedule, str]]:
+    """The start of last resort, when no Baechi heuristic's plan fits: ops packed onto the
+    devices by memory alone (`heuristics.packed_assignment`, best fit decreasing), timed by
+    the list scheduler and the evaluator. Tight instances that every heuristic fails, as
+    they place ops in time order, have one (two devices of 847 bytes for ops of 622, 573,
+    225, 100, 100 and 74 bytes: placement_search ended NoSolutionError "returned no plan"
+    there). When the packing fails too, NoSolutionError says why each source failed (exit
+    4: none of this proves that no plan exists; `PlacementInstance` raises InfeasibleError
+    where memory proves it)."""
+    try:
+        sched = evaluated_schedule(inst, _plan_of(inst, packed_schedule(inst)))
+        packing = "its plan does not fit (the evaluator rejects it)"
+    except InfeasibleError as exc:
+        sched, packing = None, str(exc)
+    if sched is not None:
+        return [(sched, "memory packing (no Baechi heuristic's plan fits)")]
+    reasons = []
+    for name, make in (
+        ("m-ETF", lambda: list_schedule(inst)),
+        ("m-TOPO", lambda: list_schedule(inst, assignment=topo_assignment(inst))),
+        ("single device", lambda: single_device_schedule(inst)),
+    ):
+        try:
+            got = make()
+            why = "its plan does not fit (the evaluator rejects it)" if evaluated_schedule(inst, _plan_of(inst, got)) is None else "(fits when run alone)"
+        except InfeasibleError as exc:
+            why = str(exc)
+        reasons.append(_labelled(name, _without_name(inst, why)))
+    reasons.append("m-SCT (on the graph and its coarsened graph): no plan that fits")
+    reasons.append(_labelled("packing by memory", _without_name(inst, packing)))
+    raise NoSolutionError(
+        f"{inst.name}: placement_search found no plan to start from, though memory does not prove that none exists; "
+        + "; ".join(reasons)
+        + " (try placement_milp, which decides feasibility)"
+    )
+
+
+def _plan_of(inst: PlacementInstance, sched: Schedule) -> PlacementPlan:
+    return make_plan(inst, sched.device, sched.start)
+
+
+def _labelled(name: str, why: str) -> str:
+    return why if why.startswith(name) else f"{name}: {why}"
+
+
+def _without_name(inst: PlacementInstance, message: str) -> str:
+    prefix = f"{inst.name}: "
+    return message[len(prefix):] if message.startswith(prefix) else message
+
+
 def run_search(inst: PlacementInstance, ctx: RunContext) -> Outcome:
     """Heuristic plans -> local search within the time limit (``default_time_limit``
     seconds without one) -> the best plan, timed by the evaluator's own re-simulation
     under the channel model."""
     t0 = time.perf_counter()
     deadline = search_deadline(ctx, float(ctx.param("default_time_limit", 30.0)))
-    starts = heuristic_schedules(inst, ctx)
-    if not starts:
-        return Outcome(plan=None, solver_results=list(ctx.solver_results), info={"search_stopped": "no heuristic plan fits"})
+    starts = heuristic_schedules(inst, ctx) or packed_start(inst)
     bounds = []
     share = float(ctx.param("forced_share", 0.1))
     if share > 0:  # the forced co-location bound first, with a share of the time
