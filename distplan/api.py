@@ -219,6 +219,8 @@ def _solve(
         limits = [t for t in (outcome.termination, last.termination if last is not None else None) if t in LIMIT_TERMINATIONS]
         if limits:
             raise NoSolutionError(f"{inst.name}: {form.name} found no solution before the limit ({limits[0].value})")
+        if outcome.info.get("no_plan"):  # the formulation says why
+            raise NoSolutionError(f"{inst.name}: {outcome.info['no_plan']}")
         detail = f" ({last.raw_status}: {last.message})" if last is not None else ""
         raise NoSolutionError(f"{inst.name}: {form.name} returned no plan{detail}")
 

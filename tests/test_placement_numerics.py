@@ -177,3 +177,18 @@ def test_a_solver_calling_the_incumbent_infeasible_is_not_believed(monkeypatch: 
     assert res.termination.value == "numerical"
     assert "placement_milp dual bound" not in (res.bound_source or "")
     assert "solver_contradiction" in res.info and res.plan is not None
+
+
+def test_bounds_formulation_runs_in_the_time_unit_too(optima: dict[str, float]) -> None:
+    res = distplan.solve(_load("placement_rev12_g1134"), "placement_bounds")
+    assert res.bound is not None and res.bound <= optima["placement_rev12_g1134"] * (1 + 1e-12)
+    assert res.bound >= 0.999 * optima["placement_rev12_g1134"]  # the relaxation is tight here
+
+
+def test_liveness_milp_charges_what_is_held_to_the_end() -> None:
+    """No heuristic places the ops. The MILP charged only persistent memory under the
+    liveness model, and its placement was refused; charging also the outputs no op
+    consumes (never freed, `PlacementInstance.held_to_end`) gives a placement that fits."""
+    inst = _load("placement_rev12_g391_liveness")
+    res = distplan.solve(inst, "placement_milp")
+    assert res.check is not None and res.check.feasible and res.info["plan_from"] == "placement_milp"

@@ -70,6 +70,8 @@ class Outcome:
     claimed_objective: float | None = None
     #: True when the formulation proved the plan optimal for the instance it was given
     proven_optimal: bool = False
+    #: what the run reports beside the plan; ``info["no_plan"]`` says why a run without a
+    #: plan has none (`distplan.solve` raises `NoSolutionError` with it)
     info: dict[str, Any] = field(default_factory=dict)
     #: the run's termination when it is not the last solver call's (e.g. that call proved
     #: a model restricted below the incumbent infeasible, so the run ended optimal)

@@ -108,6 +108,17 @@ class PlacementInstance(JsonDocument):
             return self.memory + self.temporary + self.output
         return self.memory.copy()
 
+    def held_to_end(self) -> np.ndarray:
+        """Bytes per op its device still holds when every op has run, whatever the schedule
+        (`placement_evaluate.memory_peaks`): the op's memory under the simple model; under
+        the liveness model its persistent memory, and its output when no op consumes it
+        (never freed). A device's peak is at least the sum over its ops."""
+        if self.memory_model != "liveness":
+            return self.memory.copy()
+        sinks = np.ones(self.n_ops, dtype=bool)
+        sinks[self.src] = False
+        return self.memory + np.where(sinks, self.output, 0.0)
+
     def topo_order(self) -> np.ndarray:
         return topological_order(self.n_ops, self.src, self.dst)
 
@@ -403,14 +414,10 @@ def check_total_memory(inst: PlacementInstance) -> None:
     so at the end the devices hold those between them, and a device's peak is at least
     what it holds at the end. Either sum above the total capacity (by more than the
     evaluator's tolerance and rounding) is a proof that no plan exists."""
-    held = inst.memory.tolist()
     what = "the ops' memory"
     if inst.memory_model == "liveness":
-        sinks = np.ones(inst.n_ops, dtype=bool)
-        sinks[inst.src] = False
-        held += inst.output[sinks].tolist()
         what = "the ops' persistent memory and the outputs of ops without consumers (held to the end under the liveness model)"
-    total = math.fsum(held)
+    total = math.fsum(inst.held_to_end().tolist())
     cap = math.fsum(inst.device_memory.tolist())
     if total > cap * (1 + 1e-9) + TOL:
         short = total - cap

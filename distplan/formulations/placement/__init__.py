@@ -14,6 +14,7 @@ from distplan.formulations.placement.bounds import placement_bounds
 from distplan.formulations.placement.coarsen import coarsen
 from distplan.formulations.placement.descendants import MAX_NONZEROS, WAIT_NONZEROS, WINDOW_NONZEROS
 from distplan.formulations.placement.milp import MILP_WAIT_NONZEROS
+from distplan.formulations.placement.time_unit import in_time_unit
 from distplan.formulations.registry import (
     Formulation,
     Outcome,
@@ -181,7 +182,7 @@ register(
         name="placement_bounds",
         description="lower bounds only: forced co-location + one machine, segment bounds added over waist ops, assignment relaxation (cut edges on paths, loads, memory, channels), critical path, work / devices",
         program="milp",
-        run=_run_bounds,
+        run=in_time_unit(_run_bounds),
         bound_only=True,
         reference="Venugopalan & Sinnen, IEEE TPDS 26(1) 2015 (assignment part); Baptiste, Le Pape & Nuijten 2001 (energetic reasoning); Klein & Scholl, EJOR 112(2) 1999 (destructive bounds); Carlier, EJOR 11(1) 1982; Möhring 1989 (series decomposition)",
         params={"relaxation_time_limit": 30.0, "forced_share": 0.3, "waist_share": 0.2, "order_nonzeros": MAX_NONZEROS, "wait_nonzeros": WAIT_NONZEROS, "window_nonzeros": WINDOW_NONZEROS},

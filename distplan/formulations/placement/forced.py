@@ -18,8 +18,8 @@ times, no communication) and the smallest delay c_e of an edge over device pairs
    head and followed by its tail: the preemptive one-machine bound (Jackson's preemptive
    schedule, optimal for 1|r_j, pmtn|max(C_j + q_j); Carlier, EJOR 11(1), 1982) with the
    times of d, minimized over d, exceeds C: impossible.
-3. *Memory.* The group's memory (persistent memory under the liveness model: it is held
-   to the end) exceeds the largest device: impossible.
+3. *Memory.* The group's memory (what it holds to the end under the liveness model:
+   persistent memory and unconsumed outputs, `PlacementInstance.held_to_end`) exceeds the largest device: impossible.
 4. *Memory-driven cuts* (`pathcut`) with these groups: a path whose segments between
    cuts must each hold whole groups within the largest device's memory, and whose cuts
    inside a group are impossible, takes longer than C: impossible.

@@ -30,7 +30,7 @@ window is counted once (the pairs of `tied_pairs` are disjoint). A program for J
 (the placement MILP with one span per part, `milp.JOINED_MILP`) keeps, per part,
 precedence with transfer delays, one op at a time per device, the makespan rows and the
 device loads; the memory rows sum over both parts (the plan holds both, under the simple
-model; only persistent memory under liveness), and a part's ops never conflict with the
+model; only what is held to the end under liveness), and a part's ops never conflict with the
 other part's (two time axes). Device automorphisms of the instance (`device_automorphisms`:
 renamings that keep op times, memory and every link) map a plan to one of equal spans, so
 one op's device may be fixed to a representative of its orbit.

@@ -21,7 +21,8 @@ The model is exact (its optimum is the instance optimum) under the simple memory
 independent links, when every conflicting pair has its disjunction. Otherwise it is a
 relaxation and only its dual bound is used: under Baechi's channel model (a transfer is
 never faster than its delay, and a channel carries one transfer at a time), under the
-liveness memory model (only persistent memory, which is held to the end, is charged), and
+liveness memory model (only what is held to the end, persistent memory and unconsumed
+outputs, is charged), and
 when pairs beyond ``max_pairs`` are left out (the order of those ops is free). Plans are
 always re-scheduled from the solver's device and per-device order and re-evaluated.
 """
@@ -36,13 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from distplan.errors import InfeasibleError, NoSolutionError
+from distplan.errors import InfeasibleError
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.deadline import DeadlineReached, check
 from distplan.formulations.placement import relaxation
 from distplan.formulations.placement.descendants import precedence_load_rows, waiting_load_rows, window_load_rows
 from distplan.formulations.placement.forced import forced_bound
-from distplan.formulations.placement.heuristics import single_device_schedule, topo_assignment
+from distplan.formulations.placement.heuristics import packed_schedule, single_device_schedule, topo_assignment
 from distplan.formulations.placement.improve import SearchProblem, improve, relabelled
 from distplan.formulations.placement.joined import device_automorphisms, orbit_representatives
 from distplan.formulations.placement.listsched import Schedule, evaluated_schedule, list_schedule
@@ -103,17 +104,23 @@ def best_heuristic(inst: PlacementInstance, ctx: RunContext | None = None) -> tu
 
 
 def heuristic_schedules(inst: PlacementInstance, ctx: RunContext | None = None) -> list[tuple[Schedule, str]]:
-    """The evaluated plans of the Baechi heuristics (see `best_heuristic`), best first."""
+    """The evaluated plans of the Baechi heuristics (see `best_heuristic`), best first; when
+    m-ETF, m-TOPO and single device place nothing, a packing by memory
+    (`heuristics.packed_schedule`)."""
     found: list[tuple[Schedule, str]] = []
     makers = [
         ("m-ETF", lambda: list_schedule(inst)),
         ("m-TOPO", lambda: list_schedule(inst, assignment=topo_assignment(inst))),
         ("single device", lambda: single_device_schedule(inst)),
     ]
+    # the source of last resort, when the others place nothing (`packed_assignment`)
+    makers.append(("memory packing", lambda: packed_schedule(inst) if not found else None))
     for name, make in makers:
         try:
             s = make()
         except InfeasibleError:
+            continue
+        if s is None:
             continue
         sched = evaluated_schedule(inst, make_plan(inst, s.device, s.start))
         if sched is not None:
@@ -554,10 +561,10 @@ def run_in_seconds(inst: PlacementInstance, ctx: RunContext, name: str = "placem
     if plan is not None and claimed is not None and not np.isfinite(claimed):
         if sched is None:  # nothing else to return: say why, not "returned no plan (Optimal)"
             refused = evaluate(inst, plan).violations
-            raise NoSolutionError(
-                f"{inst.name}: {name} found no plan the evaluator accepts: its model charges only persistent memory "
+            info["no_plan"] = (
+                f"{name} found no plan the evaluator accepts: its model charges only the memory held to the end "
                 f"(a relaxation of the liveness model), and its placement, scheduled in the solver's order and by the "
-                f"evaluator's own scheduler, is refused ({'; '.join(refused[:2])}); the Baechi heuristics placed no plan either"
+                f"evaluator's own scheduler, is refused ({'; '.join(refused[:2])}); neither the Baechi heuristics nor a packing by memory placed a plan"
             )
         plan, claimed = None, None  # the evaluator rejects it (liveness memory): no plan from the MILP
     if sched is not None and (plan is None or claimed is None or sched.makespan < claimed):
@@ -882,7 +889,7 @@ def _relaxed_because(inst: PlacementInstance, index: MilpIndex) -> str:
     if inst.communication != "independent":
         why.append("channels charged as independent links plus channel loads")
     if inst.memory_model != "simple":
-        why.append("persistent memory only")
+        why.append("memory held to the end only")
     if index.pairs_left_out:
         why.append(f"{index.pairs_left_out} pairs unordered")
     return ", ".join(why)

@@ -13,8 +13,8 @@ The minimum is a shortest path over cut positions (dynamic programming, O(k) wit
 pointers, since a segment that fits stays fitting when shortened, and a sliding-window
 minimum). Segments are checked one by one (two segments on one device are not added up),
 which only lowers the bound. It holds under both communication models (a transfer is never
-faster than its smallest delay) and both memory models (under the liveness model the
-persistent memory, held to the end, is charged). The paths tried are the longest path at
+faster than its smallest delay) and both memory models (under the liveness model what is
+held to the end, persistent memory and unconsumed outputs, is charged). The paths tried are the longest path at
 fastest times and the longest paths through the heaviest colocation groups. Seconds, bytes.
 """
 

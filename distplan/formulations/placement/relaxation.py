@@ -21,8 +21,8 @@ ops on a device:
   inside [T_k + p_k(x), T_i] (``window_nonzeros``); the last two up to `WAIT_MAX_OPS` ops.
 
 Dropping the order makes this a relaxation of the placement problem under both
-communication models and both memory models (under the liveness model only persistent
-memory is charged: it is held to the end): its optimum, and so the MILP's *dual* bound at
+communication models and both memory models (under the liveness model only what is
+held to the end is charged: persistent memory and unconsumed outputs): its optimum, and so the MILP's *dual* bound at
 any gap, is a lower bound on the optimal makespan. Links are relaxed to the fastest pair,
 so devices of one type and memory are interchangeable and the symmetry is broken by
 first use (Margot, "Symmetry in integer linear programming", 50 Years of Integer
@@ -260,9 +260,11 @@ def heads(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
 
 
 def charged_memory(inst: PlacementInstance) -> np.ndarray:
-    """Bytes per op that `memory_capacity` charges to the op's device: under the liveness
-    model the persistent memory (held to the end: a relaxation), else the op's whole need."""
-    return inst.memory if inst.memory_model == "liveness" else inst.memory_need()
+    """Bytes per op that `memory_capacity` charges to the op's device: what the device
+    still holds at the end (`PlacementInstance.held_to_end`): the op's whole need under
+    the simple model; under the liveness model its persistent memory and the output no op
+    consumes (a relaxation: what is freed is not charged)."""
+    return inst.held_to_end()
 
 
 def memory_capacity(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
