@@ -192,3 +192,23 @@ def test_liveness_milp_charges_what_is_held_to_the_end() -> None:
     inst = _load("placement_rev12_g391_liveness")
     res = distplan.solve(inst, "placement_milp")
     assert res.check is not None and res.check.feasible and res.info["plan_from"] == "placement_milp"
+
+
+def test_milp_stopped_early_keeps_the_memory_packing() -> None:
+    """m-ETF, m-TOPO and single device run out of room (two devices of 847 bytes for ops of
+    622, 573, 225, 100, 100 and 74 bytes); stopped before its model, placement_milp returns
+    the packing by memory as its plan (it had none: exit 4)."""
+    sizes = [622, 573, 225, 100, 100, 74]
+    doc = {
+        "format": "distplan/1",
+        "kind": "placement",
+        "name": "tight-pack",
+        "graph": {"ops": [{"name": f"o{i}", "time": 1.0, "memory": b} for i, b in enumerate(sizes)], "edges": [{"src": f"o{i}", "dst": f"o{i + 1}", "bytes": 1e6} for i in range(5)]},
+        "cluster": {"devices": [{"name": "d0", "memory": 847}, {"name": "d1", "memory": 847}], "bandwidth": 1e9},
+    }
+    inst = instance_from_dict(doc)
+    for heuristic in ("baechi_etf", "baechi_topo"):
+        with pytest.raises(distplan.InfeasibleError):
+            distplan.solve(inst, heuristic)
+    res = distplan.solve(inst, "placement_milp", time_limit=1e-6)
+    assert res.check is not None and res.check.feasible and res.info["plan_from"] == "memory packing"
