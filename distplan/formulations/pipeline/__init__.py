@@ -55,7 +55,19 @@ register(
         params=dict(repetend.DEFAULTS),
         nullable=frozenset({"proof_time_limit"}),
         examples={"offsets": 3, "search_time_limit": 5.0},
-        least={"offsets": 1, "search_time_limit": 0.0, "unfold": 1},
+        least={
+            "offsets": 1,
+            "search_time_limit": 0.0,
+            "unfold": 1,
+            "residue_nodes": 0,
+            "repetend_candidates": 1,
+            "justify_all_ops": 0,
+            "flat_time_limit": 0.0,
+            "probe_time_limit": 0.0,
+            "candidate_probe_limit": 0.0,
+            "phase_time_limit": 0.0,
+            "proof_time_limit": 0.0,
+        },
         choices={"phase_model": ("auto", "disjunctive", "time_indexed"), "period_proof": ("residue", "auto", "rate_milp")},
     )
 )

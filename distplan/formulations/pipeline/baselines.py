@@ -21,6 +21,7 @@ warm-up, the greedy's events): on 32 stages and 256 micro-batches 1F1B alone tak
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -36,6 +37,7 @@ from distplan.formulations.pipeline.common import (
     asap,
     block_depth,
     check_capacity,
+    check_size,
     greedy,
     memory_peaks,
     orders_from_starts,
@@ -49,9 +51,11 @@ F, B, W = 0, 1, 2
 class DeviceUnits:
     """Per device: the blocks of each unit kind, in dependency-depth order."""
 
-    def __init__(self, inst: PipelineInstance):
+    def __init__(self, inst: PipelineInstance, deadline: float | None = None):
         depth = block_depth(inst)
         self.inst = inst
+        #: the run's deadline: `each` checks it between chunks of micro-batches
+        self.deadline = deadline
         self.depth = depth
         key = np.lexsort((np.arange(inst.n_blocks), depth))
         rank = np.empty(inst.n_blocks, dtype=np.int64)
@@ -70,6 +74,26 @@ class DeviceUnits:
         if blocks is None:
             blocks = self._sorted[(d, kinds)] = sorted((b for r in kinds for b in self.blocks[d][r]), key=lambda b: self.rank[b])
         return [b * n + m for b in blocks]
+
+    def each(self, d: int, kinds: tuple[int, ...]) -> list[list[int]]:
+        """``[unit(d, kinds, m) for m in range(N)]``, built as one array (N of a million:
+        a second where the list comprehension took several)."""
+        grid = self._grid(d, kinds)
+        out: list[list[int]] = []
+        for lo in range(0, grid.shape[0], _CHUNK):
+            check(self.deadline, "the classic schedule's units")
+            out.extend(grid[lo : lo + _CHUNK].tolist())
+        return out
+
+    def each_flat(self, d: int, kinds: tuple[int, ...]) -> list[int]:
+        """The units of `each` concatenated."""
+        check(self.deadline, "the classic schedule's units")
+        return self._grid(d, kinds).reshape(-1).tolist()
+
+    def _grid(self, d: int, kinds: tuple[int, ...]) -> np.ndarray:
+        n = self.inst.micro_batches
+        blocks = np.asarray(self.unit(d, kinds, 0), dtype=np.int64) if n else np.zeros(0, dtype=np.int64)
+        return blocks[None, :] + np.arange(n, dtype=np.int64)[:, None]
 
 
 def downstream_devices(inst: PipelineInstance) -> np.ndarray:
@@ -105,11 +129,18 @@ def _group_max(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
     return out
 
 
-def _pattern(queues: dict[str, list[list[int]]], tokens: Iterable[str]) -> list[int]:
-    """Concatenate units popped from the named queues in token order (empty queues skip)."""
+#: micro-batches (or tokens) between two deadline checks of the classic schedules' loops
+_CHUNK = 1 << 16
+
+
+def _pattern(queues: dict[str, list[list[int]]], tokens: Iterable[str], deadline: float | None = None) -> list[int]:
+    """Concatenate units popped from the named queues in token order (empty queues skip);
+    `DeadlineReached` past ``deadline`` (checked every `_CHUNK` tokens)."""
     seq: list[int] = []
     units = {name: iter(q) for name, q in queues.items()}
-    for tok in tokens:
+    for i, tok in enumerate(tokens):
+        if deadline is not None and not i % _CHUNK:
+            check(deadline, "the classic schedule's order")
         unit = next(units[tok], None)
         if unit is not None:
             seq.extend(unit)
@@ -121,42 +152,45 @@ def _pattern(queues: dict[str, list[list[int]]], tokens: Iterable[str]) -> list[
 
 def gpipe_orders(inst: PipelineInstance, deadline: float | None = None) -> Orders:
     """All forward units (micro-batch order), then all backward units."""
-    units = DeviceUnits(inst)
-    n = inst.micro_batches
+    units = DeviceUnits(inst, deadline)
     orders: Orders = []
     for d in range(inst.n_devices):
         check(deadline, "the gpipe schedule")
-        seq: list[int] = []
-        for m in range(n):
-            seq.extend(units.unit(d, (F,), m))
-        for m in range(n):
-            seq.extend(units.unit(d, (B, W), m))
-        orders.append(seq)
+        orders.append(units.each_flat(d, (F,)) + units.each_flat(d, (B, W)))
     return orders
 
 
 Queues = list[tuple[list[list[int]], list[list[int]]]]
 
 
-def one_f_one_b_queues(inst: PipelineInstance, per_block: bool = False, units: DeviceUnits | None = None) -> Queues:
+def one_f_one_b_queues(inst: PipelineInstance, per_block: bool = False, units: DeviceUnits | None = None, deadline: float | None = None) -> Queues:
     """Per device, 1F1B's forward and backward units in the order they are taken (they do
-    not depend on the warm-up; see `one_f_one_b_orders`)."""
-    units = DeviceUnits(inst) if units is None else units
-    n = inst.micro_batches
+    not depend on the warm-up; see `one_f_one_b_orders`). `DeadlineReached` past
+    ``deadline``."""
+    units = DeviceUnits(inst, deadline) if units is None else units
     out: Queues = []
     period = float(inst.device_work().max()) if per_block else 0.0
     for d in range(inst.n_devices):
+        check(deadline, "the 1f1b schedule")
         if per_block:
-            # blocks in the order of an ideal pipelined run: depth + m * (busiest device's work)
-            fops = [op for m in range(n) for op in units.unit(d, (F,), m)]
-            bops = [op for m in range(n) for op in units.unit(d, (B, W), m)]
-            fq = [[op] for op in sorted(fops, key=lambda op: (units.depth[op // n] + (op % n) * period, op))]
-            bq = [[op] for op in sorted(bops, key=lambda op: (units.depth[op // n] + (op % n) * period, op))]
+            # blocks in the order of an ideal pipelined run: depth + m * (busiest device's
+            # work), ties by operation id
+            fq = [[op] for op in _ideal_order(units, d, (F,), period)]
+            bq = [[op] for op in _ideal_order(units, d, (B, W), period)]
         else:
-            fq = [units.unit(d, (F,), m) for m in range(n)]
-            bq = [units.unit(d, (B, W), m) for m in range(n)]
+            fq = units.each(d, (F,))
+            check(deadline, "the 1f1b schedule")
+            bq = units.each(d, (B, W))
         out.append((fq, bq))
     return out
+
+
+def _ideal_order(units: DeviceUnits, d: int, kinds: tuple[int, ...], period: float) -> list[int]:
+    """The operations of device ``d`` of the given roles by (depth + m ``period``, id)."""
+    n = units.inst.micro_batches
+    ops = units._grid(d, kinds).reshape(-1)
+    key = units.depth[ops // n] + (ops % n) * period
+    return ops[np.lexsort((ops, key))].tolist()
 
 
 def one_f_one_b_orders(
@@ -174,7 +208,7 @@ def one_f_one_b_orders(
         total = len(fq)
         w = int(min(warmup[d], total))
         tokens = ["F"] * w + ["F", "B"] * max(total, len(bq)) + ["B"] * len(bq)
-        orders.append(_pattern({"F": fq, "B": bq}, tokens))
+        orders.append(_pattern({"F": fq, "B": bq}, tokens, deadline))
     return orders
 
 
@@ -198,7 +232,7 @@ def gpipe(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.nda
     ok, peaks = _fits(inst, orders)
     if not ok:
         raise _memory_error(inst, "gpipe", peaks)
-    return asap(inst, orders), {"schedule": "gpipe"}
+    return asap(inst, orders, deadline=deadline), {"schedule": "gpipe"}
 
 
 def one_f_one_b(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
@@ -206,13 +240,13 @@ def one_f_one_b(inst: PipelineInstance, deadline: float | None = None) -> tuple[
     of the two); when memory is short the warm-up shrinks (all devices together, down to
     one unit in flight)."""
     natural = _group_max(downstream_devices(inst), device_groups(inst))
-    units = DeviceUnits(inst)
+    units = DeviceUnits(inst, deadline)
     nf = np.array([len(units.blocks[d][F]) for d in range(inst.n_devices)])
     found: list[tuple[float, np.ndarray, dict]] = []
     peaks_seen = np.zeros(inst.n_devices)
     for per_block in (False, True):
         check(deadline, "the 1f1b schedule")
-        queues = one_f_one_b_queues(inst, per_block, units)
+        queues = one_f_one_b_queues(inst, per_block, units, deadline)
         warm = natural * (nf if per_block else 1) + (nf - 1 if per_block else 0)
         warm = np.maximum(warm, 0)
         while True:
@@ -225,7 +259,7 @@ def one_f_one_b(inst: PipelineInstance, deadline: float | None = None) -> tuple[
                 if not ok:
                     continue
                 try:
-                    start = asap(inst, orders)
+                    start = asap(inst, orders, deadline=deadline)
                 except SequenceCycleError:
                     continue
                 span = float((start + inst.duration[:, None]).max() - start.min())
@@ -248,7 +282,7 @@ def interleaved_orders(inst: PipelineInstance, deadline: float | None = None) ->
     """Megatron's interleaved order: forward virtual micro-batches in groups of p
     micro-batches per chunk, backward with chunks reversed, warm-up
     ``2 (p - r - 1) + (v - 1) p`` for the device of pipeline rank r."""
-    units = DeviceUnits(inst)
+    units = DeviceUnits(inst, deadline)
     n, p = inst.micro_batches, inst.n_devices
     counts = {(len(units.blocks[d][F]), len(units.blocks[d][B])) for d in range(p)}
     if len(counts) != 1 or next(iter(counts))[0] != next(iter(counts))[1] or next(iter(counts))[0] < 1:
@@ -281,7 +315,7 @@ def interleaved_orders(inst: PipelineInstance, deadline: float | None = None) ->
         total = len(fq)
         warm = min(2 * (p - int(rank[d]) - 1) + (v - 1) * p, total)
         tokens = ["F"] * warm + ["F", "B"] * (total - warm) + ["B"] * warm
-        seq = _pattern({"F": fq, "B": bq}, tokens)
+        seq = _pattern({"F": fq, "B": bq}, tokens, deadline)
         if wb:
             listed = set(seq)
             seq += [w * n + m for m in range(n) for w in wb if w * n + m not in listed]
@@ -291,7 +325,7 @@ def interleaved_orders(inst: PipelineInstance, deadline: float | None = None) ->
 
 def interleaved_1f1b(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
     orders, v = interleaved_orders(inst, deadline)
-    start, info = _ordered(inst, "interleaved_1f1b", orders, "the interleaved order deadlocks on this placement")
+    start, info = _ordered(inst, "interleaved_1f1b", orders, "the interleaved order deadlocks on this placement", deadline=deadline)
     return start, {**info, "chunks": v}
 
 
@@ -309,7 +343,7 @@ def zb_h1_orders(inst: PipelineInstance, deadline: float | None = None) -> Order
     """ZB-H1 on stage i of p: p-i-1 warm-up F, then i times (F, B) with W deferred, then
     (F, B, W) while forwards remain, then (B, W), then the remaining W (same in-flight
     micro-batches as 1F1B; Qi et al. 2024, Sec. 2.1)."""
-    units = DeviceUnits(inst)
+    units = DeviceUnits(inst, deadline)
     n = inst.micro_batches
     down = _group_max(downstream_devices(inst), device_groups(inst))
     p = int(down.max()) + 1
@@ -317,9 +351,10 @@ def zb_h1_orders(inst: PipelineInstance, deadline: float | None = None) -> Order
     for d in range(inst.n_devices):
         check(deadline, "the zb_h1 schedule")
         i = p - 1 - int(down[d])
-        fq = [units.unit(d, (F,), m) for m in range(n)]
-        bq = [units.unit(d, (B,), m) for m in range(n)]
-        wq = [units.unit(d, (W,), m) for m in range(n)]
+        fq = units.each(d, (F,))
+        bq = units.each(d, (B,))
+        check(deadline, "the zb_h1 schedule")
+        wq = units.each(d, (W,))
         seq: list[int] = []
         f = b = w = 0
         for _ in range(p - i - 1):
@@ -332,11 +367,15 @@ def zb_h1_orders(inst: PipelineInstance, deadline: float | None = None) -> Order
                 f += 1
                 b += 1
         while f < n:
+            if not f & 0xFFFF:
+                check(deadline, "the zb_h1 schedule")
             seq += fq[f] + bq[b] + wq[w]
             f += 1
             b += 1
             w += 1
         while b < n:
+            if not b & 0xFFFF:
+                check(deadline, "the zb_h1 schedule")
             seq += bq[b] + wq[w]
             b += 1
             w += 1
@@ -349,7 +388,7 @@ def zb_h1_orders(inst: PipelineInstance, deadline: float | None = None) -> Order
 
 def zb_h1(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
     _need_split(inst, "zb_h1")
-    return _ordered(inst, "zb_h1", zb_h1_orders(inst, deadline), "the ZB-H1 order deadlocks on this placement")
+    return _ordered(inst, "zb_h1", zb_h1_orders(inst, deadline), "the ZB-H1 order deadlocks on this placement", deadline)
 
 
 def zb_h2(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
@@ -364,10 +403,10 @@ def zb_h2(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.nda
     rank = {F: 1, B: 0, W: 2}
     start = greedy(inst, lambda b, m: (rank[int(inst.role_code[b])], m, b), limit, deadline=deadline)
     orders = _orders_of(inst, start)
-    return asap(inst, orders), {"schedule": "zb_h2"}
+    return asap(inst, orders, deadline=deadline), {"schedule": "zb_h2"}
 
 
-def _ordered(inst: PipelineInstance, name: str, orders: Orders, deadlock: str | None = None) -> tuple[np.ndarray, dict]:
+def _ordered(inst: PipelineInstance, name: str, orders: Orders, deadlock: str | None = None, deadline: float | None = None) -> tuple[np.ndarray, dict]:
     """The earliest starts (B, N, seconds) of the schedule ``name``'s device ``orders``;
     `InfeasibleError` when they exceed a device's memory, `InputError` (saying
     ``deadlock``) when they contradict the dependencies."""
@@ -375,7 +414,7 @@ def _ordered(inst: PipelineInstance, name: str, orders: Orders, deadlock: str | 
     if not ok:
         raise _memory_error(inst, name, peaks)
     try:
-        start = asap(inst, orders)
+        start = asap(inst, orders, deadline=deadline)
     except SequenceCycleError:
         raise InputError("schedule", f"{inst.name}: {deadlock or f'the {name} order deadlocks on this instance'}", "use 1f1b") from None
     return start, {"schedule": name}
@@ -383,23 +422,23 @@ def _ordered(inst: PipelineInstance, name: str, orders: Orders, deadlock: str | 
 
 def zb_v(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
     """ZB-V on the V placement (Qi et al. 2024, arXiv 2401.10241 v2; `vshape.zb_v_orders`)."""
-    return _ordered(inst, "zb_v", vshape.zb_v_orders(inst))
+    return _ordered(inst, "zb_v", vshape.zb_v_orders(inst), deadline=deadline)
 
 
 def v_min(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
     """V-Min building block (Qi et al., NeurIPS 2024; `vshape.building_block_orders`)."""
-    return _ordered(inst, "v_min", vshape.building_block_orders(inst, "v_min"))
+    return _ordered(inst, "v_min", vshape.building_block_orders(inst, "v_min"), deadline=deadline)
 
 
 def v_half(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
     """V-Half building block (Qi et al., NeurIPS 2024; `vshape.building_block_orders`)."""
-    return _ordered(inst, "v_half", vshape.building_block_orders(inst, "v_half"))
+    return _ordered(inst, "v_half", vshape.building_block_orders(inst, "v_half"), deadline=deadline)
 
 
 def v_zb(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
     """V-ZB greedy within 1F1B's memory (Qi et al., NeurIPS 2024; `vshape.v_zb_start`)."""
     start = vshape.v_zb_start(inst, deadline)
-    return _ordered(inst, "v_zb", _orders_of(inst, start))
+    return _ordered(inst, "v_zb", _orders_of(inst, start), deadline=deadline)
 
 
 def _orders_of(inst: PipelineInstance, start: np.ndarray) -> Orders:
@@ -432,31 +471,48 @@ def baseline_plan(inst: PipelineInstance, name: str, deadline: float | None = No
 def best_baseline(inst: PipelineInstance, deadline: float | None = None) -> tuple[str, PipelinePlan] | None:
     """The classic schedule with the least objective that fits in memory (or None);
     `DeadlineReached` past ``deadline`` (callers that use it as an optional incumbent
-    catch it and go on without)."""
-    best: tuple[float, str, PipelinePlan] | None = None
+    call `baseline_incumbent`, which keeps the schedules done by then)."""
+    found: list[tuple[float, str, PipelinePlan]] = []
+    _collect(inst, deadline, found)
+    return _least(found)
+
+
+def _collect(inst: PipelineInstance, deadline: float | None, found: list[tuple[float, str, PipelinePlan]]) -> None:
+    """Append (objective, name, plan) of every classic schedule that fits in memory to
+    ``found``, in `SCHEDULES` order (those done stay when `DeadlineReached` stops it)."""
     for name in SCHEDULES:
         try:
             plan = baseline_plan(inst, name, deadline)
         except (InfeasibleError, InputError):
             continue
         chk = evaluate(inst, plan)
-        if chk.feasible and (best is None or chk.objective < best[0] - 1e-12):
-            best = (chk.objective, name, plan)
+        if chk.feasible:
+            found.append((chk.objective, name, plan))
+
+
+def _least(found: list[tuple[float, str, PipelinePlan]]) -> tuple[str, PipelinePlan] | None:
+    """The first of the least objective (within 1e-12) of `_collect`'s schedules."""
+    best: tuple[float, str, PipelinePlan] | None = None
+    for item in found:
+        if best is None or item[0] < best[0] - 1e-12:
+            best = item
     return None if best is None else (best[1], best[2])
 
 
 def baseline_incumbent(inst: PipelineInstance, deadline: float | None) -> tuple[str, PipelinePlan] | None:
-    """`best_baseline` as an optional incumbent: None when ``deadline`` passes first."""
+    """`best_baseline` as an optional incumbent: when ``deadline`` passes first, the best
+    of the schedules done by then (None without any)."""
     if past(deadline):
         return None
-    try:
-        return best_baseline(inst, deadline)
-    except DeadlineReached:
-        return None
+    found: list[tuple[float, str, PipelinePlan]] = []
+    with contextlib.suppress(DeadlineReached):  # the schedules done by then stay
+        _collect(inst, deadline, found)
+    return _least(found)
 
 
 def make_run(name: str) -> Callable[[PipelineInstance, RunContext], Outcome]:
     def run(inst: PipelineInstance, ctx: RunContext) -> Outcome:
+        check_size(inst)
         # past the deadline `DeadlineReached` escapes: no plan before the limit
         return Outcome(plan=baseline_plan(inst, name, ctx.deadline))
 

@@ -102,12 +102,15 @@ def block_tail(inst: PipelineInstance) -> np.ndarray:
     return tail
 
 
-def asap(inst: PipelineInstance, orders: Orders, release: np.ndarray | None = None) -> np.ndarray:
+def asap(inst: PipelineInstance, orders: Orders, release: np.ndarray | None = None, deadline: float | None = None) -> np.ndarray:
     """Earliest start times (B, N) in seconds for the given device sequences.
 
     Every operation must appear in the sequence of each device of its block. Raises
-    `SequenceCycleError` when the sequences and the dependencies form a cycle.
+    `SequenceCycleError` when the sequences and the dependencies form a cycle, and
+    `DeadlineReached` past ``deadline`` (a ``time.perf_counter()`` value; checked every
+    65,536 operations).
     """
+    check(deadline, "the earliest-start schedule")
     nb, n = inst.n_blocks, inst.micro_batches
     nops = nb * n
     arcs = dependency_arcs(inst)
@@ -130,6 +133,7 @@ def asap(inst: PipelineInstance, orders: Orders, release: np.ndarray | None = No
     s_all, d_all, g_all = s_all[order], d_all[order], g_all[order]
     ptr = np.searchsorted(s_all, np.arange(nops + 1))
     indeg = np.bincount(d_all, minlength=nops)
+    check(deadline, "the earliest-start schedule")
     stack = list(np.flatnonzero(indeg == 0)[::-1])
     done = 0
     d_list = d_all.tolist()
@@ -139,6 +143,8 @@ def asap(inst: PipelineInstance, orders: Orders, release: np.ndarray | None = No
     while stack:
         v = stack.pop()
         done += 1
+        if deadline is not None and not done & 0xFFFF:
+            check(deadline, "the earliest-start schedule")
         sv = st[v]
         for k in range(ptr[v], ptr[v + 1]):
             w = d_list[k]
@@ -198,6 +204,26 @@ def memory_peaks(inst: PipelineInstance, orders: Orders) -> np.ndarray:
             pref = np.cumsum(inst.memory[np.asarray(seq) // n])
             peaks[d] = max(0.0, float(pref.max()))
     return peaks
+
+
+#: most operations (blocks x micro-batches) a pipeline schedule is planned for: the device
+#: sequences, start times and checks hold ~100-300 bytes per operation in Python lists
+#: (N = 1e6 micro-batches of 6 blocks: 1-2.3 GB); N = 1e7 (60M operations) ran out of its
+#: time limit and toward 10+ GB
+MAX_OPERATIONS = 1 << 23
+
+
+def check_size(inst: PipelineInstance) -> None:
+    """`InputError` naming ``micro_batches`` when the run has more than `MAX_OPERATIONS`
+    operations (it cannot be planned in reasonable memory)."""
+    ops = inst.n_blocks * inst.micro_batches
+    if ops > MAX_OPERATIONS:
+        most = MAX_OPERATIONS // max(1, inst.n_blocks)
+        raise InputError(
+            "micro_batches",
+            f"{inst.name}: {inst.micro_batches} micro-batches of {inst.n_blocks} blocks are {ops:,} operations, more than the {MAX_OPERATIONS:,} a pipeline schedule is planned for in reasonable memory",
+            f"plan at most {most:,} micro-batches: a steady state repeats, its period and bubble do not change with more",
+        )
 
 
 def check_capacity(inst: PipelineInstance) -> None:

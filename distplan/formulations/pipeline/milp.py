@@ -47,17 +47,26 @@ from typing import Any
 
 from distplan.errors import InfeasibleError, InputError, NoSolutionError
 from distplan.formulations.contract import ModelSpec
-from distplan.formulations.deadline import DeadlineReached, past
+from distplan.formulations.deadline import DeadlineReached, check, past
 from distplan.formulations.pipeline import statesearch
 from distplan.formulations.pipeline.barriers import stacked_plan, stacking
 from distplan.formulations.pipeline.baselines import baseline_incumbent, best_baseline
 from distplan.formulations.pipeline.common import (
     check_capacity,
+    check_size,
     orders_from_starts,
     retime,
     schedule_objective,
 )
-from distplan.formulations.pipeline.opmodel import OP_MODEL, OpIndex, OpProblem, full_problem, prepare_ops, serial_horizon
+from distplan.formulations.pipeline.opmodel import (
+    OP_MODEL,
+    ClosureTooLarge,
+    OpIndex,
+    OpProblem,
+    full_problem,
+    prepare_ops,
+    serial_horizon,
+)
 from distplan.formulations.pipeline.opsolve import choose_model, solve_op_problem
 from distplan.formulations.pipeline.tessel import DEFAULTS, run_tessel
 from distplan.formulations.registry import Bound, Outcome, RunContext, solver_free_bounds
@@ -82,10 +91,12 @@ class WarmStart:
 def whole_problem(inst: PipelineInstance, energy_cuts: bool = True, deadline: float | None = None) -> tuple[OpProblem, WarmStart | None]:
     """Every (block, micro-batch) operation of the run, with the valid horizon (makespan) or
     span bound from the best baseline, and that baseline (the warm start; none when the
-    run's ``deadline`` passes first)."""
+    run's ``deadline`` passes first; then, without one, `DeadlineReached`)."""
     check_capacity(inst)
     best = baseline_incumbent(inst, deadline)
     found = None if best is None else WarmStart.of(inst, *best)
+    if found is None:
+        check(deadline, "the whole-schedule problem")
     prob = full_problem(inst, serial_horizon(inst), energy_cuts)
     if found is not None:
         limit = found.value * (1 + 1e-9) + 1e-9
@@ -140,6 +151,7 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     The run's deadline: the warm starts past it are skipped (baselines, stacked barriers,
     tessel), a model whose build passes it is not solved; the incumbent so far is returned
     with termination TIME_LIMIT (with none, no plan)."""
+    check_size(inst)
     if ctx.options.mip_gap is None:
         ctx.options = ctx.options.with_(mip_gap=1e-6)
     params = dict(ctx.params)
@@ -211,6 +223,11 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
                 prob.span_ub = min(prob.span_ub or math.inf, target)
         try:
             start, res, mdata = solve_op_problem(prob, sub, None if below else incumbent, stage)
+        except ClosureTooLarge as exc:  # too many operations for any model: the incumbent stands
+            info["model"][stage] = {"operations": prob.n, "termination": f"not built ({exc})"}
+            if past(deadline):
+                timed_out = True
+            break
         except DeadlineReached:
             # the build outlasted the stage's time (a short first stage: the next one
             # runs) or the run's (the incumbent stands)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from distplan.formulations.deadline import past
 from distplan.formulations.pipeline.common import (
     integral_data,
 )
@@ -99,13 +100,14 @@ def modulo_heuristic(
     after their dependencies whose modulo-T interval is free on all their devices; keep
     the first T whose flat schedule spans at most ``offsets`` periods and whose
     steady-state memory fits. Integral data: `modulo_backtrack` instead, at most ``nodes``
-    placements in all (a third of them for one period). Returns (sigma, T) or None."""
+    placements in all (a third of them for one period). None when none is found, or when
+    ``deadline`` (a ``time.perf_counter()`` value) passes first; else (sigma, T)."""
     integral = integral_data(inst)
     step = 1.0 if integral else max(t_lb / 64.0, 1e-9)
     t = math.ceil(t_lb - 1e-9) if integral else t_lb
     if integral:
         budget = nodes
-        while t <= t_ub + 1e-9:
+        while t <= t_ub + 1e-9 and not past(deadline):
             sigma_found, used = modulo_backtrack(cy, inst, offsets, int(t), max(2 * cy.n, min(budget, nodes // 3)), deadline)
             budget -= used
             if sigma_found is not None:
@@ -119,7 +121,7 @@ def modulo_heuristic(
         preds[b].append((a, g))
     caps = inst.capacity
     eps = 1e-9 * max(1.0, t_ub)
-    while t <= t_ub + eps:
+    while t <= t_ub + eps and not past(deadline):
         busy: list[list[tuple[float, float]]] = [[] for _ in range(cy.mask.shape[1])]
         sigma = np.zeros(cy.n)
         ok = True

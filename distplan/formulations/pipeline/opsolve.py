@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import InputError
-from distplan.formulations.pipeline.opmodel import OpProblem, build_op_model, integral_problem, warm_vector
+from distplan.formulations.pipeline.opmodel import CLOSURE_MAX_OPS, OpProblem, build_op_model, integral_problem, warm_vector
 from distplan.formulations.pipeline.timeindexed import build_ti_model, ti_size, ti_warm_vector
 from distplan.formulations.registry import RunContext
 from distplan.solvers.result import SolverResult
@@ -33,6 +33,8 @@ def choose_model(prob: OpProblem, model: str = "auto", limit: int = TIME_INDEXED
         return "disjunctive"
     if model == "time_indexed":
         return "time_indexed"
+    if prob.n > CLOSURE_MAX_OPS:  # neither model is built (`opmodel.closure`); sizing it took 21 s at 6M operations
+        return "disjunctive"
     return "time_indexed" if ti_size(prob) <= limit else "disjunctive"
 
 

@@ -48,8 +48,9 @@ from typing import Any
 
 import numpy as np
 
-from distplan.errors import InfeasibleError, InputError
+from distplan.errors import InfeasibleError, InputError, NoSolutionError
 from distplan.formulations.contract import ModelSpec
+from distplan.formulations.deadline import DeadlineReached, check
 from distplan.formulations.pipeline.common import (
     block_depth,
     integral_data,
@@ -60,6 +61,7 @@ from distplan.formulations.registry import RunContext
 from distplan.modeling.model import Model
 from distplan.modeling.scheduling import cyclic_no_overlap, cyclic_precedence, modulo_prefix, winding_triangles
 from distplan.models.pipeline import PipelineInstance
+from distplan.solvers.result import Termination
 
 DEFAULTS: dict[str, Any] = {
     "offsets": None,  # periods one micro-batch may span (None: from the critical path)
@@ -104,13 +106,23 @@ class RepetendIndex:
     heuristic: tuple[np.ndarray, float] | None
     fixed_period: float | None
     feasibility: bool
+    #: the run's deadline (a ``time.perf_counter()`` value; None: none): the build checks it
+    deadline: float | None = None
+
+
+def _build_deadline(params: Mapping[str, Any]) -> float | None:
+    """The earlier of the search's own deadline (``_deadline``, a ``search_time_limit``
+    budget) and the run's (``_run_deadline``); None when neither is set."""
+    given = [float(d) for d in (params.get("_deadline"), params.get("_run_deadline")) if d is not None]
+    return min(given) if given else None
 
 
 def prepare_repetend(inst: PipelineInstance, params: Mapping[str, Any]) -> RepetendIndex:
     """Repetend blocks, period bounds (a heuristic repetend gives the upper bound), offsets,
     and the range of the winding number of every pair of blocks on a device. Parameters:
     ``unfold``, ``offsets``, ``_t`` (a fixed period), ``_feasibility``, ``_below`` (only
-    periods below it are of interest), ``_deadline``."""
+    periods below it are of interest), ``_deadline`` and ``_run_deadline`` (the heuristic
+    and the model's build stop there: `DeadlineReached`)."""
     unfold = int(params.get("unfold", 1))
     if unfold < 1:
         raise InputError("params.unfold", f"expected a positive integer, got {unfold!r}")
@@ -139,7 +151,7 @@ def prepare_repetend(inst: PipelineInstance, params: Mapping[str, Any]) -> Repet
     if fixed is None:
         below = params.get("_below")  # only periods below an incumbent's are of interest
         t_hi = t_ub if below is None else min(t_ub, math.ceil(below - 1e-9) - 1)
-        found = modulo_heuristic(cy, inst, k, t_lb, t_hi, deadline=params.get("_deadline"))
+        found = modulo_heuristic(cy, inst, k, t_lb, t_hi, deadline=_build_deadline(params))
         if found:
             heuristic = (np.asarray(found[0]), float(found[1]))
             t_ub = max(found[1], t_lb)
@@ -158,7 +170,7 @@ def prepare_repetend(inst: PipelineInstance, params: Mapping[str, Any]) -> Repet
     q_lo[before] = 1
     return RepetendIndex(
         cy, t_lb, t_ub, k, dist, ia, ib, q_lo, q_hi, int(roots[0]) if roots.size == 1 else -1, heuristic,
-        None if fixed is None else float(fixed), bool(params.get("_feasibility", False)),
+        None if fixed is None else float(fixed), bool(params.get("_feasibility", False)), _build_deadline(params),
     )
 
 
@@ -192,20 +204,31 @@ def rep_no_overlap(model: Model, inst: PipelineInstance, index: RepetendIndex) -
     cy = index.cyclic
     a, b = index.pair_a, index.pair_b
     wind = cyclic_no_overlap(model, model["theta"], model["rate"], a, b, cy.dur[a], cy.dur[b], index.q_lo, index.q_hi, "modulo")
-    pair_of = {(int(x), int(y)): j for j, (x, y) in enumerate(zip(a.tolist(), b.tolist()))}
-    triples: set[tuple[int, int, int]] = set()
+    check(index.deadline, "the repetend model's build")
+    pair_of = -np.ones((cy.n, cy.n), dtype=np.int64)
+    pair_of[a, b] = np.arange(a.size)
+    parts = []
     for d in range(cy.mask.shape[1]):
-        on = np.flatnonzero(cy.mask[:, d]).tolist()
-        for i, x in enumerate(on):
-            for j in range(i + 1, len(on)):
-                for m in range(j + 1, len(on)):
-                    triples.add((x, on[j], on[m]))
-    if triples:
-        tri = np.array(sorted(triples), dtype=np.int64)
-        ab = np.array([pair_of[(x, y)] for x, y, _ in tri.tolist()])
-        bc = np.array([pair_of[(y, z)] for _, y, z in tri.tolist()])
-        ac = np.array([pair_of[(x, z)] for x, _, z in tri.tolist()])
+        parts.append(_triples(np.flatnonzero(cy.mask[:, d])))
+        check(index.deadline, "the repetend model's build")
+    tri = np.unique(np.concatenate(parts), axis=0) if parts else np.zeros((0, 3), dtype=np.int64)
+    if tri.size:  # sorted, each once (a triple may share several devices)
+        ab, bc, ac = pair_of[tri[:, 0], tri[:, 1]], pair_of[tri[:, 1], tri[:, 2]], pair_of[tri[:, 0], tri[:, 2]]
         winding_triangles(model, wind, ab, bc, ac, "winding-triangle")
+    check(index.deadline, "the repetend model's build")
+
+
+def _triples(on: np.ndarray) -> np.ndarray:
+    """(k, 3) every increasing triple of the sorted node ids ``on``, in lexicographic order."""
+    m = on.size
+    if m < 3:
+        return np.zeros((0, 3), dtype=np.int64)
+    i, j = np.triu_indices(m, 1)
+    count = m - 1 - j  # the third member after j
+    i, j = np.repeat(i, count), np.repeat(j, count)
+    first = np.cumsum(count) - count
+    k = j + 1 + np.arange(i.size) - np.repeat(first, count)
+    return np.stack([on[i], on[j], on[k]], axis=1).astype(np.int64)
 
 
 def rep_memory(model: Model, inst: PipelineInstance, index: RepetendIndex) -> None:
@@ -369,11 +392,19 @@ def offsets_range(inst: PipelineInstance, unfold: int) -> tuple[int, int]:
     return first, max(first, min(largest, hard))
 
 
+#: seconds past the run's deadline that the repetend search's heuristics may take (`search_repetend`)
+SEARCH_GRACE = 1.0
+
+
 def search_repetend(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any]) -> Repetend:
     """Minimize the period over repetends spanning at most K periods, for K from the
     critical path doubling up to what memory allows (stopping at the resource bound, which
     no K beats); then, time-limited, minimize the flat length at the best period."""
     t0 = time.perf_counter()
+    # the heuristics and model builds stop a grace after the run's deadline: the repetend is
+    # all a tessel run has to unroll (v2 on 8 devices, N = 32 at a 0.1 s limit: 431 found in
+    # 0.4 s, else only a classic schedule's 1472), and the limit's tolerance is 2 s
+    params = {**params, "_run_deadline": None if ctx.deadline is None else ctx.deadline + SEARCH_GRACE}
     if params.get("period_proof", "residue") == "residue":
         found = _search_residues(inst, ctx, params, t0)
         if found is not None:
@@ -390,20 +421,29 @@ def search_repetend(inst: PipelineInstance, ctx: RunContext, params: dict[str, A
     for i, k in enumerate(ks):
         last = i == len(ks) - 1
         # the best repetend so far is feasible for a larger K: it warm-starts the next search
-        best = _search_once(inst, ctx, {**params, "offsets": k}, None if best is None else (best[0], best[1]), prove=last)
+        try:
+            best = _search_once(inst, ctx, {**params, "offsets": k}, None if best is None else (best[0], best[1]), prove=last)
+        except DeadlineReached:
+            if best is None:
+                raise
+            best = (best[0], best[1], None, False, best[4], best[5])  # a smaller K's, unproven
+            break
         reached.append((k, best[1], best[0]))
         if best[1] <= best[5].t_lb * (1 + 1e-9) + 1e-12:
             best = (best[0], best[1], best[5].t_lb, True, best[4], best[5])
             break
     assert best is not None
     sigma, period, bound, proven, k, index = best
-    sigma, k = _fewest_offsets(inst, ctx, params, reached, period, sigma, k)
-    if params.get("min_flat_length", True):
-        t1 = time.perf_counter()
-        m2, d2 = REPETEND.build(inst, {**params, "offsets": k, "_t": period}, name="tessel-flat")
-        r2 = sub_ctx(ctx, float(params.get("flat_time_limit", 0.5))).solve_model(m2, warm_start=_warm(m2, d2, sigma, period), build_seconds=time.perf_counter() - t1)
-        if r2.values is not None:
-            sigma = np.asarray(r2.values_by_block["theta"], dtype=float) * period
+    try:
+        sigma, k = _fewest_offsets(inst, ctx, params, reached, period, sigma, k)
+        if params.get("min_flat_length", True):
+            t1 = time.perf_counter()
+            m2, d2 = REPETEND.build(inst, {**params, "offsets": k, "_t": period}, name="tessel-flat")
+            r2 = sub_ctx(ctx, float(params.get("flat_time_limit", 0.5))).solve_model(m2, warm_start=_warm(m2, d2, sigma, period), build_seconds=time.perf_counter() - t1)
+            if r2.values is not None:
+                sigma = np.asarray(r2.values_by_block["theta"], dtype=float) * period
+    except DeadlineReached:  # a model's build ran out of the run's time: the repetend stands
+        pass
     sigma = sigma - sigma.min()
     if integral_data(inst) and float(period).is_integer() and np.all(np.abs(sigma - np.round(sigma)) < 1e-6):
         sigma = np.round(sigma)  # remove the solver's tolerance from integral times
@@ -430,7 +470,7 @@ def _fewest_offsets(
     cy = cyclic_blocks(inst, int(params.get("unfold", 1)))
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        found = modulo_backtrack(cy, inst, mid, int(period), deadline=params.get("_deadline"))[0] if quick else None
+        found = modulo_backtrack(cy, inst, mid, int(period), deadline=_build_deadline(params))[0] if quick else None
         if found is not None:
             hi, best_sigma = mid, found
             continue
@@ -499,7 +539,9 @@ def _search_once(
                 f"{inst.name}: no repetend with at most {data.offsets} micro-batch offsets fits the memory capacity",
                 details={"offsets": data.offsets},
             )
-        raise InfeasibleError(f"{inst.name}: the repetend search found no solution ({res.termination.value})", details={})
+        if res.termination is Termination.TIME_LIMIT:  # stopped by its limit: nothing is proven
+            raise DeadlineReached(f"the repetend search ({res.termination.value})")
+        raise NoSolutionError(f"{inst.name}: the repetend search found no solution ({res.termination.value})")
     period = 1.0 / float(res.values_by_block["rate"][0])
     if integral_data(inst) and abs(period - round(period)) < 1e-6:
         period = float(round(period))

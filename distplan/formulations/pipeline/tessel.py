@@ -36,14 +36,15 @@ from typing import Any
 
 import numpy as np
 
-from distplan.errors import InfeasibleError, NoSolutionError
-from distplan.formulations.deadline import DeadlineReached, past
+from distplan.errors import NoSolutionError
+from distplan.formulations.deadline import DeadlineReached, check, past
 from distplan.formulations.pipeline.baselines import baseline_incumbent
 from distplan.formulations.pipeline.bounds import pipeline_bounds
 from distplan.formulations.pipeline.common import (
     OpArcs,
     asap,
     check_capacity,
+    check_size,
     gather_ends,
     integral_data,
     orders_from_starts,
@@ -59,7 +60,7 @@ from distplan.formulations.pipeline.repetend import DEFAULTS, Repetend, offsets_
 from distplan.formulations.pipeline.residue import residue_search
 from distplan.formulations.pipeline.seqsearch import improve, improve_from
 from distplan.formulations.registry import Outcome, RunContext
-from distplan.models.pipeline import PipelineInstance, evaluate, make_plan
+from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
 from distplan.solvers.result import Termination
 
 
@@ -136,6 +137,7 @@ def complete_phases(
     """Unroll, then re-solve warm-up and cool-down as MILPs against the steady state
     (for small N the whole schedule, warm-started from ``seed`` when it is better)."""
     nb, n = inst.n_blocks, inst.micro_batches
+    check(ctx.deadline, "the warm-up and cool-down completion")
     start = rep.unroll(inst)
     info: dict[str, Any] = {}
     phases = rep.phases(inst)
@@ -158,6 +160,7 @@ def complete_phases(
         flat[ops] = s
         start = flat.reshape(nb, n)
         info["warmup_shift"] = shift
+    check(ctx.deadline, "the warm-up and cool-down completion")
     cool = phases.cooldown
     if cool.any():
         prob, ops, t0 = _phase_problem(inst, start, cool, "cooldown")
@@ -206,7 +209,7 @@ def _complete_whole(
     inst: PipelineInstance, start: np.ndarray, ctx: RunContext, limit: float, model: str, info: dict[str, Any], seed: tuple[str, np.ndarray] | None = None
 ) -> tuple[np.ndarray, dict[str, Any]]:
 
-    unrolled = asap(inst, orders_from_starts(inst, start))
+    unrolled = asap(inst, orders_from_starts(inst, start), deadline=ctx.deadline)
     best, source = unrolled, "unrolled repetend"
     found = baseline_incumbent(inst, ctx.deadline)
     if found is not None and evaluate(inst, found[1]).objective < schedule_objective(inst, unrolled) - 1e-9:
@@ -251,19 +254,37 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     best only above ``justify_all_ops`` operations), unless the best already meets the
     solver-free bound. ``info["completion"]`` names the winner.
 
-    Past the run's deadline the phases after the repetend search stop (the list
-    schedules, the baselines and the justification passes check it): the best candidate
+    A time-limited run computes the classic schedules first (`_limited_fallback`: at
+    most a quarter of its time, milliseconds on ordinary instances), so that it never
+    returns worse than them. The repetend search stops a grace (`repetend.SEARCH_GRACE`)
+    past the deadline; a search stopped by it returns that classic schedule (termination
+    TIME_LIMIT), or, without one, `DeadlineReached` (no plan, never InfeasibleError: the
+    limit proves nothing). Past the deadline the phases after the search stop (the list
+    schedules, the completion and the justification passes check it): the best candidate
     so far is returned with termination TIME_LIMIT (with none, `DeadlineReached`)."""
+    check_size(inst)
     check_capacity(inst)
     params = {**DEFAULTS, **ctx.params}
-    rep = _budgeted_search(inst, ctx, params)
-    rep, picked = _pick_repetend(inst, rep, ctx, params)
-    naive = rep.unroll(inst)
+    fallback = _limited_fallback(inst, ctx, params)
+    try:
+        rep = _budgeted_search(inst, ctx, params)
+        rep, picked = _pick_repetend(inst, rep, ctx, params)
+        naive = rep.unroll(inst)
+    except (DeadlineReached, NoSolutionError) as exc:
+        if fallback is None:
+            raise
+        return _fallback_outcome(inst, ctx, fallback, exc)
     pool = _Candidates(inst)
-    pool.add("naive unroll", asap(inst, orders_from_starts(inst, naive)))
+    if fallback is not None:
+        pool.add(f"baseline {fallback[0]}", fallback[1].start)
+    try:  # (past the deadline too: milliseconds unless N is huge, where asap stops)
+        pool.add("naive unroll", asap(inst, orders_from_starts(inst, naive), deadline=ctx.deadline))
+    except DeadlineReached:
+        if not pool.any_feasible():
+            raise
     info: dict[str, Any] = {"repetend_candidates": picked.pop("candidates", 1)}
     try:
-        name, exact = _complete(inst, ctx, params, rep, picked, naive, pool, info)
+        name, exact = _complete(inst, ctx, params, rep, picked, naive, pool, info, fallback is not None)
     except DeadlineReached:
         if not pool.any_feasible():
             raise
@@ -291,6 +312,28 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     )
 
 
+def _limited_fallback(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any]) -> tuple[str, PipelinePlan] | None:
+    """A time-limited run's classic schedule, computed first (milliseconds on ordinary
+    instances; at most a quarter of the time left): the plan a run stopped by its limit
+    returns when the repetend search has none, and a completion candidate, so that a
+    limited tessel never returns worse than a baseline it could have computed in time.
+    None without a limit (the completion lists the baselines then), with ``baselines``
+    false, or when none applies or fits in that time."""
+    remaining = ctx.remaining_time()
+    if remaining is None or not params.get("baselines", True):
+        return None
+    return baseline_incumbent(inst, time.perf_counter() + remaining / 4)
+
+
+def _fallback_outcome(inst: PipelineInstance, ctx: RunContext, fallback: tuple[str, PipelinePlan], exc: Exception) -> Outcome:
+    """The classic schedule ``fallback`` as the plan of a run whose repetend search ran out
+    of time (``exc``: why): termination TIME_LIMIT."""
+    name, plan = fallback
+    plan_info = {"schedule": "tessel", "completion": f"baseline {name}", "stopped": "time limit", "repetend_search": str(exc)}
+    plan = make_plan(inst, plan.start - plan.start.min(), plan_info)
+    return Outcome(plan=plan, solver_results=list(ctx.solver_results), info=plan_info, termination=Termination.TIME_LIMIT)
+
+
 def _complete(
     inst: PipelineInstance,
     ctx: RunContext,
@@ -300,6 +343,7 @@ def _complete(
     naive: np.ndarray,
     pool: _Candidates,
     info: dict[str, Any],
+    baselines_listed: bool = False,
 ) -> tuple[str, np.ndarray]:
     """`run_tessel`'s completion candidates added to ``pool`` (which holds the naive
     unroll); returns the best (name, (B, N) start times in seconds). `DeadlineReached` past
@@ -314,7 +358,7 @@ def _complete(
     for prio, label in priorities:
         for s in guided(inst, prio, [inst.capacity, steady], deadline):
             pool.add(label, s)
-    if params.get("baselines", True):
+    if params.get("baselines", True) and not baselines_listed:
         found = baseline_incumbent(inst, deadline)
         if found is not None:
             pool.add(f"baseline {found[0]}", found[1].start)
@@ -459,8 +503,11 @@ def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, param
     for _, _, cand in scored[:1]:
         if n < 2 * cand.offsets:  # the small-N completion is left to `run_tessel`
             return cand, {"candidates": len(sigmas)}
-        start, info = complete_phases(inst, cand, ctx, 0.0)
-        value = schedule_objective(inst, asap(inst, orders_from_starts(inst, start)))
+        try:
+            start, info = complete_phases(inst, cand, ctx, 0.0)
+            value = schedule_objective(inst, asap(inst, orders_from_starts(inst, start), deadline=ctx.deadline))
+        except DeadlineReached:  # out of the run's time (large N): `run_tessel` takes it from here
+            return cand, {"candidates": len(sigmas)}
         if best is None or value < best[0] - 1e-9:
             best = (value, cand, start, info)
     assert best is not None
@@ -477,8 +524,8 @@ def _budgeted_search(inst: PipelineInstance, ctx: RunContext, params: dict[str, 
     sub = sub_ctx(ctx, float(budget), share=1.0)
     try:
         return search_repetend(inst, sub, {**params, "_deadline": time.perf_counter() + float(budget)})
-    except InfeasibleError as err:
-        if "found no solution" not in str(err):
+    except (DeadlineReached, NoSolutionError):  # none within the budget: again without it
+        if past(ctx.deadline):
             raise
     finally:
         if sub.solver_results is not ctx.solver_results:
