@@ -292,7 +292,9 @@ def _with_tessel(inst: PipelineInstance, ctx: RunContext, found: WarmStart | Non
     """The better warm start of the best baseline and the tessel heuristic (time-limited
     to a quarter of the remaining time); tightens the horizon / span bound."""
     remaining = ctx.remaining_time()
-    sub = ctx.child(dict(DEFAULTS), None if remaining is None else max(0.5, remaining / 4), share_records=True)
+    # (without the classic schedules: the caller holds them, and a limited tessel would
+    # compute them again first)
+    sub = ctx.child({**DEFAULTS, "baselines": False}, None if remaining is None else max(0.5, remaining / 4), share_records=True)
     try:
         out = run_tessel(inst, sub)
     except (InfeasibleError, InputError, NoSolutionError, DeadlineReached):

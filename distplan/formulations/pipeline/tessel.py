@@ -137,7 +137,9 @@ def complete_phases(
     """Unroll, then re-solve warm-up and cool-down as MILPs against the steady state
     (for small N the whole schedule, warm-started from ``seed`` when it is better)."""
     nb, n = inst.n_blocks, inst.micro_batches
-    check(ctx.deadline, "the warm-up and cool-down completion")
+    big = nb * n > 0xFFFF  # (a small completion runs in milliseconds: past the deadline too)
+    if big:
+        check(ctx.deadline, "the warm-up and cool-down completion")
     start = rep.unroll(inst)
     info: dict[str, Any] = {}
     phases = rep.phases(inst)
@@ -160,7 +162,8 @@ def complete_phases(
         flat[ops] = s
         start = flat.reshape(nb, n)
         info["warmup_shift"] = shift
-    check(ctx.deadline, "the warm-up and cool-down completion")
+    if big:
+        check(ctx.deadline, "the warm-up and cool-down completion")
     cool = phases.cooldown
     if cool.any():
         prob, ops, t0 = _phase_problem(inst, start, cool, "cooldown")
