@@ -38,9 +38,9 @@ def test_megatron_refuses_tensor_parallelism_on_an_outer_mesh_axis(tmp_path: Pat
     outer, inner = tmp_path / "tp0.json", tmp_path / "tp1.json"
     assert cli_run(["solve", "gpt-24layer-2x4", "-f", "megatron", "--param", "tp_axis=0", "--out", str(outer)], capsys)[0] == 0
     rc, out, err = cli_run(["emit", str(outer), "--target", "megatron"], capsys)
-    assert_named_error(rc, out, err, "plan:", "mesh axis 0", "consecutive ranks", "--target dtensor")
-    # on the inner (fastest) axis the flags stay
-    assert cli_run(["solve", "gpt-24layer-2x4", "-f", "megatron", "--out", str(inner)], capsys)[0] == 0
+    assert_named_error(rc, out, err, "plan:", "mesh axis 0", "consecutive ranks", "--target dtensor", "tp_axis=1")
+    # on the inner axis (the hint's tp_axis=1) the flags stay
+    assert cli_run(["solve", "gpt-24layer-2x4", "-f", "megatron", "--param", "tp_axis=1", "--out", str(inner)], capsys)[0] == 0
     rc, out, err = cli_run(["emit", str(inner), "--target", "megatron"], capsys)
     assert rc == 0, err
     assert "--tensor-model-parallel-size 4 " in out

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import backend_params, cli_run, takes_milp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import distplan
 from distplan.formulations.placement.time_unit import MAX_SERIAL_SECONDS, scaled, time_factor
@@ -212,3 +214,130 @@ def test_milp_stopped_early_keeps_the_memory_packing() -> None:
             distplan.solve(inst, heuristic)
     res = distplan.solve(inst, "placement_milp", time_limit=1e-6)
     assert res.check is not None and res.check.feasible and res.info["plan_from"] == "memory packing"
+
+
+def _sequential_peaks(inst: PlacementInstance, device: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Liveness peaks by running the ops one at a time in (start, end, graph) order, each
+    allocation followed by a peak reading: an op frees its temporary bytes when it ends
+    (at once when it takes no time); an output is freed once every consumer has run (a
+    consumer on another device, or one that takes time, once it has ended by the time of
+    the op being allocated; a zero-time consumer on its device, once it has run)."""
+    n = inst.n_ops
+    dur = inst.time[np.arange(n), device]
+    end = start + dur
+    pos = np.empty(n, dtype=np.int64)
+    pos[inst.topo_order()] = np.arange(n)
+    consumers: list[list[int]] = [[] for _ in range(n)]
+    for a, b in zip(inst.src.tolist(), inst.dst.tolist()):
+        consumers[a].append(b)
+    held = np.zeros(inst.n_devices)
+    peak = np.zeros(inst.n_devices)
+    running: set[int] = set()
+    outputs: set[int] = set()
+    ran: set[int] = set()
+    for v in sorted(range(n), key=lambda k: (start[k], end[k], pos[k])):
+        t = start[v]
+        for u in [u for u in running if end[u] <= t]:
+            held[device[u]] -= inst.temporary[u]
+            running.discard(u)
+        for u in [u for u in outputs if all((b in ran) if dur[b] == 0 and device[b] == device[u] else (b in ran and end[b] <= t) for b in consumers[u])]:
+            held[device[u]] -= inst.output[u]
+            outputs.discard(u)
+        held[device[v]] += inst.memory[v] + inst.temporary[v] + inst.output[v]
+        peak[device[v]] = max(peak[device[v]], held[device[v]])
+        if dur[v] > 0:
+            running.add(v)
+        else:
+            held[device[v]] -= inst.temporary[v]
+        if consumers[v]:
+            outputs.add(v)
+        ran.add(v)
+    return peak
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.data())
+def test_liveness_peaks_equal_a_sequential_count(data: st.DataObject) -> None:
+    """Random DAGs (ids not in graph order, most ops taking no time), random devices, the
+    evaluator's own earliest schedule: `memory_peaks` equals the count above."""
+    from distplan.models.placement_evaluate import memory_peaks, schedule_fixed_placement
+
+    n = data.draw(st.integers(2, 7))
+    nd = data.draw(st.integers(1, 3))
+    perm = data.draw(st.permutations(range(n)))
+    edges = [(i, j) for j in range(n) for i in range(j) if data.draw(st.booleans())]
+    ops: list[dict[str, object]] = [{}] * n
+    for t in range(n):
+        ops[perm[t]] = {
+            "name": f"o{t}",
+            "time": data.draw(st.sampled_from([0.0, 0.0, 1.0, 2.0])),
+            "memory": data.draw(st.sampled_from([0, 1, 5])),
+            "temporary": data.draw(st.sampled_from([0, 7, 30])),
+            "output": data.draw(st.sampled_from([0, 10, 100, 1000])),
+        }
+    doc = {
+        "format": "distplan/1",
+        "kind": "placement",
+        "name": "live",
+        "graph": {"ops": ops, "edges": [{"src": f"o{i}", "dst": f"o{j}", "bytes": 0.0} for i, j in edges]},
+        "cluster": {"devices": [{"name": f"d{k}", "memory": 1e9} for k in range(nd)], "bandwidth": 1e9},
+        "model": {"memory": "liveness"},
+    }
+    inst = instance_from_dict(doc)
+    device = np.array(data.draw(st.lists(st.integers(0, nd - 1), min_size=n, max_size=n)))
+    start = schedule_fixed_placement(inst, device)
+    assert memory_peaks(inst, device, start).tolist() == _sequential_peaks(inst, device, start).tolist()
+
+
+def test_a_zero_time_consumer_holds_its_input_however_listed_or_timed() -> None:
+    """Z2 reads Z1's 100-byte output at one instant: 110 bytes held on a device of 105,
+    whether Z2 is listed first (the instant's order had followed op ids: 10 bytes) or starts
+    within the checks' tolerance before Z1 (5e-5 s on a 1000 s makespan: 10 bytes)."""
+
+    def instance(listed_first: bool) -> PlacementInstance:
+        z1 = {"name": "Z1", "time": 0.0, "memory": 0, "output": 100}
+        z2 = {"name": "Z2", "time": 0.0, "memory": 0, "output": 10}
+        doc = {
+            "format": "distplan/1",
+            "kind": "placement",
+            "name": "zero-time-order",
+            "graph": {
+                "ops": [z2, z1, {"name": "P", "time": 1000.0, "memory": 0}] if listed_first else [z1, z2, {"name": "P", "time": 1000.0, "memory": 0}],
+                "edges": [{"src": "Z1", "dst": "Z2", "bytes": 1}, {"src": "Z2", "dst": "P", "bytes": 1}],
+            },
+            "cluster": {"devices": [{"name": "d0", "memory": 105}], "bandwidth": 1e12},
+            "model": {"memory": "liveness"},
+        }
+        return instance_from_dict(doc)
+
+    device = np.zeros(3, dtype=np.int64)
+    for inst, start in ((instance(True), [0.0, 0.0, 0.0]), (instance(False), [5e-5, 0.0, 5e-5])):
+        check = evaluate(inst, make_plan(inst, device, np.array(start)))
+        assert not check.feasible and any("110 bytes" in v for v in check.violations), (start, check.violations)
+        assert not any("before its input" in v for v in check.violations)  # within tolerance
+        with pytest.raises(distplan.NoSolutionError):
+            distplan.solve(inst, "placement_milp")
+
+
+def test_heuristic_plans_with_cross_device_zero_time_readers_are_accepted() -> None:
+    """m-ETF's plan on an instance whose outputs are read at one instant by zero-time ops on
+    the other device: the evaluator frees them as the list scheduler does (it had refused
+    the plan by 2 bytes: PlanCheckError on baechi_etf and baechi_sct)."""
+    inst = _load("placement_rev12_g721_liveness")
+    for name in ("baechi_etf", "baechi_sct"):
+        assert distplan.solve(inst, name).check.feasible
+
+
+def test_liveness_infeasibility_counts_the_bytes_held_to_the_end() -> None:
+    """Three ops each keep a 60-byte output no op reads: 180 bytes held to the end on two
+    devices of 100 (it said "the ops need 0 persistent bytes")."""
+    doc = {
+        "format": "distplan/1",
+        "kind": "placement",
+        "name": "sinks",
+        "graph": {"ops": [{"name": k, "time": 1.0, "memory": 0, "output": 60} for k in "ABC"], "edges": []},
+        "cluster": {"devices": [{"name": "d0", "memory": 100}, {"name": "d1", "memory": 100}], "bandwidth": 1e9},
+        "model": {"memory": "liveness"},
+    }
+    with pytest.raises(distplan.InfeasibleError, match="need 180 bytes held to the end in all, the devices hold 200"):
+        distplan.solve(instance_from_dict(doc), "placement_milp")

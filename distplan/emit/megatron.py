@@ -110,6 +110,12 @@ def _sharding_flags(inst: ShardingInstance, plan: Any, num_layers: int | None = 
         ]  # fmt: skip
     if num_layers is not None:
         have = gpt_layers or llama_layers
+        if not have:
+            raise InputError(
+                "num_layers",
+                f"--num-layers {num_layers} for a sharding plan of {inst.name!r}, whose graph has no GPT or Llama layers to count",
+                "drop --num-layers (it sets the layer count of pipeline plans)",
+            )
         if num_layers != have:
             raise InputError(
                 "num_layers",
@@ -156,7 +162,7 @@ def _sharding_flags(inst: ShardingInstance, plan: Any, num_layers: int | None = 
             f"tensor parallelism is on mesh axis {tp} (size {tp_size}), an outer axis: Megatron puts tensor-parallel groups "
             f"on consecutive ranks, the innermost mesh axis {inner[-1]} (size {inst.mesh.shape[inner[-1]]}), so "
             f"--tensor-model-parallel-size {tp_size} would run a different plan (other links, other memory)",
-            f"solve with tensor parallelism on mesh axis {ndim - 1} (megatron: --param tp_axis=-1), or emit it with --target dtensor (a named mesh)",
+            f"solve with tensor parallelism on mesh axis {ndim - 1} (megatron: --param tp_axis={ndim - 1}), or emit it with --target dtensor (a named mesh)",
         )
     dp = inst.mesh.num_devices // tp_size
     for a in facts["dp_axes"]:

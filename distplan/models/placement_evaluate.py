@@ -172,33 +172,33 @@ def memory_peaks(inst: PlacementInstance, device: np.ndarray, start: np.ndarray)
 
     Liveness: an op allocates its persistent, temporary and output bytes when it starts;
     its temporary bytes are freed when it ends, its output when its last consumer ends.
-    At one instant, what ends there is freed before what starts there is allocated, except
-    what a zero-time op holds: it runs at that instant, after the ops of its device that
-    start there before it (the overlap check's order: start, end, id) and before the ones
-    after it, so its temporary bytes, and the inputs it is the last to read, are freed
-    right after its own allocation; inputs whose last reader is a zero-time op on another
-    device are freed after every allocation of the instant. (Freeing them with the rest
-    had dropped a zero-time op's temporary bytes and inputs from its own peak: review rev12
-    D3, 60 bytes reported where 110 are held.)"""
+    Ops run in graph order: a consumer that the checks' tolerance lets start a little
+    before its producer ends is counted from that end (`execution_starts`). At one
+    instant, what ends there is freed before what starts there is allocated, except what
+    a zero-time op holds: it runs at that instant, after the ops that start there before
+    it (by start, end, then graph order, on every device) and before the ones after it,
+    so its temporary bytes, and the inputs it is the last to read (on any device), are
+    freed right after it runs. (Freeing them with the rest had dropped a zero-time op's
+    temporary bytes and inputs from its own peak: review rev12 D3, 60 bytes reported
+    where 110 are held.) This is the count of running the ops one at a time in that
+    order (tests/test_placement_numerics.py)."""
     nd = inst.n_devices
     if inst.memory_model == "simple":
         return np.bincount(device, weights=inst.memory, minlength=nd)
     n = inst.n_ops
     dur = inst.time[np.arange(n), device]
+    start = execution_starts(inst, np.asarray(start, dtype=float), dur)
     end = start + dur
-    rank = np.empty(n, dtype=np.int64)  # the ops' order on their devices (and overall)
-    rank[np.lexsort((np.arange(n), end, start))] = np.arange(n)
+    pos = np.empty(n, dtype=np.int64)
+    pos[inst.topo_order()] = np.arange(n)
+    rank = np.empty(n, dtype=np.int64)  # the ops' order at one instant
+    rank[np.lexsort((pos, end, start))] = np.arange(n)
     # when each op's output is freed, as an event key (time, phase, rank, step): phase 0
-    # before the instant's allocations, 1 among them (after the allocation of the op of
-    # that rank), 2 after them
+    # before the instant's allocations, 1 among them (right after the zero-time reader of
+    # that rank runs)
     freed: list[tuple[float, int, int, int] | None] = [None] * n
     for a, b in zip(inst.src.tolist(), inst.dst.tolist()):
-        if dur[b] > 0:
-            key = (float(end[b]), 0, 0, 0)
-        elif device[b] == device[a]:
-            key = (float(end[b]), 1, int(rank[b]), 1)
-        else:
-            key = (float(end[b]), 2, 0, 0)
+        key = (float(end[b]), 1, int(rank[b]), 1) if dur[b] == 0 else (float(end[b]), 0, 0, 0)
         if freed[a] is None or key > freed[a]:
             freed[a] = key
     peaks = np.zeros(nd)
@@ -219,6 +219,23 @@ def memory_peaks(inst: PlacementInstance, device: np.ndarray, start: np.ndarray)
             peak = max(peak, cur)
         peaks[d] = peak
     return peaks
+
+
+def execution_starts(inst: PlacementInstance, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Start times (seconds) with no op before the end of an op it consumes: each start
+    raised, in graph order, to its producers' raised ends. Equal to ``start`` for a plan
+    that meets precedence exactly; otherwise raised by the slack the checks allow."""
+    out = start.copy()
+    if inst.n_edges == 0:
+        return out
+    preds: list[list[int]] = [[] for _ in range(inst.n_ops)]
+    for a, b in zip(inst.src.tolist(), inst.dst.tolist()):
+        preds[b].append(a)
+    for v in inst.topo_order().tolist():
+        for u in preds[v]:
+            if out[u] + dur[u] > out[v]:
+                out[v] = out[u] + dur[u]
+    return out
 
 
 def retimed_makespan(inst: PlacementInstance, device: np.ndarray, start: np.ndarray) -> float:

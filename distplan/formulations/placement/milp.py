@@ -544,7 +544,7 @@ def run_in_seconds(inst: PlacementInstance, ctx: RunContext, name: str = "placem
     # model infeasible contradicts itself (numerics): its verdict and bound are not used
     contradicted = sched is not None and result.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED)
     if contradicted:
-        info["solver_contradiction"] = f"{result.backend} called the model infeasible ({result.raw_status}) though the incumbent ({source}, {sched.makespan:.9g} s) satisfies it; its bound is not used"
+        info["solver_contradiction"] = f"{result.backend} called the model infeasible ({result.raw_status}) though the incumbent ({source}) satisfies it; its bound is not used"
     elif result.bound is not None and np.isfinite(result.bound):
         margin = relaxation.dual_bound_margin(inst, result.bound)
         what = "exact" if index.exact else "relaxed: " + _relaxed_because(inst, index)
@@ -597,13 +597,13 @@ run = in_time_unit(run_in_seconds)
 
 def memory_infeasible_text(inst: PlacementInstance, name: str) -> str:
     """Why no placement exists, once the MILP proved it: without memory every placement
-    is feasible, so the devices' memory cannot hold the ops (persistent bytes, the only
-    ones the MILP charges under the liveness model, held to the end). Says the bytes in
+    is feasible, so the devices' memory cannot hold the ops (under the liveness model
+    what the MILP charges: the bytes held to the end, `relaxation.charged_memory`). Says the bytes in
     all against the devices' (short by how much when they are more), else the largest
     colocation group against the largest device, and where m-ETF stopped (bytes)."""
-    persistent = np.asarray(inst.memory, dtype=float)
+    persistent = relaxation.charged_memory(inst)
     total, capacity = float(persistent.sum()), float(np.sum(inst.device_memory))
-    what = "persistent bytes" if inst.memory_model == "liveness" else "bytes"
+    what = "bytes held to the end" if inst.memory_model == "liveness" else "bytes"
     text = f"{inst.name}: no placement fits the devices' memory ({name} proves its model infeasible): the ops need {total:.0f} {what} in all, the devices hold {capacity:.0f}"
     if total > capacity:
         text += f" (short by {total - capacity:.0f} bytes)"

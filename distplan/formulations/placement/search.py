@@ -102,7 +102,7 @@ def packed_start(inst: PlacementInstance) -> list[tuple[Schedule, str]]:
     raise NoSolutionError(
         f"{inst.name}: placement_search found no plan to start from, though memory does not prove that none exists; "
         + "; ".join(reasons)
-        + " (try placement_milp, which decides feasibility)"
+        + (" (try placement_milp, which decides feasibility)" if inst.memory_model == "simple" else "")
     )
 
 
