@@ -392,19 +392,15 @@ def offsets_range(inst: PipelineInstance, unfold: int) -> tuple[int, int]:
     return first, max(first, min(largest, hard))
 
 
-#: seconds past the run's deadline that the repetend search's heuristics may take (`search_repetend`)
-SEARCH_GRACE = 1.0
-
-
 def search_repetend(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any]) -> Repetend:
     """Minimize the period over repetends spanning at most K periods, for K from the
     critical path doubling up to what memory allows (stopping at the resource bound, which
     no K beats); then, time-limited, minimize the flat length at the best period."""
     t0 = time.perf_counter()
-    # the heuristics and model builds stop a grace after the run's deadline: the repetend is
-    # all a tessel run has to unroll (v2 on 8 devices, N = 32 at a 0.1 s limit: 431 found in
-    # 0.4 s, else only a classic schedule's 1472), and the limit's tolerance is 2 s
-    params = {**params, "_run_deadline": None if ctx.deadline is None else ctx.deadline + SEARCH_GRACE}
+    # the heuristics and model builds stop at the run's deadline: limits are hard, so a run
+    # given less time than the search takes keeps a classic schedule (v2 on 8 devices,
+    # N = 32 at a 0.1 s limit: 1472, where the repetend found in 0.4 s gives 431)
+    params = {**params, "_run_deadline": ctx.deadline}
     if params.get("period_proof", "residue") == "residue":
         found = _search_residues(inst, ctx, params, t0)
         if found is not None:

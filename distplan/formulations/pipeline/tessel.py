@@ -259,8 +259,8 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
 
     A time-limited run computes the classic schedules first (`_limited_fallback`: at
     most a quarter of its time, milliseconds on ordinary instances), so that it never
-    returns worse than them. The repetend search stops a grace (`repetend.SEARCH_GRACE`)
-    past the deadline; a search stopped by it returns that classic schedule (termination
+    returns worse than them. The repetend search stops at the deadline; a search
+    stopped by it returns that classic schedule (termination
     TIME_LIMIT), or, without one, `DeadlineReached` (no plan, never InfeasibleError: the
     limit proves nothing). Past the deadline the phases after the search stop (the list
     schedules, the completion and the justification passes check it): the best candidate
