@@ -131,22 +131,34 @@ def asap(inst: PipelineInstance, orders: Orders, release: np.ndarray | None = No
     d_all = np.concatenate(dst)
     g_all = np.concatenate(gap)
     start = np.zeros(nops) if release is None else np.asarray(release, dtype=float).reshape(-1).copy()
-    order = np.argsort(s_all, kind="stable")
-    s_all, d_all, g_all = s_all[order], d_all[order], g_all[order]
-    ptr = np.searchsorted(s_all, np.arange(nops + 1))
-    indeg = np.bincount(d_all, minlength=nops)
-    if big:
-        check(deadline, "the earliest-start schedule")
-    stack = list(np.flatnonzero(indeg == 0)[::-1])
+    st, done = longest_path_starts(nops, s_all, d_all, g_all, start, deadline if big else None, every=0x10000)
+    if done < nops:
+        raise SequenceCycleError("the device sequences contradict the dependencies (the schedule would deadlock)")
+    return st.reshape(nb, n)
+
+
+def longest_path_starts(
+    n: int, src: np.ndarray, dst: np.ndarray, gap: np.ndarray, start: np.ndarray, deadline: float | None = None, every: int = 0
+) -> tuple[np.ndarray, int]:
+    """Earliest starts (seconds) of ``n`` operations from ``start`` along arcs
+    ``src -> dst`` (``start[dst] >= start[src] + gap``), in Kahn's order, and how many
+    operations were reached (fewer than ``n``: the arcs hold a cycle). ``deadline`` is
+    checked once the arcs are sorted, and with ``every`` > 0 after each ``every``
+    operations (`DeadlineReached`). Plain lists: numpy scalars one at a time cost ~10x
+    (6M operations: 17 s, ~3 s this way)."""
+    order = np.argsort(src, kind="stable")
+    src, dst, gap = src[order], dst[order], gap[order]
+    ptr = np.searchsorted(src, np.arange(n + 1)).tolist()
+    indeg = np.bincount(dst, minlength=n)
+    check(deadline, "the earliest-start schedule")
+    stack = np.flatnonzero(indeg == 0)[::-1].tolist()
+    d_list, g_list = dst.tolist(), gap.astype(float).tolist()
+    st, indeg_l = start.tolist(), indeg.tolist()
     done = 0
-    d_list = d_all.tolist()
-    g_list = g_all.tolist()
-    st = start.tolist()
-    indeg_l = indeg.tolist()
     while stack:
         v = stack.pop()
         done += 1
-        if deadline is not None and not done & 0xFFFF:
+        if every and not done % every:
             check(deadline, "the earliest-start schedule")
         sv = st[v]
         for k in range(ptr[v], ptr[v + 1]):
@@ -157,9 +169,7 @@ def asap(inst: PipelineInstance, orders: Orders, release: np.ndarray | None = No
             indeg_l[w] -= 1
             if indeg_l[w] == 0:
                 stack.append(w)
-    if done < nops:
-        raise SequenceCycleError("the device sequences contradict the dependencies (the schedule would deadlock)")
-    return np.asarray(st).reshape(nb, n)
+    return np.asarray(st, dtype=float), done
 
 
 def topological_rank(inst: PipelineInstance) -> np.ndarray:
