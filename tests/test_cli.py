@@ -95,9 +95,17 @@ def test_exit_code_3_for_infeasible(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "short by" in err and "device" in err
 
 
-def test_exit_code_4_without_a_solution_in_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # memory so tight that every heuristic fails (no warm start; a plan exists), and HiGHS
+def test_exit_code_4_without_a_solution_in_time(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # memory so tight that every heuristic fails (no warm start; a plan exists; the packing
+    # by memory, placement_milp's source of last resort, made to fail too), and HiGHS
     # stopped at the root without heuristics
+    from distplan.errors import InfeasibleError
+    from distplan.formulations.placement import milp
+
+    def no_packing(inst: object) -> None:
+        raise InfeasibleError("packing made to fail by the test")
+
+    monkeypatch.setattr(milp, "packed_schedule", no_packing)
     doc = load_document("placement-small-4")
     doc["cluster"]["devices"] = [dict(d, memory=d["memory"] * 0.8) for d in doc["cluster"]["devices"]]
     path = write(tmp_path, doc)
