@@ -341,3 +341,31 @@ def test_liveness_infeasibility_counts_the_bytes_held_to_the_end() -> None:
     }
     with pytest.raises(distplan.InfeasibleError, match="need 180 bytes held to the end in all, the devices hold 200"):
         distplan.solve(instance_from_dict(doc), "placement_milp")
+
+
+def test_a_start_within_tolerance_is_counted_where_it_is_written_too() -> None:
+    """C (on d1, 100-byte output) reads A and starts 0.9 tolerance before A ends; X's
+    100-byte output on d1 is freed when Y (on d2) ends, between C's written start and A's
+    end. As written, d1 holds 200 bytes of its 150: refused (counting C only from A's end,
+    the raised start, had found 100)."""
+    ops = [
+        {"name": "A", "time": 1.0, "memory": 0},
+        {"name": "C", "time": 1.0, "memory": 0, "output": 100},
+        {"name": "X", "time": 0.5, "memory": 0, "output": 100},
+        {"name": "Y", "time": 0.1, "memory": 0},
+    ]
+    doc = {
+        "format": "distplan/1",
+        "kind": "placement",
+        "name": "slack-memory",
+        "graph": {"ops": ops, "edges": [{"src": "A", "dst": "C", "bytes": 0}, {"src": "X", "dst": "Y", "bytes": 0}]},
+        "cluster": {"devices": [{"name": "d0", "memory": 1000}, {"name": "d1", "memory": 150}, {"name": "d2", "memory": 1000}], "bandwidth": 1e12},
+        "model": {"memory": "liveness"},
+    }
+    inst = instance_from_dict(doc)
+    slack = 0.9 * 1e-7 * 2.0  # within the checks' 1e-7 x makespan
+    c = 1.0 - slack
+    y_end = (c + 1.0) / 2
+    check = evaluate(inst, make_plan(inst, np.array([0, 1, 1, 2]), np.array([0.0, c, 0.0, y_end - 0.1])))
+    assert not any("before its input" in v for v in check.violations)
+    assert not check.feasible and check.details["memory_peak_bytes"][1] == 200.0

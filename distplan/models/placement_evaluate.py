@@ -173,7 +173,9 @@ def memory_peaks(inst: PlacementInstance, device: np.ndarray, start: np.ndarray)
     Liveness: an op allocates its persistent, temporary and output bytes when it starts;
     its temporary bytes are freed when it ends, its output when its last consumer ends.
     Ops run in graph order: a consumer that the checks' tolerance lets start a little
-    before its producer ends is counted from that end (`execution_starts`). At one
+    before its producer ends is counted both at its written start and from that end
+    (`execution_starts`; the raises add up along a chain, so the peak is the larger of
+    the two counts: review rev12, a 1000-op chain had moved an allocation past a free). At one
     instant, what ends there is freed before what starts there is allocated, except what
     a zero-time op holds: it runs at that instant, after the ops that start there before
     it (by start, end, then graph order, on every device) and before the ones after it,
@@ -185,9 +187,18 @@ def memory_peaks(inst: PlacementInstance, device: np.ndarray, start: np.ndarray)
     nd = inst.n_devices
     if inst.memory_model == "simple":
         return np.bincount(device, weights=inst.memory, minlength=nd)
-    n = inst.n_ops
-    dur = inst.time[np.arange(n), device]
-    start = execution_starts(inst, np.asarray(start, dtype=float), dur)
+    dur = inst.time[np.arange(inst.n_ops), device]
+    written = np.asarray(start, dtype=float)
+    raised = execution_starts(inst, written, dur)
+    peaks = _liveness_peaks(inst, device, written, dur)
+    if not np.array_equal(raised, written):  # both orders must fit: the raises add up along a chain
+        peaks = np.maximum(peaks, _liveness_peaks(inst, device, raised, dur))
+    return peaks
+
+
+def _liveness_peaks(inst: PlacementInstance, device: np.ndarray, start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """`memory_peaks` under the liveness model for these start times (seconds)."""
+    n, nd = inst.n_ops, inst.n_devices
     end = start + dur
     pos = np.empty(n, dtype=np.int64)
     pos[inst.topo_order()] = np.arange(n)
