@@ -171,13 +171,16 @@ def test_too_many_micro_batches_is_a_named_error(formulation):
 
 def test_limited_pipeline_milp_keeps_the_tessel_warm_start():
     """The deadline checks must not cost small runs their repetend: nn on 8 devices, N = 32
-    at 1F1B's memory, 5 s: the tessel warm start (431) beats the stacked barriers (1300)
+    at 1F1B's memory, 5 s: the tessel warm start beats the stacked barriers (1300)
     (a check at the naive unroll's entry had dropped it, at 1 s and 3 s)."""
     inst = make_pipeline("nn", 8, 32, forward_time=2.0, backward_time=3.0, weight_time=1.0)
     peak = distplan.solve(inst, formulation="1f1b").check.details["devices"]
     inst = inst.with_(memory_capacity=max(d["peak_memory"] for d in peak.values()))
     res = distplan.solve(inst, formulation="pipeline_milp", time_limit=5.0)
-    assert res.objective <= 431.0 + 1e-9, res.plan.info
+    # the warm start is tessel's, not the stacked barriers' 1300 (how far tessel's search
+    # gets in its share of the time depends on the machine's load: 431 alone, 658 seen
+    # under the full suite on 2 busy cores)
+    assert res.plan.info.get("warm_start") == "tessel" and res.objective < 1300.0, res.plan.info
 
 
 def test_a_limited_search_leaves_time_for_the_completion():
@@ -188,3 +191,21 @@ def test_a_limited_search_leaves_time_for_the_completion():
     res = distplan.solve(inst, formulation="tessel", period_proof="rate_milp", time_limit=3.0)
     assert res.objective <= 160.0, res.plan.info.get("completion")
     assert res.plan.info.get("completion") != "naive unroll"
+
+
+def test_a_small_earliest_start_schedule_runs_past_the_deadline():
+    """The earliest-start schedule of a small run takes milliseconds, so it runs past the
+    deadline instead of losing the repetend's unroll (the check at its entry had dropped
+    it: pipeline_milp on nn 8 x 32 ended with the stacked barriers' 1300 instead of 431);
+    above 65,536 operations it stops there."""
+    from distplan.formulations.pipeline.common import asap, orders_from_starts
+
+    small = make_pipeline("nn", 8, 32, forward_time=2.0, backward_time=3.0, weight_time=1.0)
+    plan = distplan.solve(small, formulation="1f1b").plan
+    orders = orders_from_starts(small, plan.start)
+    starts = asap(small, orders, deadline=time.perf_counter() - 1.0)
+    assert np.allclose(starts - starts.min(), plan.start - plan.start.min())
+    big = make_pipeline("nn", 8, 0x10000 // small.n_blocks + 1, forward_time=2.0, backward_time=3.0, weight_time=1.0)
+    assert big.n_blocks * big.micro_batches > 0xFFFF
+    with pytest.raises(DeadlineReached):
+        asap(big, baselines.gpipe_orders(big), deadline=time.perf_counter() - 1.0)
