@@ -13,7 +13,14 @@ from distplan.formulations.deadline import DeadlineReached
 from distplan.formulations.registry import Bound, RunContext, get_folder, get_formulation
 from distplan.models.common import Check, kind_spec
 from distplan.solvers.base import BackendError, SolveOptions, get_backend
-from distplan.solvers.result import LIMIT_TERMINATIONS, SolutionStatus, SolverResult, Termination, relative_gap
+from distplan.solvers.result import (
+    INFEASIBLE_TERMINATIONS,
+    LIMIT_TERMINATIONS,
+    SolutionStatus,
+    SolverResult,
+    Termination,
+    relative_gap,
+)
 
 #: default relative gap under which a plan counts as optimal, passed to every backend as its
 #: relative MIP gap (HiGHS's, CBC's and SCIP's own default); each Result records the one used
@@ -214,7 +221,7 @@ def _solve(
         return _bound_only_result(inst, form.name, be.name, be.version(), outcome.bounds, spec, time.perf_counter() - t_start)
 
     if outcome.plan is None:
-        if last is not None and last.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED):
+        if last is not None and last.termination in INFEASIBLE_TERMINATIONS:
             raise InfeasibleError(f"{inst.name}: {form.name} found the problem infeasible ({last.raw_status})")
         limits = [t for t in (outcome.termination, last.termination if last is not None else None) if t in LIMIT_TERMINATIONS]
         if limits:

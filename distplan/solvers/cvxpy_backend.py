@@ -38,7 +38,7 @@ from distplan.modeling.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.capture import captured_output, echo_to_stderr
 from distplan.solvers.common import with_margin
-from distplan.solvers.result import SolutionStatus, SolverResult, Termination
+from distplan.solvers.result import INFEASIBLE_TERMINATIONS, SolutionStatus, SolverResult, Termination
 
 # OSQP's native library segfaults in ``setup`` when it is first loaded after PuLP (PuLP's
 # import pulls in highspy and pyscipopt; measured with osqp 1.1.3 / pulp 3.x): loading it
@@ -455,7 +455,7 @@ def _make_solve(spec: SolverSpec, backend_name: str) -> Callable[[ModelArrays, S
         problem, x = arrays_to_problem(arrays)
         build = time.perf_counter() - t0
         result, _ = _run(spec, problem, options, backend_name)
-        if spec.name == "SCIPY" and arrays.is_mip and result.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED):
+        if spec.name == "SCIPY" and arrays.is_mip and result.termination in INFEASIBLE_TERMINATIONS:
             result = _without_presolve(spec, problem, options, backend_name, result, time.perf_counter() - t0)
         result.handover_seconds += build
         result.extra["problem_build_seconds"] = build

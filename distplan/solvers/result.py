@@ -41,6 +41,9 @@ class SolutionStatus(StrEnum):
     OPTIMAL = "optimal"
 
 
+#: Terminations that say the model has no feasible point.
+INFEASIBLE_TERMINATIONS = frozenset({Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED})
+
 #: Terminations that mean "a limit stopped the search".
 LIMIT_TERMINATIONS = frozenset(
     {

@@ -24,7 +24,7 @@ from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import RunContext
 from distplan.modeling.model import Model
-from distplan.solvers.result import Termination
+from distplan.solvers.result import INFEASIBLE_TERMINATIONS
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ RELAX_ONE = ModelSpec("bandwidth-relax-one", prepare_subset, (bandwidth_block, r
 def _infeasible(ctx: RunContext, prog: Program, subset: list[Element]) -> bool | None:
     model, _ = FEASIBILITY.build(prog, {"subset": subset})
     result = ctx.solve_model(model)
-    if result.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED):
+    if result.termination in INFEASIBLE_TERMINATIONS:
         return True
     if result.has_solution:
         return False

@@ -102,6 +102,12 @@ def block_tail(inst: PipelineInstance) -> np.ndarray:
     return tail
 
 
+#: operations up to which an earliest-start schedule, or the completion of a repetend,
+#: takes milliseconds: such a step runs past the deadline (its result is what a stopped
+#: run returns); above, it checks the deadline
+CHEAP_OPS = 0xFFFF
+
+
 def asap(inst: PipelineInstance, orders: Orders, release: np.ndarray | None = None, deadline: float | None = None) -> np.ndarray:
     """Earliest start times (B, N) in seconds for the given device sequences.
 
@@ -112,7 +118,7 @@ def asap(inst: PipelineInstance, orders: Orders, release: np.ndarray | None = No
     """
     nb, n = inst.n_blocks, inst.micro_batches
     nops = nb * n
-    big = nops > 0xFFFF  # (a small one runs in milliseconds: past the deadline too)
+    big = nops > CHEAP_OPS
     if big:
         check(deadline, "the earliest-start schedule")
     arcs = dependency_arcs(inst)

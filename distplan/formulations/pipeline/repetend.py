@@ -437,6 +437,20 @@ def search_repetend(inst: PipelineInstance, ctx: RunContext, params: dict[str, A
             break
     assert best is not None
     sigma, period, bound, proven, k, index = best
+    sigma, k = _polished(inst, ctx, params, reached, period, sigma, k)
+    sigma = sigma - sigma.min()
+    if integral_data(inst) and float(period).is_integer() and np.all(np.abs(sigma - np.round(sigma)) < 1e-6):
+        sigma = np.round(sigma)  # remove the solver's tolerance from integral times
+    return Repetend(sigma, period, bound, proven, int(k), int(index.cyclic.unfold), time.perf_counter() - t0)
+
+
+def _polished(
+    inst: PipelineInstance, ctx: RunContext, params: dict[str, Any], reached: list[tuple[int, float, np.ndarray]], period: float, sigma: np.ndarray, k: int
+) -> tuple[np.ndarray, int]:
+    """The repetend at ``period`` (flat starts ``sigma``, seconds, over ``k`` periods) with
+    the fewest offsets (`_fewest_offsets`), then (``min_flat_length``) the least flat
+    length; each step only improves a feasible repetend, so when the run's deadline stops
+    one (a model's build), the repetend of the steps done so far is returned."""
     try:
         sigma, k = _fewest_offsets(inst, ctx, params, reached, period, sigma, k)
         if params.get("min_flat_length", True):
@@ -445,12 +459,9 @@ def search_repetend(inst: PipelineInstance, ctx: RunContext, params: dict[str, A
             r2 = sub_ctx(ctx, float(params.get("flat_time_limit", 0.5))).solve_model(m2, warm_start=_warm(m2, d2, sigma, period), build_seconds=time.perf_counter() - t1)
             if r2.values is not None:
                 sigma = np.asarray(r2.values_by_block["theta"], dtype=float) * period
-    except DeadlineReached:  # a model's build ran out of the run's time: the repetend stands
-        pass
-    sigma = sigma - sigma.min()
-    if integral_data(inst) and float(period).is_integer() and np.all(np.abs(sigma - np.round(sigma)) < 1e-6):
-        sigma = np.round(sigma)  # remove the solver's tolerance from integral times
-    return Repetend(sigma, period, bound, proven, int(k), int(index.cyclic.unfold), time.perf_counter() - t0)
+    except DeadlineReached:
+        return sigma, k
+    return sigma, k
 
 
 def _fewest_offsets(

@@ -41,6 +41,7 @@ from distplan.formulations.deadline import DeadlineReached, check, past
 from distplan.formulations.pipeline.baselines import baseline_incumbent
 from distplan.formulations.pipeline.bounds import pipeline_bounds
 from distplan.formulations.pipeline.common import (
+    CHEAP_OPS,
     OpArcs,
     asap,
     check_capacity,
@@ -137,7 +138,7 @@ def complete_phases(
     """Unroll, then re-solve warm-up and cool-down as MILPs against the steady state
     (for small N the whole schedule, warm-started from ``seed`` when it is better)."""
     nb, n = inst.n_blocks, inst.micro_batches
-    big = nb * n > 0xFFFF  # (a small completion runs in milliseconds: past the deadline too)
+    big = nb * n > CHEAP_OPS
     if big:
         check(ctx.deadline, "the warm-up and cool-down completion")
     start = rep.unroll(inst)

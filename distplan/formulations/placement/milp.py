@@ -69,7 +69,7 @@ from distplan.models.graphs import transitive_closure
 from distplan.models.placement_evaluate import evaluate, schedule_fixed_placement
 from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import PlacementPlan, make_plan
-from distplan.solvers.result import SolverResult, Termination
+from distplan.solvers.result import INFEASIBLE_TERMINATIONS, SolverResult, Termination
 
 SCALE = relaxation.SCALE
 #: nonzeros of the waiting and of the window rows (`descendants`) in the MILP at most
@@ -542,7 +542,7 @@ def run_in_seconds(inst: PlacementInstance, ctx: RunContext, name: str = "placem
     result = ctx.solve_model(model, warm_start=start, build_seconds=build)
     # the incumbent lies in the model (w <= H is its makespan), so a solver that calls the
     # model infeasible contradicts itself (numerics): its verdict and bound are not used
-    contradicted = sched is not None and result.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED)
+    contradicted = sched is not None and result.termination in INFEASIBLE_TERMINATIONS
     if contradicted:
         info["solver_contradiction"] = f"{result.backend} called the model infeasible ({result.raw_status}) though the incumbent ({source}) satisfies it; its bound is not used"
     elif result.bound is not None and np.isfinite(result.bound):
@@ -554,7 +554,7 @@ def run_in_seconds(inst: PlacementInstance, ctx: RunContext, name: str = "placem
     info.update(incumbent=source, exact_model=bool(index.exact))
     if index.pairs_left_out:
         info["pairs_left_out"] = index.pairs_left_out
-    if sched is None and result.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED):
+    if sched is None and result.termination in INFEASIBLE_TERMINATIONS:
         raise InfeasibleError(memory_infeasible_text(inst, name), details={"proven_by": f"{name} ({result.backend})"})
     if result.has_solution:
         plan, claimed = decode(inst, result, index)

@@ -37,7 +37,7 @@ from distplan.formulations.sharding.costgraph import CostGraph, build_cost_graph
 from distplan.formulations.sharding.expert_plans import expert_if_better
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.sharding import GB, TIGHTEST_POINT, ShardingInstance, ShardingPlan, bytes_over, missing_text
-from distplan.solvers.result import SolverResult, Termination
+from distplan.solvers.result import INFEASIBLE_TERMINATIONS, SolverResult, Termination
 
 #: objective coefficients are microseconds
 OBJECTIVE_SCALE = 1e6
@@ -423,7 +423,7 @@ def run_alpa_ilp(instance: ShardingInstance | FoldedSharding, ctx: RunContext) -
     info["cost_graph"] = {"nodes": graph.num_nodes, "edges": len(graph.edge_cost), "strategies": int(graph.strategy_counts().sum())}
     bounds = [Bound(info["bound_seconds"], f"alpa_ilp dual bound ({ctx.backend.name})")] if "bound_seconds" in info else []
     plan = ShardingPlan(graph.plan(choice)) if choice is not None else None
-    if not info.get("optimal") and isinstance(instance, ShardingInstance) and (res is None or res.termination not in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED)):
+    if not info.get("optimal") and isinstance(instance, ShardingInstance) and (res is None or res.termination not in INFEASIBLE_TERMINATIONS):
         plan = expert_if_better(instance, plan, info, "alpa_ilp")
     if plan is None:
         return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info)

@@ -70,7 +70,7 @@ from distplan.formulations.sharding.costgraph import (
 from distplan.formulations.sharding.expert_plans import expert_if_better
 from distplan.models.sharding import ShardingInstance, ShardingPlan
 from distplan.models.sharding_costs import strategy_name
-from distplan.solvers.result import LIMIT_TERMINATIONS, SolverResult, Termination
+from distplan.solvers.result import INFEASIBLE_TERMINATIONS, LIMIT_TERMINATIONS, Termination
 
 REFERENCE = "Shi et al., TAP, arXiv 2302.00247 (folded search over repeated subgraphs)"
 DEFAULTS: dict[str, Any] = {"exact": True, "certify": True, "lp_first": True, "dp": True, "dp_max_rows": DP_MAX_ROWS, "min_copies": 2, "wl_iterations": 2, "max_states": MAX_STATES}
@@ -115,10 +115,6 @@ def plan_of_choice(sk: Skeleton, tables: CostTables, choice: np.ndarray) -> Shar
     named = {code: [strategy_name(st) for st in tables.node(sk, i).strategies[code % width]] for code, i in node_of.items()}
     ops = map(names.__getitem__, sk.member_ops.tolist())  # every node's member ops, node by node
     return ShardingPlan(dict(zip(ops, chain.from_iterable(map(named.__getitem__, codes)))))
-
-
-def _proven_infeasible(last: SolverResult | None) -> bool:
-    return last is not None and last.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED)
 
 
 def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
@@ -175,7 +171,7 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
     plan = plan_of_choice(sk, tables, sol.choice) if sol.choice is not None else None
     info["unfold_seconds"] = time.perf_counter() - t3
     info["objective_seconds"] = sol.objective
-    if not sol.optimal and not _proven_infeasible(sol.last):
+    if not sol.optimal and (sol.last is None or sol.last.termination not in INFEASIBLE_TERMINATIONS):
         plan = expert_if_better(instance, plan, info, "tap")
     if plan is None:
         return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info)
