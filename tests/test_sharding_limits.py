@@ -30,16 +30,24 @@ def _best_expert(inst: ShardingInstance) -> float:
     return min(seconds)
 
 
-@pytest.fixture(scope="module")
-def big() -> tuple[ShardingInstance, float]:
+def big_instance() -> tuple[ShardingInstance, float]:
     """GPT-3 175B on 8x8: building Alpa's ILP alone takes longer than the 10 ms limit, so
     the solver never starts (a time-limited call with no plan, `RunContext.deadline`)."""
     inst = distplan.load_instance("gpt3-175b-64gpu-nomem")
     return inst, _best_expert(inst)
 
 
+@pytest.fixture(scope="module")
+def big() -> tuple[ShardingInstance, float]:
+    return big_instance()
+
+
 @pytest.mark.parametrize("backend", MILP_BACKENDS)
-@pytest.mark.parametrize(("formulation", "params"), [("alpa_ilp", {}), ("tap", {"dp": False}), ("tap", {"exact": False})], ids=["alpa_ilp", "tap-milp", "tap-shared"])
+@pytest.mark.parametrize(
+    ("formulation", "params"),
+    [("alpa_ilp", {}), ("alpa_ilp", {"fold": True}), ("tap", {"dp": False}), ("tap", {"exact": False})],
+    ids=["alpa_ilp", "alpa_ilp-fold", "tap-milp", "tap-shared"],
+)
 def test_stopped_early_never_loses_to_an_expert_plan(big: tuple[ShardingInstance, float], backend: str, formulation: str, params: dict[str, Any]) -> None:
     inst, expert = big
     res = distplan.solve(inst, formulation, backend=backend, time_limit=0.01, **params)
@@ -75,3 +83,33 @@ def test_no_expert_plan_fits_then_no_solution() -> None:
     inst = tight(8, 8, 0.3)
     with pytest.raises(distplan.NoSolutionError, match="before the limit"):
         distplan.solve(inst, "tap", time_limit=1e-6)
+
+
+def test_folded_run_keeps_its_incumbent_when_the_expert_plan_does_not_fold() -> None:
+    """On a folded instance the expert plan is returned only as a plan of the
+    representatives that unfolds back to it; when its copies would disagree (here: an
+    unfold that changes one op) the run's own incumbent stays, and without one there is
+    no plan."""
+    from distplan.formulations.sharding.alpa_ilp import FoldedSharding, folded_expert_if_better
+    from distplan.formulations.sharding.tap import fold_sharding
+    from distplan.models.sharding import ShardingPlan
+
+    inst, _ = big_instance()
+    folding = fold_sharding(inst, {})
+    honest = folding.instance
+    assert isinstance(honest, FoldedSharding)
+    info: dict[str, Any] = {}
+    expert = folded_expert_if_better(honest, None, info)
+    assert expert is not None and info["incumbent"] in EXPERTS
+    assert honest.unfold(expert).strategies == distplan.solve(inst, info["incumbent"]).plan.strategies
+
+    def bent(plan: ShardingPlan) -> ShardingPlan:
+        full = dict(honest.unfold(plan).strategies)
+        full[inst.ops[-1].name] += " (changed)"
+        return ShardingPlan(full)
+
+    crooked = FoldedSharding(honest.graph, inst, honest.stats, bent)
+    info = {}
+    assert folded_expert_if_better(crooked, None, info) is None and "incumbent" not in info
+    info = {}
+    assert folded_expert_if_better(crooked, expert, info) is expert and info["incumbent"] == "alpa_ilp"

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,11 +76,13 @@ class FoldedSharding:
 
     kind = "sharding"
 
-    def __init__(self, graph: CostGraph, original: ShardingInstance, stats: dict[str, Any]):
+    def __init__(self, graph: CostGraph, original: ShardingInstance, stats: dict[str, Any], unfold: Callable[[ShardingPlan], ShardingPlan]):
         self.graph = graph
         self.original = original
         self.name = original.name
         self.stats = stats
+        #: a plan of the representatives -> the plan of every op of ``original``
+        self.unfold = unfold
 
 
 def unfolded(instance: Any, formulation: str) -> ShardingInstance:
@@ -414,6 +416,28 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
     return res, choice, info
 
 
+def folded_expert_if_better(folded: FoldedSharding, plan: ShardingPlan | None, info: dict[str, Any]) -> ShardingPlan | None:
+    """`expert_if_better` for a run on a folded instance: the incumbent (a plan of the
+    representatives) is unfolded and compared with the expert plans on the original
+    instance. An expert plan is returned, as a plan of the representatives, only when
+    unfolding it gives it back (its copies of every folded region agree, as they do for
+    Megatron-LM and data parallelism on repeated layers); otherwise the incumbent stays."""
+    full = folded.unfold(plan) if plan is not None else None
+    trial: dict[str, Any] = {}
+    chosen = expert_if_better(folded.original, full, trial, "alpa_ilp")
+    if chosen is None or chosen is full:
+        info.update(trial)
+        return plan
+    names = {name for ops in folded.graph.node_ops for name in (folded.graph.instance.ops[k].name for k in ops)}
+    restricted = ShardingPlan({name: chosen.strategies[name] for name in names})
+    if folded.unfold(restricted).strategies != chosen.strategies:
+        if plan is not None:
+            info["incumbent"] = "alpa_ilp"
+        return plan
+    info.update(trial)
+    return restricted
+
+
 def run_alpa_ilp(instance: ShardingInstance | FoldedSharding, ctx: RunContext) -> Outcome:
     t0 = time.perf_counter()
     graph = graph_of(instance)
@@ -423,8 +447,11 @@ def run_alpa_ilp(instance: ShardingInstance | FoldedSharding, ctx: RunContext) -
     info["cost_graph"] = {"nodes": graph.num_nodes, "edges": len(graph.edge_cost), "strategies": int(graph.strategy_counts().sum())}
     bounds = [Bound(info["bound_seconds"], f"alpa_ilp dual bound ({ctx.backend.name})")] if "bound_seconds" in info else []
     plan = ShardingPlan(graph.plan(choice)) if choice is not None else None
-    if not info.get("optimal") and isinstance(instance, ShardingInstance) and (res is None or res.termination not in INFEASIBLE_TERMINATIONS):
-        plan = expert_if_better(instance, plan, info, "alpa_ilp")
+    if not info.get("optimal") and (res is None or res.termination not in INFEASIBLE_TERMINATIONS):
+        if isinstance(instance, FoldedSharding):
+            plan = folded_expert_if_better(instance, plan, info)
+        else:
+            plan = expert_if_better(instance, plan, info, "alpa_ilp")
     if plan is None:
         return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info)
     return Outcome(

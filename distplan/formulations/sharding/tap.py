@@ -238,12 +238,11 @@ def fold_sharding(inst: ShardingInstance, params: dict[str, Any]) -> Folding:
     sk, fold = fold_instance(inst, params)
     graph, _ = build_folded_cost_graph(sk, fold)
     stats = dict(fold.stats)
-    folded = FoldedSharding(graph, inst, stats)
 
     def unfold(plan: ShardingPlan) -> ShardingPlan:
         return unfold_plan(sk, fold, plan)
 
-    return Folding(instance=folded, unfold=unfold, exact=False, stats=stats)
+    return Folding(instance=FoldedSharding(graph, inst, stats, unfold), unfold=unfold, exact=False, stats=stats)
 
 
 TAP = Formulation(
