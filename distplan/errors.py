@@ -38,9 +38,15 @@ class InfeasibleError(DistplanError):
 
 
 class NoSolutionError(DistplanError):
-    """The solver stopped (time limit, error) without any feasible solution."""
+    """No plan was found, and nothing proves that none exists: a solver stopped (time
+    limit, error) without a feasible solution, or a heuristic (m-ETF, m-TOPO, m-SCT, a
+    packing) could not place every op; ``details`` says where, when known."""
 
     exit_code = 4
+
+    def __init__(self, message: str, details: dict[str, object] | None = None):
+        self.details = details or {}
+        super().__init__(message)
 
 
 class PlanCheckError(DistplanError):

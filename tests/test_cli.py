@@ -90,9 +90,14 @@ def test_exit_code_3_for_infeasible(tmp_path: Path, capsys: pytest.CaptureFixtur
     for dev in tight["cluster"]["devices"]:
         dev["memory"] = 5.5
     path = write(tmp_path, tight)
-    assert main(["solve", path, "-f", "baechi_etf"]) == 3
+    # a and b (5 bytes each) need both devices of 5.5, so c (1 byte) fits nowhere: the MILP
+    # proves it (exit 3); m-ETF only stops (exit 4: a heuristic's stop proves nothing)
+    assert main(["solve", path, "-f", "placement_milp"]) == 3
     err = capsys.readouterr().err
-    assert "short by" in err and "device" in err
+    assert "proves its model infeasible" in err and "'g0' holds 5.5" in err and "(short by 0.5 bytes)" in err
+    assert main(["solve", path, "-f", "baechi_etf"]) == 4
+    err = capsys.readouterr().err
+    assert "short by 0.5 bytes" in err and "does not prove that no plan exists" in err
 
 
 def test_exit_code_4_without_a_solution_in_time(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -288,10 +288,16 @@ G7048: dict[str, Any] = {
 
 @pytest.mark.parametrize("doc", [pytest.param(G3011, id="g3011"), pytest.param(G7048, id="g7048-channels")])
 def test_placement_search_finds_a_plan_where_every_heuristic_fails(doc: dict[str, Any]) -> None:
+    """The Baechi heuristics stop (exit 4: a plan exists, so they must not call the
+    instance infeasible, as they did with exit 3), single_device's one plan does not fit
+    (exit 3, proven for that plan), and placement_search finds a plan."""
     inst = PlacementInstance.from_dict(doc)
-    for name in ("baechi_etf", "baechi_topo", "baechi_sct", "single_device"):
-        with pytest.raises(InfeasibleError):
+    for name in ("baechi_etf", "baechi_topo", "baechi_sct"):
+        with pytest.raises(NoSolutionError, match="stops there, which does not prove that no plan exists") as err:
             distplan.solve(inst, name)
+        assert err.value.exit_code == 4 and err.value.details["shortfall_bytes"] > 0
+    with pytest.raises(InfeasibleError, match="no single device holds all"):
+        distplan.solve(inst, "single_device")
     result = distplan.solve(inst, "placement_search", time_limit=2.0)
     assert result.plan is not None and result.check.feasible
 

@@ -371,6 +371,12 @@ def _text(value: Any, path: str, what: str) -> str:
     return value
 
 
+def byte_text(nbytes: float) -> str:
+    """A byte count for a message: whole bytes as integers, fractions (instances may give
+    them) to 6 significant digits, so that a shortfall of half a byte is not "0 bytes"."""
+    return f"{nbytes:.0f}" if float(nbytes).is_integer() or abs(nbytes) >= 1e6 else f"{nbytes:.6g}"
+
+
 def _check_fits(inst: PlacementInstance) -> None:
     """InfeasibleError (exit 3) where memory alone proves that no plan exists: an op (with
     everything it holds while it runs) or a colocation group larger than the largest device.
@@ -384,8 +390,8 @@ def _check_fits(inst: PlacementInstance) -> None:
     if over.size:
         k = int(over[0])
         raise InfeasibleError(
-            f"graph.ops[{k}].memory: op {inst.op_names[k]!r} needs {int(need_[k])} bytes but the largest device "
-            f"{inst.device_names[biggest]!r} has {int(cap)} (short by {int(need_[k] - cap)} bytes): no plan exists "
+            f"graph.ops[{k}].memory: op {inst.op_names[k]!r} needs {byte_text(need_[k])} bytes but the largest device "
+            f"{inst.device_names[biggest]!r} has {byte_text(cap)} (short by {byte_text(need_[k] - cap)} bytes): no plan exists "
             "(give the cluster a larger device or split the op)",
             {"op": inst.op_names[k], "device": inst.device_names[biggest], "short_bytes": int(need_[k] - cap)},
         )
@@ -396,8 +402,8 @@ def _check_fits(inst: PlacementInstance) -> None:
         g = int(bad[0])
         members = np.flatnonzero(groups == g)
         raise InfeasibleError(
-            f"graph.ops[{int(members[0])}].colocate: colocation group {inst.colocate[int(members[0])]!r} holds {int(gmem[g])} "
-            f"bytes but the largest device {inst.device_names[biggest]!r} has {int(cap)} (short by {int(gmem[g] - cap)} bytes): "
+            f"graph.ops[{int(members[0])}].colocate: colocation group {inst.colocate[int(members[0])]!r} holds {byte_text(gmem[g])} "
+            f"bytes but the largest device {inst.device_names[biggest]!r} has {byte_text(cap)} (short by {byte_text(gmem[g] - cap)} bytes): "
             "no plan exists (split the group or use larger devices)",
             {"group": inst.colocate[int(members[0])], "device": inst.device_names[biggest], "short_bytes": int(gmem[g] - cap)},
         )
@@ -422,7 +428,7 @@ def check_total_memory(inst: PlacementInstance) -> None:
     if total > cap * (1 + 1e-9) + TOL:
         short = total - cap
         raise InfeasibleError(
-            f"graph.ops: {what} total {int(total)} bytes but the {inst.n_devices} devices hold {int(cap)} together "
+            f"graph.ops: {what} total {byte_text(total)} bytes but the {inst.n_devices} devices hold {byte_text(cap)} together "
             f"(short by {int(math.ceil(short))} bytes): no plan exists (add devices or memory, or reduce the ops' memory)",
             {"total_bytes": total, "capacity_bytes": cap, "short_bytes": int(math.ceil(short))},
         )

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from distplan.errors import NoSolutionError
 from distplan.formulations.contract import Policy
 from distplan.formulations.placement import forced, heuristics, milp, relaxation, sct, search, waist
 from distplan.formulations.placement.bounds import placement_bounds
@@ -28,27 +29,33 @@ from distplan.models.placement_instance import PlacementInstance, check_total_me
 
 BAECHI = "Jeon et al., Baechi: Fast Device Placement of Machine Learning Graphs, SoCC 2020 (arXiv 2301.08695)"
 
-def _memory_checked(run: Callable[[PlacementInstance, RunContext], Outcome]) -> Callable[[PlacementInstance, RunContext], Outcome]:
+def _memory_checked(run: Callable[[PlacementInstance, RunContext], Outcome], heuristic: str | None = None) -> Callable[[PlacementInstance, RunContext], Outcome]:
     """``run`` after `check_total_memory`: a formulation that makes plans reports an
     instance whose ops hold more bytes to the end than all devices together as infeasible
     (exit 3, by how much) before it searches (m-ETF had named the op it could not place;
-    the MILP said its solver found the problem infeasible)."""
+    the MILP said its solver found the problem infeasible). A ``heuristic`` that stops
+    without a plan ends NoSolutionError (exit 4) saying that it proves nothing: m-ETF had
+    ended "infeasible" (exit 3) on instances where another placement fits."""
 
     @functools.wraps(run)
     def checked(inst: PlacementInstance, ctx: RunContext) -> Outcome:
         check_total_memory(inst)
-        return run(inst, ctx)
+        if heuristic is None:
+            return run(inst, ctx)
+        try:
+            return run(inst, ctx)
+        except NoSolutionError as exc:
+            raise NoSolutionError(f"{exc}; {heuristic} stops there, which does not prove that no plan exists", exc.details) from None
 
     return checked
 
 
-def _memory_checked_driver(driver: Callable[[PlacementInstance, RunContext, Any], Outcome]) -> Callable[[PlacementInstance, RunContext, Any], Outcome]:
+def _memory_checked_driver(driver: Callable[[PlacementInstance, RunContext, Any], Outcome], heuristic: str) -> Callable[[PlacementInstance, RunContext, Any], Outcome]:
     """`_memory_checked` for the driver of a formulation declared from blocks."""
 
     @functools.wraps(driver)
     def checked(inst: PlacementInstance, ctx: RunContext, run: Any) -> Outcome:
-        check_total_memory(inst)
-        return driver(inst, ctx, run)
+        return _memory_checked(lambda i, c: driver(i, c, run), heuristic)(inst, ctx)
 
     return checked
 
@@ -68,7 +75,7 @@ register(
         name="baechi_topo",
         description="m-TOPO: topological order fills devices one after another (real memory limit checked)",
         program="algorithm",
-        run=_memory_checked(heuristics.run_topo),
+        run=_memory_checked(heuristics.run_topo, "m-TOPO"),
         reference=BAECHI,
         params={"uniform": True},
     )
@@ -79,7 +86,7 @@ register(
         name="baechi_etf",
         description="m-ETF: memory-aware earliest-task-first list scheduling",
         program="algorithm",
-        run=_memory_checked(heuristics.run_etf),
+        run=_memory_checked(heuristics.run_etf, "m-ETF"),
         reference=BAECHI + "; Hwang et al., SIAM J. Comput. 1989",
     )
 )
@@ -93,7 +100,7 @@ register(
         exact=False,
         bounds=sct.lp_bounds,
         policy=Policy(lp_method=sct.lp_method),
-        driver=_memory_checked_driver(sct.run_sct),
+        driver=_memory_checked_driver(sct.run_sct, "m-SCT"),
         reference=BAECHI + "; Hanen & Munier, Discrete Applied Math. 108 (2001)",
         params={"theta": 0.5, "barrier_above_edges": 10000, "lp_max_edges": 5000},
         # theta rounds the LP's x in [0, 1] (`sct.favorites_from_lp`): outside [0, 1] every

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from distplan.errors import InfeasibleError
+from distplan.errors import InfeasibleError, NoSolutionError
 from distplan.formulations.placement.listsched import Schedule, list_schedule, topological_positions
 from distplan.formulations.placement.listsched_data import StaticLists, gc_paused, static_lists
 from distplan.formulations.registry import Outcome, RunContext
-from distplan.models.placement_instance import PlacementInstance
+from distplan.models.placement_instance import PlacementInstance, byte_text
 from distplan.models.placement_plan import make_plan
 
 
@@ -28,8 +28,8 @@ def single_device_schedule(inst: PlacementInstance) -> Schedule:
     if not fits.any():
         best = int(np.argmax(inst.device_memory))
         raise InfeasibleError(
-            f"{inst.name}: no single device holds all {int(need)} bytes; the largest, {inst.device_names[best]!r}, "
-            f"is short by {int(need - inst.device_memory[best])} bytes",
+            f"{inst.name}: no single device holds all {byte_text(need)} bytes; the largest, {inst.device_names[best]!r}, "
+            f"is short by {byte_text(need - inst.device_memory[best])} bytes",
             {"device": inst.device_names[best], "shortfall_bytes": float(need - inst.device_memory[best])},
         )
     total = inst.time.sum(axis=0)
@@ -53,7 +53,8 @@ def topo_assignment(
     The uniform variant caps each device at floor(total memory / m) + the largest op's
     memory. Unlike Baechi's reference code, the real device memory limit is always
     checked as well (its uniform variant ignores it and "succeeds" with plans that do not
-    fit); an op that fits no remaining device raises InfeasibleError. ``topo`` is a
+    fit); an op that fits no remaining device raises NoSolutionError (m-TOPO stops; other
+    plans may fit). ``topo`` is a
     precomputed `topological_positions` result, ``static`` the instance's `static_lists`.
     """
     need = inst.memory_need()
@@ -87,9 +88,9 @@ def topo_assignment(
             ok = np.flatnonzero(room >= group_need[g])
             if ok.size == 0:
                 best = int(np.argmax(room))
-                raise InfeasibleError(
-                    f"{inst.name}: m-TOPO cannot place op {inst.op_names[v]!r} ({int(group_need[g])} bytes with its group); "
-                    f"device {inst.device_names[best]!r} has {int(room[best])} free (short by {int(group_need[g] - room[best])} bytes)",
+                raise NoSolutionError(
+                    f"{inst.name}: m-TOPO cannot place op {inst.op_names[v]!r} ({byte_text(group_need[g])} bytes with its group); "
+                    f"device {inst.device_names[best]!r} has {byte_text(room[best])} free (short by {byte_text(group_need[g] - room[best])} bytes)",
                     {"op": inst.op_names[v], "device": inst.device_names[best], "shortfall_bytes": float(group_need[g] - room[best])},
                 )
             dd = int(ok[0])
@@ -114,7 +115,7 @@ def packed_assignment(inst: PlacementInstance) -> np.ndarray:
     For the plan source of last resort: the Baechi heuristics place ops in time order and
     can fail on instances whose memory is tight (two devices of 847 bytes for ops of 622,
     573, 225, 100, 100 and 74 bytes: m-ETF, m-TOPO and m-SCT run out of room), where a
-    packing by size finds a plan. Raises InfeasibleError when it finds none (which proves
+    packing by size finds a plan. Raises NoSolutionError when it finds none (which proves
     nothing: packing is NP-hard)."""
     need = inst.memory_need()
     groups = inst.colocation_groups()
@@ -128,9 +129,9 @@ def packed_assignment(inst: PlacementInstance) -> np.ndarray:
         if ok.size == 0:
             members = np.flatnonzero(groups == g)
             best = int(np.argmax(room))
-            raise InfeasibleError(
+            raise NoSolutionError(
                 f"{inst.name}: packing by memory cannot place op {inst.op_names[int(members[0])]!r} "
-                f"({int(gneed[g])} bytes with its group); device {inst.device_names[best]!r} has {int(room[best])} free",
+                f"({byte_text(gneed[g])} bytes with its group); device {inst.device_names[best]!r} has {byte_text(room[best])} free",
                 {"op": inst.op_names[int(members[0])], "device": inst.device_names[best], "shortfall_bytes": float(gneed[g] - room[best])},
             )
         d = int(ok[np.lexsort((gtime[g, ok], room[ok]))[0]])  # the tightest fit, fastest among equals

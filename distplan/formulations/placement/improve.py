@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from distplan.errors import InfeasibleError
+from distplan.errors import NoSolutionError
 from distplan.formulations.placement.listsched import Schedule, list_schedule, topological_positions
 from distplan.formulations.placement.listsched_data import static_lists
 from distplan.formulations.placement.relaxation import device_classes, heads_tails, longest_path_levels
@@ -115,7 +115,7 @@ class SearchProblem:
             return None
         try:
             found = list_schedule(inst, assignment=device, topo=self.topo, static=self.static)
-        except InfeasibleError:
+        except NoSolutionError:
             return None
         if self.tail_order:
             start = tail_priority_order(inst, device, self.level)

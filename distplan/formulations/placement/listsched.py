@@ -103,8 +103,8 @@ def list_schedule(
     topo: tuple[list[int], list[int]] | None = None,
     static: StaticLists | None = None,
 ) -> Schedule:
-    """Schedule every op (start times in seconds); raises InfeasibleError naming the op and
-    the memory shortfall (bytes).
+    """Schedule every op (start times in seconds); raises NoSolutionError naming the op and
+    the memory shortfall (bytes) where it stops (a greedy stop: other plans may fit).
 
     ``favorite[i]`` is op i's favorite child (a successor of i, or -1 for none; an op is the
     favorite of at most one op, as m-SCT's rounding makes them); ``assignment`` fixes the

@@ -14,9 +14,9 @@ from typing import NoReturn
 
 import numpy as np
 
-from distplan.errors import InfeasibleError
+from distplan.errors import NoSolutionError
 from distplan.models.graphs import edges_by, topological_order
-from distplan.models.placement_instance import PlacementInstance
+from distplan.models.placement_instance import PlacementInstance, byte_text
 
 _INF = math.inf
 
@@ -371,10 +371,11 @@ def arrival_on(src_v: list[int], bytes_v: list[float], d: int, device: list[int]
 
 
 def raise_never_starts(inst: PlacementInstance, v: int, placed: int) -> NoReturn:
-    """InfeasibleError for op v, ready but with an infinite earliest start on every device
+    """NoSolutionError for op v, ready but with an infinite earliest start on every device
     it may run on (an infinite transfer time, bytes / bandwidth, or op time) while memory
-    does not stop it."""
-    raise InfeasibleError(
+    does not stop it: the list scheduler stops there, which proves nothing about other
+    plans."""
+    raise NoSolutionError(
         f"{inst.name}: op {inst.op_names[v]!r} can never start: its earliest start is infinite (an infinite transfer time, bytes / bandwidth, or op time), not its memory; "
         f"{placed} of {inst.n_ops} ops were placed",
         {"op": inst.op_names[v]},
@@ -382,15 +383,16 @@ def raise_never_starts(inst: PlacementInstance, v: int, placed: int) -> NoReturn
 
 
 def raise_no_fit(inst: PlacementInstance, v: int, device: int, want: float, free: float, placed: int) -> NoReturn:
-    """InfeasibleError for op v that needs ``want`` bytes where ``device`` has ``free``
+    """NoSolutionError for op v that needs ``want`` bytes where ``device`` has ``free``
     (bytes; negative when the ops placed there already hold more than it has, as a fixed
-    assignment can make them)."""
+    assignment can make them): the list scheduler stops there, which proves nothing about
+    other plans (``details["stopped"]``: where, without the instance's name)."""
     if free < 0:
-        where = f"device {inst.device_names[device]!r} is already {int(-free)} bytes over its capacity with the ops placed there"
+        where = f"device {inst.device_names[device]!r} is already {byte_text(-free)} bytes over its capacity with the ops placed there"
     else:
-        where = f"device {inst.device_names[device]!r} has only {int(free)} free"
-    raise InfeasibleError(
-        f"{inst.name}: op {inst.op_names[v]!r} needs {int(want)} bytes but {where} (short by {int(want - free)} bytes); "
-        f"{placed} of {inst.n_ops} ops were placed",
-        {"op": inst.op_names[v], "device": inst.device_names[device], "shortfall_bytes": float(want - free)},
+        where = f"device {inst.device_names[device]!r} has only {byte_text(free)} free"
+    stopped = f"op {inst.op_names[v]!r} needs {byte_text(want)} bytes but {where} (short by {byte_text(want - free)} bytes); {placed} of {inst.n_ops} ops were placed"
+    raise NoSolutionError(
+        f"{inst.name}: {stopped}",
+        {"op": inst.op_names[v], "device": inst.device_names[device], "shortfall_bytes": float(want - free), "stopped": stopped},
     )

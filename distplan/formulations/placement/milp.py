@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from distplan.errors import InfeasibleError
+from distplan.errors import InfeasibleError, NoSolutionError
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.deadline import DeadlineReached, check
 from distplan.formulations.placement import relaxation
@@ -67,7 +67,7 @@ from distplan.modeling.model import Model
 from distplan.modeling.scheduling import disjunctive_pairs_when
 from distplan.models.graphs import transitive_closure
 from distplan.models.placement_evaluate import evaluate, schedule_fixed_placement
-from distplan.models.placement_instance import PlacementInstance
+from distplan.models.placement_instance import PlacementInstance, byte_text
 from distplan.models.placement_plan import PlacementPlan, make_plan
 from distplan.solvers.result import INFEASIBLE_TERMINATIONS, SolverResult, Termination
 
@@ -118,7 +118,7 @@ def heuristic_schedules(inst: PlacementInstance, ctx: RunContext | None = None) 
     for name, make in makers:
         try:
             s = make()
-        except InfeasibleError:
+        except (InfeasibleError, NoSolutionError):  # single device: proven for its one plan; the others stop
             continue
         if s is None:
             continue
@@ -150,7 +150,7 @@ def _sct_plans(inst: PlacementInstance, ctx: RunContext) -> list[tuple[str, Plac
             else:
                 res = sct.run(inst, sub)
                 plan = res.plan
-        except InfeasibleError:
+        except (InfeasibleError, NoSolutionError):
             continue
         if plan is not None:
             out.append(("m-SCT (coarsened)" if folded else "m-SCT", plan))
@@ -604,18 +604,18 @@ def memory_infeasible_text(inst: PlacementInstance, name: str) -> str:
     persistent = relaxation.charged_memory(inst)
     total, capacity = float(persistent.sum()), float(np.sum(inst.device_memory))
     what = "bytes held to the end" if inst.memory_model == "liveness" else "bytes"
-    text = f"{inst.name}: no placement fits the devices' memory ({name} proves its model infeasible): the ops need {total:.0f} {what} in all, the devices hold {capacity:.0f}"
+    text = f"{inst.name}: no placement fits the devices' memory ({name} proves its model infeasible): the ops need {byte_text(total)} {what} in all, the devices hold {byte_text(capacity)}"
     if total > capacity:
-        text += f" (short by {total - capacity:.0f} bytes)"
+        text += f" (short by {byte_text(total - capacity)} bytes)"
     else:
         groups = np.bincount(inst.colocation_groups(), weights=persistent)
         g = int(np.argmax(groups))
         d = int(np.argmax(inst.device_memory))
-        text += f", but not split over them: the largest group of ops placed together needs {groups[g]:.0f}, the largest device '{inst.device_names[d]}' holds {float(inst.device_memory[d]):.0f}"
+        text += f", but not split over them: the largest group of ops placed together needs {byte_text(groups[g])}, the largest device '{inst.device_names[d]}' holds {byte_text(float(inst.device_memory[d]))}"
     try:
         list_schedule(inst)
-    except InfeasibleError as exc:
-        text += f"; m-ETF stopped where {str(exc).split(': ', 1)[-1]}"
+    except NoSolutionError as exc:
+        text += f"; m-ETF stopped where {exc.details.get('stopped', str(exc).split(': ', 1)[-1])}"
     return text
 
 

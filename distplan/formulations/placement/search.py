@@ -81,7 +81,7 @@ def packed_start(inst: PlacementInstance) -> list[tuple[Schedule, str]]:
     try:
         sched = evaluated_schedule(inst, _plan_of(inst, packed_schedule(inst)))
         packing = "its plan does not fit (the evaluator rejects it)"
-    except InfeasibleError as exc:
+    except NoSolutionError as exc:
         sched, packing = None, str(exc)
     if sched is not None:
         return [(sched, "memory packing (no Baechi heuristic's plan fits)")]
@@ -94,7 +94,7 @@ def packed_start(inst: PlacementInstance) -> list[tuple[Schedule, str]]:
         try:
             got = make()
             why = "its plan does not fit (the evaluator rejects it)" if evaluated_schedule(inst, _plan_of(inst, got)) is None else "(fits when run alone)"
-        except InfeasibleError as exc:
+        except (InfeasibleError, NoSolutionError) as exc:  # single device: proven for its one plan
             why = str(exc)
         reasons.append(_labelled(name, _without_name(inst, why)))
     reasons.append("m-SCT (on the graph and its coarsened graph): no plan that fits")
