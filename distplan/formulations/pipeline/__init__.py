@@ -62,6 +62,8 @@ register(
             "residue_nodes": 0,
             "repetend_candidates": 1,
             "justify_all_ops": 0,
+            "whole_search_states": 0,
+            "whole_search_time_limit": 0.0,
             "flat_time_limit": 0.0,
             "probe_time_limit": 0.0,
             "candidate_probe_limit": 0.0,

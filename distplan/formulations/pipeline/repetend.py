@@ -78,6 +78,8 @@ DEFAULTS: dict[str, Any] = {
     "baselines": True,  # also evaluate the classic schedules that apply and keep the best plan
     "proof_time_limit": 1.0,  # seconds for the rate MILP when it proves a period the residue search and the probes left undecided, an incumbent in hand (period_proof="residue"; None: all the time left; "auto" and "rate_milp" always get all of it)
     "search_time_limit": None,  # seconds for the repetend search in a tessel run (None: until the period is proven; a budget weakens the heuristics)
+    "whole_search_states": 20_000,  # small N (no steady state): states of the exact whole-schedule search (`statesearch`; 0: none)
+    "whole_search_time_limit": 0.5,  # seconds for that search (and at most a third of a limited run's time left)
     "justify_all_ops": 512,  # forward-backward improvement of every completion candidate up to this many operations (blocks x N), of the best one only above
 }
 

@@ -14,7 +14,12 @@ from the forward passes first), then, when ``phase_time_limit`` > 0, as
 makespan MILPs warm-started from it (skipped when a candidate already meets the
 solver-free bound), or, when N is so small that the schedule has fewer full repetends
 than warm-up periods, the whole schedule likewise (local search; the whole-schedule MILP
-of bounded size, about 2 K micro-batches, only with ``phase_time_limit`` > 0); and the
+of bounded size, about 2 K micro-batches, only with ``phase_time_limit`` > 0; before it,
+the exact state search of `statesearch` within ``whole_search_states`` states and
+``whole_search_time_limit`` seconds, `_whole_state_search`); at such N (below two flat
+lengths) also the repetend candidates of the least period completed as whole schedules
+at N, the best kept (`_pick_repetend`: the repetend chosen with its warm-up and
+cool-down, which are the whole run); and the
 classic schedules that apply (``baselines``: tessel never returns worse than them); and
 the best of these with the memory-free blocks at both ends of the chain gathered before
 and after everything else (`memory_free_ends`); and forward-backward improvement passes of
@@ -38,6 +43,7 @@ import numpy as np
 
 from distplan.errors import NoSolutionError
 from distplan.formulations.deadline import DeadlineReached, check, past
+from distplan.formulations.pipeline import statesearch
 from distplan.formulations.pipeline.baselines import baseline_incumbent
 from distplan.formulations.pipeline.bounds import pipeline_bounds
 from distplan.formulations.pipeline.common import (
@@ -225,8 +231,12 @@ def _complete_whole(
     if schedule_objective(inst, s_ls.reshape(best.shape)) < schedule_objective(inst, best) - 1e-9:
         best, source = s_ls.reshape(best.shape), f"{source} + sequence local search"
     value = schedule_objective(inst, best)
+    phases = "whole-schedule local search"
+    exact = _whole_state_search(inst, value, ctx, info)
+    if exact is not None:
+        best, value, phases = exact, schedule_objective(inst, exact), "whole-schedule state search"
     if limit <= 0:
-        info.update(phases="whole-schedule local search", completion_warm_start=source)
+        info.update(phases=phases, completion_warm_start=source)
         return best, info
     prob = full_problem(inst, serial_horizon(inst))
     if inst.objective == "makespan":
@@ -236,12 +246,37 @@ def _complete_whole(
     try:
         s, res, _ = solve_op_problem(prob, sub_ctx(ctx, limit), best.reshape(-1), model if model != "disjunctive" else "auto")
     except DeadlineReached:  # its build outlasted the MILP's time
-        info.update(phases="whole-schedule local search", completion_warm_start=source, completion_termination=Termination.TIME_LIMIT.value)
+        info.update(phases=phases, completion_warm_start=source, completion_termination=Termination.TIME_LIMIT.value)
         return best, info
     info.update(phases="whole-schedule MILP", completion_warm_start=source, completion_termination=res.termination.value)
     if s is not None and schedule_objective(inst, s.reshape(best.shape)) <= value + 1e-9:
         return s.reshape(best.shape), info
     return best, info
+
+
+def _whole_state_search(inst: PipelineInstance, value: float, ctx: RunContext, info: dict[str, Any]) -> np.ndarray | None:
+    """A schedule better than ``value`` (seconds) by the exact state search
+    (`statesearch.prove_makespan`: breadth-first over integer times, barriers stacked),
+    within ``whole_search_states`` states and ``whole_search_time_limit`` seconds (at most
+    a third of a limited run's time left); None when it finds none (``info["whole_search"]``
+    says whether it finished: then none exists, ``value`` is optimal). For small N only
+    (`_complete_whole`: no steady state), where the states are few: NN shape, 4 stages,
+    memory 3, N = 3: 409 states prove 36 (the repetend's completions: 38; pipeline_milp
+    took 10 s); on 8 stages one state can expand thousands of subsets, hence the time
+    limit. Makespan objective, integral durations, no delays (`statesearch.applicable`)."""
+    params = {**DEFAULTS, **ctx.params}
+    states = int(params["whole_search_states"])
+    if states <= 0 or not statesearch.applicable(inst):
+        return None
+    budget = float(params["whole_search_time_limit"])
+    remaining = ctx.remaining_time()
+    if remaining is not None:
+        budget = min(budget, max(0.0, remaining) / 3)
+    plan, out = statesearch.prove_makespan(inst, value, time.perf_counter() + budget, max_states=states)
+    info["whole_search"] = {"complete": out.complete, "states": out.states}
+    if plan is None or schedule_objective(inst, plan.start) >= value - 1e-9:
+        return None
+    return np.asarray(plan.start, dtype=float)
 
 
 def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
@@ -362,6 +397,8 @@ def _complete(
     for prio, label in priorities:
         for s in guided(inst, prio, [inst.capacity, steady], deadline):
             pool.add(label, s)
+    if "whole" in picked:  # N leaves no steady state: the best repetend candidate completed whole
+        pool.add("repetend candidates completed at N", picked["whole"])
     if params.get("baselines", True) and not baselines_listed:
         found = baseline_incumbent(inst, deadline)
         if found is not None:
@@ -467,12 +504,19 @@ def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, param
     offsets: its warm-up and cool-down do not depend on N) and scored by the makespan of
     the repetend-guided list schedule (`compaction.guided`) beyond those micro-batches'
     periods (seconds); the best is completed on the instance by
-    the sequence local search (`complete_phases` without MILPs). Only for integral data,
-    an integer period, one micro-batch per repetend and N of at least two flat lengths.
-    Returns the chosen repetend and, under "start"/"info", its completion."""
+    the sequence local search (`complete_phases` without MILPs). A candidate whose
+    offsets K leave N < 2 K no steady state (warm-up and cool-down are the whole run) is
+    scored instead by its completion at N (`_whole_completion`: guided list schedules and
+    their forward-backward improvement; milliseconds at such N): at small N the repetend
+    is chosen by the whole schedule it completes to, not by a steady state that never
+    runs (K shape, 4 stages, memory 8, N = 4: 37 from the search's repetend, 35 = the
+    proven optimum from a candidate; M shape, 8 stages, F 2 B 1 W 3, N = 4: 50 -> 47 =
+    the optimum). Only for integral data, an integer period and one micro-batch per
+    repetend. Returns the chosen repetend and, under "start"/"info", its completion
+    (N of at least two flat lengths), under "whole" the best completion at N (B, N)."""
     count = int(params.get("repetend_candidates", DEFAULTS["repetend_candidates"]))
     n = inst.micro_batches
-    if count <= 1 or rep.unfold != 1 or not integral_data(inst) or not float(rep.period).is_integer() or n < 2 * rep.offsets:
+    if count <= 1 or rep.unfold != 1 or not integral_data(inst) or not float(rep.period).is_integer():
         return rep, {}
     cy = cyclic_blocks(inst, 1)
     k = int(params["offsets"]) if params.get("offsets") is not None else offsets_range(inst, 1)[1]
@@ -494,19 +538,40 @@ def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, param
                 seen.add(key)
                 sigmas.append(found.sigma - found.sigma.min())
     scored = []
+    whole: tuple[float, int, Repetend, np.ndarray] | None = None  # the best completion at N
+    out_of_time = False
+    rev = reversed_instance(inst)
     for i, sigma in enumerate(sigmas):
         sigma = sigma - sigma.min()
         offsets = max(1, math.ceil(float((sigma + cy.dur).max()) / period - 1e-9))
         cand = Repetend(sigma, rep.period, rep.period_bound, rep.proven, offsets, 1, rep.search_seconds)
+        if n < 2 * offsets:  # no steady state at this N: the candidate completed as a whole
+            done = None
+            out_of_time = out_of_time or past(deadline)  # (small schedules' list passes do not check it)
+            if not out_of_time:
+                try:
+                    done = _whole_completion(inst, cand, rev, deadline)
+                except DeadlineReached:  # the candidates completed so far compete
+                    out_of_time = True
+            if done is not None:
+                if whole is None or done[0] < whole[0] - 1e-9:
+                    whole = (done[0], i, cand, done[1])
+                scored.append((done[0] - n * rep.period, i, cand))
+            continue
         small = inst.with_(micro_batches=min(n, 2 * offsets + 2))  # its warm-up, a steady state, its cool-down
         naive = cand.unroll(small)
         values = [schedule_objective(small, s) for s in guided(small, naive, [small.capacity])] or [schedule_objective(small, asap(small, orders_from_starts(small, naive)))]
         scored.append((min(values) - small.micro_batches * rep.period, i, cand))  # beyond N periods
+    found = {} if whole is None else {"whole": whole[3]}
+    if not scored:
+        return rep, {"candidates": len(sigmas), **found}
     scored.sort(key=lambda x: (x[0], x[1]))
     best: tuple[float, Repetend, np.ndarray, dict[str, Any]] | None = None
     for _, _, cand in scored[:1]:
-        if n < 2 * cand.offsets:  # the small-N completion is left to `run_tessel`
-            return cand, {"candidates": len(sigmas)}
+        if n < 2 * cand.offsets:  # no steady state: `run_tessel` completes the whole schedule
+            if whole is not None:
+                cand = whole[2]  # the repetend of the best completion at N
+            return cand, {"candidates": len(sigmas), **found}
         try:
             start, info = complete_phases(inst, cand, ctx, 0.0)
             value = schedule_objective(inst, asap(inst, orders_from_starts(inst, start), deadline=ctx.deadline))
@@ -515,7 +580,32 @@ def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, param
         if best is None or value < best[0] - 1e-9:
             best = (value, cand, start, info)
     assert best is not None
-    return best[1], {"start": best[2], "info": best[3], "candidates": len(sigmas)}
+    return best[1], {"start": best[2], "info": best[3], "candidates": len(sigmas), **found}
+
+
+def _whole_completion(inst: PipelineInstance, cand: Repetend, rev: PipelineInstance, deadline: float | None) -> tuple[float, np.ndarray] | None:
+    """The best (by the evaluator) schedule of the whole instance completed from the
+    repetend ``cand`` when N leaves it no steady state: the repetend-guided list schedules
+    (W passes in repetend order and deferred; within the capacity and within the
+    repetend's steady-state peak) and their forward-backward improvement (`justify`).
+    Returns (objective in seconds, (B, N) start times in seconds), or None when no list
+    schedule fits; `DeadlineReached` past ``deadline``."""
+    naive = cand.unroll(inst)
+    limits = [inst.capacity, _steady_peak(inst, cand)]
+    prios = [naive]
+    if (inst.role_code == 2).any():
+        prios.append(naive + (inst.role_code == 2)[:, None] * (float(naive.max()) + 1.0))
+    made: list[np.ndarray] = []
+    for prio in prios:
+        for s in guided(inst, prio, limits, deadline):
+            made.append(s)
+            made.extend(justify(inst, s, limits, rev=rev, deadline=deadline))
+    best: tuple[float, np.ndarray] | None = None
+    for s in made:
+        chk = evaluate(inst, make_plan(inst, s - s.min()))
+        if chk.feasible and (best is None or chk.objective < best[0] - 1e-9):
+            best = (float(chk.objective), s)
+    return best
 
 
 def _budgeted_search(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any]) -> Repetend:
