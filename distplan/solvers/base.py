@@ -175,6 +175,7 @@ def _with_printed(result: SolverResult, printed: str, verbose: bool) -> SolverRe
 
 
 @functools.cache
+@functools.cache
 def _version(name: str, version_fn: Callable[[], str]) -> str:
     try:
         with captured_output():  # constructing a solver object may print a banner

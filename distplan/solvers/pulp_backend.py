@@ -30,6 +30,7 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
+from importlib.metadata import version as package_version
 from typing import Any
 
 import highspy
@@ -272,9 +273,7 @@ def _cbc_available() -> bool:
 def _cbc_version() -> str:
     proc = subprocess.run([cbc_path(), "-quit"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
     m = re.search(r"Version:\s*(\S+)", proc.stdout)
-    import pulp
-
-    return f"CBC {m.group(1) if m else 'unknown'} (PuLP {pulp.__version__})"
+    return f"CBC {m.group(1) if m else 'unknown'} (PuLP {package_version('pulp')})"
 
 
 def pulp_status_of_solution_file(path: str) -> tuple[str, str]:
@@ -425,9 +424,7 @@ def build_pulp_problem(arrays: ModelArrays) -> tuple[Any, list[Any]]:
 
 @functools.cache
 def _pulp_highs_version() -> str:
-    import pulp
-
-    return f"HiGHS {highs_version()} (PuLP {pulp.__version__})"
+    return f"HiGHS {highs_version()} (PuLP {package_version('pulp')})"
 
 
 def solve_pulp_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:

@@ -26,6 +26,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from importlib.metadata import version as package_version
 from typing import Any
 
 import numpy as np
@@ -191,9 +192,7 @@ def _infeasible_empty_row(backend: str, version: str, arrays: ModelArrays, row: 
 
 @functools.cache
 def _pyomo_highs_version() -> str:
-    import pyomo.version
-
-    return f"HiGHS {highs_version()} (Pyomo {pyomo.version.version})"
+    return f"HiGHS {highs_version()} (Pyomo {package_version('pyomo')})"
 
 
 def solve_pyomo_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
@@ -283,18 +282,14 @@ def solve_pyomo_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np
 def _glpk_version() -> str:
     proc = subprocess.run(["glpsol", "--version"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
     m = re.search(r"Solver\s+(\S+)", proc.stdout)
-    import pyomo.version
-
-    return f"GLPK {m.group(1) if m else 'unknown'} (Pyomo {pyomo.version.version})"
+    return f"GLPK {m.group(1) if m else 'unknown'} (Pyomo {package_version('pyomo')})"
 
 
 @functools.cache
 def _pyomo_cbc_version() -> str:
     proc = subprocess.run([cbc_path(), "-quit"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
     m = re.search(r"Version:\s*(\S+)", proc.stdout)
-    import pyomo.version
-
-    return f"CBC {m.group(1) if m else 'unknown'} (Pyomo {pyomo.version.version})"
+    return f"CBC {m.group(1) if m else 'unknown'} (Pyomo {package_version('pyomo')})"
 
 
 def parse_glpk_log(log: str) -> tuple[Termination | None, float | None]:
