@@ -57,6 +57,7 @@ from distplan.formulations.placement.relaxation import (
     memory_capacity,
     symmetry,
 )
+from distplan.formulations.placement.repair import repaired_schedule
 from distplan.formulations.placement.segments import fingerprint, glued_assignment, module_bound
 from distplan.formulations.placement.tailsched import polished
 from distplan.formulations.placement.time_unit import in_time_unit
@@ -77,6 +78,9 @@ SCALE = relaxation.SCALE
 MILP_WAIT_NONZEROS = 0
 #: pairs with a disjunction at most (the others' order is left free: a relaxation)
 MAX_PAIRS = 60_000
+#: seconds the memory repair may take when the run has no time limit (it stops earlier at
+#: a plan that fits, or when its restarts stop lowering the excess)
+REPAIR_SECONDS = 10.0
 
 
 def reachability(inst: PlacementInstance, deadline: float | None = None) -> np.ndarray:
@@ -459,6 +463,12 @@ def run_in_seconds(inst: PlacementInstance, ctx: RunContext, name: str = "placem
     sched, source = best_heuristic(inst, ctx)
     bounds: list[Bound] = []
     rem = ctx.remaining_time()
+    if sched is None and inst.memory_model == "liveness" and inst.n_devices > 1:
+        # the model charges only the bytes held to the end (a relaxation), so its placement
+        # may not fit; the memory repair searches assignments and orders that do (`repair`)
+        share = float(ctx.param("search_share", 0.2))
+        sched = repaired_schedule(inst, time.perf_counter() + share * (REPAIR_SECONDS if rem is None else rem), seed=ctx.seed)
+        source = "memory repair (no Baechi heuristic's plan or packing fits)"
     forced_share = float(ctx.param("forced_share", 0.1))
     if sched is not None and forced_share > 0:
         b = forced_bound(inst, sched.makespan, deadline=None if rem is None else time.perf_counter() + forced_share * rem)

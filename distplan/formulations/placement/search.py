@@ -27,6 +27,7 @@ from distplan.formulations.placement.heuristics import packed_schedule, single_d
 from distplan.formulations.placement.improve import cluster_greedy, improve, search_info
 from distplan.formulations.placement.listsched import Schedule, evaluated_schedule, list_schedule
 from distplan.formulations.placement.milp import heuristic_schedules
+from distplan.formulations.placement.repair import repaired_schedule
 from distplan.formulations.placement.tailsched import polished
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.models.placement_evaluate import evaluate
@@ -69,15 +70,17 @@ def improved_schedule(
     return best, origin, info
 
 
-def packed_start(inst: PlacementInstance) -> list[tuple[Schedule, str]]:
+def packed_start(inst: PlacementInstance, deadline: float, seed: int = 0) -> list[tuple[Schedule, str]]:
     """The start of last resort, when no Baechi heuristic's plan fits: ops packed onto the
     devices by memory alone (`heuristics.packed_assignment`, best fit decreasing), timed by
     the list scheduler and the evaluator. Tight instances that every heuristic fails, as
     they place ops in time order, have one (two devices of 847 bytes for ops of 622, 573,
     225, 100, 100 and 74 bytes: placement_search ended NoSolutionError "returned no plan"
-    there). When the packing fails too, NoSolutionError says why each source failed (exit
-    4: none of this proves that no plan exists; `PlacementInstance` raises InfeasibleError
-    where memory proves it)."""
+    there). When the packing does not fit either, the memory repair searches device
+    assignments and orders until ``deadline`` (`repair`: under the liveness model the
+    order decides what fits). When it finds nothing, NoSolutionError says why each source
+    failed (exit 4: none of this proves that no plan exists; `PlacementInstance` raises
+    InfeasibleError where memory proves it)."""
     try:
         sched = evaluated_schedule(inst, _plan_of(inst, packed_schedule(inst)))
         packing = "its plan does not fit (the evaluator rejects it)"
@@ -85,6 +88,10 @@ def packed_start(inst: PlacementInstance) -> list[tuple[Schedule, str]]:
         sched, packing = None, str(exc)
     if sched is not None:
         return [(sched, "memory packing (no Baechi heuristic's plan fits)")]
+    t0 = time.perf_counter()
+    repaired = repaired_schedule(inst, deadline, seed=seed)
+    if repaired is not None:
+        return [(repaired, "memory repair (no Baechi heuristic's plan or packing fits)")]
     reasons = []
     for name, make in (
         ("m-ETF", lambda: list_schedule(inst)),
@@ -99,6 +106,7 @@ def packed_start(inst: PlacementInstance) -> list[tuple[Schedule, str]]:
         reasons.append(_labelled(name, _without_name(inst, why)))
     reasons.append("m-SCT (on the graph and its coarsened graph): no plan that fits")
     reasons.append(_labelled("packing by memory", _without_name(inst, packing)))
+    reasons.append(f"memory repair: no device assignment and order that fits found in {time.perf_counter() - t0:.2f} s")
     raise NoSolutionError(
         f"{inst.name}: placement_search found no plan to start from, though memory does not prove that none exists; "
         + "; ".join(reasons)
@@ -125,7 +133,7 @@ def run_search(inst: PlacementInstance, ctx: RunContext) -> Outcome:
     under the channel model."""
     t0 = time.perf_counter()
     deadline = search_deadline(ctx, float(ctx.param("default_time_limit", 30.0)))
-    starts = heuristic_schedules(inst, ctx) or packed_start(inst)
+    starts = heuristic_schedules(inst, ctx) or packed_start(inst, deadline, ctx.seed)
     bounds = []
     share = float(ctx.param("forced_share", 0.1))
     if share > 0:  # the forced co-location bound first, with a share of the time
