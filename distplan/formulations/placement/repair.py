@@ -115,7 +115,7 @@ def repaired_schedule(
             polish_left -= 1
             if polish_left <= 0:
                 break
-        if stale >= PATIENCE:  # restart: a random order, the groups of the best state kept
+        if stale >= PATIENCE:  # restart: a random order, the current device assignment kept
             fruitless = 0 if best_key[0] < least_excess else fruitless + 1
             least_excess = min(least_excess, best_key[0])
             if best is None and fruitless >= max_restarts:
