@@ -12,6 +12,13 @@
 Bounds of the time programs are safe (`safe`: the Lagrangian dual function at the solver's
 or KKT-fitted multipliers, valid in exact arithmetic). With ``cvxpy-CLARABEL`` the conic
 programs go to Clarabel directly in standard form (`conic`), not through cvxpy.
+
+Every plan of ``libra_perf`` and ``libra_perf_lp`` goes through the evaluator before it is
+returned (`finish`): a solver's point the evaluator rejects is repaired (scaled onto the rows
+it exceeds, or moved toward a baseline), and the better of it and the baselines' plans is
+returned (``info["plan_from"]``), so an exact formulation never loses to a baseline. A used
+dimension that a row holds at 0 (``d0 <= 0``) is infeasible by signs alone, on every backend
+(`diagnose.starved`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import numpy as np
 
 from distplan.formulations.bandwidth.data import Program, bandwidth_scale
 from distplan.formulations.bandwidth.diagnose import raise_if_infeasible
-from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block
+from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block, solver_rows
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import RunContext
 from distplan.modeling.model import Model
@@ -37,7 +37,9 @@ def prepare_linear(prog: Program, params: Mapping[str, Any]) -> LinearIndex:
     """Bounds of B from the instance, narrowed by ``fixed`` ({dimension: GB/s}) and
     ``at_least`` (GB/s per dimension, NaN for none); ``objective`` and ``sense``."""
     lb, ub = linear_bounds(prog, params.get("fixed"), params.get("at_least"))
-    return LinearIndex(lb, ub, tuple(prog.rows), np.asarray(params["objective"], dtype=float), str(params.get("sense", "min")))
+    sigma = bandwidth_scale(prog)
+    c = np.asarray(params["objective"], dtype=float)
+    return LinearIndex(lb / sigma, ub / sigma, solver_rows(prog, sigma), c / (float(np.max(np.abs(c))) or 1.0), str(params.get("sense", "min")))
 
 
 def linear_bounds(prog: Program, fixed: dict[int, float] | None, at_least: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -89,8 +91,15 @@ def optimize_linear(
         return _optimize_linear_cvxpy(ctx, prog, c, sense, lb, ub)
     model, _ = LINEAR_LP.build(prog, {"objective": c, "sense": sense, "fixed": fixed, "at_least": at_least}, name=name)
     result = ctx.solve_model(model)
+    # the LP is in x = B / sigma with the objective over max |c| (`prepare_linear`)
+    sigma = bandwidth_scale(prog)
+    factor = sigma * (float(np.max(np.abs(c))) or 1.0)
+    for attr in ("objective", "bound"):
+        value = getattr(result, attr)
+        if value is not None:
+            setattr(result, attr, value * factor)
     values = result.values_by_block.get("bandwidth") if result.has_solution else None
-    return result, None if values is None else np.asarray(values, dtype=float)
+    return result, None if values is None else np.asarray(values, dtype=float) * sigma
 
 
 @dataclass

@@ -52,6 +52,10 @@ STATUS = {
 }
 
 
+#: statuses whose point is kept (not proven optimal: status feasible, no bound)
+USABLE = ("AlmostSolved", "InsufficientProgress", "MaxIterations", "MaxTime")
+
+
 @dataclass
 class Structure:
     """Index arrays of one program shape: rows of each block, the term pairs, the cones."""
@@ -278,14 +282,18 @@ class DirectSolver:
         name = str(sol.status).split(".")[-1]
         termination = STATUS.get(name, Termination.UNKNOWN)
         x = np.asarray(sol.x, dtype=float)
-        ok = termination is Termination.OPTIMAL and x.size == st.n_vars and bool(np.all(np.isfinite(x)))
+        finite = x.size == st.n_vars and bool(np.all(np.isfinite(x)))
+        ok = termination is Termination.OPTIMAL and finite
+        # AlmostSolved: solved to Clarabel's reduced accuracy; the point is kept as a
+        # feasible candidate (the evaluator and the repair judge it), its dual bound is not
+        usable = ok or (name in USABLE and finite)
         scale = data.time_scale
         result = SolverResult(
             backend="clarabel-direct",
             backend_version=clarabel.__version__,
             termination=termination,
-            status=SolutionStatus.OPTIMAL if ok else SolutionStatus.NONE,
-            objective=float(sol.obj_val) * scale if ok else None,
+            status=SolutionStatus.OPTIMAL if ok else (SolutionStatus.FEASIBLE if usable else SolutionStatus.NONE),
+            objective=float(sol.obj_val) * scale if usable else None,
             bound=float(sol.obj_val_dual) * scale if ok and math.isfinite(sol.obj_val_dual) else None,
             build_seconds=self.build_seconds,
             handover_seconds=t1 - t0,
@@ -297,7 +305,7 @@ class DirectSolver:
             bound_grade="solver" if ok else None,
         )
         self.build_seconds = 0.0
-        if not ok:
+        if not usable:
             return Solved(result, None, [])
         B = x[: st.D] * data.sigma
         return Solved(result, B, self._duals(np.asarray(sol.z, dtype=float)))

@@ -27,7 +27,7 @@ from distplan.errors import InputError, NoSolutionError
 from distplan.formulations.bandwidth.blocks import lowest_unused, max_bandwidths
 from distplan.formulations.bandwidth.conic import DirectSolver
 from distplan.formulations.bandwidth.data import Program, prepare, syntactically_bounded, unbounded_error
-from distplan.formulations.bandwidth.diagnose import raise_if_infeasible
+from distplan.formulations.bandwidth.diagnose import raise_if_infeasible, raise_if_starved
 from distplan.formulations.bandwidth.safe import safe_time_bound
 from distplan.formulations.bandwidth.time_program import build_time_problem, time_scale
 from distplan.formulations.registry import Bound, Outcome, RunContext
@@ -82,15 +82,17 @@ def direct(ctx: RunContext) -> bool:
     return DIRECT and ctx.backend.name == "cvxpy-CLARABEL"
 
 
-def solve_min_time(ctx: RunContext, prog: Program, what: str, duals: list[Any] | None = None) -> tuple[SolverResult, np.ndarray | None, float]:
+def solve_min_time(ctx: RunContext, prog: Program, what: str, duals: list[Any] | None = None,
+                   diagnose: bool = True) -> tuple[SolverResult, np.ndarray | None, float]:
     """Solve the convex time program once; returns the record (objective and bound in
     communication seconds), B (GB/s) and the objective scale; the solver's multipliers are
-    appended to ``duals`` when it gives them."""
+    appended to ``duals`` when it gives them. Without a solution, ``diagnose`` names the
+    conflicting constraints (`no_solution`) at once; the caller does it otherwise."""
     if direct(ctx):
         scale = time_scale(prog)
         solved = DirectSolver(prog, time_scale=scale, verbose=ctx.options.verbose).solve(time_limit=ctx.remaining_time())
         ctx.solver_results.append(solved.result)
-        if solved.bandwidth is None:
+        if solved.bandwidth is None and diagnose:
             no_solution(ctx, prog, solved.result, what)
         if duals is not None:
             duals.extend(solved.duals)
@@ -103,7 +105,8 @@ def solve_min_time(ctx: RunContext, prog: Program, what: str, duals: list[Any] |
     result = ctx.solve_convex(tp.problem, build_seconds=build)
     unscale(result, scale)
     if not result.has_solution:
-        no_solution(ctx, prog, result, what)
+        if diagnose:
+            no_solution(ctx, prog, result, what)
         return result, None, scale
     return result, tp.bandwidth_gbps(), scale
 
@@ -122,6 +125,7 @@ def continuous_program(inst: BandwidthInstance, ctx: RunContext, formulation: st
     an unbounded program refused before solving, warnings emitted."""
     prog = prepare(inst)
     reject_menus(prog, formulation)
+    raise_if_starved(prog, formulation)
     check_bounded(ctx, prog)
     emit_warnings(prog)
     return prog
@@ -131,19 +135,17 @@ def run_libra_perf(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     """``libra_perf``: minimum training time, convex program (default backend cvxpy-CLARABEL)."""
     prog = continuous_program(inst, ctx, "libra_perf")
     duals: list[Any] = []
-    result, B, _ = solve_min_time(ctx, prog, "libra_perf", duals)
-    if B is None:
-        return Outcome(plan=None, solver_results=list(ctx.solver_results))
-    B = lowest_unused(ctx, prog, B)
+    result, solved, _ = solve_min_time(ctx, prog, "libra_perf", duals, diagnose=False)
     info: dict[str, Any] = {"terms": int(prog.terms.shape[0]), "warnings": list(prog.warnings)}
-    if result.bound is not None and result.objective is not None:
+    B = finish(ctx, inst, prog, "libra_perf", result, solved, info)
+    if result.bound is not None and result.objective is not None and result.status.value == "optimal":
         # the conic dual objective holds within the solver's tolerances only: information
         info["conic_dual_bound_seconds"] = prog.compute_seconds + result.bound
         info["duality_gap_seconds"] = result.objective - result.bound
         raw = result.extra.get("solver_primal_minus_dual")
         if raw is not None:
             info["solver_primal_minus_dual_scaled"] = raw  # in units of objective_scale_seconds
-    bounds, claimed = safe_outcome_bound(prog, B, "libra_perf", info, duals)
+    bounds, claimed = safe_outcome_bound(prog, B, "libra_perf", info, duals, fit_at=[] if solved is None else [solved])
     return Outcome(
         plan=prog.to_plan(B, "time"),
         bounds=bounds,
@@ -151,19 +153,52 @@ def run_libra_perf(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
         claimed_objective=claimed,
         proven_optimal=bool(info["relative_gap"] <= OPTIMAL_GAP),
         info=info,
+        termination=result.termination,
     )
+
+
+def finish(ctx: RunContext, inst: BandwidthInstance, prog: Program, name: str, result: SolverResult,
+           solved: np.ndarray | None, info: dict[str, Any]) -> np.ndarray:
+    """The plan an exact continuous formulation returns: the best plan the evaluator accepts
+    among the solver's allocation ``solved`` (GB/s; with the unused dimensions lowered, and
+    as it came), repaired if need be, and the baselines' (`finish.best_plan`). Without any:
+    the conflicting constraints are named (`InfeasibleError`), or `NoSolutionError` says that
+    no plan was found."""
+    from distplan.formulations.bandwidth.finish import best_plan
+
+    candidates: list[tuple[str, np.ndarray | None]] = []
+    if solved is not None and np.all(np.isfinite(solved)):
+        lowered = lowest_unused(ctx, prog, solved)
+        candidates.append((name, lowered))
+        if not np.array_equal(lowered, solved):
+            candidates.append((f"{name} (unused dimensions not lowered)", solved))
+    B = best_plan(ctx, inst, prog, candidates, info, result)
+    if B is None:
+        no_solution(ctx, prog, result, name)
+        raise_if_infeasible(ctx, prog, name)
+        raise NoSolutionError(
+            f"{inst.name}: {name}: no plan the evaluator accepts: the solver ended {result.termination.value} ({result.raw_status}), "
+            "and neither its allocation (repaired or not) nor a baseline's meets the constraints within the evaluator's tolerance"
+        )
+    return B
 
 
 #: relative gap (evaluated time vs safe bound) under which a convex solve claims optimality
 OPTIMAL_GAP = 1e-7
 
 
-def safe_outcome_bound(prog: Program, B: np.ndarray, name: str, info: dict[str, Any], duals: list[Any] | None = None) -> tuple[list[Bound], float]:
-    """The exact-arithmetic Lagrangian bound at allocation ``B`` (GB/s) or the solver's
+def safe_outcome_bound(prog: Program, B: np.ndarray, name: str, info: dict[str, Any], duals: list[Any] | None = None,
+                       fit_at: list[np.ndarray] | None = None) -> tuple[list[Bound], float]:
+    """The exact-arithmetic Lagrangian bound at allocation ``B`` (GB/s), at the allocations
+    ``fit_at`` (the solver's, when the plan returned is another) or at the solver's
     multipliers ``duals`` as a safe `Bound`, the allocation's training time (seconds), and
     the relative gap between them in ``info``."""
     claimed = prog.compute_seconds + prog.comm_time(B)
     value, how = safe_time_bound(prog, B, duals)
+    for other in fit_at or []:
+        v, h = safe_time_bound(prog, other, duals)
+        if v > value:
+            value, how = v, h
     info["safe_bound"] = how
     info["relative_gap"] = (claimed - value) / claimed if claimed > 0 and math.isfinite(value) else math.inf
     if not math.isfinite(value):

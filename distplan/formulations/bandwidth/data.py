@@ -191,6 +191,12 @@ def bandwidth_scale(prog: Program) -> float:
     values = [abs(r.rhs * r.scale) for r in prog.rows if r.unit == "GB/s" and r.rhs]
     values += [float(v) for v in prog.ub if np.isfinite(v)]
     values += [float(v) for v in prog.lb if v > 0]
+    if not values:
+        # only USD rows (a cost budget): the bandwidths a nonnegative ``<=`` row allows each
+        # dimension on its own (a budget of 4e-3 USD allows ~1e-3 GB/s, not 100 GB/s)
+        for r in prog.rows:
+            if r.sense in ("<=", "==") and r.rhs > 0 and np.all(r.coeffs >= 0):
+                values += [float(r.rhs / a) for a in r.coeffs if a > 0]
     return max(values) / prog.num_dims if values else 100.0
 
 

@@ -3,7 +3,10 @@
 Deletion filter (Chinneck & Dravnieks 1991) over the linear part of the instance: the
 elements are the dimension bounds, the instance rows (total bandwidth, cost budget, user
 rows) and, for every dimension that carries traffic, the requirement B_d > 0 (a used
-dimension without bandwidth makes the training time infinite; checked as B_d >= eps).
+dimension without bandwidth makes the training time infinite; checked as B_d >= 1e-6
+bytes/s, the evaluator's resolution of a bandwidth: its tolerance on a bound is ``TOLERANCE``
+of max(1 byte/s, the bound)). Before any LP, `starved` finds exactly (by signs, no
+tolerance) a used dimension that a row or bound holds at 0, such as ``d0 <= 0``.
 Starting from all elements, drop one at a time and keep it dropped when the rest is still
 infeasible: what remains is an irreducible infeasible subset. An elastic LP on that
 subset then gives, for each of its constraints, the smallest relaxation of that
@@ -19,11 +22,12 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import InfeasibleError
-from distplan.formulations.bandwidth.data import Program, Row
-from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block
+from distplan.formulations.bandwidth.data import Program, Row, bandwidth_scale
+from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block, scale_rows
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import RunContext
 from distplan.modeling.model import Model
+from distplan.models.bandwidth_records import GB, TOLERANCE
 from distplan.solvers.result import INFEASIBLE_TERMINATIONS
 
 
@@ -40,8 +44,7 @@ def elements(prog: Program) -> list[Element]:
     """Every constraint that can take part in a conflict, as rows."""
     out: list[Element] = []
     D = prog.num_dims
-    scale = max([1.0] + [abs(r.rhs) for r in prog.rows] + [float(v) for v in prog.ub if np.isfinite(v)] + list(prog.lb))
-    eps = 1e-6 * scale
+    eps = TOLERANCE / GB  # 1e-6 bytes/s in GB/s; was 1e-6 GB/s, above what a tiny budget allows
     for k, name in enumerate(prog.dims):
         e = np.zeros(D)
         e[k] = 1.0
@@ -68,7 +71,9 @@ class SubsetIndex(BandwidthIndex):
 
 def prepare_subset(prog: Program, params: Mapping[str, Any]) -> SubsetIndex:
     """``subset`` (a list of `Element`), ``relaxed`` (the position of the element allowed to move)."""
-    rows = tuple(replace(el.row, path=f"e{k}") for k, el in enumerate(params["subset"]))
+    # over x = B / sigma with small right-hand sides scaled up (`scale_rows`), as the
+    # formulations' programs: unscaled, a cost budget of 1e-5 USD is below the LP's tolerance
+    rows = scale_rows([replace(el.row, path=f"e{k}") for k, el in enumerate(params["subset"])], bandwidth_scale(prog))
     D = prog.num_dims
     return SubsetIndex(np.zeros(D), np.full(D, np.inf), rows, int(params.get("relaxed", -1)))
 
@@ -113,7 +118,7 @@ def _relaxation(ctx: RunContext, prog: Program, subset: list[Element], free: int
     result = ctx.solve_model(model)
     if not result.has_solution or result.objective is None:
         return None
-    return float(result.objective) * subset[free].row.scale
+    return float(result.objective) * scale_rows([subset[free].row], bandwidth_scale(prog))[0].scale
 
 
 def find_conflict(ctx: RunContext, prog: Program) -> tuple[list[Element], list[tuple[Element, float]]] | None:
@@ -138,8 +143,47 @@ def find_conflict(ctx: RunContext, prog: Program) -> tuple[list[Element], list[t
     return current, relax
 
 
+def starved(prog: Program) -> list[tuple[int, str, str]]:
+    """Used dimensions that the instance holds at bandwidth 0, proven by signs alone (B >= 0):
+    (dimension, label, path) of the bound or row that does it: ``max_bandwidth <= 0``, a
+    ``<=``/``==`` row of nonnegative coefficients with right-hand side <= 0 (``d0 <= 0``,
+    a total of 0), or a ``>=``/``==`` row of nonpositive coefficients with right-hand side >= 0."""
+    out: list[tuple[int, str, str]] = []
+    for k in np.flatnonzero(prog.used):
+        d = int(k)
+        if prog.ub[d] <= 0:
+            out.append((d, f"{prog.dims[d]} max_bandwidth {prog.ub[d]:g} GB/s", f"network.dimensions[{d}].max_bandwidth"))
+            continue
+        for r in prog.rows:
+            a = r.coeffs
+            if a[d] > 0 and r.sense in ("<=", "==") and np.all(a >= 0) and r.rhs <= 0:
+                out.append((d, r.name, r.path))
+                break
+            if a[d] < 0 and r.sense in (">=", "==") and np.all(a <= 0) and r.rhs >= 0:
+                out.append((d, r.name, r.path))
+                break
+    return out
+
+
+def raise_if_starved(prog: Program, what: str) -> None:
+    """Raise `InfeasibleError` (proven exactly) when a used dimension is held at bandwidth 0."""
+    found = starved(prog)
+    if not found:
+        return
+    parts = [f"{prog.dims[d]} carries traffic, so needs bandwidth > 0 [network.dimensions[{d}] (traffic)]; {label} [{path}]"
+             for d, label, path in found]
+    raise InfeasibleError(
+        f"{prog.instance.name}: {what}: no bandwidth allocation satisfies these constraints together: " + "; and ".join(parts)
+        + " (they allow no bandwidth > 0, by the signs of the coefficients alone)",
+        details={"constraints": [c for d, label, path in found for c in
+                                 ({"label": f"{prog.dims[d]} carries traffic, so needs bandwidth > 0", "path": f"network.dimensions[{d}] (traffic)"},
+                                  {"label": label, "path": path})]},
+    )
+
+
 def raise_if_infeasible(ctx: RunContext, prog: Program, what: str) -> None:
     """Raise `InfeasibleError` naming the conflicting constraints, if the linear system has one."""
+    raise_if_starved(prog, what)
     found = find_conflict(ctx, prog)
     if found is None:
         return

@@ -27,12 +27,15 @@ from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.bandwidth.blocks import max_bandwidths
 from distplan.formulations.bandwidth.convex import check_bounded, emit_warnings, no_solution
 from distplan.formulations.bandwidth.data import Program, bandwidth_scale, prepare
+from distplan.formulations.bandwidth.diagnose import raise_if_starved
 from distplan.formulations.bandwidth.outer import run_libra_perf_lp
-from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block
+from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block, solver_rows
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.modeling.model import Model, linear_sum
+from distplan.models.bandwidth_eval import evaluate
 from distplan.models.bandwidth_instance import BandwidthInstance
+from distplan.solvers.result import Termination
 
 
 def menus(ctx: RunContext, prog: Program, step: float, max_options: int) -> list[np.ndarray]:
@@ -77,12 +80,15 @@ def menus(ctx: RunContext, prog: Program, step: float, max_options: int) -> list
 class MenuIndex(BandwidthIndex):
     """Link-speed menus: option j of dimension ``owner[j]`` has ``speeds[j]`` GB/s; ``t_unit``
     (s/GB) is the unit of the term times, 1 / (1000 sigma), so they are ~1e3 and the solver's
-    absolute feasibility tolerance (~1e-6) is ~1e-9 of the time."""
+    absolute feasibility tolerance (~1e-6) is ~1e-9 of the time. The bandwidth variable is
+    x = B / ``sigma`` (bounds and rows in that unit), so a menu of 2e-6 GB/s options is O(1)
+    to the solver, not below its tolerance."""
 
     sizes: np.ndarray
     owner: np.ndarray
     speeds: np.ndarray
     t_unit: float
+    sigma: float
 
 
 def prepare_menus(prog: Program, params: Mapping[str, Any]) -> MenuIndex:
@@ -90,7 +96,8 @@ def prepare_menus(prog: Program, params: Mapping[str, Any]) -> MenuIndex:
     menu = params["menus"]
     sizes = np.array([m.size for m in menu])
     owner = np.repeat(np.arange(prog.num_dims), sizes)
-    return MenuIndex(prog.lb, prog.ub, tuple(prog.rows), sizes, owner, np.concatenate(menu), 1.0 / (1e3 * bandwidth_scale(prog)))
+    sigma = bandwidth_scale(prog)
+    return MenuIndex(prog.lb / sigma, prog.ub / sigma, solver_rows(prog, sigma), sizes, owner, np.concatenate(menu), 1.0 / (1e3 * sigma), sigma)
 
 
 def menu_choice(model: Model, prog: Program, index: MenuIndex) -> None:
@@ -98,7 +105,7 @@ def menu_choice(model: Model, prog: Program, index: MenuIndex) -> None:
     D = prog.num_dims
     z = model.add_vars("choice", index.speeds.size, vtype="binary")
     model.add_constraints("one-option", z.group_sum(index.owner, D) == 1.0)
-    model.add_constraints("bandwidth-is-option", (z * index.speeds).group_sum(index.owner, D) - model["bandwidth"] == 0.0)
+    model.add_constraints("bandwidth-is-option", (z * (index.speeds / index.sigma)).group_sum(index.owner, D) - model["bandwidth"] == 0.0)
 
 
 def menu_time(model: Model, prog: Program, index: MenuIndex) -> None:
@@ -131,6 +138,7 @@ def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     if step <= 0:
         raise InputError("params.step", f"{step:g} must be > 0 GB/s", "give a link speed step such as 12.5")
     prog = prepare(inst)
+    raise_if_starved(prog, "libra_discrete")
     check_bounded(ctx, prog)
     emit_warnings(prog)
     exact = all(o is not None for o in prog.options)
@@ -150,11 +158,15 @@ def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
                 details={"options_per_dimension": sizes.tolist()},
             )
         return Outcome(plan=None, solver_results=list(ctx.solver_results))
-    Bv = np.asarray(result.values_by_block["bandwidth"], dtype=float)
     choice = np.asarray(result.values_by_block["choice"], dtype=float)
-    picked = np.array([speeds[np.flatnonzero(owner == d)][np.argmax(choice[owner == d])] for d in range(D)])
-    if np.allclose(picked, Bv, rtol=1e-6, atol=1e-9):
-        Bv = picked
+    # the plan is always the options picked (the continuous B only mirrors them, to the
+    # solver's tolerance); the evaluator then holds them to the rows
+    Bv = np.array([speeds[np.flatnonzero(owner == d)][np.argmax(choice[owner == d])] for d in range(D)])
+    if not evaluate(inst, prog.to_plan(Bv, "time")).feasible:
+        raise_if_starved(prog, "libra_discrete")
+        return Outcome(plan=None, solver_results=list(ctx.solver_results), termination=Termination.NUMERICAL,
+                       info={"no_plan": f"libra_discrete: the options the solver picked ({result.termination.value}) miss the constraints "
+                                        "by more than the evaluator's tolerance (no proof that no combination meets them)"})
     bounds: list[Bound] = []
     info: dict[str, Any] = {
         "options_per_dimension": sizes.tolist(),

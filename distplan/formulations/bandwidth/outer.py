@@ -14,25 +14,24 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from distplan.formulations.bandwidth.blocks import lowest_unused
 from distplan.formulations.bandwidth.convex import (
     continuous_program,
-    no_solution,
+    finish,
     safe_outcome_bound,
     time_scale,
 )
 from distplan.formulations.bandwidth.data import Program, bandwidth_scale
-from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block
+from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block, solver_rows
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.bandwidth_instance import BandwidthInstance
-from distplan.solvers.result import Termination
+from distplan.solvers.result import INFEASIBLE_TERMINATIONS, Termination
 
 
 def add_cuts(model: Model, s_cols: np.ndarray, b_cols: np.ndarray, dims: np.ndarray, at: np.ndarray, name: str) -> None:
@@ -60,7 +59,7 @@ class TangentIndex(BandwidthIndex):
 def prepare_tangent(prog: Program, params: Mapping[str, Any]) -> TangentIndex:
     """Scales and first tangent points (2^-3 .. 2^3 of sigma)."""
     sigma = bandwidth_scale(prog)
-    rows = tuple(replace(r, rhs=r.rhs / sigma) for r in prog.rows)
+    rows = solver_rows(prog, sigma)
     return TangentIndex(prog.lb / sigma, prog.ub / sigma, rows, sigma, time_scale(prog), np.flatnonzero(prog.used), np.logspace(-3, 3, 13, base=2.0))
 
 
@@ -114,6 +113,8 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
 
     lower, upper = -math.inf, math.inf
     best: np.ndarray | None = None
+    first = None  # the first LP's record when it had no solution
+    ended = Termination.UNKNOWN
     rounds = 0
     lowest_cut = dict.fromkeys((int(d) for d in used), 2.0**-3)
     while rounds < max_rounds:
@@ -122,8 +123,13 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
         build = 0.0
         if not result.has_solution:
             if rounds == 1:
-                no_solution(ctx, prog, result, "libra_perf_lp")
+                first = result
+            elif result.termination in INFEASIBLE_TERMINATIONS:
+                # a relaxation proved infeasible after feasible rounds: the solver's
+                # tolerances at work (cuts of 2^-30 and 2^30), no proof; keep the best so far
+                ended = Termination.NUMERICAL
             break
+        ended = result.termination
         values = result.values_by_block
         xv = np.asarray(values["bandwidth"], dtype=float)
         if result.termination is Termination.OPTIMAL and result.bound is not None:
@@ -152,9 +158,6 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
         if not cut_dims:
             break
         add_cuts(model, s_cols, x_cols, np.asarray(cut_dims), np.asarray(at), f"cuts-{rounds}")
-    if best is None:
-        return Outcome(plan=None, solver_results=list(ctx.solver_results))
-    best = lowest_unused(ctx, prog, best)
     info: dict[str, Any] = {
         "rounds": rounds,
         "cuts": int(sum(b.stop - b.start for n, b in model.con_blocks.items() if n.startswith("cuts-"))),
@@ -165,7 +168,10 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
         "tolerance": tol,
         "warnings": list(prog.warnings),
     }
-    bounds, claimed = safe_outcome_bound(prog, best, "libra_perf_lp", info)
+    solved = best
+    last = first if first is not None else result
+    best = finish(ctx, inst, prog, "libra_perf_lp", last, solved, info)
+    bounds, claimed = safe_outcome_bound(prog, best, "libra_perf_lp", info, fit_at=[] if solved is None else [solved])
     return Outcome(
         plan=prog.to_plan(best, "time"),
         bounds=bounds,
@@ -173,4 +179,5 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
         claimed_objective=claimed,
         proven_optimal=bool(info["relative_gap"] <= tol),
         info=info,
+        termination=ended if first is None else last.termination,
     )

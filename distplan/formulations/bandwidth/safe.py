@@ -91,6 +91,8 @@ def kkt_multipliers(prog: Program, B: np.ndarray, extra: tuple[np.ndarray, float
     K, D = prog.terms.shape
     A, b, sign = _rows(prog, extra)
     B = np.asarray(B, dtype=float)
+    if not np.all(np.isfinite(B)) or np.any(B[prog.used] <= 0):
+        return np.zeros((K, D)), np.zeros(b.size)  # no KKT point to fit at (any multipliers are valid)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(prog.terms > 0, prog.terms / np.maximum(B, 1e-300)[None, :], 0.0)
     top = ratio.max(axis=1, initial=0.0) if K else np.zeros(0)
@@ -127,7 +129,13 @@ def kkt_multipliers(prog: Program, B: np.ndarray, extra: tuple[np.ndarray, float
             lo[col], hi[col] = -np.inf, 0.0
     # rows of M in comparable units: divide each stationarity row by its largest entry
     norms = np.maximum(np.abs(M).max(axis=1), 1e-300)
-    sol = lsq_linear(M / norms[:, None], rhs / norms, bounds=(lo, hi), method="bvls", tol=1e-14, lsmr_tol=None, max_iter=200)
+    M, rhs = M / norms[:, None], rhs / norms
+    if not (np.all(np.isfinite(M)) and np.all(np.isfinite(rhs))):
+        return lam, mu  # a bandwidth so small that 1/B^2 overflows: no fit (zero multipliers stay valid)
+    try:
+        sol = lsq_linear(M, rhs, bounds=(lo, hi), method="bvls", tol=1e-14, lsmr_tol=None, max_iter=200)
+    except (np.linalg.LinAlgError, ValueError):
+        return lam, mu  # the fit failed numerically: zero multipliers give a (weak) valid bound
     x = sol.x
     for j, (k, d) in enumerate(lam_kd):
         lam[k, d] = max(float(x[j]), 0.0)
@@ -376,9 +384,12 @@ def safe_min_linear(prog: Program, coeffs: np.ndarray, B: np.ndarray) -> float:
             M[d, len(rows) + j] = -1.0  # coeffs + A^T mu - s = 0: s >= 0 at lb, <= 0 at ub
             if d in at_ub:
                 lo[len(rows) + j], hi[len(rows) + j] = -np.inf, 0.0
-        sol = lsq_linear(M, -np.asarray(coeffs, dtype=float), bounds=(lo, hi), method="bvls", tol=1e-14, max_iter=200)
+        try:
+            x = lsq_linear(M, -np.asarray(coeffs, dtype=float), bounds=(lo, hi), method="bvls", tol=1e-14, max_iter=200).x
+        except (np.linalg.LinAlgError, ValueError):
+            x = np.zeros(n)  # zero multipliers: a weaker bound, still valid
         for j, i in enumerate(rows):
-            mu[i] = float(np.clip(sol.x[j], lo[j], hi[j]))
+            mu[i] = float(np.clip(x[j], lo[j], hi[j]))
         mu[np.abs(mu) <= 1e-9 * max(float(np.abs(mu).max(initial=0.0)), 1e-300)] = 0.0
     up = implied_upper(prog)
     c = np.asarray(coeffs, dtype=float) + (mu @ A if A.size else 0.0)
