@@ -244,6 +244,7 @@ def one_f_one_b(inst: PipelineInstance, deadline: float | None = None) -> tuple[
     nf = np.array([len(units.blocks[d][F]) for d in range(inst.n_devices)])
     found: list[tuple[float, np.ndarray, dict]] = []
     peaks_seen = np.zeros(inst.n_devices)
+    deadlocked = False  # a warm-up whose memory fits, in an order that deadlocks
     for per_block in (False, True):
         check(deadline, "the 1f1b schedule")
         queues = one_f_one_b_queues(inst, per_block, units, deadline)
@@ -261,6 +262,7 @@ def one_f_one_b(inst: PipelineInstance, deadline: float | None = None) -> tuple[
                 try:
                     start = asap(inst, orders, deadline=deadline)
                 except SequenceCycleError:
+                    deadlocked = True
                     continue
                 span = float((start + inst.duration[:, None]).max() - start.min())
                 found.append((span, start, {"schedule": "1f1b", "per_block": per_block, "warmup": [int(x) for x in cand]}))
@@ -269,6 +271,14 @@ def one_f_one_b(inst: PipelineInstance, deadline: float | None = None) -> tuple[
             if done or warm.max() == 0:
                 break
             warm = np.maximum(warm - 1, 0)
+    if not found and deadlocked and _fits(inst, orders)[0]:
+        # the least warm-up fits the memory, but its order deadlocks: not a memory shortfall
+        # (it had said "needs memory 1 (capacity 1, over by 0)" on the x shape)
+        raise InfeasibleError(
+            f"{inst.name}: the 1f1b schedule has no order that fits: the warm-ups within the memory capacity "
+            "(down to one micro-batch in flight) deadlock on this placement",
+            details={"schedule": "1f1b", "peak_memory": {inst.devices[k]: float(peaks_seen[k]) for k in range(inst.n_devices)}},
+        )
     if not found:
         raise _memory_error(inst, "1f1b", peaks_seen)
     best = min(found, key=lambda f: f[0])
