@@ -152,6 +152,12 @@ OUT_OF_RANGE = [
     ("placement_search", "default_time_limit", -1.0, "> 0"),
     ("placement_search", "cluster_share", 1.5, "<= 1"),
     ("placement_search", "forced_share", -0.1, ">= 0"),
+    # caps and sizes that ran silently when negative
+    ("baechi_sct", "lp_max_edges", -1, ">= 0"),
+    ("baechi_sct", "barrier_above_edges", -3, ">= 0"),
+    ("placement_milp", "joined_extra", -1.0, ">= 0"),
+    *[("placement_milp", cap, -1, ">= 0") for cap in ("order_nonzeros", "milp_order_nonzeros", "wait_nonzeros", "window_nonzeros", "milp_wait_nonzeros", "milp_window_nonzeros")],
+    *[("placement_bounds", cap, -2, ">= 0") for cap in ("order_nonzeros", "wait_nonzeros", "window_nonzeros")],
 ]
 
 
@@ -166,6 +172,7 @@ def test_an_out_of_range_parameter_is_an_input_error(formulation: str, name: str
     ("placement_milp", "thresholds", 0), ("placement_milp", "relaxation_share", 0.0), ("placement_milp", "relaxation_share", 1.0),
     ("placement_milp", "default_time_limit", 0.5), ("placement_bounds", "relaxation_time_limit", 2),
     ("placement_search", "cluster_share", 1), ("placement_search", "default_time_limit", 1e-3),
+    ("placement_milp", "order_nonzeros", 0), ("placement_milp", "joined_extra", 0.0), ("baechi_sct", "lp_max_edges", 0),
 ])
 def test_a_parameter_in_range_passes(formulation: str, name: str, value: Any) -> None:
     get_formulation("placement", formulation).check_params({name: value})

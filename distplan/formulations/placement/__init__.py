@@ -105,7 +105,7 @@ register(
         params={"theta": 0.5, "barrier_above_edges": 10000, "lp_max_edges": 5000},
         # theta rounds the LP's x in [0, 1] (`sct.favorites_from_lp`): outside [0, 1] every
         # edge, or none, would make its child a favorite whatever the LP says
-        least={"theta": 0.0},
+        least={"theta": 0.0, "barrier_above_edges": 0, "lp_max_edges": 0},
         most={"theta": 1.0},
     )
 )
@@ -116,6 +116,8 @@ def _default_time_limit(inst: PlacementInstance, params: Mapping[str, Any]) -> f
     return float(params.get("default_time_limit", 60.0))
 
 
+#: the placement MILP's caps on the nonzeros of optional row families (0: none of them)
+_MILP_NONZEROS = ("order_nonzeros", "milp_order_nonzeros", "wait_nonzeros", "window_nonzeros", "milp_wait_nonzeros", "milp_window_nonzeros")
 #: the placement MILP's parameters that are shares (0 to 1) of the time left
 _MILP_SHARES = ("relaxation_share", "search_share", "forced_share", "relaxation_search_share", "waist_share", "module_share", "chain_share")
 
@@ -132,7 +134,7 @@ register(
         policy=Policy(default_time_limit=_default_time_limit),
         params={"default_time_limit": 60.0, "max_pairs": milp.MAX_PAIRS, "thresholds": 12, "relaxation_share": 0.25, "relaxation_ops": (30, 1500), "search_share": 0.2, "forced_share": 0.1, "order_nonzeros": MAX_NONZEROS, "milp_order_nonzeros": 0, "relaxation_search_share": 0.2, "waist_share": 0.05, "module_share": 0.3, "chain_share": 0.15, "joined_windows": True, "joined_extra": 1.0, "wait_nonzeros": WAIT_NONZEROS, "window_nonzeros": WINDOW_NONZEROS, "milp_wait_nonzeros": MILP_WAIT_NONZEROS, "milp_window_nonzeros": MILP_WAIT_NONZEROS},
         reference="Venugopalan & Sinnen, IEEE TPDS 26(1) 2015; " + BAECHI,
-        least={"max_pairs": 0, "thresholds": 0, **dict.fromkeys(_MILP_SHARES, 0.0)},
+        least={"max_pairs": 0, "thresholds": 0, "joined_extra": 0.0, **dict.fromkeys(_MILP_NONZEROS, 0), **dict.fromkeys(_MILP_SHARES, 0.0)},
         most=dict.fromkeys(_MILP_SHARES, 1.0),
         above={"default_time_limit": 0.0},
     )
@@ -193,7 +195,7 @@ register(
         bound_only=True,
         reference="Venugopalan & Sinnen, IEEE TPDS 26(1) 2015 (assignment part); Baptiste, Le Pape & Nuijten 2001 (energetic reasoning); Klein & Scholl, EJOR 112(2) 1999 (destructive bounds); Carlier, EJOR 11(1) 1982; Möhring 1989 (series decomposition)",
         params={"relaxation_time_limit": 30.0, "forced_share": 0.3, "waist_share": 0.2, "order_nonzeros": MAX_NONZEROS, "wait_nonzeros": WAIT_NONZEROS, "window_nonzeros": WINDOW_NONZEROS},
-        least={"forced_share": 0.0, "waist_share": 0.0},
+        least={"forced_share": 0.0, "waist_share": 0.0, "order_nonzeros": 0, "wait_nonzeros": 0, "window_nonzeros": 0},
         most={"forced_share": 1.0, "waist_share": 1.0},
         above={"relaxation_time_limit": 0.0},
     )
