@@ -27,6 +27,8 @@ register(
         spec=tag.TAG_ITERATION,
         params={"objective": "iteration", "alpha": tag.DEFAULT_ALPHA, "relaxation": False},
         choices={"objective": tag.OBJECTIVES},
+        #: alpha is seconds charged per duplicated op: a negative one rewards duplication
+        least={"alpha": 0.0},
     )
 )
 register(
@@ -39,6 +41,7 @@ register(
         exact=False,
         reference=TAG,
         params={"alpha": tag.DEFAULT_ALPHA, "prices": list(tag.CUT_PRICES)},
+        least={"alpha": 0.0},
     )
 )
 register(
@@ -53,7 +56,7 @@ register(
         spec=select.CODEC_SELECT,
         params={"window": None, "improve_seconds": 5.0},
         examples={"window": 8},
-        least={"window": 0},
+        least={"window": 0, "improve_seconds": 0.0},
     )
 )
 register(

@@ -43,4 +43,6 @@ MEGATRON = Formulation(
     run=run_megatron,
     reference="Shoeybi et al., Megatron-LM, 2019; Narayanan et al., SC'21",
     params={"tp_axis": -1},
+    #: the mesh axis of tensor parallelism; -1: the fastest (`megatron_plan`)
+    least={"tp_axis": -1},
 )
