@@ -12,7 +12,7 @@ from typing import Any
 
 from distplan.errors import InputError
 from distplan.models.catalogue import device as catalogue_device
-from distplan.models.common import name_list, need, number
+from distplan.models.common import MAX_BYTES, MAX_SECONDS, name_list, need, number
 from distplan.models.compression_records import (
     BUILTIN_METHODS,
     CODEC_METHODS,
@@ -32,10 +32,36 @@ def _str(value: Any, path: str) -> str:
     return value
 
 
+#: the least bandwidth or codec rate taken (bytes/second): below it the transfer of a
+#: gradient of `MAX_BYTES` takes longer than a float holds (a bandwidth of 1e-300 made
+#: times infinite)
+MIN_RATE = 1.0
+
+
+#: the largest compressed/original ratio a codec may declare (an expanding codec is
+#: allowed; beyond this its compressed sizes overflow)
+MAX_RATIO = 1e6
+
+
+def _rate(value: Any, path: str) -> float:
+    """A bandwidth or a codec's rate: a finite number of bytes/second, at least `MIN_RATE`."""
+    v = number(value, path, positive=True, unit="bytes/s")
+    if v < MIN_RATE:
+        raise InputError(path, f"{value!r} bytes/s is below the least value taken, {MIN_RATE:g} bytes/s", "give a value in range")
+    return v
+
+
+def _name(value: Any, path: str, known: Any, what: str, fix: str) -> str:
+    """A name that must be one of ``known`` (a string first: a list there is not a name)."""
+    if not isinstance(value, str) or value not in known:
+        raise InputError(path, f"unknown {what} {value!r}", fix)
+    return value
+
+
 def _rate_table(value: Any, path: str, types: set[str], what: str) -> dict[str, float]:
     if not isinstance(value, Mapping):
         raise InputError(path, f"expected an object {{device type: {what}}}")
-    out = {str(k): number(v, f"{path}.{k}", positive=True) for k, v in value.items()}
+    out = {str(k): _rate(v, f"{path}.{k}") for k, v in value.items()}
     missing = sorted(types - set(out))
     if missing:
         raise InputError(f"{path}.{missing[0]}", f"missing for device type {missing[0]!r}", f"give the {what} for every device type of the cluster")
@@ -63,15 +89,18 @@ def parse_fields(data: Mapping[str, Any]) -> dict[str, Any]:
             spec = catalogue_device(dtype)
         except InputError as exc:
             raise InputError(f"{path}.type", exc.problem, exc.fix) from None
-        mem = number(d["memory_bytes"], f"{path}.memory_bytes", positive=True) if "memory_bytes" in d else float(spec.memory_bytes)
-        reserved = number(d.get("reserved_bytes", 0.0), f"{path}.reserved_bytes")
+        mem = number(d["memory_bytes"], f"{path}.memory_bytes", positive=True, at_most=MAX_BYTES, unit="bytes") if "memory_bytes" in d else float(spec.memory_bytes)
+        reserved = number(d.get("reserved_bytes", 0.0), f"{path}.reserved_bytes", at_most=MAX_BYTES, unit="bytes")
         node = _str(d.get("node", dev_names[k]), f"{path}.node")
         devices.append(Device(dev_names[k], dtype, node, mem, reserved))
     types = {d.type for d in devices}
-    intra = number(need(cluster, "intra_node_bandwidth", "cluster"), "cluster.intra_node_bandwidth", positive=True)
-    inter = number(need(cluster, "inter_node_bandwidth", "cluster"), "cluster.inter_node_bandwidth", positive=True)
+    intra = _rate(need(cluster, "intra_node_bandwidth", "cluster"), "cluster.intra_node_bandwidth")
+    inter = _rate(need(cluster, "inter_node_bandwidth", "cluster"), "cluster.inter_node_bandwidth")
+    raw_links = cluster.get("links", []) or []
+    if not isinstance(raw_links, list):
+        raise InputError("cluster.links", f"expected a list of {{a, b, bandwidth}}, got {raw_links!r}")
     links: list[tuple[str, str, float]] = []
-    for k, link in enumerate(cluster.get("links", []) or []):
+    for k, link in enumerate(raw_links):
         path = f"cluster.links[{k}]"
         a, b = _str(need(link, "a", path), f"{path}.a"), _str(need(link, "b", path), f"{path}.b")
         for key, nm in (("a", a), ("b", b)):
@@ -79,7 +108,7 @@ def parse_fields(data: Mapping[str, Any]) -> dict[str, Any]:
                 raise InputError(f"{path}.{key}", f"unknown device {nm!r}", "name a device of cluster.devices")
         if a == b:
             raise InputError(path, "a link joins two different devices")
-        links.append((a, b, number(need(link, "bandwidth", path), f"{path}.bandwidth", positive=True)))
+        links.append((a, b, _rate(need(link, "bandwidth", path), f"{path}.bandwidth")))
 
     graph = need(data, "graph", "")
     raw_ops = need(graph, "ops", "graph")
@@ -93,21 +122,18 @@ def parse_fields(data: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(odevs, list) or not odevs:
             raise InputError(f"{path}.devices", "expected a non-empty list of device names")
         for k, dn in enumerate(odevs):
-            if dn not in dev_set:
-                raise InputError(f"{path}.devices[{k}]", f"unknown device {dn!r}", "name a device of cluster.devices")
+            _name(dn, f"{path}.devices[{k}]", dev_set, "device", "name a device of cluster.devices")
         if len(set(odevs)) != len(odevs):
             raise InputError(f"{path}.devices", "a device is listed twice")
         op_types = {devices[dev_names.index(dn)].type for dn in odevs}
         raw_cs = need(o, "compute_seconds", path)
         if not isinstance(raw_cs, Mapping):
             raise InputError(f"{path}.compute_seconds", "expected an object {device type: seconds}")
-        cs = {str(k): number(v, f"{path}.compute_seconds.{k}") for k, v in raw_cs.items()}
+        cs = {str(k): number(v, f"{path}.compute_seconds.{k}", at_most=MAX_SECONDS, unit="s") for k, v in raw_cs.items()}
         missing = sorted(op_types - set(cs))
         if missing:
             raise InputError(f"{path}.compute_seconds.{missing[0]}", f"missing for device type {missing[0]!r} of a replica", "give the seconds for every device type the op runs on")
-        role = o.get("role", "backward")
-        if role not in ROLES:
-            raise InputError(f"{path}.role", f"unknown role {role!r}", f"use one of: {', '.join(ROLES)}")
+        role = _name(o.get("role", "backward"), f"{path}.role", ROLES, "role", f"use one of: {', '.join(ROLES)}")
         eligible = o.get("eligible", False)
         if not isinstance(eligible, bool):
             raise InputError(f"{path}.eligible", f"expected true or false, got {eligible!r}")
@@ -115,7 +141,7 @@ def parse_fields(data: Mapping[str, Any]) -> dict[str, Any]:
             raise InputError(f"{path}.eligible", "an update op cannot be duplicated", "set eligible to false")
         if eligible and len(odevs) < 2:
             raise InputError(f"{path}.eligible", "an op with one replica cannot be duplicated (TAG: replication < 2)", "set eligible to false")
-        mem = number(o.get("memory_bytes", 0.0), f"{path}.memory_bytes")
+        mem = number(o.get("memory_bytes", 0.0), f"{path}.memory_bytes", at_most=MAX_BYTES, unit="bytes")
         ops.append(Op(op_names[i], cs, tuple(odevs), mem, eligible, role))
 
     edges: list[Edge] = []
@@ -125,16 +151,13 @@ def parse_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     pairs: set[tuple[str, str]] = set()
     for k, e in enumerate(raw_edges):
         path = f"graph.edges[{k}]"
-        src, dst = need(e, "src", path), need(e, "dst", path)
-        for key, nm in (("src", src), ("dst", dst)):
-            if nm not in op_pos:
-                raise InputError(f"{path}.{key}", f"unknown op {nm!r}", "name an op listed in graph.ops")
+        src, dst = (_name(need(e, key, path), f"{path}.{key}", op_pos, "op", "name an op listed in graph.ops") for key in ("src", "dst"))
         if op_pos[src] >= op_pos[dst]:
             raise InputError(path, f"{src!r} -> {dst!r} goes backwards in graph.ops", "list ops in execution (topological) order")
         if ops[op_pos[dst]].eligible and set(ops[op_pos[src]].devices) != set(ops[op_pos[dst]].devices):
             raise InputError(path, f"eligible op {dst!r} takes input from {src!r} on other devices", "eligible ops and their inputs share one replica group")
         pairs.add((src, dst))
-        edges.append(Edge(src, dst, number(need(e, "bytes", path), f"{path}.bytes")))
+        edges.append(Edge(src, dst, number(need(e, "bytes", path), f"{path}.bytes", at_most=MAX_BYTES, unit="bytes")))
 
     raw_grads = need(graph, "gradients", "graph")
     grad_names = name_list(raw_grads, "graph.gradients", "gradients")
@@ -162,9 +185,7 @@ def parse_fields(data: Mapping[str, Any]) -> dict[str, Any]:
             raise InputError(f"{path}.update", f"update op {upd!r} runs on other devices than producer {op!r}", "use the producer's replica devices")
         if (op, upd) not in pairs:
             raise InputError(f"{path}", f"no edge {op!r} -> {upd!r}", "add the gradient edge to graph.edges")
-        dtype = g.get("dtype", "float32")
-        if dtype not in DTYPE_BYTES:
-            raise InputError(f"{path}.dtype", f"unknown dtype {dtype!r}", f"use one of: {', '.join(DTYPE_BYTES)}")
+        dtype = _name(g.get("dtype", "float32"), f"{path}.dtype", DTYPE_BYTES, "dtype", f"use one of: {', '.join(DTYPE_BYTES)}")
         density = number(g.get("density", 1.0), f"{path}.density", positive=True)
         if density > 1.0:
             raise InputError(f"{path}.density", f"{density} > 1", "give the fraction of nonzero rows, in (0, 1]")
@@ -172,11 +193,11 @@ def parse_fields(data: Mapping[str, Any]) -> dict[str, Any]:
         if shape is not None:
             if not isinstance(shape, list) or len(shape) != 2:
                 raise InputError(f"{path}.shape", "expected [rows, cols]")
-            shape = (int(number(shape[0], f"{path}.shape[0]", positive=True, integer=True)), int(number(shape[1], f"{path}.shape[1]", positive=True, integer=True)))
+            shape = (int(number(shape[0], f"{path}.shape[0]", positive=True, integer=True, at_most=MAX_BYTES, unit="rows")), int(number(shape[1], f"{path}.shape[1]", positive=True, integer=True, at_most=MAX_BYTES, unit="columns")))
         frows = g.get("factor_rows")
         if frows is not None:
-            frows = int(number(frows, f"{path}.factor_rows", positive=True, integer=True))
-        gradients.append(Gradient(grad_names[k], op, upd, number(need(g, "bytes", path), f"{path}.bytes", positive=True), dtype, density, shape, frows))
+            frows = int(number(frows, f"{path}.factor_rows", positive=True, integer=True, at_most=MAX_BYTES, unit="rows"))
+        gradients.append(Gradient(grad_names[k], op, upd, number(need(g, "bytes", path), f"{path}.bytes", positive=True, at_most=MAX_BYTES, unit="bytes"), dtype, density, shape, frows))
 
     # eligible ops form in-trees ending at a gradient producer
     consumers: list[list[str]] = [[] for _ in ops]
@@ -206,13 +227,11 @@ def parse_fields(data: Mapping[str, Any]) -> dict[str, Any]:
         lossless = c.get("lossless")
         if lossless is not True:
             raise InputError(f"{path}.lossless", f"codec {nm!r} is not declared lossless ({lossless!r}); only exact synchronization is allowed", "remove the codec or use a lossless one")
-        method = c.get("method")
-        if method not in CODEC_METHODS:
-            raise InputError(f"{path}.method", f"unknown method {method!r}", f"use one of: {', '.join(CODEC_METHODS)}")
+        method = _name(c.get("method"), f"{path}.method", CODEC_METHODS, "method", f"use one of: {', '.join(CODEC_METHODS)}")
         raw_ratio = c.get("ratio", {})
         if not isinstance(raw_ratio, Mapping):
             raise InputError(f"{path}.ratio", "expected an object {profile: compressed/original}")
-        ratio = {str(p): number(v, f"{path}.ratio.{p}", positive=True) for p, v in raw_ratio.items()}
+        ratio = {str(p): number(v, f"{path}.ratio.{p}", positive=True, at_most=MAX_RATIO) for p, v in raw_ratio.items()}
         level = c.get("level")
         if level is not None:
             level = int(number(level, f"{path}.level", nonneg=False, integer=True))

@@ -29,6 +29,7 @@ the forward pass), and checks that every op has one valid strategy and memory fi
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -39,7 +40,7 @@ import numpy as np
 
 from distplan.errors import InputError
 from distplan.models.catalogue import DeviceSpec, device
-from distplan.models.common import FORMAT, Check, JsonDocument, KindSpec, need, number, register_kind
+from distplan.models.common import FORMAT, MAX_SECONDS, Check, JsonDocument, KindSpec, need, number, register_kind
 from distplan.models.sharding_costs import (
     DIM_NAME,
     DTYPE_BYTES,
@@ -130,10 +131,30 @@ def _str_list(value: Any, path: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _number_list(value: Any, path: str, n: int, *, positive: bool = True) -> tuple[float, ...]:
+#: the ranges of the numbers of an instance: within them every cost and memory the model
+#: computes is a finite float (a dim of 1e308 overflowed the FLOPs, a bandwidth of 1e-300
+#: made finite reshardings infinite, i.e. forbidden). Sizes of graph.dims are exact in a
+#: float (2**53); the elements an op spans are bounded in
+#: `distplan.models.sharding_semantics.MAX_ELEMENTS`.
+MAX_DIM = 2**53
+#: devices along one mesh axis
+MAX_AXIS = 2**20
+#: bytes/second of a mesh axis, at least (with it the all-gather of the largest tensor
+#: taken, 8e30 bytes, is ~1e31 s: every sum of such times stays a finite float; at 1e-300
+#: it overflowed); latencies up to `MAX_SECONDS`
+MIN_BANDWIDTH = 1.0
+#: optimizer bytes per parameter and the backward pass's factor on forward time, at most
+MAX_FACTOR = 1e6
+
+
+def _number_list(value: Any, path: str, n: int, *, positive: bool = True, at_least: float = 0.0, at_most: float = math.inf, unit: str = "") -> tuple[float, ...]:
     if not isinstance(value, list) or len(value) != n:
         raise InputError(path, f"expected a list of {n} numbers (one per mesh axis), got {value!r}")
-    return tuple(number(v, f"{path}[{k}]", positive=positive) for k, v in enumerate(value))
+    out = tuple(number(v, f"{path}[{k}]", positive=positive, at_most=at_most, unit=unit) for k, v in enumerate(value))
+    for k, v in enumerate(out):
+        if v < at_least:
+            raise InputError(f"{path}[{k}]", f"{v!r} {unit} is below the least value taken, {at_least:g} {unit}".replace("  ", " "), "give a value in range")
+    return out
 
 
 @dataclass
@@ -279,9 +300,9 @@ class ShardingInstance(JsonDocument):
         shape_raw = need(m, "shape", "mesh")
         if not isinstance(shape_raw, list) or not 1 <= len(shape_raw) <= 3:
             raise InputError("mesh.shape", f"expected 1 to 3 axis sizes, got {shape_raw!r}", "e.g. [8] or [2, 4]")
-        shape = tuple(int(number(v, f"mesh.shape[{k}]", positive=True, integer=True)) for k, v in enumerate(shape_raw))
-        bandwidth = _number_list(need(m, "bandwidth", "mesh"), "mesh.bandwidth", len(shape))
-        latency = _number_list(need(m, "latency", "mesh"), "mesh.latency", len(shape), positive=False)
+        shape = tuple(int(number(v, f"mesh.shape[{k}]", positive=True, integer=True, at_most=MAX_AXIS, unit="devices")) for k, v in enumerate(shape_raw))
+        bandwidth = _number_list(need(m, "bandwidth", "mesh"), "mesh.bandwidth", len(shape), at_least=MIN_BANDWIDTH, unit="bytes/s")
+        latency = _number_list(need(m, "latency", "mesh"), "mesh.latency", len(shape), positive=False, at_most=MAX_SECONDS, unit="s")
         dev = need(m, "device", "mesh")
         if not isinstance(dev, str):
             raise InputError("mesh.device", f"expected a device name, got {dev!r}")
@@ -303,8 +324,8 @@ class ShardingInstance(JsonDocument):
             raise InputError("training.batch_dim", f"expected a dim name, got {batch_dim!r}")
         training = Training(
             batch_dim=batch_dim,
-            optimizer_bytes_per_param=number(t.get("optimizer_bytes_per_param", 16.0), "training.optimizer_bytes_per_param"),
-            backward_factor=number(t.get("backward_factor", 2.0), "training.backward_factor"),
+            optimizer_bytes_per_param=number(t.get("optimizer_bytes_per_param", 16.0), "training.optimizer_bytes_per_param", at_most=MAX_FACTOR, unit="bytes"),
+            backward_factor=number(t.get("backward_factor", 2.0), "training.backward_factor", at_most=MAX_FACTOR, unit="times"),
         )
 
         g = need(data, "graph", "")
@@ -315,9 +336,9 @@ class ShardingInstance(JsonDocument):
         for d, v in dims_raw.items():
             if not DIM_NAME.fullmatch(d):
                 raise InputError(f"graph.dims.{d}", "dim names are identifiers (letters, digits, _)")
-            dims[d] = int(number(v, f"graph.dims.{d}", positive=True, integer=True))
+            dims[d] = int(number(v, f"graph.dims.{d}", positive=True, integer=True, at_most=MAX_DIM, unit="elements"))
         dtype = g.get("dtype", "fp16")
-        if dtype not in DTYPE_BYTES:
+        if not isinstance(dtype, str) or dtype not in DTYPE_BYTES:
             raise InputError("graph.dtype", f"unknown dtype {dtype!r}", f"use one of: {', '.join(DTYPE_BYTES)}")
         never = _str_list(g.get("never_split", []), "graph.never_split")
         tp = _str_list(g.get("tensor_parallel_dims", []), "graph.tensor_parallel_dims")

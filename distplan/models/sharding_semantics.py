@@ -12,10 +12,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from distplan.errors import InputError
+from distplan.models.common import number
 from distplan.models.sharding_costs import FLOAT_DTYPES, OP_TYPES, OpSemantics, TensorSem
 
 #: FLOPs per output element of the normalizations
 _NORM_FLOPS = {"layernorm": 8.0, "rmsnorm": 6.0, "softmax": 5.0}
+#: the most elements the dims of one op may span (the product of the sizes of every dim
+#: its tensors name): far above any real layer (a GPT-3 logits tensor spans ~1e11), and
+#: low enough that every FLOP count, byte count, time and memory computed from it is a
+#: finite float (a dim of 1e308 had overflowed: review rev13)
+MAX_ELEMENTS = 1e30
+#: FLOPs per element an elementwise op may take (``attrs.flops_per_element``), at most
+MAX_FLOPS_PER_ELEMENT = 1e6
 
 
 # -- semantics from op type and shapes ---------------------------------------------------
@@ -60,6 +68,14 @@ def make_semantics(
         _check_dims(p, dims, f"{path}.params[{k}].dims")
     for k, t in enumerate(inputs):
         _check_dims(t.dims, dims, f"{path}.inputs[{k}]")
+    spanned = dict.fromkeys([*out, *(d for p in params for d in p), *(d for t in inputs for d in t.dims)])
+    span = math.prod(dims[d] for d in spanned)  # (exact: Python integers)
+    if span > MAX_ELEMENTS:
+        sizes = ", ".join(f"{d}={dims[d]}" for d in spanned)
+        raise InputError(path, f"its dims ({sizes}) span {float(span):.3g} elements, beyond the largest taken, {MAX_ELEMENTS:g}", "give smaller sizes in graph.dims")
+    for key in ("qkv_dim", "seq_dim", "head_dim", "class_dim"):
+        if key in attrs and not (attrs[key] is None and key == "qkv_dim") and not isinstance(attrs[key], str):
+            raise InputError(f"{path}.attrs.{key}", f"expected a dim name, got {attrs[key]!r}")
 
     def need_inputs(n: int | tuple[int, ...]) -> None:
         ok = len(inputs) in n if isinstance(n, tuple) else len(inputs) == n
@@ -184,7 +200,7 @@ def make_semantics(
             o = q
         expect_out(o)
         seq = attrs.get("seq_dim", o[1] if len(o) > 1 else None)
-        head = attrs.get("head_dim", o[-1])
+        head = attrs.get("head_dim", o[-1] if o else None)
         if seq not in o or head not in o or seq == head:
             raise InputError(f"{path}.attrs", f"seq_dim {seq!r} and head_dim {head!r} must be two different output dims", f"choose among {list(o)}")
         for flag in ("causal", "flash"):
@@ -217,7 +233,7 @@ def make_semantics(
             if extra:
                 raise InputError(f"{path}.inputs[{k}]", f"input dims {extra} are not output dims", "elementwise inputs broadcast to the output")
         params_within_out(0)
-        fpe = float(attrs.get("flops_per_element", 1.0))
+        fpe = number(attrs.get("flops_per_element", 1.0), f"{path}.attrs.flops_per_element", at_most=MAX_FLOPS_PER_ELEMENT, unit="FLOPs")
         labels = union(out)
         return finish(labels, plain_inputs(), out, fpe * math.prod(labels.values()), follows=inputs[0].dims == out)
 
@@ -226,6 +242,8 @@ def make_semantics(
         if inputs[0].dims != out:
             raise InputError(f"{path}.out", f"a {op_type} keeps its input's dims {list(inputs[0].dims)}")
         params_within_out(0)
+        if not out:
+            raise InputError(f"{path}.out", f"a {op_type} normalizes along a dim; its input has none", "give the input a dim to normalize")
         axis = attrs.get("axis", [out[-1]])
         if isinstance(axis, str):
             axis = [axis]

@@ -50,8 +50,16 @@ MEMORY_SCALE = 1.0 / 1024**3
 #: GPTs of bench_sharding it changed HiGHS's times 0.6x to over 3x (two solves went past
 #: 20 s, one that had not finished in 20 s took 3.3 s)
 MEMORY_ROW_UNITS = 1e4
-#: costs at or above this many seconds count as infinite (never chosen)
-INFINITE_SECONDS = 1e9
+#: the cost of a forbidden choice (a resharding that needs an all-to-all on a mesh without
+#: one: `distplan.models.sharding_costs` returns ``math.inf`` there). Only an infinite cost
+#: is forbidden: every finite cost, however large, stays choosable (a threshold of 1e9 s
+#: here had declared an instance of 3.6e10 s iterations infeasible, review rev13)
+INFINITE_SECONDS = math.inf
+#: the largest objective coefficient handed to a solver (solver units): coefficients in
+#: microseconds beyond it (an op or a resharding of more than 1e6 s) make `objective_scale`
+#: smaller, by powers of ten, so that they stay far below the 1e20 that HiGHS takes for an
+#: infinite cost
+MAX_OBJECTIVE_COEFFICIENT = 1e12
 #: relative MIP gap used when the caller sets none (the formulation is exact)
 DEFAULT_MIP_GAP = 1e-9
 REFERENCE = "Zheng et al., Alpa, OSDI 2022 (intra-operator pass; XLA auto-sharding solver)"
@@ -61,6 +69,27 @@ REFERENCE = "Zheng et al., Alpa, OSDI 2022 (intra-operator pass; XLA auto-shardi
 #: relative margin under a cost summed in floating point (n terms: error below n u, 2.2e-9
 #: for 10 million terms) before it is a bound on the same sum in another order
 SUM_ROUNDING_MARGIN = 1e-9
+
+def objective_scale(*costs: np.ndarray | float) -> float:
+    """Solver units per second of the objective: `OBJECTIVE_SCALE` (microseconds) unless
+    the largest finite cost (seconds) would then exceed `MAX_OBJECTIVE_COEFFICIENT`; then
+    the largest power of ten that keeps it within."""
+    largest = 0.0
+    for c in costs:
+        a = np.abs(np.asarray(c, dtype=float))
+        a = a[np.isfinite(a)]
+        if a.size:
+            largest = max(largest, float(a.max()))
+    if largest * OBJECTIVE_SCALE <= MAX_OBJECTIVE_COEFFICIENT:
+        return OBJECTIVE_SCALE
+    return 10.0 ** math.floor(math.log10(MAX_OBJECTIVE_COEFFICIENT / largest))
+
+
+def forbidden(cost: np.ndarray) -> np.ndarray:
+    """The choices a cost array forbids: infinite costs (`INFINITE_SECONDS`); NaN, which no
+    validated instance produces, counts as forbidden too rather than as a cost."""
+    return ~np.isfinite(cost)
+
 
 def memory_row_scale(budget: float) -> float:
     """Row units per byte of the re-solve's memory row: MEMORY_ROW_UNITS per budget, at
@@ -145,6 +174,9 @@ class AlpaIndex:
     constant: float
     #: row units per byte of the memory row (default `MEMORY_SCALE`: GiB)
     memory_scale: float
+    #: solver units per second of the objective (`objective_scale`: microseconds unless
+    #: the costs are too large for them)
+    objective_scale: float
 
 
 def prepare_alpa(instance: Any, params: Mapping[str, Any]) -> AlpaIndex:
@@ -170,18 +202,18 @@ def prepare_alpa(instance: Any, params: Mapping[str, Any]) -> AlpaIndex:
     constant = float(ent["cost"][~fu & ~fv].sum())
     fixed_nodes = np.flatnonzero(~free)
     constant += float(cost[offset[fixed_nodes]].sum())
-    if not np.isfinite(constant) or constant >= INFINITE_SECONDS:
+    if not math.isfinite(constant):  # (a forbidden resharding: INFINITE_SECONDS)
         raise InfeasibleError(f"{g.name}: two single-strategy ops are joined by a resharding that is not allowed (mesh.all_to_all false)")
     flat_free = free[flat_node]
     s_cost = cost[flat_free]
     s_node = flat_node[flat_free]
-    infinite = ~np.isfinite(s_cost) | (s_cost >= INFINITE_SECONDS)
+    infinite = forbidden(s_cost)
     if infinite.any():
         blocked = np.bincount(s_node[infinite], minlength=g.num_nodes)
         dead = np.flatnonzero((blocked == sizes) & free)
         if dead.size:
             op = g.instance.ops[g.node_ops[int(dead[0])][0]].name
-            raise InfeasibleError(f"{g.name}: every strategy of op {op!r} needs a resharding this mesh does not allow")
+            raise InfeasibleError(f"{g.name}: every strategy of op {op!r} needs a resharding this mesh does not allow (mesh.all_to_all false)")
     free_ids = np.flatnonzero(free)
     rank = np.full(g.num_nodes, -1)
     rank[free_ids] = np.arange(free_ids.size)
@@ -191,7 +223,9 @@ def prepare_alpa(instance: Any, params: Mapping[str, Any]) -> AlpaIndex:
     kept = np.flatnonzero(keep_edge)
     mask = keep_edge[ent["edge"]]
     e_cost = ent["cost"][mask]
-    e_inf = ~np.isfinite(e_cost) | (e_cost >= INFINITE_SECONDS)
+    e_inf = forbidden(e_cost)
+    s_cost = np.where(infinite, 0.0, s_cost)
+    e_cost = np.where(e_inf, 0.0, e_cost)
     edge_rank = np.full(len(g.edge_u), -1)
     edge_rank[kept] = np.arange(kept.size)
     return AlpaIndex(
@@ -202,7 +236,7 @@ def prepare_alpa(instance: Any, params: Mapping[str, Any]) -> AlpaIndex:
         flat_memory=flat_memory,
         free=free,
         entries=ent,
-        s_cost=np.where(infinite, 0.0, s_cost),
+        s_cost=s_cost,
         s_node=s_node,
         s_offset=s_offset,
         s_upper=np.where(infinite, 0.0, 1.0),
@@ -211,10 +245,11 @@ def prepare_alpa(instance: Any, params: Mapping[str, Any]) -> AlpaIndex:
         e_edge=edge_rank[ent["edge"][mask]],
         e_p=ent["p"][mask],
         e_q=ent["q"][mask],
-        e_cost=np.where(e_inf, 0.0, e_cost),
+        e_cost=e_cost,
         e_upper=np.where(e_inf, 0.0, 1.0),
         constant=constant,
         memory_scale=float(params.get("memory_scale", MEMORY_SCALE)),
+        objective_scale=objective_scale(s_cost, e_cost, constant),
     )
 
 
@@ -262,7 +297,7 @@ def edge_product_block(model: Model, instance: Any, index: AlpaIndex) -> None:
 
 def memory_shortfall(g: CostGraph) -> tuple[float, float, list[tuple[float, str]]]:
     """(least memory per device over all plans, budget, largest per-node minimums), bytes."""
-    least = [float(np.min(m[np.isfinite(c) & (c < INFINITE_SECONDS)])) if m.size else 0.0 for m, c in zip(g.node_memory, g.node_cost)]
+    least = [float(np.min(m[~forbidden(c)])) if m.size else 0.0 for m, c in zip(g.node_memory, g.node_cost)]
     names = [g.instance.ops[ops[0]].name + (f" (x{int(k)} copies)" if k > 1 else "") for ops, k in zip(g.node_ops, g.multiplicity)]
     top = sorted(zip(least, names), reverse=True)[:3]
     return float(sum(least)), g.memory_budget, top
@@ -305,12 +340,14 @@ def memory_block(model: Model, instance: Any, index: AlpaIndex) -> None:
 
 
 def objective_block(model: Model, instance: Any, index: AlpaIndex) -> None:
-    """Node costs + edge resharding costs (+ constants), in microseconds."""
+    """Node costs + edge resharding costs (+ constants), in microseconds (in the index's
+    ``objective_scale`` units)."""
     s, e = model["s"], model["e"]
+    scale = index.objective_scale
     cols = np.concatenate([s.index.reshape(-1), e.index.reshape(-1)])
-    coeffs = np.concatenate([index.s_cost, index.e_cost]) * OBJECTIVE_SCALE
+    coeffs = np.concatenate([index.s_cost, index.e_cost]) * scale
     expr = linear_sum(cols, coeffs, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars)
-    model.minimize(expr.sum() + index.constant * OBJECTIVE_SCALE)
+    model.minimize(expr.sum() + index.constant * scale)
 
 
 def decode_choice(result: SolverResult, index: AlpaIndex) -> np.ndarray:
@@ -375,13 +412,13 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
         build_seconds = 0.0
         if res.termination is Termination.OPTIMAL and res.objective is not None:
             integral = is_integral(res)
-            info["lp_relaxation"] = {"objective": res.objective / OBJECTIVE_SCALE, "integral": integral}
+            info["lp_relaxation"] = {"objective": res.objective / lp_index.objective_scale, "integral": integral}
             if res.bound is not None:  # the LP's proven bound, not its primal value; rounded down
-                info["bound_seconds"] = math.nextafter(res.bound / OBJECTIVE_SCALE, -math.inf)
+                info["bound_seconds"] = math.nextafter(res.bound / lp_index.objective_scale, -math.inf)
             if integral:
                 choice = decode_choice(res, lp_index)
                 if not memory_excess(graph, choice):  # (else the ILP below, re-solved if it must)
-                    info["objective_seconds"] = res.objective / OBJECTIVE_SCALE
+                    info["objective_seconds"] = res.objective / lp_index.objective_scale
                     info["optimal"] = True
                     return res, choice, info
     fine = memory_row_scale(graph.memory_budget)
@@ -399,7 +436,7 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
         res = ctx.solve_model(model, build_seconds=time.perf_counter() - t0 + build_seconds)
         build_seconds = 0.0
         if res.bound is not None:
-            info["bound_seconds"] = max(math.nextafter(res.bound / OBJECTIVE_SCALE, -math.inf), info.get("bound_seconds", -np.inf))
+            info["bound_seconds"] = max(math.nextafter(res.bound / index.objective_scale, -math.inf), info.get("bound_seconds", -np.inf))
         if not res.has_solution:
             if kept is None:
                 return res, None, info
@@ -411,7 +448,7 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
         kept = (res, choice)
         if not memory_excess(graph, choice):
             break
-    info["objective_seconds"] = res.objective / OBJECTIVE_SCALE if res.objective is not None else None
+    info["objective_seconds"] = res.objective / index.objective_scale if res.objective is not None else None
     info["optimal"] = res.termination is Termination.OPTIMAL and not memory_excess(graph, choice)
     return res, choice, info
 

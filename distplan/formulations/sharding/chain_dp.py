@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 
 from distplan.formulations.deadline import DeadlineReached
-from distplan.formulations.sharding.alpa_ilp import INFINITE_SECONDS
 from distplan.formulations.sharding.chain_fronts import (
     TooLarge,
     _eliminate,
@@ -131,7 +130,7 @@ def _factors(graph: CostGraph, memory: bool, lam: float = 0.0) -> tuple[list[_Ta
     node_mem = [np.asarray(m, float).tolist() for m in graph.node_memory]
 
     def add(live: list[int], rows: Sequence[tuple[int, ...]], cost: list[float], mem: list[float]) -> None:
-        ok = [k for k, c in enumerate(cost) if math.isfinite(c) and c < INFINITE_SECONDS]
+        ok = [k for k, c in enumerate(cost) if math.isfinite(c)]  # (infinite: INFINITE_SECONDS, forbidden)
         asg = np.full((len(ok), n), -1, dtype=small)
         if ok:
             asg[:, live] = [rows[k] for k in ok]

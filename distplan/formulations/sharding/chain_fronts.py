@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-from distplan.formulations.sharding.alpa_ilp import INFINITE_SECONDS
 from distplan.formulations.sharding.chainfold import Chain
 from distplan.formulations.sharding.costgraph import CostTables, Skeleton
 
@@ -224,7 +223,9 @@ def _pareto(t: _Table, group: list[int], dom: np.ndarray) -> _Table:
 
 
 def finite_mask(cost: np.ndarray) -> np.ndarray:
-    return np.isfinite(cost) & (cost < INFINITE_SECONDS)
+    """The choices a cost array allows: every finite cost (an infinite one,
+    `INFINITE_SECONDS`, is a forbidden resharding; NaN counts as forbidden too)."""
+    return np.isfinite(cost)
 
 
 def _eliminate(pool: list[_Table], kept: list[int], dom: np.ndarray, *, slack: float = np.inf, max_rows: float = np.inf, lam: float = 0.0, wslack: float = np.inf) -> _Table:

@@ -9,7 +9,7 @@ elimination: a unifying framework for reasoning", Artificial Intelligence 113, 1
 dense arrays: eliminating a variable adds the arrays of its factors over their joint scope
 and takes the minimum along its axis, keeping the argmin to recover the assignment.
 Variables go smallest scope first; a scope beyond ``max_rows`` entries gives up (None).
-Costs in seconds; infinite costs (`INFINITE_SECONDS` and above) are never chosen.
+Costs in seconds; infinite costs (`INFINITE_SECONDS`, forbidden reshardings) are never chosen.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ Factor = tuple[tuple[int, ...], np.ndarray]
 
 
 def _finite(x: np.ndarray) -> np.ndarray:
-    """The costs (seconds, non-negative) with every infinite one (`INFINITE_SECONDS` and
-    above) as inf; the argument itself, not a copy, when all are finite (the usual case:
-    one comparison instead of a mask), so callers copy before they write."""
+    """The costs (seconds, non-negative) with every forbidden one (infinite,
+    `INFINITE_SECONDS`, or NaN) as inf; the argument itself, not a copy, when all are
+    finite (the usual case: one comparison instead of a mask), so callers copy before
+    they write."""
     x = np.asarray(x, float)
     if x.size and x.max() < INFINITE_SECONDS:  # (NaN compares false: the masked path)
         return x

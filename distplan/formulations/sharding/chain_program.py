@@ -14,12 +14,12 @@ import numpy as np
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.sharding.alpa_ilp import (
     MEMORY_SCALE,
-    OBJECTIVE_SCALE,
     AlpaIndex,
     edge_product_block,
     memory_row_scale,
     memory_shortfall_error,
     node_choice_block,
+    objective_scale,
     prepare_alpa,
 )
 from distplan.formulations.sharding.chain_fronts import encode_states, finite_mask
@@ -152,8 +152,11 @@ def prepare_chain(graph: CostGraph, params: Mapping[str, Any]) -> ChainIndex:
     for ch in chains:
         rhs -= (ch.copies - 1) * _stage_shift(ch.arcs, "memory")[1]
         constant += (ch.copies - 1) * _stage_shift(ch.arcs, "cost")[1]
+    # the objective's units cover the arcs' costs too (an arc's cost spans the layers of a copy)
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(AlpaIndex)}
+    fields["objective_scale"] = min(base.objective_scale, objective_scale(constant, *(ch.arcs["cost"] for ch in chains)))
     return ChainIndex(
-        **{f.name: getattr(base, f.name) for f in dataclasses.fields(AlpaIndex)},
+        **fields,
         chains=chains,
         origin=np.asarray(params["origin"]),
         virtual=tuple(params["virtual"]),
@@ -235,15 +238,17 @@ def chain_memory_block(model: Model, graph: CostGraph, index: ChainIndex) -> Non
 
 
 def chain_objective_block(model: Model, graph: CostGraph, index: ChainIndex) -> None:
-    """Node, edge and arc costs less their groups' least values, plus the constant (us)."""
+    """Node, edge and arc costs less their groups' least values, plus the constant (us: the
+    index's ``objective_scale`` units)."""
     cols = [model["s"].index.reshape(-1), model["e"].index.reshape(-1)]
     coeff = [index.s_cost - index.least_cost[index.s_node], index.e_cost]
     for c, ch in enumerate(index.chains):
         cols.append(model[f"x{c}"].index.reshape(-1))
         coeff.append(ch.arcs["cost"] - _stage_shift(ch.arcs, "cost")[0])
     col = np.concatenate(cols)
-    expr = linear_sum(col, np.concatenate(coeff) * OBJECTIVE_SCALE, np.zeros(col.size, dtype=np.int64), 1, model.num_vars)
-    model.minimize(expr.sum() + index.shifted_constant * OBJECTIVE_SCALE)
+    scale = index.objective_scale
+    expr = linear_sum(col, np.concatenate(coeff) * scale, np.zeros(col.size, dtype=np.int64), 1, model.num_vars)
+    model.minimize(expr.sum() + index.shifted_constant * scale)
 
 
 #: Alpa's ILP over the explicit nodes plus, per chain, the walk rows (module docstring);
@@ -389,7 +394,7 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
             last = res
             proven = res.objective if (relax and res.termination is Termination.OPTIMAL) else res.bound
             if proven is not None and res.termination is not Termination.INFEASIBLE:
-                value = proven / OBJECTIVE_SCALE
+                value = proven / index.objective_scale
                 bound = value if bound is None else max(bound, value)
             if not res.has_solution:
                 if relax and res.termination is not Termination.INFEASIBLE:
@@ -427,6 +432,6 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
             if new_cuts:
                 continue
             optimal = res.termination is Termination.OPTIMAL
-            objective = res.objective / OBJECTIVE_SCALE if res.objective is not None else None
+            objective = res.objective / index.objective_scale if res.objective is not None else None
             return ChainSolution(choice, objective, bound, optimal, rounds, len(cuts), lp_integral, res)
     return ChainSolution(None, None, bound, False, rounds, len(cuts), lp_integral, last)

@@ -435,7 +435,9 @@ def build_folded_cost_graph(sk: Skeleton, fold: FoldMap, tables: CostTables | No
         node_cost[node] = np.add.accumulate(diags, axis=0)[-1]
     pair = np.minimum(a, b) * max(reps.size, 1) + np.maximum(a, b)
     pairs, pair_of = np.unique(pair[~loop], return_inverse=True)
-    terms_of = np.split(variant_of[~loop][np.argsort(pair_of, kind="stable")], np.cumsum(np.bincount(pair_of.reshape(-1), minlength=pairs.size))[:-1])
+    # (no edge between representatives, e.g. a graph of one op: no group, where np.split
+    # would give one empty group, whose sum failed: review rev13)
+    terms_of = np.split(variant_of[~loop][np.argsort(pair_of, kind="stable")], np.cumsum(np.bincount(pair_of.reshape(-1), minlength=pairs.size))[:-1]) if pairs.size else []
     edge_cost = []
     for terms in terms_of:
         if terms.size == 1:
