@@ -56,6 +56,8 @@ LIBRA_PERF_LP = register(
         reference=REFERENCE + "; Kelley's cutting planes (1960)",
         default_backend="highs",
         params={"tolerance": 1e-7, "max_rounds": 500},
+        above={"tolerance": 0.0},
+        least={"max_rounds": 1},
     )
 )
 
@@ -70,6 +72,8 @@ LIBRA_PERF_PER_COST = register(
         reference=REFERENCE,
         default_backend="cvxpy-CLARABEL",
         params={"tolerance": 1e-6, "curve_points": 8, "max_points": 400},
+        above={"tolerance": 0.0},
+        least={"curve_points": 1, "max_points": 1},
     )
 )
 
@@ -84,6 +88,8 @@ LIBRA_DISCRETE = register(
         reference=REFERENCE,
         default_backend="highs",
         params={"step": 12.5, "max_options": 400},
+        above={"step": 0.0},
+        least={"max_options": 1},
     )
 )
 

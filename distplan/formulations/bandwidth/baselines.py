@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from distplan.formulations.bandwidth.blocks import linear_bounds, optimize_linear
+from distplan.formulations.bandwidth.blocks import direct_lp, linear_bounds, optimize_linear, solve_direct
 from distplan.formulations.bandwidth.convex import emit_warnings, no_solution, reject_menus
 from distplan.formulations.bandwidth.data import Program, bandwidth_scale, prepare, unbounded_error
 from distplan.formulations.bandwidth.diagnose import raise_if_infeasible
@@ -61,8 +61,12 @@ FILL_LEVEL = ModelSpec("fill-level", prepare_fill, (bandwidth_block, rows_block,
 
 def _fill_level(ctx: RunContext, prog: Program, weights: np.ndarray, free: list[int], fixed: dict[int, float]) -> tuple[float | None, np.ndarray | None]:
     """max t s.t. B_d >= t * w_d (d free), fixed dimensions pinned, instance rows."""
-    model, _ = FILL_LEVEL.build(prog, {"weights": weights, "free": free, "fixed": fixed})
-    result = ctx.solve_model(model)
+    if direct_lp(ctx):
+        index = prepare_fill(prog, {"weights": weights, "free": free, "fixed": fixed})
+        result = solve_direct(ctx, index, np.zeros(0), "max", "fill-level", fill=(index.free, index.weights))
+    else:
+        model, _ = FILL_LEVEL.build(prog, {"weights": weights, "free": free, "fixed": fixed})
+        result = ctx.solve_model(model)
     if result.termination in (Termination.UNBOUNDED, Termination.INFEASIBLE_OR_UNBOUNDED):
         # whatever point the solver returns with it (HiGHS: a feasible one, level 0): the
         # level, hence some free dimension's bandwidth, has no maximum
