@@ -148,3 +148,11 @@ def test_console_entry_point_runs() -> None:
     proc = subprocess.run([sys.executable, "-m", "distplan", "solve", "placement-small-1", "-f", "baechi_sct", "--json"], capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["formulation"] == "baechi_sct"
+
+
+def test_a_gap_the_status_counts_is_not_printed_as_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    """With --mip-gap 0 a proven optimum keeps the bound's rounding margin as its gap: it
+    is printed as such beside status feasible (it was "0.00 %")."""
+    assert main(["solve", "placement-small-1", "-f", "placement_milp", "--mip-gap", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "status feasible" in out and "gap          0.00 %" not in out and "e-0" in out and "(optimal when <= 0 %)" in out

@@ -54,7 +54,7 @@ def print_result(res: Result, instance: Any) -> None:
     print(f"{res.objective_name:<12} {_fmt(res.objective, unit)}")
     src = f"  [{res.bound_source}; {res.bound_grade}]" if res.bound_source else ""
     print(f"bound        {_fmt(res.bound, unit)}{src}")
-    print(f"gap          {'-' if res.gap is None else f'{100 * res.gap:.2f} %'}   (optimal when <= {100 * res.gap_tolerance:g} %)")
+    print(f"gap          {_percent(res.gap)}   (optimal when <= {100 * res.gap_tolerance:g} %)")
     t = res.timings
     print(
         f"time         build {t['build_seconds']:.3f} s, hand-over {t['handover_seconds']:.3f} s, "
@@ -194,13 +194,28 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _percent(gap: float | None) -> str:
+    """A relative gap in percent; below 0.01 % in scientific notation, so that a gap the
+    status counts (2.4e-09 against a tolerance of 0: bounds are rounded down for safety) is
+    not shown as "0.00 %" beside status feasible."""
+    if gap is None:
+        return "-"
+    return f"{100 * gap:.2f} %" if gap == 0 or gap >= 1e-4 else f"{100 * gap:.1e} %"
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("solve", help="solve an instance (file or bundled name) with a formulation")
     p.add_argument("instance", help="instance file (.json / .json.gz) or bundled name")
     p.add_argument("--formulation", "-f", required=True)
     p.add_argument("--backend", "-b", default=None, help="solver backend (default: the formulation's, HiGHS)")
     p.add_argument("--time-limit", type=float, default=None, help="seconds")
-    p.add_argument("--mip-gap", type=float, default=None)
+    p.add_argument(
+        "--mip-gap",
+        type=float,
+        default=None,
+        help="relative gap under which a plan counts as optimal (default 1e-4); proven bounds are rounded down "
+        "by a small margin (up to ~1e-9 relative, more for solvers' absolute tolerances), so 0 never shows optimal",
+    )
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--fold", action="store_true", help="fold/coarsen the instance first")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="formulation parameter (repeatable)")
