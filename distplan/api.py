@@ -19,6 +19,7 @@ from distplan.solvers.result import (
     SolutionStatus,
     SolverResult,
     Termination,
+    options_record,
     relative_gap,
 )
 
@@ -63,6 +64,9 @@ class Result:
     objective_unit: str = ""
     gap_tolerance: float = DEFAULT_GAP_TOLERANCE
     bound_grade: str | None = None
+    #: the options the run was solved with (`solvers.result.options_record`), which
+    #: `distplan verify` checks ``gap_tolerance`` against; None when not recorded
+    options: dict[str, Any] | None = None
 
     @property
     def gap(self) -> float | None:
@@ -85,6 +89,7 @@ class Result:
             "bound_grade": self.bound_grade,
             "gap": self.gap,
             "gap_tolerance": self.gap_tolerance,
+            "options": self.options,
             "bounds": [b.to_dict() for b in self.bounds],
             "timings": self.timings,
             "check": self.check.to_dict() if self.check else None,
@@ -246,6 +251,8 @@ def _solve(
 
     bounds.extend(solver_free_bounds(inst))
     finite = [b for b in bounds if b.value is not None and math.isfinite(b.value)]
+    for b in finite:  # which recorded solver call proved it (verify checks value and grade)
+        b.solver_call = next((k for k, r in enumerate(solver_results) if r is b.solver_record), None)
     best = max(finite, key=lambda b: b.value) if finite else None
     objective = check.objective
     gap = relative_gap(objective, best.value if best else None)
@@ -293,6 +300,7 @@ def _solve(
         objective_unit=check.objective_unit or spec.objective_unit,
         gap_tolerance=tolerance,
         bound_grade=best.grade if best else None,
+        options=options_record(options),
     )
 
 

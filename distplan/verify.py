@@ -57,6 +57,10 @@ class VerifyReport:
     def ok(self) -> bool:
         return not self.problems
 
+    def note_once(self, *notes: str) -> None:
+        """Add each note not already there (what a report says once, not per result)."""
+        self.notes.extend(n for n in dict.fromkeys(notes) if n not in self.notes)
+
     def lines(self) -> list[str]:
         out = [*self.notes]
         out.extend(f"PROBLEM {p}" for p in self.problems)
@@ -82,9 +86,23 @@ def recorded_tolerance(doc: dict[str, Any]) -> tuple[float, bool]:
     return float(tol), True
 
 
+def _info(doc: dict[str, Any]) -> dict[str, Any]:
+    info = doc.get("info")
+    return info if isinstance(info, dict) else {}
+
+
+#: fields of a result and the JSON types they may have (besides null)
+FIELD_TYPES: dict[str, tuple[type, ...]] = {"info": (dict,), "bounds": (list,), "timings": (dict,), "solver_results": (list,), "plan": (dict,)}
+
+
 def check_claims(doc: dict[str, Any]) -> list[tuple[str, str]]:
     """Problems with the stored numbers and status alone (no instance needed)."""
     problems: list[tuple[str, str]] = []
+    for key, types in FIELD_TYPES.items():
+        if doc.get(key) is not None and not isinstance(doc[key], types):
+            problems.append((key, f"a JSON {type(doc[key]).__name__}, not {' or '.join('an object' if t is dict else 'a list' for t in types)}"))
+            if key in ("bounds", "solver_results", "plan"):
+                return problems
     objective = _number(doc, "objective", problems)
     bound = _number(doc, "bound", problems)
     tol_value = doc.get("gap_tolerance")
@@ -136,6 +154,118 @@ def check_claims(doc: dict[str, Any]) -> list[tuple[str, str]]:
     return problems
 
 
+#: terminations a result has only when its last solver call had it (`distplan.solve` takes
+#: an exact run's termination from its last call; formulations override it only with
+#: optimal, time_limit or numerical, and heuristics always end "finished")
+CALL_ONLY_TERMINATIONS = frozenset(TERMINATIONS) - {"optimal", "finished", "time_limit", "numerical"}
+#: a run ends "optimal" only when its last solver call proved optimality, or proved a model
+#: restricted below the incumbent infeasible (pipeline_milp), or it made no solver call
+OPTIMAL_LAST_CALL = frozenset({"optimal", "infeasible", "infeasible_or_unbounded"})
+#: the only solver calls whose bound is graded "safe": HiGHS LPs, whose dual point
+#: `distplan.solvers.safe_bound` repairs (a MIP's dual bound holds within tolerances only)
+SAFE_BOUND_BACKENDS = ("highs",)
+
+
+def _calls(doc: dict[str, Any]) -> list[Any] | None:
+    calls = doc.get("solver_results")
+    return calls if isinstance(calls, list) else None
+
+
+def check_solver_calls(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """The result's claims against the records of its solver calls (``solver_results``):
+
+    * ``gap_tolerance`` is not above the ``mip_gap`` the run (``options``) or any call
+      records it was solved with
+      (`distplan.solve` hands its tolerance to every call; a raised one would turn an open
+      gap into "optimal", a lower one only makes the status rule stricter);
+    * the ``termination`` is one its calls allow (`CALL_ONLY_TERMINATIONS`,
+      `OPTIMAL_LAST_CALL`);
+    * a call's bound graded "safe" is a HiGHS LP's (no integer variables in the model it
+      records): no code path makes a MIP's dual bound safe;
+    * a listed bound that names the call that proved it (``solver_call``) has that call's
+      value and grade.
+
+    Records written before calls recorded their options say nothing to cross-check:
+    `unchecked` names what was left out."""
+    problems: list[tuple[str, str]] = []
+    if "solver_results" in doc and _calls(doc) is None:
+        return [("solver_results", f"{type(doc.get('solver_results')).__name__} is not a list of solver call records")]
+    calls = _calls(doc) or []
+    tolerance, _ = recorded_tolerance(doc) if _tolerance_ok(doc) else (None, False)
+    run_options = doc.get("options")
+    if run_options is not None and not isinstance(run_options, dict):
+        problems.append(("options", f"{run_options!r} is not a record of options"))
+    elif isinstance(run_options, dict) and tolerance is not None:
+        gap = run_options.get("mip_gap")
+        if gap is not None and (isinstance(gap, bool) or not isinstance(gap, int | float)):
+            problems.append(("options.mip_gap", f"{gap!r} is not a relative gap"))
+        elif gap is not None and tolerance > float(gap):
+            problems.append(("gap_tolerance", f"{tolerance:g} but the run was solved with mip_gap {gap!r}: the tolerance is raised above the one the run used"))
+    for k, call in enumerate(calls):
+        if not isinstance(call, dict):
+            problems.append((f"solver_results[{k}]", "not a solver call record"))
+            continue
+        options = call.get("options")
+        if options is not None and not isinstance(options, dict):
+            problems.append((f"solver_results[{k}].options", f"{options!r} is not a record of options"))
+        elif isinstance(options, dict) and tolerance is not None:
+            gap = options.get("mip_gap")
+            if gap is not None and (isinstance(gap, bool) or not isinstance(gap, int | float)):
+                problems.append((f"solver_results[{k}].options.mip_gap", f"{gap!r} is not a relative gap"))
+            elif gap is not None and tolerance > float(gap):
+                problems.append(("gap_tolerance", f"{tolerance:g} but solver call {k} ({call.get('backend')}) was solved with mip_gap {gap!r}: the tolerance is raised above the one the run used"))
+        if call.get("bound_grade") == "safe":
+            model = (call.get("extra") or {}).get("model") if isinstance(call.get("extra"), dict) else None
+            integers = None
+            if isinstance(model, dict):
+                integers = sum(v for v in (model.get("binaries"), model.get("integers")) if isinstance(v, int) and not isinstance(v, bool))
+            if call.get("backend") not in SAFE_BOUND_BACKENDS:
+                problems.append((f"solver_results[{k}].bound_grade", f"'safe' but {call.get('backend')!r} bounds are graded 'solver' (valid within its tolerances): only HiGHS LP bounds are made safe"))
+            elif integers:
+                problems.append((f"solver_results[{k}].bound_grade", f"'safe' but the model has {integers} integer variable(s): a MIP's dual bound holds within the solver's tolerances only (grade 'solver')"))
+    for k, entry in enumerate(doc.get("bounds") or []):
+        if not isinstance(entry, dict) or entry.get("solver_call") is None:
+            continue
+        index = entry["solver_call"]
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(calls) or not isinstance(calls[index], dict):
+            problems.append((f"bounds[{k}].solver_call", f"{index!r} names no recorded solver call"))
+            continue
+        call = calls[index]
+        if entry.get("value") != call.get("bound"):
+            problems.append((f"bounds[{k}].value", f"{entry.get('value')!r} but solver call {index}, which proved it, records bound {call.get('bound')!r}"))
+        if entry.get("grade") != (call.get("bound_grade") or "solver"):
+            problems.append((f"bounds[{k}].grade", f"{entry.get('grade')!r} but solver call {index}, which proved it, grades its bound {call.get('bound_grade') or 'solver'!r}"))
+    termination = doc.get("termination")
+    if "solver_results" in doc and termination in TERMINATIONS:
+        last = calls[-1].get("termination") if calls and isinstance(calls[-1], dict) else None
+        if termination in CALL_ONLY_TERMINATIONS and termination != last:
+            problems.append(("termination", f"{termination!r} but the last solver call ended {last!r}" if calls else f"{termination!r} but the run made no solver call"))
+        elif termination == "optimal" and calls and last not in OPTIMAL_LAST_CALL:
+            problems.append(("termination", f"'optimal' but the last solver call ended {last!r}: nothing in the record proved optimality"))
+    return problems
+
+
+def _tolerance_ok(doc: dict[str, Any]) -> bool:
+    tol = doc.get("gap_tolerance")
+    return tol is None or (isinstance(tol, int | float) and not isinstance(tol, bool) and 0 <= tol < 1)
+
+
+def unchecked(doc: dict[str, Any]) -> list[str]:
+    """What in ``doc`` cannot be cross-checked because it was written before the record held
+    the evidence (not a problem: the claim stands as recorded)."""
+    if "solver_results" not in doc:  # not a stored result (a failed run's row): nothing claimed
+        return []
+    calls = [c for c in _calls(doc) or [] if isinstance(c, dict)]
+    out = []
+    if "options" not in doc and not any(isinstance(c.get("options"), dict) for c in calls):
+        out.append("results written without the options they were solved with (and no solver call recording them): gap_tolerance not cross-checked")
+    elif any("options" not in c for c in calls):
+        out.append("solver calls written without the options they were solved with: gap_tolerance not cross-checked against their mip_gap")
+    if any("log" not in c for c in calls):
+        out.append("solver calls written without their logs (results from before logs were stored)")
+    return out
+
+
 def check_instance(doc: dict[str, Any], instance: Any) -> list[tuple[str, str]]:
     """Whether ``instance`` is the one ``doc`` was solved on: the same name and kind, and the
     same content where the result records its digest (``info.instance_digest``, written by
@@ -146,7 +276,7 @@ def check_instance(doc: dict[str, Any], instance: Any) -> list[tuple[str, str]]:
         problems.append(("instance", f"the result is for {name!r}, the instance read is {instance.name!r}"))
     if kind is not None and kind != instance.kind:
         problems.append(("kind", f"the result is a {kind} result, the instance read is a {instance.kind} instance"))
-    digest = (doc.get("info") or {}).get("instance_digest")
+    digest = _info(doc).get("instance_digest")
     if digest is not None and digest != instance_digest(instance.to_dict()):
         problems.append(("info.instance_digest", f"the instance read ({instance.name!r}) is not the one solved: its content digest differs from the recorded {digest!r}"))
     return problems
@@ -199,14 +329,14 @@ def check_result(doc: dict[str, Any], instance: Any) -> list[tuple[str, str]]:
     """Every way in which ``doc`` (a ``Result.to_dict()``) disagrees with the rule, with the
     instance it names, or with a fresh evaluation of its plan on ``instance``: (field,
     message) pairs."""
-    problems = check_claims(doc) + check_instance(doc, instance) + check_bounds(doc, instance)
+    problems = check_claims(doc) + check_solver_calls(doc) + check_instance(doc, instance) + check_bounds(doc, instance)
     plan = doc.get("plan")
     if plan is None:
         return problems
     spec = kind_spec(instance.kind)
     try:
         check = spec.evaluate(instance, spec.plan_from_dict(instance, plan))
-    except DistplanError as exc:
+    except (DistplanError, TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
         problems.append(("plan", f"the stored plan cannot be read: {exc}"))
         return problems
     if not check.feasible:
@@ -223,6 +353,7 @@ def verify_result(doc: dict[str, Any], instance: Any, report: VerifyReport, labe
     tag = label or f"{doc.get('instance')} / {doc.get('formulation')} / {doc.get('backend')}"
     problems = check_result(doc, instance)
     report.problems.extend(f"{tag}: {name}: {message}" for name, message in problems)
+    report.note_once(*unchecked(doc))
     if not problems and doc.get("objective") is not None:
         tol, recorded = recorded_tolerance(doc)
         report.notes.append(
@@ -238,7 +369,9 @@ def verify_path(path: str | Path, instance: str | None = None) -> VerifyReport:
     doc = read_json(p)
     if not isinstance(doc, dict) or "kind" not in doc:
         raise InputError(str(p), "not a result document", "write one with `distplan solve ... --result FILE`")
-    source = instance or doc.get("info", {}).get("source") or doc.get("instance")
+    source = instance or _info(doc).get("source") or doc.get("instance")
+    if not isinstance(source, str | Path):
+        raise InputError(str(p), f"the result's instance {source!r} is not a name or a path", "pass --instance FILE")
     if not source:
         raise InputError(str(p), "the result names no instance", "pass --instance FILE")
     report = VerifyReport()

@@ -239,7 +239,12 @@ def load_campaign(path: str | Path) -> Campaign:
     p = Path(path)
     if not p.is_file():
         raise InputError(str(p), "no such campaign file", "give the path of a .toml campaign")
-    text = p.read_text()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(str(p), f"not a campaign file: not UTF-8 text ({exc.reason} at byte {exc.start})", "give the path of a .toml campaign") from None
+    except OSError as exc:
+        raise InputError(str(p), f"cannot be read: {exc.strerror}", "check the path and its permissions") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -6,9 +6,15 @@ nothing wrong with it; a heuristic run is solved when its plan passed the evalua
 Times are ``wall_seconds`` of ``distplan.solve`` (build + solve + evaluation), seconds;
 unsolved runs count at the time limit. Per instance, runs over seeds and repetitions are
 averaged; the shifted geometric mean over instances uses a shift of 10 s:
-``exp(mean(log(t + 10))) - 10``. The mean gap at the time limit is over the runs of exact
-formulations that stopped without proving optimality (a run without a solution or a
-bound counts as 100 %). Wrong answers are the runs the audit flags (`distplan.bench.verify`).
+``exp(mean(log(t + 10))) - 10``. The mean open gap is over every run of an exact formulation
+that ended without proving optimality or infeasibility, whatever stopped it (a limit, a
+folded model whose bound does not carry over, a failure): its stored gap, 100 % for a run
+without both a plan and a bound or one the audit flags. A run killed at its time limit
+counts under "limit", not also under "failed". Wrong answers are the runs the audit flags
+(`distplan.bench.verify`).
+
+Displayed numbers never claim more than was proven: bounds are rounded down (toward
+-inf), objectives and gaps up.
 
 Dolan–Moré performance profiles (Math. Programming 91, 2002): for each formulation run on
 several backends, rho_s(tau) = share of instances on which backend s is within a factor
@@ -21,12 +27,14 @@ from __future__ import annotations
 
 import csv
 import datetime as _dt
+import json
 import math
 import os
 import platform
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +89,18 @@ def combos(runs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return sorted(seen, key=lambda k: seen[k])
 
 
+def recorded(run: dict[str, Any], key: str) -> Any:
+    """A run's ``bound_grade`` or ``gap_tolerance``: its column, or for a run stored before the
+    column existed (NULL there) its ``result_json``'s."""
+    if run.get(key) is not None:
+        return run[key]
+    try:
+        doc = json.loads(run.get("result_json") or "{}")
+    except ValueError:
+        return None
+    return doc.get(key) if isinstance(doc, dict) else None
+
+
 def summary_rows(runs: list[dict[str, Any]], audit: Audit) -> list[dict[str, Any]]:
     """One row per (formulation label, backend): counts, SGM time, gaps, memory."""
     wrong = audit.wrong_runs()
@@ -95,8 +115,9 @@ def summary_rows(runs: list[dict[str, Any]], audit: Audit) -> list[dict[str, Any
             per_instance[r["instance_hash"]].append(run_time(r, wrong))
         times = [statistics.fmean(v) for v in per_instance.values()]
         exact = bool(group[0].get("exact"))
-        limited = [r for r in group if exact and not is_solved(r, wrong) and r["termination"] in LIMIT_TERMINATIONS]
-        gaps = [1.0 if r.get("gap") is None else float(r["gap"]) for r in limited]
+        bound_only = bool(group[0].get("bound_only"))
+        limited = [r for r in group if exact and not bound_only and not is_solved(r, wrong) and r["termination"] != "infeasible"]
+        gaps = [1.0 if r.get("gap") is None or r["run_key"] in wrong else float(r["gap"]) for r in limited]
         builds = [float(r["build_seconds"]) for r in group if r.get("build_seconds") is not None]
         solves = [float(r["solve_seconds"]) for r in group if r.get("solve_seconds") is not None]
         peaks = [int(r["peak_memory_bytes"]) for r in group if r.get("peak_memory_bytes")]
@@ -108,13 +129,16 @@ def summary_rows(runs: list[dict[str, Any]], audit: Audit) -> list[dict[str, Any
                 "version": ", ".join(v for v in versions if v),
                 "program": group[0].get("program") or "",
                 "exact": exact,
+                "bound_only": bound_only,
                 "runs": len(group),
                 "instances": len(per_instance),
                 "solved": sum(1 for r in group if is_solved(r, wrong)),
                 "feasible": sum(1 for r in group if r.get("verdict") == "accepted"),
                 "limit": sum(1 for r in group if r["termination"] in LIMIT_TERMINATIONS),
-                "failed": sum(1 for r in group if r["termination"] in FAILED_TERMINATIONS and r["termination"] not in ("no_solution",)),
+                "failed": sum(1 for r in group if r["termination"] in FAILED_TERMINATIONS and r["termination"] not in LIMIT_TERMINATIONS),
                 "wrong": sum(1 for r in group if r["run_key"] in wrong),
+                "gap_tolerances": sorted({float(t) for r in group if isinstance(t := recorded(r, "gap_tolerance"), int | float)}),
+                "bound_grades": {g: sum(1 for r in group if recorded(r, "bound_grade") == g) for g in ("safe", "solver") if any(recorded(r, "bound_grade") == g for r in group)},
                 "sgm_seconds": shifted_geometric_mean(times),
                 "mean_gap_at_limit": statistics.fmean(gaps) if gaps else None,
                 "limit_runs": len(limited),
@@ -270,6 +294,24 @@ def _f(v: Any, digits: int = 3) -> str:
     return str(v)
 
 
+def _rounded(v: Any, digits: int, rounding: str) -> str:
+    """``v`` with ``digits`` decimals, rounded in the direction ``rounding`` (a `decimal`
+    rounding mode) from its exact binary value: a bound shown is never above the proven one."""
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return _f(v, digits)
+    return str(Decimal(float(v)).quantize(Decimal(1).scaleb(-digits), rounding=rounding))
+
+
+def _down(v: Any, digits: int = 6) -> str:
+    """A bound for display: rounded toward -inf."""
+    return _rounded(v, digits, ROUND_FLOOR)
+
+
+def _up(v: Any, digits: int = 6) -> str:
+    """An objective or a gap for display: rounded toward +inf."""
+    return _rounded(v, digits, ROUND_CEILING)
+
+
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out.extend("| " + " | ".join(r) + " |" for r in rows)
@@ -317,14 +359,14 @@ def write_report(db: str | Path, out_dir: str | Path | None = None, figures: boo
     lines.append("")
     lines.append("## Results per formulation and backend")
     lines.append("")
-    header = ["formulation", "backend", "version", "runs", "solved", "feasible", "limit", "failed", "wrong", "SGM time (s)", "mean gap at limit", "build (s)", "solve (s)", "peak MB"]
+    header = ["formulation", "backend", "version", "runs", "solved", "feasible", "limit", "failed", "wrong", "SGM time (s)", "mean open gap (runs)", "build (s)", "solve (s)", "peak MB"]
     body = []
     for row in rows:
-        gap = "-" if row["mean_gap_at_limit"] is None else f"{100 * row['mean_gap_at_limit']:.2f} % ({row['limit_runs']})"
+        gap = "-" if row["mean_gap_at_limit"] is None else f"{_up(100 * row['mean_gap_at_limit'], 2)} % ({row['limit_runs']})"
         peak = "-" if row["max_peak_memory_bytes"] is None else f"{row['max_peak_memory_bytes'] / 1e6:.0f}"
         body.append(
             [
-                row["formulation"] + ("" if row["exact"] else " (heuristic)"),
+                row["formulation"] + ("" if row["exact"] else " (bounds)" if row["bound_only"] else " (heuristic)"),
                 row["backend"],
                 row["version"] or "-",
                 str(row["runs"]),
@@ -347,14 +389,14 @@ def write_report(db: str | Path, out_dir: str | Path | None = None, figures: boo
     keys = combos(runs)
     lines.append("## Per instance")
     lines.append("")
-    lines.append("Each cell: wall time in seconds and the outcome (`opt` proven optimal, `ok` accepted plan, `lim` limit with gap, or the termination); the objective ratio to the best known objective follows `x` when above 1.")
+    lines.append("Each cell: wall time in seconds and the outcome (`opt` proven optimal, `ok` accepted plan, `lim` limit with gap, `open` an exact run that ended otherwise with its gap open, or the termination); the objective ratio to the best known objective follows `x` when above 1.")
     lines.append("")
     by: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in runs:
         by[(r["instance_hash"], label_of(r), r["backend"])].append(r)
     inst_rows = []
     for h, name in sorted(instances.items(), key=lambda kv: kv[1]):
-        cells = [name, _f(audit.best_bound.get(h), 6), _f(audit.best_objective.get(h), 6)]
+        cells = [name, _down(audit.best_bound.get(h)), _up(audit.best_objective.get(h))]
         for key in keys:
             rs = by.get((h, *key), [])
             cells.append(_cell(rs, audit.best_objective.get(h), wrong))
@@ -418,7 +460,7 @@ def write_report(db: str | Path, out_dir: str | Path | None = None, figures: boo
     if qs:
         lines.append("Objective / best certified lower bound of the instance (1 = proven optimal).")
         lines.append("")
-        lines.extend(_table(["heuristic", "backend", "instances", "min", "median", "max"], [[q["formulation"], q["backend"], str(q["instances"]), f"{q['min']:.4f}", f"{q['median']:.4f}", f"{q['max']:.4f}"] for q in qs]))
+        lines.extend(_table(["heuristic", "backend", "instances", "min", "median", "max"], [[q["formulation"], q["backend"], str(q["instances"]), _up(q["min"], 4), _up(q["median"], 4), _up(q["max"], 4)] for q in qs]))
         lines.append("")
         if any(f[1] == "heuristic-quality.png" for f in figures_made):
             lines.append("![Heuristic quality](heuristic-quality.png)")
@@ -458,14 +500,16 @@ def _cell(rs: list[dict[str, Any]], best: float | None, wrong: set[str]) -> str:
     elif r.get("bound_only"):
         what = "bound"
     elif r.get("verdict") == "accepted" and r["termination"] in LIMIT_TERMINATIONS:
-        what = "lim " + ("-" if r.get("gap") is None else f"{100 * r['gap']:.1f}%")
+        what = "lim " + ("-" if r.get("gap") is None else f"{_up(100 * r['gap'], 1)}%")
+    elif r.get("verdict") == "accepted" and r.get("exact") and r["status"] != "optimal":
+        what = "open " + ("-" if r.get("gap") is None else f"{_up(100 * r['gap'], 1)}%")
     elif r.get("verdict") == "accepted":
         what = "ok"
     else:
         what = r["termination"]
     ratio = ""
     if best and r.get("objective") is not None and r.get("verdict") == "accepted" and r["objective"] > best * (1 + 1e-6):
-        ratio = f" x{r['objective'] / best:.3f}"
+        ratio = f" x{_up(r['objective'] / best, 3)}"
     suffix = f" ({len(rs)} runs)" if len(rs) > 1 else ""
     return f"{_f(t, 2)} {what}{ratio}{suffix}"
 
@@ -524,6 +568,8 @@ def export_rows(store: Store) -> list[dict[str, Any]]:
     rows = []
     for r in store.runs():
         row = {f: r.get(f) for f in EXPORT_FIELDS}
+        for key in ("bound_grade", "gap_tolerance"):
+            row[key] = recorded(r, key)
         row["label"] = label_of(r)
         rows.append(row)
     return rows

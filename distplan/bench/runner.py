@@ -232,7 +232,7 @@ def run_campaign(
     with Store(db) as store:
         for inst in campaign.instances:
             store.add_instance(inst.instance_hash, inst.name, inst.kind, inst.document)
-        store.add_campaign(campaign.name, campaign.source, campaign.text, len(specs))
+        store.add_campaign(campaign.name, campaign.source, campaign.text, len({s["run_key"] for s in specs}))  # distinct runs
         done = store.done_keys()
         todo = [s for s in specs if s["run_key"] not in done]
         bar = Progress(len(todo), already=len(specs) - len(todo), stream=stream, enabled=progress)

@@ -75,9 +75,12 @@ RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("executor", "TEXT"),
     ("finished_at", "TEXT"),
     ("label", "TEXT"),
+    ("bound_grade", "TEXT"),
+    ("gap_tolerance", "REAL"),
 )
 #: columns added after a database's schema was first written: added (NULL) when missing
-LATER_COLUMNS: tuple[str, ...] = ("label",)
+#: (runs stored before then keep NULL there; their ``result_json`` has what it recorded)
+LATER_COLUMNS: tuple[str, ...] = ("label", "bound_grade", "gap_tolerance")
 RUN_FIELDS: tuple[str, ...] = tuple(name for name, _ in RUN_COLUMNS)
 #: columns written to CSV / Parquet exports (the plan and the full result stay in the DB)
 EXPORT_FIELDS: tuple[str, ...] = tuple(f for f in RUN_FIELDS if f not in ("plan_json", "result_json"))
@@ -97,11 +100,24 @@ class Store:
         try:
             self.conn = sqlite3.connect(str(self.path), timeout=30.0)
             self.conn.row_factory = sqlite3.Row
+            self._check_is_benchmark(create)
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self._create()
         except sqlite3.DatabaseError as exc:
             raise InputError(str(self.path), f"not a benchmark database: {exc}", "give a database written by distplan bench run") from None
+
+    def _check_is_benchmark(self, create: bool) -> None:
+        """Refuse (before writing anything) a file that is not a benchmark database: to open
+        an existing one (``create=False``: reports, exports, verification) it must hold the
+        ``runs`` and ``meta`` tables; a new one may be written only into an empty database,
+        never into another program's."""
+        tables = {row[0] for row in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if {"runs", "meta"} <= tables or (create and not tables):
+            return
+        self.conn.close()
+        what = "an empty file" if not tables else f"a SQLite database with tables {sorted(tables)}"
+        raise InputError(str(self.path), f"not a benchmark database ({what}, no runs table); nothing was written to it", "give a database written by distplan bench run")
 
     def _create(self) -> None:
         cols = ",\n  ".join(f"{name} {sql}" for name, sql in RUN_COLUMNS)

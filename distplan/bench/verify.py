@@ -51,11 +51,11 @@ from distplan.api import DEFAULT_GAP_TOLERANCE
 from distplan.errors import DistplanError
 from distplan.formulations.registry import get_formulation
 from distplan.models.common import instance_from_dict
-from distplan.verify import VerifyReport, check_result
+from distplan.verify import VerifyReport, check_result, unchecked
 
 from .campaign import instance_hash, run_key
 from .guarantees import GuaranteeCheck, InstanceFacts, checks_for
-from .store import Store, column_json, open_existing
+from .store import DAMAGED_FIX, LATER_COLUMNS, Store, column_json, open_existing
 
 #: columns that repeat a field of result_json (column, key in result_json; "timings.x" nests)
 MIRRORED_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -69,6 +69,8 @@ MIRRORED_COLUMNS: tuple[tuple[str, str], ...] = (
     ("bound", "bound"),
     ("bound_source", "bound_source"),
     ("gap", "gap"),
+    ("bound_grade", "bound_grade"),
+    ("gap_tolerance", "gap_tolerance"),
     ("build_seconds", "timings.build_seconds"),
     ("handover_seconds", "timings.handover_seconds"),
     ("solve_seconds", "timings.solve_seconds"),
@@ -195,6 +197,7 @@ def _audit(store: Store) -> Audit:
             doc, stored = result_document(run)
             try:
                 problems.extend(check_result(doc, entry[0]))
+                audit.notes.extend(n for n in unchecked(doc) if n not in audit.notes)
                 if stored is not None and any(not _same(doc.get(k), stored.get(k)) for k in ("objective", "bound", "gap", "status")):
                     # the columns and result_json disagree: check result_json on its own too
                     problems.extend((f"result_json.{name}", message) for name, message in check_result(stored, entry[0]))
@@ -210,9 +213,52 @@ def _audit(store: Store) -> Audit:
                 problems.append(("verdict", f"stored verdict {run.get('verdict')!r} without a plan"))
         for name, message in problems:
             audit.findings.append(Finding(_category(name, message), run["run_key"], f"{tag}: {name}: {message}"))
+    audit.notes.extend(missing_runs(store.campaigns(), runs))
     _bound_audit(runs, verified, audit)
     _heuristics(runs, verified, {h: None if e is None else e[0] for h, e in instances.items()}, audit)
     return audit
+
+
+def missing_runs(campaigns: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list[str]:
+    """A note for each campaign with runs it planned that the database does not hold: runs
+    deleted, or a campaign that was interrupted (running it again runs the missing ones).
+    The planned runs are re-expanded from the campaign text the database keeps (their run
+    keys: a run planned twice is one run); when that text no longer expands (a moved
+    instance file), its stored ``planned`` count is compared. Not a problem: an
+    interrupted campaign looks the same."""
+    latest: dict[str, dict[str, Any]] = {}
+    for c in campaigns:
+        if c.get("name") is not None:
+            latest[str(c["name"])] = c
+    stored_keys = {r["run_key"] for r in runs}
+    stored: dict[str, int] = defaultdict(int)
+    for r in runs:
+        stored[str(r.get("campaign"))] += 1
+    notes = []
+    for name, c in sorted(latest.items()):
+        keys = _planned_keys(c)
+        if keys is not None:
+            missing = sorted(keys - stored_keys)
+            if missing:
+                shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
+                notes.append(f"MISSING campaign {name!r} planned {len(keys)} run(s), {len(missing)} not in the database ({shown}): deleted, or the campaign was interrupted (`distplan bench run CAMPAIGN --db DB` runs what is missing)")
+        elif isinstance(c.get("planned"), int) and stored[name] < c["planned"]:
+            notes.append(f"MISSING campaign {name!r} planned {c['planned']} run(s), the database holds {stored[name]}: deleted, or the campaign was interrupted (its text no longer expands here, so the runs cannot be named)")
+    return notes
+
+
+def _planned_keys(campaign: dict[str, Any]) -> set[str] | None:
+    """The run keys the stored campaign text expands to, None when it does not expand."""
+    import tomllib
+
+    from .campaign import parse_campaign
+
+    try:
+        source = Path(str(campaign.get("source") or "."))
+        parsed = parse_campaign(tomllib.loads(str(campaign.get("text") or "")), base=source.parent, source=str(source), text=str(campaign.get("text") or ""), default_name=str(campaign.get("name")))
+        return {spec["run_key"] for spec in parsed.runs()}
+    except (DistplanError, ValueError, OSError, KeyError, TypeError):
+        return None
 
 
 def _category(name: str, message: str) -> str:
@@ -265,6 +311,9 @@ def audit_columns(run: dict[str, Any], document_hash: str | None) -> list[tuple[
         params = json.loads(run.get("params_json") or "{}")
     except ValueError as exc:
         return [("options_json", f"not JSON: {exc}")]
+    for name, value in (("options_json", options), ("params_json", params)):
+        if not isinstance(value, dict):
+            return [(name, f"a JSON {type(value).__name__}, not an object of {name.split('_')[0]}: the run cannot be identified ({DAMAGED_FIX})")]
     expected_key = run_key(run["instance_hash"], run["formulation"], params, run["backend"], options, run.get("seed"), run.get("repetition"))  # type: ignore[arg-type]
     if run["run_key"] != expected_key:
         problems.append(("run_key", f"{run['run_key']} is not {expected_key}, the hash of the run's instance, formulation, parameters, backend, options, seed and repetition"))
@@ -294,6 +343,8 @@ def audit_columns(run: dict[str, Any], document_hash: str | None) -> list[tuple[
     if not isinstance(result, dict):
         return [*problems, ("result_json", "not a JSON object")]
     for column, key in MIRRORED_COLUMNS:
+        if column in LATER_COLUMNS and run.get(column) is None:
+            continue  # a run stored before the column existed (NULL there): result_json holds the value, checked on its own
         if not _same(run.get(column), _lookup(result, key)):
             problems.append((f"result_json.{key}", f"{_lookup(result, key)!r} but column {column} holds {run.get(column)!r}"))
     mip_gap = options.get("mip_gap")

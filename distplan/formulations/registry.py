@@ -33,7 +33,7 @@ from distplan.formulations.contract import ModelSpec, Policy
 from distplan.kinds import KINDS
 from distplan.modeling.model import Model
 from distplan.solvers.base import Backend, SolveOptions
-from distplan.solvers.result import SolutionStatus, SolverResult, Termination
+from distplan.solvers.result import SolutionStatus, SolverResult, Termination, options_record
 
 Program = Literal["lp", "milp", "convex", "algorithm"]
 
@@ -54,9 +54,18 @@ class Bound:
     value: float
     source: str
     grade: str = "solver"
+    #: the index in the result's ``solver_results`` of the solver call whose dual bound this
+    #: is (None: not a solver call's bound; `distplan.solve` sets it from ``solver_record``);
+    #: `distplan verify` checks the value and grade against that call's record
+    solver_call: int | None = None
+    #: the record of the solver call that proved this bound, when one did
+    solver_record: SolverResult | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "source": self.source, "grade": self.grade}
+        out: dict[str, Any] = {"value": self.value, "source": self.source, "grade": self.grade}
+        if self.solver_call is not None:
+            out["solver_call"] = self.solver_call
+        return out
 
 
 @dataclass
@@ -139,6 +148,7 @@ class RunContext:
             build_seconds=build_seconds,
             raw_status="not started",
             message="the run's time limit had passed before this solve: the solver was not started",
+            options=options_record(self.options),
         )
         self.solver_results.append(result)
         return result
@@ -153,6 +163,7 @@ class RunContext:
         remaining = self.remaining_time()
         opts = self.options if remaining is None else self.options.with_(time_limit=max(remaining, 0.01))
         result = self.backend.solve(arrays, opts, warm_start)
+        result.options = options_record(opts)
         result.build_seconds += build_seconds + assemble
         if result.values is not None:
             result.values_by_block = model.values_by_block(result.values)
@@ -167,6 +178,7 @@ class RunContext:
         remaining = self.remaining_time()
         opts = self.options if remaining is None else self.options.with_(time_limit=max(remaining, 0.01))
         result = self.backend.solve_convex(problem, opts)
+        result.options = options_record(opts)
         result.build_seconds += build_seconds
         self.solver_results.append(result)
         return result
@@ -329,7 +341,7 @@ def from_blocks(
         is_exact = exact(instance) if callable(exact) else exact
         out_bounds: list[Bound] = []
         if is_exact and result.bound is not None:
-            out_bounds.append(Bound(result.bound, f"{name} dual bound ({result.backend})", result.bound_grade or "solver"))
+            out_bounds.append(Bound(result.bound, f"{name} dual bound ({result.backend})", result.bound_grade or "solver", solver_record=result))
         if bounds is not None:
             out_bounds.extend(bounds(instance, result, index))
         if not result.has_solution:

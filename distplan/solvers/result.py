@@ -104,6 +104,9 @@ class SolverResult:
     #: how safe ``bound`` is: "safe" (valid in exact arithmetic: `distplan.solvers.safe_bound`)
     #: or "solver" (valid within the solver's tolerances, less `solvers.common.solver_bound_margin`)
     bound_grade: str | None = None
+    #: the options this call was solved with (``mip_gap``, ``time_limit``, ...: see
+    #: `options_record`), None when the caller did not record them
+    options: dict[str, Any] | None = None
 
     @property
     def gap(self) -> float | None:
@@ -132,9 +135,74 @@ class SolverResult:
             "iterations": self.iterations,
             "raw_status": self.raw_status,
             "message": self.message,
+            "options": self.options,
+            "log": capped_log(self.log),
         }
         if self.extra:
             out["extra"] = self.extra
         if with_values and self.values is not None:
             out["values"] = {k: np.asarray(v).tolist() for k, v in self.values_by_block.items()}
         return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SolverResult:
+        """A record read back from `to_dict` (without its values); unknown terminations and
+        statuses are UNKNOWN and NONE. Records written before ``options`` and ``log`` were
+        stored read as None and ""."""
+        timings = data.get("timings") or {}
+        try:
+            termination = Termination(data.get("termination"))
+        except ValueError:
+            termination = Termination.UNKNOWN
+        try:
+            status = SolutionStatus(data.get("status"))
+        except ValueError:
+            status = SolutionStatus.NONE
+        options = data.get("options")
+        return cls(
+            backend=str(data.get("backend", "")),
+            backend_version=str(data.get("backend_version", "")),
+            termination=termination,
+            status=status,
+            objective=data.get("objective"),
+            bound=data.get("bound"),
+            build_seconds=float(timings.get("build_seconds") or 0.0),
+            handover_seconds=float(timings.get("handover_seconds") or 0.0),
+            solve_seconds=float(timings.get("solve_seconds") or 0.0),
+            nodes=data.get("nodes"),
+            iterations=data.get("iterations"),
+            raw_status=str(data.get("raw_status") or ""),
+            log=str(data.get("log") or ""),
+            message=str(data.get("message") or ""),
+            extra=dict(data.get("extra") or {}),
+            bound_grade=data.get("bound_grade"),
+            options=dict(options) if isinstance(options, Mapping) else None,
+        )
+
+
+#: a stored solver log keeps at most this many characters (its head and its tail); the
+#: full log is on stderr with ``--verbose``
+LOG_CAP_CHARS = 20_000
+#: what replaces the middle of a log longer than `LOG_CAP_CHARS`
+LOG_TRUNCATION_MARKER = "\n[... distplan: {omitted} characters of this solver log omitted (the stored log keeps its first and last {keep}) ...]\n"
+
+
+def capped_log(log: str, cap: int = LOG_CAP_CHARS) -> str:
+    """``log`` when at most ``cap`` characters, else its first and last ``cap // 2`` with a
+    marker saying how much was left out between them."""
+    if len(log) <= cap:
+        return log
+    keep = cap // 2
+    return log[:keep] + LOG_TRUNCATION_MARKER.format(omitted=len(log) - 2 * keep, keep=keep) + log[-keep:]
+
+
+def options_record(options: Any) -> dict[str, Any]:
+    """What a solver call's record keeps of its `SolveOptions` (the gap and time limit it
+    was given, and the rest that changes an answer)."""
+    return {
+        "mip_gap": options.mip_gap,
+        "time_limit": options.time_limit,
+        "threads": options.threads,
+        "seed": options.seed,
+        "lp_method": options.lp_method,
+    }
