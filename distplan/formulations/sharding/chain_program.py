@@ -392,7 +392,12 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
             res = ctx.solve_model(model, warm_start=warm, build_seconds=time.perf_counter() - t0 + build_seconds)
             build_seconds = 0.0
             last = res
-            proven = res.objective if (relax and res.termination is Termination.OPTIMAL) else res.bound
+            # the solver's bound, never the LP's objective: it is less the margin of the
+            # solver's tolerances (or HiGHS's safe bound of its dual point); an objective
+            # scale below microseconds (costs of 1e6 s or more) puts those tolerances far
+            # above tap's BOUND_MARGIN (a walk LP's objective 1.2e-6 above the optimum was
+            # taken as proven: review rev13c D1)
+            proven = res.bound
             if proven is not None and res.termination is not Termination.INFEASIBLE:
                 value = proven / index.objective_scale
                 bound = value if bound is None else max(bound, value)
