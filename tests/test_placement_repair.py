@@ -117,3 +117,16 @@ def test_every_repaired_plan_is_accepted_by_the_evaluator(seed: int, squeeze: fl
     found = repaired_schedule(inst, time.perf_counter() + 0.3, seed=seed)
     if found is not None:
         _accepted(inst, found)
+
+
+#: review rev13c D2 (liveness, channels, 7 ops): the path-cluster start of placement_search,
+#: timed by the list scheduler, holds 17 bytes on a device of 12 in the evaluator's count; it
+#: became the run's plan (PlanCheckError, exit 1). m-TOPO and placement_milp give 17.8 s.
+R720: dict[str, Any] = {'format': 'distplan/1', 'kind': 'placement', 'name': 'r720', 'graph': {'ops': [{'name': 'o0', 'time': 0.0, 'memory': 5.0}, {'name': 'o1', 'time': 0.2, 'memory': 6.0}, {'name': 'o2', 'time': 0.4, 'memory': 2.0, 'temporary': 2.0, 'output': 2.0}, {'name': 'o3', 'time': 0.5, 'memory': 3.0}, {'name': 'o4', 'time': 0.5, 'memory': 3.0}, {'name': 'o5', 'time': 0.5, 'memory': 8.0, 'temporary': 2.0, 'output': 2.0}, {'name': 'o6', 'time': 0.4, 'memory': 6.0, 'temporary': 1.0, 'output': 3.0}], 'edges': [{'src': 'o0', 'dst': 'o1', 'bytes': 30.0}, {'src': 'o1', 'dst': 'o3', 'bytes': 20.0}, {'src': 'o2', 'dst': 'o3', 'bytes': 30.0}, {'src': 'o2', 'dst': 'o3', 'bytes': 30.0}, {'src': 'o1', 'dst': 'o4', 'bytes': 30.0}, {'src': 'o0', 'dst': 'o5', 'bytes': 10.0}, {'src': 'o2', 'dst': 'o5', 'bytes': 0.0}, {'src': 'o2', 'dst': 'o5', 'bytes': 0.0}, {'src': 'o2', 'dst': 'o6', 'bytes': 30.0}, {'src': 'o4', 'dst': 'o6', 'bytes': 10.0}]}, 'cluster': {'devices': [{'name': 'd0', 'memory': 12.0, 'type': 't0'}, {'name': 'd1', 'memory': 12.0, 'type': 't0'}, {'name': 'd2', 'memory': 12.0, 'type': 't0'}, {'name': 'd3', 'memory': 12.0, 'type': 't0'}], 'bandwidth': 10.0, 'latency': 0.1, 'links': [{'src': 'd0', 'dst': 'd1', 'bandwidth': 5.0, 'latency': 1.0, 'directed': False}]}, 'model': {'memory': 'liveness', 'communication': 'channels'}}
+
+
+def test_placement_search_returns_only_plans_the_evaluator_accepts() -> None:
+    inst = PlacementInstance.from_dict(R720)
+    res = distplan.solve(inst, "placement_search", time_limit=5.0)
+    assert res.check is not None and res.check.feasible
+    assert res.objective <= distplan.solve(inst, "baechi_topo").objective

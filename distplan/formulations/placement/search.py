@@ -161,6 +161,10 @@ def run_search(inst: PlacementInstance, ctx: RunContext) -> Outcome:
             layer_info = {"layer_chains": len(layers), "layer_search_evaluations": layer_log.evaluations, "layer_search_makespan": layer_log.makespan, "layer_search_stopped": layer_log.stopped}
         else:
             found, how = cluster_greedy(inst, starts[0][0].device, deadline=until), "path clusters"
+        if found is not None:  # timed by the evaluator: under the liveness model the list
+            # scheduler's schedule of an assignment can hold more than the evaluator counts
+            # (r720: a peak of 17 bytes on a device of 12 became the run's plan, exit 1)
+            found = evaluated_schedule(inst, _plan_of(inst, found))
         if found is not None and found.makespan < starts[0][0].makespan:
             starts = sorted([*starts, (found, f"{starts[0][1]} + {how}")], key=lambda f: f[0].makespan)
     # stop once the plan is within the run's gap tolerance of a proven bound
