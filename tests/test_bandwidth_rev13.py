@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from distplan import solve
-from distplan.errors import InfeasibleError, InputError
+from distplan.errors import InfeasibleError, InputError, NoSolutionError
 from distplan.instances import load_instance
 from distplan.models.bandwidth import BandwidthInstance
 from distplan.models.bandwidth_eval import evaluate
@@ -141,3 +141,16 @@ def test_libra_perf_never_loses_to_a_baseline(name: str, backend: str | None) ->
     assert_sound(i, r)
     assert r.objective <= baseline_best(i)
     assert r.info["plan_from"] in r.info["candidates"]
+
+
+def test_an_empty_step_menu_is_not_an_infeasibility() -> None:
+    """No bandwidth_options, a total budget of 0.11 GB/s under the 12.5 GB/s step: the
+    step's grid is the formulation's, so no multiple of it within the bounds proves
+    nothing (exit 4, naming the bound the total allows); libra_perf finds a plan, and a
+    finer step does too (review rev13c D3: exit 3, bounds shown as [0, inf])."""
+    inst = load_instance(str(Path(__file__).parent / "data" / "bandwidth_step_menu_empty.json"))
+    with pytest.raises(NoSolutionError, match=r"no multiple of the step 12\.5 GB/s .* \[0, 0\.110213\] GB/s") as err:
+        solve(inst, "libra_discrete")
+    assert err.value.exit_code == 4
+    assert solve(inst, "libra_perf").check.feasible
+    assert solve(inst, "libra_discrete", step=0.01).check.feasible

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from distplan.errors import InfeasibleError, InputError
+from distplan.errors import InfeasibleError, InputError, NoSolutionError
 from distplan.formulations.bandwidth.blocks import max_bandwidths
 from distplan.formulations.bandwidth.convex import check_bounded, emit_warnings, no_solution
 from distplan.formulations.bandwidth.data import Program, bandwidth_scale, prepare
@@ -67,9 +67,17 @@ def menus(ctx: RunContext, prog: Program, step: float, max_options: int) -> list
         if prog.used[k]:
             vals = vals[vals > 0]
         if vals.size == 0:
-            raise InfeasibleError(
-                f"{prog.instance.name}: libra_discrete: no bandwidth option of dimension {prog.dims[k]} lies within its bounds "
-                f"[{prog.lb[k]:g}, {prog.ub[k]:g}] GB/s",
+            if given is not None:  # the instance's own options: no plan exists
+                raise InfeasibleError(
+                    f"{prog.instance.name}: libra_discrete: no bandwidth option of dimension {prog.dims[k]} lies within its bounds "
+                    f"[{prog.lb[k]:g}, {prog.ub[k]:g}] GB/s",
+                    details={"dimension": prog.dims[k]},
+                )
+            # multiples of the step: a grid of this formulation's, which proves nothing about
+            # other bandwidths (review rev13c D3: exit 3 where libra_perf finds a plan)
+            raise NoSolutionError(
+                f"{prog.instance.name}: libra_discrete: no multiple of the step {step:g} GB/s lies within the bounds of dimension "
+                f"{prog.dims[k]}, [{prog.lb[k]:g}, {hi:g}] GB/s (use a finer step, or bandwidth_options)",
                 details={"dimension": prog.dims[k]},
             )
         out.append(vals)
@@ -152,11 +160,13 @@ def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     if not result.has_solution:
         no_solution(ctx, prog, result, "libra_discrete")
         if result.termination.value in ("infeasible", "infeasible_or_unbounded"):
-            raise InfeasibleError(
+            text = (
                 f"{inst.name}: libra_discrete: the constraints can be met continuously but by no combination of menu options "
-                f"({result.termination.value}); use a finer step or more bandwidth_options",
-                details={"options_per_dimension": sizes.tolist()},
+                f"({result.termination.value}); use a finer step or more bandwidth_options"
             )
+            if exact:  # the instance's own menus: proven
+                raise InfeasibleError(text, details={"options_per_dimension": sizes.tolist()})
+            raise NoSolutionError(text, details={"options_per_dimension": sizes.tolist()})
         return Outcome(plan=None, solver_results=list(ctx.solver_results))
     choice = np.asarray(result.values_by_block["choice"], dtype=float)
     # the plan is always the options picked (the continuous B only mirrors them, to the
