@@ -130,3 +130,22 @@ def test_placement_search_returns_only_plans_the_evaluator_accepts() -> None:
     res = distplan.solve(inst, "placement_search", time_limit=5.0)
     assert res.check is not None and res.check.feasible
     assert res.objective <= distplan.solve(inst, "baechi_topo").objective
+
+
+def test_after_its_deadline_the_search_does_not_run_the_heuristics_again() -> None:
+    """Past the deadline, placement_search says it found no start in time instead of
+    running m-ETF, m-TOPO and single device again to name their reasons (on 12,000 ops that
+    is seconds past the limit), and the forced co-location bound is not built."""
+    from distplan.formulations.placement.forced import forced_bound
+
+    doc = {
+        "format": "distplan/1",
+        "kind": "placement",
+        "name": "tiny",
+        "graph": {"ops": [{"name": "a", "time": 1.0, "memory": 5}, {"name": "b", "time": 2.0, "memory": 5}, {"name": "c", "time": 1.0, "memory": 1}], "edges": [{"src": "a", "dst": "b", "bytes": 10}, {"src": "a", "dst": "c", "bytes": 10}]},
+        "cluster": {"devices": [{"name": "g0", "memory": 5.5}, {"name": "g1", "memory": 5.5}], "bandwidth": 10.0, "latency": 0.5},
+    }
+    inst = PlacementInstance.from_dict(doc)
+    with pytest.raises(NoSolutionError, match="found no plan to start from before its time limit"):
+        distplan.solve(inst, "placement_search", time_limit=1e-4)
+    assert forced_bound(inst, 10.0, deadline=time.perf_counter() - 1.0) is None
