@@ -27,12 +27,13 @@ from distplan.errors import InputError, NoSolutionError
 from distplan.formulations.bandwidth.blocks import lowest_unused, max_bandwidths
 from distplan.formulations.bandwidth.conic import DirectSolver
 from distplan.formulations.bandwidth.data import Program, prepare, syntactically_bounded, unbounded_error
-from distplan.formulations.bandwidth.diagnose import raise_if_infeasible, raise_if_starved
+from distplan.formulations.bandwidth.diagnose import no_solution, raise_if_infeasible, raise_if_starved
+from distplan.formulations.bandwidth.finish import best_plan
 from distplan.formulations.bandwidth.safe import safe_time_bound
 from distplan.formulations.bandwidth.time_program import build_time_problem, time_scale
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.models.bandwidth_instance import BandwidthInstance
-from distplan.solvers.result import SolverResult, Termination
+from distplan.solvers.result import SolverResult
 
 
 def reject_menus(prog: Program, formulation: str) -> None:
@@ -54,17 +55,6 @@ def check_bounded(ctx: RunContext, prog: Program) -> None:
     unbounded = [k for k, v in highest.items() if not np.isfinite(v)]
     if unbounded:
         raise unbounded_error(prog, unbounded)
-
-
-def no_solution(ctx: RunContext, prog: Program, result: SolverResult, what: str) -> None:
-    """After a failed solve: name the conflicting constraints, or report the solver failure."""
-    # a used dimension forced to B = 0 makes cone solvers fail numerically rather than
-    # report infeasibility, so solver errors are diagnosed too
-    if result.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED, Termination.NUMERICAL,
-                              Termination.UNKNOWN, Termination.ERROR):
-        raise_if_infeasible(ctx, prog, what)
-    if result.termination is Termination.ERROR:
-        raise NoSolutionError(f"{prog.instance.name}: {what}: backend {result.backend} failed: {result.message}")
 
 
 def emit_warnings(prog: Program) -> None:
@@ -164,8 +154,6 @@ def finish(ctx: RunContext, inst: BandwidthInstance, prog: Program, name: str, r
     as it came), repaired if need be, and the baselines' (`finish.best_plan`). Without any:
     the conflicting constraints are named (`InfeasibleError`), or `NoSolutionError` says that
     no plan was found."""
-    from distplan.formulations.bandwidth.finish import best_plan
-
     candidates: list[tuple[str, np.ndarray | None]] = []
     if solved is not None and np.all(np.isfinite(solved)):
         lowered = lowest_unused(ctx, prog, solved)

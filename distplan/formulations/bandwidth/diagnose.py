@@ -21,14 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from distplan.errors import InfeasibleError
+from distplan.errors import InfeasibleError, NoSolutionError
 from distplan.formulations.bandwidth.data import Program, Row, bandwidth_scale
 from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block, scale_rows
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import RunContext
 from distplan.modeling.model import Model
 from distplan.models.bandwidth_records import GB, TOLERANCE
-from distplan.solvers.result import INFEASIBLE_TERMINATIONS
+from distplan.solvers.result import INFEASIBLE_TERMINATIONS, SolverResult, Termination
 
 
 @dataclass(frozen=True)
@@ -200,3 +200,14 @@ def raise_if_infeasible(ctx: RunContext, prog: Program, what: str) -> None:
             "relaxation": [{"label": el.label, "path": el.path, "amount": amount, "unit": el.row.unit} for el, amount in relax],
         },
     )
+
+
+def no_solution(ctx: RunContext, prog: Program, result: SolverResult, what: str) -> None:
+    """After a failed solve: name the conflicting constraints, or report the solver failure."""
+    # a used dimension forced to B = 0 makes cone solvers fail numerically rather than
+    # report infeasibility, so solver errors are diagnosed too
+    if result.termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED, Termination.NUMERICAL,
+                              Termination.UNKNOWN, Termination.ERROR):
+        raise_if_infeasible(ctx, prog, what)
+    if result.termination is Termination.ERROR:
+        raise NoSolutionError(f"{prog.instance.name}: {what}: backend {result.backend} failed: {result.message}")

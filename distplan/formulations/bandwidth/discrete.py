@@ -25,9 +25,9 @@ import numpy as np
 
 from distplan.errors import InfeasibleError, InputError, NoSolutionError
 from distplan.formulations.bandwidth.blocks import max_bandwidths
-from distplan.formulations.bandwidth.convex import check_bounded, emit_warnings, no_solution
+from distplan.formulations.bandwidth.convex import check_bounded, emit_warnings
 from distplan.formulations.bandwidth.data import Program, bandwidth_scale, prepare
-from distplan.formulations.bandwidth.diagnose import raise_if_starved
+from distplan.formulations.bandwidth.diagnose import no_solution, raise_if_starved
 from distplan.formulations.bandwidth.outer import run_libra_perf_lp
 from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block, solver_rows
 from distplan.formulations.contract import ModelSpec

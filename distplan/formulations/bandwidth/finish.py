@@ -26,6 +26,7 @@ import numpy as np
 
 from distplan.errors import InfeasibleError, InputError, NoSolutionError
 from distplan.formulations.bandwidth.data import Program
+from distplan.formulations.bandwidth.fill import baseline_weights, fair_allocation
 from distplan.formulations.deadline import DeadlineReached
 from distplan.formulations.registry import RunContext
 from distplan.models.bandwidth_eval import evaluate
@@ -136,8 +137,6 @@ def baselines(ctx: RunContext, inst: BandwidthInstance, prog: Program, before: S
 
 
 def _baselines(sub: RunContext, inst: BandwidthInstance, prog: Program) -> list[tuple[str, np.ndarray, Check]]:
-    from distplan.formulations.bandwidth.baselines import baseline_weights, fair_allocation
-
     out: list[tuple[str, np.ndarray, Check]] = []
     for name, proportional in (("proportional_to_traffic", True), ("equal_bw", False)):
         try:

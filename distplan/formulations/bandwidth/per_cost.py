@@ -27,11 +27,11 @@ from distplan.formulations.bandwidth.conic import DirectSolver
 from distplan.formulations.bandwidth.convex import (
     continuous_program,
     direct,
-    no_solution,
     solve_min_time,
     unscale,
 )
 from distplan.formulations.bandwidth.data import Program, bandwidth_scale
+from distplan.formulations.bandwidth.diagnose import no_solution
 from distplan.formulations.bandwidth.safe import budget_line, line_from_multipliers, safe_min_linear, safe_time_bound
 from distplan.formulations.bandwidth.time_program import TimeProblem, build_time_problem, time_scale
 from distplan.formulations.registry import Bound, Outcome, RunContext
