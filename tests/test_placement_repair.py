@@ -33,6 +33,17 @@ G727: dict[str, Any] = {"format": "distplan/1", "kind": "placement", "name": "g7
 G736: dict[str, Any] = {"format": "distplan/1", "kind": "placement", "name": "g736", "graph": {"ops": [{"name": "o0", "time": {"a": 0.001096, "b": 0.00065}, "memory": 796, "temporary": 0, "output": 0}, {"name": "o1", "time": {"a": 0.00026, "b": 0.001}, "memory": 819, "temporary": 76, "output": 0}, {"name": "o2", "time": {"a": 0.000161, "b": 0.001639}, "memory": 100, "temporary": 0, "output": 50}, {"name": "o3", "time": {"a": 0.001, "b": 0.000514}, "memory": 185, "temporary": 50, "output": 0}, {"name": "o4", "time": {"a": 0.001, "b": 0.001938}, "memory": 328, "temporary": 0, "output": 0}, {"name": "o5", "time": {"a": 0.001, "b": 0.000585}, "memory": 0, "temporary": 50, "output": 56}], "edges": [{"src": "o0", "dst": "o2", "bytes": 0}, {"src": "o1", "dst": "o2", "bytes": 1000000.0}, {"src": "o3", "dst": "o4", "bytes": 1986124.2902923143}, {"src": "o1", "dst": "o5", "bytes": 1000000.0}, {"src": "o2", "dst": "o5", "bytes": 0}]}, "cluster": {"devices": [{"name": "d0", "memory": 1255, "type": "b"}, {"name": "d1", "memory": 1255, "type": "a"}], "bandwidth": 1000000000000.0, "latency": 0.0}, "model": {"memory": "liveness", "communication": "independent"}}
 
 
+#: two devices of 5.5 bytes for ops of 5, 5 and 1: a and b need both devices, c fits
+#: nowhere (placement_milp proves it; memory in total does not)
+TINY_SHORT: dict[str, Any] = {
+    "format": "distplan/1",
+    "kind": "placement",
+    "name": "tiny",
+    "graph": {"ops": [{"name": "a", "time": 1.0, "memory": 5}, {"name": "b", "time": 2.0, "memory": 5}, {"name": "c", "time": 1.0, "memory": 1}], "edges": [{"src": "a", "dst": "b", "bytes": 10}, {"src": "a", "dst": "c", "bytes": 10}]},
+    "cluster": {"devices": [{"name": "g0", "memory": 5.5}, {"name": "g1", "memory": 5.5}], "bandwidth": 10.0, "latency": 0.5},
+}
+
+
 def _fits_in_etf_order(inst: PlacementInstance) -> int:
     """How many device assignments the memory-aware list scheduler (m-ETF's order) fits."""
     fitting = 0
@@ -65,14 +76,7 @@ def test_repair_gives_up_on_an_infeasible_instance_before_its_deadline() -> None
     """Two devices of 5.5 bytes for ops of 5, 5 and 1 (placement_milp proves that nothing
     fits): the repair stops after its restarts stop lowering the excess, not at the
     deadline an hour away, and placement_search says why no start was found."""
-    doc = {
-        "format": "distplan/1",
-        "kind": "placement",
-        "name": "tiny",
-        "graph": {"ops": [{"name": "a", "time": 1.0, "memory": 5}, {"name": "b", "time": 2.0, "memory": 5}, {"name": "c", "time": 1.0, "memory": 1}], "edges": [{"src": "a", "dst": "b", "bytes": 10}, {"src": "a", "dst": "c", "bytes": 10}]},
-        "cluster": {"devices": [{"name": "g0", "memory": 5.5}, {"name": "g1", "memory": 5.5}], "bandwidth": 10.0, "latency": 0.5},
-    }
-    inst = PlacementInstance.from_dict(doc)
+    inst = PlacementInstance.from_dict(TINY_SHORT)
     assert repaired_schedule(inst, time.perf_counter() + 3600.0) is None
     with pytest.raises(InfeasibleError, match="proves its model infeasible"):
         distplan.solve(inst, "placement_milp")
@@ -138,14 +142,7 @@ def test_after_its_deadline_the_search_does_not_run_the_heuristics_again() -> No
     is seconds past the limit), and the forced co-location bound is not built."""
     from distplan.formulations.placement.forced import forced_bound
 
-    doc = {
-        "format": "distplan/1",
-        "kind": "placement",
-        "name": "tiny",
-        "graph": {"ops": [{"name": "a", "time": 1.0, "memory": 5}, {"name": "b", "time": 2.0, "memory": 5}, {"name": "c", "time": 1.0, "memory": 1}], "edges": [{"src": "a", "dst": "b", "bytes": 10}, {"src": "a", "dst": "c", "bytes": 10}]},
-        "cluster": {"devices": [{"name": "g0", "memory": 5.5}, {"name": "g1", "memory": 5.5}], "bandwidth": 10.0, "latency": 0.5},
-    }
-    inst = PlacementInstance.from_dict(doc)
+    inst = PlacementInstance.from_dict(TINY_SHORT)
     with pytest.raises(NoSolutionError, match="found no plan to start from before its time limit"):
         distplan.solve(inst, "placement_search", time_limit=1e-4)
     assert forced_bound(inst, 10.0, deadline=time.perf_counter() - 1.0) is None
