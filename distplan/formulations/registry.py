@@ -31,7 +31,7 @@ import numpy as np
 from distplan.errors import InputError
 from distplan.formulations.contract import ModelSpec, Policy
 from distplan.kinds import KINDS
-from distplan.modeling.model import Model
+from distplan.modeling.model import Model, ModelArrays
 from distplan.solvers.base import Backend, SolveOptions
 from distplan.solvers.result import SolutionStatus, SolverResult, Termination, options_record
 
@@ -160,14 +160,31 @@ class RunContext:
         t0 = time.perf_counter()
         arrays = model.to_arrays()
         assemble = time.perf_counter() - t0
+        return self.solve_arrays(arrays, warm_start, build_seconds + assemble, model.values_by_block, model.stats())
+
+    def solve_arrays(
+        self,
+        arrays: ModelArrays,
+        warm_start: np.ndarray | None = None,
+        build_seconds: float = 0.0,
+        blocks: Callable[[np.ndarray], dict[str, np.ndarray]] | None = None,
+        stats: dict[str, Any] | None = None,
+    ) -> SolverResult:
+        """One call of the run's backend on a model already in arrays (small programs built
+        as arrays skip the modeling layer): the rest of the run's time as its limit;
+        ``blocks`` names the values (``values_by_block``), ``stats`` describes the model."""
+        late = self._not_started(build_seconds)
+        if late is not None:
+            return late
         remaining = self.remaining_time()
         opts = self.options if remaining is None else self.options.with_(time_limit=max(remaining, 0.01))
         result = self.backend.solve(arrays, opts, warm_start)
         result.options = options_record(opts)
-        result.build_seconds += build_seconds + assemble
-        if result.values is not None:
-            result.values_by_block = model.values_by_block(result.values)
-        result.extra.setdefault("model", model.stats())
+        result.build_seconds += build_seconds
+        if result.values is not None and blocks is not None:
+            result.values_by_block = blocks(result.values)
+        if stats is not None:
+            result.extra.setdefault("model", stats)
         self.solver_results.append(result)
         return result
 

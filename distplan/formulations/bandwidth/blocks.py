@@ -22,9 +22,8 @@ from distplan.formulations.bandwidth.diagnose import raise_if_infeasible
 from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block, solver_rows
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import RunContext
-from distplan.modeling.model import Model
-from distplan.solvers.capture import captured_output
-from distplan.solvers.result import SolutionStatus, SolverResult, Termination
+from distplan.modeling.model import Model, ModelArrays
+from distplan.solvers.result import SolverResult, Termination
 
 
 @dataclass(frozen=True)
@@ -108,28 +107,25 @@ def optimize_linear(
     return result, None if values is None else np.asarray(values, dtype=float) * sigma
 
 
-#: hand the small LPs of this module and of the baselines to highspy directly when the run's
-#: backend is ``highs`` (their build and the backend's wrapper cost ~4 ms an LP, HiGHS's solve
-#: ~0.4 ms; libra_perf solves the baselines' ~20 LPs to compare with them). False: through
-#: ``ctx.solve_model`` as every other program.
+#: build the small LPs of this module and of the baselines as arrays (`solve_direct`),
+#: without the modeling layer, when the run's backend takes MILP/LP arrays (their build cost
+#: ~4 ms an LP, HiGHS's solve ~0.4 ms; libra_perf solves the baselines' ~20 LPs to compare
+#: with them). False: through ``ctx.solve_model`` as every other program.
 DIRECT_LP = True
 
 
 def direct_lp(ctx: RunContext) -> bool:
-    """Whether this run's small bandwidth LPs go to highspy directly (`solve_direct`)."""
-    return DIRECT_LP and ctx.backend.name == "highs"
+    """Whether this run's small bandwidth LPs are built as arrays (`solve_direct`)."""
+    return DIRECT_LP and ctx.backend.capabilities.lp and not ctx.backend.capabilities.convex
 
 
 def solve_direct(ctx: RunContext, index: BandwidthIndex, objective: np.ndarray, sense: str, name: str,
                  fill: tuple[np.ndarray, np.ndarray] | None = None) -> SolverResult:
     """The LP ``min/max objective @ x`` over x within the index's bounds and rows (the index's
-    units), by highspy in memory; with ``fill`` = (free dimensions, weights) one more column
-    t >= 0 (block ``level``) and rows x_d - w_d t >= 0, and the objective is t. The record
-    goes into ``ctx.solver_results``; values in ``values_by_block`` ("bandwidth", "level")."""
-    import highspy
-
-    from distplan.solvers.highs import STATUS_MAP, highs_version
-
+    units), built as `ModelArrays` and solved by the run's backend (`RunContext.solve_arrays`);
+    with ``fill`` = (free dimensions, weights) one more column t >= 0 (block ``level``) and
+    rows x_d - w_d t >= 0, and the objective is max t. Values in ``values_by_block``
+    ("bandwidth", "level")."""
     t0 = time.perf_counter()
     D = index.lb.size
     n = D + (1 if fill is not None else 0)
@@ -148,51 +144,26 @@ def solve_direct(ctx: RunContext, index: BandwidthIndex, objective: np.ndarray, 
         cost[D] = 1.0
     else:
         cost[:D] = objective
-    A = sp.csc_matrix(np.vstack(rows)) if rows else sp.csc_matrix((0, n))
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = n, A.shape[0]
-    lp.col_cost_ = cost
-    lp.col_lower_ = np.append(index.lb, 0.0) if fill is not None else index.lb
-    lp.col_upper_ = np.append(index.ub, np.inf) if fill is not None else index.ub
-    lp.row_lower_, lp.row_upper_ = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
-    lp.sense_ = highspy.ObjSense.kMaximize if (sense == "max" or fill is not None) else highspy.ObjSense.kMinimize
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = A.indptr, A.indices, A.data
-    with captured_output() as printed:  # the library writes nothing to stdout (HiGHS's banner)
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
-        remaining = ctx.remaining_time()
-        if remaining is not None:
-            h.setOptionValue("time_limit", max(remaining, 1e-3))
-        h.passModel(lp)
-        t1 = time.perf_counter()
-        h.run()
-        t2 = time.perf_counter()
-    status = h.getModelStatus()
-    termination = STATUS_MAP.get(status, Termination.UNKNOWN)
-    sol = h.getSolution()
-    x = np.asarray(sol.col_value, dtype=float)
-    ok = termination is Termination.OPTIMAL and bool(sol.value_valid) and x.size == n and bool(np.all(np.isfinite(x)))
-    value = float(h.getInfo().objective_function_value) if ok else None
-    result = SolverResult(
-        backend="highs-direct",
-        backend_version=highs_version(),
-        termination=termination,
-        status=SolutionStatus.OPTIMAL if ok else SolutionStatus.NONE,
-        objective=value,
-        bound=value,
-        build_seconds=t1 - t0,
-        solve_seconds=t2 - t1,
-        iterations=int(h.getInfo().simplex_iteration_count),
-        raw_status=h.modelStatusToString(status),
-        log=printed.text,
-        values=x if ok else None,
-        values_by_block={"bandwidth": x[:D], **({"level": x[D:]} if fill is not None else {})} if ok else {},
-        extra={"interface": "highspy direct (small bandwidth LP)", "model": name},
-        bound_grade="solver" if ok else None,
+    arrays = ModelArrays(
+        name=name,
+        c=cost,
+        offset=0.0,
+        A=sp.csr_matrix(np.vstack(rows)) if rows else sp.csr_matrix((0, n)),
+        row_lo=np.asarray(lo, dtype=float),
+        row_hi=np.asarray(hi, dtype=float),
+        col_lo=np.append(index.lb, 0.0) if fill is not None else np.asarray(index.lb, dtype=float),
+        col_hi=np.append(index.ub, np.inf) if fill is not None else np.asarray(index.ub, dtype=float),
+        integrality=np.zeros(n, dtype=np.int8),
+        sense="max" if (sense == "max" or fill is not None) else "min",
+        var_blocks=[("bandwidth", D, False)] + ([("level", 1, True)] if fill is not None else []),
+        con_blocks=[("rows", len(rows))],
     )
-    ctx.solver_results.append(result)
-    return result
+
+    def blocks(x: np.ndarray) -> dict[str, np.ndarray]:
+        return {"bandwidth": x[:D], **({"level": x[D:]} if fill is not None else {})}
+
+    stats = {"name": name, "variables": n, "binaries": 0, "integers": 0, "rows": len(rows), "nonzeros": int(arrays.A.nnz)}
+    return ctx.solve_arrays(arrays, build_seconds=time.perf_counter() - t0, blocks=blocks, stats=stats)
 
 
 @dataclass
