@@ -46,6 +46,13 @@ class ContractError(TypeError):
     """A formulation broke the block contract (a programming error, not a user's)."""
 
 
+def time_limit_parameter(instance: Any, params: Mapping[str, Any]) -> float | None:
+    """`Policy.default_time_limit` of a formulation that declares a ``default_time_limit``
+    parameter (seconds; the run's parameters include the formulation's defaults)."""
+    value = params.get("default_time_limit")
+    return None if value is None else float(value)
+
+
 @dataclass(frozen=True)
 class Policy:
     """What a formulation asks of a solve when the caller does not say.

@@ -8,18 +8,10 @@ overlap), and the baselines ``allreduce_all``, ``sfb_poseidon_rule`` and ``greed
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from distplan.formulations.compression import baselines, select, tag
 from distplan.formulations.compression.bounds import compression_bounds
-from distplan.formulations.contract import Policy
+from distplan.formulations.contract import Policy, time_limit_parameter
 from distplan.formulations.registry import Formulation, register, register_bounds
-
-
-def _default_time_limit(inst: Any, params: Mapping[str, Any]) -> float:
-    """Without a time limit codec_select's MILP gets ``default_time_limit`` seconds."""
-    return float(params.get("default_time_limit", 60.0))
 
 TAG = "Zhang et al., Expediting Distributed DNN Training with Device Topology-Aware Graph Deployment, arXiv 2302.06126 (ylxdzsw/tag search/sfb.jl)"
 POSEIDON = "Zhang et al., Poseidon, USENIX ATC 2017; Xie et al., Lighter-Communication Distributed Machine Learning via Sufficient Factor Broadcasting, UAI 2016"
@@ -66,7 +58,7 @@ register(
         #: without a time limit HiGHS closed the last 0.016 % of compression-bert-large's gap
         #: for more than 49 minutes (the plan of 5 s is the same): a default limit, as
         #: placement_milp's, after which the run reports its plan and its proven gap
-        policy=Policy(default_time_limit=_default_time_limit),
+        policy=Policy(default_time_limit=time_limit_parameter),
         params={"window": None, "improve_seconds": 5.0, "default_time_limit": 60.0},
         examples={"window": 8},
         least={"window": 0, "improve_seconds": 0.0},

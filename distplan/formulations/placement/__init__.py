@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from distplan.errors import NoSolutionError
-from distplan.formulations.contract import Policy
+from distplan.formulations.contract import Policy, time_limit_parameter
 from distplan.formulations.placement import forced, heuristics, milp, relaxation, sct, search, waist
 from distplan.formulations.placement.bounds import placement_bounds
 from distplan.formulations.placement.coarsen import coarsen
@@ -111,11 +111,6 @@ register(
 )
 
 
-def _default_time_limit(inst: PlacementInstance, params: Mapping[str, Any]) -> float:
-    """Without a time limit the MILP gets ``default_time_limit`` seconds (incumbent + bound)."""
-    return float(params.get("default_time_limit", 60.0))
-
-
 #: the placement MILP's caps on the nonzeros of optional row families (0: none of them)
 _MILP_NONZEROS = ("order_nonzeros", "milp_order_nonzeros", "wait_nonzeros", "window_nonzeros", "milp_wait_nonzeros", "milp_window_nonzeros")
 #: the placement MILP's parameters that are shares (0 to 1) of the time left
@@ -131,7 +126,7 @@ register(
         exact=True,
         exact_for=milp.exact_for,
         spec=milp.PLACEMENT_MILP,
-        policy=Policy(default_time_limit=_default_time_limit),
+        policy=Policy(default_time_limit=time_limit_parameter),
         params={"default_time_limit": 60.0, "max_pairs": milp.MAX_PAIRS, "thresholds": 12, "relaxation_share": 0.25, "relaxation_ops": (30, 1500), "search_share": 0.2, "forced_share": 0.1, "order_nonzeros": MAX_NONZEROS, "milp_order_nonzeros": 0, "relaxation_search_share": 0.2, "waist_share": 0.05, "module_share": 0.3, "chain_share": 0.15, "joined_windows": True, "joined_extra": 1.0, "wait_nonzeros": WAIT_NONZEROS, "window_nonzeros": WINDOW_NONZEROS, "milp_wait_nonzeros": MILP_WAIT_NONZEROS, "milp_window_nonzeros": MILP_WAIT_NONZEROS},
         reference="Venugopalan & Sinnen, IEEE TPDS 26(1) 2015; " + BAECHI,
         least={"max_pairs": 0, "thresholds": 0, "joined_extra": 0.0, **dict.fromkeys(_MILP_NONZEROS, 0), **dict.fromkeys(_MILP_SHARES, 0.0)},
