@@ -44,17 +44,17 @@ POLISH = 200
 MAX_RESTARTS = 20
 
 
-def _objective(inst: PlacementInstance, device: np.ndarray, rank: np.ndarray) -> tuple[float, float, np.ndarray]:
-    """(bytes over capacity summed over devices, makespan, start times) of ``device`` with
-    each device running its ops in ``rank`` order."""
+def _objective(inst: PlacementInstance, device: np.ndarray, rank: np.ndarray) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """(bytes over capacity summed over devices, makespan, start times, peak bytes per
+    device) of ``device`` with each device running its ops in ``rank`` order."""
     try:
         start = schedule_fixed_placement(inst, device, order_key=rank.astype(float))
     except InputError:  # an order that contradicts the graph (never for a topological rank)
-        return float("inf"), float("inf"), np.zeros(inst.n_ops)
+        return float("inf"), float("inf"), np.zeros(inst.n_ops), np.full(inst.n_devices, np.inf)
     peaks = memory_peaks(inst, device, start)
     excess = float(np.maximum(peaks - inst.device_memory, 0.0).sum())
     makespan = float((start + inst.time[np.arange(inst.n_ops), device]).max()) if inst.n_ops else 0.0
-    return excess, makespan, start
+    return excess, makespan, start, peaks
 
 
 def _random_topological_order(preds: list[list[int]], succs: list[list[int]], rng: np.random.Generator) -> np.ndarray:
@@ -100,7 +100,7 @@ def repaired_schedule(
     order = inst.topo_order().astype(np.int64)
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n)
-    excess, makespan, times = _objective(inst, device, rank)
+    excess, makespan, times, peaks = _objective(inst, device, rank)
     best: Schedule | None = None
     best_key = (excess, makespan)
     stale = 0
@@ -122,13 +122,12 @@ def repaired_schedule(
                 break
             order = _random_topological_order(preds, succs, rng)
             rank[order] = np.arange(n)
-            excess, makespan, times = _objective(inst, device, rank)
+            excess, makespan, times, peaks = _objective(inst, device, rank)
             best_key, stale = (excess, makespan), 0
             continue
         trial_device, trial_rank = device, rank
         if nd > 1 and rng.random() < 0.5:
             if excess > 0.0:  # a group on a device over its capacity
-                peaks = memory_peaks(inst, device, times)
                 over = np.flatnonzero(peaks > inst.device_memory)
                 pool = np.flatnonzero(np.isin(device, over)) if over.size else np.arange(n)
             else:
@@ -154,12 +153,12 @@ def repaired_schedule(
             order = np.insert(np.delete(order, now), to, v)
             trial_rank = np.empty(n, dtype=np.int64)
             trial_rank[order] = np.arange(n)
-        t_excess, t_makespan, t_times = _objective(inst, trial_device, trial_rank)
+        t_excess, t_makespan, t_times, t_peaks = _objective(inst, trial_device, trial_rank)
         key = (t_excess, t_makespan)
         if key <= (excess, makespan):
             stale = 0 if key < best_key else stale + 1
             best_key = min(best_key, key)
-            device, rank, excess, makespan, times = trial_device, trial_rank, t_excess, t_makespan, t_times
+            device, rank, excess, makespan, times, peaks = trial_device, trial_rank, t_excess, t_makespan, t_times, t_peaks
         else:
             stale += 1
     return best
