@@ -104,13 +104,18 @@ class RunContext:
         start = time.perf_counter() if started is None else started
         self._deadline = None if options.time_limit is None else start + options.time_limit
 
-    def child(self, params: dict[str, Any] | None = None, time_limit: float | None = None, *, share_records: bool = False) -> RunContext:
+    def child(
+        self, params: dict[str, Any] | None = None, time_limit: float | None = None, *, share_records: bool = False, backend: Backend | None = None
+    ) -> RunContext:
         """A context for one phase of this run (its own parameters): at most ``time_limit``
         seconds, and never past this run's deadline. Its solver records are its own, or with
-        ``share_records`` this run's list."""
+        ``share_records`` this run's list. On another ``backend`` the run's raw solver
+        options (its backend's) are left out."""
         limits = [t for t in (time_limit, self.remaining_time()) if t is not None]
         options = self.options.with_(time_limit=max(min(limits), 0.01)) if limits else self.options
-        sub = RunContext(self.backend, options, dict(self.params if params is None else params))
+        if backend is not None and backend is not self.backend:
+            options = options.with_(raw={})
+        sub = RunContext(backend or self.backend, options, dict(self.params if params is None else params))
         if share_records:
             sub.solver_results = self.solver_results
         return sub

@@ -110,15 +110,8 @@ def _baseline_context(ctx: RunContext) -> RunContext | None:
     remaining = ctx.remaining_time()
     if remaining is not None and remaining <= 0:
         return None
-    be = get_backend("highs")
-    options = ctx.options
-    if be.available():
-        options = options.with_(raw={})
-    else:
-        be = ctx.backend
-    if remaining is not None:
-        options = options.with_(time_limit=max(remaining, 0.01))
-    return RunContext(be, options, {})
+    highs = get_backend("highs")
+    return ctx.child({}, backend=highs if highs.available() else ctx.backend)
 
 
 def baselines(ctx: RunContext, inst: BandwidthInstance, prog: Program, before: SolverResult | None = None) -> list[tuple[str, np.ndarray, Check]]:
