@@ -26,8 +26,11 @@ from distplan.errors import InputError
 from distplan.instances import bundled, load_document
 from distplan.instances.pipelines import make_pipeline, tessel_case, zero_bubble_case
 from distplan.models import bandwidth_records, compression_records, pipeline, sharding_costs
-from distplan.models.common import instance_from_dict
+from distplan.models.common import MAX_BYTES, MAX_SECONDS, MIN_RATE, instance_from_dict
+from distplan.models.compression_parse import MAX_RATIO
 from distplan.models.schema import schema_errors, schema_for, validate_document
+from distplan.models.sharding import MAX_AXIS, MAX_DIM, MAX_FACTOR
+from distplan.models.sharding_semantics import MAX_FLOPS_PER_ELEMENT
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -36,6 +39,7 @@ SCHEMA_DIR = resources.files("distplan.schema")
 KINDS = ("placement", "sharding", "compression", "pipeline", "bandwidth")
 #: the smallest bundled instance of each kind with a bundled instance, the base of mutations
 BASE_INSTANCE = {
+    "placement": "placement-small-1",
     "sharding": "gpt-1layer-tp8",
     "compression": "compression-mlp-small",
     "bandwidth": "libra-dlrm-3d-total500",
@@ -320,6 +324,72 @@ def test_mutated_document_is_rejected_by_schema_and_parser(kind: str, what: str,
     with pytest.raises(InputError) as parser_exc:
         instance_from_dict(doc)
     assert parser_exc.value.path.startswith(path), (parser_exc.value.path, path)
+
+
+#: the parsers' numeric ranges, each as (kind, JSON path of a field in the base document,
+#: the schema keyword, the parser's constant, a value beyond it): the schema states the
+#: parser's own limit, and a value beyond it is rejected by both at that path
+LIMITS: list[tuple[str, list[Any], str, float, Any]] = [
+    ("placement", ["graph", "ops", 0, "time"], "maximum", MAX_SECONDS, 2e9),
+    ("placement", ["graph", "ops", 0, "memory"], "maximum", MAX_BYTES, 2e18),
+    ("placement", ["graph", "ops", 0, "temporary"], "maximum", MAX_BYTES, 2e18),
+    ("placement", ["graph", "ops", 0, "output"], "maximum", MAX_BYTES, 2e18),
+    ("placement", ["graph", "edges", 0, "bytes"], "maximum", MAX_BYTES, 2e18),
+    ("placement", ["cluster", "devices", 0, "memory"], "maximum", MAX_BYTES, 2e18),
+    ("placement", ["cluster", "bandwidth"], "minimum", MIN_RATE, 1e-300),
+    ("placement", ["cluster", "latency"], "maximum", MAX_SECONDS, 2e9),
+    ("sharding", ["mesh", "shape", 0], "maximum", MAX_AXIS, 2**21),
+    ("sharding", ["mesh", "bandwidth", 0], "minimum", MIN_RATE, 1e-300),
+    ("sharding", ["mesh", "latency", 0], "maximum", MAX_SECONDS, 2e9),
+    ("sharding", ["training", "optimizer_bytes_per_param"], "maximum", MAX_FACTOR, 2e6),
+    ("sharding", ["training", "backward_factor"], "maximum", MAX_FACTOR, 2e6),
+    ("sharding", ["graph", "dims", "h"], "maximum", MAX_DIM, 2**54),
+    ("sharding", ["graph", "ops", 9, "attrs", "flops_per_element"], "maximum", MAX_FLOPS_PER_ELEMENT, 2e6),
+    ("compression", ["cluster", "devices", 0, "memory_bytes"], "maximum", MAX_BYTES, 2e18),
+    ("compression", ["cluster", "devices", 0, "reserved_bytes"], "maximum", MAX_BYTES, 2e18),
+    ("compression", ["cluster", "intra_node_bandwidth"], "minimum", MIN_RATE, 0.5),
+    ("compression", ["cluster", "inter_node_bandwidth"], "minimum", MIN_RATE, 0.5),
+    ("compression", ["cluster", "links", 0, "bandwidth"], "minimum", MIN_RATE, 0.5),
+    ("compression", ["graph", "ops", 0, "compute_seconds", "V100"], "maximum", MAX_SECONDS, 2e9),
+    ("compression", ["graph", "ops", 0, "memory_bytes"], "maximum", MAX_BYTES, 2e18),
+    ("compression", ["graph", "edges", 0, "bytes"], "maximum", MAX_BYTES, 2e18),
+    ("compression", ["graph", "gradients", 0, "bytes"], "maximum", MAX_BYTES, 2e18),
+    ("compression", ["graph", "gradients", 0, "shape", 0], "maximum", MAX_BYTES, 2 * 10**18),
+    ("compression", ["graph", "gradients", 0, "factor_rows"], "maximum", MAX_BYTES, 2 * 10**18),
+    ("compression", ["codecs", 0, "ratio", "float32"], "maximum", MAX_RATIO, 2e6),
+    ("compression", ["codecs", 0, "encode_bytes_per_second", "V100"], "minimum", MIN_RATE, 0.5),
+    ("compression", ["codecs", 0, "decode_bytes_per_second", "V100"], "minimum", MIN_RATE, 0.5),
+]
+
+
+def _schema_node(schema: dict[str, Any], path: list[Any], keyword: str) -> dict[str, Any]:
+    """The subschema of ``schema`` that holds the value at ``path`` (of a oneOf, the branch
+    that states ``keyword``)."""
+    node = schema
+    for key in path:
+        node = node["items"] if isinstance(key, int) else node.get("properties", {}).get(key, node.get("additionalProperties"))
+    if "oneOf" in node:
+        node = next(branch for branch in node["oneOf"] if keyword in branch)
+    return node
+
+
+@pytest.mark.parametrize(("kind", "path", "keyword", "limit", "beyond"), LIMITS, ids=[f"{k}-{_json_path(p)}" for k, p, _, _, _ in LIMITS])
+def test_schema_states_the_parsers_range(kind: str, path: list[Any], keyword: str, limit: float, beyond: Any) -> None:
+    assert _schema_node(_schema_file(kind), path, keyword)[keyword] == limit
+    where = _json_path(path)
+    at_limit = _base_document(kind)
+    _set(path, limit)(at_limit)
+    _assert_valid_everywhere(at_limit)  # the limit itself is in range
+    doc = _base_document(kind)
+    _set(path, beyond)(doc)
+    with pytest.raises(InputError) as schema_exc:
+        validate_document(doc)
+    assert schema_exc.value.path == where
+    assert any(_json_path(e.absolute_path) == where for e in _validator(kind).iter_errors(doc))
+    with pytest.raises(InputError) as parser_exc:
+        instance_from_dict(doc)
+    assert parser_exc.value.path == where
+    assert ("beyond the largest" if keyword == "maximum" else "below the least") in parser_exc.value.problem
 
 
 def test_not_an_object_and_wrong_kind_are_rejected() -> None:

@@ -213,11 +213,18 @@ def need(data: Mapping[str, Any], key: str, path: str) -> Any:
 #: placement times go to the MILP in microseconds), which became internal errors
 MAX_SECONDS = 1e9
 MAX_BYTES = 1e18
+#: the least bandwidth or throughput an instance may give (bytes/second): below it moving
+#: `MAX_BYTES` takes longer than a float holds (a bandwidth of 1e-300 made transfer times
+#: infinite, which read as forbidden)
+MIN_RATE = 1.0
 
 
-def number(value: Any, path: str, *, positive: bool = False, nonneg: bool = True, integer: bool = False, at_most: float = math.inf, unit: str = "") -> float:
-    """A finite number (>= 0 unless nonneg=False; > 0 if positive; at most ``at_most``,
-    named in ``unit``)."""
+def number(
+    value: Any, path: str, *, positive: bool = False, nonneg: bool = True, integer: bool = False, at_least: float = -math.inf, at_most: float = math.inf, unit: str = ""
+) -> float:
+    """A finite number (>= 0 unless nonneg=False; > 0 if positive; at least ``at_least``
+    and at most ``at_most``, named in ``unit``). The JSON Schema files in
+    ``distplan/schema/`` state the same ranges (`tests/test_schema.py` holds them equal)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InputError(path, f"expected a number, got {value!r}")
     try:
@@ -233,6 +240,8 @@ def number(value: Any, path: str, *, positive: bool = False, nonneg: bool = True
         raise InputError(path, f"{value!r} is negative", "give a value >= 0")
     if integer and v != int(v):
         raise InputError(path, f"{value!r} must be an integer")
+    if v < at_least:
+        raise InputError(path, f"{value!r} {unit} is below the least value taken, {at_least:g} {unit}".replace("  ", " "), "give a value in range")
     if v > at_most:
         raise InputError(path, f"{value!r} {unit} is beyond the largest value taken, {at_most:g} {unit}".replace("  ", " "), "give a value in range")
     return v

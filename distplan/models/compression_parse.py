@@ -12,7 +12,7 @@ from typing import Any
 
 from distplan.errors import InputError
 from distplan.models.catalogue import device as catalogue_device
-from distplan.models.common import MAX_BYTES, MAX_SECONDS, name_list, need, number
+from distplan.models.common import MAX_BYTES, MAX_SECONDS, MIN_RATE, name_list, need, number
 from distplan.models.compression_records import (
     BUILTIN_METHODS,
     CODEC_METHODS,
@@ -32,12 +32,6 @@ def _str(value: Any, path: str) -> str:
     return value
 
 
-#: the least bandwidth or codec rate taken (bytes/second): below it the transfer of a
-#: gradient of `MAX_BYTES` takes longer than a float holds (a bandwidth of 1e-300 made
-#: times infinite)
-MIN_RATE = 1.0
-
-
 #: the largest compressed/original ratio a codec may declare (an expanding codec is
 #: allowed; beyond this its compressed sizes overflow)
 MAX_RATIO = 1e6
@@ -45,10 +39,7 @@ MAX_RATIO = 1e6
 
 def _rate(value: Any, path: str) -> float:
     """A bandwidth or a codec's rate: a finite number of bytes/second, at least `MIN_RATE`."""
-    v = number(value, path, positive=True, unit="bytes/s")
-    if v < MIN_RATE:
-        raise InputError(path, f"{value!r} bytes/s is below the least value taken, {MIN_RATE:g} bytes/s", "give a value in range")
-    return v
+    return number(value, path, at_least=MIN_RATE, unit="bytes/s")
 
 
 def _name(value: Any, path: str, known: Any, what: str, fix: str) -> str:

@@ -76,7 +76,10 @@ def _number_errors(value: float, schema: dict[str, Any], where: str) -> list[str
     if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
         errs.append(f"{where}: {value} must be greater than {schema['exclusiveMinimum']}")
     if "maximum" in schema and value > schema["maximum"]:
-        errs.append(f"{where}: {value} is above the maximum {schema['maximum']}")
+        if isinstance(value, int) and len(str(abs(value))) > 20:  # JSON allows 10**400: name it, do not print it
+            errs.append(f"{where}: an integer of {len(str(abs(value)))} digits is too large (above the maximum {schema['maximum']})")
+        else:
+            errs.append(f"{where}: {value} is above the maximum {schema['maximum']}")
     return errs
 
 

@@ -40,7 +40,7 @@ import numpy as np
 
 from distplan.errors import InputError
 from distplan.models.catalogue import DeviceSpec, device
-from distplan.models.common import FORMAT, MAX_SECONDS, Check, JsonDocument, KindSpec, need, number, register_kind
+from distplan.models.common import FORMAT, MAX_SECONDS, MIN_RATE, Check, JsonDocument, KindSpec, need, number, register_kind
 from distplan.models.sharding_costs import (
     DIM_NAME,
     DTYPE_BYTES,
@@ -139,22 +139,17 @@ def _str_list(value: Any, path: str) -> tuple[str, ...]:
 MAX_DIM = 2**53
 #: devices along one mesh axis
 MAX_AXIS = 2**20
-#: bytes/second of a mesh axis, at least (with it the all-gather of the largest tensor
-#: taken, 8e30 bytes, is ~1e31 s: every sum of such times stays a finite float; at 1e-300
-#: it overflowed); latencies up to `MAX_SECONDS`
-MIN_BANDWIDTH = 1.0
+#: bytes/second of a mesh axis are at least `MIN_RATE` (with it the all-gather of the
+#: largest tensor taken, 8e30 bytes, is ~1e31 s: every sum of such times stays a finite
+#: float; at 1e-300 it overflowed); latencies are at most `MAX_SECONDS`
 #: optimizer bytes per parameter and the backward pass's factor on forward time, at most
 MAX_FACTOR = 1e6
 
 
-def _number_list(value: Any, path: str, n: int, *, positive: bool = True, at_least: float = 0.0, at_most: float = math.inf, unit: str = "") -> tuple[float, ...]:
+def _number_list(value: Any, path: str, n: int, *, positive: bool = True, at_least: float = -math.inf, at_most: float = math.inf, unit: str = "") -> tuple[float, ...]:
     if not isinstance(value, list) or len(value) != n:
         raise InputError(path, f"expected a list of {n} numbers (one per mesh axis), got {value!r}")
-    out = tuple(number(v, f"{path}[{k}]", positive=positive, at_most=at_most, unit=unit) for k, v in enumerate(value))
-    for k, v in enumerate(out):
-        if v < at_least:
-            raise InputError(f"{path}[{k}]", f"{v!r} {unit} is below the least value taken, {at_least:g} {unit}".replace("  ", " "), "give a value in range")
-    return out
+    return tuple(number(v, f"{path}[{k}]", positive=positive, at_least=at_least, at_most=at_most, unit=unit) for k, v in enumerate(value))
 
 
 @dataclass
@@ -301,7 +296,7 @@ class ShardingInstance(JsonDocument):
         if not isinstance(shape_raw, list) or not 1 <= len(shape_raw) <= 3:
             raise InputError("mesh.shape", f"expected 1 to 3 axis sizes, got {shape_raw!r}", "e.g. [8] or [2, 4]")
         shape = tuple(int(number(v, f"mesh.shape[{k}]", positive=True, integer=True, at_most=MAX_AXIS, unit="devices")) for k, v in enumerate(shape_raw))
-        bandwidth = _number_list(need(m, "bandwidth", "mesh"), "mesh.bandwidth", len(shape), at_least=MIN_BANDWIDTH, unit="bytes/s")
+        bandwidth = _number_list(need(m, "bandwidth", "mesh"), "mesh.bandwidth", len(shape), at_least=MIN_RATE, unit="bytes/s")
         latency = _number_list(need(m, "latency", "mesh"), "mesh.latency", len(shape), positive=False, at_most=MAX_SECONDS, unit="s")
         dev = need(m, "device", "mesh")
         if not isinstance(dev, str):
