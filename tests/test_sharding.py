@@ -443,14 +443,17 @@ def test_megatron_uses_the_fastest_axis_for_tensor_parallelism() -> None:
 @pytest.mark.parametrize("layers", [2, 4, 8, 24])
 def test_tap_folding_is_exact(layers: int, backend: str) -> None:
     """GPT-3 shapes on 8 devices: boundary layers differ from the interior in the optimum,
-    so only copies with identical surroundings may share variables."""
+    so only copies with identical surroundings may share variables (the generic folding:
+    the layers next to the embedding and the head stay apart); tap's exact walk takes every
+    layer as a copy (consecutive blocks, or the folding's copies grown at their ends)."""
     inst = gpt3_175b(batch=8, mesh=8, layers=layers, memory=1e15)
     alpa = distplan.solve(inst, "alpa_ilp", backend=backend, time_limit=120)
     tap = distplan.solve(inst, "tap", backend=backend, time_limit=120)
     assert tap.objective == pytest.approx(alpa.objective, rel=1e-6)
     assert tap.bound is not None and tap.bound <= alpa.objective * (1 + 1e-6)
-    copies = [f["copies"] for f in tap.info["folding"]["families"]]
+    copies = [f["copies"] for f in fold_instance(inst, {})[1].stats["families"]]
     assert copies == ([] if layers == 2 else [layers - 2])
+    assert [c["copies"] for c in tap.info["chains"]["chains"]] == ([] if layers == 2 else [layers])
     if layers >= 8:
         assert tap.info["variables_folded"] < tap.info["variables_unfolded"]
 

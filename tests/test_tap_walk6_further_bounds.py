@@ -92,32 +92,37 @@ def test_tight_gpts_give_the_same_plan_with_fewer_labels(layers: int, mesh: Any,
     assert new.labels < old.labels
 
 
-def test_further_tables_are_made_once_and_only_for_passes_with_many_labels() -> None:
-    """The tables to go at the further multipliers are made at the first step with more
-    than `FURTHER_LABELS` labels, once for all the walk's passes (several here: a first
-    cap just above the Lagrangian bound, no incumbent to cap at), and not at all when no
-    step has that many."""
+def test_further_tables_are_made_once_with_the_memory_to_go() -> None:
+    """The tables to go at the further multipliers are made once for all the walk's passes
+    (several here: a first cap just above the Lagrangian bound, no incumbent to cap at), on
+    dense walks in the one pass that makes the memory to go (`_to_go_tables`), with the
+    values of `to_go` and `to_go_many` bit for bit."""
     chain, graph, start, end = _one_chain(tight(12, 4, 0.05, 2.5e10))
-    calls: list[int] = []
+    made: list[Any] = []
     passes: list[int] = []
-    many, label_dp = chain_dp._Walk.to_go_many, chain_dp._label_dp
+    tables_of, label_dp = chain_dp._to_go_tables, chain_dp._label_dp
 
-    def counted(self: Any, lams: Any) -> Any:
-        calls.append(len(lams))
-        return many(self, lams)
+    def counted(walk: Any, lam: float) -> Any:
+        got = tables_of(walk, lam)
+        made.append((walk, lam, got))
+        return got
 
     def counted_pass(*args: Any) -> Any:
         passes.append(1)
         return label_dp(*args)
 
-    for limit, want in [(chain_dp.FURTHER_LABELS, [2]), (10**9, [])]:
-        calls.clear()
-        passes.clear()
-        with pytest.MonkeyPatch.context() as m:
-            m.setattr(chain_dp._Walk, "to_go_many", counted)
-            m.setattr(chain_dp, "_label_dp", counted_pass)
-            m.setattr(chain_dp, "FURTHER_LABELS", limit)
-            m.setattr(chain_dp, "FIRST_GAP", 1e-7)
-            m.setattr(chain_dp, "INCUMBENT_GAP", 0.0)
-            assert solve_walk_dp(chain, graph, start, end) is not None
-        assert calls == want and len(passes) > 1
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(chain_dp, "_to_go_tables", counted)
+        m.setattr(chain_dp, "_label_dp", counted_pass)
+        m.setattr(chain_dp, "FIRST_GAP", 1e-7)
+        m.setattr(chain_dp, "INCUMBENT_GAP", 0.0)
+        assert solve_walk_dp(chain, graph, start, end) is not None
+    assert len(made) == 1 and len(passes) > 1
+    walk, lam, (mem_to_go, further) = made[0]
+    a, fe = walk.chain.arcs, walk.front_end
+    assert lam > 0 and walk.W <= chain_dp.DENSE_STATES
+    assert np.array_equal(mem_to_go, walk.to_go(a["memory"], fe.mem))
+    lams = [lam * x for x in chain_dp.LABEL_MULTIPLIERS]
+    many = walk.to_go_many(lams)
+    assert [x for x, _ in further()] == lams
+    assert all(np.array_equal(g, many[k]) for k, (_, g) in enumerate(further()))

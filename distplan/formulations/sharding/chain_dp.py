@@ -37,6 +37,7 @@ import numpy as np
 
 from distplan.formulations.deadline import DeadlineReached
 from distplan.formulations.sharding.chain_fronts import (
+    CopyCore,
     TooLarge,
     _eliminate,
     _join,
@@ -115,13 +116,14 @@ class DPResult:
     labels: int  # labels kept over all steps (a size measure)
 
 
-def _factors(graph: CostGraph, memory: bool, lam: float = 0.0) -> tuple[list[_Table], np.ndarray]:
+def _factors(graph: CostGraph, memory: bool, lam: float = 0.0, covered: tuple[list[int], list[int]] | None = None) -> tuple[list[_Table], np.ndarray]:
     """One table per edge (resharding cost) of the explicit graph, with the cost and
     memory of each node added to the first edge that touches it (fewer joins), and one
     per node without edges; infinite-cost rows removed; ``memory=False`` zeroes the
     memory. A table's floor (its least memory) is at least the sum of its nodes' least.
     Rows are summed in Python lists (tables of a few dozen rows: per-call costs dominate
-    numpy there), edge cost + first node's + second node's, as numpy would."""
+    numpy there), edge cost + first node's + second node's, as numpy would. ``covered``
+    (nodes, edges): parts whose costs other tables hold (`SideCore`), left out."""
     dom = graph.strategy_counts()
     n = dom.size
     out: list[_Table] = []
@@ -141,7 +143,14 @@ def _factors(graph: CostGraph, memory: bool, lam: float = 0.0) -> tuple[list[_Ta
         out.append(_Table(live, asg, np.array(c, dtype=float), np.array(m, dtype=float), floor, wfloor))
 
     absorbed = [False] * n
+    skip: set[int] = set()
+    if covered is not None:
+        for i in covered[0]:
+            absorbed[i] = True
+        skip = set(covered[1])
     for e, (u, v) in enumerate(zip(graph.edge_u.tolist(), graph.edge_v.tolist())):
+        if e in skip:
+            continue
         matrix = np.asarray(graph.edge_cost[e], float).tolist()
         cu = node_cost[u] if not absorbed[u] else None
         mu = node_mem[u] if not absorbed[u] else None
@@ -166,7 +175,53 @@ def _factors(graph: CostGraph, memory: bool, lam: float = 0.0) -> tuple[list[_Ta
     return out, dom
 
 
-def _side_fronts(graph: CostGraph, start_vars: list[int], end_vars: list[int], slack: float, max_rows: float, memory: bool = True, lag: tuple[float, float, float, float] | None = None) -> tuple[_Table, _Table] | None:
+@dataclass
+class SideCore:
+    """The chain's first copy in the explicit graph with its interior eliminated: the
+    chain's `CopyCore` on the explicit nodes of that copy (``nodes``, per position), whose
+    inner edges are ``edges``. Each table's floor is its least memory (bytes), at least the
+    sum of its nodes' least, as the pruning of `_eliminate` requires."""
+
+    nodes: list[int]
+    edges: list[int]
+    tables: list[_Table]
+
+
+def _side_core(core: CopyCore, chain: Chain, graph: CostGraph, origin: np.ndarray) -> SideCore | None:
+    """The `SideCore` of the chain's first copy, or None when the explicit graph does not
+    hold that copy as the core was made (its nodes' cost and memory arrays and its inner
+    edges' matrices, by position, must be the very ones the core was made from)."""
+    where = {int(x): i for i, x in enumerate(origin.tolist()) if x >= 0}
+    var = [where.get(int(x), -1) for x in chain.nodes[0].tolist()]
+    if min(var, default=-1) < 0 or any(t.cost.size == 0 for t in core.tables):
+        return None
+    for j, i in enumerate(var):
+        if graph.node_cost[i] is not core.node_cost[j] or graph.node_memory[i] is not core.node_memory[j]:
+            return None
+    pos = {i: j for j, i in enumerate(var)}
+    inner: dict[tuple[int, int], list[np.ndarray]] = {}
+    for a, b, M in core.internal:
+        inner.setdefault((a, b), []).append(M)
+    edges = []
+    for e, (u, v) in enumerate(zip(graph.edge_u.tolist(), graph.edge_v.tolist())):
+        if u in pos and v in pos:
+            got = inner.get((pos[u], pos[v]))
+            if not got or not any(graph.edge_cost[e] is M for M in got):
+                return None
+            got.remove(next(M for M in got if graph.edge_cost[e] is M))
+            edges.append(e)
+    if any(inner.values()):
+        return None
+    n, cols = len(graph.node_cost), np.array(var, dtype=np.int64)
+    tables = []
+    for t in core.tables:
+        asg = np.full((t.cost.size, n), -1, dtype=t.asg.dtype)
+        asg[:, cols] = t.asg[:, : cols.size]
+        tables.append(_Table([var[j] for j in t.live], asg, t.cost, t.mem, float(t.mem.min()), 0.0))
+    return SideCore(var, edges, tables)
+
+
+def _side_fronts(graph: CostGraph, start_vars: list[int], end_vars: list[int], slack: float, max_rows: float, memory: bool = True, lag: tuple[float, float, float, float] | None = None, core: SideCore | None = None) -> tuple[_Table, _Table] | None:
     """Pareto fronts of the explicit nodes per start state and per end state (rows keyed by
     ``start_vars`` / ``end_vars``); None when a part of the explicit graph touches both.
 
@@ -175,9 +230,16 @@ def _side_fronts(graph: CostGraph, start_vars: list[int], end_vars: list[int], s
     its cost + lam x memory - lam x budget, and that is at least a row's excess (its cost +
     lam x memory above its factors' least) plus the least of every factor of its side plus
     the least Lagrangian cost of the rest (walk and other side); rows whose bound exceeds
-    ``upper`` (a plan's cost) are dropped."""
+    ``upper`` (a plan's cost) are dropped.
+
+    ``core``: the chain's first copy with its interior eliminated (`SideCore`), in place
+    of the factors of its nodes and inner edges (with ``memory`` only)."""
     lam = lag[0] if lag is not None else 0.0
-    factors, dom = _factors(graph, memory, lam)
+    if core is not None and memory:
+        factors, dom = _factors(graph, memory, lam, (core.nodes, core.edges))
+        factors += [_Table(t.live, t.asg, t.cost, t.mem, t.floor, float(np.min(t.cost + lam * t.mem))) for t in core.tables]
+    else:
+        factors, dom = _factors(graph, memory, lam)
     n = dom.size
     eu, ev = graph.edge_u, graph.edge_v
     comp = component_roots(n, eu, ev)
@@ -631,13 +693,14 @@ def _scalar_lagrange(walk_of: Callable[[tuple[_Table, _Table]], _Walk], graph: C
     return lam, lower, best, (lam, best[0] + lam * budget, rest_start, rest_end)
 
 
-def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_vars: list[int], *, memory: bool = True, deadline: float | None = None, max_rows: float = MAX_ROWS, least: tuple[float, float] | None = None) -> DPResult | None:
+def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_vars: list[int], *, memory: bool = True, deadline: float | None = None, max_rows: float = MAX_ROWS, least: tuple[float, float] | None = None, core: SideCore | None = None) -> DPResult | None:
     """The exact optimum of the folded problem with one chain (module docstring), or None
     when the dynamic program does not apply (explicit parts joined other than through the
     walk, a table beyond ``max_rows``) or nothing fits the budget. ``memory=False``: the
     problem without the memory row (scalar fronts, one pass; the plan's memory is not
     reported). ``least``: the cost and memory of a cheapest plan of the problem without
-    memory (seconds, bytes), which starts the Lagrangian search (`_lagrange`). Raises
+    memory (seconds, bytes), which starts the Lagrangian search (`_lagrange`). ``core``:
+    the chain's first copy with its interior eliminated (`_side_fronts`). Raises
     `DeadlineReached`."""
     a = chain.arcs
     S, W, K1 = chain.num_states, chain.num_walk_states, chain.copies - 1
@@ -669,7 +732,7 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
             return DPResult(explicit, path, cost, np.nan, cost, 0)
         lagrangian = None
         try:
-            sides = _side_fronts(graph, start_vars, end_vars, slack, min(max_rows, FIRST_ROWS))
+            sides = _side_fronts(graph, start_vars, end_vars, slack, min(max_rows, FIRST_ROWS), core=core)
         except TooLarge:  # prune the fronts by a Lagrangian bound (from scalar problems) first
             lagrangian = _scalar_lagrange(walk_of, graph, start_vars, end_vars, budget, deadline, max_rows)
             if lagrangian is None:
@@ -695,7 +758,7 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
         if lagrangian is None:
             return walk0
         _, _, _, (lam_, _, rest_start, rest_end) = lagrangian
-        got = _side_fronts(graph, start_vars, end_vars, slack, max_rows, True, (lam_, cap + lam_ * budget, rest_start, rest_end))
+        got = _side_fronts(graph, start_vars, end_vars, slack, max_rows, True, (lam_, cap + lam_ * budget, rest_start, rest_end), core)
         return None if got is None else walk_of(got)
 
     # a first incumbent from splices of the last two Lagrangian plans (whole fronts): the
@@ -727,10 +790,9 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
                 return None
             if walk is not last:  # the fronts changed (Lagrangian pruning): new bounds to go
                 last, fe = walk, walk.front_end
-                mem_to_go = walk.to_go(a["memory"], fe.mem)
+                mem_to_go, further = _to_go_tables(walk, lam)
                 completion = sweep0 if lagrangian is None else walk.sweep(lam, False) if walk.W <= SWEEP_STATES else None
                 lag_to_go = completion.value if completion is not None else walk.to_go(a["cost"] + lam * a["memory"], fe.cost + lam * fe.mem)
-                further = _further_bounds(walk, lam)
             res, dropped = _label_dp(walk, budget, lam, cap * (1 + 1e-9), mem_to_go, lag_to_go, deadline, max_rows, completion, best, further)
         except TooLarge:
             return None
@@ -792,6 +854,21 @@ def _kept_arcs(walk: _Walk, lam: float, lag_less: np.ndarray, cut: float) -> tup
         for t, e, x in zip(ts[ti].tolist(), srt[ai].tolist(), prev[ai].tolist()):
             kept[t][x].append(e)
     return kept, least
+
+
+def _to_go_tables(walk: _Walk, lam: float) -> tuple[np.ndarray, Callable[[], list[tuple[float, np.ndarray]]]]:
+    """The least memory to go (bytes, `_Walk.to_go` of the arcs' memory) and
+    `_further_bounds`; up to `DENSE_STATES` states with lam > 0 in one pass of dense stage
+    matrices for the memory and every further multiplier (`_Walk.to_go_many`: the same
+    values bit for bit, as each weighting's sums are its own)."""
+    a, fe = walk.chain.arcs, walk.front_end
+    multipliers = [lam * x for x in LABEL_MULTIPLIERS] if lam else []
+    if walk.W > DENSE_STATES or not multipliers:
+        return walk.to_go(a["memory"], fe.mem), _further_bounds(walk, lam)
+    x = np.asarray(multipliers, dtype=float)[:, None]
+    many = walk._dense_to_go(np.vstack([a["memory"][None, :], a["cost"] + x * walk.arc_mem]), np.vstack([fe.mem[None, :], fe.cost + x * fe.mem]))
+    tables = list(zip(multipliers, many[1:]))
+    return many[0], lambda: tables
 
 
 def _further_bounds(walk: _Walk, lam: float) -> Callable[[], list[tuple[float, np.ndarray]]]:
@@ -1032,11 +1109,13 @@ def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any,
             free_mem = plan_memory(sk, tables, choice)
             if free_mem <= sk.instance.memory_budget:
                 return ChainSolution(choice, free.cost, free.bound, True, 0, 0, None, None, folded_variables(graph, [walk]))
+    cores: list[CopyCore] = []
     if not chain.arcs:
-        chain.arcs = segment_fronts(chain, sk, tables)
+        chain.arcs = segment_fronts(chain, sk, tables, cores)
     if cheap is None or free is None:
         return None
-    res = solve_walk_dp(chain, graph, start_vars, end_vars, deadline=deadline, max_rows=max_rows, least=(free.cost, free_mem))
+    core = _side_core(cores[0], chain, graph, origin) if cores else None
+    res = solve_walk_dp(chain, graph, start_vars, end_vars, deadline=deadline, max_rows=max_rows, least=(free.cost, free_mem), core=core)
     if res is None:
         return None
     choice = _choice(sk.num_nodes, chain, origin, virtual[0], res)

@@ -4,6 +4,7 @@ bi-criteria variable elimination: the arcs of the walk (see `distplan.formulatio
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,16 +230,26 @@ def finite_mask(cost: np.ndarray) -> np.ndarray:
 
 
 def _eliminate(pool: list[_Table], kept: list[int], dom: np.ndarray, *, slack: float = np.inf, max_rows: float = np.inf, lam: float = 0.0, wslack: float = np.inf) -> _Table:
-    """Eliminate every variable of the pool not in ``kept`` (smallest resulting table
-    first: the product of the domains of its scope; ties by variable), keeping per
-    assignment of the remaining variables the Pareto rows; then join what is left and keep
-    the Pareto rows per assignment of ``kept``.
+    """Eliminate every variable of the pool not in ``kept`` (`_reduce`), then join what is
+    left and keep the Pareto rows per assignment of ``kept``.
 
     Rows whose memory exceeds their table's ``floor`` by more than ``slack`` bytes are
     dropped (no completion fits the budget), and so are rows whose cost + ``lam`` x memory
     exceeds the table's ``wfloor`` by more than ``wslack`` seconds (the caller's
     Lagrangian argument: every completion then costs more than its incumbent); a join
     beyond ``max_rows`` rows raises `TooLarge`."""
+    prune = _pruner(slack, lam, wslack)
+    rest = sorted(_reduce(pool, kept, dom, prune, max_rows), key=lambda t: t.cost.size)
+    joined = rest[0]
+    for t in rest[1:]:
+        joined = prune(_join(joined, t, dom, max_rows))
+    return _pareto(joined, kept, dom)
+
+
+def _pruner(slack: float, lam: float, wslack: float) -> Callable[[_Table], _Table]:
+    """The row filter of `_eliminate` (see there): memory beyond the floor by more than
+    ``slack`` bytes, cost + ``lam`` x memory beyond the weighted floor by more than ``wslack``
+    seconds."""
 
     def prune(t: _Table) -> _Table:
         if np.isfinite(wslack):
@@ -249,6 +260,16 @@ def _eliminate(pool: list[_Table], kept: list[int], dom: np.ndarray, *, slack: f
             return t  # every row within the slack (the largest memory is)
         return t if ok.all() else _Table(t.live, t.asg[ok], t.cost[ok], t.mem[ok], t.floor, t.wfloor)
 
+    return prune
+
+
+def _reduce(pool: list[_Table], kept: list[int], dom: np.ndarray, prune: Callable[[_Table], _Table] | None = None, max_rows: float = np.inf) -> list[_Table]:
+    """Eliminate every variable of the pool not in ``kept`` (smallest resulting table
+    first: the product of the domains of its scope; ties by variable), keeping per
+    assignment of the remaining variables the Pareto rows (each join filtered by
+    ``prune``): the tables left, over variables of ``kept`` only (not joined)."""
+    if prune is None:
+        prune = _pruner(np.inf, 0.0, np.inf)
     size = dom.tolist()
     tables: dict[int, _Table] = dict(enumerate(pool))
     by_var: dict[int, set[int]] = {}
@@ -288,11 +309,7 @@ def _eliminate(pool: list[_Table], kept: list[int], dom: np.ndarray, *, slack: f
         for y in new.live:
             by_var[y].add(next_id)
         next_id += 1
-    rest = sorted(tables.values(), key=lambda t: t.cost.size)
-    joined = rest[0]
-    for t in rest[1:]:
-        joined = prune(_join(joined, t, dom, max_rows))
-    return _pareto(joined, kept, dom)
+    return list(tables.values())
 
 
 def _separator(n: int, P: int, pairs: list[tuple[int, int]], out: set[int], dom: np.ndarray, states: int) -> tuple[int, set[int]] | None:
@@ -319,7 +336,74 @@ def _separator(n: int, P: int, pairs: list[tuple[int, int]], out: set[int], dom:
     return None if best is None else (best[1], best[2])
 
 
-def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables) -> dict[str, np.ndarray]:
+@dataclass
+class CopyCore:
+    """One copy's factors with its *interior* positions (neither an out position nor the
+    target of a link from the previous copy) eliminated: Pareto tables over the copy's
+    positions (columns 0 .. n - 1 of their assignments; column n, the previous copy's state,
+    unset). The same for every copy of the chain, the first one included (equal node and
+    edge labels per position: `CostTables` gives them the same arrays), so the explicit
+    graph's Pareto fronts take them for the chain's first copy instead of eliminating its
+    interior again (`chain_dp._side_fronts`)."""
+
+    tables: list[_Table]
+    #: strategy index of the edges inside a copy: (position of the tail, position of the
+    #: head, the cost matrix the tables were made from), in the chain's order
+    internal: list[tuple[int, int, np.ndarray]]
+    #: per position, the cost and memory arrays the tables were made from (seconds, bytes)
+    node_cost: list[np.ndarray]
+    node_memory: list[np.ndarray]
+
+
+def _copy_factors(chain: Chain, sk: Skeleton, tables: CostTables) -> tuple[np.ndarray, list[_Table], list[_Table], list[_Table], list[tuple[int, int]], CopyCore]:
+    """A copy's domains (positions, then P: the previous copy's state) and factor tables:
+    its nodes', its internal edges' (with their position pairs) and the links' from the
+    previous copy (over P and their target), with the parts a `CopyCore` records."""
+    n = chain.positions
+    P = n
+    rep = chain.nodes[1]
+    nodes = [tables.node(sk, int(i)) for i in rep.tolist()]
+    S = chain.num_states
+    dom = np.array([len(nc.strategies) for nc in nodes] + [S], dtype=np.int64)
+    pos_of = {int(node): j for j, node in enumerate(rep.tolist())}
+    pos_prev = {int(node): j for j, node in enumerate(chain.nodes[0].tolist())}
+    out_index = {int(p): k for k, p in enumerate(chain.out_pos.tolist())}
+    V = n + 1
+    node_f: list[_Table] = []
+    for j, nc in enumerate(nodes):
+        node_f.append(_factor(V, [j], [np.arange(dom[j])], np.asarray(nc.cost, float), np.asarray(nc.memory, float)))
+    internal_f: list[_Table] = []
+    pairs: list[tuple[int, int]] = []
+    internal: list[tuple[int, int, np.ndarray]] = []
+    for e in chain.internal_edges.tolist():
+        a, b = pos_of[int(sk.edge_u[e])], pos_of[int(sk.edge_v[e])]
+        M = tables.edge(sk, e)
+        flat = np.arange(M.size)
+        internal_f.append(_factor(V, [a, b], [flat // dom[b], flat % dom[b]], M.ravel().astype(float), np.zeros(M.size)))
+        pairs.append((a, b))
+        internal.append((a, b, M))
+    digits = chain.digits(np.arange(S))
+    link_f: list[_Table] = []
+    for e in chain.link_edges.tolist():
+        a, b = pos_prev[int(sk.edge_u[e])], pos_of[int(sk.edge_v[e])]
+        M = tables.edge(sk, e)
+        flat = np.arange(S * dom[b])
+        link_f.append(_factor(V, [P, b], [flat // dom[b], flat % dom[b]], M[digits[:, out_index[a]]].ravel().astype(float), np.zeros(flat.size)))
+        pairs.append((P, b))
+    core = CopyCore([], internal, [nc.cost for nc in nodes], [nc.memory for nc in nodes])
+    return dom, node_f, internal_f, link_f, pairs, core
+
+
+def _factor(V: int, live: list[int], cols: list[np.ndarray], cost: np.ndarray, mem: np.ndarray) -> _Table:
+    """A factor table over ``live`` (of V variables): the rows of finite cost."""
+    ok = finite_mask(cost)
+    asg = np.full((int(ok.sum()), V), -1, dtype=np.int64)
+    for x, c in zip(live, cols):
+        asg[:, x] = c[ok]
+    return _Table(list(live), asg, cost[ok], mem[ok])
+
+
+def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables, core_out: list[CopyCore] | None = None) -> dict[str, np.ndarray]:
     """Walk arcs of a chain: the Pareto-optimal copies in (seconds per iteration, bytes per
     device) per (state of the previous copy, state of this copy), exactly.
 
@@ -327,7 +411,9 @@ def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables) -> dict[str, 
     node costs and memory, edges inside the copy, and the edges from the previous copy
     (over P and their target). Positions are eliminated one by one, keeping per assignment
     of the remaining variables the Pareto rows; rows carry the assignment of every
-    eliminated position, so each arc comes with its strategies.
+    eliminated position, so each arc comes with its strategies. The interior positions (no
+    out position, no link target) go first, on the copy's own factors: the `CopyCore`,
+    appended to ``core_out`` when given (one walk stage only, see below).
 
     When one position j separates P from the out positions (the attention output
     projection of a transformer layer), a copy is two arcs in sequence: P -> j (the
@@ -340,41 +426,11 @@ def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables) -> dict[str, 
     does not decide it)."""
     n = chain.positions
     P = n
-    rep = chain.nodes[1]
-    nodes = [tables.node(sk, int(i)) for i in rep.tolist()]
     S = chain.num_states
-    dom = np.array([len(nc.strategies) for nc in nodes] + [S], dtype=np.int64)
-    pos_of = {int(node): j for j, node in enumerate(rep.tolist())}
-    pos_prev = {int(node): j for j, node in enumerate(chain.nodes[0].tolist())}
-    out_index = {int(p): k for k, p in enumerate(chain.out_pos.tolist())}
+    dom, node_f, internal_f, link_f, pairs, core = _copy_factors(chain, sk, tables)
     V = n + 1
-
-    def table(live: list[int], cols: list[np.ndarray], cost: np.ndarray, mem: np.ndarray) -> _Table:
-        ok = finite_mask(cost)
-        asg = np.full((int(ok.sum()), V), -1, dtype=np.int64)
-        for x, c in zip(live, cols):
-            asg[:, x] = c[ok]
-        return _Table(list(live), asg, cost[ok], mem[ok])
-
-    factors: list[_Table] = []
-    for j, nc in enumerate(nodes):
-        factors.append(table([j], [np.arange(dom[j])], np.asarray(nc.cost, float), np.asarray(nc.memory, float)))
     states = np.arange(S)
-    factors.append(table([P], [states], np.zeros(S), np.zeros(S)))
-    pairs: list[tuple[int, int]] = []
-    for e in chain.internal_edges.tolist():
-        a, b = pos_of[int(sk.edge_u[e])], pos_of[int(sk.edge_v[e])]
-        M = tables.edge(sk, e)
-        flat = np.arange(M.size)
-        factors.append(table([a, b], [flat // dom[b], flat % dom[b]], M.ravel().astype(float), np.zeros(M.size)))
-        pairs.append((a, b))
-    digits = chain.digits(states)
-    for e in chain.link_edges.tolist():
-        a, b = pos_prev[int(sk.edge_u[e])], pos_of[int(sk.edge_v[e])]
-        M = tables.edge(sk, e)
-        flat = np.arange(S * dom[b])
-        factors.append(table([P, b], [flat // dom[b], flat % dom[b]], M[digits[:, out_index[a]]].ravel().astype(float), np.zeros(flat.size)))
-        pairs.append((P, b))
+    factors = node_f + [_factor(V, [P], [states], np.zeros(S), np.zeros(S))] + internal_f + link_f
     out = [int(p) for p in chain.out_pos.tolist()]
     sep = _separator(n, P, pairs, set(out), dom, S)
 
@@ -382,7 +438,11 @@ def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables) -> dict[str, 
         return encode_states(t.asg[:, chain.out_pos], chain.out_sizes) if out else np.zeros(t.cost.size, dtype=np.int64)
 
     if sep is None:
-        front = _eliminate(factors, [P] + out, dom)
+        interface = sorted(set(out) | {b for a, b in pairs if a == P})
+        core.tables = _reduce(node_f + internal_f, interface, dom)
+        if core_out is not None:
+            core_out.append(core)
+        front = _eliminate(core.tables + [factors[n]] + link_f, [P] + out, dom)
         prev, cur, first = front.asg[:, P], encode_out(front), np.ones(front.cost.size, dtype=bool)
         cost, mem, strat = front.cost, front.mem, front.asg[:, :n]
         chain.num_walk_states = S
@@ -391,7 +451,7 @@ def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables) -> dict[str, 
         one = [t for t in factors if set(t.live) <= side | {P, j}]
         two = [t for t in factors if t not in one]
         h1 = _eliminate(one, [P, j], dom)
-        h2 = _eliminate(two + [table([j], [np.arange(dom[j])], np.zeros(dom[j]), np.zeros(dom[j]))], [j] + out, dom)
+        h2 = _eliminate(two + [_factor(V, [j], [np.arange(dom[j])], np.zeros(dom[j]), np.zeros(dom[j]))], [j] + out, dom)
         prev = np.concatenate([h1.asg[:, P], S + h2.asg[:, j]])
         cur = np.concatenate([S + h1.asg[:, j], encode_out(h2)])
         first = np.concatenate([np.ones(h1.cost.size, dtype=bool), np.zeros(h2.cost.size, dtype=bool)])

@@ -62,8 +62,8 @@ from typing import Any
 
 import numpy as np
 
-from distplan.formulations.folding import FoldMap
-from distplan.formulations.sharding.costgraph import CostTables, Skeleton
+from distplan.formulations.folding import FoldingError, FoldMap, _check, _Indexed, first_appearance_ids
+from distplan.formulations.sharding.costgraph import CostTables, Skeleton, _sequence_ids
 
 #: default cap on the number of boundary states of a chain (joint strategies of its out positions)
 MAX_STATES = 4096
@@ -338,6 +338,66 @@ def _widest_chain(f: int, options: list[tuple[np.ndarray, np.ndarray | None]], s
             return grown, made
         options[i] = (cand, None)
         lengths[i] = cand.shape[0]
+
+
+#: a run of consecutive blocks (`consecutive_blocks`) is tried from this many repeats of its
+#: period's most frequent gap down; the generic folding runs when no candidate is a chain
+PERIOD_CANDIDATES = 2
+
+
+def consecutive_blocks(sk: Skeleton, min_copies: int = 2) -> FoldMap | None:
+    """The longest run of consecutive blocks of nodes (in node order, the order of the
+    ops: a stack of layers built layer by layer) that are copies of one another, as a fold
+    of one family (`FoldMap`), or None when there is none of ``min_copies`` copies.
+
+    A node's signature is its label with the multiset of its edges' (direction, edge
+    label, offset of the other end in node order); a block of p nodes repeats where the
+    signatures repeat with period p. Periods are tried from the most frequent gap between
+    nodes of equal signature (`PERIOD_CANDIDATES` of them); the copies are then checked
+    exactly as the folding checks its families (`distplan.formulations.folding`: equal
+    node labels per position, the same labelled edges inside every copy), so a run that
+    only looked periodic is refused. The chain itself (order, links, alignment, growth by
+    the copies at its ends) is `find_chains`'s, as for any fold. Linear in the size of the
+    skeleton, against the colour refinement and region growth of `find_repeated_subgraphs`."""
+    n = sk.num_nodes
+    u, v = sk.edge_u, sk.edge_v
+    if n < 2 * max(min_copies, 2) or not u.size:
+        return None
+    labels = int(sk.edge_label_id.max()) + 1
+    # every edge seen from both ends: (node, code of direction, edge label and offset)
+    owner = np.concatenate([u, v])
+    code = (np.concatenate([np.zeros(u.size, dtype=np.int64), np.ones(v.size, dtype=np.int64)]) * labels + np.concatenate([sk.edge_label_id, sk.edge_label_id])) * (2 * n + 1) + np.concatenate([v - u, u - v]) + n
+    order = np.lexsort((code, owner))
+    sequence = _sequence_ids(owner[order], code[order], n)
+    sig = first_appearance_ids(sk.node_label_id * (int(sequence.max()) + 1) + sequence)
+    # gaps between consecutive nodes of equal signature, by frequency
+    by_sig = np.lexsort((np.arange(n), sig))
+    same = sig[by_sig[1:]] == sig[by_sig[:-1]]
+    gaps = (by_sig[1:] - by_sig[:-1])[same]
+    if not gaps.size:
+        return None
+    count = np.bincount(gaps)
+    best: tuple[int, int, int] | None = None  # (nodes covered, period, start)
+    for p in np.argsort(-count, kind="stable")[:PERIOD_CANDIDATES].tolist():
+        if p < 1 or not count[p]:
+            continue
+        equal = sig[:-p] == sig[p:]
+        breaks = np.concatenate([[-1], np.flatnonzero(~equal), [equal.size]])
+        runs = np.diff(breaks) - 1
+        k = int(np.argmax(runs))
+        copies = (int(runs[k]) + p) // p
+        if copies >= min_copies and (best is None or copies * p > best[0]):
+            best = (copies * p, p, int(breaks[k]) + 1)
+    if best is None:
+        return None
+    covered, p, start = best
+    region = start + np.arange(covered, dtype=np.int64).reshape(covered // p, p)
+    try:
+        _check(region, _Indexed(None, sk.node_label_id, u, v, sk.edge_label_id))
+    except FoldingError:
+        return None
+    stats = {"nodes": n, "folded_nodes": n - (region.size - p), "families": [{"copies": region.shape[0], "nodes_per_copy": p}], "found_by": "consecutive blocks"}
+    return FoldMap(range(n), [region], stats)
 
 
 def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int = MAX_STATES) -> tuple[list[Chain], dict[str, Any]]:

@@ -58,7 +58,7 @@ from distplan.formulations.sharding.chain_dp import MAX_ROWS as DP_MAX_ROWS
 from distplan.formulations.sharding.chain_dp import solve_by_dp
 from distplan.formulations.sharding.chain_fronts import segment_fronts
 from distplan.formulations.sharding.chain_program import solve_chains
-from distplan.formulations.sharding.chainfold import MAX_STATES, find_chains
+from distplan.formulations.sharding.chainfold import MAX_STATES, Chain, consecutive_blocks, find_chains
 from distplan.formulations.sharding.costgraph import (
     CostTables,
     Skeleton,
@@ -73,6 +73,10 @@ from distplan.solvers.result import INFEASIBLE_TERMINATIONS, LIMIT_TERMINATIONS,
 
 REFERENCE = "Shi et al., TAP, arXiv 2302.00247 (folded search over repeated subgraphs)"
 DEFAULTS: dict[str, Any] = {"exact": True, "certify": True, "lp_first": True, "dp": True, "dp_max_rows": DP_MAX_ROWS, "min_copies": 2, "wl_iterations": 2, "max_states": MAX_STATES}
+#: `find_walk_chains` keeps a chain of consecutive blocks when the nodes outside its walk
+#: are at most this many copies' worth (a GPT's embedding, head and first layer: 12 nodes
+#: against 7 a copy); more (another stack of layers, say) and the generic folding runs
+EXPLICIT_BLOCKS = 4
 #: a proven bound from a floating-point solver is lowered by this relative margin (the
 #: evaluator's sums and the solver's differ in the last bits: 5e-15 relative measured)
 BOUND_MARGIN = 1e-10
@@ -85,6 +89,33 @@ def fold_instance(inst: ShardingInstance, params: dict[str, Any]) -> tuple[Skele
     sk = build_skeleton(inst)
     fold = find_repeated_subgraphs(sk.labelled_graph(), min_copies=int(params.get("min_copies", DEFAULTS["min_copies"])), iterations=int(params.get("wl_iterations", DEFAULTS["wl_iterations"])))
     return sk, fold
+
+
+def find_walk_chains(inst: ShardingInstance, params: dict[str, Any], *, blocks: bool = True) -> tuple[Skeleton, FoldMap, CostTables, list[Chain], dict[str, Any], tuple[float, float]]:
+    """The skeleton, its fold, cost tables and chains (`find_chains`) of the exact path,
+    with the seconds spent folding (skeleton included) and finding the chains.
+    The fold is first the longest run of consecutive copies in op order
+    (`consecutive_blocks`, linear), kept when it makes one chain whose walk leaves at
+    most `EXPLICIT_BLOCKS` copies' worth of nodes explicit; else the generic folding
+    (`fold_instance`; the only one with ``blocks=False``: the walk MILP without the
+    dynamic program keeps the folding it was tested with). Either way the chains are
+    checked exactly, so the walk stays exact; the fold's stats say which found it
+    (``found_by``)."""
+    t0 = time.perf_counter()
+    sk = build_skeleton(inst)
+    tables = CostTables(inst)
+    max_states = int(params.get("max_states", MAX_STATES))
+    fold = consecutive_blocks(sk, int(params.get("min_copies", DEFAULTS["min_copies"]))) if blocks else None
+    t1 = time.perf_counter()
+    if fold is not None:
+        chains, info = find_chains(sk, fold, tables, max_states)
+        if len(chains) == 1 and sk.num_nodes - (chains[0].copies - 1) * chains[0].positions <= EXPLICIT_BLOCKS * chains[0].positions:
+            return sk, fold, tables, chains, info, (t1 - t0, time.perf_counter() - t1)
+    t2 = time.perf_counter()
+    fold = find_repeated_subgraphs(sk.labelled_graph(), min_copies=int(params.get("min_copies", DEFAULTS["min_copies"])), iterations=int(params.get("wl_iterations", DEFAULTS["wl_iterations"])))
+    t3 = time.perf_counter()
+    chains, info = find_chains(sk, fold, tables, max_states)
+    return sk, fold, tables, chains, info, (t3 - t0 - (t2 - t1), time.perf_counter() - t3 + (t2 - t1))
 
 
 def unfolded_size(sk: Skeleton, tables: CostTables) -> dict[str, int]:
@@ -121,17 +152,14 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
     if not ctx.param("exact", True):
         return run_tap_shared(instance, ctx)
     t0 = time.perf_counter()
-    sk, fold = fold_instance(instance, ctx.params)
-    t1 = time.perf_counter()
-    tables = CostTables(instance)
-    chains, chain_info = find_chains(sk, fold, tables, int(ctx.param("max_states", MAX_STATES)))
+    sk, fold, tables, chains, chain_info, (fold_s, chain_s) = find_walk_chains(instance, ctx.params, blocks=bool(ctx.param("dp", True)))
     t2 = time.perf_counter()
     sol = None
     if ctx.param("dp", True):
         try:
             sol = solve_by_dp(sk, chains, tables, ctx, max_rows=float(ctx.param("dp_max_rows", DP_MAX_ROWS)))
         except DeadlineReached:
-            info_cut: dict[str, Any] = {"fold_seconds": t1 - t0, "chain_seconds": t2 - t1}
+            info_cut: dict[str, Any] = {"fold_seconds": fold_s, "chain_seconds": chain_s}
             fallback = expert_if_better(instance, None, info_cut, "tap")
             return Outcome(plan=fallback, bounds=[], info=info_cut, claimed_objective=info_cut.get("objective_seconds"), termination=Termination.TIME_LIMIT)
     method = "dp" if sol is not None else "milp"
@@ -141,8 +169,8 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
                 ch.arcs = segment_fronts(ch, sk, tables)
         sol = solve_chains(sk, chains, tables, ctx, lp_first=bool(ctx.param("lp_first", True)), build_seconds=time.perf_counter() - t0)
     info: dict[str, Any] = {
-        "fold_seconds": t1 - t0,
-        "chain_seconds": t2 - t1,
+        "fold_seconds": fold_s,
+        "chain_seconds": chain_s,
         "folding": dict(fold.stats),
         "chains": chain_info,
         "walk_arcs": [int(ch.arcs["cost"].size) if ch.arcs else None for ch in chains],
