@@ -96,6 +96,11 @@ LABEL_MULTIPLIERS = (0.5, 1.25)
 #: labels per step, the others at most 16-28; from the first step on, 2-16 labels per
 #: step cost +1.5% instructions per solve)
 FURTHER_LABELS = 24
+#: `solve_by_dp` skips the memory-free problem when the budget is below this fraction of the
+#: memory of the plan of cheapest nodes (`_memory_binds`): its plan would not fit. A guess
+#: only (a wrong one costs time, never exactness): on the 24-layer GPTs of bench_sharding the
+#: memory-free plan holds 1.06-1.6 times that memory, and the binding budgets are 0.18-0.62 of it
+BINDS_BELOW = 0.75
 #: `_label_dp` drops, before building the candidates, the arcs whose least Lagrangian
 #: bound exceeds the cut (False: every arc of the stage, the earlier form, for tests)
 FILTER_ARCS = True
@@ -1084,14 +1089,27 @@ def _choice(sk_nodes: int, chain: Chain, origin: np.ndarray, virtual: np.ndarray
     return choice
 
 
+def _memory_binds(sk: Skeleton, tables: CostTables, chain: Chain, graph: CostGraph) -> bool:
+    """A guess (no proof) that the memory-free plan will not fit: the budget is below
+    `BINDS_BELOW` of the memory (bytes per device) of the plan that gives every node its
+    cheapest strategy, explicit nodes and walk copies alike."""
+    held = sum(float(np.asarray(m, float)[int(np.argmin(c))]) for c, m in zip(graph.node_cost, graph.node_memory) if len(c))
+    copy = [tables.node(sk, int(i)) for i in chain.nodes[1].tolist()]
+    held += (chain.copies - 1) * sum(float(nc.memory[int(np.argmin(nc.cost))]) for nc in copy if nc.cost.size)
+    return float(sk.instance.memory_budget) < BINDS_BELOW * held
+
+
 def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, max_rows: float = MAX_ROWS) -> ChainSolution | None:
     """The folded problem of one chain solved exactly by dynamic programming (module
     docstring): first without memory (`chain_minsum`: the cheapest copy per state pair
     and the cheapest explicit nodes per end state; its plan is optimal when it fits, its
     cost a lower bound either way), then with the budget on the Pareto arcs (computed
-    here when needed), whose Lagrangian search starts from the memory-free plan. None
-    when it does not apply (the caller solves the MILP, with the chain's Pareto arcs
-    set); raises `DeadlineReached`."""
+    here when needed), whose Lagrangian search starts from the memory-free plan. When
+    memory surely binds (`_memory_binds`, a guess) the memory-free problem is skipped: the
+    Lagrangian search then starts from the Pareto arcs' cheapest plan, which is optimal
+    when it fits (and the memory-free problem is solved after all when the Pareto program
+    does not apply). None when it does not apply (the caller solves the MILP, with the
+    chain's Pareto arcs set); raises `DeadlineReached`."""
     if len(chains) != 1:
         return None
     remaining = ctx.remaining_time()
@@ -1100,25 +1118,39 @@ def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any,
     graph, origin, virtual = explicit_graph(sk, chains, tables)
     start_vars = [int(np.flatnonzero(origin == chain.nodes[0, p])[0]) for p in chain.out_pos.tolist()]
     end_vars = [int(x) for x in virtual[0].tolist()]
-    cheap = cheapest_copy_arcs(chain, sk, tables, max_rows)
-    if cheap is not None:
+
+    def memory_free() -> tuple[ChainSolution | None, tuple[float, float, float] | None]:
+        """The memory-free plan when it fits, else (cost, memory, bound) of it (seconds,
+        bytes, seconds), or None when the memory-free program does not apply."""
+        cheap = cheapest_copy_arcs(chain, sk, tables, max_rows)
+        if cheap is None:
+            return None, None
         walk = dataclasses.replace(chain, arcs=cheap, num_walk_states=chain.num_states)
         free = solve_walk_dp(walk, graph, start_vars, end_vars, memory=False, deadline=deadline, max_rows=max_rows)
-        if free is not None:
-            choice = _choice(sk.num_nodes, walk, origin, virtual[0], free)
-            free_mem = plan_memory(sk, tables, choice)
-            if free_mem <= sk.instance.memory_budget:
-                return ChainSolution(choice, free.cost, free.bound, True, 0, 0, None, None, folded_variables(graph, [walk]))
+        if free is None:
+            return None, None
+        choice = _choice(sk.num_nodes, walk, origin, virtual[0], free)
+        free_mem = plan_memory(sk, tables, choice)
+        if free_mem <= sk.instance.memory_budget:
+            return ChainSolution(choice, free.cost, free.bound, True, 0, 0, None, None, folded_variables(graph, [walk])), None
+        return None, (free.cost, free_mem, free.bound)
+
+    binds = _memory_binds(sk, tables, chain, graph)
+    free: tuple[float, float, float] | None = None
+    if not binds:
+        fits, free = memory_free()
+        if fits is not None:
+            return fits
     cores: list[CopyCore] = []
     if not chain.arcs:
         chain.arcs = segment_fronts(chain, sk, tables, cores)
-    if cheap is None or free is None:
+    if free is None and not binds:
         return None
     core = _side_core(cores[0], chain, graph, origin) if cores else None
-    res = solve_walk_dp(chain, graph, start_vars, end_vars, deadline=deadline, max_rows=max_rows, least=(free.cost, free_mem), core=core)
+    res = solve_walk_dp(chain, graph, start_vars, end_vars, deadline=deadline, max_rows=max_rows, least=None if free is None else free[:2], core=core)
     if res is None:
-        return None
+        return memory_free()[0] if binds else None
     choice = _choice(sk.num_nodes, chain, origin, virtual[0], res)
     if plan_memory(sk, tables, choice) > sk.instance.memory_budget * (1 + MEMORY_SLACK):
         raise AssertionError("tap: the dynamic program's plan exceeds the memory budget")
-    return ChainSolution(choice, res.cost, max(res.bound, free.bound), True, 0, 0, None, None, folded_variables(graph, chains))
+    return ChainSolution(choice, res.cost, res.bound if free is None else max(res.bound, free[2]), True, 0, 0, None, None, folded_variables(graph, chains))
