@@ -23,6 +23,23 @@ complete state reached is an optimum. Stopped early, ``min(target + 1, min over 
 layer of t + least remaining time)`` is still a lower bound: an optimum whose every state
 is at its earliest time (one exists, by the dominance) passes through that layer.
 
+A ready operation that cannot be in anyone's way starts at once (no subset leaves it
+out): when no other block on its devices can start before it would end (their heads from
+the state) and it frees memory (or its devices' allocations never exceed the capacity).
+Any schedule that starts it later can start it now instead: on its devices it moves
+ahead only of operations that start after it would end (it overlaps none of them), the
+memory prefixes it moves into only drop (or stay within a capacity never reached), its
+dependencies have ended and its successors gain slack; nothing ends later. The rule
+depends on the state only, so the earliest-time dominance still holds (NN shape, 8
+stages, N = 2, B/W split, memory 2: 364 states prove 37 from 39, 35,000 without it).
+
+What it proves is the instance's optimum in exact arithmetic: the times are integers, the
+durations exact integers (`bound_is_exact`; `applicable` also takes durations within
+1e-12 of one), and the memory test accepts every prefix the evaluator accepts (its
+threshold with room for floating-point sums, `_capacity`). Plans that use the evaluator's
+time tolerance (overlaps up to 1e-7 x makespan) are not covered; neither are they by any
+other bound.
+
 Barriers at the head or tail of the DAG (`barriers.py`) are stacked first and last and
 their time is added (exact for blocks with no memory and no delays), so the search runs
 on the rest, where memory keeps the states few: Tessel's NN shape, memory 4, N = 16 takes
@@ -68,6 +85,26 @@ def applicable(inst: PipelineInstance) -> bool:
     return integral_data(inst) and bool(np.all(inst.duration >= 1) and np.all(lag == 0))
 
 
+def bound_is_exact(inst: PipelineInstance) -> bool:
+    """The search's bounds hold in exact arithmetic: besides `applicable`, every duration
+    is an exact integer (`applicable` rounds those within 1e-12). Its memory test accepts
+    every prefix the evaluator does (`_capacity`), its times are integers."""
+    return applicable(inst) and bool(np.all(inst.duration == np.round(inst.duration)))
+
+
+def _capacity(cap: float, mem: list[float], n: int) -> float:
+    """The memory a device may hold in the search (the blocks' units): the evaluator's threshold,
+    ``cap + 1e-9 max(1, |cap|)``, with room for the rounding of both sides' sums (each
+    prefix sums at most ``n len(mem)`` deltas in floating point: error below
+    ``k^2 u max |mem|`` for ``k`` terms, u = 2^-53; and the threshold's own rounding), so
+    that the search covers every schedule the evaluator accepts. With integral memory and
+    capacity it decides as ``<= cap``."""
+    if not math.isfinite(cap):
+        return math.inf
+    k = n * len(mem) + 1
+    return cap + 2e-9 * max(1.0, abs(cap)) + 4.0 * k * k * max((abs(x) for x in mem), default=0.0) * 2.0**-53
+
+
 def search_makespan(inst: PipelineInstance, target: int, deadline: float | None = None, max_states: int = MAX_STATES) -> SearchOutcome:
     """Least makespan among schedules of makespan <= ``target`` (integer seconds), by the
     breadth-first state search of the module docstring. ``deadline``: a
@@ -77,9 +114,9 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
     nb, n, nd = inst.n_blocks, inst.micro_batches, inst.n_devices
     dur = [int(x) for x in np.round(inst.duration)]
     mem = inst.memory.tolist()
-    cap = [c * (1 + 1e-9) + 1e-9 if math.isfinite(c) else math.inf for c in inst.capacity.tolist()]
     devs = [np.flatnonzero(inst.device_mask[b]).tolist() for b in range(nb)]
     on = [np.flatnonzero(inst.device_mask[:, d]).tolist() for d in range(nd)]
+    cap = [_capacity(c, [mem[x] for x in on[d]], n) for d, c in enumerate(inst.capacity.tolist())]
     bits = [sum(1 << d for d in devs[b]) for b in range(nb)]
     preds = [[a for a, _ in p] for p in predecessor_lists(inst)]
     tail = [int(x) for x in np.round(block_tail(inst))]
@@ -101,10 +138,11 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
     topo = [(b, preds[b]) for b in inst.topo_order.tolist()]
     big = 1 << 62
 
-    def least_remaining(c: tuple[int, ...], r: tuple[int, ...]) -> int:
+    def least_remaining(c: tuple[int, ...], r: tuple[int, ...], head: list[int] | None = None) -> int:
         # head[b]: least time until operation (b, c[b]) may start (its dependencies' ops
         # c[b] end first; an unstarted one waits for its own block's earlier ops)
-        head = [0] * nb
+        if head is None:
+            head = [0] * nb
         for b, pb in topo:
             kb = c[b]
             if kb >= n:
@@ -157,23 +195,30 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
                     lb = v
         return lb
 
+    # a ready operation o is started at once when it cannot be in the way: no other block
+    # on its devices may start before o would end (their heads), and moving o ahead of
+    # them keeps every memory prefix within capacity (o frees memory, or the device's
+    # allocations never exceed it). From any schedule that starts o later, move o to now:
+    # its device orders change only by o passing operations that start after it would end,
+    # dependencies only gain slack, so nothing ends later
+    near = [sorted({x for d in devs[b] for x in on[d]} - {b}) for b in range(nb)]
+    movable = [mem[b] <= 0 or all(n * sum(max(mem[x], 0.0) for x in on[d]) <= cap[d] for d in devs[b]) for b in range(nb)]
     zero = tuple([0] * nb)
     root = key(zero, zero)
     parent: dict[int, int] = {root: -1}
     # a layer: the states first reached at time t with t + least remaining <= target (the
-    # others are never kept: reached later they would be pruned again), and the least
-    # t + least remaining among them
-    layer: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {root: (zero, zero)}
-    floor = least_remaining(zero, zero)
+    # others are never kept: reached later they would be pruned again), with their heads,
+    # and the least t + least remaining among them
+    head0 = [0] * nb
+    floor = least_remaining(zero, zero, head0)
+    layer: dict[int, tuple[tuple[int, ...], tuple[int, ...], list[int]]] = {root: (zero, zero, head0)}
     if floor > target:
         return SearchOutcome(float(target + 1), True, states=1)
     t = 0
-    visited = 0
     while layer:
-        nxt: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        nxt: dict[int, tuple[tuple[int, ...], tuple[int, ...], list[int]]] = {}
         nxt_floor = math.inf
-        for k, (c, r) in layer.items():
-            visited += 1
+        for k, (c, r, hd) in layer.items():
             # (the deadline at every state: one expands up to 2^ready subsets, ~2 ms a state
             # on x shape, 8 stages, N = 3, B/W split, so every 256th ran ~0.5 s past it)
             if len(parent) > max_states or (deadline is not None and time.perf_counter() > deadline):
@@ -183,6 +228,7 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
                 if r[b]:
                     busy |= bits[b]
             ready: list[int] = []
+            forced: list[int] = []
             for b in range(nb):
                 kb = c[b]
                 if kb >= n or bits[b] & busy:
@@ -191,8 +237,11 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
                     continue
                 if allocating[b] and any(sum(mem[x] * c[x] for x in on[d]) + mem[b] > cap[d] for d in devs[b]):
                     continue
-                ready.append(b)
-            subsets: list[tuple[int, tuple[int, ...]]] = [(0, ())]
+                if movable[b] and all(c[x] >= n or hd[x] >= dur[b] for x in near[b]):
+                    forced.append(b)
+                else:
+                    ready.append(b)
+            subsets: list[tuple[int, tuple[int, ...]]] = [(0, tuple(forced))]
             for b in ready:
                 subsets += [(m | bits[b], s + (b,)) for m, s in subsets if not m & bits[b]]
             base_r = [x - 1 if x > 0 else 0 for x in r]
@@ -209,13 +258,14 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
                     c2[b] += 1
                     r2[b] = dur[b] - 1
                 ct, rt = tuple(c2), tuple(r2)
-                lr = least_remaining(ct, rt)
+                h2 = [0] * nb
+                lr = least_remaining(ct, rt, h2)
                 if t + 1 + lr > target:
                     continue
                 parent[k2] = k
                 if lr == 0:  # complete at t + 1; nothing completes earlier (layers in time order)
                     return SearchOutcome(float(t + 1), True, float(t + 1), _starts(inst, parent, k2, t + 1, radix, width), len(parent))
-                nxt[k2] = (ct, rt)
+                nxt[k2] = (ct, rt, h2)
                 nxt_floor = min(nxt_floor, t + 1 + lr)
         layer = nxt
         floor = nxt_floor

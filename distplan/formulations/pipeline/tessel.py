@@ -16,8 +16,10 @@ solver-free bound), or, when N is so small that the schedule has fewer full repe
 than warm-up periods, the whole schedule likewise (local search; the whole-schedule MILP
 of bounded size, about 2 K micro-batches, only with ``phase_time_limit`` > 0; before it,
 the exact state search of `statesearch` within ``whole_search_states`` states and
-``whole_search_time_limit`` seconds, `_whole_state_search`); at such N (below two flat
-lengths) also the repetend candidates of the least period completed as whole schedules
+``whole_search_time_limit`` seconds, `_whole_state_search`, or, when the completion
+kept warm-up and cool-down apart at N below two flat lengths, that search from the best
+candidate at the end; what it proves is the run's bound, `_search_bound`: a finished
+search makes the plan proven optimal); at such N (below two flat lengths) also the repetend candidates of the least period completed as whole schedules
 at N, the best kept (`_pick_repetend`: the repetend chosen with its warm-up and
 cool-down, which are the whole run); and the
 classic schedules that apply (``baselines``: tessel never returns worse than them); and
@@ -66,7 +68,7 @@ from distplan.formulations.pipeline.opsolve import solve_op_problem
 from distplan.formulations.pipeline.repetend import DEFAULTS, Repetend, offsets_range, search_repetend, sub_ctx
 from distplan.formulations.pipeline.residue import residue_search
 from distplan.formulations.pipeline.seqsearch import improve, improve_from
-from distplan.formulations.registry import Outcome, RunContext
+from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
 from distplan.solvers.result import Termination
 
@@ -258,12 +260,18 @@ def _whole_state_search(inst: PipelineInstance, value: float, ctx: RunContext, i
     """A schedule better than ``value`` (seconds) by the exact state search
     (`statesearch.prove_makespan`: breadth-first over integer times, barriers stacked),
     within ``whole_search_states`` states and ``whole_search_time_limit`` seconds (at most
-    a third of a limited run's time left); None when it finds none (``info["whole_search"]``
-    says whether it finished: then none exists, ``value`` is optimal). For small N only
-    (`_complete_whole`: no steady state), where the states are few: NN shape, 4 stages,
-    memory 3, N = 3: 409 states prove 36 (the repetend's completions: 38; pipeline_milp
-    took 10 s); on 8 stages one state can expand thousands of subsets, hence the time
-    limit. Makespan objective, integral durations, no delays (`statesearch.applicable`)."""
+    a third of a limited run's time left); None when it finds none. For small N only (no
+    steady state: `_complete_whole`, and `_complete` when that did not run it), where the
+    states are few: NN shape, 4 stages, memory 3, N = 3: 409 states prove 36 (the
+    repetend's completions: 38; pipeline_milp took 10 s); NN shape, 8 stages, N = 2, B/W
+    split, 1F1B's memory: 364 states find and prove 37 (the completions: 39). Makespan
+    objective, integral durations, no delays (`statesearch.applicable`).
+
+    ``info["whole_search"]`` records whether it finished (``complete``: then it found the
+    optimum, or none below ``value`` exists), its states, and under ``bound`` the lower
+    bound (seconds) it proves on the instance's optimum (finished: the optimum, or
+    ``value`` itself; stopped: its open layer's bound) when the durations are exact
+    integers (`statesearch.bound_is_exact`); `run_tessel` reports it."""
     params = {**DEFAULTS, **ctx.params}
     states = int(params["whole_search_states"])
     if states <= 0 or not statesearch.applicable(inst):
@@ -273,10 +281,30 @@ def _whole_state_search(inst: PipelineInstance, value: float, ctx: RunContext, i
     if remaining is not None:
         budget = min(budget, max(0.0, remaining) / 3)
     plan, out = statesearch.prove_makespan(inst, value, time.perf_counter() + budget, max_states=states)
-    info["whole_search"] = {"complete": out.complete, "states": out.states}
+    record: dict[str, Any] = {"complete": out.complete, "states": out.states}
+    if statesearch.bound_is_exact(inst):
+        record["bound"] = out.bound
+    info["whole_search"] = record
     if plan is None or schedule_objective(inst, plan.start) >= value - 1e-9:
         return None
     return np.asarray(plan.start, dtype=float)
+
+
+def _span(rep: Repetend) -> int:
+    """Periods one micro-batch's flat schedule spans in the repetend (its offsets + 1)."""
+    return int(rep.block_offsets().max()) + 1
+
+
+def _search_bound(info: dict[str, Any]) -> list[Bound]:
+    """The lower bound the whole-schedule state search proved (`_whole_state_search`), if
+    any: exact (integer times, every memory prefix the evaluator accepts; grade "safe")."""
+    record = info.get("whole_search")
+    if not isinstance(record, dict) or record.get("bound") is None:
+        return []
+    value = float(record["bound"])
+    if record.get("complete"):
+        return [Bound(value, f"tessel: exact whole-schedule state search (no schedule below {value:g})", "safe")]
+    return [Bound(value, "tessel: whole-schedule state search, open layer (stopped)", "safe")]
 
 
 def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
@@ -338,7 +366,7 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         "period": rep.period,
         "period_bound": rep.period_bound,
         "period_proven_optimal": rep.proven,
-        "offsets": int(rep.block_offsets().max()) + 1,
+        "offsets": _span(rep),
         "unfold": rep.unfold,
         "repetend_search_seconds": rep.search_seconds,
         **info,
@@ -347,7 +375,11 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     }
     plan = make_plan(inst, exact, plan_info)
     return Outcome(
-        plan=plan, solver_results=list(ctx.solver_results), info=plan_info, termination=Termination.TIME_LIMIT if timed_out else None
+        plan=plan,
+        bounds=_search_bound(info),
+        solver_results=list(ctx.solver_results),
+        info=plan_info,
+        termination=Termination.TIME_LIMIT if timed_out else None,
     )
 
 
@@ -438,6 +470,15 @@ def _complete(
             for s in justify(inst, s0, [inst.capacity, steady], rev=rev, deadline=deadline):
                 pool.add(f"{label} + forward-backward improvement", s)
         name, exact = pool.best()
+    if pool.scores[name] > bound and "whole_search" not in info and inst.micro_batches < 2 * _span(rep) and not past(deadline):
+        # N leaves no steady state but the completion kept the phases apart (the repetend's
+        # warm-up and cool-down meet: `complete_phases` ran no whole-schedule search): the
+        # exact state search from the best candidate (NN shape, 8 stages, N = 2, B/W split,
+        # 1F1B's memory: 39 -> 37, proven)
+        found = _whole_state_search(inst, pool.scores[name], ctx, info)
+        if found is not None:
+            pool.add("whole-schedule state search", found)
+            name, exact = pool.best()
     if past(deadline):  # a phase was cut short or skipped
         info["stopped"] = "time limit"
     return name, exact
