@@ -17,8 +17,8 @@ than warm-up periods, the whole schedule likewise (local search; the whole-sched
 of bounded size, about 2 K micro-batches, only with ``phase_time_limit`` > 0; before it,
 the exact state search of `statesearch` within ``whole_search_states`` states and
 ``whole_search_time_limit`` seconds, `_whole_state_search`, or, when the completion
-kept warm-up and cool-down apart at N below two flat lengths, that search from the best
-candidate at the end; what it proves is the run's bound, `_search_bound`: a finished
+kept warm-up and cool-down apart at N below two flat lengths (or N = 2), that search from
+the best candidate at the end; what it proves is the run's bound, `_search_bound`: a finished
 search makes the plan proven optimal); at such N (below two flat lengths) also the repetend candidates of the least period completed as whole schedules
 at N, the best kept (`_pick_repetend`: the repetend chosen with its warm-up and
 cool-down, which are the whole run); and the
@@ -470,11 +470,14 @@ def _complete(
             for s in justify(inst, s0, [inst.capacity, steady], rev=rev, deadline=deadline):
                 pool.add(f"{label} + forward-backward improvement", s)
         name, exact = pool.best()
-    if pool.scores[name] > bound and "whole_search" not in info and inst.micro_batches < 2 * _span(rep) and not past(deadline):
+    small = inst.micro_batches < 2 * _span(rep) or inst.micro_batches <= 2
+    if pool.scores[name] > bound and "whole_search" not in info and small and not past(deadline):
         # N leaves no steady state but the completion kept the phases apart (the repetend's
-        # warm-up and cool-down meet: `complete_phases` ran no whole-schedule search): the
-        # exact state search from the best candidate (NN shape, 8 stages, N = 2, B/W split,
-        # 1F1B's memory: 39 -> 37, proven)
+        # warm-up and cool-down meet: `complete_phases` ran no whole-schedule search), or
+        # N = 2 (a repetend as long as a micro-batch's schedule): the exact state search
+        # from the best candidate (NN shape, 8 stages, N = 2, B/W split, 1F1B's memory:
+        # 39 -> 37, proven; V, M, NN shapes, 4 stages, N = 2, memory one below 1F1B's: the
+        # unroll proven optimal in ~16 states)
         found = _whole_state_search(inst, pool.scores[name], ctx, info)
         if found is not None:
             pool.add("whole-schedule state search", found)
