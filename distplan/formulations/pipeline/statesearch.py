@@ -206,6 +206,7 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
     zero = tuple([0] * nb)
     root = key(zero, zero)
     parent: dict[int, int] = {root: -1}
+    pruned: set[int] = set()
     # a layer: the states first reached at time t with t + least remaining <= target (the
     # others are never kept: reached later they would be pruned again), with their heads,
     # and the least t + least remaining among them
@@ -250,7 +251,7 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
                 k2 = base_k  # a chosen block is idle: its remaining time goes 0 -> dur - 1
                 for b in chosen:
                     k2 += step[b]
-                if k2 in parent:
+                if k2 in parent or k2 in pruned:
                     continue
                 c2 = list(c)
                 r2 = list(base_r)
@@ -261,6 +262,7 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
                 h2 = [0] * nb
                 lr = least_remaining(ct, rt, h2)
                 if t + 1 + lr > target:
+                    pruned.add(k2)  # (reached again later, it would be pruned again)
                     continue
                 parent[k2] = k
                 if lr == 0:  # complete at t + 1; nothing completes earlier (layers in time order)
