@@ -4,8 +4,10 @@ Shi et al., "TAP: Accelerating Large-Scale DNN Training Through Tensor Automatic
 Parallelisation", arXiv 2302.00247 (TAPAS, ICPP 2025): the graph of a large network holds
 few distinct subgraphs, so the search is folded onto them and its cost grows
 sub-linearly with depth. Repeated regions are found by `distplan.formulations.folding` on
-the cost-graph skeleton (confirmed by an exact isomorphism check); costs are computed only
-for distinct labels, so the unfolded cost graph is never built.
+the cost-graph skeleton (confirmed by an exact isomorphism check); the exact path first
+tries the longest run of consecutive copies in op order (`chainfold.consecutive_blocks`,
+checked the same way; `find_walk_chains`). Costs are computed only for distinct labels, so
+the unfolded cost graph is never built.
 
 **Exact (default, ``exact=True``).** Copies of a layer may need different strategies when
 memory binds, so they do not share variables: the copies of a chain of layers become
