@@ -26,8 +26,9 @@ from distplan.errors import InputError
 from distplan.instances import bundled, load_document
 from distplan.instances.pipelines import make_pipeline, tessel_case, zero_bubble_case
 from distplan.models import bandwidth_records, compression_records, pipeline, sharding_costs
-from distplan.models.common import MAX_BYTES, MAX_SECONDS, MIN_RATE, instance_from_dict
+from distplan.models.common import MAX_BYTES, MAX_RATE, MAX_SECONDS, MIN_RATE, instance_from_dict
 from distplan.models.compression_parse import MAX_RATIO
+from distplan.models.pipeline import MAX_MICRO_BATCHES
 from distplan.models.schema import schema_errors, schema_for, validate_document
 from distplan.models.sharding import MAX_AXIS, MAX_DIM, MAX_FACTOR
 from distplan.models.sharding_semantics import MAX_FLOPS_PER_ELEMENT
@@ -359,6 +360,18 @@ LIMITS: list[tuple[str, list[Any], str, float, Any]] = [
     ("compression", ["codecs", 0, "ratio", "float32"], "maximum", MAX_RATIO, 2e6),
     ("compression", ["codecs", 0, "encode_bytes_per_second", "V100"], "minimum", MIN_RATE, 0.5),
     ("compression", ["codecs", 0, "decode_bytes_per_second", "V100"], "minimum", MIN_RATE, 0.5),
+    ("pipeline", ["micro_batches"], "maximum", MAX_MICRO_BATCHES, 2 * 10**6),
+    ("pipeline", ["comm_delay"], "maximum", MAX_SECONDS, 2e9),
+    ("pipeline", ["blocks", 0, "duration"], "maximum", MAX_SECONDS, 2e9),
+    ("pipeline", ["blocks", 0, "memory"], "maximum", MAX_BYTES, 2e18),
+    ("pipeline", ["blocks", 0, "memory"], "minimum", -MAX_BYTES, -2e18),
+    ("bandwidth", ["network", "dimensions", 0, "min_bandwidth"], "maximum", MAX_RATE, 2e18),
+    ("bandwidth", ["network", "dimensions", 0, "max_bandwidth"], "minimum", MIN_RATE, 1e-300),
+    ("bandwidth", ["network", "dimensions", 0, "max_bandwidth"], "maximum", MAX_RATE, 1e300),
+    ("bandwidth", ["workload", "layers", 0, "compute", "fwd"], "maximum", MAX_SECONDS, 2e9),
+    ("bandwidth", ["workload", "layers", 0, "collectives", 0, "bytes"], "maximum", MAX_BYTES, 1e300),
+    ("bandwidth", ["constraints", "total_bandwidth", "value"], "minimum", MIN_RATE, 1e-300),
+    ("bandwidth", ["constraints", "total_bandwidth", "value"], "maximum", MAX_RATE, 1e300),
 ]
 
 

@@ -23,7 +23,7 @@ from distplan.models.bandwidth_records import (
     Layer,
     LinearConstraint,
 )
-from distplan.models.common import FORMAT, name_list, need, number
+from distplan.models.common import FORMAT, MAX_BYTES, MAX_RATE, MAX_SECONDS, MIN_RATE, name_list, need, number
 
 
 def _opt_number(data: Mapping[str, Any], key: str, path: str, default: float, **kw: Any) -> float:
@@ -48,8 +48,10 @@ def _parse_dimension(item: Any, path: str) -> Dimension:
             "switch and NIC prices apply to switch dimensions only (LIBRA cost model)",
             "remove them or make the block a switch",
         )
-    lo = _opt_number(item, "min_bandwidth", path, 0.0)
-    hi = _opt_number(item, "max_bandwidth", path, math.inf, positive=True)
+    # bandwidths (bytes/s) within [MIN_RATE, MAX_RATE]: at 1e-300 B/s the programs' times
+    # overflowed (a numerical error, a false "infeasible"); at 1e300 the step menus did
+    lo = _opt_number(item, "min_bandwidth", path, 0.0, at_most=MAX_RATE, unit="bytes/s")
+    hi = _opt_number(item, "max_bandwidth", path, math.inf, at_least=MIN_RATE, at_most=MAX_RATE, unit="bytes/s")
     if hi < lo:
         raise InputError(f"{path}.max_bandwidth", f"{hi:g} bytes/s is below min_bandwidth {lo:g} bytes/s", "raise max_bandwidth or lower min_bandwidth")
     options = None
@@ -57,7 +59,7 @@ def _parse_dimension(item: Any, path: str) -> Dimension:
         raw = item["bandwidth_options"]
         if not isinstance(raw, list) or not raw:
             raise InputError(f"{path}.bandwidth_options", "expected a non-empty list of bandwidths (bytes/s)")
-        vals = [number(v, f"{path}.bandwidth_options[{k}]", positive=True) for k, v in enumerate(raw)]
+        vals = [number(v, f"{path}.bandwidth_options[{k}]", at_least=MIN_RATE, at_most=MAX_RATE, unit="bytes/s") for k, v in enumerate(raw)]
         if any(b <= a for a, b in zip(vals, vals[1:], strict=False)):
             raise InputError(f"{path}.bandwidth_options", "options must be strictly increasing", "sort them and drop duplicates")
         inside = [v for v in vals if lo * (1 - 1e-12) <= v <= hi * (1 + 1e-12)]
@@ -80,7 +82,7 @@ def _parse_collective(item: Any, path: str, dims: tuple[Dimension, ...]) -> Coll
     ctype = need(item, "type", path)
     if ctype not in COLLECTIVE_TYPES:
         raise InputError(f"{path}.type", f"unknown collective {ctype!r}", f"use one of: {', '.join(COLLECTIVE_TYPES)}")
-    size = number(need(item, "bytes", path), f"{path}.bytes")
+    size = number(need(item, "bytes", path), f"{path}.bytes", at_most=MAX_BYTES, unit="bytes")
     npus = need(item, "npus", path)
     if not isinstance(npus, list) or len(npus) != len(dims):
         raise InputError(
@@ -108,7 +110,7 @@ def _parse_layer(item: Any, path: str, dims: tuple[Dimension, ...]) -> Layer:
     unknown = set(comp) - set(PHASES)
     if unknown:
         raise InputError(f"{path}.compute.{sorted(unknown)[0]}", "unknown phase", f"use: {', '.join(PHASES)}")
-    compute = tuple(number(comp.get(p, 0.0), f"{path}.compute.{p}") for p in PHASES)
+    compute = tuple(number(comp.get(p, 0.0), f"{path}.compute.{p}", at_most=MAX_SECONDS, unit="s") for p in PHASES)
     colls = item.get("collectives", [])
     if not isinstance(colls, list):
         raise InputError(f"{path}.collectives", "expected a list of collectives")
@@ -130,7 +132,7 @@ def _parse_constraints(data: Any, dims: tuple[Dimension, ...]) -> tuple[tuple[st
         sense = need(tb, "sense", "constraints.total_bandwidth")
         if sense not in SENSES:
             raise InputError("constraints.total_bandwidth.sense", f"unknown sense {sense!r}", "use <=, >= or ==")
-        total = (sense, number(need(tb, "value", "constraints.total_bandwidth"), "constraints.total_bandwidth.value", positive=True))
+        total = (sense, number(need(tb, "value", "constraints.total_bandwidth"), "constraints.total_bandwidth.value", at_least=MIN_RATE, at_most=MAX_RATE, unit="bytes/s"))
     budget = None
     if data.get("cost_budget") is not None:
         budget = number(data["cost_budget"], "constraints.cost_budget", positive=True)

@@ -217,6 +217,8 @@ MAX_BYTES = 1e18
 #: `MAX_BYTES` takes longer than a float holds (a bandwidth of 1e-300 made transfer times
 #: infinite, which read as forbidden)
 MIN_RATE = 1.0
+#: the greatest bandwidth an instance may give (bytes/second): an exabyte per second
+MAX_RATE = 1e18
 
 
 def number(

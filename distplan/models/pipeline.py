@@ -32,7 +32,18 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import InputError
-from distplan.models.common import FORMAT, Check, JsonDocument, KindSpec, name_list, need, number, register_kind
+from distplan.models.common import (
+    FORMAT,
+    MAX_BYTES,
+    MAX_SECONDS,
+    Check,
+    JsonDocument,
+    KindSpec,
+    name_list,
+    need,
+    number,
+    register_kind,
+)
 from distplan.models.graphs import find_cycle, topological_order, transitive_closure
 
 ROLES = ("F", "B", "W")
@@ -42,6 +53,9 @@ OBJECTIVES = ("makespan", "device_span")
 TIME_TOL = 1e-7
 #: largest number of blocks on one device for the exact minimum-memory enumeration
 EXACT_MEMORY_BLOCKS = 16
+#: the most micro-batches an instance may give: schedules are (blocks x micro-batches)
+#: arrays of start times, and baselines and evaluator walk every micro-batch
+MAX_MICRO_BATCHES = 10**6
 
 
 @dataclass(frozen=True)
@@ -291,8 +305,10 @@ def _parse(data: Mapping[str, Any]) -> PipelineInstance:
     objective = data.get("objective", "makespan")
     if objective not in OBJECTIVES:
         raise InputError("objective", f"unknown objective {objective!r}", f"use one of: {', '.join(OBJECTIVES)}")
-    n_micro = number(need(data, "micro_batches", ""), "micro_batches", positive=True, integer=True)
-    comm = number(data.get("comm_delay", 0.0), "comm_delay")
+    n_micro = number(need(data, "micro_batches", ""), "micro_batches", positive=True, integer=True, at_most=MAX_MICRO_BATCHES, unit="micro-batches")
+    # times are at most MAX_SECONDS (31 years): at 2**60 s a start time's rounding is
+    # above a second, and baselines' schedules were rejected by the evaluator
+    comm = number(data.get("comm_delay", 0.0), "comm_delay", at_most=MAX_SECONDS, unit="s")
     cap_raw = data.get("memory_capacity")
     capacity: float | dict[str, float] | None
     if cap_raw is None:
@@ -320,6 +336,7 @@ def _parse(data: Mapping[str, Any]) -> PipelineInstance:
             raise InputError(f"{path}.duration", f"block {bname!r}: expected a finite number of seconds, got {dur_raw!r}")
         if float(dur_raw) <= 0:
             raise InputError(f"{path}.duration", f"block {bname!r} has non-positive duration {dur_raw!r}", "give a duration > 0 seconds")
+        number(dur_raw, f"{path}.duration", at_most=MAX_SECONDS, unit="s")
         devs_raw = need(item, "devices", path)
         if isinstance(devs_raw, str):
             devs_raw = [devs_raw]
@@ -334,7 +351,7 @@ def _parse(data: Mapping[str, Any]) -> PipelineInstance:
             if dv in devs:
                 raise InputError(f"{path}.devices[{k}]", f"block {bname!r} lists device {dv!r} twice")
             devs.append(dv)
-        mem = number(item.get("memory", 0.0), f"{path}.memory", nonneg=False)
+        mem = number(item.get("memory", 0.0), f"{path}.memory", nonneg=False, at_least=-MAX_BYTES, at_most=MAX_BYTES, unit="bytes")
         role = item.get("role", "F")
         if role not in ROLES:
             raise InputError(f"{path}.role", f"block {bname!r}: unknown role {role!r}", "use F (forward), B (backward) or W (weight gradient)")
@@ -349,7 +366,7 @@ def _parse(data: Mapping[str, Any]) -> PipelineInstance:
             dpath = f"{path}.deps[{k}]"
             if isinstance(dep, Mapping):
                 target = need(dep, "block", dpath)
-                delays.append((str(target), number(need(dep, "delay", dpath), f"{dpath}.delay")))
+                delays.append((str(target), number(need(dep, "delay", dpath), f"{dpath}.delay", at_most=MAX_SECONDS, unit="s")))
             else:
                 target = dep
             if not isinstance(target, str) or target not in known:
