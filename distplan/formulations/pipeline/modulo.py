@@ -18,6 +18,12 @@ from distplan.formulations.pipeline.common import (
 )
 from distplan.models.pipeline import PipelineInstance
 
+#: the longest period the residue searches take, in time units (`modulo_backtrack` here,
+#: `residue.residue_search`): they keep a T-bit reservation mask per block and walk up to T
+#: delays per placement, so a period of 1e9 units (a block of 1e9 s beside blocks of 1 s)
+#: held the run far past its time limit; beyond it they decide nothing
+MAX_PERIOD_UNITS = 1 << 14
+
 
 @dataclass
 class Cyclic:
@@ -92,6 +98,15 @@ def steady_memory(cy: Cyclic, sigma: np.ndarray, period: float) -> np.ndarray:
     return out
 
 
+def least_fitting_period(cy: Cyclic, offsets: int) -> float:
+    """The least period (seconds) whose ``offsets`` periods hold the flat schedule of one
+    repetend: its longest dependency path with the last block's duration, / ``offsets``.
+    Below it every period is refuted at the root of the searches here and in `residue`,
+    one call per period (a 1e9 s link delay beside 1 s blocks made that ~1e9 calls)."""
+    dist = longest(cy)
+    return float(np.where(np.isfinite(dist), dist + cy.dur[None, :], -np.inf).max()) / max(offsets, 1)
+
+
 def modulo_heuristic(
     cy: Cyclic, inst: PipelineInstance, offsets: int, t_lb: float, t_ub: float, nodes: int = 24_000, deadline: float | None = None
 ) -> tuple[np.ndarray, float] | None:
@@ -104,10 +119,11 @@ def modulo_heuristic(
     ``deadline`` (a ``time.perf_counter()`` value) passes first; else (sigma, T)."""
     integral = integral_data(inst)
     step = 1.0 if integral else max(t_lb / 64.0, 1e-9)
+    t_lb = max(t_lb, least_fitting_period(cy, offsets))
     t = math.ceil(t_lb - 1e-9) if integral else t_lb
     if integral:
         budget = nodes
-        while t <= t_ub + 1e-9 and not past(deadline):
+        while t <= min(t_ub, MAX_PERIOD_UNITS) + 1e-9 and not past(deadline):
             sigma_found, used = modulo_backtrack(cy, inst, offsets, int(t), max(2 * cy.n, min(budget, nodes // 3)), deadline)
             budget -= used
             if sigma_found is not None:
@@ -182,7 +198,7 @@ def modulo_backtrack(
     for u in range(1, cy.unfold):  # copy order (symmetry): as the MILP's copy-order rows
         preds[u * nb + first].append(((u - 1) * nb + first, 0))
     dur = np.round(cy.dur).astype(np.int64).tolist()
-    if max(dur, default=0) > t:
+    if max(dur, default=0) > t or t > MAX_PERIOD_UNITS:
         return None, 0
     devs = [np.flatnonzero(cy.mask[b]).tolist() for b in range(n)]
     full = (1 << t) - 1

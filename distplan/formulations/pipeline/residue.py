@@ -39,7 +39,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from distplan.formulations.pipeline.modulo import Cyclic, longest
+from distplan.formulations.pipeline.modulo import MAX_PERIOD_UNITS, Cyclic, longest
 from distplan.models.pipeline import PipelineInstance
 
 EPS = 1e-9
@@ -92,7 +92,7 @@ def residue_search(
     frac = Fraction(period).limit_denominator(10**6)
     scale = frac.denominator  # a fractional period p / q: time in units of 1 / q
     t, kk = int(frac.numerator), int(offsets)
-    if not _applicable(cy):
+    if not _applicable(cy) or t > MAX_PERIOD_UNITS:
         return ResidueResult("undecided", None, None, False, 0)
     n, nd = cy.n, cy.mask.shape[1]
     dur = (np.round(cy.dur).astype(np.int64) * scale).tolist()
