@@ -186,10 +186,24 @@ def prepare(inst: BandwidthInstance) -> Program:
     return prog
 
 
+def implied_upper_bounds(prog: Program) -> np.ndarray:
+    """The largest bandwidth (GB/s) each dimension can take under the rows with nonnegative
+    coefficients and a ``<=`` or ``==`` sense (a total bandwidth, a cost budget), the other
+    dimensions at their ``lb`` (>= 0): a max_bandwidth above it never binds (one of 1e9 GB/s
+    beside a total of 500 GB/s set the scale, and the conic program lost 5% to a baseline)."""
+    top = np.full(prog.num_dims, np.inf)
+    for r in prog.rows:
+        if r.sense in ("<=", "==") and np.all(r.coeffs >= 0):
+            rest = float(r.coeffs @ prog.lb)
+            for k in np.flatnonzero(r.coeffs > 0):
+                top[k] = min(top[k], (r.rhs - rest + r.coeffs[k] * prog.lb[k]) / r.coeffs[k])
+    return top
+
+
 def bandwidth_scale(prog: Program) -> float:
     """A typical per-dimension bandwidth (GB/s): the largest bandwidth number of the instance over D."""
     values = [abs(r.rhs * r.scale) for r in prog.rows if r.unit == "GB/s" and r.rhs]
-    values += [float(v) for v in prog.ub if np.isfinite(v)]
+    values += [float(v) for v in np.minimum(prog.ub, implied_upper_bounds(prog)) if np.isfinite(v)]
     values += [float(v) for v in prog.lb if v > 0]
     if not values:
         # only USD rows (a cost budget): the bandwidths a nonnegative ``<=`` row allows each

@@ -53,17 +53,18 @@ def menus(ctx: RunContext, prog: Program, step: float, max_options: int) -> list
                 raise InputError(
                     "constraints", f"dimension {prog.dims[k]} has no upper bandwidth", "add max_bandwidth or a total_bandwidth constraint"
                 )
-            first = int(np.ceil(prog.lb[k] / step - 1e-9))
+            first = max(int(np.ceil(prog.lb[k] / step - 1e-9)), 1)
             last = int(np.floor(hi / step + 1e-9))
-            vals = step * np.arange(max(first, 1), last + 1, dtype=float)
-            if not prog.used[k]:
-                vals = np.unique(np.concatenate([[prog.lb[k]], vals]))
-            if vals.size > max_options:
+            count = max(0, last - first + 1) + (0 if prog.used[k] else 1)  # counted before the menu is made
+            if count > max_options:
                 raise InputError(
                     "params.step",
-                    f"{vals.size} options of {step:g} GB/s for dimension {prog.dims[k]} (more than max_options {max_options})",
+                    f"{count} options of {step:g} GB/s for dimension {prog.dims[k]} (more than max_options {max_options})",
                     "use a larger step or raise max_options",
                 )
+            vals = step * np.arange(first, last + 1, dtype=float)
+            if not prog.used[k]:
+                vals = np.unique(np.concatenate([[prog.lb[k]], vals]))
         if prog.used[k]:
             vals = vals[vals > 0]
         if vals.size == 0:

@@ -4,7 +4,10 @@ Kelley's cutting-plane method (Kelley 1960) on the convex program of `convex.py`
 reciprocal s_d >= 1/B_d is replaced by tangent cuts s_d >= 2/b - B_d/b^2 (valid for every
 b > 0 since 1/B is convex), so each LP is a relaxation and its optimum is a proven lower
 bound on the training time; the LP's allocation, evaluated exactly, is an upper bound.
-Cuts at the LP's B are added until (upper - lower) / upper <= tolerance. Each LP goes
+Cuts at the LP's B are added until (upper - lower) / upper <= tolerance, or until neither
+bound has moved by more than the tolerance in `STALL_ROUNDS` rounds (a first-order solver
+such as OSQP gives no dual bound; the final bound is then the allocation's safe bound,
+`convex.safe_outcome_bound`). Each LP goes
 through ``ctx.solve_model``, so HiGHS or any LP backend can solve it: this is the
 exchangeable-backend cross-check of the conic `libra_perf`.
 """
@@ -91,6 +94,10 @@ def tangent_time(model: Model, prog: Program, index: TangentIndex) -> None:
 TANGENT_LP = ModelSpec("libra_perf_lp", prepare_tangent, (bandwidth_block, rows_block, tangent_time))
 
 
+#: rounds without a bound moving by more than the tolerance after which the cuts stop
+STALL_ROUNDS = 10
+
+
 def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     """Minimum training time by tangent-cut LPs; lower bound from the LP, upper from the allocation.
 
@@ -116,7 +123,9 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     first = None  # the first LP's record when it had no solution
     ended = Termination.UNKNOWN
     rounds = 0
+    stalled = False
     lowest_cut = dict.fromkeys((int(d) for d in used), 2.0**-3)
+    progress = (rounds, lower, upper)  # the last round that moved a bound by more than tol
     while rounds < max_rounds:
         rounds += 1
         result = ctx.solve_model(model, build_seconds=build)
@@ -140,6 +149,15 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
             upper, best = C + comm, Bv
         if upper < math.inf and (upper - lower) <= tol * upper:
             break
+        if lower > progress[1] + tol * upper or upper < progress[2] - tol * upper:
+            progress = (rounds, lower, upper)
+        elif rounds - progress[0] >= STALL_ROUNDS:
+            # neither bound moves: a first-order LP solver (OSQP, SCS) gives no dual bound
+            # and points only to its own tolerance, so the gap test above never ends the
+            # loop (500 rounds, 235 s on libra-dlrm-3d-total500); the final bound is
+            # `safe_outcome_bound`'s, from the best allocation
+            stalled = True
+            break
         remaining = ctx.remaining_time()
         if not used.size or (remaining is not None and remaining <= 0):
             break
@@ -160,6 +178,7 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
         add_cuts(model, s_cols, x_cols, np.asarray(cut_dims), np.asarray(at), f"cuts-{rounds}")
     info: dict[str, Any] = {
         "rounds": rounds,
+        "stalled": stalled,
         "cuts": int(sum(b.stop - b.start for n, b in model.con_blocks.items() if n.startswith("cuts-"))),
         # the LP relaxation's bound holds within the LP solver's tolerances: information
         "lp_lower_bound_seconds": lower,
