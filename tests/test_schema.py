@@ -337,7 +337,6 @@ LIMITS: list[tuple[str, list[Any], str, float, Any]] = [
     ("placement", ["graph", "ops", 0, "output"], "maximum", MAX_BYTES, 2e18),
     ("placement", ["graph", "edges", 0, "bytes"], "maximum", MAX_BYTES, 2e18),
     ("placement", ["cluster", "devices", 0, "memory"], "maximum", MAX_BYTES, 2e18),
-    ("placement", ["cluster", "bandwidth"], "minimum", MIN_RATE, 1e-300),
     ("placement", ["cluster", "latency"], "maximum", MAX_SECONDS, 2e9),
     ("sharding", ["mesh", "shape", 0], "maximum", MAX_AXIS, 2**21),
     ("sharding", ["mesh", "bandwidth", 0], "minimum", MIN_RATE, 1e-300),

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
-from distplan.models.common import FORMAT, MAX_BYTES, MAX_SECONDS, MIN_RATE, JsonDocument, name_list, need, number
+from distplan.models.common import FORMAT, MAX_BYTES, MAX_SECONDS, JsonDocument, name_list, need, number
 from distplan.models.graphs import find_cycle, topological_order
 
 MEMORY_MODELS = ("simple", "liveness")
@@ -223,7 +223,7 @@ def _parse(data: Mapping[str, Any]) -> PlacementInstance:
     dev_mem = np.array([number(need(d, "memory", f"cluster.devices[{k}]"), f"cluster.devices[{k}].memory", positive=True, at_most=MAX_BYTES, unit="bytes") for k, d in enumerate(devs)])
     dev_types = [_text(d.get("type", "default"), f"cluster.devices[{k}].type", "a device type name") for k, d in enumerate(devs)]
     nd = len(dev_names)
-    bw0 = number(cluster.get("bandwidth", math.inf) if nd > 1 else cluster.get("bandwidth", 1.0), "cluster.bandwidth", at_least=MIN_RATE, unit="bytes/s") if ("bandwidth" in cluster or nd == 1) else None
+    bw0 = number(cluster.get("bandwidth", math.inf) if nd > 1 else cluster.get("bandwidth", 1.0), "cluster.bandwidth", positive=True) if ("bandwidth" in cluster or nd == 1) else None
     if bw0 is None:
         raise InputError("cluster.bandwidth", "missing", "give the default bandwidth between devices in bytes/second")
     lat0 = number(cluster.get("latency", 0.0), "cluster.latency", at_most=MAX_SECONDS, unit="s")
@@ -243,7 +243,7 @@ def _parse(data: Mapping[str, Any]) -> PlacementInstance:
                 raise InputError(f"{path}.{key}", f"unknown device {v!r}", f"use one of: {', '.join(dev_names)}")
         if a == b:
             raise InputError(path, f"a link from device {a!r} to itself (ops on one device exchange data without a link)", "remove the link or name two devices")
-        bw = number(link.get("bandwidth", bw0), f"{path}.bandwidth", at_least=MIN_RATE, unit="bytes/s")
+        bw = number(link.get("bandwidth", bw0), f"{path}.bandwidth", positive=True)
         lat = number(link.get("latency", lat0), f"{path}.latency", at_most=MAX_SECONDS, unit="s")
         directed = link.get("directed", False)
         if not isinstance(directed, bool):
