@@ -249,7 +249,8 @@ def _solve(
     bounds = list(outcome.bounds) if (folding is None or folding.exact) else []
     from distplan.formulations.registry import solver_free_bounds
 
-    bounds.extend(solver_free_bounds(inst))
+    remaining = ctx.remaining_time()  # the costlier solver-free bounds stop at the run's limit
+    bounds.extend(solver_free_bounds(inst, None if remaining is None else time.perf_counter() + max(0.0, remaining)))
     finite = [b for b in bounds if b.value is not None and math.isfinite(b.value)]
     for b in finite:  # which recorded solver call proved it (verify checks value and grade)
         b.solver_call = next((k for k, r in enumerate(solver_results) if r is b.solver_record), None)

@@ -473,9 +473,12 @@ def get_folder(kind: str) -> Callable[[Any, dict[str, Any]], Folding]:
     return _FOLDERS[kind]
 
 
-def register_bounds(kind: str, fn: Callable[[Any], list[Bound]]) -> None:
-    """Declare the solver-free bounds of a kind (combined into every result's bound)."""
-    _BOUNDS[kind] = fn
+def register_bounds(kind: str, fn: Callable[..., list[Bound]], *, takes_deadline: bool = False) -> None:
+    """Declare the solver-free bounds of a kind (combined into every result's bound).
+    ``takes_deadline``: ``fn(instance, deadline)`` stops its costlier bounds at that
+    ``time.perf_counter()`` value (None: no limit) and keeps what it has; otherwise
+    ``fn(instance)``, which must be cheap (linear in the instance)."""
+    _BOUNDS[kind] = fn if takes_deadline else (lambda instance, deadline: fn(instance))
 
 
 #: Relative amount by which solver-free bounds are rounded down. They are sums, maxima and
@@ -491,9 +494,10 @@ def round_down(value: float, relative: float = SOLVER_FREE_ROUNDING) -> float:
     return math.nextafter(value - abs(value) * relative, -math.inf)
 
 
-def solver_free_bounds(instance: Any) -> list[Bound]:
-    """The kind's solver-free bounds (critical path, loads, ...), rounded down to be safe."""
+def solver_free_bounds(instance: Any, deadline: float | None = None) -> list[Bound]:
+    """The kind's solver-free bounds (critical path, loads, ...), rounded down to be safe;
+    the costlier ones only as far as ``deadline`` (a ``time.perf_counter()`` value) allows."""
     _load(instance.kind)
     fn = _BOUNDS.get(instance.kind)
-    bounds = fn(instance) if fn is not None else []
+    bounds = fn(instance, deadline) if fn is not None else []
     return [Bound(round_down(b.value), b.source, "safe") for b in bounds if math.isfinite(b.value)]

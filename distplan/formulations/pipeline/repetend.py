@@ -55,7 +55,14 @@ from distplan.formulations.pipeline.common import (
     block_depth,
     integral_data,
 )
-from distplan.formulations.pipeline.modulo import Cyclic, cyclic_blocks, least_fitting_period, longest, modulo_backtrack, modulo_heuristic
+from distplan.formulations.pipeline.modulo import (
+    Cyclic,
+    cyclic_blocks,
+    least_fitting_period,
+    longest,
+    modulo_backtrack,
+    modulo_heuristic,
+)
 from distplan.formulations.pipeline.residue import ResidueResult, residue_search
 from distplan.formulations.registry import RunContext
 from distplan.modeling.model import Model

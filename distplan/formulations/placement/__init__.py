@@ -197,5 +197,5 @@ register(
 )
 
 
-register_bounds("placement", placement_bounds)
+register_bounds("placement", placement_bounds, takes_deadline=True)
 register_folder("placement", coarsen)

@@ -120,6 +120,8 @@ def heuristic_schedules(inst: PlacementInstance, ctx: RunContext | None = None) 
     # the source of last resort, when the others place nothing (`packed_assignment`)
     makers.append(("memory packing", lambda: packed_schedule(inst) if not found else None))
     for name, make in makers:
+        if found and _out_of_time(ctx):  # a plan in hand: the run's limit stops the others
+            break
         try:
             s = make()
         except (InfeasibleError, NoSolutionError):  # single device: proven for its one plan; the others stop
@@ -129,12 +131,20 @@ def heuristic_schedules(inst: PlacementInstance, ctx: RunContext | None = None) 
         sched = evaluated_schedule(inst, make_plan(inst, s.device, s.start))
         if sched is not None:
             found.append((sched, name))
-    if ctx is not None:
+    if ctx is not None and not (found and _out_of_time(ctx)):
         for name, plan in _sct_plans(inst, ctx):
             sched = evaluated_schedule(inst, plan)
             if sched is not None:
                 found.append((sched, name))
     return sorted(found, key=lambda f: f[0].makespan)
+
+
+def _out_of_time(ctx: RunContext | None) -> bool:
+    """The run's time limit has passed: the phases that only improve a plan or a bound are
+    not started (each takes 0.15-0.4 s on 12,000 ops: m-TOPO and m-SCT after m-ETF's plan,
+    the waist and module bounds, the re-timing)."""
+    remaining = None if ctx is None else ctx.remaining_time()
+    return remaining is not None and remaining <= 0
 
 
 def _sct_plans(inst: PlacementInstance, ctx: RunContext) -> list[tuple[str, PlacementPlan]]:
@@ -475,14 +485,14 @@ def run_in_seconds(inst: PlacementInstance, ctx: RunContext, name: str = "placem
         if b is not None:
             bounds.append(b)
     waist_share = float(ctx.param("waist_share", 0.05))
-    if waist_share > 0 and inst.n_devices > 1:
+    if waist_share > 0 and inst.n_devices > 1 and not _out_of_time(ctx):
         rem = ctx.remaining_time()
         b = waist_bound(inst, deadline=None if rem is None else time.perf_counter() + waist_share * rem)
         if b is not None:
             bounds.append(b)
     module_share = float(ctx.param("module_share", 0.3))
     module_s = 0.0
-    if module_share > 0 and inst.n_devices > 1:
+    if module_share > 0 and inst.n_devices > 1 and not _out_of_time(ctx):
         rem = ctx.remaining_time()
         t_mod = time.perf_counter()
         windows: dict[bytes, list[np.ndarray]] = {}
@@ -522,7 +532,7 @@ def run_in_seconds(inst: PlacementInstance, ctx: RunContext, name: str = "placem
             checked = evaluated_schedule(inst, make_plan(inst, found.device, found.start))
             if checked is not None and checked.makespan < sched.makespan:
                 sched, source = checked, f"{source} + local search"
-    if sched is not None:
+    if sched is not None and not _out_of_time(ctx):  # (0.4 s on 12,000 ops)
         again = polished(inst, sched)
         if again is not sched:
             sched, source = again, f"{source}, re-timed longest tail first"

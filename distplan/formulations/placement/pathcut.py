@@ -21,7 +21,9 @@ fastest times and the longest paths through the heaviest colocation groups. Seco
 from __future__ import annotations
 
 import math
+import time
 from collections import deque
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -95,10 +97,12 @@ def cheapest_cuts(path: list[int], group: np.ndarray, gmem: np.ndarray, cap: flo
     return best[k - 1]
 
 
-def path_cut_bound(inst: PlacementInstance, paths: int = 8) -> Bound | None:
+def path_cut_bound(inst: PlacementInstance, paths: int = 8, deadline: float | None = None) -> Bound | None:
     """The best `cheapest_cuts` bound (seconds) over the longest path and the longest paths
     through the ``paths`` colocation groups with the most memory; None when it is no
-    better than the path's length (memory never forces a cut) or for one device."""
+    better than the path's length (memory never forces a cut) or for one device. Each
+    path's bound holds alone: past ``deadline`` (a ``time.perf_counter()`` value) no
+    further path is tried and the best so far is kept (None if the first is not reached)."""
     if inst.n_devices < 2 or inst.n_ops == 0:
         return None
     p = inst.time.min(axis=1)
@@ -110,7 +114,7 @@ def path_cut_bound(inst: PlacementInstance, paths: int = 8) -> Bound | None:
     if gmem.sum() <= cap:
         return None
     best: tuple[float, float] | None = None
-    for path, cost in candidate_paths(inst, p, r, q, group, gmem, paths):
+    for path, cost in candidate_paths(inst, p, r, q, group, gmem, paths, deadline):
         cuts = cheapest_cuts(path, group, gmem, cap, cost)
         length = float(p[path].sum())
         if math.isfinite(cuts) and (best is None or length + cuts > best[0]):
@@ -121,11 +125,11 @@ def path_cut_bound(inst: PlacementInstance, paths: int = 8) -> Bound | None:
 
 
 def candidate_paths(
-    inst: PlacementInstance, p: np.ndarray, r: np.ndarray, q: np.ndarray, group: np.ndarray, gmem: np.ndarray, paths: int
-) -> list[tuple[list[int], np.ndarray]]:
+    inst: PlacementInstance, p: np.ndarray, r: np.ndarray, q: np.ndarray, group: np.ndarray, gmem: np.ndarray, paths: int, deadline: float | None = None
+) -> Iterator[tuple[list[int], np.ndarray]]:
     """The longest path and the longest paths through the ``paths`` groups with the most
     memory, each with the cost of a cut after each of its ops (the largest smallest delay
-    of the edges between two consecutive ops, seconds)."""
+    of the edges between two consecutive ops, seconds); none started past ``deadline``."""
     cmin = inst.min_delay()
     pair_cost: dict[tuple[int, int], float] = {}
     for a, b, c in zip(inst.src.tolist(), inst.dst.tolist(), cmin.tolist()):
@@ -135,12 +139,12 @@ def candidate_paths(
     for g in np.argsort(-gmem, kind="stable")[:paths].tolist():
         members = np.flatnonzero(group == g)
         through.append(int(members[np.argmax(r[members] + p[members] + q[members])]))
-    out: list[tuple[list[int], np.ndarray]] = []
     seen: set[tuple[int, ...]] = set()
     for v in through:
+        if deadline is not None and time.perf_counter() > deadline:
+            return
         path = longest_path_through(inst, p, v, r, q)
         if tuple(path) in seen:
             continue
         seen.add(tuple(path))
-        out.append((path, np.array([pair_cost[(a, b)] for a, b in zip(path[:-1], path[1:])])))
-    return out
+        yield path, np.array([pair_cost[(a, b)] for a, b in zip(path[:-1], path[1:])])
