@@ -26,8 +26,8 @@ Tables:
    short sleep, so that it is not charged to the next run); the ratios alpa/tap are summarized over the cases of 24 layers or more.
 5. ``--only llama``: tap on the Llama-3 8B sharding instance (issue 20).
 6. ``--only phases``: where a whole ``distplan.solve(inst, "tap")`` spends its CPU time on
-   the 24-layer GPTs of table 4 (no alpa_ilp run): skeleton and folding, the chains with
-   their node cost tables, the dynamic program (explicit graph, edge tables and fronts
+   the 24-layer GPTs of table 4 (no alpa_ilp run): skeleton, folding and chains with
+   their node cost tables (tap's exact path: consecutive blocks first), the dynamic program (explicit graph, edge tables and fronts
    included), the plan's strategy names, the evaluator and the solver-free bound; best of
    5 batches of at least 50 ms each, in milliseconds.
 """
@@ -300,31 +300,24 @@ def best_ms(fn: Any) -> float:
 
 
 def phase_times(inst: Any) -> dict[str, float]:
-    """CPU milliseconds of tap's phases on one instance (the steps of ``run_tap``, then the
-    evaluator and the solver-free bound that ``distplan.solve`` adds), and of the whole solve."""
+    """CPU milliseconds of tap's phases on one instance (the steps of ``run_tap``'s exact
+    path, then the evaluator and the solver-free bound that ``distplan.solve`` adds), and of
+    the whole solve."""
     from distplan.formulations.registry import solver_free_bounds
     from distplan.formulations.sharding.chain_dp import solve_by_dp
-    from distplan.formulations.sharding.chainfold import find_chains
-    from distplan.formulations.sharding.costgraph import CostTables
-    from distplan.formulations.sharding.tap import DEFAULTS, fold_instance, plan_of_choice
+    from distplan.formulations.sharding.tap import DEFAULTS, find_walk_chains, plan_of_choice
 
     form = get_formulation("sharding", "tap")
-    sk, fold = fold_instance(inst, DEFAULTS)
 
-    def chains() -> tuple[Any, Any]:
-        tables = CostTables(inst)
-        return find_chains(sk, fold, tables)[0], tables
-
-    def dp() -> Any:
-        ch, tables = chains()
+    def dp() -> Any:  # the chains afresh: the dynamic program stores its Pareto arcs on them
+        sk, _, tables, chains, _, _ = find_walk_chains(inst, DEFAULTS)
         ctx = RunContext(get_backend("highs"), SolveOptions(time_limit=300), dict(form.params))
-        return solve_by_dp(sk, ch, tables, ctx), tables
+        return sk, solve_by_dp(sk, chains, tables, ctx), tables
 
-    sol, tables = dp()
+    sk, sol, tables = dp()
     plan = plan_of_choice(sk, tables, sol.choice)
     return {
-        "fold": best_ms(lambda: fold_instance(inst, DEFAULTS)),
-        "chains": best_ms(chains),
+        "chains": best_ms(lambda: find_walk_chains(inst, DEFAULTS)),
         "dp": best_ms(dp),
         "names": best_ms(lambda: plan_of_choice(sk, tables, sol.choice)),
         "eval": best_ms(lambda: evaluate(inst, plan)),
@@ -337,22 +330,21 @@ def phases_table() -> list[str]:
     """Table 6: tap's phases on the 24-layer GPTs of table 4."""
     lines = ["## 6. tap's phases (CPU ms, best of 5 batches)", ""]
     lines.append(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
-    header = f"{'instance':<34} | {'fold':>6} {'chains':>6} {'dp':>6} {'names':>6} {'eval':>6} {'bound':>6} | {'phases':>6} {'solve':>6}"
+    header = f"{'instance':<34} | {'chains':>6} {'dp':>6} {'names':>6} {'eval':>6} {'bound':>6} | {'phases':>6} {'solve':>6}"
     lines += [header, "-" * len(header)]
     for mesh, hetero in [(4, False), (8, False), (4, True), (8, True)]:
         for frac in (0.05, 0.3, 1.0):
             inst = tight_instance(24, mesh, hetero, frac)
             t = phase_times(inst)
-            phases = t["fold"] + t["dp"] + t["names"] + t["eval"] + t["bound"]  # dp includes chains
-            lines.append(
-                f"{inst.name:<34} | {t['fold']:>6.2f} {t['chains']:>6.2f} {t['dp']:>6.2f} {t['names']:>6.2f} {t['eval']:>6.2f} {t['bound']:>6.2f} | {phases:>6.2f} {t['solve']:>6.2f}"
-            )
+            phases = t["dp"] + t["names"] + t["eval"] + t["bound"]  # dp includes chains
+            lines.append(f"{inst.name:<34} | {t['chains']:>6.2f} {t['dp']:>6.2f} {t['names']:>6.2f} {t['eval']:>6.2f} {t['bound']:>6.2f} | {phases:>6.2f} {t['solve']:>6.2f}")
     lines.append("")
     lines.append(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    lines.append("fold = skeleton + repeated regions; chains = chain finding with its node cost tables; dp = chains + the")
-    lines.append("dynamic program (explicit graph and edge tables, memory-free pass, fronts and label passes when memory")
-    lines.append("binds); names = strategy names of the plan; eval = the evaluator; bound = the solver-free bound;")
-    lines.append("phases = fold + dp + names + eval + bound; solve = the whole distplan.solve call.")
+    lines.append("chains = skeleton, fold (consecutive blocks, else the generic folding) and chains with their node cost")
+    lines.append("tables (tap.find_walk_chains); dp = chains + the dynamic program (explicit graph and edge tables,")
+    lines.append("memory-free pass, fronts and label passes when memory binds); names = strategy names of the plan;")
+    lines.append("eval = the evaluator; bound = the solver-free bound; phases = dp + names + eval + bound; solve = the")
+    lines.append("whole distplan.solve call.")
     return lines
 
 
