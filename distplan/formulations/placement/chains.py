@@ -38,7 +38,6 @@ import re
 import time
 
 import numpy as np
-from scipy.cluster.hierarchy import DisjointSet
 
 from distplan.formulations.placement.improve import SearchLog, SearchProblem
 from distplan.formulations.placement.listsched import Schedule
@@ -98,6 +97,9 @@ def layer_groups(inst: PlacementInstance, chains: list[np.ndarray]) -> np.ndarra
     ops joined to it along the costliest edges (`edge_weights`); two chains that share a colocation group
     share a group. Ops joined to no chain form one group per connected component, numbered
     after the chains'. Ids are 0 .. G-1."""
+    # imported here: scipy.cluster takes ~0.1 s to import, charged to every placement run's limit
+    from scipy.cluster.hierarchy import DisjointSet
+
     n = inst.n_ops
     sets = DisjointSet(range(n))
     chain_of: dict[int, int] = {}  # chain label of each labelled set, by its root
