@@ -16,9 +16,12 @@ from distplan.formulations.sharding.costgraph import CostTables, Skeleton
 # -- Pareto fronts of one copy by bi-criteria variable elimination ----------------------------
 
 
-@dataclass
+@dataclass(eq=False)
 class _Table:
-    """Rows of partial assignments: live variables, assignment (-1: unset), seconds, bytes."""
+    """Rows of partial assignments: live variables, assignment (-1: unset), seconds, bytes.
+    Compared by identity: two tables with the same live variables are still two factors
+    (``t not in one`` compared their arrays, a ValueError, once the chains of consecutive
+    blocks reached `segment_fronts`' separator branch)."""
 
     live: list[int]
     asg: np.ndarray
