@@ -66,6 +66,16 @@ def test_solver_free_bounds_stop_at_their_deadline() -> None:
     assert not any("cut" in s for s in past) and any("cut" in s for s in unlimited)
 
 
+def test_a_run_that_used_its_whole_limit_still_gets_the_path_cuts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The solver-free bounds get a small grace after the limit (`api.SOLVER_FREE_GRACE`):
+    with none, a run that used its whole limit lost the memory-driven path cuts (review
+    rev14 #3: gpt2-xl-infer-pcie-t4x4-tight at 2 s read feasible instead of optimal)."""
+    monkeypatch.setattr(milp, "list_schedule", _slowed(milp.list_schedule, LIMIT + 0.1))
+    res = distplan.solve("gpt2-small-dgx1-4-tight", "placement_milp", time_limit=LIMIT)
+    assert res.termination.value == "time_limit"
+    assert any("cuts on a path" in b.source for b in res.bounds), [b.source for b in res.bounds]
+
+
 def test_a_build_that_runs_out_stops_and_returns_the_plan(monkeypatch: pytest.MonkeyPatch) -> None:
     """The reachability (n x n) of a large graph is where the build's time goes (llama3-8b:
     10,907 ops): it checks the deadline as it goes; slowed past the limit at its first
