@@ -69,3 +69,20 @@ def test_libra_perf_lp_stops_when_no_bound_moves(backend: str) -> None:
     r = solve(BASE, "libra_perf_lp", backend, max_rounds=60)
     assert r.info["rounds"] < 60
     assert r.status.value == "optimal" and r.bound is not None and r.bound <= r.objective
+
+
+def test_an_idle_dimension_whose_floor_is_on_the_grid_counts_it_once() -> None:
+    """dim4 carries no traffic, min_bandwidth 25 GB/s (two steps), max 50 GB/s: its menu is
+    25, 37.5, 50 GB/s, three options. The count before the menu added the floor again
+    (review rev14 #4: '4 options ... more than max_options 3', an InputError)."""
+    doc: dict[str, Any] = copy.deepcopy(dict(load_document("libra-tnlg-4d-total500")))
+    for layer in doc["workload"]["layers"]:
+        for coll in layer["collectives"]:
+            coll["npus"][3] = 1
+    for k, dim in enumerate(doc["network"]["dimensions"]):
+        dim["min_bandwidth"], dim["max_bandwidth"] = (25e9, 50e9) if k == 3 else (0.0, 25e9)
+    doc["constraints"]["total_bandwidth"] = {"sense": "<=", "value": 1000e9}
+    r = solve(instance_from_dict(doc), "libra_discrete", max_options=3)
+    assert r.status.value == "optimal" and r.plan.bandwidth["dim4"] == 25e9
+    with pytest.raises(InputError, match="3 options of 12.5 GB/s for dimension dim4"):
+        solve(instance_from_dict(doc), "libra_discrete", max_options=2)

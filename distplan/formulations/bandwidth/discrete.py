@@ -55,7 +55,9 @@ def menus(ctx: RunContext, prog: Program, step: float, max_options: int) -> list
                 )
             first = max(int(np.ceil(prog.lb[k] / step - 1e-9)), 1)
             last = int(np.floor(hi / step + 1e-9))
-            count = max(0, last - first + 1) + (0 if prog.used[k] else 1)  # counted before the menu is made
+            # counted before the menu is made; an idle dimension's lb joins it unless on the grid
+            on_grid = first <= last and step * first == prog.lb[k]
+            count = max(0, last - first + 1) + (0 if prog.used[k] or on_grid else 1)
             if count > max_options:
                 raise InputError(
                     "params.step",
