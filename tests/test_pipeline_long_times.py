@@ -94,3 +94,16 @@ def test_the_periods_below_the_flat_length_are_skipped_not_searched(monkeypatch:
     inst, optimum = CASES["link-delay-1e9"]
     assert distplan.solve(inst, "tessel", time_limit=10).objective == optimum
     assert calls and len(calls) <= 4 and min(calls) > MAX_PERIOD_UNITS, calls
+
+
+def test_a_period_is_proven_least_only_when_its_bound_reaches_it() -> None:
+    """Times of 5000 s units put the period above `MAX_PERIOD_UNITS`, so the rate MILP
+    decides it; its "optimal" is a gap on the rate (1e-6 absolute on a rate of 3e-5) and
+    left the period 3.4% above its bound while the plan said proven (review rev14 #1)."""
+    from distplan.instances.pipelines import make_pipeline
+
+    s = 5000.0
+    inst = make_pipeline("v", 4, 8, forward_time=s, backward_time=2 * s, weight_time=s, shard_time=s, memory_capacity=2.0)
+    info = distplan.solve(inst, "tessel", time_limit=60).plan.info
+    assert info["period"] > MAX_PERIOD_UNITS
+    assert not info["period_proven_optimal"] or info["period_bound"] >= info["period"], info
