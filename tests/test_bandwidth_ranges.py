@@ -15,7 +15,7 @@ from distplan.formulations.bandwidth.data import implied_upper_bounds, prepare
 from distplan.instances import load_document
 from distplan.models.bandwidth import BandwidthInstance
 from distplan.models.common import instance_from_dict
-from tests.conftest import backend_params, takes_convex, takes_lp
+from tests.conftest import backend_params, skip_unless_available, takes_convex, takes_lp
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -86,3 +86,13 @@ def test_an_idle_dimension_whose_floor_is_on_the_grid_counts_it_once() -> None:
     assert r.status.value == "optimal" and r.plan.bandwidth["dim4"] == 25e9
     with pytest.raises(InputError, match="3 options of 12.5 GB/s for dimension dim4"):
         solve(instance_from_dict(doc), "libra_discrete", max_options=2)
+
+
+@pytest.mark.parametrize("backend", [pytest.param("cvxpy-OSQP", marks=skip_unless_available("cvxpy-OSQP"))])
+def test_a_stall_with_an_open_safe_gap_goes_on(backend: str) -> None:
+    """libra-msft1t-3d-total500 on OSQP: the bounds stop moving after 20 rounds with the
+    safe gap still 1.3% open (review rev14 #5, status feasible); the cuts go on until the
+    safe bound closes the gap (~50 rounds)."""
+    r = solve("libra-msft1t-3d-total500", "libra_perf_lp", backend, max_rounds=200)
+    assert r.info["rounds"] < 200
+    assert r.status.value == "optimal" and r.gap is not None and r.gap <= r.gap_tolerance
