@@ -254,8 +254,7 @@ def _solve(
     # the costlier solver-free bounds stop at the run's limit, with at least a small grace:
     # a formulation that used its whole limit would otherwise leave them none (placement's
     # path cuts, 0.11 s on gpt2-xl-infer-pcie-t4x4-tight, proved its time-limited plan optimal)
-    remaining = ctx.remaining_time()
-    bounds.extend(solver_free_bounds(inst, None if remaining is None else time.perf_counter() + max(SOLVER_FREE_GRACE, remaining)))
+    bounds.extend(solver_free_bounds(inst, None if ctx.deadline is None else max(ctx.deadline, time.perf_counter() + SOLVER_FREE_GRACE)))
     finite = [b for b in bounds if b.value is not None and math.isfinite(b.value)]
     for b in finite:  # which recorded solver call proved it (verify checks value and grade)
         b.solver_call = next((k for k, r in enumerate(solver_results) if r is b.solver_record), None)

@@ -50,7 +50,7 @@ import numpy as np
 
 from distplan.errors import InfeasibleError, InputError, NoSolutionError
 from distplan.formulations.contract import ModelSpec
-from distplan.formulations.deadline import DeadlineReached, check
+from distplan.formulations.deadline import DeadlineReached, check, past
 from distplan.formulations.pipeline.common import (
     block_depth,
     integral_data,
@@ -677,7 +677,7 @@ def _search_residues(inst: PipelineInstance, ctx: RunContext, params: dict[str, 
         refuted, t = t_fit - 1, t_fit
     found = None
     while t <= t_ub + 1e-9:
-        if budget <= 0 or (deadline is not None and time.perf_counter() > deadline):
+        if budget <= 0 or past(deadline):
             return None  # each refuted period may cost no node (a block longer than T)
         r = residue_search(cy, inst, k, t, node_limit=max(1, budget), deadline=deadline)
         budget -= r.nodes

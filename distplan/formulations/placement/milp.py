@@ -39,7 +39,7 @@ import numpy as np
 
 from distplan.errors import InfeasibleError, NoSolutionError
 from distplan.formulations.contract import ModelSpec
-from distplan.formulations.deadline import DeadlineReached, check
+from distplan.formulations.deadline import DeadlineReached, check, past
 from distplan.formulations.placement import relaxation
 from distplan.formulations.placement.descendants import precedence_load_rows, waiting_load_rows, window_load_rows
 from distplan.formulations.placement.forced import forced_bound
@@ -120,7 +120,7 @@ def heuristic_schedules(inst: PlacementInstance, ctx: RunContext | None = None) 
     # the source of last resort, when the others place nothing (`packed_assignment`)
     makers.append(("memory packing", lambda: packed_schedule(inst) if not found else None))
     for name, make in makers:
-        if found and _out_of_time(ctx):  # a plan in hand: the run's limit stops the others
+        if found and ctx is not None and past(ctx.deadline):  # a plan in hand: the limit stops the others (~0.3 s each on 12,000 ops)
             break
         try:
             s = make()
@@ -131,20 +131,12 @@ def heuristic_schedules(inst: PlacementInstance, ctx: RunContext | None = None) 
         sched = evaluated_schedule(inst, make_plan(inst, s.device, s.start))
         if sched is not None:
             found.append((sched, name))
-    if ctx is not None and not (found and _out_of_time(ctx)):
+    if ctx is not None and not (found and past(ctx.deadline)):
         for name, plan in _sct_plans(inst, ctx):
             sched = evaluated_schedule(inst, plan)
             if sched is not None:
                 found.append((sched, name))
     return sorted(found, key=lambda f: f[0].makespan)
-
-
-def _out_of_time(ctx: RunContext | None) -> bool:
-    """The run's time limit has passed: the phases that only improve a plan or a bound are
-    not started (each takes 0.15-0.4 s on 12,000 ops: m-TOPO and m-SCT after m-ETF's plan,
-    the waist and module bounds, the re-timing)."""
-    remaining = None if ctx is None else ctx.remaining_time()
-    return remaining is not None and remaining <= 0
 
 
 def _sct_plans(inst: PlacementInstance, ctx: RunContext) -> list[tuple[str, PlacementPlan]]:
@@ -485,14 +477,14 @@ def run_in_seconds(inst: PlacementInstance, ctx: RunContext, name: str = "placem
         if b is not None:
             bounds.append(b)
     waist_share = float(ctx.param("waist_share", 0.05))
-    if waist_share > 0 and inst.n_devices > 1 and not _out_of_time(ctx):
+    if waist_share > 0 and inst.n_devices > 1 and not past(ctx.deadline):  # past it, only improving phases are skipped
         rem = ctx.remaining_time()
         b = waist_bound(inst, deadline=None if rem is None else time.perf_counter() + waist_share * rem)
         if b is not None:
             bounds.append(b)
     module_share = float(ctx.param("module_share", 0.3))
     module_s = 0.0
-    if module_share > 0 and inst.n_devices > 1 and not _out_of_time(ctx):
+    if module_share > 0 and inst.n_devices > 1 and not past(ctx.deadline):
         rem = ctx.remaining_time()
         t_mod = time.perf_counter()
         windows: dict[bytes, list[np.ndarray]] = {}
@@ -532,7 +524,7 @@ def run_in_seconds(inst: PlacementInstance, ctx: RunContext, name: str = "placem
             checked = evaluated_schedule(inst, make_plan(inst, found.device, found.start))
             if checked is not None and checked.makespan < sched.makespan:
                 sched, source = checked, f"{source} + local search"
-    if sched is not None and not _out_of_time(ctx):  # (0.4 s on 12,000 ops)
+    if sched is not None and not past(ctx.deadline):  # (0.4 s on 12,000 ops)
         again = polished(inst, sched)
         if again is not sched:
             sched, source = again, f"{source}, re-timed longest tail first"

@@ -21,12 +21,12 @@ fastest times and the longest paths through the heaviest colocation groups. Seco
 from __future__ import annotations
 
 import math
-import time
 from collections import deque
 from collections.abc import Iterator
 
 import numpy as np
 
+from distplan.formulations.deadline import past
 from distplan.formulations.placement.relaxation import charged_memory, heads_tails
 from distplan.formulations.registry import Bound, round_down
 from distplan.models.placement_instance import PlacementInstance
@@ -141,7 +141,7 @@ def candidate_paths(
         through.append(int(members[np.argmax(r[members] + p[members] + q[members])]))
     seen: set[tuple[int, ...]] = set()
     for v in through:
-        if deadline is not None and time.perf_counter() > deadline:
+        if past(deadline):
             return
         path = longest_path_through(inst, p, v, r, q)
         if tuple(path) in seen:
