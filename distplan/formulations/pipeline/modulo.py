@@ -98,13 +98,19 @@ def steady_memory(cy: Cyclic, sigma: np.ndarray, period: float) -> np.ndarray:
     return out
 
 
+def flat_tails(cy: Cyclic) -> np.ndarray:
+    """Per block, the least time (seconds) from its start to the end of the flat schedule:
+    its longest dependency path to any block, with that block's duration."""
+    dist = longest(cy)
+    return np.asarray(np.where(np.isfinite(dist), dist + cy.dur[None, :], -np.inf).max(axis=1))
+
+
 def least_fitting_period(cy: Cyclic, offsets: int) -> float:
     """The least period (seconds) whose ``offsets`` periods hold the flat schedule of one
-    repetend: its longest dependency path with the last block's duration, / ``offsets``.
-    Below it every period is refuted at the root of the searches here and in `residue`,
-    one call per period (a 1e9 s link delay beside 1 s blocks made that ~1e9 calls)."""
-    dist = longest(cy)
-    return float(np.where(np.isfinite(dist), dist + cy.dur[None, :], -np.inf).max()) / max(offsets, 1)
+    repetend: the longest `flat_tails` / ``offsets``. Below it every period is refuted at
+    the root of the searches here and in `residue`, one call per period (a 1e9 s link delay
+    beside 1 s blocks made that ~1e9 calls)."""
+    return float(flat_tails(cy).max()) / max(offsets, 1)
 
 
 def modulo_heuristic(
@@ -204,8 +210,7 @@ def modulo_backtrack(
     full = (1 << t) - 1
     span = [((1 << d) - 1) for d in dur]
     caps = inst.capacity
-    dist = longest(cy)
-    tail = np.where(np.isfinite(dist), dist + cy.dur[None, :], -np.inf).max(axis=1)
+    tail = flat_tails(cy)
     last_start = (offsets * t - np.round(tail).astype(np.int64)).tolist()  # the rest must fit
     occ = [0] * nd
     sigma = [0] * n
