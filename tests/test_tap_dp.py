@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import distplan
 from distplan.formulations.deadline import DeadlineReached
-from distplan.formulations.folding import _check, _indexed
+from distplan.formulations.folding import _indexed, check_copies
 from distplan.formulations.sharding.chain_dp import solve_walk_dp
 from distplan.formulations.sharding.chain_fronts import pareto_rows, segment_fronts
 from distplan.formulations.sharding.chain_program import explicit_graph
@@ -112,7 +112,7 @@ def test_realigned_copies_cross_the_fewest_states() -> None:
     new = alignments(nodes, iu, iv, lu, lv, np.array([], dtype=np.int64), dom)[0]
     assert new.shape == (K - 2, 3)
     g = _indexed(LabelledGraph(labels, edges, [0] * len(edges)), "label", "label")
-    _check(new, g)
+    check_copies(new, g)
     # brute force over every shift set: none crosses fewer states than the one chosen
     internal, links = list(zip(iu.tolist(), iv.tolist())), list(zip(lu.tolist(), lv.tolist()))
 

@@ -13,9 +13,9 @@ from distplan.formulations import folding
 from distplan.formulations.folding import (
     Family,
     FoldingError,
+    IndexedGraph,
     LabelledGraph,
     _Growth,
-    _Indexed,
     _indexed,
     _mix,
     _wl_colors,
@@ -43,7 +43,7 @@ def test_mix_equals_the_finalizer_and_leaves_its_input(seed: int, size: int) -> 
     assert np.array_equal(got, reference_mix(before)) and np.array_equal(x, before)
 
 
-def reference_wl_keys(g: _Indexed, iterations: int) -> list[np.ndarray]:
+def reference_wl_keys(g: IndexedGraph, iterations: int) -> list[np.ndarray]:
     """The hash keys of every iteration of `folding._wl_colors` as written before:
     successors and predecessors summed apart."""
     keys = []

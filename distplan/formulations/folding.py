@@ -207,7 +207,7 @@ def _label_ids(labels: Sequence[Hashable] | np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class _Indexed:
+class IndexedGraph:
     """Integer form of a labelled graph: label ids and arcs (with edge label ids)."""
 
     names: list[Hashable] | None  # node names (None: the names are 0 .. n-1)
@@ -231,17 +231,17 @@ class _Indexed:
         return np.fromiter((index[n] for n in nodes), dtype=np.int64, count=len(nodes))
 
 
-def _indexed(G: nx.DiGraph | LabelledGraph, node_label: str, edge_label: str) -> _Indexed:
+def _indexed(G: nx.DiGraph | LabelledGraph, node_label: str, edge_label: str) -> IndexedGraph:
     if isinstance(G, LabelledGraph):
         arcs = np.asarray(G.edges, dtype=np.int64).reshape(-1, 2)
-        return _Indexed(None, _label_ids(G.node_labels), arcs[:, 0], arcs[:, 1], _label_ids(G.edge_labels))
+        return IndexedGraph(None, _label_ids(G.node_labels), arcs[:, 0], arcs[:, 1], _label_ids(G.edge_labels))
     names = list(G.nodes)
     index = {n: i for i, n in enumerate(names)}
     label = _label_ids([G.nodes[n][node_label] for n in names])
     edges = list(G.edges(data=edge_label))
     src = np.fromiter((index[u] for u, _, _ in edges), dtype=np.int64, count=len(edges))
     dst = np.fromiter((index[v] for _, v, _ in edges), dtype=np.int64, count=len(edges))
-    return _Indexed(names, label, src, dst, _label_ids([lab for _, _, lab in edges]))
+    return IndexedGraph(names, label, src, dst, _label_ids([lab for _, _, lab in edges]))
 
 
 def wl_colors(G: nx.DiGraph | LabelledGraph, node_label: str = "label", edge_label: str = "label", iterations: int = 2) -> dict[Hashable, int]:
@@ -270,7 +270,7 @@ def _mix(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _wl_colors(g: _Indexed, iterations: int) -> np.ndarray:
+def _wl_colors(g: IndexedGraph, iterations: int) -> np.ndarray:
     """Colour refinement, vectorized: a node's new colour is a hash of its colour and the
     multisets of (edge label, neighbour colour) over successors and predecessors (sums of
     64-bit hashes). A hash collision could only merge colour classes, never split equal
@@ -301,10 +301,10 @@ def check_family(G: nx.DiGraph | LabelledGraph, family: Family, node_label: str 
     for c, copy in enumerate(family.copies):
         if len(copy) != len(family.copies[0]):
             raise FoldingError(f"copy {c} has {len(copy)} nodes, copy 0 has {len(family.copies[0])}")
-    _check(g.index_of([n for copy in family.copies for n in copy]).reshape(len(family.copies), -1), g)
+    check_copies(g.index_of([n for copy in family.copies for n in copy]).reshape(len(family.copies), -1), g)
 
 
-def _check(region: np.ndarray, g: _Indexed) -> None:
+def check_copies(region: np.ndarray, g: IndexedGraph) -> None:
     """`check_family` on a (copies x positions) array of node indices, vectorized."""
     k, size = region.shape
     if not size:
@@ -342,7 +342,7 @@ class _Growth:
     then its predecessors, in arc order) with a key per entry (edge label, neighbour label
     and colour, numbered densely), and the nodes claimed so far."""
 
-    g: _Indexed
+    g: IndexedGraph
     start: np.ndarray  # node -> first entry (n + 1)
     middle: np.ndarray  # node -> first predecessor entry
     node: np.ndarray  # entry -> neighbour
@@ -358,7 +358,7 @@ class _Growth:
         return 2 * n * n * max(self.num_keys, 1) < 2**62
 
     @staticmethod
-    def of(g: _Indexed, color: np.ndarray) -> _Growth:
+    def of(g: IndexedGraph, color: np.ndarray) -> _Growth:
         n, m = g.num_nodes, g.src.size
         tail = np.concatenate([g.src, g.dst])
         order = np.argsort(tail, kind="stable")
@@ -628,7 +628,7 @@ def find_repeated_subgraphs(
             if k * size <= best_cover:
                 continue  # may still fold in a later round
             try:
-                _check(region, g)
+                check_copies(region, g)
             except FoldingError:
                 rejected[classes[i]] = True
                 continue

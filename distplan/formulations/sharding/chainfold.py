@@ -62,7 +62,7 @@ from typing import Any
 
 import numpy as np
 
-from distplan.formulations.folding import FoldingError, FoldMap, _check, _Indexed, first_appearance_ids
+from distplan.formulations.folding import FoldingError, FoldMap, IndexedGraph, check_copies, first_appearance_ids
 from distplan.formulations.sharding.costgraph import CostTables, Skeleton, _sequence_ids
 
 #: default cap on the number of boundary states of a chain (joint strategies of its out positions)
@@ -393,7 +393,7 @@ def consecutive_blocks(sk: Skeleton, min_copies: int = 2) -> FoldMap | None:
     covered, p, start = best
     region = start + np.arange(covered, dtype=np.int64).reshape(covered // p, p)
     try:
-        _check(region, _Indexed(None, sk.node_label_id, u, v, sk.edge_label_id))
+        check_copies(region, IndexedGraph(None, sk.node_label_id, u, v, sk.edge_label_id))
     except FoldingError:
         return None
     stats = {"nodes": n, "folded_nodes": n - (region.size - p), "families": [{"copies": region.shape[0], "nodes_per_copy": p}], "found_by": "consecutive blocks"}
