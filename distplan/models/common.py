@@ -221,6 +221,11 @@ MIN_RATE = 1.0
 MAX_RATE = 1e18
 
 
+def long_integer_text(value: int) -> str:
+    """How an integer too long to print is named in messages ("an integer of 401 digits")."""
+    return f"an integer of {int(abs(value).bit_length() * math.log10(2)) + 1} digits"
+
+
 def number(
     value: Any, path: str, *, positive: bool = False, nonneg: bool = True, integer: bool = False, at_least: float = -math.inf, at_most: float = math.inf, unit: str = ""
 ) -> float:
@@ -232,8 +237,7 @@ def number(
     try:
         v = float(value)
     except OverflowError:  # an integer beyond the float range (JSON allows 10**400)
-        digits = int(value.bit_length() * math.log10(2)) + 1
-        raise InputError(path, f"an integer of {digits} digits is too large (beyond 1.8e308)", "give a finite value in range") from None
+        raise InputError(path, f"{long_integer_text(value)} is too large (beyond 1.8e308)", "give a finite value in range") from None
     if math.isnan(v) or math.isinf(v):
         raise InputError(path, f"{value!r} is not a finite number", "give a finite value")
     if positive and v <= 0:

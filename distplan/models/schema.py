@@ -19,6 +19,7 @@ from typing import Any
 
 from distplan.errors import InputError
 from distplan.kinds import KINDS
+from distplan.models.common import long_integer_text
 
 _TYPES: dict[str, Any] = {
     "object": dict,
@@ -76,8 +77,8 @@ def _number_errors(value: float, schema: dict[str, Any], where: str) -> list[str
     if "exclusiveMinimum" in schema and value <= schema["exclusiveMinimum"]:
         errs.append(f"{where}: {value} must be greater than {schema['exclusiveMinimum']}")
     if "maximum" in schema and value > schema["maximum"]:
-        if isinstance(value, int) and len(str(abs(value))) > 20:  # JSON allows 10**400: name it, do not print it
-            errs.append(f"{where}: an integer of {len(str(abs(value)))} digits is too large (above the maximum {schema['maximum']})")
+        if isinstance(value, int) and abs(value) > 10**20:  # JSON allows 10**400: name it, do not print it
+            errs.append(f"{where}: {long_integer_text(value)} is too large (above the maximum {schema['maximum']})")
         else:
             errs.append(f"{where}: {value} is above the maximum {schema['maximum']}")
     return errs
