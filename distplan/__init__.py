@@ -13,10 +13,10 @@ import time as _time
 #: limit from here, so importing and reading the instance are inside the limit too
 LOADED_AT = _time.perf_counter()
 
+import distplan.formulations as formulations  # noqa: E402  (the package is callable: formulations(kind))
 from distplan.api import Result, solve  # noqa: E402
 from distplan.emit import emit  # noqa: E402
 from distplan.errors import DistplanError, InfeasibleError, InputError, NoSolutionError, PlanCheckError  # noqa: E402
-from distplan.formulations.registry import formulations  # noqa: E402
 from distplan.instances import bundled, load_instance  # noqa: E402
 from distplan.solvers.base import all_backends as backends  # noqa: E402
 
