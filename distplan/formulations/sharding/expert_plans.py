@@ -22,14 +22,12 @@ import math
 from typing import Any
 
 from distplan.errors import InfeasibleError, InputError
-from distplan.models.sharding import GB, TIGHTEST_POINT, ShardingInstance, ShardingPlan, evaluate, missing_text
+from distplan.models.sharding import GB, TIGHTEST_POINT, ShardingInstance, ShardingPlan, bytes_over, evaluate, missing_text
 from distplan.models.sharding_costs import (
     CostContext,
     OpSemantics,
     Strategy,
     follow_strategy,
-    op_cost,
-    parse_strategy,
     strategy_name,
     strategy_problem,
     tensor_spec,
@@ -49,13 +47,13 @@ def _valid(sem: OpSemantics, strategy: list[str | None], ctx: CostContext, drop_
 
 
 def check_fits(inst: ShardingInstance, plan: ShardingPlan, name: str) -> None:
-    """`InfeasibleError` naming the bytes per device a plan misses of the memory budget
-    (memory summed over the ops as the evaluator sums it)."""
-    ctx = inst.cost_context
-    ndim = len(inst.mesh.shape)
-    memory = sum(op_cost(inst.semantics(k), parse_strategy(plan.strategies[op.name], ndim), ctx).memory for k, op in enumerate(inst.ops))
+    """`InfeasibleError` naming the bytes per device a plan misses of the memory budget,
+    when the evaluator rejects it for memory (its sum and its tolerance: `evaluate`,
+    `bytes_over`). Other faults are left to the evaluator's check of the run's plan."""
+    details = evaluate(inst, plan).details
+    memory = details.get("memory_bytes")
     budget = inst.memory_budget
-    if memory > budget:
+    if memory is not None and bytes_over(memory, budget):
         raise InfeasibleError(
             f"{inst.name}: the {name} plan needs {memory / GB:.3f} GB on every device at {TIGHTEST_POINT}; "
             f"the budget is {budget / GB:.3f} GB ({missing_text(memory - budget)} missing)",
