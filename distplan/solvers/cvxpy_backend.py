@@ -194,6 +194,9 @@ def _raw_status(raw: Any) -> str:
     for attr in ("status", "message"):
         if hasattr(raw, attr):
             return str(getattr(raw, attr))
+    info = getattr(raw, "info", None)  # OSQP's result keeps its status in ``info``
+    if info is not None and hasattr(info, "status"):
+        return str(info.status)
     return ""
 
 
@@ -248,6 +251,13 @@ _CLARABEL_STATUS: dict[str, Termination] = {
     "MaxTime": Termination.TIME_LIMIT,
     "MaxIterations": Termination.ITERATION_LIMIT,
 }
+#: OSQP's limit statuses (its result's ``info.status``; osqp 1.1.3), which cvxpy folds into
+#: ``user_limit``: stopping at its ``max_iter`` (200000 here) is no time limit
+_OSQP_STATUS: dict[str, Termination] = {
+    "maximum iterations reached": Termination.ITERATION_LIMIT,
+    "run time limit reached": Termination.TIME_LIMIT,
+    "interrupted": Termination.INTERRUPTED,
+}
 
 
 def _refine(spec: SolverSpec, raw: Any) -> Termination | None:
@@ -272,6 +282,8 @@ def _refine(spec: SolverSpec, raw: Any) -> Termination | None:
             return None
         if spec.name == "CLARABEL":
             return _CLARABEL_STATUS.get(str(raw.status))
+        if spec.name == "OSQP":
+            return _OSQP_STATUS.get(str(raw.info.status))
     except (AttributeError, KeyError, TypeError, ValueError):
         return None
     return None

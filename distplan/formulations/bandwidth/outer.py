@@ -9,7 +9,9 @@ bound has moved by more than the tolerance in `STALL_ROUNDS` rounds while the be
 allocation's safe bound (the final one, `convex.safe_outcome_bound`) is within the run's
 gap tolerance (a first-order solver such as OSQP gives no dual bound). Each LP goes
 through ``ctx.solve_model``, so HiGHS or any LP backend can solve it: this is the
-exchangeable-backend cross-check of the conic `libra_perf`.
+exchangeable-backend cross-check of the conic `libra_perf`. The run's termination says why
+the rounds stopped (`run_termination`, ``info["stopped"]``): "time_limit" only when the run's
+own limit stopped them, whatever limit of its own an LP solver hit (each LP's record says).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -35,7 +38,7 @@ from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.bandwidth_instance import BandwidthInstance
-from distplan.solvers.result import INFEASIBLE_TERMINATIONS, Termination
+from distplan.solvers.result import INFEASIBLE_TERMINATIONS, LIMIT_TERMINATIONS, SolverResult, Termination
 
 
 def add_cuts(model: Model, s_cols: np.ndarray, b_cols: np.ndarray, dims: np.ndarray, at: np.ndarray, name: str) -> None:
@@ -99,6 +102,34 @@ TANGENT_LP = ModelSpec("libra_perf_lp", prepare_tangent, (bandwidth_block, rows_
 STALL_ROUNDS = 10
 
 
+class Stop(StrEnum):
+    """Why the rounds of `run_libra_perf_lp` stopped (``info["stopped"]``)."""
+
+    CLOSED = "closed"  # its own test: the gap closed, a certified stall, or no cut left to add
+    ROUNDS = "max_rounds"  # the ``max_rounds`` parameter
+    DEADLINE = "time_limit"  # the run's time limit
+    NUMERICAL = "numerical"  # a relaxation called infeasible after feasible rounds
+    FAILED = "failed"  # an LP returned no point (the first one, or a later one for another reason)
+
+
+def run_termination(stop: Stop, last: SolverResult) -> Termination:
+    """The run's termination: why the rounds stopped, not why the last LP did.
+
+    ``time_limit`` only when the run's own limit stopped them. An LP that ended at a limit
+    of the solver's own (OSQP's ``max_iter``: its point is still used, and the rounds ended
+    by their own test) leaves the run "finished", with that LP's record saying which limit;
+    otherwise the run ends as its last LP did, which ``distplan verify`` checks against the
+    record. Whether the plan is optimal is the status's to say, from the safe bound.
+    """
+    if stop is Stop.DEADLINE:
+        return Termination.TIME_LIMIT
+    if stop is Stop.NUMERICAL:
+        return Termination.NUMERICAL
+    if stop is Stop.CLOSED and last.termination in LIMIT_TERMINATIONS:
+        return Termination.FINISHED
+    return last.termination
+
+
 def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     """Minimum training time by tangent-cut LPs; lower bound from the LP, upper from the allocation.
 
@@ -123,7 +154,7 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     lower, upper = -math.inf, math.inf
     best: np.ndarray | None = None
     first = None  # the first LP's record when it had no solution
-    ended = Termination.UNKNOWN
+    stop = Stop.ROUNDS
     rounds = 0
     stalled = False
     lowest_cut = dict.fromkeys((int(d) for d in used), 2.0**-3)
@@ -135,12 +166,16 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
         if not result.has_solution:
             if rounds == 1:
                 first = result
+                stop = Stop.FAILED
             elif result.termination in INFEASIBLE_TERMINATIONS:
                 # a relaxation proved infeasible after feasible rounds: the solver's
                 # tolerances at work (cuts of 2^-30 and 2^30), no proof; keep the best so far
-                ended = Termination.NUMERICAL
+                stop = Stop.NUMERICAL
+            elif result.termination is Termination.TIME_LIMIT and ctx.remaining_time() == 0.0:
+                stop = Stop.DEADLINE  # cut off (or not started) at the run's limit
+            else:
+                stop = Stop.FAILED
             break
-        ended = result.termination
         values = result.values_by_block
         xv = np.asarray(values["bandwidth"], dtype=float)
         if result.termination is Termination.OPTIMAL and result.bound is not None:
@@ -150,6 +185,7 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
         if C + comm < upper:
             upper, best = C + comm, Bv
         if upper < math.inf and (upper - lower) <= tol * upper:
+            stop = Stop.CLOSED
             break
         if lower > progress[1] + tol * upper or upper < progress[2] - tol * upper:
             progress = (rounds, lower, upper)
@@ -163,10 +199,15 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
             safe, _ = safe_time_bound(prog, best, None)
             if math.isfinite(safe) and upper - safe <= gap_tolerance * upper:
                 stalled = True
+                stop = Stop.CLOSED
                 break
             progress = (rounds, lower, upper)
+        if not used.size:
+            stop = Stop.CLOSED  # nothing to cut: the LP is the program
+            break
         remaining = ctx.remaining_time()
-        if not used.size or (remaining is not None and remaining <= 0):
+        if remaining is not None and remaining <= 0:
+            stop = Stop.DEADLINE
             break
         sv = np.asarray(values["inv_bandwidth"], dtype=float)
         at: list[float] = []
@@ -181,11 +222,13 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
                 at.append(xd)
                 cut_dims.append(int(d))
         if not cut_dims:
+            stop = Stop.CLOSED  # no tangent is violated beyond the tolerance
             break
         add_cuts(model, s_cols, x_cols, np.asarray(cut_dims), np.asarray(at), f"cuts-{rounds}")
     info: dict[str, Any] = {
         "rounds": rounds,
         "stalled": stalled,
+        "stopped": stop.value,
         "cuts": int(sum(b.stop - b.start for n, b in model.con_blocks.items() if n.startswith("cuts-"))),
         # the LP relaxation's bound holds within the LP solver's tolerances: information
         "lp_lower_bound_seconds": lower,
@@ -205,5 +248,5 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
         claimed_objective=claimed,
         proven_optimal=bool(info["relative_gap"] <= tol),
         info=info,
-        termination=ended if first is None else last.termination,
+        termination=run_termination(stop, last),
     )
