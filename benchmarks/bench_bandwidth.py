@@ -2,6 +2,7 @@
 
     python benchmarks/bench_bandwidth.py [--repeat 5] [--quick]
     python benchmarks/bench_bandwidth.py fast [--repeat 20] [--quick]
+    python benchmarks/bench_bandwidth.py baselines [--backend cvxpy-SCS ...] [--quick]
 
 ``fast`` (issue 20): the formulation time of ``libra_perf`` and ``libra_perf_per_cost`` per
 call, with the conic programs handed to Clarabel directly (``convex.DIRECT``, the default) and
@@ -10,7 +11,15 @@ fresh process (a child that imports distplan, then times its first solve), the m
 call, build (structure + values) and solver time summed over the run's solver calls, the
 ratio cvxpy / direct, and the largest relative difference of the optima of the two paths.
 
-Otherwise three tables:
+``baselines``: ``libra_perf_per_cost`` against the baselines on its own objective, time x
+cost (s x USD) as the independent evaluator (`distplan.models.bandwidth_eval`) computes it for
+each plan, on every bundled LIBRA case and every installed convex backend (or those named):
+the ratio baseline / libra_perf_per_cost for ``equal_bw``, ``proportional_to_traffic`` and the
+time-optimal ``libra_perf`` plan, which of its candidates the formulation returned, and the
+gap to its safe bound; a ratio below 1 (a baseline beats it) is marked LOSES and the exit
+status is 1. tests/test_bandwidth_per_cost_baselines.py checks a few of the cases.
+
+Otherwise four tables:
 
 1. speed of ``libra_perf`` (end to end through ``distplan.solve``): the first solve of a
    case in this process ("cold": cvxpy compiles the parametrized program for that shape)
@@ -22,7 +31,9 @@ Otherwise three tables:
 2. ``libra_perf_per_cost``: cold and warm wall time and the number of convex solves;
 3. quality: speedup of libra_perf over equal_bw (same constraints, hence the same total
    bandwidth), perf-per-cost gains, libra_perf vs libra_perf_lp agreement and the gaps to
-   their safe (exact-arithmetic) bounds.
+   their safe (exact-arithmetic) bounds;
+4. ``libra_perf_per_cost`` against the baselines on time x cost (the ``baselines`` table, on
+   the default backend).
 
 Times are wall-clock seconds on this machine, shown in ms; the machine may be shared, so
 medians of repeats are the figures to compare.
@@ -44,8 +55,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from distplan.api import solve  # noqa: E402
 from distplan.instances import bundled, load_instance  # noqa: E402
-from distplan.models.bandwidth_eval import collective_traffic  # noqa: E402
+from distplan.models.bandwidth_eval import collective_traffic, evaluate  # noqa: E402
 from distplan.models.bandwidth_instance import BandwidthInstance  # noqa: E402
+from distplan.models.bandwidth_plan import BandwidthPlan  # noqa: E402
 
 
 def naive_cvxpy_seconds(inst: BandwidthInstance) -> tuple[float, float]:
@@ -156,6 +168,51 @@ def bench_fast(names: list[str], repeat: int) -> None:
               f"median warm {statistics.median(warms) * 1e3:.2f} ms, max optimum difference {max(sames):.1e}")
 
 
+#: the plans libra_perf_per_cost is compared with on time x cost
+PER_COST_BASELINES = ("equal_bw", "proportional_to_traffic", "libra_perf")
+
+
+def time_x_cost(inst: BandwidthInstance, plan: BandwidthPlan) -> float:
+    """Time x cost (s x USD) of ``plan``'s bandwidths, by the evaluator (whatever objective
+    the plan was chosen for)."""
+    check = evaluate(inst, BandwidthPlan(bandwidth=dict(plan.bandwidth), objective="time_x_cost"))
+    assert check.feasible, check.violations
+    return check.objective
+
+
+def per_cost_vs_baselines(names: list[str], backends: list[str | None]) -> int:
+    """The ``baselines`` table (module docstring); returns how many (case, backend, baseline)
+    a baseline beats libra_perf_per_cost on."""
+    from distplan.solvers.base import get_backend
+
+    print("== libra_perf_per_cost vs baselines on time x cost (evaluator): ratio = baseline / libra_perf_per_cost ==")
+    head = (f"{'case':<28} {'backend':<15} {'PxC s*USD':>12} " + " ".join(f"{b[:12]:>14}" for b in PER_COST_BASELINES)
+            + f" {'safe gap':>9} {'ms':>8}  plan_from")
+    print(head)
+    print("-" * len(head))
+    losses = 0
+    worst = np.inf
+    for backend in backends:
+        if backend is not None and not get_backend(backend).available():
+            print(f"{backend}: not installed here, skipped")
+            continue
+        for name in names:
+            inst = load_instance(name)
+            assert isinstance(inst, BandwidthInstance)
+            t0 = time.perf_counter()
+            res = solve(inst, "libra_perf_per_cost", backend)
+            wall = time.perf_counter() - t0
+            ours = time_x_cost(inst, res.plan)
+            ratios = [time_x_cost(inst, solve(inst, b).plan) / ours for b in PER_COST_BASELINES]
+            worst = min(worst, *ratios)
+            marks = ["LOSES" if r < 1 else "" for r in ratios]
+            losses += sum(1 for m in marks if m)
+            cells = " ".join(f"{r:14.10f}" if not m else f"{r:9.6f} {m}" for r, m in zip(ratios, marks, strict=True))
+            print(f"{name:<28} {res.backend:<15} {ours:12.6g} {cells} {res.gap or 0.0:9.2e} {ms(wall)}  {res.info.get('plan_from')}")
+    print(f"least ratio {worst:.12f}; {losses} case(s) where a baseline beats libra_perf_per_cost")
+    return losses
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "fast":
@@ -167,6 +224,17 @@ def main(argv: list[str] | None = None) -> int:
         warnings.simplefilter("ignore")
         bench_fast(cases[:3] if fargs.quick else cases, fargs.repeat)
         return 0
+    if argv and argv[0] == "baselines":
+        bp = argparse.ArgumentParser(description="libra_perf_per_cost against the baselines on time x cost")
+        bp.add_argument("--backend", action="append", help="a convex backend (repeatable); default: every installed one")
+        bp.add_argument("--quick", action="store_true", help="3 cases only")
+        bargs = bp.parse_args(argv[1:])
+        from distplan.solvers.base import all_backends
+
+        cases = sorted(n for n, e in bundled().items() if e["kind"] == "bandwidth")
+        chosen: list[str | None] = list(bargs.backend or [b.name for b in all_backends() if b.capabilities.convex and b.available()])
+        warnings.simplefilter("ignore")
+        return 1 if per_cost_vs_baselines(cases[:3] if bargs.quick else cases, chosen) else 0
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="3 cases only")
@@ -242,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{p.info.get('relative_gap', float('nan')):9.2e}")
     print("\nPxC gain = (time x cost of equal_bw) / (optimal time x cost); vs perf = same for the libra_perf allocation;")
     print("LIBRA PPC = optimal time_ns * cost_usd / 1e10 (the reference's PerfPerCostOpt objective).")
-    return 0
+    print()
+    return 1 if per_cost_vs_baselines(names, [None]) else 0
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ programs go to Clarabel directly in standard form (`conic`), not through cvxpy.
 Every plan of ``libra_perf`` and ``libra_perf_lp`` goes through the evaluator before it is
 returned (`finish`): a solver's point the evaluator rejects is repaired (scaled onto the rows
 it exceeds, or moved toward a baseline), and the better of it and the baselines' plans is
-returned (``info["plan_from"]``), so an exact formulation never loses to a baseline. A used
+returned (``info["plan_from"]``), so an exact formulation never loses to a baseline;
+``libra_perf_per_cost`` likewise returns the baselines' plan when the evaluator finds its time
+x cost lower than the search's (a conic solver's point at the optimum, to its tolerance). A used
 dimension that a row holds at 0 (``d0 <= 0``) is infeasible by signs alone, on every backend
 (`diagnose.starved`).
 """
