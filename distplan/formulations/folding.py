@@ -108,7 +108,8 @@ class FoldMap:
     @cached_property
     def family_index(self) -> np.ndarray:
         """Node index -> its family (-1 when not folded)."""
-        fam = np.full(len(self.nodes), -1, dtype=np.int64)
+        fam = np.empty(len(self.nodes), dtype=np.int64)
+        fam.fill(-1)
         for f, region in enumerate(self.regions):
             fam[region] = f
         return fam
@@ -116,7 +117,8 @@ class FoldMap:
     @cached_property
     def copy_index(self) -> np.ndarray:
         """Node index -> its copy within its family (-1 when not folded)."""
-        copy = np.full(len(self.nodes), -1, dtype=np.int64)
+        copy = np.empty(len(self.nodes), dtype=np.int64)
+        copy.fill(-1)
         for region in self.regions:
             copy[region] = np.arange(region.shape[0])[:, None]
         return copy
@@ -190,12 +192,25 @@ def first_appearance_ids(keys: np.ndarray) -> np.ndarray:
 
 def first_appearance(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Dense ids of equal keys, numbered in order of first appearance, and the index of
-    each id's first key (one np.unique)."""
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    by_first = np.argsort(first, kind="stable")
+    each id's first key (what ``np.unique`` with ``return_index`` and ``return_inverse``
+    gives, renumbered; one stable sort, without np.unique's wrapping, which costs more than
+    the sort on the small arrays of a skeleton). Keys are integers (labels, codes): values
+    that are not equal to themselves (NaN) would each be their own key."""
+    keys = np.asarray(keys).reshape(-1)
+    if not keys.size:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = keys.argsort(kind="stable")
+    ordered = keys[order]
+    starts = np.empty(keys.size, dtype=bool)
+    starts[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+    first = order[starts]  # the first index of every key (the sort is stable), in key order
+    by_first = first.argsort()
     rank = np.empty(first.size, dtype=np.int64)
     rank[by_first] = np.arange(first.size)
-    return rank[inverse.reshape(-1)], first[by_first]
+    ids = np.empty(keys.size, dtype=np.int64)
+    ids[order] = rank[starts.cumsum() - 1]
+    return ids, first[by_first]
 
 
 def _label_ids(labels: Sequence[Hashable] | np.ndarray) -> np.ndarray:
@@ -310,26 +325,29 @@ def check_copies(region: np.ndarray, g: IndexedGraph) -> None:
     if not size:
         return
     cells = np.arange(region.size)
-    place = np.full(g.num_nodes, -1, dtype=np.int64)
-    place[region.ravel()] = cells
-    if (place[region.ravel()] != cells).any():
+    flat = region.ravel()
+    place = np.empty(g.num_nodes, dtype=np.int64)
+    place.fill(-1)
+    place[flat] = cells
+    if (place[flat] != cells).any():
         _, first = np.unique(region, return_index=True)
         repeated = np.ones(region.size, dtype=bool)
         repeated[first] = False
         raise FoldingError(f"copy {int(np.flatnonzero(repeated)[0]) // size} overlaps another copy")
     bad_label = (g.label[region] != g.label[region[0]]).any(axis=1)
-    copy_of = np.where(place >= 0, place // size, -1)
+    copy_of = place // size  # (-1 outside the copies, as -1 // size is -1)
     position = place % size
     tail_copy = copy_of[g.src]
-    inner = np.flatnonzero((tail_copy >= 0) & (tail_copy == copy_of[g.dst]))
+    inner = ((tail_copy >= 0) & (tail_copy == copy_of[g.dst])).nonzero()[0]
     copy = tail_copy[inner]
-    code = (position[g.src[inner]] * size + position[g.dst[inner]]) * (int(g.edge_label.max(initial=0)) + 1) + g.edge_label[inner]
+    span = size * size * (int(g.edge_label.max(initial=0)) + 1)
+    code = (position[g.src[inner]] * size + position[g.dst[inner]]) * (span // (size * size)) + g.edge_label[inner]
     count = np.bincount(copy, minlength=k)
     bad_edges = count != count[0]
-    if not bad_edges.any():
-        codes = code[np.lexsort((code, copy))].reshape(k, int(count[0]))
+    if not bad_edges.any():  # every copy's codes, sorted: row c is copy c's
+        codes = np.sort(copy * span + code).reshape(k, int(count[0])) % span
         bad_edges = (codes != codes[0]).any(axis=1)
-    bad = np.flatnonzero(bad_label | bad_edges)
+    bad = (bad_label | bad_edges).nonzero()[0]
     if bad.size:
         c = int(bad[0])
         what = "has node labels that differ from copy 0" if bad_label[c] else "is not isomorphic to copy 0 under the position map"

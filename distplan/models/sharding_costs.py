@@ -352,6 +352,57 @@ def reshard_seconds(tensor: TensorSem, src: Spec, dst: Spec, ctx: CostContext) -
 
 # -- op costs ----------------------------------------------------------------------------
 
+def _op_cost_one_axis(sem: OpSemantics, axis: int, label: str, ctx: CostContext) -> OpCost:
+    """`op_cost` of a strategy that splits one mesh axis (every split of a 1-D mesh): a
+    tensor has 1 or p shards. The same terms summed in the same order as the general path
+    (traffic: inputs, parameters, output; collectives: output, inputs, parameters), each
+    tensor visited once."""
+    p = ctx.axis_sizes[axis]
+    out = sem.output
+    comm = 0.0
+    if label in out.labels:
+        out_part = out.nbytes / p
+    else:  # contracting split: partial output
+        out_part = out.nbytes / 1
+        comm += all_reduce_seconds(out_part, axis, ctx)
+    traffic_parts: list[float] = []  # inputs, then parameters, then the output
+    for t in sem.inputs:
+        if label in t.labels:
+            traffic_parts.append(t.nbytes / p)
+        else:
+            part = t.nbytes / 1
+            traffic_parts.append(part)
+            if t.grad:  # input gradient partial
+                comm += all_reduce_seconds(part, axis, ctx)
+    param_elems: list[float] = []
+    for t in sem.params:
+        if label in t.labels:
+            traffic_parts.append(t.nbytes / p)
+            param_elems.append(t.numel / p)
+        else:  # gradient synchronization of a weight replicated over the axis
+            part = t.nbytes / 1
+            traffic_parts.append(part)
+            param_elems.append(t.numel / 1)
+            comm += all_reduce_seconds(part, axis, ctx)
+    traffic_parts.append(out_part)
+    saved = sem.saved
+    saved_n = [p if label in t.labels else 1 for t in saved] if saved else []
+    saved_part = [t.nbytes / n for t, n in zip(saved, saved_n)] if saved else []
+    if sem.zero_cost:
+        compute = 0.0
+    else:
+        traffic = sum(traffic_parts)
+        if saved:  # (adding the empty sum, 0, changes no positive float)
+            traffic += sum([2 * t.nbytes / n for t, n in zip(saved, saved_n)])
+        fwd = ctx.device.roofline_seconds(sem.flops / p, traffic, out.dtype)
+        compute = (1.0 + ctx.backward_factor) * fwd
+    param_bytes = sum(param_elems) * ctx.optimizer_bytes_per_param
+    act = sum(saved_part)
+    if sem.saves_output:
+        act += out_part
+    return OpCost(compute, comm, param_bytes, act)
+
+
 def op_cost(sem: OpSemantics, strategy: Strategy, ctx: CostContext) -> OpCost:
     """Time (compute + collectives of forward and backward) and per-device memory of an op.
 
@@ -363,34 +414,43 @@ def op_cost(sem: OpSemantics, strategy: Strategy, ctx: CostContext) -> OpCost:
     sizes = ctx.axis_sizes
     out = sem.output
     inputs, params, saved = sem.inputs, sem.params, sem.saved
-    split = [(axis, label) for axis, label in enumerate(strategy) if label is not None]
+    # (explicit loops, not comprehensions: an op has a few tensors, and a comprehension's
+    # call costs more than its loop here; the lists and sums are the same)
+    split: list[tuple[int, str]] = []
+    split_all = 1
+    for axis, label in enumerate(strategy):
+        if label is not None:
+            split.append((axis, label))
+            split_all *= sizes[axis]
+    if len(split) == 1:
+        return _op_cost_one_axis(sem, *split[0], ctx)
+    in_part: list[float] = []
+    param_part: list[float] = []
+    param_elems: list[float] = []
+    saved_n: list[int] = []
+    saved_part: list[float] = []
     if not split:  # every shard count is 1 and there is no collective
         out_part = out.nbytes  # (x / 1 is x exactly)
-        in_part = [t.nbytes for t in inputs]
-        param_part = [t.nbytes for t in params]
-        param_elems = [t.numel / 1 for t in params]
-        saved_n = [1] * len(saved)
-        saved_part = [t.nbytes for t in saved]
-        split_all = 1
+        for t in inputs:
+            in_part.append(t.nbytes)
+        for t in params:
+            param_part.append(t.nbytes)
+            param_elems.append(t.numel / 1)
+        for t in saved:
+            saved_n.append(1)
+            saved_part.append(t.nbytes)
     else:
-        split_all = 1
-        for axis, _ in split:
-            split_all *= sizes[axis]
-        if len(split) == 1:  # one split axis (every 1-D mesh): a tensor has 1 or p shards
-            (axis, label), = split
-            p = sizes[axis]
-            out_part = out.nbytes / (p if label in out.labels else 1)
-            in_part = [t.nbytes / (p if label in t.labels else 1) for t in inputs]
-            param_n = [p if label in t.labels else 1 for t in params]
-            saved_n = [p if label in t.labels else 1 for t in saved]
-        else:
-            out_part = out.nbytes / _shards(out.labels, strategy, sizes)
-            in_part = [t.nbytes / _shards(t.labels, strategy, sizes) for t in inputs]
-            param_n = [_shards(t.labels, strategy, sizes) for t in params]
-            saved_n = [_shards(t.labels, strategy, sizes) for t in saved]
-        param_part = [t.nbytes / n for t, n in zip(params, param_n)]
-        param_elems = [t.numel / n for t, n in zip(params, param_n)]
-        saved_part = [t.nbytes / n for t, n in zip(saved, saved_n)]
+        out_part = out.nbytes / _shards(out.labels, strategy, sizes)
+        for t in inputs:
+            in_part.append(t.nbytes / _shards(t.labels, strategy, sizes))
+        for t in params:
+            n = _shards(t.labels, strategy, sizes)
+            param_part.append(t.nbytes / n)
+            param_elems.append(t.numel / n)
+        for t in saved:
+            n = _shards(t.labels, strategy, sizes)
+            saved_n.append(n)
+            saved_part.append(t.nbytes / n)
     if sem.zero_cost:
         compute = 0.0
     else:

@@ -62,8 +62,8 @@ from typing import Any
 
 import numpy as np
 
-from distplan.formulations.folding import FoldingError, FoldMap, IndexedGraph, check_copies, first_appearance_ids
-from distplan.formulations.sharding.costgraph import CostTables, Skeleton, _sequence_ids
+from distplan.formulations.folding import FoldingError, FoldMap, IndexedGraph, check_copies
+from distplan.formulations.sharding.costgraph import CostTables, Skeleton, _sequence_keys
 
 #: default cap on the number of boundary states of a chain (joint strategies of its out positions)
 MAX_STATES = 4096
@@ -101,6 +101,8 @@ def alignments(nodes: np.ndarray, iu: np.ndarray, iv: np.ndarray, lu: np.ndarray
     strategy counts) wins over the chain as it is only when strictly fewer. Returns the
     winner first, then every other alignment of as few states (the caller may prefer the
     one that `grown_copies` grows most)."""
+    if nodes.shape[0] < 3:
+        return [nodes]
     n = nodes.shape[1]
     internal = list(zip(iu.tolist(), iv.tolist()))
     links = list(zip(lu.tolist(), lv.tolist()))
@@ -120,22 +122,23 @@ def alignments(nodes: np.ndarray, iu: np.ndarray, iv: np.ndarray, lu: np.ndarray
         out |= {p for p in tails if p in shift or not shift}
         return math.prod([float(sizes[j]) for j in out], start=1.0)
 
-    if nodes.shape[0] < 3:
-        return [nodes]
     scored: list[tuple[float, frozenset[int]]] = [(states(frozenset()), frozenset())]
+    seen = {frozenset()}
     for j in range(n):
         shift = _closure(j, pulls)
-        if len(shift) < n and all(shift != s for _, s in scored):
+        if len(shift) < n and shift not in seen:
+            seen.add(shift)
             scored.append((states(shift), shift))
     least = min(s for s, _ in scored)
     if scored[0][0] > least:  # the chain as grown loses its place unless it ties
         scored.pop(0)
     out = []
+    columns = np.arange(n)[None, :]
     for got, shift in scored:
         if got == least:
             take = np.zeros(n, dtype=np.int64)
             take[sorted(shift)] = 1
-            out.append(nodes[np.arange(nodes.shape[0] - int(bool(shift)))[:, None] + take[None, :], np.arange(n)[None, :]])
+            out.append(nodes[np.arange(nodes.shape[0] - int(bool(shift)))[:, None] + take[None, :], columns])
     return out
 
 
@@ -145,19 +148,23 @@ def _chain_of(f: int, nodes: np.ndarray, sk: Skeleton, dom: np.ndarray) -> Chain
     the first copy, or leaves the first or the last."""
     u, v = sk.edge_u, sk.edge_v
     K, n = nodes.shape
-    copy_of = np.full(sk.num_nodes, -1, dtype=np.int64)
+    copy_of = np.empty(sk.num_nodes, dtype=np.int64)
+    copy_of.fill(-1)
     copy_of[nodes] = np.arange(K)[:, None]
-    position = np.full(sk.num_nodes, -1, dtype=np.int64)
-    position[nodes] = np.arange(n)[None, :]
     cu, cv = copy_of[u], copy_of[v]
-    touch = (cu >= 0) | (cv >= 0)
-    ok = (cu == cv) | ((cu >= 0) & (cv == cu + 1)) | ((cu < 0) & (cv == 0)) | ((cv < 0) & ((cu == 0) | (cu == K - 1)))
-    if not np.all(ok[touch]):
+    inside, outside = cu >= 0, cv < 0
+    following = inside & (cv == cu + 1)
+    ok = (cu == cv) | following | (~inside & (cv == 0)) | (outside & ((cu == 0) | (cu == K - 1))) | (~inside & outside)
+    if not ok.all():  # (the last term: an edge touching no copy)
         return "copies inside the chain have edges to other nodes"
-    in1 = np.flatnonzero((cu == 1) & (cv == 1))
-    link = np.flatnonzero((cu == 0) & (cv == 1))
-    tail = np.flatnonzero((cu == K - 1) & (cv < 0))
-    out_pos = np.unique(np.concatenate([position[u[(cu >= 0) & (cv == cu + 1)]], position[u[tail]]]))
+    in1 = ((cu == 1) & (cv == 1)).nonzero()[0]
+    link = ((cu == 0) & (cv == 1)).nonzero()[0]
+    tail = ((cu == K - 1) & outside).nonzero()[0]
+    # the out positions: of the sources of the edges to the next copy and of the tail edges
+    is_out = np.zeros(sk.num_nodes, dtype=bool)
+    is_out[u[following]] = True
+    is_out[u[tail]] = True
+    out_pos = is_out[nodes].any(axis=0).nonzero()[0]
     return Chain(f, nodes, out_pos, dom[out_pos], in1, link, tail)
 
 
@@ -258,8 +265,8 @@ def grown_copies(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacen
     out_adj, in_adj = adj if adj is not None else adjacency(sk)
     rows = nodes.tolist()
     pos1 = {x: j for j, x in enumerate(rows[1])}
-    internal = sorted((j, pos1[b], lab) for j, a in enumerate(rows[1]) for lab, b in out_adj[a] if b in pos1)
-    links = sorted((j, pos1[b], lab) for j, a in enumerate(rows[0]) for lab, b in out_adj[a] if b in pos1)
+    internal = sorted([(j, pos1[b], lab) for j, a in enumerate(rows[1]) for lab, b in out_adj[a] if b in pos1])
+    links = sorted([(j, pos1[b], lab) for j, a in enumerate(rows[0]) for lab, b in out_adj[a] if b in pos1])
     if not links:
         return None
     want = [node_lab[x] for x in rows[0]]
@@ -274,7 +281,7 @@ def grown_copies(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacen
 
     def edges(src: list[int], dst: list[int]) -> list[tuple[int, int, int]]:
         at = {x: j for j, x in enumerate(dst)}
-        return sorted((j, at[b], lab) for j, a in enumerate(src) for lab, b in out_adj[a] if b in at)
+        return sorted([(j, at[b], lab) for j, a in enumerate(src) for lab, b in out_adj[a] if b in at])
 
     def grow(end: list[int], inner: list[int], before: bool) -> list[int] | None:
         """The copy joining ``end`` (the first copy when ``before``, else the last), whose
@@ -319,7 +326,8 @@ def grown_copies(nodes: np.ndarray, sk: Skeleton, free: np.ndarray, adj: Adjacen
             taken.update(got)
     if not first and not last:
         return None
-    return np.array(first[::-1] + rows + last, dtype=nodes.dtype)
+    grown = [np.array(first[::-1], dtype=nodes.dtype).reshape(-1, n), nodes, np.array(last, dtype=nodes.dtype).reshape(-1, n)]
+    return np.concatenate(grown)
 
 
 def _widest_chain(f: int, options: list[tuple[np.ndarray, np.ndarray | None]], sk: Skeleton, dom: np.ndarray) -> tuple[np.ndarray, Chain | str]:
@@ -363,15 +371,19 @@ def consecutive_blocks(sk: Skeleton, min_copies: int = 2) -> FoldMap | None:
     u, v = sk.edge_u, sk.edge_v
     if n < 2 * max(min_copies, 2) or not u.size:
         return None
-    labels = int(sk.edge_label_id.max()) + 1
-    # every edge seen from both ends: (node, code of direction, edge label and offset)
-    owner = np.concatenate([u, v])
-    code = (np.concatenate([np.zeros(u.size, dtype=np.int64), np.ones(v.size, dtype=np.int64)]) * labels + np.concatenate([sk.edge_label_id, sk.edge_label_id])) * (2 * n + 1) + np.concatenate([v - u, u - v]) + n
-    order = np.lexsort((code, owner))
-    sequence = _sequence_ids(owner[order], code[order], n)
-    sig = first_appearance_ids(sk.node_label_id * (int(sequence.max()) + 1) + sequence)
+    lab = sk.edge_label_id
+    labels = int(lab.max()) + 1
+    # every node's label (a negative code, so it comes first), then its edges seen from
+    # both ends: (code of direction, edge label and offset of the other end), sorted
+    code = np.concatenate([-1 - sk.node_label_id, lab * (2 * n + 1) + (v - u + n), (labels + lab) * (2 * n + 1) + (u - v + n)])
+    # sorted by node, then code: one integer per item, (node, code - lowest code) in mixed radix
+    low = int(code[:n].min())  # (the labels' codes are the lowest)
+    span = 2 * labels * (2 * n + 1) - low
+    key = np.concatenate([np.arange(n), u, v]) * span + (code - low)
+    key.sort()
+    sig = _sequence_keys(key // span, key % span, n)  # (only equality matters below)
     # gaps between consecutive nodes of equal signature, by frequency
-    by_sig = np.lexsort((np.arange(n), sig))
+    by_sig = sig.argsort(kind="stable")
     same = sig[by_sig[1:]] == sig[by_sig[:-1]]
     gaps = (by_sig[1:] - by_sig[:-1])[same]
     if not gaps.size:
@@ -382,9 +394,11 @@ def consecutive_blocks(sk: Skeleton, min_copies: int = 2) -> FoldMap | None:
         if p < 1 or not count[p]:
             continue
         equal = sig[:-p] == sig[p:]
-        breaks = np.concatenate([[-1], np.flatnonzero(~equal), [equal.size]])
-        runs = np.diff(breaks) - 1
-        k = int(np.argmax(runs))
+        breaks = np.empty(equal.size - int(equal.sum()) + 2, dtype=np.int64)
+        breaks[0], breaks[-1] = -1, equal.size
+        breaks[1:-1] = (~equal).nonzero()[0]
+        runs = breaks[1:] - breaks[:-1] - 1
+        k = int(runs.argmax())
         copies = (int(runs[k]) + p) // p
         if copies >= min_copies and (best is None or copies * p > best[0]):
             best = (copies * p, p, int(breaks[k]) + 1)
@@ -407,24 +421,26 @@ def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int
     u, v = sk.edge_u, sk.edge_v
     family, copy = fold.family_index, fold.copy_index
     n = sk.num_nodes
-    position = np.full(n, -1, dtype=np.int64)
+    position = np.empty(n, dtype=np.int64)
+    position.fill(-1)
     for region in fold.regions:
         position[region] = np.arange(region.shape[1])[None, :]
     candidates: dict[int, Chain] = {}
     rejected: dict[int, str] = {}
     adj: Adjacency | None = None
     fu, fv, cu, cv, pu, pv = family[u], family[v], copy[u], copy[v], position[u], position[v]
+    edge_label = sk.edge_label_id
     for f, region in enumerate(fold.regions):
-        K = region.shape[0]
+        K, P = region.shape
         from_f, to_f = fu == f, fv == f
-        both = np.flatnonzero(from_f & to_f)
+        both = (from_f & to_f).nonzero()[0]
         cross = both[cu[both] != cv[both]]
         cu_x, cv_x = cu[cross], cv[cross]
         # the copies in chain order: K - 1 pairs (from, to) joined by edges, and the walk
         # along them from a copy that follows none reaches every copy once (so no copy has
         # two successors or two predecessors, and one copy follows none)
         order: list[int] = []
-        codes = np.unique(cu_x * K + cv_x).tolist()
+        codes = sorted(set((cu_x * K + cv_x).tolist()))
         if len(codes) == K - 1:
             succ = dict(divmod(c, K) for c in codes)
             follows = set(succ.values())
@@ -437,16 +453,21 @@ def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int
             continue
         rank = np.empty(K, dtype=np.int64)
         rank[order] = np.arange(K)
-        # the same links (positions, edge label) between every pair of consecutive copies
-        key = np.stack([rank[cu_x], pu[cross], pv[cross], sk.edge_label_id[cross]], axis=1)
-        key = key[np.lexsort(key.T[::-1])]
-        per = np.bincount(key[:, 0], minlength=K)
-        first = key[key[:, 0] == 0][:, 1:]
-        if not (np.all(per[: K - 1] == first.shape[0]) and np.array_equal(np.tile(first, (K - 1, 1)), key[:, 1:])):
-            rejected[f] = "consecutive copies are joined differently"
-            continue
-        out_edges = np.flatnonzero(from_f & ~to_f)
-        in_edges = np.flatnonzero(~from_f & to_f)
+        # the same links (positions, edge label) between every pair of consecutive copies:
+        # one integer per link, ordered by the rank of its source copy then as the tuples
+        # (positions, label), so the links of rank r are row r, sorted
+        if K > 1:
+            span = P * P * (int(edge_label.max(initial=0)) + 1)
+            key = np.sort(rank[cu_x] * span + (pu[cross] * P + pv[cross]) * (span // (P * P)) + edge_label[cross])
+            if key.size % (K - 1):
+                rejected[f] = "consecutive copies are joined differently"
+                continue
+            key = key.reshape(K - 1, -1)
+            if not ((key // span == np.arange(K - 1)[:, None]).all() and (key % span == key[0] % span).all()):
+                rejected[f] = "consecutive copies are joined differently"
+                continue
+        out_edges = (from_f & ~to_f).nonzero()[0]
+        in_edges = (~from_f & to_f).nonzero()[0]
         r_out = rank[cu[out_edges]]
         if ((r_out != 0) & (r_out != K - 1)).any() or (rank[cv[in_edges]] != 0).any():
             rejected[f] = "copies inside the chain have edges to other nodes"
@@ -456,11 +477,13 @@ def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int
         dom = np.array([len(tables.node(sk, x).strategies) for x in nodes[0].tolist()], dtype=np.int64)
         in0 = both[(cu[both] == order[0]) & (cv[both] == order[0])]
         link = cross[(cu_x == order[0]) & (cv_x == order[1])]
+        tail_pos = np.array(sorted(set(pu[tail].tolist())), dtype=np.int64)
         # of the alignments crossed by the fewest states, the one grown into the most copies
         options = []
         adj = adjacency(sk) if adj is None else adj
-        for cand in alignments(nodes, pu[in0], pv[in0], pu[link], pv[link], np.unique(pu[tail]), dom):
-            free = (family < 0) | (family == f)
+        explicit = (family < 0) | (family == f)
+        for cand in alignments(nodes, pu[in0], pv[in0], pu[link], pv[link], tail_pos, dom):
+            free = explicit.copy()
             free[cand.ravel()] = False
             options.append((cand, grown_copies(cand, sk, free, adj)))
         nodes, made = _widest_chain(f, options, sk, dom)
@@ -485,12 +508,12 @@ def find_chains(sk: Skeleton, fold: FoldMap, tables: CostTables, max_states: int
             in_first[ch.nodes[0]] = True
             keep = in_first[u] | in_first[v]
             keep[ch.link_edges] = False
-            e_first = np.flatnonzero(keep)
+            e_first = keep.nonzero()[0]
             other = np.where(in_first[u[e_first]], v[e_first], u[e_first])
             into_first = in_first[v[e_first]]
             bad_first = walk[other] & ~(into_first & last_out[other])
             bad_tail = walk[v[ch.tail_edges]]
-            if np.any(bad_first) or np.any(bad_tail):
+            if bad_first.any() or bad_tail.any():
                 rejected[f] = "joined to the inside of another chain"
                 del candidates[f]
                 changed = True

@@ -102,11 +102,38 @@ def _starts(owner: np.ndarray, count: int) -> np.ndarray:
 def _sequence_ids(owner: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
     """Ids of the integer sequences ``codes[owner == i]`` (``owner`` sorted, items in
     sequence order) for i < count: equal for equal sequences, numbered in order of first
-    appearance. Exact: the items are folded into one integer per sequence, position by
-    position (renumbered densely before it would overflow), with the length. When every
-    sequence is one item (an edge of one link), the ids are those of the items."""
-    if codes.size == count and np.array_equal(owner, np.arange(count)):
-        return first_appearance_ids(codes)
+    appearance (`_sequence_keys`, renumbered). When every sequence is one item (an edge of
+    one link), the ids are those of the items."""
+    if codes.size == count and (owner[1:] != owner[:-1]).all():  # (sorted, so owner is 0 .. count - 1)
+        return first_appearance(codes)[0]
+    return first_appearance(_sequence_keys(owner, codes, count))[0]
+
+
+def _sequence_keys(owner: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
+    """One integer per sequence ``codes[owner == i]`` (``owner`` sorted, items in sequence
+    order) for i < count, equal exactly for equal sequences (not numbered densely). Exact:
+    the sequences are the rows of a (count x longest) matrix of the items shifted to 1, 2,
+    ... (0 pads a shorter row, so rows of different lengths differ), each row read as one
+    integer in base ``span`` (the items renumbered densely when the integers would reach
+    2**62; `_sequence_ids_by_position` when even then)."""
+    start = _starts(owner, count)
+    longest = int((start[1:] - start[:-1]).max(initial=0))
+    low = int(codes.min(initial=0))
+    span = int(codes.max(initial=0)) - low + 2
+    if span**longest >= 2**62:
+        codes = np.unique(codes, return_inverse=True)[1].reshape(-1)
+        low, span = 0, int(codes.max(initial=0)) + 2
+        if span**longest >= 2**62:
+            return _sequence_ids_by_position(owner, codes, count)
+    rows = np.zeros(count * longest, dtype=np.int64)
+    rows[np.arange(owner.size) + (owner * longest - start[owner])] = (codes - low) + 1
+    return rows.reshape(count, longest) @ (span ** np.arange(longest - 1, -1, -1, dtype=np.int64))
+
+
+def _sequence_ids_by_position(owner: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
+    """`_sequence_ids` of long sequences: the items are folded into one integer per
+    sequence, position by position (renumbered densely before it would overflow), with
+    the length."""
     start = _starts(owner, count)
     length = np.diff(start)
     codes = codes - int(codes.min(initial=0))
@@ -132,43 +159,52 @@ def build_skeleton(inst: ShardingInstance) -> Skeleton:
     n_ops = len(producers)
     count = np.fromiter(map(len, producers), dtype=np.int64, count=n_ops)
     src = np.fromiter(chain.from_iterable(producers), dtype=np.int64, count=int(count.sum()))
-    dst = np.repeat(np.arange(n_ops), count)
-    first_input = np.cumsum(count) - count
+    ops = np.arange(n_ops)
+    dst = ops.repeat(count)
+    first_input = count.cumsum() - count
     slot = np.arange(src.size) - first_input[dst]
-    signature = np.asarray(inst.signature_ids, dtype=np.int64)
-    distinct, first_op = np.unique(signature, return_index=True)
-    follows_signature = np.zeros(int(distinct.max(initial=-1)) + 1, dtype=bool)
-    follows_signature[distinct] = [inst.semantics(k).follows for k in first_op.tolist()]
+    signature_ids = inst.signature_ids
+    signature = np.array(signature_ids, dtype=np.int64)
+    # whether each signature follows, from one op of it (ops of one signature share semantics)
+    some_op = dict(zip(signature_ids, range(n_ops)))
+    follows_signature = np.zeros(int(signature.max(initial=-1)) + 1, dtype=bool)
+    follows_signature[list(some_op)] = [inst.semantics(k).follows for k in some_op.values()]
     # an op that follows joins its first input's node: point to the root of that chain
-    head = np.arange(n_ops)
+    head = ops.copy()
     follows = follows_signature[signature] & (count > 0)
     head[follows] = src[first_input[follows]]
-    while not np.array_equal(head[head], head):
-        head = head[head]
-    node_of = (np.cumsum(head == np.arange(n_ops)) - 1)[head]
+    while True:
+        step = head[head]
+        if not (step != head).any():
+            break
+        head = step
+    node_of = ((head == ops).cumsum() - 1)[head]
     n_nodes = int(node_of.max(initial=-1)) + 1
-    member_ops = np.argsort(node_of, kind="stable")
+    member_ops = node_of.argsort(kind="stable")
     member_start = _starts(node_of, n_nodes)
     pos_of = np.empty(n_ops, dtype=np.int64)
-    pos_of[member_ops] = np.arange(n_ops) - member_start[node_of[member_ops]]
+    pos_of[member_ops] = ops - member_start[node_of[member_ops]]
     # links (source member, destination member, slot) of every input, inside nodes or on edges
     u, v = node_of[src], node_of[dst]
-    links = np.stack([pos_of[src], pos_of[dst], slot], axis=1)
-    members, slots = int(np.diff(member_start).max(initial=1)), int(slot.max(initial=0)) + 1
+    links = np.empty((src.size, 3), dtype=np.int64)
+    links[:, 0] = pos_of[src]
+    links[:, 1] = pos_of[dst]
+    links[:, 2] = slot
+    members, slots = int((member_start[1:] - member_start[:-1]).max(initial=1)), int(slot.max(initial=0)) + 1
     code = (links[:, 0] * members + links[:, 1]) * slots + links[:, 2]  # orders links like tuples
-    inner = np.flatnonzero(u == v)
+    inner = (u == v).nonzero()[0]
     inner = inner[np.lexsort((code[inner], v[inner]))]
-    cross = np.flatnonzero(u != v)
+    cross = (u != v).nonzero()[0]
     # edges numbered in order of first appearance of their (u, v) among the inputs
     edge_of, first_input = first_appearance(u[cross] * max(n_nodes, 1) + v[cross])
     n_edges = first_input.size
     first = cross[first_input]  # the input that makes each edge
-    by_edge = np.lexsort((code[cross], edge_of))
+    by_edge = (edge_of * (int(code.max(initial=0)) + 1) + code[cross]).argsort()  # (keys distinct: any sort)
     edge_items, edge_owner = cross[by_edge], edge_of[by_edge]
     # labels: the member signatures then the inner links (as negative codes); the edge links
     owner = np.concatenate([node_of[member_ops], v[inner]])
     items = np.concatenate([signature[member_ops], -1 - code[inner]])
-    order = np.argsort(owner, kind="stable")
+    order = owner.argsort(kind="stable")
     return Skeleton(
         instance=inst,
         member_ops=member_ops,
@@ -230,9 +266,12 @@ class CostTables:
             self._skeleton = sk
             self._labels = sk.node_label_id.tolist()
             self._edge_labels: list[int] = sk.edge_label_id.tolist()
-            self._edge_ends: list[tuple[int, int]] = list(zip(sk.edge_u.tolist(), sk.edge_v.tolist()))
+            self._edge_u: list[int] = sk.edge_u.tolist()
+            self._edge_v: list[int] = sk.edge_v.tolist()
             self._member_ops: list[int] = sk.member_ops.tolist()
             self._member_start: list[int] = sk.member_start.tolist()
+            self._internal: list[list[int]] = sk.internal.tolist()
+            self._internal_start: list[int] = sk.internal_start.tolist()
         elif sk is not self._skeleton:
             raise ValueError("CostTables: label ids of a different skeleton; make new tables")
 
@@ -242,48 +281,106 @@ class CostTables:
         label = self._labels[i]
         got = self._nodes.get(label)
         if got is None:
-            got = self._nodes[label] = self._node_costs(sk.members(i), sk.node_internal(i))
+            start = self._member_start
+            inner = self._internal_start
+            got = self._nodes[label] = self._node_costs(self._member_ops[start[i] : start[i + 1]], self._internal[inner[i] : inner[i + 1]])
         return got
 
-    def _node_costs(self, ops: tuple[int, ...], internal: tuple[Link, ...]) -> NodeCosts:
+    def _node_costs(self, ops: Sequence[int], internal: Sequence[Sequence[int]]) -> NodeCosts:
+        """The numbers of a node of member ops ``ops`` (op order) and internal links."""
+        if len(ops) == 1:  # (a node of one op has no internal link)
+            return self._single_node_costs(ops[0])
+        return self._member_costs(ops, internal)
+
+    def _member_costs(self, ops: Sequence[int], internal: Sequence[Sequence[int]]) -> NodeCosts:
+        """The node's numbers: per strategy of its first member (`enumerate_strategies`),
+        every follower's strategy from its producer's output layout (`follow_strategy`),
+        the members' `op_cost` and the resharding of its internal links, summed member by
+        member then link by link as Python floats (the same floats as on arrays)."""
         inst, ctx = self.inst, self.ctx
         sems = [inst.semantics(k) for k in ops]
         all_sig = inst.signature_ids
         sig = [all_sig[k] for k in ops]
         pos = {k: j for j, k in enumerate(ops)}
         producers = inst.producers
-        producer = [pos[producers[k][0]] if j else -1 for j, k in enumerate(ops)]
+        # (follower position, its producer's position, its signature id and semantics)
+        followers = [(j, pos[producers[k][0]], sig[j], sems[j]) for j, k in enumerate(ops) if j]
+        outputs = [sem.output for sem in sems]
+        links = [(a, b, sems[b].inputs[slot]) for a, b, slot in internal]
         root = enumerate_strategies(sems[0], ctx)
         strategies: list[tuple[Strategy, ...]] = []
         cost: list[float] = []  # sums in the same order as on arrays: same floats
         memory: list[float] = []
         out_specs: list[list[Spec]] = [[] for _ in ops]
-        op_costs, follow, spec_of = self._ops, self._follow, self._spec
-        followers = range(1, len(ops))
-        members = list(zip(sig, sems, out_specs))
-        for s, st in enumerate(root):
+        op_costs, follow, specs, reshard = self._ops, self._follow, self._specs, self._reshard
+        members = list(zip(sig, sems, outputs, out_specs))
+        for st in root:
             chosen: list[Strategy] = [st]
-            for j in followers:
-                spec = spec_of(sems[producer[j]].output, chosen[producer[j]])
-                got = follow.get((sig[j], spec))
+            out_spec: list[Spec] = []  # this strategy's output layout per member
+            key = (id(outputs[0]), st)
+            spec = specs.get(key)
+            if spec is None:
+                spec = specs[key] = tensor_spec(outputs[0], st)
+            out_spec.append(spec)
+            for j, a, g, sem in followers:
+                got = follow.get((g, out_spec[a]))
                 if got is None:
-                    got = follow[(sig[j], spec)] = follow_strategy(sems[j], spec, ctx)
+                    got = follow[(g, out_spec[a])] = follow_strategy(sem, out_spec[a], ctx)
                 chosen.append(got)
+                key = (id(outputs[j]), got)
+                spec = specs.get(key)
+                if spec is None:
+                    spec = specs[key] = tensor_spec(outputs[j], got)
+                out_spec.append(spec)
             c_s = m_s = 0.0
-            for (g, sem, specs), ch in zip(members, chosen):
+            for (g, sem, _, member_specs), ch, spec in zip(members, chosen, out_spec):
                 c = op_costs.get((g, ch))
                 if c is None:
                     full = op_cost(sem, ch, ctx)
                     c = op_costs[(g, ch)] = (full.seconds, full.memory)
                 c_s += c[0]
                 m_s += c[1]
-                specs.append(spec_of(sem.output, ch))
-            for a, b, slot in internal:
-                c_s += self._reshard(sems[a].output, out_specs[a][s], spec_of(sems[b].inputs[slot], chosen[b]))
+                member_specs.append(spec)
+            for a, b, tensor in links:
+                key = (id(tensor), chosen[b])
+                dst = specs.get(key)
+                if dst is None:
+                    dst = specs[key] = tensor_spec(tensor, chosen[b])
+                c_s += reshard(outputs[a], out_spec[a], dst)
             cost.append(c_s)
             memory.append(m_s)
             strategies.append(tuple(chosen))
         return NodeCosts(strategies, np.array(cost, dtype=float), np.array(memory, dtype=float), out_specs)
+
+    def _single_node_costs(self, op: int) -> NodeCosts:
+        """`_member_costs` of a node of one op (most nodes), without its bookkeeping of
+        followers and links: the same strategies, layouts and floats (each sum is 0.0 plus
+        the op's numbers)."""
+        ctx = self.ctx
+        sem = self.inst.semantics(op)
+        g = self.inst.signature_ids[op]
+        output = sem.output
+        root = enumerate_strategies(sem, ctx)
+        op_costs, specs = self._ops, self._specs
+        cost: list[float] = []
+        memory: list[float] = []
+        out_spec: list[Spec] = []
+        for st in root:
+            c = op_costs.get((g, st))
+            if c is None:
+                full = op_cost(sem, st, ctx)
+                c = op_costs[(g, st)] = (full.seconds, full.memory)
+            c_s = m_s = 0.0
+            c_s += c[0]
+            m_s += c[1]
+            cost.append(c_s)
+            memory.append(m_s)
+            key = (id(output), st)
+            spec = specs.get(key)
+            if spec is None:
+                spec = specs[key] = tensor_spec(output, st)
+            out_spec.append(spec)
+        return NodeCosts([(st,) for st in root], np.array(cost, dtype=float), np.array(memory, dtype=float), [out_spec])
 
     def _reshard(self, tensor: TensorSem, src: Spec, dst: Spec) -> float:
         """`reshard_seconds`, once per (tensor, layouts)."""
@@ -296,7 +393,7 @@ class CostTables:
     def edge(self, sk: Skeleton, e: int) -> np.ndarray:
         if sk is not self._skeleton:
             self._bind(sk)
-        u, v = self._edge_ends[e]
+        u, v = self._edge_u[e], self._edge_v[e]
         key = (self._labels[u], self._labels[v], self._edge_labels[e])
         got = self._edges.get(key)
         if got is None:
