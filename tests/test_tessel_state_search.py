@@ -58,8 +58,9 @@ def test_nn8_search_within_tessels_state_budget() -> None:
     assert plan is None and out.complete and out.value is None and out.bound == pytest.approx(37.0)
 
 
-@pytest.mark.parametrize("states", [1, 10, 60, 200])
+@pytest.mark.parametrize("states", [1, 10, 60, 100])
 def test_stopped_search_bound_stays_below_the_optimum(states: int) -> None:
+    """(The best-first search finishes within ~130 states: budgets below that stop it.)"""
     _, out = prove_makespan(nn8x2(), 48.0, max_states=states)
     assert not out.complete and out.bound <= 37.0 + 1e-9
 

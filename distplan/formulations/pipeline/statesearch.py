@@ -1,6 +1,6 @@
 """Exact search over schedule states, by time (integral durations, no delays).
 
-A breadth-first dynamic program over integer times (Bellman's principle applied to
+A best-first search over states reached at integer times (Bellman's principle applied to
 scheduling states; for pipelines, a state is how far each block has got). Some optimum has
 (1) integral start times (fix every device's sequence: the earliest starts along those
 sequences are integral and keep every memory prefix), and (2) each block's micro-batches
@@ -18,10 +18,18 @@ stays within capacity, and every dependency's operation k has ended.
 The search keeps each state at its earliest time only (a later visit is dominated: the
 earlier one can do the same thereafter, shifted) and prunes a state at time t when
 ``t + (least remaining time)`` exceeds the target (remaining work per device, remaining
-instances of a block plus its tail). Layers are explored in time order, so the first
-complete state reached is an optimum. Stopped early, ``min(target + 1, min over the open
-layer of t + least remaining time)`` is still a lower bound: an optimum whose every state
-is at its earliest time (one exists, by the dominance) passes through that layer.
+instances of a block plus its tail). It expands the open states by least
+``t + least remaining`` (A*: Hart, Nilsson & Raphael, IEEE Trans. SSC 1968; ties to the
+latest t), a state again when reached earlier than before, so the first complete state
+taken out is an optimum. Stopped early, ``min(target + 1, least open t + least
+remaining)`` is still a lower bound: an optimum whose every state is at its earliest time
+(one exists, by the dominance) has a state open at its earliest time. A state that reaches
+the top is bounded again by the one-machine relaxations (`one_machine_bound`; Carlier,
+EJOR 1982) and put back when that bound is larger. (X shape, 4 stages, N = 4, B/W split,
+memory 3, from tessel's 45 s: the breadth-first search of before stopped at 600,000
+states with bound 35; this one finds 36 in ~450,000, and the bound 36 from ~50,000. NN
+shape, 4 stages, N = 4, B/W split, memory 4, from 41 s: 39 proven in ~1,600 states, where
+the breadth-first search stopped at 20,000 states.)
 
 A ready operation that cannot be in anyone's way starts at once (no subset leaves it
 out): when no other block on its devices can start before it would end (their heads from
@@ -48,6 +56,7 @@ about 50k states (1 s of CPU) to prove 153 optimal.
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from dataclasses import dataclass, field
@@ -58,7 +67,7 @@ from distplan.formulations.pipeline.barriers import Stacking, barrier_time, stac
 from distplan.formulations.pipeline.common import block_tail, integral_data, predecessor_lists
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
 
-#: most states kept (each a few hundred bytes) before the search stops with its layer bound
+#: most states kept (each a few hundred bytes) before the search stops with its open states' bound
 MAX_STATES = 600_000
 
 
@@ -107,8 +116,9 @@ def _capacity(cap: float, mem: list[float], n: int) -> float:
 
 def search_makespan(inst: PipelineInstance, target: int, deadline: float | None = None, max_states: int = MAX_STATES) -> SearchOutcome:
     """Least makespan among schedules of makespan <= ``target`` (integer seconds), by the
-    breadth-first state search of the module docstring. ``deadline``: a
-    ``time.perf_counter()`` value after which it stops (with its layer bound)."""
+    best-first state search of the module docstring. ``deadline``: a
+    ``time.perf_counter()`` value after which it stops (with its open states' bound);
+    ``max_states``: most states kept (opened) before it stops likewise."""
     if not applicable(inst):
         raise ValueError(f"{inst.name}: the state search needs the makespan objective, integral durations >= 1 and no delays")
     nb, n, nd = inst.n_blocks, inst.micro_batches, inst.n_devices
@@ -138,7 +148,7 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
     topo = [(b, preds[b]) for b in inst.topo_order.tolist()]
     big = 1 << 62
 
-    def least_remaining(c: tuple[int, ...], r: tuple[int, ...], head: list[int] | None = None) -> int:
+    def least_remaining(c: tuple[int, ...] | list[int], r: tuple[int, ...] | list[int], head: list[int] | None = None) -> int:
         # head[b]: least time until operation (b, c[b]) may start (its dependencies' ops
         # c[b] end first; an unstarted one waits for its own block's earlier ops)
         if head is None:
@@ -195,6 +205,11 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
                     lb = v
         return lb
 
+    qtail = op_tails(dur, preds, inst.topo_order.tolist(), n)
+
+    def one_machine(c: tuple[int, ...], r: tuple[int, ...]) -> int:
+        return one_machine_bound(c, r, n, dur, devs, on, topo, qtail)
+
     # a ready operation o is started at once when it cannot be in the way: no other block
     # on its devices may start before o would end (their heads), and moving o ahead of
     # them keeps every memory prefix within capacity (o frees memory, or the device's
@@ -204,100 +219,231 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
     near = [sorted({x for d in devs[b] for x in on[d]} - {b}) for b in range(nb)]
     movable = [mem[b] <= 0 or all(n * sum(max(mem[x], 0.0) for x in on[d]) <= cap[d] for d in devs[b]) for b in range(nb)]
     zero = tuple([0] * nb)
-    root = key(zero, zero)
-    parent: dict[int, int] = {root: -1}
-    pruned: set[int] = set()
-    # a layer: the states first reached at time t with t + least remaining <= target (the
-    # others are never kept: reached later they would be pruned again), with their heads,
-    # and the least t + least remaining among them
-    head0 = [0] * nb
-    floor = least_remaining(zero, zero, head0)
-    layer: dict[int, tuple[tuple[int, ...], tuple[int, ...], list[int]]] = {root: (zero, zero, head0)}
-    if floor > target:
+    # best first (A*; Hart, Nilsson & Raphael 1968): open states by least ``t + least
+    # remaining`` (then latest t: a dive towards a complete state), each kept at the
+    # earliest time it was reached (``seen``: also the states pruned there; reached no
+    # earlier, they are dominated or pruned again) and expanded again when reached earlier
+    lr0 = least_remaining(zero, zero)
+    if lr0 > target:
         return SearchOutcome(float(target + 1), True, states=1)
-    t = 0
-    while layer:
-        nxt: dict[int, tuple[tuple[int, ...], tuple[int, ...], list[int]]] = {}
-        nxt_floor = math.inf
-        for k, (c, r, hd) in layer.items():
-            # (the deadline at every state: one expands up to 2^ready subsets, ~2 ms a state
-            # on x shape, 8 stages, N = 3, B/W split, so every 256th ran ~0.5 s past it)
-            if len(parent) > max_states or (deadline is not None and time.perf_counter() > deadline):
-                return SearchOutcome(float(min(target + 1, floor)), False, states=len(parent), info={"stopped at time": t})
-            busy = 0
-            for b in range(nb):
-                if r[b]:
-                    busy |= bits[b]
-            ready: list[int] = []
-            forced: list[int] = []
-            for b in range(nb):
-                kb = c[b]
-                if kb >= n or bits[b] & busy:
-                    continue
-                if any(c[a] <= kb or (c[a] == kb + 1 and r[a]) for a in preds[b]):
-                    continue
-                if allocating[b] and any(sum(mem[x] * c[x] for x in on[d]) + mem[b] > cap[d] for d in devs[b]):
-                    continue
-                if movable[b] and all(c[x] >= n or hd[x] >= dur[b] for x in near[b]):
-                    forced.append(b)
-                else:
-                    ready.append(b)
-            subsets: list[tuple[int, tuple[int, ...]]] = [(0, tuple(forced))]
-            for b in ready:
-                subsets += [(m | bits[b], s + (b,)) for m, s in subsets if not m & bits[b]]
-            base_r = [x - 1 if x > 0 else 0 for x in r]
-            base_k = key(c, base_r)
-            for _, chosen in subsets:
-                k2 = base_k  # a chosen block is idle: its remaining time goes 0 -> dur - 1
-                for b in chosen:
-                    k2 += step[b]
-                if k2 in parent or k2 in pruned:
-                    continue
-                c2 = list(c)
-                r2 = list(base_r)
-                for b in chosen:
-                    c2[b] += 1
-                    r2[b] = dur[b] - 1
-                ct, rt = tuple(c2), tuple(r2)
-                h2 = [0] * nb
-                lr = least_remaining(ct, rt, h2)
-                if t + 1 + lr > target:
-                    pruned.add(k2)  # (reached again later, it would be pruned again)
-                    continue
-                parent[k2] = k
-                if lr == 0:  # complete at t + 1; nothing completes earlier (layers in time order)
-                    return SearchOutcome(float(t + 1), True, float(t + 1), _starts(inst, parent, k2, t + 1, radix, width), len(parent))
-                nxt[k2] = (ct, rt, h2)
-                nxt_floor = min(nxt_floor, t + 1 + lr)
-        layer = nxt
-        floor = nxt_floor
-        t += 1
-    return SearchOutcome(float(target + 1), True, states=len(parent))
+    root = key(zero, zero)
+    seen: dict[int, int] = {root: 0}
+    kept = 1
+    # (t + least remaining, -t, order, key, path, bounded by one_machine_bound); a path is
+    # (previous path, time, blocks started then), None at the root
+    Path = tuple[object, int, tuple[int, ...]] | None
+    heap: list[tuple[int, int, int, int, Path, bool]] = [(lr0, 0, 0, root, None, False)]
+    order = 1
+    floor = lr0  # the largest least open bound so far (each one is a lower bound)
+    raised = [0, 0, 0]  # one-machine bounds taken, those that raised a state, that pruned one
+    while heap:
+        # (the deadline at every state: one expands up to 2^ready subsets, ~2 ms a state
+        # on x shape, 8 stages, N = 3, B/W split, so every 256th ran ~0.5 s past it)
+        if heap[0][0] > floor:
+            floor = heap[0][0]
+        if kept > max_states or (deadline is not None and time.perf_counter() > deadline):
+            return SearchOutcome(float(min(target + 1, floor)), False, states=kept, info={"stopped at bound": floor, "one machine": raised})
+        f, neg_t, _, k, path, refined = heapq.heappop(heap)
+        t = -neg_t
+        if seen[k] < t:
+            continue  # reached earlier since
+        if f == t:  # complete at t: every open state has t + least remaining >= t
+            return SearchOutcome(float(t), True, float(t), _starts(inst, path), kept, {"one machine": raised})
+        c, r = _decode(k, nb, radix, width)
+        if ONE_MACHINE and not refined:
+            # the one-machine bound only on the states that reach the top (lazily)
+            v = t + one_machine(c, r)
+            raised[0] += 1
+            if v > target:
+                raised[2] += 1
+                continue
+            if v > f:
+                raised[1] += 1
+                heapq.heappush(heap, (v, neg_t, order, k, path, True))
+                order += 1
+                continue
+        hd = [0] * nb
+        least_remaining(c, r, hd)  # (the heads, for the rule below)
+        busy = 0
+        for b in range(nb):
+            if r[b]:
+                busy |= bits[b]
+        ready: list[int] = []
+        forced: list[int] = []
+        for b in range(nb):
+            kb = c[b]
+            if kb >= n or bits[b] & busy:
+                continue
+            if any(c[a] <= kb or (c[a] == kb + 1 and r[a]) for a in preds[b]):
+                continue
+            if allocating[b] and any(sum(mem[x] * c[x] for x in on[d]) + mem[b] > cap[d] for d in devs[b]):
+                continue
+            if movable[b] and all(c[x] >= n or hd[x] >= dur[b] for x in near[b]):
+                forced.append(b)
+            else:
+                ready.append(b)
+        subsets: list[tuple[int, tuple[int, ...]]] = [(0, tuple(forced))]
+        for b in ready:
+            subsets += [(m | bits[b], s + (b,)) for m, s in subsets if not m & bits[b]]
+        base_r = [x - 1 if x > 0 else 0 for x in r]
+        base_k = key(c, base_r)
+        for _, chosen in subsets:
+            k2 = base_k  # a chosen block is idle: its remaining time goes 0 -> dur - 1
+            for b in chosen:
+                k2 += step[b]
+            if seen.get(k2, big) <= t + 1:
+                continue
+            seen[k2] = t + 1
+            c2 = list(c)
+            r2 = list(base_r)
+            for b in chosen:
+                c2[b] += 1
+                r2[b] = dur[b] - 1
+            lr = least_remaining(c2, r2)
+            if lr < f - t - 1:  # (the parent's bound less the step: Mero's pathmax)
+                lr = f - t - 1
+            if t + 1 + lr > target:
+                continue  # (reached again no earlier, it would be pruned again)
+            kept += 1
+            heapq.heappush(heap, (t + 1 + lr, -t - 1, order, k2, (path, t, chosen), False))
+            order += 1
+    return SearchOutcome(float(target + 1), True, states=kept, info={"one machine": raised})
 
 
-def _decode(k: int, nb: int, radix: int, width: int) -> tuple[list[int], list[int]]:
+def op_tails(dur: list[int], preds: list[list[int]], topo: list[int], n: int) -> list[list[int]]:
+    """``q[b][k]``: least time (integer seconds) from the end of operation (b, k) to the end
+    of any schedule with each block's micro-batches in index order: the longest path of
+    durations after it, through its successors' operation k and its own block's
+    operation k + 1 (which starts after (b, k) ends)."""
+    nb = len(dur)
+    succ: list[list[int]] = [[] for _ in range(nb)]
+    for b in range(nb):
+        for a in preds[b]:
+            succ[a].append(b)
+    q = [[0] * n for _ in range(nb)]
+    for k in range(n - 1, -1, -1):
+        for b in reversed(topo):
+            v = q[b][k + 1] + dur[b] if k + 1 < n else 0
+            for s in succ[b]:
+                w = dur[s] + q[s][k]
+                if w > v:
+                    v = w
+            q[b][k] = v
+    return q
+
+
+def one_machine_bound(
+    c: tuple[int, ...] | list[int],
+    r: tuple[int, ...] | list[int],
+    n: int,
+    dur: list[int],
+    devs: list[list[int]],
+    on: list[list[int]],
+    topo: list[tuple[int, list[int]]],
+    q: list[list[int]],
+) -> int:
+    """Least remaining time (integer seconds) from a state, by one-machine relaxations.
+
+    Every unstarted operation (b, k) gets a head (earliest start: its devices free, its
+    block's previous operation and its dependencies' operation k ended, by the longest
+    path through the unstarted ones) and a tail ``q[b][k]`` (`op_tails`). Each device
+    alone, with preemption allowed, must still run its unstarted operations within their
+    heads and then wait their tails: Jackson's preemptive schedule (run the released
+    operation of largest tail) is optimal for that relaxation, 1|r_j, pmtn|max C_j + q_j
+    (Carlier, EJOR 1982; Carlier & Pinson, Management Science 1989, the job-shop bound).
+    Any schedule from the state (each block's micro-batches in index order) is a feasible
+    schedule of every relaxation, so the largest value bounds its remaining time."""
+    nb = len(dur)
+    run = [0] * len(on)
+    lb = 0
+    for b in range(nb):
+        rb = r[b]
+        if rb:
+            for d in devs[b]:
+                if rb > run[d]:
+                    run[d] = rb
+            v = rb + q[b][c[b] - 1]
+            if v > lb:
+                lb = v
+    heads: list[list[int]] = [[] for _ in range(nb)]
+    for b, pb in topo:
+        kb = c[b]
+        if kb >= n:
+            continue
+        h = 0
+        for d in devs[b]:
+            if run[d] > h:
+                h = run[d]
+        hs = heads[b]
+        for k in range(kb, n):
+            for a in pb:
+                ca = c[a]
+                if ca > k + 1:
+                    continue
+                v = r[a] if ca == k + 1 else heads[a][k - ca] + dur[a]
+                if v > h:
+                    h = v
+            hs.append(h)
+            h += dur[b]
+    for blocks in on:
+        jobs = [(heads[b][k - c[b]], q[b][k], dur[b]) for b in blocks for k in range(c[b], n)]
+        if not jobs:
+            continue
+        jobs.sort()
+        # Jackson's preemptive schedule: ready heap of (-tail, remaining time)
+        ready: list[tuple[int, int]] = []
+        now = jobs[0][0]
+        i, m = 0, len(jobs)
+        while i < m or ready:
+            if not ready and jobs[i][0] > now:
+                now = jobs[i][0]
+            while i < m and jobs[i][0] <= now:
+                heapq.heappush(ready, (-jobs[i][1], jobs[i][2]))
+                i += 1
+            negq, left = heapq.heappop(ready)
+            nxt = jobs[i][0] if i < m else big_int
+            if now + left <= nxt:
+                now += left
+                if now - negq > lb:
+                    lb = now - negq
+            else:
+                heapq.heappush(ready, (negq, left - (nxt - now)))
+                now = nxt
+    return lb
+
+
+big_int = 1 << 62
+#: bound the states that reach the top of the search by `one_machine_bound` too
+ONE_MACHINE = True
+
+
+def _decode(k: int, nb: int, radix: int, width: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(count, remaining) of a state from its key."""
     r = [0] * nb
     for i in range(nb - 1, -1, -1):
         k, r[i] = divmod(k, width)
     c = [0] * nb
     for i in range(nb - 1, -1, -1):
         k, c[i] = divmod(k, radix)
-    return c, r
+    return tuple(c), tuple(r)
 
 
-def _starts(inst: PipelineInstance, parent: dict[int, int], k: int, t: int, radix: int, width: int) -> np.ndarray:
-    """(B, N) start times (seconds) along the path of states ending in ``k`` at time ``t``."""
-    nb = inst.n_blocks
-    start = np.zeros((nb, inst.micro_batches))
-    c, _ = _decode(k, nb, radix, width)
-    while parent[k] >= 0:
-        t -= 1
-        k = parent[k]
-        prev, _ = _decode(k, nb, radix, width)
-        for b in range(nb):
-            if c[b] > prev[b]:
-                start[b, prev[b]] = t
-        c = prev
+def _starts(inst: PipelineInstance, path: object) -> np.ndarray:
+    """(B, N) start times (seconds) along a search path: nested (previous path, time,
+    blocks started at that time), None at the root; each block's micro-batches in order."""
+    steps: list[tuple[int, tuple[int, ...]]] = []
+    node = path
+    while node is not None:
+        assert isinstance(node, tuple)
+        prev, at, chosen = node
+        steps.append((int(at), tuple(chosen)))
+        node = prev
+    start = np.zeros((inst.n_blocks, inst.micro_batches))
+    count = [0] * inst.n_blocks
+    for t, chosen in reversed(steps):
+        for b in chosen:
+            start[b, count[b]] = t
+            count[b] += 1
     return start
 
 

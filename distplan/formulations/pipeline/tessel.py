@@ -17,8 +17,8 @@ than warm-up periods, the whole schedule likewise (local search; the whole-sched
 of bounded size, about 2 K micro-batches, only with ``phase_time_limit`` > 0; before it,
 the exact state search of `statesearch` within ``whole_search_states`` states and
 ``whole_search_time_limit`` seconds, `_whole_state_search`, or, when the completion
-kept warm-up and cool-down apart at N below two flat lengths (or N = 2), that search from
-the best candidate at the end; what it proves is the run's bound, `_search_bound`: a finished
+kept warm-up and cool-down apart at N below two flat lengths (or N = 2, or at most
+``WHOLE_SEARCH_OPS`` operations), that search from the best candidate at the end; what it proves is the run's bound, `_search_bound`: a finished
 search makes the plan proven optimal); at such N (below two flat lengths) also the repetend candidates of the least period completed as whole schedules
 at N, the best kept (`_pick_repetend`: the repetend chosen with its warm-up and
 cool-down, which are the whole run); and the
@@ -256,12 +256,20 @@ def _complete_whole(
     return best, info
 
 
+#: operations (blocks x N) up to which the best candidate goes to the whole-schedule state
+#: search at the end even when N has a steady state (`_whole_state_search`: at most
+#: ``whole_search_states`` states and ``whole_search_time_limit`` seconds; NN shape, 4
+#: stages, N = 8, memory 3, 80 operations: 83 -> 75, proven, in ~0.3 s)
+WHOLE_SEARCH_OPS = 128
+
+
 def _whole_state_search(inst: PipelineInstance, value: float, ctx: RunContext, info: dict[str, Any]) -> np.ndarray | None:
     """A schedule better than ``value`` (seconds) by the exact state search
-    (`statesearch.prove_makespan`: breadth-first over integer times, barriers stacked),
+    (`statesearch.prove_makespan`: best first over states at integer times, barriers stacked),
     within ``whole_search_states`` states and ``whole_search_time_limit`` seconds (at most
     a third of a limited run's time left); None when it finds none. For small N only (no
-    steady state: `_complete_whole`, and `_complete` when that did not run it), where the
+    steady state: `_complete_whole`, and `_complete` when that did not run it, or at most
+    ``WHOLE_SEARCH_OPS`` operations), where the
     states are few: NN shape, 4 stages, memory 3, N = 3: 409 states prove 36 (the
     repetend's completions: 38; pipeline_milp took 10 s); NN shape, 8 stages, N = 2, B/W
     split, 1F1B's memory: 364 states find and prove 37 (the completions: 39). Makespan
@@ -470,14 +478,15 @@ def _complete(
             for s in justify(inst, s0, [inst.capacity, steady], rev=rev, deadline=deadline):
                 pool.add(f"{label} + forward-backward improvement", s)
         name, exact = pool.best()
-    small = inst.micro_batches < 2 * _span(rep) or inst.micro_batches <= 2
+    small = inst.micro_batches < 2 * _span(rep) or inst.micro_batches <= 2 or inst.n_blocks * inst.micro_batches <= WHOLE_SEARCH_OPS
     if pool.scores[name] > bound and "whole_search" not in info and small and not past(deadline):
         # N leaves no steady state but the completion kept the phases apart (the repetend's
         # warm-up and cool-down meet: `complete_phases` ran no whole-schedule search), or
-        # N = 2 (a repetend as long as a micro-batch's schedule): the exact state search
-        # from the best candidate (NN shape, 8 stages, N = 2, B/W split, 1F1B's memory:
-        # 39 -> 37, proven; V, M, NN shapes, 4 stages, N = 2, memory one below 1F1B's: the
-        # unroll proven optimal in ~16 states)
+        # N = 2 (a repetend as long as a micro-batch's schedule), or few operations: the
+        # exact state search from the best candidate (NN shape, 8 stages, N = 2, B/W
+        # split, 1F1B's memory: 39 -> 37, proven; V, M, NN shapes, 4 stages, N = 2, memory
+        # one below 1F1B's: the unroll proven optimal in ~16 states; NN shape, 4 stages,
+        # N = 8, memory 3: 83 -> 75, proven in ~2,700 states)
         found = _whole_state_search(inst, pool.scores[name], ctx, info)
         if found is not None:
             pool.add("whole-schedule state search", found)
