@@ -1,9 +1,12 @@
 """The fast paths of the cost graph's skeleton and tables against their general forms:
 sequence ids of long sequences of large codes (items renumbered, or folded position by
 position), `first_appearance` against np.unique's definition, and the costs of a node of
-one op against the general member-by-member computation. Exact equality throughout."""
+one op against the general member-by-member computation, and `op_cost`'s path for one split
+mesh axis against its general path. Exact equality throughout."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,6 +16,8 @@ from hypothesis import strategies as st
 import distplan
 from distplan.formulations.folding import first_appearance
 from distplan.formulations.sharding.costgraph import CostTables, _sequence_ids, build_skeleton
+from distplan.instances.transformer import transformer
+from distplan.models.sharding_costs import _op_cost_general, _op_cost_one_axis, op_cost
 
 
 def _reference_sequence_ids(owner: np.ndarray, codes: np.ndarray, count: int) -> np.ndarray:
@@ -72,3 +77,40 @@ def test_a_node_of_one_op_costs_what_the_member_computation_gives(name: str) -> 
         a, b = fast._single_node_costs(op), general._member_costs((op,), ())
         assert a.strategies == b.strategies and a.out_specs == b.out_specs
         assert a.cost.tobytes() == b.cost.tobytes() and a.memory.tobytes() == b.memory.tobytes()
+
+
+def _one_axis_cases(inst: distplan.models.sharding.ShardingInstance) -> list[tuple[Any, tuple[str | None, ...], int, str]]:
+    """Every (semantics, strategy) of the instance's distinct ops that splits one mesh axis
+    on one of the op's labels (valid for the op or not), with that axis and label."""
+    ndim = len(inst.mesh.shape)
+    seen: set[int] = set()
+    cases = []
+    for k in range(len(inst.ops)):
+        sem = inst.semantics(k)
+        if id(sem) in seen:
+            continue
+        seen.add(id(sem))
+        labels = sorted({x for t in (sem.output, *sem.inputs, *sem.params, *sem.saved) for x in t.labels})
+        for axis in range(ndim):
+            for label in [*labels, "not-a-label"]:
+                strategy = tuple(label if a == axis else None for a in range(ndim))
+                cases.append((sem, strategy, axis, label))
+    return cases
+
+
+@pytest.mark.parametrize("mesh", [8, (2, 4), (2, 2, 2)], ids=str)
+def test_the_one_axis_op_cost_equals_the_general_one(mesh: Any) -> None:
+    """`op_cost`'s path for one split axis gives the general path's floats bit for bit, on
+    every op and label of a GPT and of the bundled instances (1-D and 2-D meshes)."""
+    insts = [transformer(2, 256, 4, 128, 8, 1000, mesh=mesh, device="V100", memory=1e15, name="gpt")]
+    insts += [distplan.load_instance(n) for n in ("gpt-2layer-2x2", "gpt2-xl-8gpu")]
+    checked = 0
+    for inst in insts:
+        ctx = inst.cost_context
+        for sem, strategy, axis, label in _one_axis_cases(inst):
+            fast = _op_cost_one_axis(sem, axis, label, ctx)
+            general = _op_cost_general(sem, strategy, ctx, [(axis, label)], ctx.axis_sizes[axis])
+            assert fast == general, (sem, strategy)
+            assert op_cost(sem, strategy, ctx) == general
+            checked += 1
+    assert checked > 100

@@ -412,10 +412,6 @@ def op_cost(sem: OpSemantics, strategy: Strategy, ctx: CostContext) -> OpCost:
     sums are Python ``sum`` over lists in a fixed order (inputs, parameters, output; then
     saved buffers), so every caller gets the same floats."""
     sizes = ctx.axis_sizes
-    out = sem.output
-    inputs, params, saved = sem.inputs, sem.params, sem.saved
-    # (explicit loops, not comprehensions: an op has a few tensors, and a comprehension's
-    # call costs more than its loop here; the lists and sums are the same)
     split: list[tuple[int, str]] = []
     split_all = 1
     for axis, label in enumerate(strategy):
@@ -424,6 +420,18 @@ def op_cost(sem: OpSemantics, strategy: Strategy, ctx: CostContext) -> OpCost:
             split_all *= sizes[axis]
     if len(split) == 1:
         return _op_cost_one_axis(sem, *split[0], ctx)
+    return _op_cost_general(sem, strategy, ctx, split, split_all)
+
+
+def _op_cost_general(sem: OpSemantics, strategy: Strategy, ctx: CostContext, split: list[tuple[int, str]], split_all: int) -> OpCost:
+    """`op_cost` of any strategy: ``split`` lists its (mesh axis, label) splits and
+    ``split_all`` the product of their axis sizes. `_op_cost_one_axis` gives the same
+    floats for one split (tests/test_costgraph_fast_paths.py holds them equal)."""
+    sizes = ctx.axis_sizes
+    out = sem.output
+    inputs, params, saved = sem.inputs, sem.params, sem.saved
+    # (explicit loops, not comprehensions: an op has a few tensors, and a comprehension's
+    # call costs more than its loop here; the lists and sums are the same)
     in_part: list[float] = []
     param_part: list[float] = []
     param_elems: list[float] = []
