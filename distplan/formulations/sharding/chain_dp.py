@@ -348,13 +348,59 @@ class _Walk:
         takes the multipliers `scalar` took)."""
         got = self.tables.get(lam)
         if got is None:
-            a, W, fs, fe = self.chain.arcs, self.W, self.front_start, self.front_end
-            got = self.tables[lam] = (
-                _best_per_key(self.key_start, fs.cost + lam * fs.mem, W),
-                _best_per_key(self.key_end, fe.cost + lam * fe.mem, W),
-                self.stage_matrices(a["cost"] + lam * self.arc_mem),
-            )
+            got = self.tables[lam] = self._grouped(lam) or self._weighed_each(lam)
         return got
+
+    def _weighed_each(self, lam: float) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], list[tuple[np.ndarray, np.ndarray]]]:
+        """`weighed` front by front and stage by stage (`_best_per_key`): the general form."""
+        a, W, fs, fe = self.chain.arcs, self.W, self.front_start, self.front_end
+        return (
+            _best_per_key(self.key_start, fs.cost + lam * fs.mem, W),
+            _best_per_key(self.key_end, fe.cost + lam * fe.mem, W),
+            self.stage_matrices(a["cost"] + lam * self.arc_mem),
+        )
+
+    @functools.cached_property
+    def _groups(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The items of `weighed` (start front rows, end front rows, each stage's arcs) as
+        one array of seconds and one of bytes, sorted stably by their slot (start state,
+        W + end state, 2W + stage x W^2 + from x W + to): the sorted order, each group's
+        first position and size, its slot, each sorted item's row or arc, and positions
+        0 .. items - 1 (`_grouped`)."""
+        a, W, fs, fe = self.chain.arcs, self.W, self.front_start, self.front_end
+        parts = [self.key_start, W + self.key_end] + [2 * W + s * W * W + a["prev"][idx] * W + a["cur"][idx] for s, idx in enumerate(self.stage_arcs)]
+        slot = np.concatenate(parts).astype(np.int64)
+        item = np.concatenate([np.arange(fs.cost.size), np.arange(fe.cost.size)] + list(self.stage_arcs)).astype(np.int64)
+        cost = np.concatenate([fs.cost, fe.cost] + [a["cost"][idx] for idx in self.stage_arcs])
+        mem = np.concatenate([fs.mem, fe.mem] + [self.arc_mem[idx] for idx in self.stage_arcs])
+        order = np.argsort(slot, kind="stable")
+        s = slot[order]
+        first = np.flatnonzero(np.r_[True, s[1:] != s[:-1]]) if s.size else np.zeros(0, dtype=np.int64)
+        size = np.diff(np.r_[first, s.size])
+        return cost[order], mem[order], first, size, s[first], item[order], np.arange(s.size), np.full(2 * W + len(self.stage_arcs) * W * W, np.inf)
+
+    def _grouped(self, lam: float) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray], list[tuple[np.ndarray, np.ndarray]]] | None:
+        """`weighed` in one pass over every item (~12 numpy calls against ~40 for the
+        fronts and stages one by one): per slot the least weight (cost + lam x memory,
+        seconds, summed item by item as there) and, among the items of that weight, the
+        first in row or arc order, as the stable lexsort of `_best_per_key` picks it.
+        None when a weight is NaN (where that sort and a minimum differ) or there are no
+        items: `_weighed_each` then."""
+        cost, mem, first, size, slot, item, pos, empty = self._groups
+        if not first.size:
+            return None
+        w = cost + lam * mem
+        least = np.minimum.reduceat(w, first)
+        if math.isnan(np.minimum.reduce(least)):
+            return None
+        pick = np.minimum.reduceat(np.where(w == np.repeat(least, size), pos, pos.size), first)
+        value = empty.copy()
+        value[slot] = least
+        row = np.full(value.size, -1, dtype=np.int64)
+        row[slot] = item[pick]
+        W, n = self.W, len(self.stage_arcs)
+        mats = [(value[2 * W + s * W * W : 2 * W + (s + 1) * W * W].reshape(W, W), row[2 * W + s * W * W : 2 * W + (s + 1) * W * W].reshape(W, W)) for s in range(n)]
+        return (value[:W], row[:W]), (value[W : 2 * W], row[W : 2 * W]), mats
 
     def scalar(self, lam: float) -> tuple[float, float, float, tuple[np.ndarray, np.ndarray, float]] | None:
         """The plan of least cost + lam x memory (dynamic program over the steps on dense
