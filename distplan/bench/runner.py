@@ -6,7 +6,8 @@ with the local executor (`run_local`: ``jobs`` runs at a time through one fork s
 Several drivers may work on one database at once: each claims a run (a lease row in the
 database, `distplan.bench.store.Store.claim`) right before it starts it and renews its
 leases with a heartbeat thread, so no run executes twice; runs another driver holds are
-taken up again when that driver stores them (then skipped) or its leases expire (it died).
+taken up again when that driver stores them (then skipped) or its leases expire (it died),
+or at once when it is known to have died on this machine (`distplan.bench.liveness`).
 A failed run (killed, crashed, ...: see `distplan.bench.forkserver`) never stops the
 campaign. `Progress` draws the progress bar on stderr. Times are seconds.
 """
@@ -14,18 +15,16 @@ campaign. `Progress` draws the progress bar on stderr. Times are seconds.
 from __future__ import annotations
 
 import math
-import os
-import socket
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import IO, Any
 
 from .forkserver import ForkServer, run_spec
+from .liveness import driver_name, is_dead
 from .record import Record, is_success, warm_set
 from .store import Store
 
@@ -118,7 +117,9 @@ class Leases:
     def __init__(self, store: Store, lease_seconds: float = LEASE_SECONDS):
         self.store = store
         self.lease_seconds = float(lease_seconds)
-        self.driver = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.driver = driver_name()
+        #: the dead drivers (`liveness.is_dead`) whose live leases this driver took over
+        self.taken_over: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="distplan-lease-heartbeat", daemon=True)
         self._thread.start()
@@ -129,16 +130,23 @@ class Leases:
                 own.renew(self.driver, self.lease_seconds)
 
     def claim(self, spec: dict[str, Any]) -> str:
-        """"claimed", "done" (stored already) or "busy" (another driver's lease is live)."""
-        return self.store.claim(spec["run_key"], self.driver, self.lease_seconds)
+        """"claimed", "done" (stored already) or "busy" (another driver's lease is live and
+        that driver is not known to be dead: a dead one's runs are taken over at once)."""
+        return self.store.claim(spec["run_key"], self.driver, self.lease_seconds, self._dead)
+
+    def _dead(self, driver: str) -> bool:
+        if is_dead(driver):
+            self.taken_over.add(driver)
+            return True
+        return False
 
     def release(self, spec: dict[str, Any]) -> None:
         self.store.release(spec["run_key"], self.driver)
 
     def others(self) -> set[str]:
-        """The other drivers holding live leases on this database now."""
+        """The other drivers holding live leases on this database now (not known dead)."""
         now = time.time()
-        return {row["claimed_by"] for row in self.store.leases() if row["claimed_by"] != self.driver and row["expires_at"] > now}
+        return {row["claimed_by"] for row in self.store.leases() if row["claimed_by"] != self.driver and row["expires_at"] > now and not is_dead(row["claimed_by"])}
 
     def close(self) -> None:
         self._stop.set()
@@ -270,6 +278,12 @@ def run_campaign(
 
                     raise InputError("--executor", f"unknown executor {executor!r}", "use local or dask")
             others |= leases.others()
+            others -= leases.taken_over
+        if leases.taken_over:
+            campaign.notes.append(
+                f"took over the runs of {len(leases.taken_over)} driver(s) on this machine that had died without giving them back "
+                f"({', '.join(sorted(d.split('@')[0] for d in leases.taken_over))}), without waiting for their leases to expire"
+            )
         if others or counts["by_others"]:
             hosts = sorted({d.split(":")[0] for d in others})
             campaign.notes.append(

@@ -13,7 +13,8 @@ Tables:
   ``expires_at`` and ``heartbeat_at`` (Unix seconds). A driver claims a run before it
   starts it and renews its leases while it runs; several drivers on one database thus
   never execute a run twice, and the runs of a dead driver become claimable once its
-  leases expire. Storing a run deletes its lease.
+  leases expire, or at once when it is known to have died on the claiming driver's machine
+  (`distplan.bench.liveness`). Storing a run deletes its lease.
 
 The database is in WAL mode: a reader (``distplan bench report``) can open it while a
 campaign is writing, and a killed writer loses at most the run it had not committed.
@@ -28,7 +29,7 @@ import json
 import sqlite3
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -170,11 +171,12 @@ class Store:
         return cur.rowcount == 1
 
     # -- leases (several drivers on one database) ---------------------------------------------
-    def claim(self, run_key: str, driver: str, lease_seconds: float) -> str:
+    def claim(self, run_key: str, driver: str, lease_seconds: float, dead: Callable[[str], bool] | None = None) -> str:
         """Try to take ``run_key`` for ``driver`` for ``lease_seconds`` seconds.
 
         Returns "claimed" (the run is this driver's to execute), "done" (already stored) or
-        "busy" (another driver holds a lease that has not expired). One write transaction
+        "busy" (another driver holds a lease that has not expired, and ``dead`` does not
+        say that driver is gone: `distplan.bench.liveness.is_dead`). One write transaction
         (``BEGIN IMMEDIATE``), so two drivers never both get "claimed".
         """
         now = time.time()
@@ -182,7 +184,7 @@ class Store:
             if self.conn.execute("SELECT 1 FROM runs WHERE run_key = ?", (run_key,)).fetchone():
                 return "done"
             row = self.conn.execute("SELECT claimed_by, expires_at FROM leases WHERE run_key = ?", (run_key,)).fetchone()
-            if row is not None and row["claimed_by"] != driver and row["expires_at"] > now:
+            if row is not None and row["claimed_by"] != driver and row["expires_at"] > now and not (dead is not None and dead(row["claimed_by"])):
                 return "busy"
             self.conn.execute(
                 "INSERT OR REPLACE INTO leases (run_key, claimed_by, expires_at, heartbeat_at) VALUES (?, ?, ?, ?)",
