@@ -37,6 +37,8 @@ import numpy as np
 
 from distplan.formulations.deadline import DeadlineReached
 from distplan.formulations.sharding.chain_fronts import (
+    FEW_KEYS,
+    SMALL_PARETO,
     CopyCore,
     TooLarge,
     _eliminate,
@@ -47,6 +49,7 @@ from distplan.formulations.sharding.chain_fronts import (
     encode_states,
     finite_mask,
     pareto_rows,
+    pareto_rows_few,
     segment_fronts,
 )
 from distplan.formulations.sharding.chain_minsum import cheapest_copy_arcs, scalar_sides
@@ -104,6 +107,10 @@ BINDS_BELOW = 0.75
 #: `_label_dp` drops, before building the candidates, the arcs whose least Lagrangian
 #: bound exceeds the cut (False: every arc of the stage, the earlier form, for tests)
 FILTER_ARCS = True
+#: `_label_dp`'s numpy steps with at most `FEW_KEYS` states keep their Pareto labels by
+#: `pareto_rows_few`, without `pareto_rows`' NaN and key-range checks (4 reductions a step:
+#: a candidate kept has no NaN, and its state is below W); False: `pareto_rows`, for tests
+LABEL_FEW_KEYS = True
 
 
 @dataclass
@@ -971,6 +978,7 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
     room = limit - mem_to_go
     lag_less = lag_to_go - lam * budget
     further_less: list[tuple[float, np.ndarray]] = []
+    few = W <= FEW_KEYS and LABEL_FEW_KEYS  # `alive` sorts its labels by `pareto_rows_few`
 
     def prefix(t: int, k: int) -> tuple[int, list[int]]:
         """Start row and arcs of label k after step t."""
@@ -992,6 +1000,9 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
         ok = (fits & under).nonzero()[0]
         if ok.size < int(np.count_nonzero(fits)):
             dropped = min(dropped, float(lagrangian[fits & ~under].min()))
+        if few and ok.size > SMALL_PARETO:
+            # (states 0 .. W - 1 and no NaN: `fits` and `under` are false on one)
+            return ok[pareto_rows_few(st[ok], c[ok], m[ok])]
         return ok[pareto_rows(st[ok], c[ok], m[ok])]
 
     def complete(t: int) -> None:

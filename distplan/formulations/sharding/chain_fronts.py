@@ -181,23 +181,7 @@ def pareto_rows(key: np.ndarray, cost: np.ndarray, mem: np.ndarray) -> np.ndarra
         return _pareto_rows_small(key, cost, mem)
     low = int(key.min())
     if int(key.max()) - low < FEW_KEYS:
-        order = np.lexsort((mem, key))
-        c = cost[order]
-        keep = np.empty(n, dtype=bool)
-        hi = 0
-        for size in np.bincount(key - low).tolist():  # (the groups' sizes, key by key)
-            if size:
-                lo, hi = hi, hi + size
-                part = c[lo:hi]
-                keep[lo] = True
-                np.less(part[1:], np.minimum.accumulate(part[:-1]), out=keep[lo + 1 : hi])
-        rows = order[keep]
-        if rows.size > 1:
-            kk, mm = key[rows], mem[rows]
-            last = np.ones(rows.size, dtype=bool)
-            last[:-1] = (kk[1:] != kk[:-1]) | (mm[1:] != mm[:-1])
-            rows = rows[last]
-        return rows
+        return pareto_rows_few(key if low == 0 else key - low, cost, mem)
     order = np.lexsort((cost, mem, key))
     rank = np.empty(n, dtype=np.int64)
     rank[np.argsort(cost[order], kind="stable")] = np.arange(n)
@@ -208,6 +192,29 @@ def pareto_rows(key: np.ndarray, cost: np.ndarray, mem: np.ndarray) -> np.ndarra
     keep = np.ones(n, dtype=bool)
     keep[1:] = score[1:] > np.maximum.accumulate(score)[:-1]
     return order[keep]
+
+
+def pareto_rows_few(key: np.ndarray, cost: np.ndarray, mem: np.ndarray) -> np.ndarray:
+    """`pareto_rows`' path for few keys (see there), for keys 0 .. `FEW_KEYS` - 1 and no NaN
+    cost or memory (seconds, bytes), which callers that know them call directly (the label
+    steps of `chain_dp._label_dp`: their states), without `pareto_rows`' checks."""
+    order = np.lexsort((mem, key))
+    c = cost[order]
+    keep = np.empty(key.size, dtype=bool)
+    hi = 0
+    for size in np.bincount(key).tolist():  # (the groups' sizes, key by key)
+        if size:
+            lo, hi = hi, hi + size
+            part = c[lo:hi]
+            keep[lo] = True
+            np.less(part[1:], np.minimum.accumulate(part[:-1]), out=keep[lo + 1 : hi])
+    rows = order[keep]
+    if rows.size > 1:
+        kk, mm = key[rows], mem[rows]
+        last = np.ones(rows.size, dtype=bool)
+        last[:-1] = (kk[1:] != kk[:-1]) | (mm[1:] != mm[:-1])
+        rows = rows[last]
+    return rows
 
 
 def _pareto(t: _Table, group: list[int], dom: np.ndarray) -> _Table:
@@ -319,18 +326,21 @@ def _separator(n: int, P: int, pairs: list[tuple[int, int]], out: set[int], dom:
     """A position j whose removal cuts P (and the positions it reaches) from the out
     positions, with the fewest arcs (states x dom[j] on both sides): (j, P's side) or None."""
     best: tuple[float, int, set[int]] | None = None
+    near: dict[int, list[int]] = {}  # each position's neighbours, in the order of the pairs
+    for a, b in pairs:
+        near.setdefault(a, []).append(b)
+        if b != a:
+            near.setdefault(b, []).append(a)
     for j in range(n):
         if j in out:
             continue
         seen = {P}
         todo = [P]
         while todo:
-            x = todo.pop()
-            for a, b in pairs:
-                for y in ((b,) if a == x else (a,) if b == x else ()):
-                    if y != j and y not in seen:
-                        seen.add(y)
-                        todo.append(y)
+            for y in near.get(todo.pop(), ()):
+                if y != j and y not in seen:
+                    seen.add(y)
+                    todo.append(y)
         if seen & out:
             continue
         score = 2.0 * states * float(dom[j])
