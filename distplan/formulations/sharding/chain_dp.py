@@ -84,9 +84,12 @@ SWEEP_STATES = 8
 #: bench_sharding the splices come within 0.02-1.1% of the bound)
 INCUMBENT_GAP = 0.02
 #: label steps of up to this many candidates (labels x arcs kept from their states) run
-#: in Python lists: ~0.3 us per candidate against ~40 numpy calls of ~1.5 us per step
-#: (on the binding 24-layer GPTs of bench_sharding, after `_kept_arcs`, 0-300 per step)
-SMALL_STEP = 200
+#: in Python lists: ~0.3-1 us per candidate (two further bounds each, once labels pass
+#: `FURTHER_LABELS`) against ~40-80 numpy calls of ~1 us per step (on the binding
+#: 24-layer GPTs of bench_sharding, after `_kept_arcs`, 0-300 per step; the final label
+#: pass, thread CPU, min of 25, at 40 / 80 / 200: 2.07 / 2.09 / 2.19 ms on 410.05,
+#: 1.36 / 1.34 / 1.57 on 810.3, 0.99 / 0.89 / 0.89 on 800.05, equal elsewhere)
+SMALL_STEP = 80
 #: multipliers, relative to the dual's lam, of the label pass's further Lagrangian bounds:
 #: a label whose memory is far from its share of the budget is bounded more tightly at
 #: another lam than at the dual's (on the binding 24-layer GPTs of bench_sharding, 0.5 and
