@@ -44,7 +44,6 @@ from distplan.formulations.sharding.chain_fronts import (
     _eliminate,
     _join,
     _pareto,
-    _pareto_rows_small,
     _Table,
     encode_states,
     finite_mask,
@@ -1056,11 +1055,9 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
             # (candidates label by label, each with its state's arcs in order)
             room_t, lag_t = room[t + 1].tolist(), lag_less[t + 1].tolist()
             further_t = [(x, g[t + 1].tolist()) for x, g in further_less]
-            ys: list[int] = []
-            nc_l: list[float] = []
-            nm_l: list[float] = []
-            par: list[int] = []
-            arc: list[int] = []
+            # the candidates kept as (state, memory, cost, candidate, parent label, arc):
+            # sorted, the order of `_pareto_rows_small`'s (state, memory, cost, row)
+            cand: list[tuple[int, float, float, int, int, int]] = []
             least = np.inf
             for i, (x, c, m) in enumerate(zip(st_l, cost.tolist(), mem.tolist())):
                 for e in outs[x]:
@@ -1073,19 +1070,26 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
                             if lg2 > lg:
                                 lg = lg2
                         if lg <= cut:
-                            ys.append(y)
-                            nc_l.append(nc)
-                            nm_l.append(nm)
-                            par.append(i)
-                            arc.append(e)
+                            cand.append((y, nm, nc, len(cand), i, e))
                         elif lg < least:
                             least = lg
             dropped = min(dropped, least)
-            sel = _pareto_rows_small(ys, nc_l, nm_l).tolist()  # (the numpy step's `pareto_rows`, in Python)
-            parents.append([par[r] for r in sel])
-            arcs_of.append([arc[r] for r in sel])
-            state = np.array([ys[r] for r in sel], dtype=np.int64)
-            cost, mem = np.array([nc_l[r] for r in sel], dtype=float), np.array([nm_l[r] for r in sel], dtype=float)
+            # (the numpy step's `pareto_rows`, as `_pareto_rows_small` scans it: a row is
+            # kept when first in its state or strictly cheaper than every row before it)
+            cand.sort()
+            sel: list[tuple[int, float, float, int, int, int]] = []
+            last, best_c = -1, 0.0
+            for row in cand:
+                if row[0] != last:
+                    last, best_c = row[0], row[2]
+                    sel.append(row)
+                elif row[2] < best_c:
+                    best_c = row[2]
+                    sel.append(row)
+            parents.append([r[4] for r in sel])
+            arcs_of.append([r[5] for r in sel])
+            state = np.array([r[0] for r in sel], dtype=np.int64)
+            cost, mem = np.array([r[2] for r in sel], dtype=float), np.array([r[1] for r in sel], dtype=float)
             labels += len(sel)
             complete(t + 1)
             continue
