@@ -198,10 +198,13 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         info["state_search"] = {"complete": out.complete, "states": out.states, **out.info}
         if plan is not None and out.value is not None and out.value < best_value:
             incumbent, best_value, found = plan.start.reshape(-1), out.value, WarmStart("state search", plan, out.value)
-        if out.complete:
+        # (its bounds hold for exact integral durations only: `statesearch.bound_is_exact`;
+        # durations within 1e-12 of integers are searched rounded, for a plan)
+        exact = statesearch.bound_is_exact(inst)
+        if out.complete and exact:
             bounds.append(Bound(out.bound, f"pipeline_milp: exact state search (no schedule below {out.bound:g})", "safe"))
             stages, below_infeasible = [], True
-        elif math.isfinite(out.bound):
+        elif math.isfinite(out.bound) and exact:
             bounds.append(Bound(out.bound, "pipeline_milp: state search, open layer (stopped)", "safe"))
     stage = kind
     for stage, limit in stages:

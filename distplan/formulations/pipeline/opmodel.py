@@ -486,12 +486,13 @@ def warm_vector(model: Model, prob: OpProblem, index: OpIndex, start: np.ndarray
 
 
 def integral_problem(prob: OpProblem) -> bool:
-    """True when durations, gaps, release times and deadlines are all integers."""
+    """True when durations, gaps, release times and deadlines are all exact integers (the
+    time-indexed model's steps and an integer objective are exact only then)."""
     parts = [prob.dur, prob.arcs.gap, prob.deadline_gap, prob.deadline_base]
     if prob.release is not None:
         parts.append(prob.release)
     vals = np.concatenate([np.asarray(p, dtype=float).reshape(-1) for p in parts])
-    return bool(np.all(np.abs(vals - np.round(vals)) < 1e-9))
+    return bool(np.all(vals == np.round(vals)))
 
 
 # -- whole-schedule problems ----------------------------------------------------------------
@@ -524,7 +525,7 @@ def full_problem(inst: PipelineInstance, horizon: float, energy_cuts: bool = Tru
         horizon=horizon,
         objective=inst.objective,
         tail=np.repeat(tail_b, n) if inst.objective == "makespan" else None,
-        integral=integral_data(inst),
+        integral=integral_data(inst, exact=True),
         energy_cuts=energy_cuts,
         block_of=np.repeat(np.arange(inst.n_blocks), n),
         block_reach=inst.reach,
