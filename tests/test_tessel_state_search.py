@@ -147,3 +147,17 @@ def test_two_micro_batches_are_searched_whatever_the_repetends_span() -> None:
     assert res.objective == pytest.approx(32.0)
     assert res.status.value == "optimal" and res.bound == pytest.approx(32.0)
     assert res.plan.info["whole_search"]["complete"]
+
+
+def test_the_states_reached_are_capped_with_the_budget() -> None:
+    """The reached-but-pruned states (remembered, not bounded again) count against the
+    budget at `SEEN_PER_STATE` per kept state, so memory stays capped (review rev15:
+    uncapped, 6.7 to 47 reached per kept state); a search stopped there keeps a valid bound."""
+    from distplan.formulations.pipeline.statesearch import SEEN_PER_STATE
+
+    inst = make_pipeline("x", 8, 3, forward_time=1.0, backward_time=2.0, weight_time=1.0)
+    out = search_makespan(inst, 33, max_states=1000)
+    assert not out.complete and out.states < 1000  # stopped by the states reached
+    assert SEEN_PER_STATE * 1000 < int(out.info["reached"]) <= SEEN_PER_STATE * 1000 + 1000
+    assert out.bound <= 33.0  # (33 is this target's optimum: the search with room proves it)
+    assert search_makespan(inst, 33, max_states=20_000).complete

@@ -69,6 +69,13 @@ from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, m
 
 #: most states kept (each a few hundred bytes) before the search stops with its open states' bound
 MAX_STATES = 600_000
+#: the states reached but pruned are remembered too (``seen``: not bounded again), up to
+#: this many per state kept, so that their memory is capped with the budget's: ~100 bytes
+#: each against a few hundred for a kept one, so the full budget of `MAX_STATES` holds at
+#: most ~0.6 GB (review rev15 found 6.7 reached per kept state on X shape, 8 stages, N =
+#: 4, 120 MB at 80,000 kept, and 47 on a small X case; uncapped, 600,000 kept could reach
+#: tens of millions)
+SEEN_PER_STATE = 8
 
 
 @dataclass
@@ -118,7 +125,8 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
     """Least makespan among schedules of makespan <= ``target`` (integer seconds), by the
     best-first state search of the module docstring. ``deadline``: a
     ``time.perf_counter()`` value after which it stops (with its open states' bound);
-    ``max_states``: most states kept (opened) before it stops likewise."""
+    ``max_states``: most states kept (opened), and `SEEN_PER_STATE` times as many
+    reached (``info["reached"]``), before it stops likewise."""
     if not applicable(inst):
         raise ValueError(f"{inst.name}: the state search needs the makespan objective, integral durations >= 1 and no delays")
     nb, n, nd = inst.n_blocks, inst.micro_batches, inst.n_devices
@@ -241,14 +249,14 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
         # on x shape, 8 stages, N = 3, B/W split, so every 256th ran ~0.5 s past it)
         if heap[0][0] > floor:
             floor = heap[0][0]
-        if kept > max_states or (deadline is not None and time.perf_counter() > deadline):
-            return SearchOutcome(float(min(target + 1, floor)), False, states=kept, info={"stopped at bound": floor, "one machine": raised})
+        if kept > max_states or len(seen) > SEEN_PER_STATE * max_states or (deadline is not None and time.perf_counter() > deadline):
+            return SearchOutcome(float(min(target + 1, floor)), False, states=kept, info={"stopped at bound": floor, "one machine": raised, "reached": len(seen)})
         f, neg_t, _, k, path, refined = heapq.heappop(heap)
         t = -neg_t
         if seen[k] < t:
             continue  # reached earlier since
         if f == t:  # complete at t: every open state has t + least remaining >= t
-            return SearchOutcome(float(t), True, float(t), _starts(inst, path), kept, {"one machine": raised})
+            return SearchOutcome(float(t), True, float(t), _starts(inst, path), kept, {"one machine": raised, "reached": len(seen)})
         c, r = _decode(k, nb, radix, width)
         if ONE_MACHINE and not refined:
             # the one-machine bound only on the states that reach the top (lazily)
@@ -307,7 +315,7 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
             kept += 1
             heapq.heappush(heap, (t + 1 + lr, -t - 1, order, k2, (path, t, chosen), False))
             order += 1
-    return SearchOutcome(float(target + 1), True, states=kept, info={"one machine": raised})
+    return SearchOutcome(float(target + 1), True, states=kept, info={"one machine": raised, "reached": len(seen)})
 
 
 def op_tails(dur: list[int], preds: list[list[int]], topo: list[int], n: int) -> list[list[int]]:
