@@ -30,3 +30,12 @@ def test_formulations_is_callable_and_the_package() -> None:
     assert distplan.formulations.sharding.tap is tap
     assert [f.name for f in distplan.formulations("placement")] == [f.name for f in formulations("placement")]
     assert {f.kind for f in distplan.formulations()} == {"placement", "sharding", "compression", "pipeline", "bandwidth"}
+
+
+def test_formulations_pickles_and_copies_as_itself() -> None:
+    import copy
+    import pickle
+
+    assert pickle.loads(pickle.dumps(distplan.formulations)) is distplan.formulations
+    assert copy.deepcopy(distplan.formulations) is distplan.formulations
+    assert copy.copy(distplan.formulations) is distplan.formulations

@@ -11,6 +11,7 @@ function bound to the attribute ``distplan.formulations`` hid the subpackages fr
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 from typing import Any
@@ -23,6 +24,11 @@ class _CallablePackage(types.ModuleType):
         from distplan.formulations.registry import formulations
 
         return formulations(kind)
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        # pickled and copied by name, as the function it replaces was (review rev15: a
+        # module object is neither picklable nor copyable)
+        return importlib.import_module, (self.__name__,)
 
 
 sys.modules[__name__].__class__ = _CallablePackage
