@@ -158,6 +158,12 @@ def check_claims(doc: dict[str, Any]) -> list[tuple[str, str]]:
 #: an exact run's termination from its last call; formulations override it only with
 #: optimal, time_limit or numerical, and heuristics always end "finished")
 CALL_ONLY_TERMINATIONS = frozenset(TERMINATIONS) - {"optimal", "finished", "time_limit", "numerical"}
+#: terminations of the run itself that a formulation documents, (formulation, termination)
+#: -> (``info`` key, value): allowed whatever the last solver call ended when the result's
+#: ``info`` records that reason. libra_perf_lp's rounds cut by its ``max_rounds`` parameter
+#: end "iteration_limit" (`distplan.formulations.bandwidth.outer.run_termination`), though
+#: its last LP may have ended "optimal"
+RUN_TERMINATIONS: dict[tuple[str, str], tuple[str, str]] = {("libra_perf_lp", "iteration_limit"): ("stopped", "max_rounds")}
 #: a run ends "optimal" only when its last solver call proved optimality, or proved a model
 #: restricted below the incumbent infeasible (pipeline_milp), or it made no solver call
 OPTIMAL_LAST_CALL = frozenset({"optimal", "infeasible", "infeasible_or_unbounded"})
@@ -179,7 +185,8 @@ def check_solver_calls(doc: dict[str, Any]) -> list[tuple[str, str]]:
       (`distplan.solve` hands its tolerance to every call; a raised one would turn an open
       gap into "optimal", a lower one only makes the status rule stricter);
     * the ``termination`` is one its calls allow (`CALL_ONLY_TERMINATIONS`,
-      `OPTIMAL_LAST_CALL`);
+      `OPTIMAL_LAST_CALL`), or one of the run's own that its formulation documents and its
+      ``info`` records (`RUN_TERMINATIONS`);
     * a call's bound graded "safe" is a HiGHS LP's (no integer variables in the model it
       records): no code path makes a MIP's dual bound safe;
     * a listed bound that names the call that proved it (``solver_call``) has that call's
@@ -238,7 +245,10 @@ def check_solver_calls(doc: dict[str, Any]) -> list[tuple[str, str]]:
     termination = doc.get("termination")
     if "solver_results" in doc and termination in TERMINATIONS:
         last = calls[-1].get("termination") if calls and isinstance(calls[-1], dict) else None
-        if termination in CALL_ONLY_TERMINATIONS and termination != last:
+        reason = RUN_TERMINATIONS.get((str(doc.get("formulation")), termination))
+        if reason is not None and calls and _info(doc).get(reason[0]) == reason[1]:
+            pass  # the run's own limit, which its info records
+        elif termination in CALL_ONLY_TERMINATIONS and termination != last:
             problems.append(("termination", f"{termination!r} but the last solver call ended {last!r}" if calls else f"{termination!r} but the run made no solver call"))
         elif termination == "optimal" and calls and last not in OPTIMAL_LAST_CALL:
             problems.append(("termination", f"'optimal' but the last solver call ended {last!r}: nothing in the record proved optimality"))

@@ -28,12 +28,12 @@ from distplan.formulations.bandwidth.blocks import lowest_unused, max_bandwidths
 from distplan.formulations.bandwidth.conic import DirectSolver
 from distplan.formulations.bandwidth.data import Program, prepare, syntactically_bounded, unbounded_error
 from distplan.formulations.bandwidth.diagnose import no_solution, raise_if_infeasible, raise_if_starved
-from distplan.formulations.bandwidth.finish import best_plan
+from distplan.formulations.bandwidth.finish import Baseline, baselines, best_plan
 from distplan.formulations.bandwidth.safe import safe_time_bound
 from distplan.formulations.bandwidth.time_program import build_time_problem, time_scale
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.models.bandwidth_instance import BandwidthInstance
-from distplan.solvers.result import SolverResult
+from distplan.solvers.result import SolverResult, Termination
 
 
 def reject_menus(prog: Program, formulation: str) -> None:
@@ -124,10 +124,11 @@ def continuous_program(inst: BandwidthInstance, ctx: RunContext, formulation: st
 def run_libra_perf(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     """``libra_perf``: minimum training time, convex program (default backend cvxpy-CLARABEL)."""
     prog = continuous_program(inst, ctx, "libra_perf")
+    base = baselines(ctx, inst, prog)  # first: a run its limit cuts short still has them
     duals: list[Any] = []
     result, solved, _ = solve_min_time(ctx, prog, "libra_perf", duals, diagnose=False)
     info: dict[str, Any] = {"terms": int(prog.terms.shape[0]), "warnings": list(prog.warnings)}
-    B = finish(ctx, inst, prog, "libra_perf", result, solved, info)
+    B = finish(ctx, inst, prog, "libra_perf", result, solved, info, base)
     if result.bound is not None and result.objective is not None and result.status.value == "optimal":
         # the conic dual objective holds within the solver's tolerances only: information
         info["conic_dual_bound_seconds"] = prog.compute_seconds + result.bound
@@ -148,20 +149,26 @@ def run_libra_perf(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
 
 
 def finish(ctx: RunContext, inst: BandwidthInstance, prog: Program, name: str, result: SolverResult,
-           solved: np.ndarray | None, info: dict[str, Any]) -> np.ndarray:
+           solved: np.ndarray | None, info: dict[str, Any], base: list[Baseline]) -> np.ndarray:
     """The plan an exact continuous formulation returns: the best plan the evaluator accepts
     among the solver's allocation ``solved`` (GB/s; with the unused dimensions lowered, and
-    as it came), repaired if need be, and the baselines' (`finish.best_plan`). Without any:
-    the conflicting constraints are named (`InfeasibleError`), or `NoSolutionError` says that
-    no plan was found."""
+    as it came), repaired if need be, and the baselines' ``base`` (`finish.baselines`, which
+    the formulation computed before its solves), by `finish.best_plan`. Without any: the
+    conflicting constraints are named (`InfeasibleError`), or `NoSolutionError` says that no
+    plan was found, and that the time limit passed first when it did."""
     candidates: list[tuple[str, np.ndarray | None]] = []
     if solved is not None and np.all(np.isfinite(solved)):
         lowered = lowest_unused(ctx, prog, solved)
         candidates.append((name, lowered))
         if not np.array_equal(lowered, solved):
             candidates.append((f"{name} (unused dimensions not lowered)", solved))
-    B = best_plan(ctx, inst, prog, candidates, info, result)
+    B = best_plan(inst, prog, candidates, info, base)
     if B is None:
+        if result.termination is Termination.TIME_LIMIT and ctx.remaining_time() == 0.0:
+            raise NoSolutionError(
+                f"{inst.name}: {name}: found no solution before the limit: the run's time limit passed before its solver "
+                f"found an allocation (it ended {result.termination.value}, {result.raw_status}), and no baseline gave a plan"
+            )
         no_solution(ctx, prog, result, name)
         raise_if_infeasible(ctx, prog, name)
         raise NoSolutionError(

@@ -34,7 +34,7 @@ from distplan.formulations.bandwidth.convex import (
 )
 from distplan.formulations.bandwidth.data import Program, bandwidth_scale
 from distplan.formulations.bandwidth.diagnose import no_solution
-from distplan.formulations.bandwidth.finish import baselines
+from distplan.formulations.bandwidth.finish import Baseline, baselines
 from distplan.formulations.bandwidth.safe import budget_line, line_from_multipliers, safe_min_linear, safe_time_bound
 from distplan.formulations.bandwidth.time_program import TimeProblem, build_time_problem, time_scale
 from distplan.formulations.registry import Bound, Outcome, RunContext
@@ -159,11 +159,13 @@ def solver_duals(tp: TimeProblem, prog: Program) -> list[tuple[np.ndarray, np.nd
     return out
 
 
-def _best_with_baselines(ctx: RunContext, inst: BandwidthInstance, prog: Program, best: _Point, scale: float,
-                         info: dict[str, Any]) -> tuple[np.ndarray, float, float, float]:
-    """The plan of least time x cost among the search's ``best`` point and the baselines'
-    plans (`finish.baselines`: ``proportional_to_traffic``, ``equal_bw``), each product
-    recomputed by the evaluator (`distplan.models.bandwidth_eval`); ``best`` wins ties.
+def _best_with_baselines(inst: BandwidthInstance, prog: Program, best: _Point | None, scale: float,
+                         base: list[Baseline], info: dict[str, Any]) -> tuple[np.ndarray, float, float, float] | None:
+    """The plan of least time x cost among the search's ``best`` point (None: the search
+    found none) and the baselines' plans ``base`` (`finish.baselines`:
+    ``proportional_to_traffic``, ``equal_bw``, computed before the search so that a run its
+    time limit cuts short has them too), each product recomputed by the evaluator
+    (`distplan.models.bandwidth_eval`); ``best`` wins ties. None when there is no plan.
 
     The search's point comes from a conic solver whose allocation holds to its tolerance,
     so where the optimum is a baseline's allocation (libra-resnet50-3d-total500: the fastest
@@ -173,13 +175,15 @@ def _best_with_baselines(ctx: RunContext, inst: BandwidthInstance, prog: Program
     Returns (allocation GB/s, training time s, cost in units of ``scale`` USD, time x cost
     in s x ``scale`` USD). The search's bound holds for every plan, whichever is returned.
     """
-    assert best.bandwidth is not None
-    main = ctx.solver_results[-1] if ctx.solver_results else None  # the run's termination stays the search's
-    own = evaluate(inst, prog.to_plan(best.bandwidth, "time_x_cost"))
-    seen: dict[str, float] = {"libra_perf_per_cost": own.objective}
-    chosen = ("libra_perf_per_cost", best.bandwidth, best.time, best.cost, best.product)
-    least = own.objective  # s x USD, the evaluator's
-    for name, B, _ in baselines(ctx, inst, prog, main):
+    seen: dict[str, float] = {}
+    chosen: tuple[str, np.ndarray, float, float, float] | None = None
+    least = math.inf  # s x USD, the evaluator's
+    if best is not None and best.bandwidth is not None:
+        own = evaluate(inst, prog.to_plan(best.bandwidth, "time_x_cost"))
+        seen["libra_perf_per_cost"] = own.objective
+        chosen = ("libra_perf_per_cost", best.bandwidth, best.time, best.cost, best.product)
+        least = own.objective
+    for name, B, _ in base:
         c = evaluate(inst, prog.to_plan(B, "time_x_cost"))
         if not (c.feasible and math.isfinite(c.objective)):
             continue
@@ -188,8 +192,28 @@ def _best_with_baselines(ctx: RunContext, inst: BandwidthInstance, prog: Program
             least = c.objective
             chosen = (f"baseline {name}", B, float(c.details["time_seconds"]), float(c.details["cost_usd"]) / scale, c.objective / scale)
     info["candidates"] = seen
+    if chosen is None:
+        return None
     info["plan_from"] = chosen[0]
     return chosen[1], chosen[2], chosen[3], chosen[4]
+
+
+def _without_search(ctx: RunContext, inst: BandwidthInstance, prog: Program, base: list[Baseline]) -> Outcome:
+    """The outcome when the search has no point (its first solves stopped at a limit): the
+    baselines' best plan on time x cost, with no bound of the search's; no plan without
+    them. The run ends "time_limit" when its own limit passed, else as its last call did."""
+    info: dict[str, Any] = {"warnings": list(prog.warnings), "evaluations": 0, "certified": False}
+    chosen = _best_with_baselines(inst, prog, None, 1.0, base, info)
+    if chosen is None:
+        return Outcome(plan=None, solver_results=list(ctx.solver_results))
+    plan_bw, _, _, product = chosen
+    return Outcome(
+        plan=prog.to_plan(plan_bw, "time_x_cost"),
+        solver_results=list(ctx.solver_results),
+        claimed_objective=product,
+        info=info,
+        termination=Termination.TIME_LIMIT if ctx.remaining_time() == 0.0 else None,
+    )
 
 
 def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
@@ -199,6 +223,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
     max_points = int(ctx.param("max_points", 400))
     prog = continuous_program(inst, ctx, "libra_perf_per_cost")
     C = prog.compute_seconds
+    base = baselines(ctx, inst, prog)  # first: a run its limit cuts short still has them
 
     # the cost range: cheapest feasible network, and the cost of a fastest allocation
     if direct(ctx):
@@ -210,12 +235,12 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
         res_min, b_min = optimize_linear(ctx, prog, prog.cost_per_gbps, "min", name="min-cost")
     if b_min is None:
         no_solution(ctx, prog, res_min, "libra_perf_per_cost")
-        return Outcome(plan=None, solver_results=list(ctx.solver_results))
+        return _without_search(ctx, inst, prog, base)
     c_min_usd = prog.cost(b_min)
     fast_duals: list[Any] = []
     res_fast, b_fast, _ = solve_min_time(ctx, prog, "libra_perf_per_cost", fast_duals)
     if b_fast is None:
-        return Outcome(plan=None, solver_results=list(ctx.solver_results))
+        return _without_search(ctx, inst, prog, base)
     b_fast = lowest_unused(ctx, prog, b_fast)
     c_max_usd = prog.cost(b_fast)
     scale = max(c_max_usd, 1e-300)
@@ -341,8 +366,9 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
         info["budget_program"] = {"compiled_once": True, "interface": "clarabel direct" if direct(ctx) else "cvxpy DPP", "evaluations": n_eval}
     info["evaluations"] = n_eval
 
-    assert best.bandwidth is not None
-    plan_bw, plan_time, plan_cost, plan_product = _best_with_baselines(ctx, inst, prog, best, scale, info)
+    chosen = _best_with_baselines(inst, prog, best, scale, base, info)
+    assert chosen is not None  # best_of returned an accepted point
+    plan_bw, plan_time, plan_cost, plan_product = chosen
     ok_points = sorted((p for p in points if p.ok and p.accepted), key=lambda p: p.c)
     curve = [
         {
