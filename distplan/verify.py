@@ -162,8 +162,12 @@ CALL_ONLY_TERMINATIONS = frozenset(TERMINATIONS) - {"optimal", "finished", "time
 #: -> (``info`` key, value): allowed whatever the last solver call ended when the result's
 #: ``info`` records that reason. libra_perf_lp's rounds cut by its ``max_rounds`` parameter
 #: end "iteration_limit" (`distplan.formulations.bandwidth.outer.run_termination`), though
-#: its last LP may have ended "optimal"
-RUN_TERMINATIONS: dict[tuple[str, str], tuple[str, str]] = {("libra_perf_lp", "iteration_limit"): ("stopped", "max_rounds")}
+#: its last LP may have ended "optimal"; so does libra_perf_per_cost's search cut by its
+#: ``max_points`` (`distplan.formulations.bandwidth.per_cost`)
+RUN_TERMINATIONS: dict[tuple[str, str], tuple[str, str]] = {
+    ("libra_perf_lp", "iteration_limit"): ("stopped", "max_rounds"),
+    ("libra_perf_per_cost", "iteration_limit"): ("stopped", "max_points"),
+}
 #: a run ends "optimal" only when its last solver call proved optimality, or proved a model
 #: restricted below the incumbent infeasible (pipeline_milp), or it made no solver call
 OPTIMAL_LAST_CALL = frozenset({"optimal", "infeasible", "infeasible_or_unbounded"})

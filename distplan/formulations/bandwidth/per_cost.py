@@ -403,5 +403,21 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
         claimed_objective=plan_product * scale,
         proven_optimal=certified and gap <= tol,
         info=info,
-        termination=Termination.TIME_LIMIT if timed_out and not (certified and gap <= tol) else None,
+        termination=_termination(certified and gap <= tol, timed_out, n_eval >= max_points, info),
     )
+
+
+def _termination(proven: bool, timed_out: bool, out_of_points: bool, info: dict[str, Any]) -> Termination | None:
+    """The run's termination when its search did not prove the plan within tolerance: the
+    run's time limit, its ``max_points`` (``iteration_limit``, ``info["stopped"]``), or
+    else intervals too narrow to split (``finished``: the search's own end, gap open); None
+    (the last solver call's) when proven. The last call's "optimal" said only that its
+    budget point was solved, and sat beside status "feasible"."""
+    if proven:
+        return None
+    if timed_out:
+        return Termination.TIME_LIMIT
+    if out_of_points:
+        info["stopped"] = "max_points"
+        return Termination.ITERATION_LIMIT
+    return Termination.FINISHED
