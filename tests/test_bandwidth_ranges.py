@@ -92,7 +92,17 @@ def test_an_idle_dimension_whose_floor_is_on_the_grid_counts_it_once() -> None:
 def test_a_stall_with_an_open_safe_gap_goes_on(backend: str) -> None:
     """libra-msft1t-3d-total500 on OSQP: the bounds stop moving after 20 rounds with the
     safe gap still 1.3% open (review rev14 #5, status feasible); the cuts go on until the
-    safe bound closes the gap (~50 rounds)."""
-    r = solve("libra-msft1t-3d-total500", "libra_perf_lp", backend, max_rounds=200)
+    safe bound closes the gap (~50 rounds). Its LPs stop at OSQP's max_iter: they say so,
+    and the run, stopped by its own test well within its limit, is not "time_limit"
+    (tests/test_bandwidth_osqp_termination.py's case for OSQP on this instance)."""
+    from distplan.solvers.result import LIMIT_TERMINATIONS, Termination
+    from distplan.verify import check_solver_calls
+
+    r = solve("libra-msft1t-3d-total500", "libra_perf_lp", backend, max_rounds=200, time_limit=600)
     assert r.info["rounds"] < 200
     assert r.status.value == "optimal" and r.gap is not None and r.gap <= r.gap_tolerance
+    assert r.info["stopped"] == "closed" and r.termination not in LIMIT_TERMINATIONS
+    assert all(c.termination is not Termination.TIME_LIMIT for c in r.solver_results)
+    hit = [c for c in r.solver_results if c.raw_status == "maximum iterations reached"]
+    assert hit and all(c.termination is Termination.ITERATION_LIMIT for c in hit)
+    assert check_solver_calls(r.to_dict()) == []

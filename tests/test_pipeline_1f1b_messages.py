@@ -18,7 +18,9 @@ def test_a_deadlocked_order_is_not_called_a_memory_shortfall() -> None:
         distplan.solve(inst, "1f1b")
     text = str(err.value)
     assert "the 1f1b schedule" in text and "deadlock" in text and "over by 0" not in text
-    assert distplan.solve(inst, "pipeline_milp", time_limit=30).check.feasible
+    # a schedule exists (tessel proves 75 in ~0.5 s; pipeline_milp took 2-30 s with HiGHS's
+    # two threads, depending on the machine's load)
+    assert distplan.solve(inst, "tessel", time_limit=30).check.feasible
 
 
 def test_a_memory_shortfall_says_by_how_much() -> None:

@@ -129,6 +129,11 @@ def solver_spec(backend_name: str) -> SolverSpec | None:
     return SOLVERS.get(backend_name[len("cvxpy-") :])
 
 
+#: the Python package each cvxpy solver interface imports
+SOLVER_MODULES = {"CLARABEL": "clarabel", "SCS": "scs", "ECOS": "ecos", "OSQP": "osqp", "HIGHS": "highspy",
+                  "SCIP": "pyscipopt", "SCIPY": "scipy", "GLPK_MI": "cvxopt", "CBC": "cylp"}
+
+
 @functools.lru_cache(maxsize=1)
 def _installed() -> frozenset[str]:
     import cvxpy as cp
@@ -137,24 +142,28 @@ def _installed() -> frozenset[str]:
 
 
 def _solver_available(solver: str) -> bool:
+    """cvxpy's own answer (`cvxpy.installed_solvers`, which imports cvxpy: 0.3-0.4 s) only
+    once cvxpy is loaded; before, whether the solver's package is installed, found without
+    importing it, so that a run on the direct Clarabel path (`bandwidth.convex.direct`),
+    which needs no cvxpy, does not spend its time limit importing it."""
     if solver == "OSQP" and not _OSQP_SAFE:
         return False
+    if "cvxpy" not in sys.modules:
+        module = SOLVER_MODULES.get(solver)
+        return module is not None and importlib.util.find_spec(module) is not None
     return solver in _installed()
 
 
 @functools.cache
 def _version(solver: str) -> str:
-    import cvxpy as cp
+    from importlib.metadata import version
 
-    module = {"CLARABEL": "clarabel", "SCS": "scs", "ECOS": "ecos", "OSQP": "osqp", "HIGHS": "highspy",
-              "SCIP": "pyscipopt", "SCIPY": "scipy", "GLPK_MI": "cvxopt", "CBC": "cylp"}.get(solver)
+    module = SOLVER_MODULES.get(solver)
     detail = ""
     if module is not None and importlib.util.find_spec(module) is not None:
         with contextlib.suppress(Exception):
-            from importlib.metadata import version
-
             detail = f" {module} {version(module)}"
-    return f"cvxpy {cp.__version__}{detail}"
+    return f"cvxpy {version('cvxpy')}{detail}"
 
 
 def _set_path(opts: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
