@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from distplan.bench.campaign import parse_campaign
 from distplan.bench.liveness import _start_time, driver_name, is_dead
 from distplan.bench.runner import run_campaign
@@ -72,3 +74,22 @@ def test_a_campaign_run_again_takes_over_a_killed_drivers_runs_at_once(tmp_path:
     assert not any("other drivers worked on this database" in n for n in counts["notes"]), counts["notes"]
     with Store(db) as store:
         assert store.count() == 2 and store.leases() == []
+
+
+def test_a_process_whose_proc_entry_cannot_be_read_is_not_called_dead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """/proc mounted hidepid (another user's driver): the entry is unreadable but the
+    process exists (kill(pid, 0) says EPERM or succeeds), so its leases are not taken."""
+    from distplan.bench import liveness
+
+    own = driver_name()
+    real_read = Path.read_bytes
+
+    def hidden(self: Path) -> bytes:
+        if self.name == "stat" and self.parent.name == str(os.getpid()):
+            raise PermissionError(13, "hidden", str(self))
+        return real_read(self)
+
+    monkeypatch.setattr(Path, "read_bytes", hidden)
+    assert liveness._start_time(os.getpid()) == liveness.UNREADABLE
+    assert not is_dead(own)
+    assert is_dead(_name_of_a_finished_process())  # (no process: kill says so)

@@ -19,14 +19,25 @@ import uuid
 from functools import cache
 from pathlib import Path
 
+#: `_start_time` of a process that exists but whose ``/proc`` entry this one cannot read
+UNREADABLE = "unreadable"
+
 
 def _start_time(pid: int) -> str | None:
     """The start time of process ``pid`` (clock ticks since boot, as text), None when no
-    such process exists (or has exited and is waiting to be reaped)."""
+    such process exists (or has exited and is waiting to be reaped), `UNREADABLE` when it
+    may exist but its ``/proc`` entry cannot be read (``/proc`` mounted ``hidepid``, another
+    user's process: review rev15b found a live driver judged dead that way)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
-        return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except OSError:  # (EPERM: it exists, and is another user's)
+            return UNREADABLE
+        return UNREADABLE
     if fields[0] in (b"Z", b"X"):  # (state: a zombie or dead task runs no more)
         return None
     return fields[19].decode()
@@ -61,4 +72,5 @@ def is_dead(driver: str) -> bool:
     parts = name.split(":")
     if machine != _machine() or len(parts) < 3 or not parts[-2].isdigit():
         return False
-    return _start_time(int(parts[-2])) != start
+    now = _start_time(int(parts[-2]))
+    return now is None or (now != UNREADABLE and now != start)
