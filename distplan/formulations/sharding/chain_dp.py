@@ -1207,7 +1207,10 @@ def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any,
             return fits
     cores: list[CopyCore] = []
     if not chain.arcs:
-        chain.arcs = segment_fronts(chain, sk, tables, cores)
+        try:
+            chain.arcs = segment_fronts(chain, sk, tables, cores, max_rows=max_rows)
+        except TooLarge:  # (the caller unfolds the chain; the memory-free plan may still do)
+            return memory_free()[0] if binds else None
     if free is None and not binds:
         return None
     core = _side_core(cores[0], chain, graph, origin) if cores else None

@@ -416,7 +416,13 @@ def _factor(V: int, live: list[int], cols: list[np.ndarray], cost: np.ndarray, m
     return _Table(list(live), asg, cost[ok], mem[ok])
 
 
-def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables, core_out: list[CopyCore] | None = None) -> dict[str, np.ndarray]:
+#: most rows of a table while a copy's Pareto arcs are made (`segment_fronts`): beyond it
+#: `TooLarge`, and the chain's copies stay unfolded (a 3-layer GPT of hidden 16 on a 2x2x2
+#: mesh with sequence splits joined 18.5 million rows there, and ran out of memory at 10 GB)
+MAX_ARC_ROWS = 1_000_000
+
+
+def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables, core_out: list[CopyCore] | None = None, max_rows: float = MAX_ARC_ROWS) -> dict[str, np.ndarray]:
     """Walk arcs of a chain: the Pareto-optimal copies in (seconds per iteration, bytes per
     device) per (state of the previous copy, state of this copy), exactly.
 
@@ -436,7 +442,7 @@ def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables, core_out: lis
     Combined state ids: the boundary states first, then the values of j. Returned arrays:
     ``prev``, ``cur`` (state ids), ``first`` (arc leaves a boundary state), ``cost``
     (seconds), ``memory`` (bytes), ``strategy`` (per position, -1 where the arc's half
-    does not decide it)."""
+    does not decide it). `TooLarge` when a table would exceed ``max_rows`` rows."""
     n = chain.positions
     P = n
     S = chain.num_states
@@ -452,10 +458,10 @@ def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables, core_out: lis
 
     if sep is None:
         interface = sorted(set(out) | {b for a, b in pairs if a == P})
-        core.tables = _reduce(node_f + internal_f, interface, dom)
+        core.tables = _reduce(node_f + internal_f, interface, dom, max_rows=max_rows)
         if core_out is not None:
             core_out.append(core)
-        front = _eliminate(core.tables + [factors[n]] + link_f, [P] + out, dom)
+        front = _eliminate(core.tables + [factors[n]] + link_f, [P] + out, dom, max_rows=max_rows)
         prev, cur, first = front.asg[:, P], encode_out(front), np.ones(front.cost.size, dtype=bool)
         cost, mem, strat = front.cost, front.mem, front.asg[:, :n]
         chain.num_walk_states = S
@@ -463,8 +469,8 @@ def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables, core_out: lis
         j, side = sep
         one = [t for t in factors if set(t.live) <= side | {P, j}]
         two = [t for t in factors if t not in one]
-        h1 = _eliminate(one, [P, j], dom)
-        h2 = _eliminate(two + [_factor(V, [j], [np.arange(dom[j])], np.zeros(dom[j]), np.zeros(dom[j]))], [j] + out, dom)
+        h1 = _eliminate(one, [P, j], dom, max_rows=max_rows)
+        h2 = _eliminate(two + [_factor(V, [j], [np.arange(dom[j])], np.zeros(dom[j]), np.zeros(dom[j]))], [j] + out, dom, max_rows=max_rows)
         prev = np.concatenate([h1.asg[:, P], S + h2.asg[:, j]])
         cur = np.concatenate([S + h1.asg[:, j], encode_out(h2)])
         first = np.concatenate([np.ones(h1.cost.size, dtype=bool), np.zeros(h2.cost.size, dtype=bool)])

@@ -58,7 +58,7 @@ from distplan.formulations.sharding.alpa_ilp import (
 )
 from distplan.formulations.sharding.chain_dp import MAX_ROWS as DP_MAX_ROWS
 from distplan.formulations.sharding.chain_dp import solve_by_dp
-from distplan.formulations.sharding.chain_fronts import segment_fronts
+from distplan.formulations.sharding.chain_fronts import TooLarge, segment_fronts
 from distplan.formulations.sharding.chain_program import solve_chains
 from distplan.formulations.sharding.chainfold import MAX_STATES, Chain, consecutive_blocks, find_chains
 from distplan.formulations.sharding.costgraph import (
@@ -165,10 +165,15 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
             fallback = expert_if_better(instance, None, info_cut, "tap")
             return Outcome(plan=fallback, bounds=[], info=info_cut, claimed_objective=info_cut.get("objective_seconds"), termination=Termination.TIME_LIMIT)
     method = "dp" if sol is not None else "milp"
+    unfolded_chains = 0
     if sol is None:
-        for ch in chains:
+        for ch in list(chains):
             if not ch.arcs:
-                ch.arcs = segment_fronts(ch, sk, tables)
+                try:
+                    ch.arcs = segment_fronts(ch, sk, tables)
+                except TooLarge:  # its Pareto arcs would not fit in memory: its copies stay unfolded
+                    chains.remove(ch)
+                    unfolded_chains += 1
         sol = solve_chains(sk, chains, tables, ctx, lp_first=bool(ctx.param("lp_first", True)), build_seconds=time.perf_counter() - t0)
     info: dict[str, Any] = {
         "fold_seconds": fold_s,
@@ -176,6 +181,7 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
         "folding": dict(fold.stats),
         "chains": chain_info,
         "walk_arcs": [int(ch.arcs["cost"].size) if ch.arcs else None for ch in chains],
+        "chains_left_unfolded": unfolded_chains,  # (Pareto arcs beyond chain_fronts.MAX_ARC_ROWS rows)
         "method": method,
         "dp_seconds": time.perf_counter() - t2 if method == "dp" else None,  # Pareto arcs included when needed
         "rounds": sol.rounds,
