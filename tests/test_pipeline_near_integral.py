@@ -43,3 +43,35 @@ def test_the_state_search_proves_nothing_over_durations_below_integers() -> None
     assert result.info["state_search"]["complete"]  # (the search ran, for its plan)
     assert result.bound is not None and result.bound <= result.objective < 32.0
     assert not any("state search" in b.source for b in result.bounds)
+
+
+@pytest.mark.parametrize("proof", ["residue", "auto"])
+@pytest.mark.parametrize("shift", [-1e-13, 1e-13])
+@pytest.mark.parametrize("shape,weight", [("v", True), ("v", False), ("x", True)])
+def test_tessel_proves_no_period_from_integrality_the_data_lacks(shift: float, shape: str, weight: bool, proof: str) -> None:
+    """tessel searches near-integer durations rounded, for a plan, but proves no period
+    from it: 1e-13 below integers it reported period 4 proven least with period_bound 4,
+    though the rounded data's repetend with its times scaled by s = 1 - 2e-14 (every
+    duration d <= 4 has d - 1e-13 <= s d) repeats every 4 s; 1e-13 above (forward blocks
+    only, the V case) it reported period 4 proven under a device's work of 4.0000000000002.
+    The residue search (period_proof "residue") and, without it ("auto"), the heuristics'
+    integer period taken as reaching the work bound made those claims."""
+    if shift > 0:  # forward blocks only (the others stay integral): the work bound moves off 4
+        base = make_pipeline(shape, 3, 3, forward_time=1.0, backward_time=2.0, weight_time=1.0 if weight else None)
+        inst = base.with_(blocks=[dataclasses.replace(b, duration=b.duration + (shift if b.duration == 1.0 and b.role == "F" else 0.0)) for b in base.blocks])
+    else:
+        inst = _shifted(shape, weight, shift)
+    rounded = distplan.solve(_shifted(shape, weight, 0.0), "tessel", time_limit=20).info
+    result = distplan.solve(inst, "tessel", time_limit=20, period_proof=proof)
+    assert result.check is not None and result.check.feasible
+    info = result.plan.info
+    unfold = int(info["unfold"])
+    work = max(float((unfold * (inst.duration @ inst.device_mask)).max()), float(inst.duration.max()))
+    # the rounded data's repetend with its times scaled by s is a real one (every
+    # duration d in [1, 4] has d + shift <= s d): no period bound above its period
+    s = 1 - 2e-14 if shift < 0 else 1 + 1e-13
+    assert info["period_bound"] is not None and info["period_bound"] <= rounded["period"] * s
+    if info["period_proven_optimal"]:
+        assert info["period_bound"] >= info["period"] >= work
+        assert info["period"] <= rounded["period"] * s
+    assert result.info.get("period_proven_optimal") == info["period_proven_optimal"]

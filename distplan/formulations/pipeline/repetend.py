@@ -33,6 +33,10 @@ node budget; whatever it leaves undecided goes to the path above (its rate MILP,
 incumbent in hand, for at most ``proof_time_limit`` seconds), and an unfinished proof is
 reported as unproven.
 
+"Integral data" in the proofs means exact integers (`integral_data(inst, exact=True)`):
+durations and delays within 1e-12 of integers are searched rounded, for a plan, but no
+period is proven from that (`rounded_only`): the bound is then the work bound.
+
 The repetend is unrolled and split into warm-up, steady state and cool-down here
 (`Repetend.unroll`, `Repetend.phases`) and completed in `tessel.py`.
 """
@@ -370,6 +374,27 @@ def sub_ctx(ctx: RunContext, limit: float, share: float = 1 / 3) -> RunContext:
     return ctx.child(time_limit=limit if remaining is None else max(0.05, min(limit, remaining * share)), share_records=True)
 
 
+def rounded_only(inst: PipelineInstance) -> bool:
+    """True when the durations and delays are within 1e-12 of integers but not all exact
+    integers: the searches round them (for a plan), but nothing that integrality proves
+    holds for them (review rev15: durations 1e-13 below integers had period 4 reported as
+    proven least with bound 4, though the schedule scaled by 1 - 2e-14 repeats every
+    3.99999999999992; forward blocks 1e-13 above had period 4 proven under a device's work
+    of 4.0000000000002)."""
+    return integral_data(inst) and not integral_data(inst, exact=True)
+
+
+def at_work_bound(inst: PipelineInstance, period: float, t_lb: float) -> bool:
+    """The period (a heuristic's) reaches the resource bound ``t_lb`` (so it is least),
+    within a relative 1e-9. Never for `rounded_only` data: the heuristics search it
+    rounded, and their integer period is the rounded data's (period 4 within that
+    tolerance of a bound 3.9999999999997 that a real repetend may reach, or under a
+    device's work of 4.0000000000002 that no real repetend fits)."""
+    if rounded_only(inst):
+        return False
+    return period <= t_lb * (1 + 1e-9) + 1e-12
+
+
 def probe_period(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any], period: float) -> tuple[np.ndarray | None, bool]:
     """Fixed-period feasibility MILP with the offsets in ``params`` (at most
     ``probe_time_limit`` seconds): (flat starts in seconds, or None; True when proven
@@ -441,7 +466,7 @@ def search_repetend(inst: PipelineInstance, ctx: RunContext, params: dict[str, A
             best = (best[0], best[1], None, False, best[4], best[5])  # a smaller K's, unproven
             break
         reached.append((k, best[1], best[0]))
-        if best[1] <= best[5].t_lb * (1 + 1e-9) + 1e-12:
+        if at_work_bound(inst, best[1], best[5].t_lb):
             best = (best[0], best[1], best[5].t_lb, True, best[4], best[5])
             break
     assert best is not None
@@ -533,12 +558,13 @@ def _search_once(
                 break
             if not infeasible:
                 break
-    if heur and heur[1] <= t_lb * (1 + 1e-9) + 1e-12:
+    if heur and at_work_bound(inst, heur[1], t_lb):
         return np.asarray(heur[0]), float(heur[1]), t_lb, True, int(data.offsets), data
     if not prove and heur:
         return np.asarray(heur[0]), float(heur[1]), None, False, int(data.offsets), data
     proof = params.get("period_proof", "residue")  # one of the formulation's choices
-    if heur and proof in ("auto", "residue") and integral_data(inst):
+    exact = integral_data(inst, exact=True)  # the proofs from integrality (near-integers: none)
+    if heur and proof in ("auto", "residue") and exact:
         heur, proven = _prove_by_candidates(inst, ctx, params, data, heur)
         if proven:
             return np.asarray(heur[0]), float(heur[1]), float(heur[1]), True, int(data.offsets), data
@@ -566,11 +592,11 @@ def _search_once(
             raise DeadlineReached(f"the repetend search ({res.termination.value})")
         raise NoSolutionError(f"{inst.name}: the repetend search found no solution ({res.termination.value})")
     period = 1.0 / float(res.values_by_block["rate"][0])
-    if integral_data(inst) and abs(period - round(period)) < 1e-6:
+    if exact and abs(period - round(period)) < 1e-6:
         period = float(round(period))
     sigma = np.asarray(res.values_by_block["theta"], dtype=float) * period
     bound = None if res.bound is None or res.bound <= 0 else 1.0 / res.bound
-    if bound is not None and bound < period and integral_data(inst):
+    if bound is not None and bound < period and exact:
         # no repetend period lies strictly between the largest candidate below the
         # incumbent and the incumbent (`candidate_periods_below`): a bound above that
         # candidate is the incumbent itself (removes the solver's tolerance, e.g. 6.99995)
@@ -629,7 +655,7 @@ def largest_fraction_below(x: Fraction, n: int) -> Fraction:
 def _prove_by_candidates(
     inst: PipelineInstance, ctx: RunContext, params: dict[str, Any], data: RepetendIndex, heur: tuple[np.ndarray, float]
 ) -> tuple[tuple[np.ndarray, float], bool]:
-    """Integral data: prove the incumbent period least by one fixed-period feasibility
+    """Exact integral data: prove the incumbent period least by one fixed-period feasibility
     probe at the largest period below it that a repetend can have
     (`candidate_periods_below`; feasibility is monotone in the period: scaling ``rate``
     down keeps every constraint in ``theta`` satisfied with the same winding numbers).
@@ -652,7 +678,8 @@ def _search_residues(inst: PipelineInstance, ctx: RunContext, params: dict[str, 
     which also gives the fewest offsets. All within ``residue_nodes`` placements. Returns
     None (the MILP path takes over) when a period is undecided or a fractional candidate
     has a repetend; an undecided candidate leaves the period unproven, with the refuted
-    integer as its bound."""
+    integer as its bound. Data within 1e-12 of integers but not exact (`rounded_only`) is
+    searched rounded: the repetend found is returned unproven, with the work bound."""
     if not integral_data(inst):
         return None
     unfold = int(params.get("unfold", 1))
@@ -699,7 +726,14 @@ def _search_residues(inst: PipelineInstance, ctx: RunContext, params: dict[str, 
         return None
     sigma, length = found.sigma, float(found.length)
     proven, bound = True, float(t)
-    cand = None if t <= t_lb + 1e-9 else candidate_periods_below(cy, t_lb, Fraction(t))
+    if not integral_data(inst, exact=True):
+        # durations within 1e-12 of integers, searched rounded: the repetend is the
+        # rounded data's (a plan), and its refutations prove nothing for the instance,
+        # whose least period may lie below t (durations below integers) or above the
+        # work bound (above integers); the work bound t_lb holds (may exceed t, the
+        # rounded data's period)
+        proven, bound = False, t_lb
+    cand = None if t <= t_lb + 1e-9 or not proven else candidate_periods_below(cy, t_lb, Fraction(t))
     if cand is not None and (refuted is None or cand > refuted):
         # a fractional candidate (time scaled by its denominator makes the residue search
         # slow): a short MILP probe decides it or leaves the period unproven
