@@ -62,3 +62,22 @@ def test_the_dynamic_program_gives_way_when_the_arcs_exceed_its_rows(frac: float
     assert free.info["method"] == "dp" and small.info["method"] == "milp"
     for r in (free, small):
         assert abs(r.objective - alpa.objective) <= 1e-6 * alpa.objective
+
+
+def test_arcs_found_too_large_are_not_made_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dynamic program found the arcs too large at the walk MILP's own limit: tap leaves
+    the chain unfolded without making them a second time (0.12-0.16 s each, past a limit)."""
+    from distplan.formulations.sharding import chain_dp, tap
+
+    calls: list[float] = []
+    real = chain_dp.segment_fronts
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1.0)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(chain_dp, "segment_fronts", counted)
+    monkeypatch.setattr(tap, "segment_fronts", counted)
+    inst = transformer(3, 16, 2, 64, 8, 1000, mesh=(2, 2, 2), device="V100", name="g22", sequence_split=True, memory=1e15)
+    result = distplan.solve(inst, "tap", time_limit=60)
+    assert result.info["chains_left_unfolded"] == 1 and len(calls) == 1

@@ -38,6 +38,7 @@ import numpy as np
 from distplan.formulations.deadline import DeadlineReached
 from distplan.formulations.sharding.chain_fronts import (
     FEW_KEYS,
+    MAX_ARC_ROWS,
     SMALL_PARETO,
     CopyCore,
     TooLarge,
@@ -1210,6 +1211,7 @@ def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any,
         try:
             chain.arcs = segment_fronts(chain, sk, tables, cores, max_rows=max_rows)
         except TooLarge:  # (the caller unfolds the chain; the memory-free plan may still do)
+            chain.arcs_too_large = max_rows >= MAX_ARC_ROWS  # (the caller's limit: no second try)
             return memory_free()[0] if binds else None
     if free is None and not binds:
         return None

@@ -187,6 +187,9 @@ class Chain:
     arcs: dict[str, np.ndarray] = field(default_factory=dict)
     #: boundary states plus the values of the separator inside a copy (when there is one)
     num_walk_states: int = 0
+    #: the Pareto arcs were found to exceed their row limit (`chain_fronts.TooLarge`): the
+    #: chain is left unfolded without making them again
+    arcs_too_large: bool = False
 
     @property
     def copies(self) -> int:

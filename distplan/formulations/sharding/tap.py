@@ -170,6 +170,8 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
         for ch in list(chains):
             if not ch.arcs:
                 try:
+                    if ch.arcs_too_large:  # (the dynamic program found them too large at this limit)
+                        raise TooLarge("the chain's Pareto arcs")
                     ch.arcs = segment_fronts(ch, sk, tables)
                 except TooLarge:  # its Pareto arcs would not fit in memory: its copies stay unfolded
                     chains.remove(ch)
