@@ -93,3 +93,11 @@ def test_a_process_whose_proc_entry_cannot_be_read_is_not_called_dead(monkeypatc
     assert liveness._start_time(os.getpid()) == liveness.UNREADABLE
     assert not is_dead(own)
     assert is_dead(_name_of_a_finished_process())  # (no process: kill says so)
+
+
+def test_a_pid_too_large_for_the_system_is_not_known_dead() -> None:
+    """A hand-edited lease row with an absurd pid: no OverflowError from kill(), and the
+    cautious answer (its lease expires as before)."""
+    own = driver_name()
+    machine = own.rpartition("@")[2].rpartition("/")[0]
+    assert not is_dead(f"host:{10**30}:token@{machine}/1")

@@ -35,8 +35,8 @@ def _start_time(pid: int) -> str | None:
             os.kill(pid, 0)
         except ProcessLookupError:
             return None
-        except OSError:  # (EPERM: it exists, and is another user's)
-            return UNREADABLE
+        except (OSError, OverflowError):  # (EPERM: it exists, and is another user's; a pid
+            return UNREADABLE  # too large for the system, from a hand-edited lease: not known)
         return UNREADABLE
     if fields[0] in (b"Z", b"X"):  # (state: a zombie or dead task runs no more)
         return None
