@@ -30,7 +30,9 @@ def test_availability_without_cvxpy_loaded_is_cvxpys_own() -> None:
         "before = {n: distplan.solvers.base.get_backend(n).available() for n in names}\n"
         "assert 'cvxpy' not in sys.modules\n"
         "import cvxpy\n"
+        "distplan.solvers.base._available.cache_clear()  # (answers are cached per process)\n"
         "after = {n: distplan.solvers.base.get_backend(n).available() for n in names}\n"
+        "assert {n for n, ok in after.items() if ok} == {'cvxpy-' + s for s in cvxpy.installed_solvers() if 'cvxpy-' + s in after}\n"
         "print(json.dumps([before, after]))"
     )
     before, after = json.loads(_run(code))
