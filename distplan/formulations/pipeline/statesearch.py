@@ -105,7 +105,7 @@ def bound_is_exact(inst: PipelineInstance) -> bool:
     """The search's bounds hold in exact arithmetic: besides `applicable`, every duration
     is an exact integer (`applicable` rounds those within 1e-12). Its memory test accepts
     every prefix the evaluator does (`_capacity`), its times are integers."""
-    return applicable(inst) and bool(np.all(inst.duration == np.round(inst.duration)))
+    return applicable(inst) and integral_data(inst, exact=True)
 
 
 def _capacity(cap: float, mem: list[float], n: int) -> float:
