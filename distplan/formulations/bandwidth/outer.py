@@ -24,7 +24,6 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -39,11 +38,12 @@ from distplan.formulations.bandwidth.data import Program, bandwidth_scale
 from distplan.formulations.bandwidth.finish import baselines
 from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block, solver_rows
 from distplan.formulations.bandwidth.safe import safe_time_bound
+from distplan.formulations.bandwidth.stopping import Stop, run_termination
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.bandwidth_instance import BandwidthInstance
-from distplan.solvers.result import INFEASIBLE_TERMINATIONS, LIMIT_TERMINATIONS, SolverResult, Termination
+from distplan.solvers.result import INFEASIBLE_TERMINATIONS, Termination
 
 
 def add_cuts(model: Model, s_cols: np.ndarray, b_cols: np.ndarray, dims: np.ndarray, at: np.ndarray, name: str) -> None:
@@ -105,39 +105,6 @@ TANGENT_LP = ModelSpec("libra_perf_lp", prepare_tangent, (bandwidth_block, rows_
 
 #: rounds without a bound moving by more than the tolerance after which the cuts stop
 STALL_ROUNDS = 10
-
-
-class Stop(StrEnum):
-    """Why the rounds of `run_libra_perf_lp` stopped (``info["stopped"]``)."""
-
-    CLOSED = "closed"  # its own test: the gap closed, a certified stall, or no cut left to add
-    ROUNDS = "max_rounds"  # the ``max_rounds`` parameter
-    DEADLINE = "time_limit"  # the run's time limit
-    NUMERICAL = "numerical"  # a relaxation called infeasible after feasible rounds
-    FAILED = "failed"  # an LP returned no point (the first one, or a later one for another reason)
-
-
-def run_termination(stop: Stop, last: SolverResult) -> Termination:
-    """The run's termination: why the rounds stopped, not why the last LP did.
-
-    ``time_limit`` only when the run's own limit stopped them; ``iteration_limit`` when its
-    ``max_rounds`` parameter did (the run's own round limit, whatever its last LP ended:
-    ``distplan verify`` accepts it for this formulation when ``info["stopped"]`` says
-    "max_rounds"). An LP that ended at a limit of the solver's own (OSQP's ``max_iter``: its
-    point is still used, and the rounds ended by their own test) leaves the run "finished",
-    with that LP's record saying which limit; otherwise the run ends as its last LP did,
-    which ``distplan verify`` checks against the record. Whether the plan is optimal is the
-    status's to say, from the safe bound.
-    """
-    if stop is Stop.DEADLINE:
-        return Termination.TIME_LIMIT
-    if stop is Stop.ROUNDS:
-        return Termination.ITERATION_LIMIT
-    if stop is Stop.NUMERICAL:
-        return Termination.NUMERICAL
-    if stop is Stop.CLOSED and last.termination in LIMIT_TERMINATIONS:
-        return Termination.FINISHED
-    return last.termination
 
 
 def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:

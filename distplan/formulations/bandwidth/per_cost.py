@@ -36,12 +36,13 @@ from distplan.formulations.bandwidth.data import Program, bandwidth_scale
 from distplan.formulations.bandwidth.diagnose import no_solution
 from distplan.formulations.bandwidth.finish import Baseline, baselines
 from distplan.formulations.bandwidth.safe import budget_line, line_from_multipliers, safe_min_linear, safe_time_bound
+from distplan.formulations.bandwidth.stopping import Stop, run_termination
 from distplan.formulations.bandwidth.time_program import TimeProblem, build_time_problem, time_scale
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.models.bandwidth_eval import evaluate
 from distplan.models.bandwidth_instance import BandwidthInstance
 from distplan.models.bandwidth_records import GB
-from distplan.solvers.result import Termination
+from distplan.solvers.result import SolverResult, Termination
 
 
 @dataclass
@@ -403,21 +404,16 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
         claimed_objective=plan_product * scale,
         proven_optimal=certified and gap <= tol,
         info=info,
-        termination=_termination(certified and gap <= tol, timed_out, n_eval >= max_points, info),
+        termination=_termination(certified and gap <= tol, timed_out, n_eval >= max_points, info, ctx.solver_results),
     )
 
 
-def _termination(proven: bool, timed_out: bool, out_of_points: bool, info: dict[str, Any]) -> Termination | None:
-    """The run's termination when its search did not prove the plan within tolerance: the
-    run's time limit, its ``max_points`` (``iteration_limit``, ``info["stopped"]``), or
-    else intervals too narrow to split (``finished``: the search's own end, gap open); None
-    (the last solver call's) when proven. The last call's "optimal" said only that its
-    budget point was solved, and sat beside status "feasible"."""
-    if proven:
-        return None
-    if timed_out:
-        return Termination.TIME_LIMIT
-    if out_of_points:
-        info["stopped"] = "max_points"
-        return Termination.ITERATION_LIMIT
-    return Termination.FINISHED
+def _termination(proven: bool, timed_out: bool, out_of_points: bool, info: dict[str, Any], calls: list[SolverResult]) -> Termination | None:
+    """`stopping.run_termination` of the search: ``info["stopped"]`` records why an
+    unproven search stopped (the run's time limit, ``max_points``, or intervals too narrow
+    to split). The last call's "optimal" said only that its budget point was solved, and
+    sat beside status "feasible". None (the api's default) without a solver call."""
+    stop = Stop.CLOSED if proven else Stop.DEADLINE if timed_out else Stop.POINTS if out_of_points else Stop.NARROW
+    if stop is not Stop.CLOSED:
+        info["stopped"] = stop.value
+    return run_termination(stop, calls[-1]) if calls else None
