@@ -19,6 +19,8 @@ import uuid
 from functools import cache
 from pathlib import Path
 
+from .reaper import stat_fields
+
 #: `_start_time` of a process that exists but whose ``/proc`` entry this one cannot read
 UNREADABLE = "unreadable"
 
@@ -28,9 +30,8 @@ def _start_time(pid: int) -> str | None:
     such process exists (or has exited and is waiting to be reaped), `UNREADABLE` when it
     may exist but its ``/proc`` entry cannot be read (``/proc`` mounted ``hidepid``, another
     user's process: review rev15b found a live driver judged dead that way)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
+    fields = stat_fields(pid)
+    if fields is None:
         try:
             os.kill(pid, 0)
         except ProcessLookupError:

@@ -43,6 +43,17 @@ from typing import IO
 SETTLE_SECONDS = 5.0
 
 
+def stat_fields(pid: int | str) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state, ppid, pgrp,
+    session, ...: field 3 onwards), None when the entry cannot be read (no such process,
+    not Linux, or hidden from this user); shared with `distplan.bench.liveness` (this
+    module stays standard library only)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def session_members(sid: int) -> list[int]:
     """Pids of the processes in session ``sid`` (Linux ``/proc``; empty elsewhere)."""
     members: list[int] = []
@@ -53,13 +64,8 @@ def session_members(sid: int) -> list[int]:
     for entry in entries:
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                data = fh.read()
-        except OSError:
-            continue
-        fields = data[data.rfind(b")") + 2 :].split()  # state, ppid, pgrp, session, ...
-        if len(fields) > 3 and int(fields[3]) == sid and fields[0] not in (b"Z", b"X"):
+        fields = stat_fields(entry)  # state, ppid, pgrp, session, ...
+        if fields is not None and len(fields) > 3 and int(fields[3]) == sid and fields[0] not in (b"Z", b"X"):
             members.append(int(entry))
     return members
 
