@@ -75,3 +75,33 @@ def test_tessel_proves_no_period_from_integrality_the_data_lacks(shift: float, s
         assert info["period_bound"] >= info["period"] >= work
         assert info["period"] <= rounded["period"] * s
     assert result.info.get("period_proven_optimal") == info["period_proven_optimal"]
+
+
+@pytest.mark.parametrize("shift", [-1e-13, 1e-13, 3e-13])
+def test_tessel_reports_a_period_its_repetend_has_on_the_data(shift: float) -> None:
+    """Review rev15c: with forward blocks 1e-13 above integers tessel reported the rounded
+    data's period 4 beside its (correct) period_bound 4.0000000000001, the work bound. The
+    period is now the repetend's on the instance's own durations (`period_on_data`): the
+    rounded data's repetend with its times scaled by the largest ratio of a duration to
+    its rounding, whose naive unroll the evaluator accepts."""
+    from distplan.formulations.pipeline.repetend import DEFAULTS, Repetend, period_on_data, search_repetend
+    from distplan.formulations.registry import RunContext
+    from distplan.models.pipeline import evaluate, make_plan
+    from distplan.solvers.base import SolveOptions, get_backend
+
+    base = make_pipeline("v", 3, 6, forward_time=1.0, backward_time=2.0, weight_time=1.0)
+    inst = base.with_(blocks=[dataclasses.replace(b, duration=b.duration + (shift if b.role == "F" else 0.0)) for b in base.blocks])
+    result = distplan.solve(inst, "tessel", time_limit=20)
+    info = result.plan.info
+    assert info["period_bound"] is not None and info["period_bound"] <= info["period"]
+    rep = search_repetend(base, RunContext(get_backend("highs"), SolveOptions()), dict(DEFAULTS))
+    real = period_on_data(inst, rep.period)
+    assert real is not None and (real > rep.period) == (shift > 0)
+    if shift > 0:
+        assert info["period_of_rounded_data"] == rep.period and info["period"] == real
+    # the rounded data's repetend, scaled to the reported period, is a real one
+    scaled = Repetend(rep.sigma * (real / rep.period), real, None, False, rep.offsets, rep.unfold, 0.0)
+    assert evaluate(inst, make_plan(inst, scaled.unroll(inst))).feasible
+    # exact data keeps its period; a positive value rounded to 0 has none
+    assert period_on_data(base, rep.period) == rep.period
+    assert period_on_data(inst.with_(comm_delay=1e-13), rep.period) is None

@@ -384,6 +384,31 @@ def rounded_only(inst: PipelineInstance) -> bool:
     return integral_data(inst) and not integral_data(inst, exact=True)
 
 
+def period_on_data(inst: PipelineInstance, period: float) -> float | None:
+    """A period (seconds) at which a repetend of ``period``, searched on the rounded data
+    of `rounded_only` data, repeats on the instance's own durations and delays: the
+    repetend with its times scaled by s = max(1, largest real / rounded value) (every
+    value v of rounded r then has v <= s r: no block outgrows its slot and no delay its
+    gap; s = 1 when every value is at most its rounding, which only loosens the
+    repetend), rounded up. ``period`` itself for other data. None when a value rounded to
+    0 is positive (no scaling covers it). Review rev15c: the rounded data's period 4 was
+    reported below its own bound, the work bound 4.0000000000001 of durations 1e-13 above
+    integers."""
+    if not rounded_only(inst):
+        return float(period)
+    _, _, lag = inst.edges
+    vals = np.concatenate([inst.duration, lag])
+    rounded = np.round(vals)
+    if np.any((rounded == 0) & (vals > 0)):
+        return None
+    pos = rounded > 0
+    scale = max(1.0, float(np.max(vals[pos] / rounded[pos], initial=1.0)))
+    # (each float step rounds by at most half an ulp: two ulps up cover both)
+    scale = float(np.nextafter(np.nextafter(scale, np.inf), np.inf)) if scale > 1.0 else 1.0
+    out = float(period) * scale
+    return float(np.nextafter(out, np.inf)) if scale > 1.0 else out
+
+
 def at_work_bound(inst: PipelineInstance, period: float, t_lb: float) -> bool:
     """The period (a heuristic's) reaches the resource bound ``t_lb`` (so it is least),
     within a relative 1e-9. Never for `rounded_only` data: the heuristics search it

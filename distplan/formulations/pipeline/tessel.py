@@ -65,7 +65,7 @@ from distplan.formulations.pipeline.justify import justify, reversed_instance
 from distplan.formulations.pipeline.modulo import cyclic_blocks, steady_memory
 from distplan.formulations.pipeline.opmodel import OpProblem, full_problem, serial_horizon
 from distplan.formulations.pipeline.opsolve import solve_op_problem
-from distplan.formulations.pipeline.repetend import DEFAULTS, Repetend, offsets_range, search_repetend, sub_ctx
+from distplan.formulations.pipeline.repetend import DEFAULTS, Repetend, offsets_range, period_on_data, search_repetend, sub_ctx
 from distplan.formulations.pipeline.residue import residue_search
 from distplan.formulations.pipeline.seqsearch import improve, improve_from
 from distplan.formulations.registry import Bound, Outcome, RunContext
@@ -371,7 +371,7 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     exact = exact - exact.min()
     plan_info = {
         "schedule": "tessel",
-        "period": rep.period,
+        **_period_info(inst, rep.period),
         "period_bound": rep.period_bound,
         "period_proven_optimal": rep.proven,
         "offsets": _span(rep),
@@ -389,6 +389,16 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         info=plan_info,
         termination=Termination.TIME_LIMIT if timed_out else None,
     )
+
+
+def _period_info(inst: PipelineInstance, period: float) -> dict[str, Any]:
+    """The plan's ``period`` (seconds): the repetend's on the instance's data
+    (`repetend.period_on_data`), with ``period_of_rounded_data`` beside it when the
+    repetend was searched on rounded data and repeats later on the instance's own."""
+    real = period_on_data(inst, period)
+    if real == float(period):
+        return {"period": period}
+    return {"period": real, "period_of_rounded_data": period}
 
 
 def _limited_fallback(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any]) -> tuple[str, PipelinePlan] | None:
