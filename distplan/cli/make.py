@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
 from typing import Any
 
 from distplan.cli.args import add_output, nonneg_float, nonneg_int, positive_float, positive_int
@@ -166,7 +167,8 @@ def cmd_make_pipeline(args: argparse.Namespace) -> int:
 def cmd_make_random(args: argparse.Namespace) -> int:
     from distplan.instances import generators
 
-    fn = {"layered": generators.random_layered_dag, "series-parallel": generators.series_parallel, "chain": generators.chain_of_blocks}[args.generator]
+    makers: dict[str, Callable[..., Any]] = {"layered": generators.random_layered_dag, "series-parallel": generators.series_parallel, "chain": generators.chain_of_blocks}
+    fn = makers[args.generator]
     doc = fn(args.ops, n_devices=args.devices, seed=args.seed)
     write_json(doc, args.output)
     say_wrote(f"wrote {args.output}: {len(doc['graph']['ops'])} ops, {len(doc['graph']['edges'])} edges")

@@ -458,7 +458,7 @@ class Folding:
 
 
 _FOLDERS: dict[str, Callable[[Any, dict[str, Any]], Folding]] = {}
-_BOUNDS: dict[str, Callable[[Any], list[Bound]]] = {}
+_BOUNDS: dict[str, Callable[[Any, float | None], list[Bound]]] = {}
 
 
 def register_folder(kind: str, folder: Callable[[Any, dict[str, Any]], Folding]) -> None:

@@ -237,7 +237,7 @@ def number(
     try:
         v = float(value)
     except OverflowError:  # an integer beyond the float range (JSON allows 10**400)
-        raise InputError(path, f"{long_integer_text(value)} is too large (beyond 1.8e308)", "give a finite value in range") from None
+        raise InputError(path, f"{long_integer_text(int(value))} is too large (beyond 1.8e308)", "give a finite value in range") from None
     if math.isnan(v) or math.isinf(v):
         raise InputError(path, f"{value!r} is not a finite number", "give a finite value")
     if positive and v <= 0:

@@ -219,9 +219,9 @@ def _liveness_peaks(inst: PlacementInstance, device: np.ndarray, start: np.ndarr
         for v in ops.tolist():
             events.append(((float(start[v]), 1, int(rank[v]), 0), inst.memory[v] + inst.temporary[v] + inst.output[v]))
             events.append(((float(end[v]), 0, 0, 0) if dur[v] > 0 else (float(start[v]), 1, int(rank[v]), 1), -inst.temporary[v]))
-            key = freed[v]
-            if key is not None:
-                events.append((key, -inst.output[v]))
+            freed_at = freed[v]
+            if freed_at is not None:
+                events.append((freed_at, -inst.output[v]))
         events.sort(key=lambda x: x[0])
         cur = 0.0
         peak = 0.0

@@ -58,7 +58,7 @@ LIMIT_TERMINATIONS = frozenset(
 )
 
 
-def map_status(table: Mapping[object, Termination], raw: object, backend: str, default: Termination = Termination.UNKNOWN) -> Termination:
+def map_status(table: Mapping[Any, Termination], raw: object, backend: str, default: Termination = Termination.UNKNOWN) -> Termination:
     """The shared vocabulary's termination for a solver's own status; an unmapped status is
     ``default`` (UNKNOWN) with a warning naming the backend and the value, never silently."""
     try:
@@ -151,11 +151,11 @@ class SolverResult:
         stored read as None and ""."""
         timings = data.get("timings") or {}
         try:
-            termination = Termination(data.get("termination"))
+            termination = Termination(str(data.get("termination")))
         except ValueError:
             termination = Termination.UNKNOWN
         try:
-            status = SolutionStatus(data.get("status"))
+            status = SolutionStatus(str(data.get("status")))
         except ValueError:
             status = SolutionStatus.NONE
         options = data.get("options")

@@ -200,11 +200,11 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
             incumbent, best_value, found = plan.start.reshape(-1), out.value, WarmStart("state search", plan, out.value)
         # (its bounds hold for exact integral durations only: `statesearch.bound_is_exact`;
         # durations within 1e-12 of integers are searched rounded, for a plan)
-        exact = statesearch.bound_is_exact(inst)
-        if out.complete and exact:
+        proves = statesearch.bound_is_exact(inst)
+        if out.complete and proves:
             bounds.append(Bound(out.bound, f"pipeline_milp: exact state search (no schedule below {out.bound:g})", "safe"))
             stages, below_infeasible = [], True
-        elif math.isfinite(out.bound) and exact:
+        elif math.isfinite(out.bound) and proves:
             bounds.append(Bound(out.bound, "pipeline_milp: state search, open layer (stopped)", "safe"))
     stage = kind
     for stage, limit in stages:

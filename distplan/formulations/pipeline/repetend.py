@@ -749,6 +749,7 @@ def _search_residues(inst: PipelineInstance, ctx: RunContext, params: dict[str, 
         refuted, t = t, t + 1
     if found is None:
         return None
+    assert found.sigma is not None and found.length is not None  # (status "found")
     sigma, length = found.sigma, float(found.length)
     proven, bound = True, float(t)
     if not integral_data(inst, exact=True):

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -153,7 +154,7 @@ def residue_search(
         for v in range(n):
             if pos[v] >= pos[a] and np.isfinite(static[v, f]) and (v == a or np.isfinite(static[a, v])):
                 reach_pairs[v].append((j, f, int(round(static[v, f]))))
-    from_a = [[None] * n for _ in pair]  # least sigma_v - sigma_a along placed paths from a
+    from_a: list[list[int | None]] = [[None] * n for _ in pair]  # least sigma_v - sigma_a along placed paths from a
 
     # forward checking: the later blocks sharing a device with b must keep a free residue
     rest = [[sum(dur[u] for u in order[i + 1 :] if cy.mask[u, d]) for i in range(n)] for d in range(nd)]
@@ -258,6 +259,7 @@ def residue_search(
         for j, _f, st in reach_pairs[v]:
             a = pair[j][0]
             dist = from_a[j]
+            dv: int | None
             if v == a:
                 dv = 0
             else:
@@ -330,7 +332,7 @@ def residue_search(
         if b == pinned:
             est, hi = 0, min(0, last_start[b])
         j = 0
-        span = range(est, hi + 1)
+        span: Sequence[int] = range(est, hi + 1)
         if rotate is not None and len(span) > 1:  # a different first branch (diversification)
             cut_at = rotate[b] % len(span)
             span = list(span[cut_at:]) + list(span[:cut_at])

@@ -450,9 +450,9 @@ def _complete(
     if "whole" in picked:  # N leaves no steady state: the best repetend candidate completed whole
         pool.add("repetend candidates completed at N", picked["whole"])
     if params.get("baselines", True) and not baselines_listed:
-        found = baseline_incumbent(inst, deadline)
-        if found is not None:
-            pool.add(f"baseline {found[0]}", found[1].start)
+        baseline = baseline_incumbent(inst, deadline)
+        if baseline is not None:
+            pool.add(f"baseline {baseline[0]}", baseline[1].start)
     if not pool.any_feasible():  # `check_capacity` found no proof that none fits
         raise NoSolutionError(f"{inst.name}: tessel found no schedule within the memory capacity (every candidate exceeds it)")
     name, seed = pool.best()
@@ -497,9 +497,9 @@ def _complete(
         # split, 1F1B's memory: 39 -> 37, proven; V, M, NN shapes, 4 stages, N = 2, memory
         # one below 1F1B's: the unroll proven optimal in ~16 states; NN shape, 4 stages,
         # N = 8, memory 3: 83 -> 75, proven in ~2,700 states)
-        found = _whole_state_search(inst, pool.scores[name], ctx, info)
-        if found is not None:
-            pool.add("whole-schedule state search", found)
+        searched = _whole_state_search(inst, pool.scores[name], ctx, info)
+        if searched is not None:
+            pool.add("whole-schedule state search", searched)
             name, exact = pool.best()
     if past(deadline):  # a phase was cut short or skipped
         info["stopped"] = "time limit"
@@ -625,16 +625,16 @@ def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, param
         naive = cand.unroll(small)
         values = [schedule_objective(small, s) for s in guided(small, naive, [small.capacity])] or [schedule_objective(small, asap(small, orders_from_starts(small, naive)))]
         scored.append((min(values) - small.micro_batches * rep.period, i, cand))  # beyond N periods
-    found = {} if whole is None else {"whole": whole[3]}
+    whole_found = {} if whole is None else {"whole": whole[3]}
     if not scored:
-        return rep, {"candidates": len(sigmas), **found}
+        return rep, {"candidates": len(sigmas), **whole_found}
     scored.sort(key=lambda x: (x[0], x[1]))
     best: tuple[float, Repetend, np.ndarray, dict[str, Any]] | None = None
     for _, _, cand in scored[:1]:
         if n < 2 * cand.offsets:  # no steady state: `run_tessel` completes the whole schedule
             if whole is not None:
                 cand = whole[2]  # the repetend of the best completion at N
-            return cand, {"candidates": len(sigmas), **found}
+            return cand, {"candidates": len(sigmas), **whole_found}
         try:
             start, info = complete_phases(inst, cand, ctx, 0.0)
             value = schedule_objective(inst, asap(inst, orders_from_starts(inst, start), deadline=ctx.deadline))
@@ -643,7 +643,7 @@ def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, param
         if best is None or value < best[0] - 1e-9:
             best = (value, cand, start, info)
     assert best is not None
-    return best[1], {"start": best[2], "info": best[3], "candidates": len(sigmas), **found}
+    return best[1], {"start": best[2], "info": best[3], "candidates": len(sigmas), **whole_found}
 
 
 def _whole_completion(inst: PipelineInstance, cand: Repetend, rev: PipelineInstance, deadline: float | None) -> tuple[float, np.ndarray] | None:

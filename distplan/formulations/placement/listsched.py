@@ -372,7 +372,7 @@ def _list_schedule(
             v = order[tp]
             fx = fixed[v]
             if device[v] >= 0 or (fx >= 0 and fx != d):
-                heappop(r if from_r else p)  # type: ignore[arg-type]
+                heappop(r if from_r else p)  # type: ignore[arg-type, misc]
                 continue
             rv = reserver[v]
             if v == f or (rv >= 0 and rv != d):
@@ -380,7 +380,7 @@ def _list_schedule(
             else:
                 s = exact(v, d, lb)
                 if s == -1.0:  # never fits this device again: drop it
-                    heappop(r if from_r else p)  # type: ignore[arg-type]
+                    heappop(r if from_r else p)  # type: ignore[arg-type, misc]
                     continue
                 if s is not None and (s > t or not urgent(v)):
                     s = None
@@ -625,14 +625,14 @@ def _list_schedule(
             v = order[tp]
             fx = fixed[v]
             if device[v] >= 0 or (fx >= 0 and fx != d):  # placed, or bound elsewhere: dropped
-                heappop(r if r else p)  # type: ignore[arg-type]
+                heappop(r if r else p)  # type: ignore[arg-type, misc]
                 continue
             item: tuple[float, int] | None = None  # the entry's new key, when it takes a tighter bound
             rv = reserver[v]
             if rv < 0 or rv == d:
                 sv = exact(v, d, lb)
                 if sv == -1.0:  # never fits this device again, dropped
-                    heappop(r if r else p)  # type: ignore[arg-type]
+                    heappop(r if r else p)  # type: ignore[arg-type, misc]
                     continue
                 if sv is not None and (sv < bs or (sv == bs and (tp < bp or (tp == bp and d < bd)))):
                     bs, bp, bd = sv, tp, d

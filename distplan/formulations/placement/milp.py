@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -112,7 +112,7 @@ def heuristic_schedules(inst: PlacementInstance, ctx: RunContext | None = None) 
     m-ETF, m-TOPO and single device place nothing, a packing by memory
     (`heuristics.packed_schedule`)."""
     found: list[tuple[Schedule, str]] = []
-    makers = [
+    makers: list[tuple[str, Callable[[], Schedule | None]]] = [
         ("m-ETF", lambda: list_schedule(inst)),
         ("m-TOPO", lambda: list_schedule(inst, assignment=topo_assignment(inst))),
         ("single device", lambda: single_device_schedule(inst)),
@@ -826,10 +826,10 @@ def joined_bound(
     for dev in cands:
         if best is not None and time.perf_counter() > timed_until:
             break
-        by_group = np.asarray(dev, dtype=np.int64)[lead].tobytes()
-        if by_group in seen:
+        group_key = np.asarray(dev, dtype=np.int64)[lead].tobytes()
+        if group_key in seen:
             continue
-        seen.add(by_group)
+        seen.add(group_key)
         got = timed(dev)
         if got is not None and (best is None or got[0] < best[0]):
             best = (got[0], np.asarray(dev, dtype=np.int64)[lead][inverse], got[1])
@@ -852,8 +852,8 @@ def joined_bound(
         vector[block.start : block.stop] = [max(float((start + target.time[np.arange(target.n_ops), dev])[part == k].max(initial=0.0)) * SCALE, index.span_lb[k]) for k in range(2)]
     result, bound = child_dual_bound(ctx, target, model, deadline, gap, vector)
     if found is not None and keys is not None and target.n_devices == sub.n_devices:
-        got = [dev] + ([np.argmax(result.values_by_block["assign"], axis=1)] if result.has_solution else [])
-        for assign in got:
+        assigns = [dev] + ([np.argmax(result.values_by_block["assign"], axis=1)] if result.has_solution else [])
+        for assign in assigns:
             for k, key in enumerate(keys):
                 found.setdefault(key, []).append(np.asarray(assign)[part == k])
     if bound is None:

@@ -297,7 +297,7 @@ def joint_instance(inst: PlacementInstance, windows: Sequence[Window]) -> tuple[
         setattr(joined, attr, np.concatenate([getattr(sub, attr) for sub in subs]))
     ops = np.concatenate([w.ops for w in windows])
     joined.colocate = [f"group {g}" for g in groups[ops].tolist()]
-    ends = [(int(offset[k] + np.searchsorted(a.ops, a.last)), int(offset[k + 1] + np.searchsorted(b.ops, b.first))) for k, (a, b) in enumerate(zip(windows[:-1], windows[1:]))]
+    ends = [(int(offset[k] + np.searchsorted(a.ops, a.last)), int(offset[k + 1] + np.searchsorted(b.ops, b.first))) for k, (a, b) in enumerate(zip(windows[:-1], windows[1:]))]  # type: ignore[arg-type]  # (not None: tested above)
     joined.src = np.concatenate([sub.src + offset[k] for k, sub in enumerate(subs)] + [np.asarray([a for a, _ in ends], dtype=np.int64)])
     joined.dst = np.concatenate([sub.dst + offset[k] for k, sub in enumerate(subs)] + [np.asarray([b for _, b in ends], dtype=np.int64)])
     joined.edge_bytes = np.concatenate([sub.edge_bytes for sub in subs] + [np.zeros(len(ends))])

@@ -1078,20 +1078,20 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
             # (the numpy step's `pareto_rows`, as `_pareto_rows_small` scans it: a row is
             # kept when first in its state or strictly cheaper than every row before it)
             cand.sort()
-            sel: list[tuple[int, float, float, int, int, int]] = []
+            chosen: list[tuple[int, float, float, int, int, int]] = []
             last, best_c = -1, 0.0
-            for row in cand:
-                if row[0] != last:
-                    last, best_c = row[0], row[2]
-                    sel.append(row)
-                elif row[2] < best_c:
-                    best_c = row[2]
-                    sel.append(row)
-            parents.append([r[4] for r in sel])
-            arcs_of.append([r[5] for r in sel])
-            state = np.array([r[0] for r in sel], dtype=np.int64)
-            cost, mem = np.array([r[2] for r in sel], dtype=float), np.array([r[1] for r in sel], dtype=float)
-            labels += len(sel)
+            for cand_row in cand:
+                if cand_row[0] != last:
+                    last, best_c = cand_row[0], cand_row[2]
+                    chosen.append(cand_row)
+                elif cand_row[2] < best_c:
+                    best_c = cand_row[2]
+                    chosen.append(cand_row)
+            parents.append([r[4] for r in chosen])
+            arcs_of.append([r[5] for r in chosen])
+            state = np.array([r[0] for r in chosen], dtype=np.int64)
+            cost, mem = np.array([r[2] for r in chosen], dtype=float), np.array([r[1] for r in chosen], dtype=float)
+            labels += len(chosen)
             complete(t + 1)
             continue
         # every label with every arc leaving its state, one row per state padded to the

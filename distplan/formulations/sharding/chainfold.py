@@ -123,7 +123,7 @@ def alignments(nodes: np.ndarray, iu: np.ndarray, iv: np.ndarray, lu: np.ndarray
         return math.prod([float(sizes[j]) for j in out], start=1.0)
 
     scored: list[tuple[float, frozenset[int]]] = [(states(frozenset()), frozenset())]
-    seen = {frozenset()}
+    seen: set[frozenset[int]] = {frozenset()}
     for j in range(n):
         shift = _closure(j, pulls)
         if len(shift) < n and shift not in seen:
