@@ -10,8 +10,10 @@ loss inside ``torch.distributed.tensor.parallel.loss_parallel()``: the LM head's
 stay split over the vocabulary).
 
 How distplan's strategies map (Megatron-LM's scheme, Shoeybi et al. 2019, as DTensor
-spells it), on the one mesh axis that carries tensor parallelism (other axes may only
-split the batch: data parallelism, for DDP/FSDP on ``mesh["dp"]``):
+spells it), on the one mesh axis that carries tensor parallelism (every other axis must
+split the batch in every op that has it, batch divisible by their sizes: data parallelism,
+for DDP/FSDP on ``mesh["dp"]``; a plan that replicates compute on such an axis is an
+`InputError`):
 
 * a ``linear`` op split along an output feature (``S(f)`` on fc1, ``S(a)`` on qkv) is
   ``ColwiseParallel``; split along its contraction dim (``S(f)`` on fc2, ``S(a)`` on the
@@ -21,7 +23,11 @@ split the batch: data parallelism, for DDP/FSDP on ``mesh["dp"]``):
 * a ``layernorm`` split along the sequence is ``SequenceParallel`` (Korthikanti et al.
   2022); a ``loss`` split along the vocabulary is ``loss_parallel``;
 * attention split along the heads and elementwise ops run on the local shards between
-  modules (the attention infers its local head count, ``view(b, s, -1, head_dim)``).
+  modules (the attention infers its local head count, ``view(b, s, -1, head_dim)``);
+* an input split along the sequence is fed to each rank as its sequence shard (the
+  module's docstring says so), except token ids read by an embedding: the embedding's
+  RowwiseParallel all-gathers them while the model's position embedding, outside the
+  plan, sees the local length, so such a plan is an `InputError`.
 
 DTensor changes a layout only at a styled module's boundary, so the emitter checks that
 every op between modules receives its inputs in the layout its strategy needs; a
@@ -110,6 +116,39 @@ def _modules_of(name: str, table: list[tuple[re.Pattern[str], Any]]) -> list[str
         i = m.groupdict().get("i")
         return [v.replace("{i}", i) if i is not None else v for v in values]
     return [name]
+
+
+def data_parallel_problem(inst: ShardingInstance, plan: ShardingPlan, chosen: Mapping[str, Sequence[str | None]], axes: Sequence[int]) -> str | None:
+    """Why mesh axes ``axes`` are not data parallelism (None when they are): every op that
+    can split the batch must split it on each of these axes of size > 1 (an op left
+    replicated there runs the same computation on every device of the axis: replicated
+    compute, which DDP/FSDP and Megatron's data-parallel groups do not run; an input op
+    computes nothing, so a replicated one only reads the whole batch), no op may split
+    anything else on them, and the batch must divide by their sizes' product."""
+    batch = inst.training.batch_dim
+    dp = 1
+    for a in axes:
+        size = inst.mesh.shape[a]
+        if size == 1:
+            continue
+        dp *= size
+        other = [op.name for op in inst.ops if chosen[op.name][a] not in (None, batch)]
+        if other:
+            return f"mesh axis {a} (size {size}) splits op {other[0]!r} ({plan.strategies[other[0]]}) along {chosen[other[0]][a]!r}, not the batch"
+        replicated = [
+            op.name
+            for k, op in enumerate(inst.ops)
+            if chosen[op.name][a] is None and op.type != "input" and batch in inst.semantics(k).split_labels
+        ]
+        if replicated:
+            more = f" and {len(replicated) - 1} other op(s)" if len(replicated) > 1 else ""
+            return (
+                f"mesh axis {a} (size {size}) replicates op {replicated[0]!r} ({plan.strategies[replicated[0]]}){more} instead of "
+                f"splitting the batch {batch!r}: the {size} devices of the axis repeat the same computation"
+            )
+    if inst.dims[batch] % dp:
+        return f"the batch {batch!r} ({inst.dims[batch]}) does not divide by the data-parallel size {dp}"
+    return None
 
 
 def _placement(label: str | None, dims: Sequence[str], batch: str, seq: str | None) -> str:
@@ -212,6 +251,20 @@ def dtensor_plan(inst: ShardingInstance, plan: ShardingPlan, modules: Mapping[st
                 raise fail(op.name, "a sequence-parallel norm with no module name", "pass modules={op name: module name}")
             styles[op.name] = _Style("SequenceParallel", modules=mods, note=f"{op.name} {plan.strategies[op.name]}")
         else:
+            if op.type == "input" and lab is not None and lab == seq:
+                fed = [c for c in consumers[op.name] if ops[c].type == "embedding"]
+                if fed:
+                    # RowwiseParallel(input_layouts=Shard(1)) all-gathers the ids, so the
+                    # embedding's output has the whole sequence while the model's position
+                    # embedding (outside the plan) sees the local length: every GPT plan with
+                    # tokens S(s) failed with a shape mismatch (review rev16 D3)
+                    raise fail(
+                        op.name,
+                        f"token ids split along the sequence, read by embedding {fed[0]!r}: its RowwiseParallel all-gathers them "
+                        "(the embedding's output holds the whole sequence) while the model's position embedding, outside the plan, "
+                        "sees each rank's shard, so the shapes do not match",
+                        f"feed every rank the whole ids: give {op.name!r} R on the tensor-parallel axis (the embedding's output may still be split along the sequence)",
+                    )
             rule = _LOCAL_OK.get(op.type, "none")
             ok = (
                 lab is None
@@ -295,6 +348,7 @@ def dtensor_plan(inst: ShardingInstance, plan: ShardingPlan, modules: Mapping[st
         "dp_axes": [a for a in range(ndim) if a != tp],
         "loss_parallel": loss_parallel,
         "ops": {name: st.kind for name, st in styles.items()},
+        "seq_inputs": [op.name for op in inst.ops if op.type == "input" and seq is not None and label[op.name] == seq],
     }
     return by_module, facts
 
@@ -313,6 +367,18 @@ def _style_text(st: _Style) -> str:
 def dtensor_module(inst: ShardingInstance, plan: ShardingPlan, modules: Mapping[str, Any] | None = None) -> str:
     """The text of a Python module defining ``parallelize_plan`` (see the module docstring)."""
     by_module, facts = dtensor_plan(inst, plan, modules)
+    ndim = len(inst.mesh.shape)
+    chosen = {op.name: parse_strategy(plan.strategies[op.name], ndim) for op in inst.ops}
+    # the text tells DDP/FSDP to run the other axes: only a plan that splits the batch on
+    # them is that (a replicated axis was written up as "split the batch only"; review rev16 D1)
+    problem = data_parallel_problem(inst, plan, chosen, facts["dp_axes"])
+    if problem is not None:
+        raise InputError(
+            "plan",
+            f"the mesh axes besides the tensor-parallel axis {facts['tp_axis']} are not data parallel: {problem}",
+            "parallelize_plan covers the tensor-parallel axis, and DDP/FSDP over the others has no replicated-compute mode: "
+            "solve with a batch that divides by those axes' sizes, or on a mesh without them",
+        )
     shape = "x".join(str(s) for s in inst.mesh.shape)
     lines = [
         f'"""parallelize_plan of instance {inst.name!r} (mesh {shape}; tensor parallel on mesh axis {facts["tp_axis"]}), emitted by distplan.',
@@ -320,9 +386,12 @@ def dtensor_module(inst: ShardingInstance, plan: ShardingPlan, modules: Mapping[
         "    from torch.distributed.tensor.parallel import parallelize_module",
         '    parallelize_module(model, mesh["tp"], parallelize_plan)',
     ]
-    if facts["dp_axes"]:
-        axes = ", ".join(f"{a} (size {inst.mesh.shape[a]})" for a in facts["dp_axes"])
+    dp_axes = [a for a in facts["dp_axes"] if inst.mesh.shape[a] > 1]
+    if dp_axes:
+        axes = ", ".join(f"{a} (size {inst.mesh.shape[a]})" for a in dp_axes)
         lines.append(f'Mesh axes {axes} split the batch only: data parallelism (DDP/FSDP over mesh["dp"]).')
+    if facts["seq_inputs"]:
+        lines.append(f"Feed each rank its sequence shard (dim 1 split over mesh[\"tp\"]) of input(s) {', '.join(facts['seq_inputs'])}.")
     if facts["loss_parallel"]:
         lines.append("Compute the loss inside torch.distributed.tensor.parallel.loss_parallel() (LOSS_PARALLEL).")
     lines += [

@@ -8,7 +8,9 @@ runs a fixed family of plans chosen by flags, so only plans of that family have 
   embedding, LM head and cross-entropy; norms and residuals replicated, or split along
   the sequence: ``--sequence-parallel``, Korthikanti et al. 2022) in every layer, every
   other axis data parallel (Megatron derives the data-parallel size from the world
-  size). Flags: ``--tensor-model-parallel-size T`` (``--sequence-parallel``) and the
+  size): every op splits the batch on it, and the batch divides by the data-parallel size
+  (Megatron has no replicated-compute mode, so a plan that replicates an op on such an
+  axis is an `InputError`). Flags: ``--tensor-model-parallel-size T`` (``--sequence-parallel``) and the
   model's shape (``--num-layers``, ``--hidden-size``, ``--ffn-hidden-size``,
   ``--num-attention-heads``, ``--seq-length``, ``--max-position-embeddings``,
   ``--micro-batch-size`` = batch / data-parallel size; for Llama-class instances also
@@ -18,7 +20,10 @@ runs a fixed family of plans chosen by flags, so only plans of that family have 
   is pure data parallelism (``--tensor-model-parallel-size 1``).
 * **pipeline plans** made by a schedule Megatron or the Zero Bubble fork implements
   (``plan.info["schedule"]``): ``1f1b`` (Megatron's default,
-  ``--pipeline-model-parallel-size p``), ``interleaved_1f1b``
+  ``--pipeline-model-parallel-size p``; a plan whose warm-up shrank to fit the memory,
+  holding fewer micro-batches in flight on some rank ``r`` than Megatron's
+  ``min(p - r, m)``, has none: Megatron has no flag for a shorter warm-up),
+  ``interleaved_1f1b``
   (``--num-layers-per-virtual-pipeline-stage``: ``num_layers / (p v)`` for ``v``
   stages per rank; ``num_layers`` defaults to one layer per stage), and the fork's
   (sail-sg/zero-bubble-pipeline-parallelism, ``megatron/core/zbpp_utils.py``):
@@ -40,7 +45,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from distplan.emit.dtensor import dtensor_plan
+from distplan.emit.dtensor import data_parallel_problem, dtensor_plan
 from distplan.errors import InputError
 from distplan.models.pipeline import PipelineInstance
 from distplan.models.sharding import ShardingInstance, evaluate
@@ -78,6 +83,12 @@ _NO_EQUIVALENT = {
     "tessel": "Tessel's searched schedule is an arbitrary per-rank order; Megatron runs only its built-in schedule families",
     "pipeline_milp": "the MILP's schedule is an arbitrary per-rank order; Megatron runs only its built-in schedule families",
 }
+
+
+_NO_REPLICATED = (
+    "Megatron has no replicated-compute mode: every mesh axis besides the tensor-parallel one splits the batch; "
+    "solve with a batch that divides by those axes' sizes, or on a mesh without them"
+)
 
 
 def _text(comments: list[str], flags: list[str]) -> str:
@@ -124,12 +135,10 @@ def _sharding_flags(inst: ShardingInstance, plan: Any, num_layers: int | None = 
                 "drop --num-layers (it sets the layer count of pipeline plans), or solve an instance with that many layers",
             )
     if all(lab in (None, batch) for st in chosen.values() for lab in st):
-        dp_axes = sorted({a for st in chosen.values() for a, lab in enumerate(st) if lab == batch})
-        dp = 1
-        for a in dp_axes:
-            dp *= inst.mesh.shape[a]
-        if dp != inst.mesh.num_devices:
-            raise InputError("plan", "the plan replicates work on some mesh axes (neither batch nor tensor split)", "Megatron has no replicated-compute mode")
+        problem = data_parallel_problem(inst, plan, chosen, range(ndim))
+        if problem is not None:
+            raise InputError("plan", f"the plan is not pure data parallelism: {problem}", _NO_REPLICATED)
+        dp = inst.mesh.num_devices
         comments = [f"{inst.name}: data parallel over all {dp} devices (Megatron derives the data-parallel size from the world size)"]
         return _text(comments, ["--tensor-model-parallel-size", "1", *shape_flags, "--micro-batch-size", str(dims[batch] // dp)])
     by_module, facts = dtensor_plan(inst, plan, {})
@@ -165,9 +174,12 @@ def _sharding_flags(inst: ShardingInstance, plan: Any, num_layers: int | None = 
             f"solve with tensor parallelism on mesh axis {ndim - 1} (megatron: --param tp_axis={ndim - 1}), or emit it with --target dtensor (a named mesh)",
         )
     dp = inst.mesh.num_devices // tp_size
-    for a in facts["dp_axes"]:
-        if any(label_ is not None and label_ != batch for label_ in (chosen[n][a] for n in chosen)):
-            raise InputError("plan", f"mesh axis {a} splits more than the batch", "Megatron's other axes are data parallel")
+    # Megatron's other axes are data parallel: each splits the batch, in every op (a plan
+    # that replicates compute on one got "data parallel N" flags, and batch 3 on 4x2
+    # --micro-batch-size 0; review rev16 D1)
+    problem = data_parallel_problem(inst, plan, chosen, facts["dp_axes"])
+    if problem is not None:
+        raise InputError("plan", f"the mesh axes besides the tensor-parallel axis {tp} are not data parallel: {problem}", _NO_REPLICATED)
     flags = ["--tensor-model-parallel-size", str(tp_size)]
     if seq_parallel:
         flags.append("--sequence-parallel")
@@ -197,6 +209,22 @@ def _pipeline_flags(inst: PipelineInstance, plan: Any, num_layers: int | None) -
     flags = ["--pipeline-model-parallel-size", str(p), "--num-layers", str(layers)]
     comments = [f"{inst.name}: {schedule} schedule, {layout.n_stages} stages on {p} ranks, {inst.micro_batches} micro-batches per iteration"]
     if schedule == "1f1b" and shape == "plain":
+        # Megatron's 1F1B runs min(p - r - 1, m) warm-up forwards on pipeline rank r, so it
+        # holds min(p - r, m) micro-batches' activations there; a plan whose warm-up memory
+        # shrank holds fewer, and Megatron has no flag for a shorter warm-up (its default
+        # flags were emitted for them; review rev16 D2)
+        held = _pending_backward_per_rank(orders)
+        m = inst.micro_batches
+        short = [(r, held[r], min(p - r, m)) for r in range(p) if held[r] < min(p - r, m)]
+        if short:
+            r, have, megatron = short[0]
+            raise InputError(
+                "plan",
+                f"no Megatron equivalent: the 1f1b plan keeps at most {have} micro-batch(es) in flight on rank {r} "
+                f"(its warm-up shrank to fit the memory capacity), Megatron-LM's 1F1B keeps {megatron} there "
+                f"(warm-up p - r - 1 = {p - r - 1} forwards), and Megatron has no flag for a shorter 1F1B warm-up",
+                "emit it with --target torch-pipelining (the plan's own order), or solve with more memory per device",
+            )
         comments.append("Megatron-LM's default 1F1B schedule")
     elif schedule == "interleaved_1f1b" and shape == "interleaved":
         flags += ["--num-layers-per-virtual-pipeline-stage", str(layers // (p * v))]
@@ -227,11 +255,12 @@ def _pipeline_flags(inst: PipelineInstance, plan: Any, num_layers: int | None) -
     return _text(comments, flags)
 
 
-def _max_pending_backward(orders: list[list[str]]) -> int:
-    """The most micro-batches a rank holds between a forward and its (input-gradient or full)
-    backward, from each rank's actions in execution order (``0F3``, ``0I3``, ``0B3``)."""
-    most = 0
+def _pending_backward_per_rank(orders: list[list[str]]) -> list[int]:
+    """Per rank, the most micro-batches it holds between a forward and its (input-gradient
+    or full) backward, from its actions in execution order (``0F3``, ``0I3``, ``0B3``)."""
+    out = []
     for row in orders:
+        most = 0
         held: set[tuple[str, str]] = set()
         for action in row:
             stage, act, mb = re.fullmatch(r"(\d+)([FBIW])(\d+)", action).groups()  # type: ignore[union-attr]
@@ -240,7 +269,13 @@ def _max_pending_backward(orders: list[list[str]]) -> int:
                 most = max(most, len(held))
             elif act in ("I", "B"):
                 held.discard((stage, mb))
-    return most
+        out.append(most)
+    return out
+
+
+def _max_pending_backward(orders: list[list[str]]) -> int:
+    """The most micro-batches any rank holds between a forward and its backward."""
+    return max(_pending_backward_per_rank(orders), default=0)
 
 
 def megatron_flags(inst: Any, plan: Any, num_layers: int | None = None) -> str:

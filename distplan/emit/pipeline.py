@@ -25,6 +25,7 @@ rank, no header).
 from __future__ import annotations
 
 import csv
+import heapq
 import io
 from dataclasses import dataclass
 
@@ -206,13 +207,40 @@ def rank_orders(inst: PipelineInstance, plan: PipelinePlan) -> tuple[StageLayout
     if not check.feasible:
         raise InputError("plan", f"the evaluator rejects the plan: {check.violations[0]}", "emit a feasible plan (see `distplan evaluate`)")
     start = np.asarray(plan.start, dtype=float)
-    rows: list[list[tuple[float, int, int, str]]] = [[] for _ in range(layout.n_ranks)]
+    n = inst.micro_batches
     rank_rank = {"F": 0, "B": 1, "I": 1, "W": 2}
-    for i, (stage, act) in enumerate(layout.actions):
-        r = layout.rank_of_stage[stage]
-        for m in range(inst.micro_batches):
-            rows[r].append((float(start[i, m]), rank_rank[act], m, f"{stage}{act}{m}"))
-    return layout, [[a for *_, a in sorted(row)] for row in rows]
+    # One global order of the (block, micro-batch) actions: a topological order of the
+    # dependencies that takes the earliest start among the ready actions, ties broken by
+    # kind, micro-batch number and the blocks' topological order. Each rank's row is its
+    # part of it, so no action precedes its dependency even when the two start together
+    # (a block shorter than the evaluator's tolerance) or, within the tolerance, in the
+    # wrong order; the rows had been sorted by start and then by the action's text, which
+    # put 0B0 before the 1B0 it depends on, and 10F0 before 9F0 (review rev16 D5).
+    topo = np.empty(inst.n_blocks, dtype=np.int64)
+    topo[inst.topo_order] = np.arange(inst.n_blocks)
+    src, dst, _ = inst.edges
+    succ: list[list[int]] = [[] for _ in range(inst.n_blocks)]
+    waiting = np.zeros(inst.n_blocks, dtype=np.int64)
+    for a, b in zip(src.tolist(), dst.tolist()):
+        succ[a].append(b)
+        waiting[b] += 1
+    left = np.repeat(waiting[:, None], n, axis=1)
+
+    def key(i: int, m: int) -> tuple[float, int, int, int, int]:
+        return (float(start[i, m]), rank_rank[layout.actions[i][1]], m, int(topo[i]), i)
+
+    ready = [key(i, m) for i in range(inst.n_blocks) if waiting[i] == 0 for m in range(n)]
+    heapq.heapify(ready)
+    rows: list[list[str]] = [[] for _ in range(layout.n_ranks)]
+    while ready:
+        *_, m, _, i = heapq.heappop(ready)
+        stage, act = layout.actions[i]
+        rows[layout.rank_of_stage[stage]].append(f"{stage}{act}{m}")
+        for j in succ[i]:
+            left[j, m] -= 1
+            if left[j, m] == 0:
+                heapq.heappush(ready, key(j, m))
+    return layout, rows
 
 
 def torch_pipelining_csv(inst: PipelineInstance, plan: PipelinePlan) -> str:
