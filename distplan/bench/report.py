@@ -13,6 +13,18 @@ without both a plan and a bound or one the audit flags. A run killed at its time
 counts under "limit", not also under "failed". Wrong answers are the runs the audit flags
 (`distplan.bench.verify`).
 
+Backends are compared on the same instances (Mittelmann, Gleixner et al.): the SGM of a
+formulation run on several backends is over the instances every one of them has runs for
+(an interrupted campaign may hold some backends' runs and not others'), unsolved runs
+there at the time limit; "SGM all solved" is over those every backend solved. The report
+says how many runs each campaign planned and names the missing ones, and which instances
+were left out of a comparison. A per-instance cell over several runs (seeds, repetitions)
+gives each figure as its range over the runs.
+
+Reports and exports never write over the database: an export path that is the database
+(under any name), one of its SQLite side files or another SQLite file is refused, and the
+database is checked before the report folder is made.
+
 Displayed numbers never claim more than was proven: bounds are rounded down (toward
 -inf), objectives and gaps up.
 
@@ -101,19 +113,50 @@ def recorded(run: dict[str, Any], key: str) -> Any:
     return doc.get(key) if isinstance(doc, dict) else None
 
 
+def compared_instances(runs: list[dict[str, Any]], wrong: set[str]) -> dict[str, dict[str, Any]]:
+    """Per formulation label, the instance sets its backends are compared on.
+
+    ``common``: the instances every backend of the label has runs for (an interrupted
+    campaign stores some backends' runs and not others'); ``all_solved``: those of them
+    on which every run of every backend is solved (Gleixner et al.'s "all optimal" subset:
+    a comparison of speed alone); ``union``: the instances any backend has runs for."""
+    by_label: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    unsolved: dict[str, set[str]] = defaultdict(set)
+    for r in runs:
+        label = label_of(r)
+        by_label[label][r["backend"]].add(r["instance_hash"])
+        if not is_solved(r, wrong):
+            unsolved[label].add(r["instance_hash"])
+    out = {}
+    for label, sets in by_label.items():
+        common = set.intersection(*sets.values())
+        out[label] = {"backends": sorted(sets), "union": set.union(*sets.values()), "common": common, "all_solved": common - unsolved[label]}
+    return out
+
+
 def summary_rows(runs: list[dict[str, Any]], audit: Audit) -> list[dict[str, Any]]:
-    """One row per (formulation label, backend): counts, SGM time, gaps, memory."""
+    """One row per (formulation label, backend): counts, SGM time, gaps, memory.
+
+    The SGM of a formulation run on several backends is over the instances every one of
+    them has runs for (`compared_instances`), so that backends are compared on the same
+    instances; ``sgm_seconds_own`` is over the row's own instances, ``sgm_seconds_all_solved``
+    over the common instances every backend solved (None when it ran on one backend)."""
     wrong = audit.wrong_runs()
+    compared = compared_instances(runs, wrong)
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in runs:
         groups[(label_of(r), r["backend"])].append(r)
     rows = []
     for key in combos(runs):
         group = groups[key]
+        sets = compared[key[0]]
         per_instance: dict[str, list[float]] = defaultdict(list)
         for r in group:
             per_instance[r["instance_hash"]].append(run_time(r, wrong))
-        times = [statistics.fmean(v) for v in per_instance.values()]
+        times = [statistics.fmean(v) for h, v in per_instance.items() if h in sets["common"]]
+        own_times = [statistics.fmean(v) for v in per_instance.values()]
+        solved_times = [statistics.fmean(v) for h, v in per_instance.items() if h in sets["all_solved"]]
+        several = len(sets["backends"]) > 1
         exact = bool(group[0].get("exact"))
         bound_only = bool(group[0].get("bound_only"))
         limited = [r for r in group if exact and not bound_only and not is_solved(r, wrong) and r["termination"] != "infeasible"]
@@ -132,6 +175,8 @@ def summary_rows(runs: list[dict[str, Any]], audit: Audit) -> list[dict[str, Any
                 "bound_only": bound_only,
                 "runs": len(group),
                 "instances": len(per_instance),
+                "compared_instances": len(sets["common"]),
+                "all_solved_instances": len(sets["all_solved"]) if several else None,
                 "solved": sum(1 for r in group if is_solved(r, wrong)),
                 "feasible": sum(1 for r in group if r.get("verdict") == "accepted"),
                 "limit": sum(1 for r in group if r["termination"] in LIMIT_TERMINATIONS),
@@ -140,6 +185,8 @@ def summary_rows(runs: list[dict[str, Any]], audit: Audit) -> list[dict[str, Any
                 "gap_tolerances": sorted({float(t) for r in group if isinstance(t := recorded(r, "gap_tolerance"), int | float)}),
                 "bound_grades": {g: sum(1 for r in group if recorded(r, "bound_grade") == g) for g in ("safe", "solver") if any(recorded(r, "bound_grade") == g for r in group)},
                 "sgm_seconds": shifted_geometric_mean(times),
+                "sgm_seconds_own": shifted_geometric_mean(own_times),
+                "sgm_seconds_all_solved": shifted_geometric_mean(solved_times) if several else None,
                 "mean_gap_at_limit": statistics.fmean(gaps) if gaps else None,
                 "limit_runs": len(limited),
                 "mean_build_seconds": statistics.fmean(builds) if builds else None,
@@ -148,6 +195,77 @@ def summary_rows(runs: list[dict[str, Any]], audit: Audit) -> list[dict[str, Any
             }
         )
     return rows
+
+
+def planned_runs(campaigns: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per campaign name (its latest text in the database), the runs it planned and how many
+    are stored: ``planned``, ``stored`` and ``missing`` (the missing runs' instance, label,
+    backend, seed and repetition; None when the campaign text no longer expands here, e.g. a
+    moved instance file: then only the stored ``planned`` count is known). As
+    `distplan.bench.verify.missing_runs`, from the run keys the text expands to."""
+    import tomllib
+
+    from distplan.errors import DistplanError
+
+    from .campaign import parse_campaign
+
+    latest: dict[str, dict[str, Any]] = {}
+    for c in campaigns:
+        if c.get("name") is not None:
+            latest[str(c["name"])] = c
+    stored_keys = {r["run_key"] for r in runs}
+    out = []
+    for name, c in sorted(latest.items()):
+        text = str(c.get("text") or "")
+        source = Path(str(c.get("source") or "."))
+        try:
+            specs = parse_campaign(tomllib.loads(text), base=source.parent, source=str(source), text=text, default_name=name).runs()
+        except (DistplanError, ValueError, OSError, KeyError, TypeError):
+            specs = None
+        if specs is not None:
+            planned = {s["run_key"]: s for s in specs}
+            missing: list[dict[str, Any]] | None = [
+                {"instance": s["instance"], "label": s.get("label") or s["formulation"], "backend": s["backend"], "seed": s.get("seed"), "repetition": s.get("repetition")}
+                for k, s in planned.items()
+                if k not in stored_keys
+            ]
+            out.append({"campaign": name, "planned": len(planned), "stored": len(planned) - len(missing or []), "missing": missing})
+        elif isinstance(c.get("planned"), int):
+            stored = sum(1 for r in runs if str(r.get("campaign")) == name)
+            out.append({"campaign": name, "planned": c["planned"], "stored": stored, "missing": None})
+    return out
+
+
+def _are(n: int) -> str:
+    return f"{n} {'is' if n == 1 else 'are'}"
+
+
+def _planned_lines(plans: list[dict[str, Any]]) -> list[str]:
+    """The report's sentences on planned and stored runs (missing runs counted and named)."""
+    lines = []
+    for p in plans:
+        missing = p["missing"]
+        n_missing = p["planned"] - p["stored"] if missing is None else len(missing)
+        if n_missing <= 0:
+            lines.append(f"Campaign `{p['campaign']}` planned {p['planned']} runs; all are stored.")
+            continue
+        text = (
+            f"**Incomplete:** campaign `{p['campaign']}` planned {p['planned']} runs; {_are(p['planned'] - n_missing)} stored and **{_are(n_missing)} missing** "
+            "(the campaign was interrupted, or runs were deleted; `distplan bench run CAMPAIGN --db DB` runs them)"
+        )
+        if missing is None:
+            lines.append(text + "; its text no longer expands here, so the missing runs cannot be named.")
+            continue
+        by: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for m in missing:
+            by[(m["label"], m["backend"])].append(m["instance"])
+        parts = []
+        for (label, backend), names in sorted(by.items()):
+            shown = sorted(set(names))
+            listed = ", ".join(shown[:6]) + (", ..." if len(shown) > 6 else "")
+            parts.append(f"{label} / {backend}: {len(names)} ({listed})")
+        lines.append(text + ": " + "; ".join(parts) + ".")
+    return lines
 
 
 def profile_ratios(runs: list[dict[str, Any]], label: str, wrong: set[str]) -> dict[str, list[float]]:
@@ -322,16 +440,25 @@ def _slug(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_" else "-" for ch in text).strip("-")
 
 
+def _into(out: Path, name: str, db: str | Path) -> Path:
+    """``out / name``, refused when that file is the database (e.g. a database named report.md)."""
+    path = out / name
+    if path.exists() and _same_file(db, path):
+        raise InputError("--out", f"{path} is the benchmark database {db} itself; the report would overwrite it", "name another output directory")
+    return path
+
+
 def write_report(db: str | Path, out_dir: str | Path | None = None, figures: bool = True) -> Path:
     """Write ``report.md`` (and PNG figures) for a database; returns the Markdown path."""
     out = Path(out_dir) if out_dir is not None else Path(db).with_name(Path(db).stem + "-report")
-    out.mkdir(parents=True, exist_ok=True)
     with open_existing(db) as store:
         runs = store.runs()
         campaigns = store.campaigns()
         audit = audit_database(store)
     if not runs:
         raise InputError(str(db), "the database holds no runs", "run a campaign first")
+    _into(out, "report.md", db)  # before any figure is drawn
+    out.mkdir(parents=True, exist_ok=True)  # only for a database there is something to report on
     wrong = audit.wrong_runs()
     rows = summary_rows(runs, audit)
     lines: list[str] = []
@@ -352,17 +479,25 @@ def write_report(db: str | Path, out_dir: str | Path | None = None, figures: boo
     finished = [str(r["finished_at"]) for r in runs if r.get("finished_at")]
     if finished:
         lines.append(f"Runs finished between {min(finished)} and {max(finished)} (UTC).")
+    plans = planned_runs(campaigns, runs)
+    lines.extend(_planned_lines(plans))
     lines.append("")
     lines.append("Times are seconds of `distplan.solve` (model build + solve + evaluation) in a fresh process per run; an unsolved run counts at the time limit; "
-                 "SGM = shifted geometric mean over instances with a 10 s shift. *Solved*: proven optimal (exact formulations) or an accepted plan (heuristics), "
+                 "SGM = shifted geometric mean over instances with a 10 s shift; a formulation run on several backends is compared on the instances every one of those backends has runs for "
+                 "(an instance some backend has no run for is left out of all its SGMs, and the table says on how many of a row's instances its SGM is), "
+                 "and *SGM all solved* is over the compared instances every backend solved. *Solved*: proven optimal (exact formulations) or an accepted plan (heuristics), "
                  "and nothing flagged by the audit. Peak memory is the run process's resident peak, including the preloaded interpreter and solver libraries.")
     lines.append("")
     lines.append("## Results per formulation and backend")
     lines.append("")
-    header = ["formulation", "backend", "version", "runs", "solved", "feasible", "limit", "failed", "wrong", "SGM time (s)", "mean open gap (runs)", "build (s)", "solve (s)", "peak MB"]
+    header = ["formulation", "backend", "version", "runs", "solved", "feasible", "limit", "failed", "wrong", "SGM time (s)", "SGM all solved (s)", "mean open gap (runs)", "build (s)", "solve (s)", "peak MB"]
     body = []
     for row in rows:
         gap = "-" if row["mean_gap_at_limit"] is None else f"{_up(100 * row['mean_gap_at_limit'], 2)} % ({row['limit_runs']})"
+        sgm = _f(row["sgm_seconds"])
+        if row["compared_instances"] < row["instances"]:
+            sgm = f"{sgm} on {row['compared_instances']} of {row['instances']} instances"
+        solved_sgm = "-" if row["all_solved_instances"] is None else f"{_f(row['sgm_seconds_all_solved'])} ({row['all_solved_instances']})"
         peak = "-" if row["max_peak_memory_bytes"] is None else f"{row['max_peak_memory_bytes'] / 1e6:.0f}"
         body.append(
             [
@@ -375,7 +510,8 @@ def write_report(db: str | Path, out_dir: str | Path | None = None, figures: boo
                 str(row["limit"]),
                 str(row["failed"]),
                 str(row["wrong"]),
-                _f(row["sgm_seconds"]),
+                sgm,
+                solved_sgm,
                 gap,
                 _f(row["mean_build_seconds"]),
                 _f(row["mean_solve_seconds"]),
@@ -384,12 +520,28 @@ def write_report(db: str | Path, out_dir: str | Path | None = None, figures: boo
         )
     lines.extend(_table(header, body))
     lines.append("")
+    names_of = {r["instance_hash"]: r["instance"] for r in runs}
+    for label, sets in sorted(compared_instances(runs, wrong).items()):
+        left_out = sorted(sets["union"] - sets["common"], key=lambda h: names_of[h])
+        if len(sets["backends"]) < 2 or not left_out:
+            continue
+        lacking = []
+        for h in left_out[:6]:
+            have = sorted({r["backend"] for r in runs if r["instance_hash"] == h and label_of(r) == label})
+            lacking.append(f"{names_of[h]} (runs on {', '.join(have)} only)")
+        lines.append(
+            f"**Not compared:** {label} is compared on the {len(sets['common'])} instances that all of {', '.join(sets['backends'])} have runs for; "
+            f"{len(left_out)} instance{'s' if len(left_out) > 1 else ''} left out of its SGMs: {'; '.join(lacking)}{'; ...' if len(left_out) > 6 else ''}. "
+            "Its performance profile counts a missing run as unsolved."
+        )
+        lines.append("")
 
     # per instance: best bound, best objective, per combo the outcome
     keys = combos(runs)
     lines.append("## Per instance")
     lines.append("")
-    lines.append("Each cell: wall time in seconds and the outcome (`opt` proven optimal, `ok` accepted plan, `lim` limit with gap, `open` an exact run that ended otherwise with its gap open, or the termination); the objective ratio to the best known objective follows `x` when above 1.")
+    lines.append("Each cell: wall time in seconds and the outcome (`opt` proven optimal, `ok` accepted plan, `lim` limit with gap, `open` an exact run that ended otherwise with its gap open, or the termination); the objective ratio to the best known objective follows `x` when above 1. "
+                 "A cell of several runs (seeds, repetitions) gives each figure as its range over the runs, best–worst, counts the outcomes when they differ (`opt×1 lim×1`), and ends in `(N runs)`.")
     lines.append("")
     by: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in runs:
@@ -418,21 +570,23 @@ def write_report(db: str | Path, out_dir: str | Path | None = None, figures: boo
             if len(ratios) < 2:
                 continue
             fname = f"profile-{_slug(label)}.png"
-            plot_profile(ratios, f"performance profile: {label}", out / fname)
+            plot_profile(ratios, f"performance profile: {label}", _into(out, fname, db))
             figures_made.append((f"Performance profile of {label}", fname))
         ttt = time_to_target(runs, audit)
         if ttt:
-            plot_time_to_target(ttt, out / "time-to-target.png", {(label_of(r), r["backend"]): bool(r.get("exact")) for r in runs})
+            plot_time_to_target(ttt, _into(out, "time-to-target.png", db), {(label_of(r), r["backend"]): bool(r.get("exact")) for r in runs})
             figures_made.append(("Time to target", "time-to-target.png"))
         if audit.quality:
-            plot_quality(audit, out / "heuristic-quality.png")
+            plot_quality(audit, _into(out, "heuristic-quality.png", db))
             figures_made.append(("Heuristic quality", "heuristic-quality.png"))
     lines.append("## Performance profiles and time to target")
     lines.append("")
     if figure_note:
         lines.append(figure_note)
     profile_figs = [f for f in figures_made if f[1].startswith("profile-")]
-    if not profile_figs and not figure_note:
+    if not figures:
+        lines.append("Figures not drawn (`--no-figures`).")
+    elif not profile_figs and not figure_note:
         lines.append("No formulation ran on two or more backends: no performance profile.")
     for title, fname in figures_made:
         if fname != "heuristic-quality.png":
@@ -483,35 +637,62 @@ def write_report(db: str | Path, out_dir: str | Path | None = None, figures: boo
     else:
         lines.append("None.")
     lines.append("")
-    path = out / "report.md"
+    path = _into(out, "report.md", db)
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
+def _outcome(r: dict[str, Any], wrong: set[str]) -> tuple[str, float | None]:
+    """A run's outcome word for the per-instance table and its open gap (for `lim`/`open`)."""
+    if r["run_key"] in wrong:
+        return "WRONG", None
+    if r.get("exact") and r["status"] == "optimal":
+        return "opt", None
+    if r.get("bound_only"):
+        return "bound", None
+    if r.get("verdict") == "accepted" and r["termination"] in LIMIT_TERMINATIONS:
+        return "lim", r.get("gap")
+    if r.get("verdict") == "accepted" and r.get("exact") and r["status"] != "optimal":
+        return "open", r.get("gap")
+    if r.get("verdict") == "accepted":
+        return "ok", None
+    return str(r["termination"]), None
+
+
+def _span(values: list[float], show: Any) -> str:
+    """``a–b`` for several different values (best–worst: smaller first), ``a`` for one."""
+    lo, hi = show(min(values)), show(max(values))
+    return lo if lo == hi else f"{lo}–{hi}"
+
+
 def _cell(rs: list[dict[str, Any]], best: float | None, wrong: set[str]) -> str:
+    """One per-instance cell: wall time, outcome, objective ratio. Over several runs (seeds,
+    repetitions) every figure is its range over the runs and differing outcomes are
+    counted, so the cell never shows one run as if it summarized all of them."""
     if not rs:
         return ""
-    r = rs[0] if len(rs) == 1 else min(rs, key=lambda x: (not is_solved(x, wrong), x.get("wall_seconds") or math.inf))
-    t = r.get("wall_seconds")
-    if r["run_key"] in wrong:
-        what = "WRONG"
-    elif r.get("exact") and r["status"] == "optimal":
-        what = "opt"
-    elif r.get("bound_only"):
-        what = "bound"
-    elif r.get("verdict") == "accepted" and r["termination"] in LIMIT_TERMINATIONS:
-        what = "lim " + ("-" if r.get("gap") is None else f"{_up(100 * r['gap'], 1)}%")
-    elif r.get("verdict") == "accepted" and r.get("exact") and r["status"] != "optimal":
-        what = "open " + ("-" if r.get("gap") is None else f"{_up(100 * r['gap'], 1)}%")
-    elif r.get("verdict") == "accepted":
-        what = "ok"
-    else:
-        what = r["termination"]
+    times = [float(r["wall_seconds"]) for r in rs if r.get("wall_seconds") is not None]
+    t = _span(times, lambda v: _f(v, 2)) if times else "-"
+    outcomes: dict[str, list[float | None]] = {}
+    for r in rs:
+        word, gap = _outcome(r, wrong)
+        outcomes.setdefault(word, []).append(gap)
+    parts = []
+    for word, gaps in outcomes.items():
+        text = word + (f"×{len(gaps)}" if len(outcomes) > 1 else "")
+        if word in ("lim", "open"):
+            known = [float(g) for g in gaps if g is not None]
+            shown = _span(known, lambda v: _up(100 * v, 1)) + "%" if known else "-"
+            if known and len(known) < len(gaps):
+                shown += ", -"
+            text += " " + shown
+        parts.append(text)
     ratio = ""
-    if best and r.get("objective") is not None and r.get("verdict") == "accepted" and r["objective"] > best * (1 + 1e-6):
-        ratio = f" x{_up(r['objective'] / best, 3)}"
+    ratios = [float(r["objective"]) / best for r in rs if best and r.get("objective") is not None and r.get("verdict") == "accepted"]
+    if ratios and max(ratios) > 1 + 1e-6:
+        ratio = f" x{_span(ratios, lambda v: _up(v, 3))}"
     suffix = f" ({len(rs)} runs)" if len(rs) > 1 else ""
-    return f"{_f(t, 2)} {what}{ratio}{suffix}"
+    return f"{t} {' '.join(parts)}{ratio}{suffix}"
 
 
 def _guarantee_section(audit: Audit) -> list[str]:
@@ -575,10 +756,44 @@ def export_rows(store: Store) -> list[dict[str, Any]]:
     return rows
 
 
+#: the files SQLite keeps beside a database (WAL mode, rollback journal)
+SQLITE_SIDECARS = ("-wal", "-shm", "-journal")
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    """``os.path.samefile`` when both exist (hard links, symlinks), resolved paths otherwise."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return Path(a).resolve() == Path(b).resolve()
+
+
+def check_export_path(db: str | Path, path: str | Path, option: str) -> None:
+    """Refuse an export ``path`` that would overwrite a database: the benchmark database
+    itself (also through another path or a symlink) or one of its SQLite side files, or
+    any other existing SQLite file. Called before anything is written."""
+    out = Path(path)
+    if _same_file(db, out):
+        raise InputError(option, f"{path} is the benchmark database {db} itself; exporting would overwrite it with the export", "name another file, e.g. " + str(Path(db).with_suffix(".csv" if option == "--csv" else ".parquet")))
+    for tail in SQLITE_SIDECARS:
+        if _same_file(str(db) + tail, out):
+            raise InputError(option, f"{path} is the {tail[1:]} file of the benchmark database {db}; exporting would damage the database", "name another file")
+    try:
+        with open(out, "rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+    except OSError:  # missing (to be created) or unreadable: the write reports a problem
+        return
+    if head == SQLITE_HEADER:
+        raise InputError(option, f"{path} is a SQLite database; the export would overwrite it", "name another file, or delete that one first")
+
+
 def export_csv(db: str | Path, path: str | Path) -> int:
-    """Write one CSV row per run (the plan and full result stay in the DB); returns the count."""
+    """Write one CSV row per run (the plan and full result stay in the DB); returns the count.
+    An output path that is a database (`check_export_path`) is refused, nothing written."""
     with open_existing(db) as store:
         rows = export_rows(store)
+    check_export_path(db, path, "--csv")
     with open(path, "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(EXPORT_FIELDS))
         writer.writeheader()
@@ -587,9 +802,11 @@ def export_csv(db: str | Path, path: str | Path) -> int:
 
 
 def export_parquet(db: str | Path, path: str | Path) -> int:
-    """Write the runs as Parquet (needs pyarrow, or pandas with a Parquet engine)."""
+    """Write the runs as Parquet (needs pyarrow, or pandas with a Parquet engine); an output
+    path that is a database (`check_export_path`) is refused, nothing written."""
     with open_existing(db) as store:
         rows = export_rows(store)
+    check_export_path(db, path, "--parquet")
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -611,8 +828,10 @@ def summary_json(db: str | Path) -> dict[str, Any]:
     """The report's tables as data (for scripts)."""
     with open_existing(db) as store:
         runs = store.runs()
+        campaigns = store.campaigns()
         audit = audit_database(store)
     return {
+        "planned_runs": planned_runs(campaigns, runs),
         "summary": summary_rows(runs, audit),
         "wrong_answers": [f.__dict__ for f in audit.findings],
         "heuristic_quality": audit.quality_summary(),
