@@ -66,7 +66,7 @@ def test_a_parameter_of_its_type_passes_the_check(kind: str, formulation: str, n
 
 
 def test_an_unknown_parameter_is_named_with_the_known_ones() -> None:
-    with pytest.raises(InputError, match=r"params\.nope: formulation 'tap' has no parameter 'nope' \(its parameters: certify, dp, "):
+    with pytest.raises(InputError, match=r"params\.nope: formulation 'tap' has no parameter 'nope' \(its parameters: certify, default_time_limit, dp, "):
         distplan.solve("gpt-1layer-tp8", "tap", nope=1)
 
 

@@ -4,6 +4,7 @@ placement ZB-V, V-Min, V-Half, V-ZB)."""
 
 from __future__ import annotations
 
+from distplan.formulations.contract import Policy, time_limit_parameter
 from distplan.formulations.pipeline import baselines, milp, repetend, tessel
 from distplan.formulations.pipeline.bounds import pipeline_bounds
 from distplan.formulations.registry import Formulation, register, register_bounds
@@ -37,7 +38,9 @@ register(
         exact=True,
         reference=ZB,
         spec=milp.PIPELINE_MILP,
-        params={"model": "auto", "warm_start": "tessel", "energy_cuts": True, "below_incumbent": True},
+        policy=Policy(default_time_limit=time_limit_parameter),
+        params={"model": "auto", "warm_start": "tessel", "energy_cuts": True, "below_incumbent": True, "default_time_limit": 60.0},
+        above={"default_time_limit": 0.0},
         choices={"model": ("auto", "disjunctive", "time_indexed"), "warm_start": ("tessel", "baselines")},
     )
 )

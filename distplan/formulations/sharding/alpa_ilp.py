@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
-from distplan.formulations.contract import ModelSpec
+from distplan.formulations.contract import ModelSpec, Policy, time_limit_parameter
 from distplan.formulations.registry import Bound, Formulation, Outcome, RunContext
 from distplan.formulations.sharding.costgraph import CostGraph, build_cost_graph
 from distplan.formulations.sharding.expert_plans import expert_if_better
@@ -510,5 +510,9 @@ ALPA_ILP = Formulation(
     exact=True,
     reference=REFERENCE,
     spec=ALPA_ILP_SPEC,
-    params={"lp_first": False},
+    # (without a limit Alpa's ILP on Llama-3 70B over an 8x8 mesh ran past 400 s and
+    # 2.4 GB, review rev16; at 60 s it stops with a 0.95% gap, its incumbent and bound)
+    policy=Policy(default_time_limit=time_limit_parameter),
+    params={"lp_first": False, "default_time_limit": 60.0},
+    above={"default_time_limit": 0.0},
 )

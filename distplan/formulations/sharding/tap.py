@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from distplan.formulations.contract import Policy, time_limit_parameter
 from distplan.formulations.deadline import DeadlineReached
 from distplan.formulations.folding import FoldMap, find_repeated_subgraphs
 from distplan.formulations.registry import Bound, Folding, Formulation, Outcome, RunContext
@@ -293,7 +294,9 @@ TAP = Formulation(
     run=run_tap,
     exact=True,
     reference=REFERENCE,
-    params=dict(DEFAULTS),
+    policy=Policy(default_time_limit=time_limit_parameter),
+    params={**DEFAULTS, "default_time_limit": 60.0},
+    above={"default_time_limit": 0.0},
     #: copies a repeated region needs; rounds of colour refinement; boundary states a chain
     #: may have; rows of a table of the dynamic program (min_copies 1 made the chain finder
     #: fail with an IndexError)
