@@ -176,6 +176,40 @@ def data_dependent(value: Any) -> bool:
     return any(isinstance(t, torch.Tensor) and any(not isinstance(d, int) for d in t.shape) for t in leaves)
 
 
+def _schema_arg(n: Any, k: int, arg: Any) -> Any:
+    if not arg.kwarg_only and k < len(n.args):
+        return n.args[k]
+    return n.kwargs.get(arg.name)
+
+
+def written_args(n: Any) -> list[Any]:
+    """The graph nodes an op writes in place (schema ``Tensor(a!)``: ``mul_``'s self,
+    ``copy_``'s destination, an ``out=`` tensor, batch norm's running statistics)."""
+    schema = getattr(n.target, "_schema", None)
+    if schema is None:
+        return []
+    out = []
+    for k, arg in enumerate(schema.arguments):
+        info = arg.alias_info
+        if info is None or not info.is_write:
+            continue
+        out += [a for a in tree_flatten(_schema_arg(n, k, arg))[0] if isinstance(a, torch.fx.Node)]
+    return out
+
+
+def aliased_arg(n: Any) -> Any:
+    """The graph node whose memory an op returns (an in-place op's self, an ``out=`` tensor), or None."""
+    schema = getattr(n.target, "_schema", None)
+    if schema is None or not schema.returns or schema.returns[0].alias_info is None:
+        return None
+    sets = set(schema.returns[0].alias_info.before_set)
+    for k, arg in enumerate(schema.arguments):
+        if arg.alias_info is not None and sets & set(arg.alias_info.before_set):
+            a = _schema_arg(n, k, arg)
+            return a if isinstance(a, torch.fx.Node) else None
+    return None
+
+
 class _ProfiledInterpreter(torch.fx.Interpreter if torch is not None else object):  # type: ignore[misc]
     """Runs an exported graph on real tensors, each node inside a profiler record_function."""
 

@@ -37,6 +37,7 @@ from distplan.instances.torch_export import (
     META_OPS,
     VIEW_OPS,
     FlopInterpreter,
+    aliased_arg,
     export_module,
     is_floating,
     linear_modules,
@@ -50,6 +51,7 @@ from distplan.instances.torch_export import (
     tensor_bytes,
     tensor_shapes,
     to_meta,
+    written_args,
 )
 from distplan.instances.zoo import DTYPE_BYTES, GENERATOR_VERSION, LayerGraph, LayerOp
 from distplan.models.catalogue import LAT_PCIE, PCIE3_X16, ClusterSpec, DeviceSpec, uniform_cluster
@@ -75,7 +77,12 @@ def graph_from_export(
     repeats: int = 3,
     op_times: Mapping[str, float] | None = None,
 ) -> tuple[LayerGraph, dict[str, str]]:
-    """The forward `LayerGraph` of an ExportedProgram and the map of fused nodes."""
+    """The forward `LayerGraph` of an ExportedProgram and the map of fused nodes.
+
+    An op that writes in place into a tensor or a view of it (``y[:, :8] *= 3``,
+    ``y[:, 0] = t``: ATen ``mul_`` / ``copy_`` into a slice) is the source of what later ops
+    read of that tensor: an edge runs from the write to every later reader of the written
+    memory (any view of the same base), beside the edge from the op that made the tensor."""
     require_torch()
     op_times = dict(op_times or {})
     gm = ep.graph_module
@@ -117,6 +124,10 @@ def graph_from_export(
     param_owner: dict[int, str] = {}  # id(parameter) -> op name that holds it
     buffer_owner: dict[int, str] = {}
     op_name_of: dict[str, str] = {}
+    # in-place writes: node -> the node whose memory it is (views share their base's), and
+    # that memory -> the op that wrote it last (its later readers depend on that write)
+    memory: dict[str, str] = {n.name: n.name for n in placeholders}
+    last_write: dict[str, str] = {}
 
     def frozen(target: str) -> bool:
         """A parameter that takes no gradient (``requires_grad_(False)``): held like a buffer,
@@ -150,6 +161,7 @@ def graph_from_export(
             continue
         if n.op == "get_attr":
             root[n.name] = ("buffer", str(n.target))
+            memory[n.name] = n.name
             continue
         if n.op != "call_function":
             raise InputError(f"graph node {n.name}", f"unsupported fx node kind {n.op!r} (target {n.target})", "export with torch.export (ATen IR)")
@@ -168,6 +180,8 @@ def graph_from_export(
             src = next((a for a in tensor_args if a.name in root), None)
             root[n.name] = root[src.name] if src is not None else ("none", n.name)
             fused[n.name] = _describe_root(root[n.name], op_name_of)
+            # a view (or a no-op conversion) is the memory of its source; _to_copy makes new memory
+            memory[n.name] = memory.get(src.name, src.name) if src is not None and base != "_to_copy" else n.name
             continue
         if fixed is None and n.name not in measured and flops.get(n.name, 0.0) <= 0 and not _known_memory_bound(n.target, base):
             path = module_path(n)
@@ -189,6 +203,9 @@ def graph_from_export(
             kind, key = root.get(a.name, ("none", a.name))
             nbytes = tensor_bytes(a.meta.get("val"))
             read += nbytes
+            writer = last_write.get(memory.get(a.name, a.name))
+            if writer is not None and writer != key:  # written in place since it was made
+                preds[writer] = preds.get(writer, 0.0) + nbytes
             if kind == "op":
                 preds[key] = preds.get(key, 0.0) + nbytes
             elif kind == "param":
@@ -225,6 +242,10 @@ def graph_from_export(
         )
         op_name_of[n.name] = name
         root[n.name] = ("op", name)
+        alias = aliased_arg(n)
+        memory[n.name] = memory.get(alias.name, alias.name) if alias is not None else n.name
+        for w in written_args(n):
+            last_write[memory.get(w.name, w.name)] = name
         for src_op, nbytes in preds.items():
             cap = g.ops[g.index[src_op]].output
             g.connect(src_op, name, min(nbytes, cap) if cap > 0 else nbytes)
