@@ -128,15 +128,25 @@ def to_meta(x: Any) -> Any:
 
 
 class FlopInterpreter(torch.fx.Interpreter if torch is not None else object):  # type: ignore[misc]
-    """Runs an exported graph on shape-only meta tensors, recording FLOPs per node."""
+    """Runs an exported graph on shape-only meta tensors, recording FLOPs and the value of
+    every node. ``binding`` maps the symbols of a dynamic export's input dims to sizes
+    (`input_binding`): a node whose shape-only kernel fails takes its exported shape with the
+    symbols replaced."""
 
-    def __init__(self, gm: Any, counter: Any):
+    def __init__(self, gm: Any, counter: Any, binding: Mapping[Any, int] | None = None):
         super().__init__(gm)
         self.extra_traceback = False  # errors raised here are one-line InputErrors
         self.counter = counter
+        self.binding: dict[Any, int] = dict(binding or {})
         self.flops: dict[str, float] = {}
+        self.values: dict[str, Any] = {}  # node -> its shape-only value (concrete shapes)
 
     def run_node(self, n: Any) -> Any:
+        out = self._run_node(n)
+        self.values[n.name] = out
+        return out
+
+    def _run_node(self, n: Any) -> Any:
         if n.op != "call_function":
             return super().run_node(n)
         args, kwargs = self.fetch_args_kwargs_from_env(n)
@@ -163,7 +173,7 @@ class FlopInterpreter(torch.fx.Interpreter if torch is not None else object):  #
                     f"op {full} in {where} cannot run on shape-only tensors ({first_line(exc)})",
                     f"give it a time per call in seconds with --op-time {full}=SECONDS (Python: op_times=...), or use measure=True",
                 ) from None
-            out = to_meta(val)  # the exported output's shape; no FLOPs counted: its time must come from op_times / measure
+            out = concrete(val, self.binding)  # the exported output's shape; no FLOPs counted: its time must come from op_times / measure
             self.flops[n.name] = 0.0
             return out
         self.flops[n.name] = float(self.counter.get_total_flops() - before)
@@ -171,9 +181,160 @@ class FlopInterpreter(torch.fx.Interpreter if torch is not None else object):  #
 
 
 def data_dependent(value: Any) -> bool:
-    """A traced value whose shape holds a symbol (a size known only from the data: nonzero, x[mask], unique)."""
+    """A traced value whose shape holds an unbacked symbol (a size known only from the data:
+    nonzero, x[mask], unique); the symbols of a dynamic input dim (``torch.export.Dim``) are not."""
     leaves, _ = tree_flatten(value)
-    return any(isinstance(t, torch.Tensor) and any(not isinstance(d, int) for d in t.shape) for t in leaves)
+    return any(isinstance(t, torch.Tensor) and any(_unbacked(d) for d in t.shape) for t in leaves)
+
+
+def _unbacked(d: Any) -> bool:
+    if isinstance(d, int):
+        return False
+    try:
+        from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+        return bool(free_unbacked_symbols(d))
+    except Exception:  # pragma: no cover - an older torch: every symbol counts as data-dependent
+        return True
+
+
+def _expr(d: Any) -> Any:
+    """The sympy expression of a symbolic size (None for a concrete int)."""
+    node = getattr(d, "node", None)
+    return getattr(node, "expr", None) if node is not None else None
+
+
+def _evaluate(d: Any, binding: Mapping[Any, int]) -> Any:
+    """A size with the bound symbols replaced: an int, or ``d`` unchanged if a symbol is unbound."""
+    if isinstance(d, int):
+        return d
+    expr = _expr(d)
+    if expr is None:
+        return d
+    got = expr.xreplace(dict(binding))  # a plain int when expr is a bound symbol itself
+    if isinstance(got, int) or getattr(got, "is_Integer", False):
+        return int(got)
+    return d
+
+
+def concrete(value: Any, binding: Mapping[Any, int]) -> Any:
+    """Shape-only meta tensors (and ints) for a traced value, symbolic sizes evaluated under ``binding``."""
+
+    def one(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and not all(isinstance(d, int) for d in x.shape):
+            shape = [_evaluate(d, binding) for d in x.shape]
+            if all(isinstance(d, int) for d in shape):
+                return torch.empty(shape, dtype=x.dtype, device="meta")
+        if isinstance(x, torch.SymInt):
+            return _evaluate(x, binding)
+        return to_meta(x)
+
+    return tree_map(one, value)
+
+
+def symbolic_dims(value: Any) -> list[tuple[int, Any]]:
+    """(axis, size) of every symbolic size of a traced tensor."""
+    if not isinstance(value, torch.Tensor):
+        return []
+    return [(k, d) for k, d in enumerate(value.shape) if not isinstance(d, int)]
+
+
+def _range_text(ep: Any, expr: Any) -> str:
+    vr = (getattr(ep, "range_constraints", None) or {}).get(expr)
+    if vr is None:
+        return ""
+    return f", {vr.lower}..{vr.upper}"
+
+
+def input_binding(ep: Any, user_inputs: Sequence[tuple[str, Any]], shapes: Sequence[Sequence[int]] | None) -> dict[Any, int]:
+    """The sizes of the symbolic dims of an ExportedProgram's inputs (``torch.export.Dim``):
+    solved from ``shapes`` (one per tensor input, in order), or the example inputs' sizes when
+    ``shapes`` is None; {} for a static program whose inputs have ``shapes``. ``user_inputs``:
+    (name, traced value) of the tensor inputs. A shape that does not fit (count, rank, a static
+    size, a dim's range or a relation between dims) is an `InputError` naming the input and dim."""
+    dyn = [(name, k, d) for name, val in user_inputs for k, d in symbolic_dims(val)]
+
+    def describe(name: str, k: int, d: Any) -> str:
+        return f"{name} dim {k} ({_expr(d)}{_range_text(ep, _expr(d))})"
+
+    if shapes is None:  # the example inputs' sizes
+        example: list[list[int]] = []
+        for name, val in user_inputs:
+            example.append([])
+            for k, d in enumerate(val.shape):
+                hint = d if isinstance(d, int) else getattr(getattr(d, "node", None), "hint", None)
+                if hint is None:
+                    raise InputError(
+                        "ExportedProgram",
+                        f"input {describe(name, k, d)} is dynamic and has no example size",
+                        "give input_shapes (CLI: --input-shape) to size the dynamic dims",
+                    )
+                example[-1].append(int(hint))
+        shapes = example
+    if len(shapes) != len(user_inputs):
+        raise InputError(
+            "input_shapes",
+            f"{len(shapes)} shape(s) for an ExportedProgram with {len(user_inputs)} tensor input(s) ({', '.join(n for n, _ in user_inputs)})",
+            "give one shape per tensor input, in order",
+        )
+    binding: dict[Any, int] = {}
+    pending: list[tuple[str, int, Any, int]] = []
+    for (name, val), shape in zip(user_inputs, shapes):
+        exported = [d if isinstance(d, int) else str(_expr(d)) for d in val.shape]
+        if len(shape) != len(val.shape):
+            raise InputError(f"input_shapes for {name}", f"{list(shape)} has {len(shape)} dims; the program's input {name} has {len(val.shape)}: {exported}", "give a shape of that rank")
+        for k, (d, want) in enumerate(zip(val.shape, shape)):
+            if isinstance(d, int):
+                if d != want:
+                    hint = "export with a dynamic dim (torch.export.Dim) to import it at another size" if not dyn else f"the dynamic dims are {', '.join(describe(*x) for x in dyn)}"
+                    raise InputError(f"input_shapes for {name}", f"dim {k} is {want}, but the program was exported with the static size {d} ({exported})", hint)
+                continue
+            expr = _expr(d)
+            if expr is not None and expr.is_Symbol:
+                if expr in binding and binding[expr] != want:
+                    raise InputError(
+                        f"input_shapes for {name}",
+                        f"dim {k} is {want}, but it is the dynamic dim {expr}, already sized {binding[expr]} by another input",
+                        "give equal sizes for the dims the program ties together",
+                    )
+                binding[expr] = int(want)
+            else:
+                pending.append((name, k, d, int(want)))
+    import sympy  # a dependency of torch
+
+    for _ in range(len(pending)):  # dims like 2*s0: solve for a single unbound symbol
+        for _name, _k, d, want in pending:
+            expr = _expr(d)
+            free = [s for s in expr.free_symbols if s not in binding] if expr is not None else []
+            if len(free) == 1:
+                sols = [v for v in sympy.solve(sympy.Eq(expr.xreplace(binding), want), free[0]) if getattr(v, "is_integer", False)]
+                if sols:
+                    binding[free[0]] = int(sols[0])
+    for name, val in user_inputs:
+        for k, d in symbolic_dims(val):
+            want = shapes[[n for n, _ in user_inputs].index(name)][k]
+            got = _evaluate(d, binding)
+            if not isinstance(got, int) or got != want:  # (a SymInt compared would specialise the program)
+                raise InputError(f"input_shapes for {name}", f"dim {k} is {want}, which the dynamic dim {describe(name, k, d)} cannot take", "give a size the exported program allows")
+    for expr, vr in (getattr(ep, "range_constraints", None) or {}).items():
+        if not expr.free_symbols or not all(s in binding for s in expr.free_symbols):
+            continue
+        got = expr.xreplace(binding)
+        try:
+            outside = bool(got < vr.lower) or bool(got > vr.upper)
+        except TypeError:  # pragma: no cover - an unorderable bound
+            outside = False
+        if outside:
+            where = ", ".join(describe(n, k, d) for n, k, d in dyn if _expr(d) == expr or expr.free_symbols & _expr(d).free_symbols) or str(expr)
+            raise InputError("input_shapes", f"{expr} = {got} is outside the range {vr.lower}..{vr.upper} the program was exported for ({where})", "give sizes in the exported range, or export with a wider torch.export.Dim")
+    return binding
+
+
+#: Python functions an exported graph calls on symbolic sizes (``x.shape[0] // 2``): no kernel
+def symbolic_arithmetic(target: Any) -> bool:
+    if getattr(target, "__module__", None) in ("_operator", "operator", "math"):
+        return target is not operator.getitem
+    return any(target is getattr(torch, f, None) for f in ("sym_int", "sym_float", "sym_max", "sym_min", "sym_not", "sym_sqrt", "sym_ite", "sym_sum"))
 
 
 def _schema_arg(n: Any, k: int, arg: Any) -> Any:

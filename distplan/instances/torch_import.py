@@ -38,7 +38,9 @@ from distplan.instances.torch_export import (
     VIEW_OPS,
     FlopInterpreter,
     aliased_arg,
+    concrete,
     export_module,
+    input_binding,
     is_floating,
     linear_modules,
     lookup_time,
@@ -48,6 +50,7 @@ from distplan.instances.torch_export import (
     normalise_shapes,
     op_key,
     require_torch,
+    symbolic_arithmetic,
     tensor_bytes,
     tensor_shapes,
     to_meta,
@@ -76,13 +79,17 @@ def graph_from_export(
     measure: bool = False,
     repeats: int = 3,
     op_times: Mapping[str, float] | None = None,
+    input_shapes: Sequence[Sequence[int]] | None = None,
 ) -> tuple[LayerGraph, dict[str, str]]:
     """The forward `LayerGraph` of an ExportedProgram and the map of fused nodes.
 
-    An op that writes in place into a tensor or a view of it (``y[:, :8] *= 3``,
-    ``y[:, 0] = t``: ATen ``mul_`` / ``copy_`` into a slice) is the source of what later ops
-    read of that tensor: an edge runs from the write to every later reader of the written
-    memory (any view of the same base), beside the edge from the op that made the tensor."""
+    ``input_shapes`` (one per tensor input) size the dims of a program exported with dynamic
+    dims (``torch.export.Dim``), which are otherwise taken from its example inputs; with a
+    static program they must equal the exported shapes. An op that writes in place into a
+    tensor or a view of it (``y[:, :8] *= 3``, ``y[:, 0] = t``: ATen ``mul_`` / ``copy_``
+    into a slice) is the source of what later ops read of that tensor: an edge runs from the
+    write to every later reader of the written memory (any view of the same base), beside the
+    edge from the op that made the tensor."""
     require_torch()
     op_times = dict(op_times or {})
     gm = ep.graph_module
@@ -91,17 +98,33 @@ def graph_from_export(
     named_params: dict[str, Any] = dict(module.named_parameters(remove_duplicate=False)) if module is not None else {}
     named_buffers: dict[str, Any] = dict(module.named_buffers(remove_duplicate=False)) if module is not None else {}
 
-    # FLOPs per node on meta tensors
+    # FLOPs per node on meta tensors; a dynamic program's symbolic dims sized first
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    user_inputs = [
+        (n.name, n.meta["val"])
+        for n in placeholders
+        if (specs[n.name].kind.name if n.name in specs else "USER_INPUT") == "USER_INPUT" and isinstance(n.meta.get("val"), torch.Tensor)
+    ]
+    dynamic = any(not isinstance(d, int) for _, v in user_inputs for d in v.shape)
+    binding = input_binding(ep, user_inputs, input_shapes) if dynamic or input_shapes is not None else {}
     meta_args = []
     for n in placeholders:
         val = n.meta.get("val")
-        meta_args.append(to_meta(val) if isinstance(val, torch.Tensor) else val)
+        if dynamic:
+            meta_args.append(concrete(val, binding))
+        else:
+            meta_args.append(to_meta(val) if isinstance(val, torch.Tensor) else val)
     counter = FlopCounterMode(display=False)
-    interp = FlopInterpreter(gm, counter)
+    interp = FlopInterpreter(gm, counter, binding)
     with counter:
         interp.run(*meta_args)
     flops = interp.flops
+
+    def value(n: Any) -> Any:
+        """A node's traced value; a dynamic program's with its sizes from the binding."""
+        if dynamic and n.name in interp.values:
+            return interp.values[n.name]
+        return n.meta.get("val")
 
     measured: dict[str, float] = {}
     if measure:
@@ -166,7 +189,7 @@ def graph_from_export(
         if n.op != "call_function":
             raise InputError(f"graph node {n.name}", f"unsupported fx node kind {n.op!r} (target {n.target})", "export with torch.export (ATen IR)")
         full, base = op_key(n.target)
-        val = n.meta.get("val")
+        val = value(n)
         tensor_args = [a for a in tree_flatten((n.args, n.kwargs))[0] if isinstance(a, torch.fx.Node)]
         fixed = lookup_time(op_times, full, base)
         zero_cost = fixed is None and (
@@ -175,6 +198,7 @@ def graph_from_export(
             or base in VIEW_OPS
             or (base in ("to", "_to_copy", "type_as", "contiguous", "clone") and _same_tensor(n))
             or (base in ("dropout", "native_dropout", "feature_dropout") and _identity_dropout(n))
+            or (symbolic_arithmetic(n.target) and not isinstance(val, torch.Tensor))
         )
         if zero_cost:
             src = next((a for a in tensor_args if a.name in root), None)
@@ -200,8 +224,10 @@ def graph_from_export(
         shares: str | None = None
         preds: dict[str, float] = {}
         for a in tensor_args:
+            if dynamic and isinstance(value(a), int | torch.SymInt):
+                continue  # a size (x.shape[0] // 2): known once the dims are sized, not data passed
             kind, key = root.get(a.name, ("none", a.name))
-            nbytes = tensor_bytes(a.meta.get("val"))
+            nbytes = tensor_bytes(value(a))
             read += nbytes
             writer = last_write.get(memory.get(a.name, a.name))
             if writer is not None and writer != key:  # written in place since it was made
@@ -319,7 +345,9 @@ def import_torch(
 
     ``module_or_factory``: an ``nn.Module``, a zero-argument factory (called on the meta
     device, so no memory is allocated, unless ``measure``), or a ``torch.export``
-    ExportedProgram. ``input_shapes``: one shape ``(8, 128)`` or one per input. Integer
+    ExportedProgram. ``input_shapes``: one shape ``(8, 128)`` or one per input (for an
+    ExportedProgram: the sizes of its dynamic dims, ``torch.export.Dim``; its static dims
+    must match). Integer
     inputs (token ids, int64) are inferred for Hugging Face models, for a model whose
     first layer is an ``nn.Embedding`` and when tracing with floating inputs fails on an
     index argument; else the weights' dtype (override with ``input_dtypes``).
@@ -344,7 +372,9 @@ def import_torch(
     cl = cl.with_memory_limit(memory_limit)
     ep, module, inputs, label = export_module(module_or_factory, input_shapes, measure=measure, input_dtypes=input_dtypes, precision=precision, training=backward)
     t_export = time.perf_counter() - t0
-    graph, fused = graph_from_export(ep, module, inputs, label=label, measure=measure, repeats=repeats, op_times=op_times)
+    is_program = isinstance(module_or_factory, torch.export.ExportedProgram)
+    shapes = normalise_shapes(input_shapes) if is_program else None  # sizes a dynamic program's dims, checks a static one's
+    graph, fused = graph_from_export(ep, module, inputs, label=label, measure=measure, repeats=repeats, op_times=op_times, input_shapes=shapes)
     fwd_flops = graph.total_flops("forward")
     params = graph.total_params()  # trainable: frozen parameters are held like buffers
     frozen = sum(tensor_bytes(p) for p in (module if module is not None else ep).parameters() if not p.requires_grad)
@@ -356,7 +386,7 @@ def import_torch(
     doc["meta"] = {
         "source": f"torch.export of {label} (torch {torch.__version__})",
         "parameters": {
-            "input_shapes": normalise_shapes(input_shapes) if not isinstance(module_or_factory, torch.export.ExportedProgram) else None,
+            "input_shapes": shapes if is_program else normalise_shapes(input_shapes),
             "device": spec.name,
             "cluster": cl.name,
             "measure": measure,
