@@ -43,11 +43,23 @@ duplicated too (or be that update op).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from distplan.models.common import Check
 from distplan.models.compression_instance import CompressionInstance
 from distplan.models.compression_plan import CompressionPlan
 from distplan.models.compression_records import BUILTIN_METHODS, DTYPE_BYTES, INDEX_BYTES, TOL
+
+#: relative memory tolerance of the evaluator (bytes per byte of capacity)
+MEMORY_TOLERANCE = 1e-9
+
+
+def memory_limit(capacity: Any) -> Any:
+    """The most bytes a device of ``capacity`` bytes holds in a plan the evaluator accepts
+    (a float or an array): what a formulation may fill, and what a proof that nothing fits
+    must rule out (review rev16: Poseidon's rule called a plan 0.5e-9 over the capacity
+    infeasible, which the evaluator accepts)."""
+    return capacity * (1 + MEMORY_TOLERANCE) + TOL
 
 
 def evaluate(inst: CompressionInstance, plan: CompressionPlan) -> Check:
@@ -174,7 +186,7 @@ def evaluate(inst: CompressionInstance, plan: CompressionPlan) -> Check:
             mem[dev_pos[dn]] += factor * o.memory_bytes
     for k in range(nd):
         mem[k] += bcast_bytes_on[k]
-        if mem[k] > devices[k].memory_bytes * (1 + 1e-9) + TOL:
+        if mem[k] > memory_limit(devices[k].memory_bytes):
             violations.append(
                 f"device {devices[k].name}: memory {mem[k]:.6g} bytes exceeds its {devices[k].memory_bytes:.6g} "
                 f"by {mem[k] - devices[k].memory_bytes:.6g} bytes (duplicated ops and gathered inputs)"

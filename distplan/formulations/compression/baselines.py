@@ -14,6 +14,7 @@ import numpy as np
 from distplan.errors import InfeasibleError
 from distplan.formulations.compression.costs import cost_data, memory_terms
 from distplan.formulations.registry import Outcome, RunContext
+from distplan.models.compression_eval import memory_limit
 from distplan.models.compression_instance import CompressionInstance
 from distplan.models.compression_plan import CompressionPlan, make_plan
 
@@ -46,8 +47,8 @@ def poseidon_plan(inst: CompressionInstance) -> CompressionPlan:
             dup |= _tree_mask(inst, g)
     used = _memory_use(inst, dup)
     over = used - inst.device_capacity
-    if np.any(over > 1e-9):
-        d = int(np.argmax(over))
+    if np.any(used > memory_limit(inst.device_capacity)):
+        d = int(np.argmax(used - memory_limit(inst.device_capacity)))
         raise InfeasibleError(
             f"{inst.name}: Poseidon's rule duplicates ops that need {used[d]:.6g} bytes on device "
             f"{inst.devices[d].name}, which holds {inst.device_capacity[d]:.6g} (over by {over[d]:.6g} bytes)",
@@ -90,7 +91,7 @@ def greedy_plan(inst: CompressionInstance) -> CompressionPlan:
         if best_method[g] != "sfb":
             continue
         trial = dup | trees[g]
-        if np.all(_memory_use(inst, trial) <= inst.device_capacity * (1 + 1e-9)):
+        if np.all(_memory_use(inst, trial) <= memory_limit(inst.device_capacity)):
             dup = trial
         else:
             best_method[g] = fallback[g]

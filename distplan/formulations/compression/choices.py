@@ -23,7 +23,7 @@ def _memory_ok(inst: CompressionInstance, dup: np.ndarray, terms: tuple[np.ndarr
     dup_bytes, bcast_bytes = terms
     b = dup[cd.cand_dst] & ~dup[cd.cand_src]
     used = cd.memory_base + dup_bytes @ dup.astype(float) + bcast_bytes @ b.astype(float)
-    return bool(np.all(used <= cd.memory_capacity * (1 + 1e-9)))
+    return bool(np.all(used <= cd.memory_capacity))
 
 
 def _sfb_variants(inst: CompressionInstance, g: int) -> list[np.ndarray]:

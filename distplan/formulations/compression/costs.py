@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from distplan.models.compression_eval import memory_limit
 from distplan.models.compression_instance import CompressionInstance
 from distplan.models.compression_records import DTYPE_BYTES, INDEX_BYTES
 
@@ -61,6 +62,7 @@ class CostData:
     update_seconds: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     #: memory: base bytes per device, extra bytes of duplicating op i on device d, of broadcast candidate e on d
     memory_base: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: the most bytes each device holds in a plan the evaluator accepts (`memory_limit` of its capacity)
     memory_capacity: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
@@ -164,7 +166,7 @@ def cost_data(inst: CompressionInstance) -> CostData:
         options=options,
         update_seconds=update_seconds,
         memory_base=inst.memory_without_duplication(),
-        memory_capacity=inst.device_capacity.copy(),
+        memory_capacity=memory_limit(inst.device_capacity),
     )
     inst._cost_data = data  # type: ignore[attr-defined]
     return data
@@ -186,7 +188,7 @@ def memory_can_bind(inst: CompressionInstance) -> np.ndarray:
     cd = cost_data(inst)
     dup_bytes, bcast_bytes = memory_terms(inst)
     worst = cd.memory_base + dup_bytes.sum(axis=1) + bcast_bytes.sum(axis=1)
-    return worst > cd.memory_capacity * (1 + 1e-9)
+    return worst > cd.memory_capacity
 
 
 def tag_objective(inst: CompressionInstance, dup: np.ndarray, alpha: float) -> float:
