@@ -3,6 +3,7 @@ installed here is a skipped parameter, never a silently missing one."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -75,8 +76,9 @@ def cli_run(argv: list[str], capture: Any) -> tuple[int, str, str]:
 
 
 def assert_named_error(rc: int, out: str, err: str, *named: str) -> None:
-    """Bad input's contract: exit 2, no traceback, nothing on stdout, ``named`` in the message."""
+    """Bad input's contract: exit 2, no traceback, nothing on stdout (with ``--json``, the
+    one error document), ``named`` in the message."""
     assert rc == 2, (rc, out, err)
-    assert "Traceback" not in err and out == "", (out, err)
+    assert "Traceback" not in err and (out == "" or json.loads(out)["error"]["exit_code"] == 2), (out, err)
     for text in named:
         assert text in err, err

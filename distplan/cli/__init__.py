@@ -15,9 +15,11 @@ import os
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from distplan.cli.args import check_outputs, output_errors
-from distplan.errors import DistplanError
+from distplan.errors import DistplanError, InputError
+from distplan.models.common import print_json
 from distplan.solvers.base import BackendError
 
 COMMAND_MODULES = (
@@ -38,6 +40,24 @@ def build_parser() -> argparse.ArgumentParser:
         if importlib.util.find_spec(mod) is not None:
             importlib.import_module(mod).register(sub)
     return parser
+
+
+def _json_error(args: argparse.Namespace, exc: Exception, code: int) -> None:
+    """With ``--json``, the error as the one JSON document on stdout (the commands print
+    theirs last, after every step that can fail): ``{"error": {"type", "message",
+    "exit_code", "path" (a bad input's field), "details" (device, shortfall, ...)}}``;
+    the message is on stderr as always (review rev16: a script reading stdout got nothing
+    on exits 3 and 4)."""
+    if not getattr(args, "json", False):
+        return
+    doc: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc), "exit_code": code}
+    if isinstance(exc, InputError):
+        doc["path"] = exc.path
+    details = getattr(exc, "details", None)
+    if details:
+        doc["details"] = details
+    print_json({"error": doc}, sys.stdout)
+    sys.stdout.write("\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,9 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.func(args) or 0)
     except DistplanError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        _json_error(args, exc, exc.exit_code)
         return exc.exit_code
     except BackendError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        _json_error(args, exc, 2)
         return 2
     except BrokenPipeError:  # the reader went away (`distplan list | head`): stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -103,6 +103,8 @@ def read_json(path: str | Path) -> Any:
             return json.load(fh)
     except json.JSONDecodeError as exc:
         raise InputError(str(p), f"not valid JSON: {exc}", "fix the syntax at that line/column") from None
+    except RecursionError:  # (review rev16: 100,000 nested arrays gave a traceback)
+        raise InputError(str(p), "not readable JSON: nested too deeply", "write a distplan/1 document, whose values nest a few levels") from None
     except FileNotFoundError:
         raise InputError(str(p), "no such file", "check the path") from None
     except IsADirectoryError:
