@@ -44,3 +44,10 @@ def test_a_deeply_nested_file_is_bad_input(tmp_path: Path, capfd: pytest.Capture
     assert main(["validate", str(deep)]) == 2
     out, err = capfd.readouterr()
     assert out == "" and "nested too deeply" in err and "Traceback" not in err
+
+
+def test_the_help_lists_the_exit_codes(capfd: pytest.CaptureFixture[str]) -> None:
+    """Review rev16: the exit codes were in the README only (evaluate's 3 nowhere)."""
+    assert main(["--help"]) == 0
+    out = capfd.readouterr().out
+    assert "exit codes:" in out and all(f"\n  {code}  " in out for code in range(5)) and "(evaluate)" in out

@@ -33,8 +33,25 @@ COMMAND_MODULES = (
 )
 
 
+#: the exit codes, as ``distplan --help`` lists them (review rev16: only the README had them)
+EXIT_CODES = """exit codes:
+  0  done (solved; a plan or stored result that checks out)
+  1  internal error, or a stored claim or plan that does not verify
+  2  bad input: a named field, file or option (never a traceback)
+  3  infeasible: proven for the instance, or for the one plan of a fixed-rule baseline,
+     or (evaluate) the plan given breaks a constraint; the message names where
+  4  no plan found and nothing proves that none exists (the time limit, or a heuristic
+     that stops)
+with --json, a failure prints {"error": {...}} as its one JSON document"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="distplan", description="Plan distributed deep-learning execution with optimization.")
+    parser = argparse.ArgumentParser(
+        prog="distplan",
+        description="Plan distributed deep-learning execution with optimization.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for mod in COMMAND_MODULES:
         if importlib.util.find_spec(mod) is not None:
