@@ -36,7 +36,7 @@ from distplan.formulations.registry import Bound, Formulation, Outcome, RunConte
 from distplan.formulations.sharding.costgraph import CostGraph, build_cost_graph
 from distplan.formulations.sharding.expert_plans import expert_if_better
 from distplan.modeling.model import Model, linear_sum
-from distplan.models.sharding import GB, TIGHTEST_POINT, ShardingInstance, ShardingPlan, bytes_over, missing_text
+from distplan.models.sharding import GB, MEMORY_TOLERANCE, TIGHTEST_POINT, ShardingInstance, ShardingPlan, missing_text
 from distplan.solvers.result import INFEASIBLE_TERMINATIONS, SolverResult, Termination
 
 #: objective coefficients are microseconds
@@ -69,6 +69,24 @@ REFERENCE = "Zheng et al., Alpa, OSDI 2022 (intra-operator pass; XLA auto-shardi
 #: relative margin under a cost summed in floating point (n terms: error below n u, 2.2e-9
 #: for 10 million terms) before it is a bound on the same sum in another order
 SUM_ROUNDING_MARGIN = 1e-9
+
+#: relative room for memory summed in another order than the evaluator's (two sums of n
+#: nonnegative terms differ by less than 2 n u of them: 2.2e-11 for 100,000 terms)
+MEMORY_ROUNDING = 1e-10
+
+
+def memory_limits(budget: float) -> tuple[float, float]:
+    """(plan, proof) limits on a plan's memory per device as the formulations sum it
+    (bytes). The evaluator accepts up to ``budget x (1 + MEMORY_TOLERANCE)``
+    (`distplan.models.sharding.bytes_over`): a plan within ``plan`` it surely accepts (the
+    sums' rounding left inside), and every plan it accepts is within ``proof`` (rounding
+    left outside), so what proves (an infeasibility, the memory row of a reported bound,
+    the dynamic program's bound) compares with ``proof``, what is returned with ``plan``.
+    With only the exact budget, a budget 1 byte below the least-memory plan, which the
+    evaluator accepts, was called infeasible (review rev16 D2)."""
+    accepted = budget + budget * MEMORY_TOLERANCE
+    return accepted * (1 - MEMORY_ROUNDING), accepted * (1 + MEMORY_ROUNDING)
+
 
 def objective_scale(*costs: np.ndarray | float) -> float:
     """Solver units per second of the objective: `OBJECTIVE_SCALE` (microseconds) unless
@@ -174,6 +192,10 @@ class AlpaIndex:
     constant: float
     #: row units per byte of the memory row (default `MEMORY_SCALE`: GiB)
     memory_scale: float
+    #: the memory row's limit, bytes per device (None: `memory_limits`' proof limit, the
+    #: most any plan the evaluator accepts holds, so that the program's bound holds for
+    #: every one of them)
+    memory_limit: float | None
     #: solver units per second of the objective (`objective_scale`: microseconds unless
     #: the costs are too large for them)
     objective_scale: float
@@ -182,7 +204,8 @@ class AlpaIndex:
 def prepare_alpa(instance: Any, params: Mapping[str, Any]) -> AlpaIndex:
     """The cost graph's arrays (``instance``: a cost graph, an instance or a folded one);
     ``relax`` for the LP relaxation, ``memory_scale`` (row units per byte, default GiB)
-    for the memory row. Raises InfeasibleError when an op has no allowed
+    and ``memory_limit`` (bytes, default `memory_limits`' proof limit) for the memory
+    row. Raises InfeasibleError when an op has no allowed
     strategy."""
     g = instance if isinstance(instance, CostGraph) else graph_of(instance)
     sizes = g.strategy_counts()
@@ -249,6 +272,7 @@ def prepare_alpa(instance: Any, params: Mapping[str, Any]) -> AlpaIndex:
         e_upper=np.where(e_inf, 0.0, 1.0),
         constant=constant,
         memory_scale=float(params.get("memory_scale", MEMORY_SCALE)),
+        memory_limit=None if params.get("memory_limit") is None else float(params["memory_limit"]),
         objective_scale=objective_scale(s_cost, e_cost, constant),
     )
 
@@ -325,7 +349,9 @@ def memory_block(model: Model, instance: Any, index: AlpaIndex) -> None:
     an InfeasibleError with the shortfall when even the least-memory plan does not fit."""
     g = index.graph
     least, budget, top = memory_shortfall(g)
-    if least > budget * (1 + 1e-12):
+    proof = memory_limits(budget)[1]
+    limit = proof if index.memory_limit is None else index.memory_limit
+    if least > proof:
         raise memory_shortfall_error(g, least, top)
     s = model["s"]
     if s.size == 0:
@@ -333,7 +359,7 @@ def memory_block(model: Model, instance: Any, index: AlpaIndex) -> None:
     node_min = np.array([float(np.min(m)) for m in g.node_memory])
     flat_free = index.free[index.flat_node]
     coeff = (index.flat_memory[flat_free] - node_min[index.s_node]) * index.memory_scale
-    rhs = (budget - float(node_min.sum())) * index.memory_scale
+    rhs = (limit - float(node_min.sum())) * index.memory_scale
     cols = s.index.reshape(-1)
     row = linear_sum(cols, coeff, np.zeros(cols.size, dtype=np.int64), 1, model.num_vars)
     model.add_constraints("memory", row <= rhs)
@@ -384,10 +410,11 @@ def is_integral(result: SolverResult, tol: float = 1e-6) -> bool:
 
 
 def memory_excess(graph: CostGraph, choice: np.ndarray) -> float:
-    """Bytes by which a plan's memory per device exceeds its budget when the evaluator would
-    reject it (over ``budget x (1 + MEMORY_TOLERANCE)``, `distplan.models.sharding`); 0
-    when it fits."""
-    return bytes_over(graph.memory_of(choice), graph.memory_budget)
+    """Bytes by which a plan's memory per device exceeds its budget when the evaluator may
+    reject it (over ``budget x (1 + MEMORY_TOLERANCE)``, `distplan.models.sharding`, less
+    the rounding room of `memory_limits`); 0 when it fits."""
+    memory, budget = graph.memory_of(choice), graph.memory_budget
+    return memory - budget if memory > memory_limits(budget)[0] else 0.0
 
 
 def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seconds: float, name: str) -> tuple[SolverResult | None, np.ndarray | None, dict[str, Any]]:
@@ -398,10 +425,14 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
     A solver satisfies the memory row only within its feasibility tolerance, ~1 kB on the
     row in GiB, so its plan can exceed the budget by a few hundred bytes, which the
     evaluator rejects. Such a plan is solved again, once, with the row in ten-thousandths
-    of the budget (`memory_row_scale`: the tolerance becomes 1e-10 of it). Both dual
-    bounds hold for the problem (within the solvers' tolerances: the same program, the
-    row scaled), so the larger is kept. A re-solve that finds no plan (time out) decides
-    nothing: the plan before it is returned, and the evaluator names its excess."""
+    of the budget (`memory_row_scale`: the tolerance becomes 1e-10 of it). Both rows
+    are at the most memory any plan the evaluator accepts holds (`memory_limits`), so
+    both dual bounds hold for every such plan (within the solvers' tolerances: the same
+    program, the row scaled), and the larger is kept. Should the fine row's plan still be
+    over, a last solve has its row at the budget itself: its plan decides, its bound
+    (of plans within the budget only) is not kept. A re-solve that finds no plan (time
+    out) decides nothing: the plan before it is returned, and the evaluator names its
+    excess."""
     if ctx.options.mip_gap is None:
         ctx.options = ctx.options.with_(mip_gap=DEFAULT_MIP_GAP)
     info: dict[str, Any] = {}
@@ -422,10 +453,16 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
                     info["optimal"] = True
                     return res, choice, info
     fine = memory_row_scale(graph.memory_budget)
+    # (row units per byte, row limit in bytes): the rows at the proof limit (None) give
+    # bounds that hold for every plan the evaluator accepts; the last, at the budget
+    # itself, only a plan (its tolerance, 1e-10 of the budget, leaves it accepted) when
+    # the fine row's plan still used the solver's tolerance beyond what is accepted
+    passes: list[tuple[float, float | None]] = [(MEMORY_SCALE, None)] + ([(fine, None)] if fine != MEMORY_SCALE else []) + [(fine, graph.memory_budget)]
     kept: tuple[SolverResult, np.ndarray] | None = None  # the plan of the first solve
-    for scale in (MEMORY_SCALE, fine) if fine != MEMORY_SCALE else (MEMORY_SCALE,):
+    proves = True
+    for scale, limit in passes:
         t0 = time.perf_counter()
-        model, index = ALPA_ILP_SPEC.build(graph, {"memory_scale": scale}, name=name)
+        model, index = ALPA_ILP_SPEC.build(graph, {"memory_scale": scale, "memory_limit": limit}, name=name)
         if model.num_vars == 0:  # every op has a single strategy: nothing to decide
             value = float(index.constant)
             # the one plan is optimal; its cost summed here in another order than the
@@ -435,7 +472,7 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
             return None, np.zeros(graph.num_nodes, dtype=np.int64), info
         res = ctx.solve_model(model, build_seconds=time.perf_counter() - t0 + build_seconds)
         build_seconds = 0.0
-        if res.bound is not None:
+        if res.bound is not None and limit is None:
             info["bound_seconds"] = max(math.nextafter(res.bound / index.objective_scale, -math.inf), info.get("bound_seconds", -np.inf))
         if not res.has_solution:
             if kept is None:
@@ -446,10 +483,11 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
         if kept is not None:
             info["memory_row_resolved"] = True
         kept = (res, choice)
+        proves = limit is None
         if not memory_excess(graph, choice):
             break
     info["objective_seconds"] = res.objective / index.objective_scale if res.objective is not None else None
-    info["optimal"] = res.termination is Termination.OPTIMAL and not memory_excess(graph, choice)
+    info["optimal"] = proves and res.termination is Termination.OPTIMAL and not memory_excess(graph, choice)
     return res, choice, info
 
 

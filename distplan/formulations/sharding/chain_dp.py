@@ -14,9 +14,12 @@ budget. Every plan of the folded program is a combination of one row of each fro
 one path, and dominance never drops the only cheapest feasible completion, so the best
 combination within the budget is the optimum: exhaustive, with no solver tolerance.
 
-Memory is compared with a relative slack of `MEMORY_SLACK` when pruning and for the bound
-(the bound is the least cost within ``budget x (1 + slack)``, a relaxation), and exactly
-(``<= budget``) for the plan. The size of the search does not depend on K through the
+Memory is compared with the most any plan the evaluator accepts holds when pruning and for
+the bound (`alpa_ilp.memory_limits`' proof limit, ``budget x (1 + MEMORY_TOLERANCE)`` and
+rounding room: the bound is the least cost within it, a relaxation), and with the least
+the evaluator surely accepts for the plan (its plan limit, rounding room inside; a budget
+1 byte below the least-memory plan, which the evaluator accepts, had found no plan within
+``<= budget``, and the MILP called it infeasible: review rev16 D2). The size of the search does not depend on K through the
 program, only through the steps of the walk; each table and label set is capped at
 ``max_rows`` rows, beyond which (or when the explicit nodes before and after the walk are
 joined other than through it, or there are several chains) the caller solves the MILP.
@@ -36,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from distplan.formulations.deadline import DeadlineReached
+from distplan.formulations.sharding.alpa_ilp import memory_limits
 from distplan.formulations.sharding.chain_fronts import (
     FEW_KEYS,
     MAX_ARC_ROWS,
@@ -61,7 +65,8 @@ from distplan.models.sharding import MEMORY_TOLERANCE
 
 #: relative memory slack of the pruning tests and of the bound: the evaluator's own
 #: (it accepts plans within ``budget x (1 + MEMORY_TOLERANCE)``, so the bound, the least
-#: cost within that, is below every plan it accepts)
+#: cost within that, is below every plan it accepts); the limits themselves, with room
+#: for the rounding of sums, are `alpa_ilp.memory_limits`'
 MEMORY_SLACK = MEMORY_TOLERANCE
 #: default cap on the rows of any table or label set of the dynamic program
 MAX_ROWS = 1_000_000
@@ -687,6 +692,9 @@ def _lagrange(solve: Callable[[float], Any], budget: float, deadline: float | No
     is ``solve(0.0)``'s plan when the fronts dropped no row, else a point below its hull:
     every bound stays valid (the relaxation's least cost, or ``solve``'s least weight at
     some lam less lam x budget), though the walk may end at another lam."""
+    # plans count as within budget up to the plan limit, the dual value is at the proof
+    # limit (a bound on every plan the evaluator accepts): `alpa_ilp.memory_limits`
+    budget, proof = memory_limits(budget)
     got = (least[0], least[0], least[1], None) if least is not None and least[1] > budget else solve(0.0)
     if got is None:
         return 0.0, np.inf, None, 0.0
@@ -709,7 +717,7 @@ def _lagrange(solve: Callable[[float], Any], budget: float, deadline: float | No
             break
         lam = max((c2 - c1) / (m1 - m2), 0.0)
         weight, c, m, plan = solve(lam)
-        lower = max(lower, weight - lam * budget)
+        lower = max(lower, weight - lam * proof)
         over = m > budget
         if not over and c < best[0]:
             best = (c, plan)
@@ -751,7 +759,7 @@ def _scalar_lagrange(walk_of: Callable[[tuple[_Table, _Table]], _Walk], graph: C
         w.scalar(lam)
     assert w.forward is not None
     rest_end = float(w.forward[1].min())  # the scalar pass's forward values at lam
-    return lam, lower, best, (lam, best[0] + lam * budget, rest_start, rest_end)
+    return lam, lower, best, (lam, best[0] + lam * memory_limits(budget)[1], rest_start, rest_end)
 
 
 def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_vars: list[int], *, memory: bool = True, deadline: float | None = None, max_rows: float = MAX_ROWS, least: tuple[float, float] | None = None, core: SideCore | None = None) -> DPResult | None:
@@ -768,12 +776,13 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
     stages = 1 + int(W > S)
     stage_arcs = [np.flatnonzero(a["first"]), np.flatnonzero(~a["first"])][:stages]
     budget = float(graph.memory_budget)
+    plan_limit, proof = memory_limits(budget)
     slack = np.inf  # the memory-free problem has no budget to leave room in
     if memory:
         least_walk = sum(K1 * float(a["memory"][idx].min()) for idx in stage_arcs if idx.size)
         finite = [finite_mask(np.asarray(c, float)) for c in graph.node_cost]
         least_explicit = float(sum(float(np.asarray(m, float)[f].min()) for m, f in zip(graph.node_memory, finite) if f.any()))
-        slack = budget * (1 + MEMORY_SLACK) - least_explicit - least_walk
+        slack = proof - least_explicit - least_walk
     if slack < 0 or max_rows < W * W:
         return None
 
@@ -819,14 +828,14 @@ def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_var
         if lagrangian is None:
             return walk0
         _, _, _, (lam_, _, rest_start, rest_end) = lagrangian
-        got = _side_fronts(graph, start_vars, end_vars, slack, max_rows, True, (lam_, cap + lam_ * budget, rest_start, rest_end), core)
+        got = _side_fronts(graph, start_vars, end_vars, slack, max_rows, True, (lam_, cap + lam_ * proof, rest_start, rest_end), core)
         return None if got is None else walk_of(got)
 
     # a first incumbent from splices of the last two Lagrangian plans (whole fronts): the
     # path at the partner multiplier (a plan on the budget's other side), then the dual's
     sweep0 = walk0.sweep(lam, False) if lagrangian is None and walk0.W <= SWEEP_STATES else None
     if sweep0 is not None:
-        spliced = walk0.spliced((partner,), sweep0, budget)
+        spliced = walk0.spliced((partner,), sweep0, plan_limit)
         if spliced is not None and spliced[0] < best[0]:
             best = spliced
             if best[0] <= lower:
@@ -970,7 +979,9 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
     Lagrangian bound of a dropped label (seconds; inf when none: the pass was exhaustive)."""
     a, W = walk.chain.arcs, walk.W
     fs, fe = walk.front_start, walk.front_end
-    limit = budget * (1 + MEMORY_SLACK)
+    # (plans within ``budget`` count up to the plan limit; pruning and the bound hold up to
+    # the proof limit: `alpa_ilp.memory_limits`)
+    budget, limit = memory_limits(budget)
     best = incumbent
     cut = min(upper, best[0] * (1 + 1e-9)) if best is not None else upper
 
@@ -979,7 +990,7 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
     arcs_of: list[Any] = []  # per step: each label's arc
     # the memory a label may still hold, and the Lagrangian bound to go less lam x budget
     room = limit - mem_to_go
-    lag_less = lag_to_go - lam * budget
+    lag_less = lag_to_go - lam * limit
     further_less: list[tuple[float, np.ndarray]] = []
     few = W <= FEW_KEYS and LABEL_FEW_KEYS  # `alive` sorts its labels by `pareto_rows_few`
 
@@ -1045,7 +1056,7 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
         if deadline is not None and time.perf_counter() > deadline:
             raise DeadlineReached("tap: the walk's dynamic program ran out of time")
         if further is not None and not further_less and state.size > FURTHER_LABELS:
-            further_less = [(x, g - x * budget) for x, g in further()]
+            further_less = [(x, g - x * limit) for x, g in further()]
         outs = kept[t]
         degree = [len(o) for o in outs]
         D = max(max(degree), 1)
@@ -1196,7 +1207,7 @@ def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any,
             return None, None
         choice = _choice(sk.num_nodes, walk, origin, virtual[0], free)
         free_mem = plan_memory(sk, tables, choice)
-        if free_mem <= sk.instance.memory_budget:
+        if free_mem <= memory_limits(sk.instance.memory_budget)[0]:
             return ChainSolution(choice, free.cost, free.bound, True, 0, 0, None, None, folded_variables(graph, [walk])), None
         return None, (free.cost, free_mem, free.bound)
 
@@ -1220,6 +1231,6 @@ def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any,
     if res is None:
         return memory_free()[0] if binds else None
     choice = _choice(sk.num_nodes, chain, origin, virtual[0], res)
-    if plan_memory(sk, tables, choice) > sk.instance.memory_budget * (1 + MEMORY_SLACK):
+    if plan_memory(sk, tables, choice) > memory_limits(sk.instance.memory_budget)[1]:
         raise AssertionError("tap: the dynamic program's plan exceeds the memory budget")
     return ChainSolution(choice, res.cost, res.bound if free is None else max(res.bound, free[2]), True, 0, 0, None, None, folded_variables(graph, chains))

@@ -16,6 +16,7 @@ from distplan.formulations.sharding.alpa_ilp import (
     MEMORY_SCALE,
     AlpaIndex,
     edge_product_block,
+    memory_limits,
     memory_row_scale,
     memory_shortfall_error,
     node_choice_block,
@@ -27,7 +28,6 @@ from distplan.formulations.sharding.chain_walk import components_apart, euler_wa
 from distplan.formulations.sharding.chainfold import Chain
 from distplan.formulations.sharding.costgraph import CostGraph, CostTables, Skeleton
 from distplan.modeling.model import Model, linear_sum
-from distplan.models.sharding import bytes_over
 
 # -- explicit cost graph -------------------------------------------------------------------
 
@@ -141,9 +141,12 @@ def prepare_chain(graph: CostGraph, params: Mapping[str, Any]) -> ChainIndex:
     node_min = np.array([float(np.min(m[finite_mask(c)])) if np.any(finite_mask(c)) else float(np.min(m)) for m, c in zip(graph.node_memory, graph.node_cost)])
     least = float(node_min.sum()) + sum((ch.copies - 1) * _least_copy(ch) for ch in chains)
     budget = graph.memory_budget
-    if memory_row and least > budget * (1 + 1e-12):
+    # (the row, and this proof, at the most memory any plan the evaluator accepts holds,
+    # unless a ``memory_limit`` is given: `alpa_ilp.memory_limits`)
+    proof = memory_limits(budget)[1]
+    if memory_row and least > proof:
         raise memory_shortfall_error(graph, least)
-    rhs = budget - float(node_min.sum())
+    rhs = (proof if base.memory_limit is None else base.memory_limit) - float(node_min.sum())
     least_cost = np.full(graph.num_nodes, np.inf)
     if base.s_cost.size:
         np.minimum.at(least_cost, base.s_node, base.s_cost)
@@ -321,9 +324,11 @@ def plan_memory(sk: Skeleton, tables: CostTables, choice: np.ndarray) -> float:
 
 
 def plan_excess(sk: Skeleton, tables: CostTables, choice: np.ndarray) -> float:
-    """Bytes by which a plan's memory exceeds its budget when the evaluator would reject it
-    (over ``budget x (1 + MEMORY_TOLERANCE)``); 0 when it fits."""
-    return bytes_over(plan_memory(sk, tables, choice), sk.instance.memory_budget)
+    """Bytes by which a plan's memory exceeds its budget when the evaluator may reject it
+    (over ``budget x (1 + MEMORY_TOLERANCE)`` less rounding room: `memory_limits`' plan
+    limit); 0 when it fits."""
+    memory, budget = plan_memory(sk, tables, choice), sk.instance.memory_budget
+    return memory - budget if memory > memory_limits(budget)[0] else 0.0
 
 
 def solve_chains(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, lp_first: bool, max_rounds: int = 50, build_seconds: float = 0.0) -> ChainSolution:
@@ -334,29 +339,38 @@ def solve_chains(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any
     with the same ends), a relaxation of the problem with memory, so its plan is optimal
     when it fits the budget. Otherwise the full program (every Pareto arc, memory row)."""
     free = solve_program(sk, [cheapest_arcs(ch) for ch in chains], tables, ctx, lp_first=lp_first, max_rounds=max_rounds, build_seconds=build_seconds, memory_row=False)
-    if free.choice is not None and plan_memory(sk, tables, free.choice) <= sk.instance.memory_budget:
+    if free.choice is not None and plan_memory(sk, tables, free.choice) <= memory_limits(sk.instance.memory_budget)[0]:
         return free
     full = solve_program(sk, chains, tables, ctx, lp_first=lp_first, max_rounds=max_rounds, memory_row=True)
     bounds = [b for b in (free.bound, full.bound) if b is not None]
-    # a plan the solver's feasibility tolerance let over the budget is solved again with the
-    # row in ten-thousandths of the budget (as `alpa_ilp.solve_graph` does); both bounds hold
+    # a plan the solver's feasibility tolerance let over what the evaluator accepts is
+    # solved again with the row in ten-thousandths of the budget (as `alpa_ilp.solve_graph`
+    # does); both rows at `memory_limits`' proof limit, both bounds hold. Still over: a
+    # last solve with the row at the budget itself, whose plan decides and whose bound
+    # (of plans within the budget only) is not kept
     rounds = free.rounds + full.rounds
     fine = memory_row_scale(sk.instance.memory_budget)
-    if full.choice is not None and fine != MEMORY_SCALE and plan_excess(sk, tables, full.choice):
-        again = solve_program(sk, chains, tables, ctx, lp_first=False, max_rounds=max_rounds, memory_row=True, memory_scale=fine)
+    for scale, limit in ([(fine, None)] if fine != MEMORY_SCALE else []) + [(fine, sk.instance.memory_budget)]:
+        if full.choice is None or not plan_excess(sk, tables, full.choice):
+            break
+        again = solve_program(sk, chains, tables, ctx, lp_first=False, max_rounds=max_rounds, memory_row=True, memory_scale=scale, memory_limit=limit)
         rounds += again.rounds
-        if again.bound is not None:
+        if again.bound is not None and limit is None:
             bounds.append(again.bound)
-        if again.choice is not None:  # (else the plan before, whose excess the evaluator names)
-            full = again
+        if again.choice is None:  # (the plan before, whose excess the evaluator names)
+            break
+        if limit is not None:
+            again.optimal = False  # (optimal within the budget only)
+        full = again
     full.bound = max(bounds) if bounds else None
     full.rounds = rounds
     return full
 
 
-def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, lp_first: bool, max_rounds: int = 50, build_seconds: float = 0.0, memory_row: bool = True, memory_scale: float = MEMORY_SCALE) -> ChainSolution:
+def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, lp_first: bool, max_rounds: int = 50, build_seconds: float = 0.0, memory_row: bool = True, memory_scale: float = MEMORY_SCALE, memory_limit: float | None = None) -> ChainSolution:
     """One folded program (with or without the memory row, in ``memory_scale`` row units
-    per byte), cuts added until connected."""
+    per byte, at ``memory_limit`` bytes: None, `memory_limits`' proof limit), cuts added
+    until connected."""
     import time
 
     from distplan.formulations.sharding.alpa_ilp import DEFAULT_MIP_GAP, decode_choice
@@ -379,7 +393,7 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
             t0 = time.perf_counter()
             model, index = CHAIN_PROGRAM.build(
                 graph,
-                {"chains": chains, "origin": origin, "virtual": virtual, "relax": relax, "cuts": list(cuts), "memory_row": memory_row, "memory_scale": memory_scale},
+                {"chains": chains, "origin": origin, "virtual": virtual, "relax": relax, "cuts": list(cuts), "memory_row": memory_row, "memory_scale": memory_scale, "memory_limit": memory_limit},
                 name="tap_lp" if relax else "tap",
             )
             if model.num_vars == 0:  # every op has a single strategy: nothing to decide
