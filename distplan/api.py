@@ -10,7 +10,7 @@ from typing import Any
 
 from distplan.errors import DistplanError, InfeasibleError, InputError, InternalError, NoSolutionError, PlanCheckError
 from distplan.formulations.deadline import DeadlineReached
-from distplan.formulations.registry import Bound, RunContext, get_folder, get_formulation
+from distplan.formulations.registry import Bound, RunContext, bound_source, get_folder, get_formulation, solver_free_match
 from distplan.models.common import Check, kind_spec
 from distplan.solvers.base import BackendError, SolveOptions, get_backend
 from distplan.solvers.result import (
@@ -225,7 +225,7 @@ def _solve(
         termination = outcome.termination
 
     if form.bound_only:
-        return _bound_only_result(inst, form.name, be.name, be.version(), outcome.bounds, spec, time.perf_counter() - t_start)
+        return _bound_only_result(inst, form.name, be.name, be.version(), outcome.bounds, spec, time.perf_counter() - t_start, solver_results)
 
     if outcome.plan is None:
         if last is not None and last.termination in INFEASIBLE_TERMINATIONS:
@@ -254,10 +254,10 @@ def _solve(
     # the costlier solver-free bounds stop at the run's limit, with at least a small grace:
     # a formulation that used its whole limit would otherwise leave them none (placement's
     # path cuts, 0.11 s on gpt2-xl-infer-pcie-t4x4-tight, proved its time-limited plan optimal)
-    bounds.extend(solver_free_bounds(inst, None if ctx.deadline is None else max(ctx.deadline, time.perf_counter() + SOLVER_FREE_GRACE)))
+    free = solver_free_bounds(inst, None if ctx.deadline is None else max(ctx.deadline, time.perf_counter() + SOLVER_FREE_GRACE))
+    bounds.extend(free)
     finite = [b for b in bounds if b.value is not None and math.isfinite(b.value)]
-    for b in finite:  # which recorded solver call proved it (verify checks value and grade)
-        b.solver_call = next((k for k, r in enumerate(solver_results) if r is b.solver_record), None)
+    link_bounds(form.name, finite, solver_results, free)
     best = max(finite, key=lambda b: b.value) if finite else None
     objective = check.objective
     gap = relative_gap(objective, best.value if best else None)
@@ -309,10 +309,15 @@ def _solve(
     )
 
 
-def _bound_only_result(inst: Any, formulation: str, backend: str, version: str, bounds: list[Bound], spec: Any, wall: float) -> Result:
+def _bound_only_result(
+    inst: Any, formulation: str, backend: str, version: str, bounds: list[Bound], spec: Any, wall: float, solver_results: list[SolverResult] | None = None
+) -> Result:
     from distplan.formulations.registry import solver_free_bounds
 
-    allb = [b for b in [*bounds, *solver_free_bounds(inst)] if math.isfinite(b.value)]
+    free = solver_free_bounds(inst)
+    calls = list(solver_results or [])
+    allb = [b for b in [*bounds, *free] if math.isfinite(b.value)]
+    link_bounds(formulation, allb, calls, free)
     best = max(allb, key=lambda b: b.value) if allb else None
     return Result(
         instance=inst.name,
@@ -329,7 +334,63 @@ def _bound_only_result(inst: Any, formulation: str, backend: str, version: str, 
         check=None,
         timings={"build_seconds": 0.0, "handover_seconds": 0.0, "solve_seconds": 0.0, "wall_seconds": wall},
         bounds=allb,
+        solver_results=calls,
         objective_name=spec.objective_name,
         objective_unit=spec.objective_unit,
         bound_grade=best.grade if best else None,
     )
+
+
+#: where a solver call's record keeps how its bound converts to the result's units
+#: (``{"scale": s, "offset": o}``: a listed bound linked to the call is at most
+#: ``s * bound + o``); `distplan verify` reads it, and takes scale 1, offset 0 without it
+BOUND_CONVERSION = "bound_conversion"
+
+
+def link_bounds(formulation: str, bounds: list[Bound], calls: list[SolverResult], free: list[Bound]) -> None:
+    """Say what proves each of ``bounds`` (`Bound.kind`) and tie every solver call's bound to
+    its record, so that `distplan verify` can re-check it.
+
+    A bound is ``"solver_free"`` when it repeats one of ``free`` (recomputed by verify),
+    ``"solver"`` when a call's record proved it (``solver_record``) or its source is a
+    solver's dual bound (`registry.BOUND_SOURCES`), else ``"proof"`` (the formulation's own;
+    verify accepts only the sources `BOUND_SOURCES` lists for the formulation). A solver
+    bound gets ``solver_call``, the index of its call in ``calls``: the one that proved it,
+    or for formulations that convert the call's model units to seconds (and do not keep the
+    record), the last call with a finite bound. That call's record keeps the conversion
+    (`BOUND_CONVERSION`): scale 1, offset 0 for the call's own bound; for a converted one
+    the ratio of the bound to the call's bound (or the offset when that is not positive),
+    so that a bound raised in the file without its call's record no longer matches."""
+    for b in bounds:
+        if b.solver_record is not None:
+            b.kind = "solver"
+            b.solver_call = next((k for k, r in enumerate(calls) if r is b.solver_record), None)
+        elif b.kind == "solver_free" or solver_free_match(b.source, formulation, free) is not None:
+            b.kind = "solver_free"
+        else:
+            known = bound_source(formulation, b.source)
+            b.kind = known.kind if known is not None else "proof"
+            if b.kind == "solver":
+                b.solver_call = next((k for k in range(len(calls) - 1, -1, -1) if _finite(calls[k].bound)), None)
+        if b.kind != "solver" or b.solver_call is None:
+            continue
+        call = calls[b.solver_call]
+        assert call.bound is not None
+        if b.solver_record is not None and b.value <= call.bound:
+            scale, offset = 1.0, 0.0
+        elif call.bound > 0:
+            scale, offset = b.value / call.bound, 0.0
+            while scale * call.bound < b.value:  # the ratio rounded down by an ulp
+                scale = math.nextafter(scale, math.inf)
+        else:
+            scale, offset = 1.0, b.value - call.bound
+            while call.bound + offset < b.value:
+                offset = math.nextafter(offset, math.inf)
+        held = call.extra.get(BOUND_CONVERSION)
+        if isinstance(held, dict) and held.get("scale", 1.0) * call.bound + held.get("offset", 0.0) >= b.value:
+            continue  # a conversion that covers this bound (a larger one linked before)
+        call.extra[BOUND_CONVERSION] = {"scale": scale, "offset": offset}
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)

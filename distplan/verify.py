@@ -14,9 +14,11 @@ verifier trusts no stored claim; for each result it
 * re-evaluates the plan with the kind's independent evaluator: it must be feasible
   (memory, precedence, ...) and give exactly the stored objective (relative 1e-9);
 * checks the instance is the one solved (name, kind, and the content digest the CLI
-  records), that the best bound's grade is the result's ``bound_grade``, and recomputes
-  every solver-free bound listed. A bound a solve proved (a dual bound) is taken as
-  recorded: re-proving it would take the solve again.
+  records), that the best bound's grade is the result's ``bound_grade``, and that every
+  listed bound is backed (`check_bounds`): solver-free ones recomputed, a solver call's
+  dual bound against its call's record and the conversion kept there, a formulation's
+  own proof only from the sources it reports (`registry.BOUND_SOURCES`), at their grade.
+  A bound a solve proved is not re-proven: that would take the solve again.
 
 `check_result(doc, instance)` returns the problems as (field, message) pairs;
 `verify_result` adds them to a `VerifyReport`; `verify_path` reads a result file
@@ -27,13 +29,14 @@ verifier trusts no stored claim; for each result it
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distplan.api import DEFAULT_GAP_TOLERANCE
+from distplan.api import BOUND_CONVERSION, DEFAULT_GAP_TOLERANCE
 from distplan.errors import DistplanError, InputError
-from distplan.formulations.registry import BOUND_GRADES, solver_free_bounds
+from distplan.formulations.registry import BOUND_GRADES, BOUND_KINDS, bound_source, solver_free_bounds, solver_free_match
 from distplan.instances import load_instance
 from distplan.models.common import instance_digest, kind_spec, read_json
 from distplan.solvers.result import Termination, relative_gap
@@ -241,11 +244,7 @@ def check_solver_calls(doc: dict[str, Any]) -> list[tuple[str, str]]:
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(calls) or not isinstance(calls[index], dict):
             problems.append((f"bounds[{k}].solver_call", f"{index!r} names no recorded solver call"))
             continue
-        call = calls[index]
-        if entry.get("value") != call.get("bound"):
-            problems.append((f"bounds[{k}].value", f"{entry.get('value')!r} but solver call {index}, which proved it, records bound {call.get('bound')!r}"))
-        if entry.get("grade") != (call.get("bound_grade") or "solver"):
-            problems.append((f"bounds[{k}].grade", f"{entry.get('grade')!r} but solver call {index}, which proved it, grades its bound {call.get('bound_grade') or 'solver'!r}"))
+        problems.extend(_check_linked_bound(doc, k, entry, index, calls[index]))
     termination = doc.get("termination")
     if "solver_results" in doc and termination in TERMINATIONS:
         last = calls[-1].get("termination") if calls and isinstance(calls[-1], dict) else None
@@ -256,6 +255,58 @@ def check_solver_calls(doc: dict[str, Any]) -> list[tuple[str, str]]:
             problems.append(("termination", f"{termination!r} but the last solver call ended {last!r}" if calls else f"{termination!r} but the run made no solver call"))
         elif termination == "optimal" and calls and last not in OPTIMAL_LAST_CALL:
             problems.append(("termination", f"'optimal' but the last solver call ended {last!r}: nothing in the record proved optimality"))
+    return problems
+
+
+#: relative slack of ``value <= scale * bound + offset`` (a product rounded once each way)
+CONVERSION_REL_TOLERANCE = 1e-12
+#: conversions the formulations state (formulation, source pattern) -> the largest scale
+#: from the call's model units to seconds: placement's MILP and relaxation solve in
+#: microseconds (`distplan.formulations.placement.relaxation.SCALE`), less a margin, and
+#: may be scaled by a power of two further (time_unit: only smaller). Other formulations'
+#: conversions are the ones recorded at solve time (`distplan.api.link_bounds`)
+STATED_SCALES: tuple[tuple[tuple[str, ...], str, float], ...] = (
+    (("placement_milp", "placement_search", "placement_bounds"), r"(placement_milp|assignment relaxation).* dual bound \(", 1e-6),
+)
+
+
+def _stated_scale(formulation: str, source: str) -> float | None:
+    for names, pattern, scale in STATED_SCALES:
+        if formulation in names and re.search(pattern, source):
+            return scale
+    return None
+
+
+def _check_linked_bound(doc: dict[str, Any], k: int, entry: dict[str, Any], index: int, call: dict[str, Any]) -> list[tuple[str, str]]:
+    """A listed bound that names the solver call that proved it (``solver_call``): at most
+    that call's bound converted to the result's units by the conversion the call's record
+    keeps (`distplan.api.BOUND_CONVERSION`; none: the call's own bound, scale 1), where the
+    formulation states its conversion (`STATED_SCALES`) with at most that scale; graded
+    "safe" only when the call's bound is."""
+    problems: list[tuple[str, str]] = []
+    value, bound = entry.get("value"), call.get("bound")
+    extra = call.get("extra") if isinstance(call.get("extra"), dict) else {}
+    conversion = extra.get(BOUND_CONVERSION, {"scale": 1.0, "offset": 0.0})
+    scale = conversion.get("scale") if isinstance(conversion, dict) else None
+    offset = conversion.get("offset", 0.0) if isinstance(conversion, dict) else None
+    if not all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in (scale, offset)):
+        return [(f"solver_results[{index}].extra.{BOUND_CONVERSION}", f"{conversion!r} is not a conversion {{scale, offset}} of finite numbers")]
+    assert isinstance(scale, int | float) and isinstance(offset, int | float)
+    if not isinstance(bound, int | float) or isinstance(bound, bool) or not math.isfinite(bound):
+        problems.append((f"bounds[{k}].solver_call", f"names solver call {index}, which records no finite bound ({bound!r}) to back {value!r}"))
+    elif isinstance(value, int | float):
+        allowed = scale * bound + offset
+        if value > allowed + abs(allowed) * CONVERSION_REL_TOLERANCE:
+            how = "" if (scale, offset) == (1.0, 0.0) else f" converted by scale {scale!r}, offset {offset!r} to {allowed!r}"
+            problems.append((f"bounds[{k}].value", f"{value!r} but solver call {index}, which proved it, records bound {bound!r}{how}"))
+        stated = _stated_scale(str(doc.get("formulation")), str(entry.get("source")))
+        if stated is not None and (scale > stated * (1 + CONVERSION_REL_TOLERANCE) or offset > 0):
+            problems.append((f"solver_results[{index}].extra.{BOUND_CONVERSION}", f"scale {scale!r}, offset {offset!r}, but {doc.get('formulation')} converts its model's bound by at most {stated!r}, offset 0"))
+    call_grade = call.get("bound_grade") or "solver"
+    if entry.get("grade") == "safe" and call_grade != "safe":
+        problems.append((f"bounds[{k}].grade", f"'safe' but solver call {index}, which proved it, grades its bound {call_grade!r}"))
+    elif entry.get("grade") not in BOUND_GRADES:
+        problems.append((f"bounds[{k}].grade", f"{entry.get('grade')!r} is not one of {', '.join(BOUND_GRADES)}"))
     return problems
 
 
@@ -310,40 +361,105 @@ def _solver_free_bounds(instance: Any) -> list[Any]:
     return held[1]
 
 
-def check_bounds(doc: dict[str, Any], instance: Any) -> list[tuple[str, str]]:
-    """The recorded grades agree with the listed bounds (the best one's grade is the result's
-    ``bound_grade``), and every solver-free bound listed is the one recomputed from
-    ``instance`` (`registry.solver_free_bounds`). A bound proven by a solve (a dual bound,
-    a search) is not re-proven here: that would take the solve again."""
+def _value(entry: dict[str, Any]) -> float | None:
+    value = entry.get("value")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) else None
+
+
+def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = None) -> list[tuple[str, str]]:
+    """Every listed bound is backed by what proves it, and the result's ``bound`` is theirs:
+
+    * a finite ``bound`` is the largest listed bound (none listed: nothing backs it), and
+      its grade is the result's ``bound_grade``;
+    * a solver-free bound (its source one that `registry.solver_free_bounds` recomputes
+      from ``instance``, maybe repeated under a formulation's name: `solver_free_match`) is
+      at most the recomputed value, graded "safe";
+    * a bound that names its solver call (``solver_call``) is checked against that call's
+      record (`check_solver_calls`);
+    * any other bound must be a kind the formulation reports (`registry.BOUND_SOURCES`):
+      its own proof (a state search, a DP, a Lagrangian dual), at most the grade that kind
+      has, or a solver call's dual bound. These cannot be re-proven here (that would take
+      the solve again). A solver call's bound without its ``solver_call`` (results written
+      before bounds were linked, or a link removed) is not evidence: when the result's
+      ``status`` "optimal" needs it (the other bounds leave the gap open) that claim is a
+      problem, else ``notes`` says what was not checked;
+    * a bound of no known source is a problem when the result's bound rests on it (a
+      source verify does not know proves nothing), else a note."""
     problems: list[tuple[str, str]] = []
+    notes = notes if notes is not None else []
     grade, bound = doc.get("bound_grade"), doc.get("bound")
+    formulation = str(doc.get("formulation"))
     if grade is not None and grade not in BOUND_GRADES:
         problems.append(("bound_grade", f"{grade!r} is not one of {', '.join(BOUND_GRADES)}"))
-    entries = [e for e in doc.get("bounds") or [] if isinstance(e, dict)]
-    if bound is not None and entries:
-        top = [e for e in entries if e.get("value") == bound]
+    entries = [(k, e) for k, e in enumerate(doc.get("bounds") or []) if isinstance(e, dict)]
+    values = [v for _, e in entries if (v := _value(e)) is not None]
+    finite_bound = isinstance(bound, int | float) and not isinstance(bound, bool) and math.isfinite(bound)
+    if finite_bound and not values:
+        problems.append(("bounds", f"the result's bound {bound!r} is claimed but no bound is listed to back it"))
+    elif bound is not None and entries:
+        top = [e for _, e in entries if e.get("value") == bound]
         if not top:
             problems.append(("bound", f"{bound!r} is none of the listed bounds"))
         elif grade not in {e.get("grade") for e in top}:
             problems.append(("bound_grade", f"{grade!r} but the listed bound {bound!r} is graded {top[0].get('grade')!r}"))
-    fresh = {b.source: b for b in _solver_free_bounds(instance)}
-    for k, entry in enumerate(entries):
-        mine = fresh.get(entry.get("source"))
-        if mine is None:
+        if values and finite_bound and max(values) > bound:
+            problems.append(("bound", f"{bound!r} but a listed bound is larger ({max(values)!r}): the result's bound is the largest proven"))
+    free = _solver_free_bounds(instance)
+    supported: list[float] = []  # the listed bounds verify backs
+    unlinked: list[tuple[int, float, str]] = []  # solver bounds without their call
+    for k, entry in entries:
+        value, source = _value(entry), str(entry.get("source"))
+        if entry.get("kind") is not None and entry.get("kind") not in BOUND_KINDS:
+            problems.append((f"bounds[{k}].kind", f"{entry.get('kind')!r} is not one of {', '.join(BOUND_KINDS)}"))
+        if entry.get("solver_call") is not None:  # checked against the call: check_solver_calls
+            if value is not None:
+                supported.append(value)
             continue
-        value = entry.get("value")
-        if not isinstance(value, int | float) or value > mine.value:
-            problems.append((f"bounds[{k}].value", f"{value!r} ({mine.source}) but the instance gives {mine.value!r}"))
-        if entry.get("grade") != mine.grade:
-            problems.append((f"bounds[{k}].grade", f"{entry.get('grade')!r} ({mine.source}) but it is {mine.grade!r}"))
+        recomputed = solver_free_match(source, formulation, free)
+        if recomputed is not None:
+            if value is None or value > recomputed:
+                problems.append((f"bounds[{k}].value", f"{entry.get('value')!r} ({source}) but the instance gives {recomputed!r}"))
+            elif entry.get("grade") != "safe":
+                problems.append((f"bounds[{k}].grade", f"{entry.get('grade')!r} ({source}) but solver-free bounds are 'safe'"))
+            else:
+                supported.append(value)
+            continue
+        known = bound_source(formulation, source)
+        if known is None:
+            if value is not None and finite_bound and value >= bound:
+                problems.append((f"bounds[{k}].source", f"{source!r} is no bound {formulation} reports (nor a solver-free bound of the instance): the result's bound {bound!r} rests on a source verify does not know"))
+            else:
+                notes.append(f"bounds[{k}] ({source!r}): a source verify does not know; the result's bound does not rest on it")
+            continue
+        if entry.get("grade") not in BOUND_GRADES or (entry.get("grade") == "safe" and known.grade != "safe"):
+            problems.append((f"bounds[{k}].grade", f"{entry.get('grade')!r} but {formulation}'s {known.kind} bound {source!r} is at best {known.grade!r}"))
+            continue
+        if known.kind == "proof":
+            if value is not None:
+                supported.append(value)
+        elif entry.get("grade") == "safe":
+            problems.append((f"bounds[{k}].grade", f"'safe' but {source!r} is a solver call's bound linked to no call: only a linked HiGHS LP bound can be safe"))
+        elif value is not None:
+            unlinked.append((k, value, source))
+    if unlinked:
+        best = max(supported, default=None)
+        tolerance, _ = recorded_tolerance(doc) if _tolerance_ok(doc) else (DEFAULT_GAP_TOLERANCE, False)
+        objective = doc.get("objective")
+        gap = relative_gap(float(objective) if isinstance(objective, int | float) and not isinstance(objective, bool) else None, best)
+        needed = [u for u in unlinked if best is None or u[1] > best]
+        if doc.get("status") == "optimal" and needed and (gap is None or gap > tolerance):
+            k, value, source = max(needed, key=lambda u: u[1])
+            problems.append((f"bounds[{k}].solver_call", f"{source!r} ({value!r}) is a solver call's bound linked to no recorded call, and the 'optimal' status needs it (the bounds verify can check leave gap {'unknown' if gap is None else f'{gap:.3g}'}): re-solve to get a record that links it"))
+        elif needed:
+            notes.append("bounds from a solver call written without their link to the call (results from before bounds were linked): their values are not cross-checked")
     return problems
 
 
-def check_result(doc: dict[str, Any], instance: Any) -> list[tuple[str, str]]:
+def check_result(doc: dict[str, Any], instance: Any, notes: list[str] | None = None) -> list[tuple[str, str]]:
     """Every way in which ``doc`` (a ``Result.to_dict()``) disagrees with the rule, with the
     instance it names, or with a fresh evaluation of its plan on ``instance``: (field,
-    message) pairs."""
-    problems = check_claims(doc) + check_solver_calls(doc) + check_instance(doc, instance) + check_bounds(doc, instance)
+    message) pairs. ``notes`` collects what could not be checked (`check_bounds`)."""
+    problems = check_claims(doc) + check_solver_calls(doc) + check_instance(doc, instance) + check_bounds(doc, instance, notes)
     plan = doc.get("plan")
     if plan is None:
         return problems
@@ -365,7 +481,9 @@ def verify_result(doc: dict[str, Any], instance: Any, report: VerifyReport, labe
     """Append to ``report`` every problem `check_result` finds, as ``TAG: FIELD: message``."""
     report.checked += 1
     tag = label or f"{doc.get('instance')} / {doc.get('formulation')} / {doc.get('backend')}"
-    problems = check_result(doc, instance)
+    notes: list[str] = []
+    problems = check_result(doc, instance, notes)
+    report.note_once(*notes)
     report.problems.extend(f"{tag}: {name}: {message}" for name, message in problems)
     report.note_once(*unchecked(doc))
     if not problems and doc.get("objective") is not None:

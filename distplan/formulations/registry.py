@@ -21,6 +21,7 @@ import importlib
 import importlib.util
 import json
 import math
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -60,12 +61,98 @@ class Bound:
     solver_call: int | None = None
     #: the record of the solver call that proved this bound, when one did
     solver_record: SolverResult | None = field(default=None, repr=False, compare=False)
+    #: what proves it (`BOUND_KINDS`): ``"solver_free"`` (recomputed from the instance by
+    #: `distplan verify`), ``"solver"`` (a solver call's dual bound, linked by
+    #: ``solver_call``), ``"proof"`` (the formulation's own proof: a search, a DP, a
+    #: Lagrangian dual; `BOUND_SOURCES` says which formulation may claim it, at what grade);
+    #: None until `distplan.solve` classifies it (`classify_bound`)
+    kind: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"value": self.value, "source": self.source, "grade": self.grade}
+        if self.kind is not None:
+            out["kind"] = self.kind
         if self.solver_call is not None:
             out["solver_call"] = self.solver_call
         return out
+
+
+#: what proves a bound (`Bound.kind`)
+BOUND_KINDS = ("solver_free", "solver", "proof")
+
+
+@dataclass(frozen=True)
+class BoundSource:
+    """A kind of bound a formulation reports that is not solver-free: the formulations that
+    may report it (None: any), a pattern its ``source`` text matches (``re.search``), what
+    proves it (``"solver"``: a solver call's dual bound, which must be linked to the call;
+    ``"proof"``: the formulation's own proof, which `distplan verify` cannot redo) and the
+    best grade it can have (a solver call's bound: at most its call's grade too)."""
+
+    formulations: tuple[str, ...] | None
+    pattern: str
+    kind: str
+    grade: str
+
+    def matches(self, formulation: str, source: str) -> bool:
+        if self.formulations is not None and formulation not in self.formulations:
+            return False
+        return re.search(self.pattern, source) is not None
+
+
+_PLACEMENT_PROVERS = ("placement_milp", "placement_search", "placement_bounds")
+_LIBRA = ("libra_perf", "libra_perf_lp", "libra_perf_per_cost", "libra_discrete")
+#: every bound source a formulation reports besides the solver-free ones (`BoundSource`);
+#: first match wins (the proofs before the generic "dual bound (" of solver calls). A
+#: bound whose source matches none of these and no solver-free bound is rejected by
+#: `distplan verify` when the result's bound rests on it
+BOUND_SOURCES: tuple[BoundSource, ...] = (
+    BoundSource(("tessel",), r"^tessel: (exact )?whole-schedule state search", "proof", "safe"),
+    BoundSource(("pipeline_milp",), r"^pipeline_milp: (exact )?state search", "proof", "safe"),
+    # the time-indexed model below an integral incumbent, infeasible (a solver's verdict)
+    # or empty by construction
+    BoundSource(("pipeline_milp",), r"^pipeline_milp: no schedule of value <= ", "proof", "solver"),
+    BoundSource(("libra_perf_per_cost",), r"^libra_perf_per_cost interval branch-and-bound over the cost budget", "proof", "safe"),
+    BoundSource(_LIBRA, r"Lagrangian dual bound \(exact: rounding error bounded\)", "proof", "safe"),
+    # placement's combinatorial bounds, cut short by their share of the time limit: forced
+    # co-location + one machine, series composition over waists (its module windows solved
+    # by a solver: grade "solver" then), the last stint over cut waists
+    BoundSource(_PLACEMENT_PROVERS, r"^forced co-location \+ one-machine bound", "proof", "safe"),
+    BoundSource(_PLACEMENT_PROVERS, r"^series composition over (waist ops|cut waists)", "proof", "safe"),
+    BoundSource(_PLACEMENT_PROVERS, r"^last-stint bound over cut waists", "proof", "safe"),
+    BoundSource(("tap",), r"^tap: exhaustive Pareto dynamic program over the folded walk \(no solver\)", "proof", "solver"),
+    BoundSource(None, r"^SCT LP value", "solver", "safe"),
+    BoundSource(("tap",), r"^tap: (LP of the folded problem|dual bound of the folded walk program)", "solver", "safe"),
+    BoundSource(None, r" dual bound \(", "solver", "safe"),
+)
+
+#: what `distplan.formulations.placement.time_unit` appends to the source of a bound proven
+#: on the instance with its times scaled
+_TIME_UNIT_NOTE = re.compile(r" \(times scaled by 2\^-?\d+ in the model\)$")
+
+
+def bound_source(formulation: str, source: str) -> BoundSource | None:
+    """The `BOUND_SOURCES` entry a bound's ``source`` of ``formulation`` is, or None."""
+    return next((s for s in BOUND_SOURCES if s.matches(formulation, source)), None)
+
+
+def _base(source: str) -> str:
+    return source.split(": ", 1)[0]
+
+
+def solver_free_match(source: str, formulation: str, free: list[Bound]) -> float | None:
+    """The value of the solver-free bound (of ``free``, recomputed from the instance) that a
+    bound with ``source`` reported by ``formulation`` repeats, or None when it repeats
+    none. A formulation may repeat one under its own name (``"pipeline_milp: <source>"``),
+    with the time-unit note, or with another detail after ``": "`` (placement's forced and
+    series bounds name their case): then the largest recomputed value of that family."""
+    names = {source, _TIME_UNIT_NOTE.sub("", source)}
+    names |= {n[len(formulation) + 2 :] for n in list(names) if n.startswith(formulation + ": ")}
+    exact = [b.value for b in free if b.source in names]
+    if exact:
+        return max(exact)
+    family = [b.value for b in free if ": " in b.source and _base(b.source) in {_base(n) for n in names if ": " in n}]
+    return max(family) if family else None
 
 
 @dataclass
@@ -500,4 +587,4 @@ def solver_free_bounds(instance: Any, deadline: float | None = None) -> list[Bou
     _load(instance.kind)
     fn = _BOUNDS.get(instance.kind)
     bounds = fn(instance, deadline) if fn is not None else []
-    return [Bound(round_down(b.value), b.source, "safe") for b in bounds if math.isfinite(b.value)]
+    return [Bound(round_down(b.value), b.source, "safe", kind="solver_free") for b in bounds if math.isfinite(b.value)]

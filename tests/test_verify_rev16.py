@@ -1,0 +1,243 @@
+"""Review rev16a D6: `distplan verify` accepted forged bounds that touch no solver record.
+
+Every listed bound is now backed by what proves it: solver-free bounds are recomputed
+(a renamed one is no longer skipped), a solver call's dual bound is linked to its call
+(``solver_call``) with the conversion to the result's units kept in the call's record, a
+formulation's own proof must be a source that formulation reports, at most at its grade;
+a finite ``bound`` needs a listed bound, and is their largest.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import distplan
+from distplan.api import BOUND_CONVERSION
+from distplan.cli import main as cli_main
+from distplan.formulations.registry import Bound, bound_source, solver_free_match
+from distplan.models.common import canonical_json, write_json
+from distplan.verify import check_result
+
+Doc = dict[str, Any]
+
+
+def _doc(result: Any) -> Doc:
+    return json.loads(canonical_json(result.to_dict()))
+
+
+def _fields(problems: list[tuple[str, str]]) -> set[str]:
+    return {name for name, _ in problems}
+
+
+@pytest.fixture(scope="module")
+def topo() -> tuple[Doc, Any]:
+    """A heuristic (no solver call) whose gap is open: baechi_topo on placement-small-2."""
+    doc = _doc(distplan.solve("placement-small-2", "baechi_topo"))
+    assert doc["status"] == "feasible" and doc["gap"] > 1e-3 and not doc["solver_results"]
+    return doc, distplan.load_instance("placement-small-2")
+
+
+@pytest.fixture(scope="module")
+def alpa() -> tuple[Doc, Any]:
+    """An exact MILP whose bound is the solver's dual bound converted to seconds."""
+    doc = _doc(distplan.solve("gpt-4layer-memtight", "alpa_ilp", time_limit=20))
+    assert doc["status"] == "optimal" and doc["bound_source"].startswith("alpa_ilp dual bound")
+    return doc, distplan.load_instance("gpt-4layer-memtight")
+
+
+def _optimal(d: Doc) -> None:
+    d.update(bound=d["objective"], gap=0.0, status="optimal", bound_grade="safe")
+
+
+def _fabricated_entry(d: Doc) -> None:
+    _optimal(d)
+    d["bounds"].append({"value": d["objective"], "source": "my proof", "grade": "safe"})
+
+
+def _emptied(d: Doc) -> None:
+    _optimal(d)
+    d["bounds"] = []
+
+
+def _no_bounds_key(d: Doc) -> None:
+    _optimal(d)
+    del d["bounds"]
+
+
+def _renamed_free(d: Doc) -> None:
+    _optimal(d)
+    d["bounds"][0].update(value=d["objective"], source=d["bounds"][0]["source"] + " ")
+
+
+def _other_formulations_proof(d: Doc) -> None:
+    """A proof source that exists, but for another formulation (tessel's state search)."""
+    _optimal(d)
+    d["bounds"].append({"value": d["objective"], "source": "tessel: exact whole-schedule state search (no schedule below 1)", "grade": "safe", "kind": "proof"})
+
+
+TOPO_TAMPERS = {
+    "fabricated entry": (_fabricated_entry, "bounds[-1].source"),
+    "bounds emptied": (_emptied, "bounds"),
+    "bounds key removed": (_no_bounds_key, "bounds"),
+    "solver-free renamed and raised": (_renamed_free, "bounds[0].source"),
+    "another formulation's proof": (_other_formulations_proof, "bounds[-1].source"),
+}
+
+
+@pytest.mark.parametrize("name", list(TOPO_TAMPERS))
+def test_forged_bounds_on_a_heuristic_result_are_rejected(topo: tuple[Doc, Any], name: str) -> None:
+    """D6 (a)-(c): each of these verified clean (exit 0) before."""
+    doc, inst = topo
+    assert check_result(doc, inst) == []
+    change, field = TOPO_TAMPERS[name]
+    bad = copy.deepcopy(doc)
+    change(bad)
+    field = field.replace("[-1]", f"[{len(bad.get('bounds', [])) - 1}]")
+    assert field in _fields(check_result(bad, inst))
+
+
+def _unlinked(d: Doc) -> None:
+    """The result as written before bounds were linked to their calls (or links removed)."""
+    for entry in d["bounds"]:
+        entry.pop("solver_call", None)
+        entry.pop("kind", None)
+    for call in d["solver_results"]:
+        (call.get("extra") or {}).pop(BOUND_CONVERSION, None)
+
+
+def _regraded(d: Doc) -> None:
+    d["bounds"][0]["grade"] = "safe"
+    d["bound_grade"] = "safe"
+
+
+def _raised(d: Doc) -> None:
+    d["bounds"][0]["value"] = d["objective"]
+    d["bound"] = d["objective"]
+    d["gap"] = 0.0
+
+
+@pytest.mark.parametrize("linked", [True, False], ids=["linked", "links-removed"])
+@pytest.mark.parametrize(("change", "field"), [(_regraded, "bounds[0].grade"), (_raised, None)], ids=["regraded-safe", "raised"])
+def test_forged_solver_bounds_are_rejected_with_calls_untouched(alpa: tuple[Doc, Any], linked: bool, change: Any, field: str | None) -> None:
+    """D6 (d), (e): a MIP dual bound regraded "safe", or raised with its entry, while the
+    call's record is unchanged. Linked, the value is checked against the call's bound
+    converted; with the link removed, the "optimal" status rests on an unlinked bound."""
+    doc, inst = alpa
+    entry = doc["bounds"][0]
+    assert entry["kind"] == "solver" and entry["solver_call"] is not None
+    honest = copy.deepcopy(doc)
+    if not linked:
+        _unlinked(honest)
+    bad = copy.deepcopy(honest)
+    change(bad)
+    problems = check_result(bad, inst)
+    expected = field or ("bounds[0].value" if linked else "bounds[0].solver_call")
+    assert expected in _fields(problems), problems
+    if linked:
+        assert check_result(honest, inst) == []
+
+
+def test_a_raised_bound_needs_its_calls_record_edited(alpa: tuple[Doc, Any]) -> None:
+    """The conversion lives in the call's record: raising the bound and the entry passes only
+    when the record is edited too (the documented limit: verify does not re-solve)."""
+    doc, inst = alpa
+    bad = copy.deepcopy(doc)
+    _raised(bad)
+    call = bad["solver_results"][bad["bounds"][0]["solver_call"]]
+    conv = call["extra"][BOUND_CONVERSION]
+    assert conv["scale"] * call["bound"] + conv["offset"] >= doc["bound"]
+    conv["scale"] *= bad["objective"] / doc["bound"]
+    assert check_result(bad, inst) == []
+
+
+def test_old_honest_results_verify_with_a_note_unless_optimal_needs_the_unlinked_bound(topo: tuple[Doc, Any], alpa: tuple[Doc, Any]) -> None:
+    doc, inst = topo
+    old = copy.deepcopy(doc)
+    _unlinked(old)
+    assert check_result(old, inst) == []
+    adoc, ainst = alpa
+    old = copy.deepcopy(adoc)
+    _unlinked(old)
+    old["status"] = "feasible"  # a feasible claim stands on the bounds verify backs
+    old["gap_tolerance"] = None
+    notes: list[str] = []
+    assert check_result(old, ainst, notes) == []
+    assert any("not cross-checked" in n for n in notes)
+
+
+def test_bound_must_be_the_largest_listed(topo: tuple[Doc, Any]) -> None:
+    doc, inst = topo
+    bad = copy.deepcopy(doc)
+    bad["bounds"][1]["value"] = bad["bound"]  # a lower listed bound raised to the top: not the result's grade issue
+    bad["bound"] = bad["bounds"][1]["value"] * (1 - 1e-12)
+    assert "bound" in _fields(check_result(bad, inst))
+
+
+def test_unknown_source_below_the_bound_is_a_note(topo: tuple[Doc, Any]) -> None:
+    doc, inst = topo
+    odd = copy.deepcopy(doc)
+    odd["bounds"].append({"value": 0.0, "source": "something older", "grade": "safe"})
+    notes: list[str] = []
+    assert check_result(odd, inst, notes) == []
+    assert any("something older" in n for n in notes)
+
+
+def test_placement_milp_conversion_is_the_stated_one() -> None:
+    doc = _doc(distplan.solve("placement-small-1", "placement_milp", time_limit=10))
+    inst = distplan.load_instance("placement-small-1")
+    assert check_result(doc, inst) == []
+    linked = [e for e in doc["bounds"] if e.get("solver_call") is not None]
+    assert linked
+    bad = copy.deepcopy(doc)
+    call = bad["solver_results"][linked[0]["solver_call"]]
+    call["extra"][BOUND_CONVERSION]["scale"] = 1.0  # microseconds read as seconds
+    assert f"solver_results[{linked[0]['solver_call']}].extra.{BOUND_CONVERSION}" in _fields(check_result(bad, inst))
+
+
+HONEST = [
+    ("gpt-4layer-memtight", "tap"),
+    ("compression-mlp-small", "codec_select"),
+    ("pipeline-tessel-kshape", "pipeline_milp"),
+    ("pipeline-tessel-kshape", "tessel"),
+    ("libra-gpt3-3d-total500", "libra_discrete"),
+    ("libra-gpt3-3d-total500", "libra_perf_per_cost"),
+    ("placement-small-2", "placement_search"),
+]
+
+
+@pytest.mark.parametrize(("instance", "formulation"), HONEST)
+def test_honest_results_of_every_family_verify_clean(instance: str, formulation: str) -> None:
+    doc = _doc(distplan.solve(instance, formulation, time_limit=10))
+    notes: list[str] = []
+    assert check_result(doc, distplan.load_instance(instance), notes) == []
+    assert not any("verify does not know" in n or "not cross-checked" in n for n in notes), notes
+    assert all(e.get("kind") in ("solver_free", "solver", "proof") for e in doc["bounds"])
+    assert all(e.get("solver_call") is not None for e in doc["bounds"] if e["kind"] == "solver")
+
+
+def test_sources_are_classified() -> None:
+    assert bound_source("tessel", "tessel: whole-schedule state search, open layer (stopped)").kind == "proof"
+    assert bound_source("baechi_topo", "tessel: whole-schedule state search, open layer (stopped)") is None
+    assert bound_source("alpa_ilp", "alpa_ilp dual bound (highs)").kind == "solver"
+    free = [Bound(3.0, "device load: earliest start", "safe"), Bound(2.0, "forced x: one machine", "safe")]
+    assert solver_free_match("pipeline_milp: device load: earliest start", "pipeline_milp", free) == 3.0
+    assert solver_free_match("forced x: other case", "placement_milp", free) == 2.0
+    # renamed within a family it is held to the family's recomputed value; else it is no match
+    assert solver_free_match("device load: earliest start ", "pipeline_milp", free) == 3.0
+    assert solver_free_match("device load ", "pipeline_milp", free) is None
+
+
+def test_cli_exits_1_on_the_reviewers_fabricated_bound(topo: tuple[Doc, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc, _ = topo
+    bad = copy.deepcopy(doc)
+    _fabricated_entry(bad)
+    bad["info"]["source"] = "placement-small-2"
+    path = tmp_path / "r.json"
+    write_json(bad, path)
+    assert cli_main(["verify", str(path)]) == 1
+    assert "my proof" in capsys.readouterr().out
