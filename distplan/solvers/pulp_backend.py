@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import version as package_version
 from typing import Any
@@ -41,7 +42,7 @@ from distplan.modeling.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.capture import echo_to_stderr
 from distplan.solvers.common import error_result, fill_unmentioned, finish_result, objective_sign
-from distplan.solvers.highs import ISOLATE_SIZE, highs_version, use_threads
+from distplan.solvers.highs import ISOLATE_SIZE, highs_version, refused_option, use_threads
 from distplan.solvers.highs import STATUS_MAP as HIGHS_STATUS_MAP
 from distplan.solvers.result import SolverResult, Termination, map_status
 
@@ -262,6 +263,25 @@ def cbc_path() -> str:
     from pulp.apis.coin_api import PULP_CBC_CMD
 
     return str(PULP_CBC_CMD.pulp_cbc_path)
+
+
+#: what CBC prints for an option it does not take (its command line, 2.10): an unknown
+#: name, a value that is not a number, out of range, or not one of a keyword's choices
+CBC_REFUSALS = (("No match for {key}", "CBC has no such option"), ("is illegal for", "a value of the wrong type"),
+                ("valid range is", "a value out of its range"), ("<Possible options for", "not one of its choices"))
+
+
+def cbc_refused_option(raw: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first of ``raw`` (``-key value`` on CBC's command line, as both CBC backends pass
+    them) that CBC refuses, asked of the CBC binary with ``-quit`` (10-20 ms per option):
+    CBC itself only prints a line and solves on (review rev16: ``nosuch_opt=1`` ran)."""
+    for key, value in raw.items():
+        args = [f"-{key}"] + ([] if value is None or value == "" else [str(value)])
+        proc = subprocess.run([cbc_path(), *args, "-quit"], capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
+        for pattern, why in CBC_REFUSALS:
+            if pattern.format(key=key) in proc.stdout:
+                return str(key), why
+    return None
 
 
 def _cbc_available() -> bool:
@@ -527,6 +547,7 @@ PULP_CBC = register_backend(
         status_map=PULP_CBC_STATUS_MAP,
         availability_fn=_cbc_available,
         program="the CBC binary PuLP bundles",
+        options_check_fn=cbc_refused_option,
     )
 )
 
@@ -540,5 +561,6 @@ PULP_HIGHS = register_backend(
         solve_fn=solve_pulp_highs,
         version_fn=_pulp_highs_version,
         status_map=PULP_HIGHS_STATUS_MAP,
+        options_check_fn=refused_option,  # (its options go to HiGHS as they are)
     )
 )

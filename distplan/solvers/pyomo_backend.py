@@ -35,8 +35,8 @@ from distplan.modeling.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.capture import LiveStderr, echo_to_stderr
 from distplan.solvers.common import error_result, fill_unmentioned, finish_result, objective_sign, primal_feasible
-from distplan.solvers.highs import ISOLATE_SIZE, highs_version, use_threads
-from distplan.solvers.pulp_backend import cbc_path, completed_search_bound, parse_cbc_log
+from distplan.solvers.highs import ISOLATE_SIZE, highs_version, refused_option, use_threads
+from distplan.solvers.pulp_backend import cbc_path, cbc_refused_option, completed_search_bound, parse_cbc_log
 from distplan.solvers.result import SolverResult, Termination, map_status
 
 #: pyomo.contrib.solver.common.results.TerminationCondition member name -> termination
@@ -452,6 +452,7 @@ PYOMO_HIGHS = register_backend(
         solve_fn=solve_pyomo_highs,
         version_fn=_pyomo_highs_version,
         status_map=CONTRIB_STATUS_MAP,
+        options_check_fn=refused_option,  # (its options go to HiGHS as they are)
     )
 )
 
@@ -467,6 +468,7 @@ PYOMO_CBC = register_backend(
         status_map=LEGACY_STATUS_MAP,
         availability_fn=_cbc_available,
         program="the CBC binary PuLP bundles",
+        options_check_fn=cbc_refused_option,
     )
 )
 
