@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,6 +152,18 @@ def solve(
         raise InternalError(f"{type(exc).__name__} in {formulation!r}: {exc}") from exc
 
 
+#: the most solver threads a solve may ask for, at least: HiGHS makes its worker threads
+#: before its time limit starts (3,000 took 10 s at a 1 s limit, 100,000 aborted the
+#: process: review rev16)
+MAX_THREADS = 256
+
+
+def max_threads() -> int:
+    """The most solver threads a solve may ask for: `MAX_THREADS`, or the machine's cores
+    when it has more."""
+    return max(MAX_THREADS, os.cpu_count() or 1)
+
+
 def _options(
     time_limit: float | None,
     mip_gap: float | None,
@@ -168,8 +181,8 @@ def _options(
         mip_gap = DEFAULT_GAP_TOLERANCE
     if isinstance(mip_gap, bool) or not isinstance(mip_gap, int | float) or not math.isfinite(mip_gap) or not 0 <= mip_gap < 1:
         raise InputError("mip_gap", f"must be a relative gap in [0, 1), got {mip_gap!r}", f"give e.g. mip_gap={DEFAULT_GAP_TOLERANCE}")
-    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-        raise InputError("threads", f"must be a whole number >= 1, got {threads!r}", "give e.g. threads=1, or None for the solver's default")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= max_threads()):
+        raise InputError("threads", f"must be a whole number from 1 to {max_threads()}, got {threads!r}", "give e.g. threads=1, or None for the solver's default")
     if solver_options is not None and not isinstance(solver_options, dict):
         raise InputError("solver_options", f"must be a dict of backend options, got {type(solver_options).__name__}")
     return SolveOptions(
