@@ -51,6 +51,9 @@ MODES = ("training", "inference")
 OBJECTIVES = ("makespan", "device_span")
 #: relative tolerance of time comparisons (times in seconds)
 TIME_TOL = 1e-7
+#: relative tolerance of the memory check: a device's memory prefix is within its
+#: capacity when at most `capacity_limit` (``capacity + MEMORY_TOLERANCE x max(1, |capacity|)``)
+MEMORY_TOLERANCE = 1e-9
 #: largest number of blocks on one device for the exact minimum-memory enumeration
 EXACT_MEMORY_BLOCKS = 16
 #: the most micro-batches an instance may give: schedules are (blocks x micro-batches)
@@ -256,6 +259,12 @@ class PipelineInstance(JsonDocument):
             "minimum memory per device": [float(x) for x in need],
             "comm delay (s)": self.comm_delay,
         }
+
+
+def capacity_limit(cap: float) -> float:
+    """The most memory a device of capacity ``cap`` may hold in a schedule `evaluate`
+    accepts (the blocks' units)."""
+    return cap + MEMORY_TOLERANCE * max(1.0, abs(cap))
 
 
 def _min_peak(blocks: np.ndarray, mem: np.ndarray, reach: np.ndarray) -> float:
@@ -528,7 +537,7 @@ def evaluate(inst: PipelineInstance, plan: PipelinePlan) -> Check:
         peak[d] = max(0.0, float(prefix.max()))
         cap = caps[d]
         if math.isfinite(cap):
-            over = np.flatnonzero(prefix > cap + 1e-9 * max(1.0, abs(cap)))
+            over = np.flatnonzero(prefix > capacity_limit(cap))
             if over.size:
                 k = int(over[0])
                 violations.append(

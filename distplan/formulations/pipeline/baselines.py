@@ -38,6 +38,7 @@ from distplan.formulations.pipeline.common import (
     block_depth,
     check_capacity,
     check_size,
+    device_capacities,
     greedy,
     memory_peaks,
     orders_from_starts,
@@ -213,8 +214,11 @@ def one_f_one_b_orders(
 
 
 def _fits(inst: PipelineInstance, orders: Orders) -> tuple[bool, np.ndarray]:
+    """Whether the orders' memory peaks fit what the evaluator surely accepts
+    (`common.plan_capacity`: a block 4e-10 over a capacity of 1, which it accepts, was called
+    over, review rev16 D3), and the peaks."""
     peaks = memory_peaks(inst, orders)
-    return bool(np.all(peaks <= inst.capacity * (1 + 1e-12) + 1e-12)), peaks
+    return bool(np.all(peaks <= device_capacities(inst, proof=False))), peaks
 
 
 def _memory_error(inst: PipelineInstance, name: str, peaks: np.ndarray) -> InfeasibleError:

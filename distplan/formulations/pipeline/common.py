@@ -24,7 +24,7 @@ from distplan.formulations.deadline import check
 from distplan.formulations.registry import RunContext
 from distplan.modeling.model import Model
 from distplan.modeling.scheduling import precedence_with_lag
-from distplan.models.pipeline import PipelineInstance
+from distplan.models.pipeline import MEMORY_TOLERANCE, PipelineInstance, capacity_limit
 
 Orders = list[list[int]]
 
@@ -245,16 +245,63 @@ def check_size(inst: PipelineInstance) -> None:
         )
 
 
+def proof_capacity(cap: float, mem: Sequence[float], n: int) -> float:
+    """The most memory a device of capacity ``cap`` holding blocks of memories ``mem``
+    over ``n`` micro-batches may hold in a schedule the evaluator accepts, as a
+    formulation's own sums find it (the blocks' units): the evaluator's threshold
+    (`distplan.models.pipeline.capacity_limit`), with room for the rounding of both sides'
+    sums (each prefix sums at most ``n len(mem)`` deltas in floating point: error below
+    ``k^2 u max |mem|`` for ``k`` terms, u = 2^-53) and of the threshold itself. What
+    proves (an infeasibility, a bound's memory test) compares with it, so that it covers
+    every schedule the evaluator accepts; with integral memory and capacity it decides as
+    ``<= cap``."""
+    if not math.isfinite(cap):
+        return math.inf
+    return capacity_limit(cap) + MEMORY_TOLERANCE * max(1.0, abs(cap)) + _sum_room(mem, n)
+
+
+def plan_capacity(cap: float, mem: Sequence[float], n: int) -> float:
+    """The most memory a device of capacity ``cap`` may hold, as a formulation's own sums
+    find it, in a schedule the evaluator surely accepts: its threshold less the rounding
+    room of `proof_capacity` (never below ``cap``)."""
+    if not math.isfinite(cap):
+        return math.inf
+    return max(cap, capacity_limit(cap) - _sum_room(mem, n))
+
+
+def device_capacities(inst: PipelineInstance, proof: bool) -> np.ndarray:
+    """(D,) `proof_capacity` (``proof``) or `plan_capacity` of every device of ``inst``."""
+    limit = proof_capacity if proof else plan_capacity
+    mask, n = inst.device_mask, inst.micro_batches
+    return np.array([limit(float(c), inst.memory[mask[:, d]].tolist(), n) for d, c in enumerate(inst.capacity.tolist())], dtype=float)
+
+
+def memory_fits(inst: PipelineInstance, orders: Orders) -> bool:
+    """Whether the device sequences' memory prefixes stay within what the evaluator surely
+    accepts (`plan_capacity`)."""
+    return bool(np.all(memory_peaks(inst, orders) <= device_capacities(inst, proof=False)))
+
+
+def _sum_room(mem: Sequence[float], n: int) -> float:
+    """Room for the rounding of a memory prefix of at most ``n len(mem)`` deltas (below
+    ``k^2 u max |mem|`` for ``k`` terms, u = 2^-53), four times over."""
+    k = n * len(mem) + 1
+    return 4.0 * k * k * max((abs(x) for x in mem), default=0.0) * 2.0**-53
+
+
 def check_capacity(inst: PipelineInstance) -> None:
     """Raise `InfeasibleError` when a device's capacity is below the least memory any
     schedule needs there: the least peak of one micro-batch (best order), or what all N
     micro-batches leave held at the end (N times the net memory of the device's blocks,
-    when blocks allocate more than they free: every schedule's last prefix)."""
+    when blocks allocate more than they free: every schedule's last prefix), beyond what
+    the evaluator accepts (`proof_capacity`: a capacity 4e-10 below a block's memory,
+    which the evaluator accepts, was called too small, review rev16 D3)."""
     need, exact = inst.minimum_memory()
     held = inst.micro_batches * (inst.device_mask.T.astype(float) @ inst.memory)
     least = np.maximum(np.where(exact, need, 0.0), held)
     cap = inst.capacity
-    short = [(d, least[d], cap[d]) for d in range(inst.n_devices) if least[d] > cap[d] * (1 + 1e-12) + 1e-12]
+    limit = device_capacities(inst, proof=True)
+    short = [(d, least[d], cap[d]) for d in range(inst.n_devices) if least[d] > limit[d]]
     if short:
         parts = [f"device {inst.devices[d]} needs at least {nd:.6g} (capacity {cd:.6g}, short by {nd - cd:.6g})" for d, nd, cd in short]
         raise InfeasibleError(

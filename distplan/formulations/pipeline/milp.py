@@ -54,6 +54,8 @@ from distplan.formulations.pipeline.baselines import baseline_incumbent, best_ba
 from distplan.formulations.pipeline.common import (
     check_capacity,
     check_size,
+    device_capacities,
+    memory_fits,
     orders_from_starts,
     retime,
     schedule_objective,
@@ -98,6 +100,11 @@ def whole_problem(inst: PipelineInstance, energy_cuts: bool = True, deadline: fl
     if found is None:
         check(deadline, "the whole-schedule problem")
     prob = full_problem(inst, serial_horizon(inst), energy_cuts)
+    # the memory rows (and the precedences they imply) at the most any schedule the
+    # evaluator accepts holds, so that the programs' bounds hold for every one of them
+    # (at the exact capacity, the rows cut off schedules the evaluator accepts: review
+    # rev16 D3); a solution that uses the room beyond what it surely accepts is not taken
+    prob.capacity = device_capacities(inst, proof=True)
     if found is not None:
         limit = found.value * (1 + 1e-9) + 1e-9
         if inst.objective == "makespan":
@@ -259,7 +266,7 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
                 value = min(value, cap + 1.0)  # the bound holds up to cap; above it lies U
             bounds.append(Bound(float(value), f"pipeline_milp dual bound ({stage}, {res.backend})"))
         info["model"][stage] = {"operations": prob.n, "implied_precedences": int(mdata.get("implied_arcs", 0)), "termination": res.termination.value, **_size(res)}
-        if start is not None and schedule_objective(inst, start) < best_value:
+        if start is not None and schedule_objective(inst, start) < best_value and memory_fits(inst, orders_from_starts(inst, start.reshape(inst.n_blocks, inst.micro_batches))):
             incumbent, best_value = start, schedule_objective(inst, start)
         top = max((b.value for b in bounds), default=-math.inf)
         if top >= best_value * (1 - 1e-6) - 1e-9:

@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from distplan.formulations.pipeline.barriers import Stacking, barrier_time, stacked_plan, stacking
-from distplan.formulations.pipeline.common import block_tail, integral_data, predecessor_lists
+from distplan.formulations.pipeline.common import block_tail, integral_data, predecessor_lists, proof_capacity
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
 
 #: most states kept (each a few hundred bytes) before the search stops with its open states' bound
@@ -109,16 +109,11 @@ def bound_is_exact(inst: PipelineInstance) -> bool:
 
 
 def _capacity(cap: float, mem: list[float], n: int) -> float:
-    """The memory a device may hold in the search (the blocks' units): the evaluator's threshold,
-    ``cap + 1e-9 max(1, |cap|)``, with room for the rounding of both sides' sums (each
-    prefix sums at most ``n len(mem)`` deltas in floating point: error below
-    ``k^2 u max |mem|`` for ``k`` terms, u = 2^-53; and the threshold's own rounding), so
-    that the search covers every schedule the evaluator accepts. With integral memory and
-    capacity it decides as ``<= cap``."""
-    if not math.isfinite(cap):
-        return math.inf
-    k = n * len(mem) + 1
-    return cap + 2e-9 * max(1.0, abs(cap)) + 4.0 * k * k * max((abs(x) for x in mem), default=0.0) * 2.0**-53
+    """The memory a device may hold in the search (the blocks' units): the evaluator's threshold
+    with room for the rounding of both sides' sums (`common.proof_capacity`), so that the
+    search covers every schedule the evaluator accepts. With integral memory and capacity
+    it decides as ``<= cap``."""
+    return proof_capacity(cap, mem, n)
 
 
 def search_makespan(inst: PipelineInstance, target: int, deadline: float | None = None, max_states: int = MAX_STATES) -> SearchOutcome:
