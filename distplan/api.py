@@ -370,7 +370,8 @@ def link_bounds(formulation: str, bounds: list[Bound], calls: list[SolverResult]
     verify accepts only the sources `BOUND_SOURCES` lists for the formulation). A solver
     bound gets ``solver_call``, the index of its call in ``calls``: the one that proved it,
     or for formulations that convert the call's model units to seconds (and do not keep the
-    record), the last call with a finite bound. That call's record keeps the conversion
+    record), the call with the largest finite bound (the formulations keep the best of their
+    calls' bounds, in one unit per formulation). That call's record keeps the conversion
     (`BOUND_CONVERSION`): scale 1, offset 0 for the call's own bound; for a converted one
     the ratio of the bound to the call's bound (or the offset when that is not positive),
     so that a bound raised in the file without its call's record no longer matches."""
@@ -384,7 +385,8 @@ def link_bounds(formulation: str, bounds: list[Bound], calls: list[SolverResult]
             known = bound_source(formulation, b.source)
             b.kind = known.kind if known is not None else "proof"
             if b.kind == "solver":
-                b.solver_call = next((k for k in range(len(calls) - 1, -1, -1) if _finite(calls[k].bound)), None)
+                finite = [k for k, c in enumerate(calls) if _finite(c.bound)]
+                b.solver_call = max(finite, key=lambda k: (calls[k].bound, k)) if finite else None
         if b.kind != "solver" or b.solver_call is None:
             continue
         call = calls[b.solver_call]

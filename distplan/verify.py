@@ -184,7 +184,7 @@ def _calls(doc: dict[str, Any]) -> list[Any] | None:
     return calls if isinstance(calls, list) else None
 
 
-def check_solver_calls(doc: dict[str, Any]) -> list[tuple[str, str]]:
+def check_solver_calls(doc: dict[str, Any], instance: Any = None) -> list[tuple[str, str]]:
     """The result's claims against the records of its solver calls (``solver_results``):
 
     * ``gap_tolerance`` is not above the ``mip_gap`` the run (``options``) or any call
@@ -196,8 +196,9 @@ def check_solver_calls(doc: dict[str, Any]) -> list[tuple[str, str]]:
       ``info`` records (`RUN_TERMINATIONS`);
     * a call's bound graded "safe" is a HiGHS LP's (no integer variables in the model it
       records): no code path makes a MIP's dual bound safe;
-    * a listed bound that names the call that proved it (``solver_call``) has that call's
-      value and grade.
+    * a listed bound that names the call that proved it (``solver_call``) is at most that
+      call's bound converted (`_check_linked_bound`; the formulation's stated conversion
+      needs ``instance``), and "safe" only when the call's bound is.
 
     Records written before calls recorded their options say nothing to cross-check:
     `unchecked` names what was left out."""
@@ -244,7 +245,7 @@ def check_solver_calls(doc: dict[str, Any]) -> list[tuple[str, str]]:
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(calls) or not isinstance(calls[index], dict):
             problems.append((f"bounds[{k}].solver_call", f"{index!r} names no recorded solver call"))
             continue
-        problems.extend(_check_linked_bound(doc, k, entry, index, calls[index]))
+        problems.extend(_check_linked_bound(doc, k, entry, index, calls[index], instance))
     termination = doc.get("termination")
     if "solver_results" in doc and termination in TERMINATIONS:
         last = calls[-1].get("termination") if calls and isinstance(calls[-1], dict) else None
@@ -260,28 +261,89 @@ def check_solver_calls(doc: dict[str, Any]) -> list[tuple[str, str]]:
 
 #: relative slack of ``value <= scale * bound + offset`` (a product rounded once each way)
 CONVERSION_REL_TOLERANCE = 1e-12
-#: conversions the formulations state (formulation, source pattern) -> the largest scale
-#: from the call's model units to seconds: placement's MILP and relaxation solve in
-#: microseconds (`distplan.formulations.placement.relaxation.SCALE`), less a margin, and
-#: may be scaled by a power of two further (time_unit: only smaller). Other formulations'
-#: conversions are the ones recorded at solve time (`distplan.api.link_bounds`)
-STATED_SCALES: tuple[tuple[tuple[str, ...], str, float], ...] = (
-    (("placement_milp", "placement_search", "placement_bounds"), r"(placement_milp|assignment relaxation).* dual bound \(", 1e-6),
-)
+def _placement_limit(bound: float, instance: Any) -> float:
+    """placement's MILP and relaxation solve in microseconds (`relaxation.SCALE`), less the
+    margin `relaxation.dual_bound_margin` (here its relative part only: the per-row part
+    counts the ops of the model solved, fewer when folded), on the instance's times scaled
+    by `time_unit.time_factor` (<= 1)."""
+    from distplan.formulations.placement.relaxation import SCALE
+    from distplan.formulations.placement.time_unit import time_factor
+
+    return max(0.0, bound - 1e-9 * abs(bound)) / SCALE / time_factor(instance)
 
 
-def _stated_scale(formulation: str, source: str) -> float | None:
-    for names, pattern, scale in STATED_SCALES:
-        if formulation in names and re.search(pattern, source):
-            return scale
+def _power_of_ten_limit(bound: float, instance: Any) -> float | None:
+    """alpa_ilp's and tap's models count ``objective_scale`` units per second, a power of ten
+    (`sharding.alpa_ilp.objective_scale`); their bound is the call's divided by it, rounded
+    down (tap: less 1e-10 relative). None: the check is the ratio's (`_check_linked_bound`)."""
     return None
 
 
-def _check_linked_bound(doc: dict[str, Any], k: int, entry: dict[str, Any], index: int, call: dict[str, Any]) -> list[tuple[str, str]]:
+def _pipeline_limit(bound: float, instance: Any) -> float:
+    """pipeline_milp rounds a dual bound of integral data up to the next integer."""
+    return max(bound, float(math.ceil(bound - 1e-6)))
+
+
+def _identity_limit(bound: float, instance: Any) -> float:
+    return bound
+
+
+def _libra_discrete_limit(bound: float, instance: Any) -> float:
+    """libra_discrete's MILP counts communication seconds: the bound adds the compute time."""
+    from distplan.formulations.bandwidth.data import prepare
+
+    return bound + prepare(instance).compute_seconds
+
+
+#: how formulations state the conversion of a linked solver call's bound to the result's
+#: seconds: (formulations, source pattern, the largest value the call's bound allows, or
+#: None for "the ratio to the call's bound is a power of ten, rounded down by at most
+#: `POWER_OF_TEN_SLACK`"). A linked bound of a formulation not listed is checked against
+#: the conversion recorded at solve time only (`distplan.api.link_bounds`)
+STATED_CONVERSIONS: tuple[tuple[tuple[str, ...] | None, str, Any], ...] = (
+    (("placement_milp", "placement_search", "placement_bounds"), r"(placement_milp|assignment relaxation).* dual bound \(", _placement_limit),
+    (("alpa_ilp",), r"^alpa_ilp dual bound \(", _power_of_ten_limit),
+    (("tap",), r"^tap: (LP of the folded problem|dual bound of the folded walk program)", _power_of_ten_limit),
+    (("pipeline_milp",), r"^pipeline_milp dual bound \(", _pipeline_limit),
+    (("libra_discrete",), r"^libra_discrete MILP dual bound \(", _libra_discrete_limit),
+    (("codec_select",), r"^codec_select dual bound \(", _identity_limit),
+    (None, r"^SCT LP value", _identity_limit),
+)
+#: how far below a power of ten the ratio of alpa_ilp's or tap's bound to its call's may be
+POWER_OF_TEN_SLACK = 1e-6
+
+
+def _stated(formulation: str, source: str) -> Any:
+    for names, pattern, limit in STATED_CONVERSIONS:
+        if (names is None or formulation in names) and re.search(pattern, source):
+            return limit
+    return False
+
+
+def _stated_problem(limit: Any, value: float, bound: float, instance: Any) -> str | None:
+    """Why ``value`` is not what the stated conversion ``limit`` allows from the call's
+    ``bound``, or None."""
+    if limit is _power_of_ten_limit:
+        if bound <= 0 or value <= 0:
+            return None if value <= max(bound, 0.0) else f"a positive bound {value!r} from the call's {bound!r}"
+        ratio = value / bound
+        power = 10.0 ** round(math.log10(ratio))
+        if power * (1 - POWER_OF_TEN_SLACK) <= ratio <= power * (1 + CONVERSION_REL_TOLERANCE):
+            return None
+        return f"{value!r} is {ratio!r} times the call's bound {bound!r}: the model's units per second are a power of ten (the bound rounded down by at most {POWER_OF_TEN_SLACK:g})"
+    if instance is None:
+        return None
+    allowed = limit(bound, instance)
+    if value > allowed + abs(allowed) * CONVERSION_REL_TOLERANCE:
+        return f"{value!r} but the call's bound {bound!r} converts to at most {allowed!r}"
+    return None
+
+
+def _check_linked_bound(doc: dict[str, Any], k: int, entry: dict[str, Any], index: int, call: dict[str, Any], instance: Any = None) -> list[tuple[str, str]]:
     """A listed bound that names the solver call that proved it (``solver_call``): at most
     that call's bound converted to the result's units by the conversion the call's record
     keeps (`distplan.api.BOUND_CONVERSION`; none: the call's own bound, scale 1), where the
-    formulation states its conversion (`STATED_SCALES`) with at most that scale; graded
+    formulation states its conversion (`STATED_CONVERSIONS`; needs ``instance``) within it; graded
     "safe" only when the call's bound is."""
     problems: list[tuple[str, str]] = []
     value, bound = entry.get("value"), call.get("bound")
@@ -299,9 +361,10 @@ def _check_linked_bound(doc: dict[str, Any], k: int, entry: dict[str, Any], inde
         if value > allowed + abs(allowed) * CONVERSION_REL_TOLERANCE:
             how = "" if (scale, offset) == (1.0, 0.0) else f" converted by scale {scale!r}, offset {offset!r} to {allowed!r}"
             problems.append((f"bounds[{k}].value", f"{value!r} but solver call {index}, which proved it, records bound {bound!r}{how}"))
-        stated = _stated_scale(str(doc.get("formulation")), str(entry.get("source")))
-        if stated is not None and (scale > stated * (1 + CONVERSION_REL_TOLERANCE) or offset > 0):
-            problems.append((f"solver_results[{index}].extra.{BOUND_CONVERSION}", f"scale {scale!r}, offset {offset!r}, but {doc.get('formulation')} converts its model's bound by at most {stated!r}, offset 0"))
+        limit = _stated(str(doc.get("formulation")), str(entry.get("source")))
+        why = None if limit is False else _stated_problem(limit, float(value), float(bound), instance)
+        if why is not None:
+            problems.append((f"bounds[{k}].value", f"{why} ({doc.get('formulation')}'s stated conversion; solver call {index})"))
     call_grade = call.get("bound_grade") or "solver"
     if entry.get("grade") == "safe" and call_grade != "safe":
         problems.append((f"bounds[{k}].grade", f"'safe' but solver call {index}, which proved it, grades its bound {call_grade!r}"))
@@ -459,7 +522,7 @@ def check_result(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
     """Every way in which ``doc`` (a ``Result.to_dict()``) disagrees with the rule, with the
     instance it names, or with a fresh evaluation of its plan on ``instance``: (field,
     message) pairs. ``notes`` collects what could not be checked (`check_bounds`)."""
-    problems = check_claims(doc) + check_solver_calls(doc) + check_instance(doc, instance) + check_bounds(doc, instance, notes)
+    problems = check_claims(doc) + check_solver_calls(doc, instance) + check_instance(doc, instance) + check_bounds(doc, instance, notes)
     plan = doc.get("plan")
     if plan is None:
         return problems

@@ -142,9 +142,10 @@ def test_forged_solver_bounds_are_rejected_with_calls_untouched(alpa: tuple[Doc,
         assert check_result(honest, inst) == []
 
 
-def test_a_raised_bound_needs_its_calls_record_edited(alpa: tuple[Doc, Any]) -> None:
-    """The conversion lives in the call's record: raising the bound and the entry passes only
-    when the record is edited too (the documented limit: verify does not re-solve)."""
+def test_a_raised_bound_with_its_conversion_edited_breaks_the_stated_one(alpa: tuple[Doc, Any]) -> None:
+    """The conversion kept in the call's record is checked against the formulation's stated
+    one (alpa_ilp: a power of ten units per second): editing it to cover a raised bound is
+    caught. Raising the call's own bound with it is not (verify does not re-solve)."""
     doc, inst = alpa
     bad = copy.deepcopy(doc)
     _raised(bad)
@@ -152,6 +153,9 @@ def test_a_raised_bound_needs_its_calls_record_edited(alpa: tuple[Doc, Any]) -> 
     conv = call["extra"][BOUND_CONVERSION]
     assert conv["scale"] * call["bound"] + conv["offset"] >= doc["bound"]
     conv["scale"] *= bad["objective"] / doc["bound"]
+    assert "bounds[0].value" in _fields(check_result(bad, inst))
+    call["extra"][BOUND_CONVERSION] = dict(conv, scale=conv["scale"] * doc["bound"] / bad["objective"])
+    call["bound"] *= bad["objective"] / doc["bound"]  # the documented limit
     assert check_result(bad, inst) == []
 
 
@@ -188,15 +192,17 @@ def test_unknown_source_below_the_bound_is_a_note(topo: tuple[Doc, Any]) -> None
 
 
 def test_placement_milp_conversion_is_the_stated_one() -> None:
-    doc = _doc(distplan.solve("placement-small-1", "placement_milp", time_limit=10))
-    inst = distplan.load_instance("placement-small-1")
+    """placement's MILP solves in microseconds: a bound raised with the recorded conversion
+    edited to match (seconds read from microseconds) is caught."""
+    doc = _doc(distplan.solve("placement-small-6", "placement_milp", time_limit=10))
+    inst = distplan.load_instance("placement-small-6")
     assert check_result(doc, inst) == []
-    linked = [e for e in doc["bounds"] if e.get("solver_call") is not None]
-    assert linked
+    k, entry = next((k, e) for k, e in enumerate(doc["bounds"]) if e.get("solver_call") is not None and "dual bound" in e["source"])
     bad = copy.deepcopy(doc)
-    call = bad["solver_results"][linked[0]["solver_call"]]
-    call["extra"][BOUND_CONVERSION]["scale"] = 1.0  # microseconds read as seconds
-    assert f"solver_results[{linked[0]['solver_call']}].extra.{BOUND_CONVERSION}" in _fields(check_result(bad, inst))
+    bad["bounds"][k]["value"] = entry["value"] * (1 + 1e-7)
+    call = bad["solver_results"][entry["solver_call"]]
+    call["extra"][BOUND_CONVERSION] = {"scale": 1.0, "offset": 0.0}
+    assert f"bounds[{k}].value" in _fields(check_result(bad, inst))
 
 
 HONEST = [
