@@ -19,7 +19,8 @@ times, no communication) and the smallest delay c_e of an edge over device pairs
    schedule, optimal for 1|r_j, pmtn|max(C_j + q_j); Carlier, EJOR 11(1), 1982) with the
    times of d, minimized over d, exceeds C: impossible.
 3. *Memory.* The group's memory (what it holds to the end under the liveness model:
-   persistent memory and unconsumed outputs, `PlacementInstance.held_to_end`) exceeds the largest device: impossible.
+   persistent memory and unconsumed outputs, `PlacementInstance.held_to_end`) exceeds what the
+   evaluator accepts on the largest device (`PlacementInstance.accepted_memory`): impossible.
 4. *Memory-driven cuts* (`pathcut`) with these groups: a path whose segments between
    cuts must each hold whole groups within the largest device's memory, and whose cuts
    inside a group are impossible, takes longer than C: impossible.
@@ -101,7 +102,7 @@ class _Data:
         self.order = inst.topo_order().tolist()
         self.groups = inst.colocation_groups()
         self.mem = charged_memory(inst)
-        self.cap = float(inst.device_memory.max())
+        self.cap = float(inst.accepted_memory().max())  # the evaluator's limit: bare capacity + its tolerance
         gmem = np.bincount(self.groups, weights=self.mem)
         tight = inst.n_devices > 1 and gmem.sum() > self.cap
         self.paths = list(candidate_paths(inst, self.p, self.r, self.q, self.groups, gmem, 8, deadline)) if tight else []

@@ -13,6 +13,7 @@ from distplan.errors import InfeasibleError, NoSolutionError
 from distplan.formulations.placement.listsched import Schedule, list_schedule, topological_positions
 from distplan.formulations.placement.listsched_data import StaticLists, gc_paused, static_lists
 from distplan.formulations.registry import Outcome, RunContext
+from distplan.models.placement_evaluate import evaluate
 from distplan.models.placement_instance import PlacementInstance, byte_text
 from distplan.models.placement_plan import make_plan
 
@@ -22,9 +23,19 @@ def outcome_of(inst: PlacementInstance, sched: Schedule, **info: object) -> Outc
 
 
 def single_device_schedule(inst: PlacementInstance) -> Schedule:
-    """Every op on the one device that holds all memory and finishes first (seconds)."""
+    """Every op on the one device that holds all memory and finishes first (seconds).
+
+    A device holds all when the ops' whole need (an upper bound of the peak under either
+    memory model) is within what the evaluator accepts (`PlacementInstance.accepted_memory`);
+    when none does, each device's plan is put to the evaluator itself (the liveness model
+    frees memory), so the InfeasibleError (exit 3, for this formulation's one plan) is
+    proven: the evaluator rejects it on every device. (Against the bare capacity it had
+    called two ops of 1e12 and 1e12 + 1 bytes on a 2e12-byte device infeasible, a plan the
+    evaluator accepts: review rev16 D1.)"""
     need = inst.memory_need().sum()
-    fits = inst.device_memory >= need
+    fits = inst.accepted_memory() >= need
+    if not fits.any():
+        fits = np.array([evaluate(inst, make_plan(inst, *_on_device(inst, d)[:2])).feasible for d in range(inst.n_devices)])
     if not fits.any():
         best = int(np.argmax(inst.device_memory))
         raise InfeasibleError(
@@ -34,11 +45,17 @@ def single_device_schedule(inst: PlacementInstance) -> Schedule:
         )
     total = inst.time.sum(axis=0)
     d = int(np.flatnonzero(fits)[np.argmin(total[fits])])
+    device, start = _on_device(inst, d)
+    return Schedule(device=device, start=start, makespan=float(total[d]))
+
+
+def _on_device(inst: PlacementInstance, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every op on device ``d`` in topological order, back to back: (device, start seconds)."""
     order = inst.topo_order()
     dur = inst.time[order, d]
     start = np.empty(inst.n_ops)
     start[order] = np.concatenate([[0.0], np.cumsum(dur)[:-1]]) if inst.n_ops else []
-    return Schedule(device=np.full(inst.n_ops, d, dtype=np.int64), start=start, makespan=float(total[d]))
+    return np.full(inst.n_ops, d, dtype=np.int64), start
 
 
 def run_single_device(inst: PlacementInstance, ctx: RunContext) -> Outcome:

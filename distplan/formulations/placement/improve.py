@@ -78,6 +78,7 @@ class SearchProblem:
 
     def __init__(self, inst: PlacementInstance, tail_order: bool = True, sink_fill: bool = False):
         self.inst = inst
+        self.accepted = inst.accepted_memory().tolist()  # bytes per device the evaluator accepts
         #: under independent links and the simple memory model (where memory does not
         #: depend on timing), also time each assignment by `tailsched`; the better wins
         self.tail_order = tail_order and inst.communication == "independent" and inst.memory_model == "simple" and inst.n_devices > 1
@@ -111,7 +112,7 @@ class SearchProblem:
         that schedule with its sinks moved into idle gaps (`sinkfill`) when that ends first
         (None when memory does not fit)."""
         inst = self.inst
-        if self.simple and np.any(np.bincount(device, weights=self.need, minlength=inst.n_devices) > inst.device_memory * (1 + 1e-12)):
+        if self.simple and np.any(np.bincount(device, weights=self.need, minlength=inst.n_devices) > inst.accepted_memory()):
             return None
         try:
             found = list_schedule(inst, assignment=device, topo=self.topo, static=self.static)
@@ -191,13 +192,12 @@ def critical_links(prob: SearchProblem, s: Schedule, rng: np.random.Generator) -
 
 def _destinations(prob: SearchProblem, device: np.ndarray, busy: np.ndarray, used: np.ndarray, ops: np.ndarray, avoid: int) -> list[int]:
     """Devices other than ``avoid`` that hold ``ops`` (simple memory), least busy first."""
-    inst = prob.inst
     need = float(prob.need[ops].sum())
     out = []
     for d in np.argsort(busy, kind="stable").tolist():
         if d == avoid:
             continue
-        if prob.simple and used[d] + need > inst.device_memory[d] * (1 + 1e-12):
+        if prob.simple and used[d] + need > prob.accepted[d]:
             continue
         out.append(int(d))
     return out
@@ -264,7 +264,7 @@ def candidate_moves(prob: SearchProblem, device: np.ndarray, links: list[Link], 
         if kind == "data":
             for w, d in ((v, int(device[u])), (u, int(device[v]))):
                 ops = prob.members[int(prob.groups[w])]
-                if not prob.simple or used[d] + prob.need[ops].sum() <= inst.device_memory[d] * (1 + 1e-12):
+                if not prob.simple or used[d] + prob.need[ops].sum() <= prob.accepted[d]:
                     moves.append([(ops, d)])
     return moves
 
@@ -329,7 +329,7 @@ def run_splits(prob: SearchProblem, device: np.ndarray, links: list[Link], busy:
         here = int(device[part[0]])
         ops = np.unique(np.concatenate([prob.members[int(prob.groups[w])] for w in part]))
         ops = ops[device[ops] == here]
-        if ops.size and (not prob.simple or used[d] + prob.need[ops].sum() <= prob.inst.device_memory[d] * (1 + 1e-12)):
+        if ops.size and (not prob.simple or used[d] + prob.need[ops].sum() <= prob.accepted[d]):
             moves.append([(ops, d)])
 
     for k, run in enumerate(runs):

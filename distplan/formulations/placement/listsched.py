@@ -143,7 +143,7 @@ def _list_schedule(
     fixed = [-1] * n if assignment is None else assignment.tolist()
     forced_mode = assignment is not None
     cap = inst.device_memory.astype(float).tolist()
-    capx = (inst.device_memory * (1 + 1e-12)).tolist()
+    capx = inst.accepted_memory().tolist()
     used = [0.0] * nd
     liveness = inst.memory_model == "liveness"
     loose = memory_never_binds(inst, assignment)

@@ -792,7 +792,7 @@ def joined_bound(
         break a memory row of `JOINED_MILP` (each part's schedule checks only its own ops,
         and a horizon from a plan outside the MILP's feasible set could cut off its optimum)."""
         dev = np.asarray(dev, dtype=np.int64)[lead][inverse]
-        if np.any(np.bincount(dev, weights=charged, minlength=target.n_devices) > target.device_memory):
+        if np.any(np.bincount(dev, weights=charged, minlength=target.n_devices) > target.device_memory):  # (the bare capacity: inside the rows, which allow `accepted_memory`)
             return None
         start = np.zeros(target.n_ops)
         total = 0.0

@@ -3,8 +3,9 @@
 Take a path P = (v_1, ..., v_k) of the graph. In any plan, cutting P where consecutive ops
 sit on different devices splits it into maximal segments, each on one device; that device
 then holds the whole colocation group of every op of the segment, so the groups' memory
-must fit its capacity. Every cut between v_i and v_{i+1} delays v_{i+1} by at least the
-smallest delay of an edge v_i -> v_{i+1} over device pairs, so
+must fit what the evaluator accepts of its capacity (`PlacementInstance.accepted_memory`,
+not the bare capacity: review rev16 D1). Every cut between v_i and v_{i+1} delays v_{i+1}
+by at least the smallest delay of an edge v_i -> v_{i+1} over device pairs, so
 
     makespan >= sum_i p_min(v_i) + min over partitions of P into segments whose groups'
                 memory fits the largest device, of the delays at the cuts.
@@ -57,7 +58,8 @@ def longest_path_through(inst: PlacementInstance, p: np.ndarray, v: int, r: np.n
 def cheapest_cuts(path: list[int], group: np.ndarray, gmem: np.ndarray, cap: float, cut_cost: np.ndarray) -> float:
     """Least total ``cut_cost[i]`` (cut between path[i] and path[i + 1]) over partitions of
     ``path`` into segments whose colocation groups' memory (``gmem`` per group) is at most
-    ``cap``; inf when some op alone does not fit."""
+    ``cap`` (bytes: the evaluator's accepting limit, `PlacementInstance.accepted_memory`, for
+    a bound); inf when some op alone does not fit."""
     k = len(path)
     if k == 0:
         return 0.0
@@ -110,7 +112,7 @@ def path_cut_bound(inst: PlacementInstance, paths: int = 8, deadline: float | No
     group = inst.colocation_groups()
     mem = charged_memory(inst)
     gmem = np.bincount(group, weights=mem)
-    cap = float(inst.device_memory.max())
+    cap = float(inst.accepted_memory().max())  # what the evaluator accepts, not the bare capacity
     if gmem.sum() <= cap:
         return None
     best: tuple[float, float] | None = None

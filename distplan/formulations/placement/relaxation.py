@@ -268,10 +268,12 @@ def charged_memory(inst: PlacementInstance) -> np.ndarray:
 
 
 def memory_capacity(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
-    """Sum of the ops' `charged_memory` per device <= its capacity (bytes)."""
+    """Sum of the ops' `charged_memory` per device <= what the evaluator accepts of its
+    capacity (bytes, `PlacementInstance.accepted_memory`): the rows keep every plan the
+    evaluator accepts, so the relaxation's and the MILP's bounds hold for them all."""
     mem = charged_memory(inst)
     if np.any(mem > 0):
-        model.add_constraints("memory", (mem[:, None] * model["assign"]).sum(axis=0) <= inst.device_memory)
+        model.add_constraints("memory", (mem[:, None] * model["assign"]).sum(axis=0) <= inst.accepted_memory())
 
 
 def load_rows(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:

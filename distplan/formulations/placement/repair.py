@@ -52,7 +52,7 @@ def _objective(inst: PlacementInstance, device: np.ndarray, rank: np.ndarray) ->
     except InputError:  # an order that contradicts the graph (never for a topological rank)
         return float("inf"), float("inf"), np.zeros(inst.n_ops), np.full(inst.n_devices, np.inf)
     peaks = memory_peaks(inst, device, start)
-    excess = float(np.maximum(peaks - inst.device_memory, 0.0).sum())
+    excess = float(np.maximum(peaks - inst.accepted_memory(), 0.0).sum())  # what the evaluator refuses
     makespan = float((start + inst.time[np.arange(inst.n_ops), device]).max()) if inst.n_ops else 0.0
     return excess, makespan, start, peaks
 
@@ -128,7 +128,7 @@ def repaired_schedule(
         trial_device, trial_rank = device, rank
         if nd > 1 and rng.random() < 0.5:
             if excess > 0.0:  # a group on a device over its capacity
-                over = np.flatnonzero(peaks > inst.device_memory)
+                over = np.flatnonzero(peaks > inst.accepted_memory())
                 pool = np.flatnonzero(np.isin(device, over)) if over.size else np.arange(n)
             else:
                 pool = np.arange(n)
