@@ -9,7 +9,9 @@ an exact MILP (no approximation of 1/B):
               instance rows on B
 
 Menus come from the instance (``bandwidth_options``, then the MILP optimum is the
-instance optimum and its dual bound is reported) or, for dimensions without one, from
+instance optimum and its dual bound is reported: its rows and bounds are then widened to
+what the evaluator accepts, `accepted_rows`, and a plan the evaluator rejects is solved
+again with the exact rows, the widened program's bound kept) or, for dimensions without one, from
 the ``step`` parameter (multiples of ``step`` GB/s within the bounds; default 12.5 GB/s,
 one 100 Gb/s lane): a restriction of the continuous problem, so no instance bound.
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -26,15 +28,18 @@ import numpy as np
 from distplan.errors import InfeasibleError, InputError, NoSolutionError
 from distplan.formulations.bandwidth.blocks import max_bandwidths
 from distplan.formulations.bandwidth.convex import check_bounded, emit_warnings
-from distplan.formulations.bandwidth.data import Program, bandwidth_scale, prepare
+from distplan.formulations.bandwidth.data import Program, Row, bandwidth_scale, prepare
 from distplan.formulations.bandwidth.diagnose import no_solution, raise_if_starved
 from distplan.formulations.bandwidth.outer import run_libra_perf_lp
-from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block, solver_rows
+from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block, scale_rows, solver_rows
+from distplan.formulations.bandwidth.safe import accepted_box, accepted_excess
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.bandwidth_eval import evaluate
 from distplan.models.bandwidth_instance import BandwidthInstance
+from distplan.models.bandwidth_plan import BandwidthPlan
+from distplan.models.bandwidth_records import GB, TOLERANCE
 from distplan.solvers.result import Termination
 
 
@@ -46,7 +51,10 @@ def menus(ctx: RunContext, prog: Program, step: float, max_options: int) -> list
     for k in range(prog.num_dims):
         given = prog.options[k]
         if given is not None:
-            vals = given[(given >= prog.lb[k] * (1 - 1e-12)) & (given <= prog.ub[k] * (1 + 1e-12))]
+            # every option of a plan the evaluator accepts: within the bounds widened by
+            # its tolerance (`accepted_bounds`)
+            low, high = accepted_bounds(prog)
+            vals = given[(given >= low[k] * (1 - 1e-12)) & (given <= high[k] * (1 + 1e-12))]
         else:
             hi = prog.ub[k] if np.isfinite(prog.ub[k]) else top.get(k, np.inf)
             if not np.isfinite(hi):
@@ -87,6 +95,31 @@ def menus(ctx: RunContext, prog: Program, step: float, max_options: int) -> list
     return out
 
 
+def accepted_bounds(prog: Program) -> tuple[np.ndarray, np.ndarray]:
+    """Per dimension the least and the most bandwidth (GB/s) of a plan the evaluator
+    accepts: ``min_bandwidth`` and ``max_bandwidth`` widened by its tolerance
+    (`safe.accepted_box`; ``TOLERANCE`` of ``max_bandwidth``, at least 1 byte/s)."""
+    ub = np.asarray(prog.ub, dtype=float)
+    return accepted_box(prog), ub + TOLERANCE * np.maximum(ub, 1.0 / GB)
+
+
+def accepted_rows(prog: Program) -> tuple[Row, ...]:
+    """The instance's rows widened by the most a plan the evaluator accepts exceeds each
+    (`safe.accepted_excess`; an ``==`` row becomes a ``<=`` and a ``>=`` row), so that a
+    program over them holds every such plan and its bound holds for all of them (with
+    the exact rows, SCIP's optimum over menus was 0.31% above a plan the evaluator
+    accepts, 500.0000003 GB/s against a total of 500, which HiGHS and CBC returned:
+    review rev16 D5). Rows widened to infinity are left out."""
+    out: list[Row] = []
+    for r, e in zip(prog.rows, accepted_excess(prog), strict=True):
+        two = r.sense == "=="
+        if r.sense in ("<=", "==") and np.isfinite(r.rhs + e):
+            out.append(replace(r, sense="<=", rhs=r.rhs + e, path=r.path + " (<=)" if two else r.path))
+        if r.sense in (">=", "==") and np.isfinite(r.rhs - e):
+            out.append(replace(r, sense=">=", rhs=r.rhs - e, path=r.path + " (>=)" if two else r.path))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class MenuIndex(BandwidthIndex):
     """Link-speed menus: option j of dimension ``owner[j]`` has ``speeds[j]`` GB/s; ``t_unit``
@@ -103,12 +136,18 @@ class MenuIndex(BandwidthIndex):
 
 
 def prepare_menus(prog: Program, params: Mapping[str, Any]) -> MenuIndex:
-    """``menus``: per dimension the allowed bandwidths (GB/s)."""
+    """``menus``: per dimension the allowed bandwidths (GB/s); ``accepted``: bounds and
+    rows widened to what the evaluator accepts (`accepted_bounds`, `accepted_rows`)."""
     menu = params["menus"]
     sizes = np.array([m.size for m in menu])
     owner = np.repeat(np.arange(prog.num_dims), sizes)
     sigma = bandwidth_scale(prog)
-    return MenuIndex(prog.lb / sigma, prog.ub / sigma, solver_rows(prog, sigma), sizes, owner, np.concatenate(menu), 1.0 / (1e3 * sigma), sigma)
+    if params.get("accepted", False):
+        low, high = accepted_bounds(prog)
+        rows = scale_rows(accepted_rows(prog), sigma)
+    else:
+        low, high, rows = prog.lb, prog.ub, solver_rows(prog, sigma)
+    return MenuIndex(low / sigma, high / sigma, rows, sizes, owner, np.concatenate(menu), 1.0 / (1e3 * sigma), sigma)
 
 
 def menu_choice(model: Model, prog: Program, index: MenuIndex) -> None:
@@ -155,9 +194,11 @@ def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
     exact = all(o is not None for o in prog.options)
     t0 = time.perf_counter()
     menu = menus(ctx, prog, step, max_options)
-    model, index = DISCRETE.build(prog, {"menus": menu}, name="libra_discrete")
-    D = prog.num_dims
-    sizes, owner, speeds = index.sizes, index.owner, index.speeds
+    # the instance's own menus: the program of every plan the evaluator accepts (its bound
+    # and an infeasibility hold for all of them); a step's menus restrict the problem and
+    # prove nothing, so their rows stay exact
+    model, index = DISCRETE.build(prog, {"menus": menu, "accepted": exact}, name="libra_discrete")
+    sizes = index.sizes
     build = time.perf_counter() - t0
     result = ctx.solve_model(model, build_seconds=build)
     if not result.has_solution:
@@ -171,11 +212,17 @@ def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
                 raise InfeasibleError(text, details={"options_per_dimension": sizes.tolist()})
             raise NoSolutionError(text, details={"options_per_dimension": sizes.tolist()})
         return Outcome(plan=None, solver_results=list(ctx.solver_results))
-    choice = np.asarray(result.values_by_block["choice"], dtype=float)
-    # the plan is always the options picked (the continuous B only mirrors them, to the
-    # solver's tolerance); the evaluator then holds them to the rows
-    Bv = np.array([speeds[np.flatnonzero(owner == d)][np.argmax(choice[owner == d])] for d in range(D)])
-    if not evaluate(inst, prog.to_plan(Bv, "time")).feasible:
+    Bv = picked(result, index)
+    proof = result
+    if exact and not evaluate(inst, menu_plan(prog, Bv)).feasible:
+        # the widened rows' plan is beyond what the evaluator accepts (they allow its
+        # tolerance at the most a row's terms can reach): solved again with the exact
+        # rows, whose plan decides; the bound stays the widened program's
+        exact_model, exact_index = DISCRETE.build(prog, {"menus": menu}, name="libra_discrete")
+        again = ctx.solve_model(exact_model)
+        if again.has_solution:
+            result, Bv = again, picked(again, exact_index)
+    if not evaluate(inst, menu_plan(prog, Bv)).feasible:
         raise_if_starved(prog, "libra_discrete")
         return Outcome(plan=None, solver_results=list(ctx.solver_results), termination=Termination.NUMERICAL,
                        info={"no_plan": f"libra_discrete: the options the solver picked ({result.termination.value}) miss the constraints "
@@ -187,12 +234,12 @@ def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
         "step_gbps": None if exact else step,
         "warnings": list(prog.warnings),
     }
-    if result.bound is not None:
-        info["menu_problem_bound_seconds"] = prog.compute_seconds + result.bound
+    if proof.bound is not None:
+        info["menu_problem_bound_seconds"] = prog.compute_seconds + proof.bound
         if exact:
             # the menus are the instance's: the MILP's dual bound (with the backend's margin
-            # for its tolerances) bounds the instance
-            bounds.append(Bound(prog.compute_seconds + result.bound, f"libra_discrete MILP dual bound ({result.backend})", grade="solver"))
+            # for its tolerances) over the rows the evaluator accepts bounds the instance
+            bounds.append(Bound(prog.compute_seconds + proof.bound, f"libra_discrete MILP dual bound ({proof.backend})", grade="solver"))
     if not exact:
         # menus from ``step`` restrict the continuous problem: its least time bounds every
         # plan, menu or not; proven exactly at the tangent-cut LPs' allocation
@@ -202,10 +249,29 @@ def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
         bounds.extend(Bound(b.value, "libra_discrete continuous relaxation: " + b.source, grade=b.grade) for b in cont.bounds)
     claimed = prog.compute_seconds + result.objective if (exact and result.objective is not None) else None
     return Outcome(
-        plan=prog.to_plan(Bv, "time"),
+        plan=menu_plan(prog, Bv),
         bounds=bounds,
         solver_results=list(ctx.solver_results),
         claimed_objective=claimed,
-        proven_optimal=exact and result.termination.value == "optimal",
+        proven_optimal=exact and result is proof and result.termination.value == "optimal",
         info=info,
     )
+
+
+def picked(result: Any, index: MenuIndex) -> np.ndarray:
+    """The options (GB/s) the solver picked, one per dimension: the plan is always the
+    options themselves (the continuous B only mirrors them, to the solver's tolerance);
+    the evaluator then holds them to the rows."""
+    choice = np.asarray(result.values_by_block["choice"], dtype=float)
+    owner, speeds = index.owner, index.speeds
+    return np.array([speeds[np.flatnonzero(owner == d)][np.argmax(choice[owner == d])] for d in range(index.sizes.size)])
+
+
+def menu_plan(prog: Program, Bv: np.ndarray) -> BandwidthPlan:
+    """The plan of options ``Bv`` (GB/s): `Program.to_plan`, except that an instance
+    option within the evaluator's tolerance outside the dimension's bounds stays itself
+    (clipped, it would be no option at all)."""
+    plan = prog.to_plan(Bv, "time")
+    if all(o is not None for o in prog.options):
+        plan = BandwidthPlan(bandwidth={n: float(v) * GB for n, v in zip(prog.dims, Bv, strict=True)}, objective="time")
+    return plan
