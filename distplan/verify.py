@@ -317,6 +317,10 @@ def _stated(formulation: str, source: str) -> Any:
     for names, pattern, limit in STATED_CONVERSIONS:
         if (names is None or formulation in names) and re.search(pattern, source):
             return limit
+    # a formulation declared from blocks reports its call's own bound as "<name> dual bound
+    # (<backend>)" (`registry.from_blocks`)
+    if re.fullmatch(re.escape(formulation) + r" dual bound \([^,()]*\)", source):
+        return _identity_limit
     return False
 
 
@@ -347,7 +351,7 @@ def _check_linked_bound(doc: dict[str, Any], k: int, entry: dict[str, Any], inde
     "safe" only when the call's bound is."""
     problems: list[tuple[str, str]] = []
     value, bound = entry.get("value"), call.get("bound")
-    extra = call.get("extra") if isinstance(call.get("extra"), dict) else {}
+    extra: dict[str, Any] = call["extra"] if isinstance(call.get("extra"), dict) else {}
     conversion = extra.get(BOUND_CONVERSION, {"scale": 1.0, "offset": 0.0})
     scale = conversion.get("scale") if isinstance(conversion, dict) else None
     offset = conversion.get("offset", 0.0) if isinstance(conversion, dict) else None
@@ -475,7 +479,10 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
         if entry.get("kind") is not None and entry.get("kind") not in BOUND_KINDS:
             problems.append((f"bounds[{k}].kind", f"{entry.get('kind')!r} is not one of {', '.join(BOUND_KINDS)}"))
         if entry.get("solver_call") is not None:  # checked against the call: check_solver_calls
-            if value is not None:
+            known = bound_source(formulation, source)
+            if known is None or known.kind != "solver":
+                problems.append((f"bounds[{k}].source", f"{source!r} names solver call {entry.get('solver_call')!r} but is no solver call's bound {formulation} reports"))
+            elif value is not None:
                 supported.append(value)
             continue
         recomputed = solver_free_match(source, formulation, free)
@@ -489,7 +496,7 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
             continue
         known = bound_source(formulation, source)
         if known is None:
-            if value is not None and finite_bound and value >= bound:
+            if value is not None and isinstance(bound, int | float) and finite_bound and value >= bound:
                 problems.append((f"bounds[{k}].source", f"{source!r} is no bound {formulation} reports (nor a solver-free bound of the instance): the result's bound {bound!r} rests on a source verify does not know"))
             else:
                 notes.append(f"bounds[{k}] ({source!r}): a source verify does not know; the result's bound does not rest on it")

@@ -159,6 +159,19 @@ def test_a_raised_bound_with_its_conversion_edited_breaks_the_stated_one(alpa: t
     assert check_result(bad, inst) == []
 
 
+def test_a_fabricated_entry_linked_to_a_real_call_is_rejected(alpa: tuple[Doc, Any]) -> None:
+    """Linking a made-up source to a call would escape the stated conversion (keyed on the
+    source): a linked bound must be one of the formulation's solver bounds."""
+    doc, inst = alpa
+    bad = copy.deepcopy(doc)
+    _optimal(bad)
+    bad["bound_grade"] = "solver"
+    bad["bounds"].append({"value": bad["objective"], "source": "my proof", "grade": "solver", "kind": "solver", "solver_call": doc["bounds"][0]["solver_call"]})
+    call = bad["solver_results"][doc["bounds"][0]["solver_call"]]
+    call["extra"][BOUND_CONVERSION]["scale"] *= 2
+    assert f"bounds[{len(bad['bounds']) - 1}].source" in _fields(check_result(bad, inst))
+
+
 def test_old_honest_results_verify_with_a_note_unless_optimal_needs_the_unlinked_bound(topo: tuple[Doc, Any], alpa: tuple[Doc, Any]) -> None:
     doc, inst = topo
     old = copy.deepcopy(doc)
