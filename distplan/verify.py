@@ -482,8 +482,11 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
             known = bound_source(formulation, source)
             if known is None or known.kind != "solver":
                 problems.append((f"bounds[{k}].source", f"{source!r} names solver call {entry.get('solver_call')!r} but is no solver call's bound {formulation} reports"))
-            elif value is not None:
-                supported.append(value)
+            else:
+                if value is not None:
+                    supported.append(value)
+                if _stated(formulation, source) is False:
+                    notes.append(f"{source!r}: checked against the conversion its solver call's record keeps (recorded at solve time); {formulation} states none verify knows")
             continue
         recomputed = solver_free_match(source, formulation, free)
         if recomputed is not None:

@@ -260,3 +260,13 @@ def test_cli_exits_1_on_the_reviewers_fabricated_bound(topo: tuple[Doc, Any], tm
     write_json(bad, path)
     assert cli_main(["verify", str(path)]) == 1
     assert "my proof" in capsys.readouterr().out
+
+
+def test_a_linked_bound_without_a_stated_conversion_is_noted(topo: tuple[Doc, Any]) -> None:
+    from distplan.verify import check_bounds
+
+    _, inst = topo
+    doc = {"formulation": "some_milp", "bound": 1.0, "bound_grade": "solver", "bounds": [{"value": 1.0, "source": "some_milp MILP dual bound (highs, scaled)", "grade": "solver", "kind": "solver", "solver_call": 0}]}
+    notes: list[str] = []
+    assert check_bounds(doc, inst, notes) == []
+    assert any("states none verify knows" in n for n in notes)
