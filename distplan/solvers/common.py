@@ -39,7 +39,18 @@ MILP_FEASIBILITY_TOLERANCE = 1e-6
 LP_FEASIBILITY_TOLERANCE = 1e-7
 
 
-def solver_bound_margin(arrays: ModelArrays, bound: float) -> float:
+#: Relative precision of the values a solver hands back, hence of ``c @ x`` of them, which is
+#: the bound of a solve that reports no dual bound of its own (an LP, or a completed CBC
+#: search: `finish_result`, `pulp_backend.completed_search_bound`): CBC's primal and dual
+#: feasibility tolerances (1e-7 by default) apply to its scaled rows and columns, so a value
+#: is settled only to about 1e-7 of its magnitude, and CBC's solution file prints 8
+#: significant digits (5e-8 of each value). Review rev16 D4: m-SCT's LP on CBC read
+#: w = 42579.16 for an optimum of 42579.159898 (1.4e-9 above it, more than the 1e-9 of the
+#: bound below), and the run crashed on the bound above the plan's makespan.
+VALUE_PRECISION = 1e-7
+
+
+def solver_bound_margin(arrays: ModelArrays, bound: float, values: np.ndarray | None = None) -> float:
     """How far below a solver's dual bound the reported bound is put (``"solver"`` grade:
     valid within the solver's tolerances; the margin is recorded in the result).
 
@@ -48,11 +59,19 @@ def solver_bound_margin(arrays: ModelArrays, bound: float) -> float:
     the value for the rounding of the objective's accumulation. E.g. a makespan objective
     (one cost of 1, seconds) loses 1e-6 s. (Charging every coordinate, ``eps * ||c||_1``,
     cost 3e-4 of the objective on Alpa's ILP for GPT-3 on 64 GPUs: more than the gap the
-    solver was asked to close.) A bound valid in exact arithmetic is `safe_bound`'s job.
+    solver was asked to close.) With the solver's point ``values``, add the precision of
+    ``c @ x`` of them, `VALUE_PRECISION` x sum_j |c_j x_j| (1e-7 of a makespan objective):
+    a bound taken from the point is known no better than its values. A bound valid in
+    exact arithmetic is `safe_bound`'s job.
     """
     eps = MILP_FEASIBILITY_TOLERANCE if arrays.is_mip else LP_FEASIBILITY_TOLERANCE
     largest = float(np.abs(arrays.c).max()) if arrays.c.size else 0.0
-    return eps * largest + 1e-9 * abs(bound)
+    margin = eps * largest + 1e-9 * abs(bound)
+    if values is not None and np.shape(values) == (arrays.num_vars,) and arrays.c.size:
+        weighted = float(np.abs(arrays.c) @ np.abs(np.asarray(values, dtype=float)))
+        if math.isfinite(weighted):
+            margin += VALUE_PRECISION * weighted
+    return margin
 
 
 def fill_unmentioned(values: np.ndarray, arrays: ModelArrays) -> np.ndarray:
@@ -124,7 +143,7 @@ def finish_result(
     if termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED, Termination.UNBOUNDED):
         bound = None
     extra = dict(extra or {})
-    bound = with_margin(arrays, bound, extra)
+    bound = with_margin(arrays, bound, extra, values)
     return SolverResult(
         bound_grade="solver" if bound is not None else None,
         backend=backend,
@@ -145,12 +164,13 @@ def finish_result(
     )
 
 
-def with_margin(arrays: ModelArrays, bound: float | None, extra: dict[str, Any]) -> float | None:
-    """The solver's bound (original sense) moved by `solver_bound_margin` to the safe side;
-    the margin is recorded in ``extra["bound_margin"]``."""
+def with_margin(arrays: ModelArrays, bound: float | None, extra: dict[str, Any], values: np.ndarray | None = None) -> float | None:
+    """The solver's bound (original sense) moved by `solver_bound_margin` (with the solver's
+    point ``values``, when it has one) to the safe side; the margin is recorded in
+    ``extra["bound_margin"]``."""
     if bound is None:
         return None
-    margin = solver_bound_margin(arrays, bound)
+    margin = solver_bound_margin(arrays, bound, values)
     extra["bound_margin"] = margin
     return bound - margin if arrays.sense != "max" else bound + margin
 
