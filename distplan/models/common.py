@@ -188,7 +188,9 @@ def write_json(data: Any, path: str | Path) -> None:
 
 
 def instance_from_dict(data: Mapping[str, Any]) -> Any:
-    """Build an instance of the kind named in the document (validating it)."""
+    """Build an instance of the kind named in the document (validating it). A field its
+    kind's schema (``distplan/schema/``) does not list is an `InputError` naming its path
+    and the closest known field."""
     if not isinstance(data, Mapping):
         raise InputError("", "an instance must be a JSON object", 'start with {"format": "distplan/1", "kind": ...}')
     fmt = data.get("format")
@@ -197,7 +199,13 @@ def instance_from_dict(data: Mapping[str, Any]) -> Any:
     kind = data.get("kind")
     if not isinstance(kind, str):
         raise InputError("kind", "missing", f"add \"kind\": one of {', '.join(known_kinds())}")
-    return kind_spec(kind).from_dict(data)
+    spec = kind_spec(kind)
+    from distplan.models.schema import check_known_fields
+
+    # the loaders skip fields they do not read: a misspelled one (every op's "memroy") read
+    # as absent, 0 bytes (review rev16 D4); the schema lists every field of every object
+    check_known_fields(data)
+    return spec.from_dict(data)
 
 
 # -- small validation helpers shared by every kind -----------------------------------------

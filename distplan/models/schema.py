@@ -11,8 +11,10 @@ vs 1.03 s per validation; `python benchmarks/bench_schema.py`).
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
+from collections.abc import Mapping
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -104,9 +106,62 @@ def _object_errors(value: dict[str, Any], schema: dict[str, Any], path: str) -> 
         elif isinstance(extra, dict):
             errs.extend(schema_errors(sub, extra, child))
         elif extra is False:
-            allowed = ", ".join(props) or "none"
-            errs.append(f"{child}: unknown field (allowed: {allowed})")
+            errs.append(f"{child}: {unknown_field_problem(key, props)}")
     return errs
+
+
+def unknown_field_problem(key: str, known: Any) -> str:
+    """The words for a field an object does not have: the closest known name (difflib), and
+    the known ones ("unknown field, did you mean 'memory'? (known: name, time, ...)")."""
+    names = [str(k) for k in known]
+    close = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
+    guess = f", did you mean {close[0]!r}?" if close else ""
+    return f"unknown field{guess} (known: {', '.join(names) or 'none'})"
+
+
+def unknown_field_error(value: Any, schema: dict[str, Any], path: str = "") -> InputError | None:
+    """The first field of ``value`` that an object of ``schema`` closed by
+    ``"additionalProperties": false`` does not list, as an `InputError` naming its path,
+    or None. A walk over the objects and arrays only (no other keyword is checked), cheap
+    enough for every load: the loaders ignore fields they do not read, so without it a
+    misspelled field (``memroy``) read as absent (review rev16 D4). Branches of ``oneOf``
+    are not entered (the schemas close no object inside one)."""
+    if isinstance(value, Mapping):
+        props = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        if props is None and not isinstance(extra, dict):
+            return None
+        props = props or {}
+        for key, sub in value.items():
+            child = f"{path}.{key}" if path else str(key)
+            if key in props:
+                found = unknown_field_error(sub, props[key], child)
+            elif isinstance(extra, dict):
+                found = unknown_field_error(sub, extra, child)
+            elif extra is False:
+                return InputError(child, unknown_field_problem(key, props), "correct or remove the field; see distplan/schema/ for the format")
+            else:
+                found = None
+            if found is not None:
+                return found
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        items = schema["items"]
+        for k, item in enumerate(value):
+            found = unknown_field_error(item, items, f"{path}[{k}]")
+            if found is not None:
+                return found
+    return None
+
+
+def check_known_fields(doc: Any) -> None:
+    """Raise an `InputError` at the first field the schema of the document's kind does not
+    know (see `unknown_field_error`); a document of no known kind is left to the loader."""
+    kind = doc.get("kind") if isinstance(doc, Mapping) else None
+    if not isinstance(kind, str) or kind not in KINDS:
+        return
+    found = unknown_field_error(doc, schema_for(kind))
+    if found is not None:
+        raise found
 
 
 def _array_errors(value: list[Any], schema: dict[str, Any], path: str) -> list[str]:
@@ -166,6 +221,9 @@ def validate_document(doc: Any) -> None:
     kind = doc.get("kind") if isinstance(doc, dict) else None
     errs = schema_errors(doc, schema_for(None))
     if not errs and kind is not None:
+        # an unknown field first, as the loaders report it: a misspelled required field
+        # ("tiem") is named as such, not only as "time: missing"
+        check_known_fields(doc)
         errs = schema_errors(doc, schema_for(kind))
     if errs:
         first = errs[0]
