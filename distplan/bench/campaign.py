@@ -27,6 +27,11 @@ instead of once per backend), ``fold``, and ``solver_options`` (a table per back
 of raw options). A formulation table may also override ``time_limit``, ``grace`` and
 ``memory_limit`` for its runs and carry a ``label``.
 
+Sizes are bounded: at most `MAX_REPETITIONS` repetitions, `MAX_GRID` grid points per
+generator entry and `MAX_RUNS` runs in all, checked before any run is built (a campaign of
+``repetitions = 1000000000`` was killed for memory by ``bench run --dry-run``, review rev16
+D6).
+
 Every run gets a stable key: a hash of the instance's content hash (the document without
 ``name`` and ``meta``), the formulation and its parameters, the backend, the options that
 influence the result (all but ``grace``), the seed and the repetition number. Re-running
@@ -53,6 +58,13 @@ from distplan.models.common import import_object, instance_digest, instance_from
 from distplan.solvers.base import Backend, BackendError, get_backend
 
 from .store import canonical_json
+
+#: the most repetitions of a run (each is a separate run with its own key)
+MAX_REPETITIONS = 10_000
+#: the most runs a campaign expands to (each is a spec in memory and a process when run)
+MAX_RUNS = 100_000
+#: the most grid points (instances) of one generator entry
+MAX_GRID = 10_000
 
 TOP_LEVEL_KEYS = (
     "name",
@@ -141,22 +153,31 @@ class Campaign:
             backends.append(be)
         versions = {be.name: be.version() for be in backends}
         used_entries: set[int] = set()
-        specs: list[dict[str, Any]] = []
+        cells: list[tuple[InstanceEntry, FormulationEntry, Formulation, list[Backend]]] = []
         for inst in self.instances:
             for k, entry in enumerate(self.formulations):
                 form = _formulation_for(entry, inst.kind, k)
                 if form is None:
                     continue
                 used_entries.add(k)
-                chosen = self._backends_for(form, backends)
-                for be in chosen:
-                    for seed in self.seeds:
-                        for rep in range(self.repetitions):
-                            specs.append(self._spec(inst, entry, form, be.name, versions.get(be.name) or get_backend(be.name).version(), seed, rep))
+                cells.append((inst, entry, form, self._backends_for(form, backends)))
         unused = [self.formulations[k].label for k in range(len(self.formulations)) if k not in used_entries]
         if unused and self.instances:
             kinds = sorted({i.kind for i in self.instances})
             raise InputError("formulations", f"{', '.join(unused)} exist for none of the campaign's instance kinds ({', '.join(kinds)})", "list formulations with `distplan list formulations`")
+        total = sum(len(chosen) for *_, chosen in cells) * len(self.seeds) * self.repetitions
+        if total > MAX_RUNS:  # counted before any spec is built
+            raise InputError(
+                "campaign",
+                f"expands to {total:,} runs ({len(self.instances)} instance(s), {len(self.seeds)} seed(s), {self.repetitions} repetition(s)), more than the largest taken, {MAX_RUNS:,}",
+                "use fewer repetitions, seeds, instances, formulations or backends, or split the campaign",
+            )
+        specs: list[dict[str, Any]] = []
+        for inst, entry, form, chosen in cells:
+            for be in chosen:
+                for seed in self.seeds:
+                    for rep in range(self.repetitions):
+                        specs.append(self._spec(inst, entry, form, be.name, versions.get(be.name) or get_backend(be.name).version(), seed, rep))
         return specs
 
     def _backends_for(self, form: Formulation, backends: list[Backend]) -> list[Backend]:
@@ -274,7 +295,7 @@ def parse_campaign(data: Mapping[str, Any], base: Path | None = None, source: st
     if not isinstance(seeds_raw, list) or not seeds_raw:
         raise InputError("seeds", f"expected a non-empty list of integers, got {seeds_raw!r}", "write e.g. seeds = [0, 1, 2]")
     seeds = [_int(s, f"seeds[{k}]", minimum=0) for k, s in enumerate(seeds_raw)]
-    repetitions = _int(data.get("repetitions", 1), "repetitions", minimum=1)
+    repetitions = _int(data.get("repetitions", 1), "repetitions", minimum=1, maximum=MAX_REPETITIONS)
     formulations = _formulations(data.get("formulations"))
     backends_raw = data.get("backends", ["highs"])
     if not isinstance(backends_raw, list) or not backends_raw or not all(isinstance(b, str) for b in backends_raw):
@@ -434,6 +455,9 @@ def _from_generator(item: Mapping[str, Any], path: str) -> list[tuple[str, dict[
         raise InputError(f"{path}.generator", f"unknown generator {gen_name!r}", f"use one of: {', '.join(GENERATORS)} or module:function")
     keys = [k for k in item if k != "generator"]
     axes = [item[k] if isinstance(item[k], list) else [item[k]] for k in keys]
+    points = math.prod(len(axis) for axis in axes)
+    if points > MAX_GRID:
+        raise InputError(path, f"the grid of generator {gen_name!r} has {points:,} points, more than the largest taken, {MAX_GRID:,}", "give fewer values per parameter")
     varying = [k for k, axis in zip(keys, axes) if len(axis) > 1]
     out = []
     for combo in itertools.product(*axes):
@@ -509,9 +533,11 @@ def _check_solver_options(backend_name: str, table: Mapping[str, Any]) -> None:
         raise InputError(f"solver_options.{backend_name}.{exc.path.removeprefix('solver_options.')}", exc.problem, exc.fix) from None
 
 
-def _int(value: Any, path: str, minimum: int = 0) -> int:
+def _int(value: Any, path: str, minimum: int = 0, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InputError(path, f"expected an integer >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise InputError(path, f"{value} is more than the largest taken, {maximum:,}", "give a smaller number")
     return int(value)
 
 

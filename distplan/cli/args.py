@@ -16,7 +16,7 @@ import argparse
 import errno
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +54,22 @@ def _real(text: str, *, positive: bool) -> float:
 def positive_int(text: str) -> int:
     """argparse type: a whole number >= 1 (counts, sizes, repeats)."""
     return _integer(text, 1)
+
+
+def positive_int_at_most(maximum: int) -> Callable[[str], int]:
+    """argparse type: a whole number from 1 to ``maximum`` (sizes a command builds: the
+    largest is documented in the option's help). ``--ops 1000000000`` was taken and the
+    generator was killed for memory (review rev16 D6); now argparse says
+    ``argument --ops: 1000000000 is more than the largest taken, 1000000`` (exit 2)."""
+
+    def parse(text: str) -> int:
+        value = _integer(text, 1)
+        if value > maximum:
+            raise argparse.ArgumentTypeError(f"{text} is more than the largest taken, {maximum}")
+        return value
+
+    parse.__name__ = f"positive_int_at_most_{maximum}"
+    return parse
 
 
 def nonneg_int(text: str) -> int:
@@ -180,10 +196,20 @@ def _belongs(filename: Any, out: Output, path: Path) -> bool:
 @contextmanager
 def output_errors(args: argparse.Namespace) -> Iterator[None]:
     """Turn an OSError writing one of the command's outputs into an `InputError` (exit 2)
-    naming the option and the path."""
+    naming the option and the path; and a `MemoryError` anywhere in the command (numpy's
+    ``_ArrayMemoryError`` included) into an `InputError` (exit 2) saying that the input
+    asks for more memory than the process has, not a traceback (review rev16 D6: under
+    ``ulimit -v``, ``make random --ops 1000000000`` ended in a numpy traceback)."""
     outputs = outputs_of(args)
     try:
         yield
+    except MemoryError as exc:
+        detail = f" ({exc})" if str(exc) else ""
+        raise InputError(
+            "memory",
+            f"ran out of memory{detail}: the input asks for more than this process may allocate",
+            "give smaller sizes (fewer ops, stages, layers, runs), or raise the memory limit",
+        ) from None
     except OSError as exc:
         for out, path in outputs:
             if _belongs(exc.filename, out, path) or _belongs(exc.filename2, out, path):

@@ -1,4 +1,10 @@
-"""`distplan make KIND ...`: build instances from the zoo, the catalogue and the generators."""
+"""`distplan make KIND ...`: build instances from the zoo, the catalogue and the generators.
+
+Every size is bounded (the maxima below, named in each option's help), so that a typo such
+as ``--ops 1000000000`` or ``--stages 100000`` is a named error (exit 2) before any work,
+not a process killed for memory or running for minutes (review rev16 D6). The maxima are
+far beyond real models: a Llama-3 70B training step is 80 layers and about 30k ops.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +13,30 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from distplan.cli.args import add_output, nonneg_float, nonneg_int, positive_float, positive_int
-from distplan.cli.importers import add_make_placement
+from distplan.cli.args import add_output, nonneg_float, nonneg_int, positive_float, positive_int, positive_int_at_most
+from distplan.cli.importers import add_make_placement, cmd_make_placement
 from distplan.cli.output import say_wrote, wrote_line
 from distplan.errors import InputError
-from distplan.models.common import write_json
+from distplan.instances.generators import MAX_DEVICES, MAX_OPS
+from distplan.models.common import instance_from_dict, write_json
+from distplan.models.pipeline import MAX_MICRO_BATCHES
 
 #: most axes a sharding mesh has (the schema's mesh.shape)
 MAX_MESH_AXES = 3
+#: most transformer layers (`make sharding`; the deepest real models have about 130)
+MAX_LAYERS = 4096
+#: most sequences per batch and tokens per sequence (`make sharding`, `make placement`,
+#: `make pipeline --model`): 2**20 each
+MAX_BATCH = 2**20
+MAX_SEQ = 2**20
+#: most pipeline stages, chunks per device and stages x chunks (`make pipeline`: 1024
+#: stages take 2.5 s; 100,000 ran for minutes)
+MAX_STAGES = 1024
+MAX_CHUNKS = 64
+MAX_VIRTUAL_STAGES = 4096
+#: most micro-batches of a Llama-class `make placement` graph (each copies the step's ops:
+#: 64 micro-batches of Llama-3 70B are about 430k ops)
+MAX_PLACEMENT_MICRO_BATCHES = 64
 
 
 def _floats(option: str, text: str | None, axes: int, *, positive: bool) -> tuple[float, ...] | None:
@@ -74,6 +96,7 @@ def cmd_make_sharding(args: argparse.Namespace) -> int:
         inst = preset(args.model, batch=args.batch, **kw, **extra)
     else:
         raise InputError("--model", f"unknown model {args.model!r}", f"use one of: transformer, {', '.join([*PRESETS, *_llama_models()])}")
+    instance_from_dict(inst.to_dict())  # what is written must load: --mesh 10000000 wrote a file no command read
     inst.to_json(args.output)
     say_wrote(sharding_summary(args.output, inst))
     return 0
@@ -125,8 +148,13 @@ def sharding_summary(path: str, inst: Any) -> str:
 
 
 def cmd_make_pipeline(args: argparse.Namespace) -> int:
-    from distplan.instances.pipelines import make_pipeline, pipeline_from_model
+    from distplan.instances.pipelines import SHAPES, make_pipeline, pipeline_from_model
 
+    interleaved = SHAPES.get(str(args.shape or "v").lower()) == "interleaved"
+    if interleaved and args.stages * args.chunks > MAX_VIRTUAL_STAGES:
+        raise InputError(
+            "--chunks", f"{args.stages} stages x {args.chunks} chunks are {args.stages * args.chunks} pipeline stages, more than the largest taken, {MAX_VIRTUAL_STAGES}", "give fewer stages or chunks"
+        )
     if args.model is not None:
         inst = pipeline_from_model(
             args.model,
@@ -169,25 +197,37 @@ def cmd_make_random(args: argparse.Namespace) -> int:
 
     makers: dict[str, Callable[..., Any]] = {"layered": generators.random_layered_dag, "series-parallel": generators.series_parallel, "chain": generators.chain_of_blocks}
     fn = makers[args.generator]
+    if args.generator == "chain" and args.ops * 8 > MAX_OPS:  # --ops counts blocks of 8 ops
+        raise InputError("--ops", f"{args.ops} blocks of 8 ops are {args.ops * 8} ops, more than the largest taken, {MAX_OPS}", f"give at most {MAX_OPS // 8} blocks")
     doc = fn(args.ops, n_devices=args.devices, seed=args.seed)
     write_json(doc, args.output)
     say_wrote(f"wrote {args.output}: {len(doc['graph']['ops'])} ops, {len(doc['graph']['edges'])} edges")
     return 0
 
 
+def cmd_make_placement_bounded(args: argparse.Namespace) -> int:
+    """`make placement` with its sizes in range (`importers.cmd_make_placement` builds it):
+    ``--batch 1000000000000`` wrote an instance holding 1e12 GB (review rev16 D6)."""
+    for option, value, most in (("--batch", args.batch, MAX_BATCH), ("--seq", args.seq, MAX_SEQ), ("--micro-batches", args.micro_batches, MAX_PLACEMENT_MICRO_BATCHES)):
+        if value is not None and value > most:
+            raise InputError(option, f"{value} is more than the largest taken, {most}", "give a smaller value")
+    return cmd_make_placement(args)
+
+
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     make = sub.add_parser("make", help="create an instance (placement, sharding, pipeline, random DAG)")
     kinds = make.add_subparsers(dest="make_kind", metavar="KIND", required=True)
     add_make_placement(kinds)
+    kinds.choices["placement"].set_defaults(func=cmd_make_placement_bounded)
 
     p = kinds.add_parser("sharding", help="a transformer training graph on a device mesh (Alpa/TAP sharding)")
     p.add_argument("--model", default="transformer", help="transformer (give the shape), gpt2-xl, gpt3-175b, llama3-8b or llama3-70b")
     p.add_argument("--cluster", default=None, help="catalogue cluster giving a Llama model's mesh device and links (default 8xh100-sxm-ib)")
-    p.add_argument("--layers", type=positive_int, default=None)
+    p.add_argument("--layers", type=positive_int_at_most(MAX_LAYERS), default=None, help=f"at most {MAX_LAYERS}")
     p.add_argument("--hidden", type=positive_int, default=None)
     p.add_argument("--heads", type=positive_int, default=None)
-    p.add_argument("--seq", type=positive_int, default=None)
-    p.add_argument("--batch", type=positive_int, default=8)
+    p.add_argument("--seq", type=positive_int_at_most(MAX_SEQ), default=None, help=f"at most {MAX_SEQ}")
+    p.add_argument("--batch", type=positive_int_at_most(MAX_BATCH), default=8, help=f"at most {MAX_BATCH}")
     p.add_argument("--vocab", type=positive_int, default=50257)
     p.add_argument("--ffn", type=positive_int, default=None, help="FFN width (default 4 x hidden)")
     p.add_argument("--mesh", default="8", help="mesh shape: 8 or 2x4")
@@ -206,15 +246,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--shape", default=None, help="v, x, m, k, nn, interleaved, v2 (with --model: v or interleaved, default v)")
     p.add_argument("--model", default=None, help="zoo model (e.g. llama3-8b, gpt2-xl): block times and memory from its layer costs")
     p.add_argument("--cluster", default=None, help="with --model: catalogue cluster whose first devices run the stages (default h100-sxm)")
-    p.add_argument("--batch", type=positive_int, default=None, help="with --model: sequences per micro-batch")
-    p.add_argument("--seq", type=positive_int, default=None, help="with --model: sequence length")
+    p.add_argument("--batch", type=positive_int_at_most(MAX_BATCH), default=None, help=f"with --model: sequences per micro-batch (at most {MAX_BATCH})")
+    p.add_argument("--seq", type=positive_int_at_most(MAX_SEQ), default=None, help=f"with --model: sequence length (at most {MAX_SEQ})")
     p.add_argument("--split-backward", action="store_true", help="with --model: zero-bubble B/W split of the backward blocks")
-    p.add_argument("--stages", type=positive_int, required=True)
-    p.add_argument("--micro-batches", type=positive_int, required=True)
+    p.add_argument("--stages", type=positive_int_at_most(MAX_STAGES), required=True, help=f"at most {MAX_STAGES}")
+    p.add_argument("--micro-batches", type=positive_int_at_most(MAX_MICRO_BATCHES), required=True, help=f"at most {MAX_MICRO_BATCHES}")
     p.add_argument("--forward-time", type=positive_float, default=1.0, help="seconds per forward block")
     p.add_argument("--backward-time", type=positive_float, default=3.0, help="seconds per backward block (B + W unless split)")
     p.add_argument("--weight-time", type=positive_float, default=None, help="seconds of the W part (zero-bubble B/W split)")
-    p.add_argument("--chunks", type=positive_int, default=2, help="virtual chunks per device (interleaved)")
+    p.add_argument("--chunks", type=positive_int_at_most(MAX_CHUNKS), default=2, help=f"virtual chunks per device (interleaved; at most {MAX_CHUNKS}, and stages x chunks at most {MAX_VIRTUAL_STAGES})")
     p.add_argument("--memory", type=positive_float, default=None, help="memory capacity per device (the blocks' units; with --model bytes, default the device's)")
     p.add_argument("--comm-delay", type=nonneg_float, default=0.0, help="seconds between blocks on different devices")
     p.add_argument("--mode", default="training", choices=["training", "inference"])
@@ -224,8 +264,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     p = kinds.add_parser("random", help="a seeded random placement DAG (scaling studies)")
     p.add_argument("--generator", default="layered", choices=["layered", "series-parallel", "chain"])
-    p.add_argument("--ops", type=positive_int, required=True)
-    p.add_argument("--devices", type=positive_int, default=4)
+    p.add_argument("--ops", type=positive_int_at_most(MAX_OPS), required=True, help=f"ops (chain: blocks of 8 ops); at most {MAX_OPS} ops")
+    p.add_argument("--devices", type=positive_int_at_most(MAX_DEVICES), default=4, help=f"at most {MAX_DEVICES}")
     p.add_argument("--seed", type=nonneg_int, default=0)
     add_output(p, "-o", "--output", required=True)
     p.set_defaults(func=cmd_make_random)

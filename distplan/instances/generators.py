@@ -10,7 +10,9 @@ provenance in ``meta``. Units: seconds, bytes, bytes/second.
 * `chain_of_blocks`: one random block (a small DAG with one entry and one exit) repeated in a
   chain with identical costs: what transformer stacks look like to a folding pass.
 
-Op times are log-normal around ``mean_time`` seconds; edge bytes are scaled so that a
+Sizes are bounded (`MAX_OPS` ops, `MAX_EDGES` edges, `MAX_DEVICES` devices): beyond them a
+generator raises an `InputError` before allocating. Op times are log-normal around
+``mean_time`` seconds; edge bytes are scaled so that a
 transfer over the cluster's bandwidth takes ``comm_scale`` x the mean op time on average.
 ``memory_fraction`` sets each device's capacity as a fraction of the total op memory
 (< 1: no single device holds the whole graph; None: one device holds it all).
@@ -35,15 +37,28 @@ from distplan.models.common import read_json, write_json
 
 GENERATOR_VERSION = "1"
 MiB = 1024**2
+#: the most ops a generated document has (1,000,000: 27 s and 1.2 GB for `make random`;
+#: 10**9 was taken and the process was killed for memory, review rev16 D6)
+MAX_OPS = 1_000_000
+#: the most edges a generated document has (about 2 per op by default)
+MAX_EDGES = 10 * MAX_OPS
+#: the most devices (a placement instance holds device x device bandwidth matrices)
+MAX_DEVICES = 4096
+#: the most ops of a `chain_of_blocks` block (its pairs are drawn from a block x block grid)
+MAX_BLOCK_SIZE = 1024
 
 
-def _check(n_ops: int, n_devices: int, comm_scale: float, memory_fraction: float | None, minimum: int = 1, seed: int = 0) -> None:
+def _check(n_ops: int, n_devices: int, comm_scale: float, memory_fraction: float | None, minimum: int = 1, seed: int = 0, what: str = "n_ops") -> None:
     if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
         raise InputError("seed", f"{seed!r} must be an integer >= 0", "give e.g. 0")
-    if not isinstance(n_ops, int | np.integer) or n_ops < minimum:
-        raise InputError("n_ops", f"{n_ops!r} must be an integer >= {minimum}")
-    if not isinstance(n_devices, int | np.integer) or n_devices < 1:
+    if not isinstance(n_ops, int | np.integer) or isinstance(n_ops, bool) or n_ops < minimum:
+        raise InputError(what, f"{n_ops!r} must be an integer >= {minimum}")
+    if n_ops > MAX_OPS:
+        raise InputError(what, f"{n_ops} is more than the largest taken, {MAX_OPS:,}", "generate fewer ops")
+    if not isinstance(n_devices, int | np.integer) or isinstance(n_devices, bool) or n_devices < 1:
         raise InputError("n_devices", f"{n_devices!r} must be an integer >= 1")
+    if n_devices > MAX_DEVICES:
+        raise InputError("n_devices", f"{n_devices} is more than the largest taken, {MAX_DEVICES:,}", "use fewer devices")
     if not comm_scale >= 0:
         raise InputError("comm_scale", f"{comm_scale!r} must be >= 0")
     if memory_fraction is not None and not memory_fraction > 0:
@@ -133,6 +148,8 @@ def random_layered_dag(
     p = min(1.0, 2.0 / w) if edge_prob is None else float(edge_prob)
     # layer sizes uniform in [ceil(w/2), w + w/2], cut to n_ops in total
     lo, hi = max(1, (w + 1) // 2), max(1, w + w // 2)
+    if n_ops * max(1.0, min(hi, n_ops) * p) > MAX_EDGES:  # an op takes about prev_size x p inputs
+        raise InputError("edge_prob", f"{n_ops} ops in layers of up to {hi} with edge_prob {p:g} make about {n_ops * min(hi, n_ops) * p:.3g} edges, more than the largest taken, {MAX_EDGES:,}", "give a smaller width or edge_prob, or fewer ops")
     sizes = rng.integers(lo, hi + 1, size=n_ops // lo + 2)
     ends = np.cumsum(sizes)
     n_layers = int(np.searchsorted(ends, n_ops) + 1)
@@ -251,9 +268,11 @@ def chain_of_blocks(
     ``edge_prob``; every op but the first has an input and every op but the last an output),
     so op 0 is its entry and op k-1 its exit; block t's exit feeds block t+1's entry. All
     copies have the same times, memory and bytes."""
-    _check(n_blocks, n_devices, comm_scale, memory_fraction, seed=seed)
-    if block_size < 1:
-        raise InputError("block_size", f"{block_size!r} must be >= 1")
+    _check(n_blocks, n_devices, comm_scale, memory_fraction, seed=seed, what="n_blocks")
+    if not isinstance(block_size, int | np.integer) or isinstance(block_size, bool) or not 1 <= block_size <= MAX_BLOCK_SIZE:
+        raise InputError("block_size", f"{block_size!r} must be an integer from 1 to {MAX_BLOCK_SIZE}")
+    if n_blocks * block_size > MAX_OPS:
+        raise InputError("n_blocks", f"{n_blocks} blocks of {block_size} ops are {n_blocks * block_size:,} ops, more than the largest taken, {MAX_OPS:,}", "generate fewer blocks")
     rng = np.random.default_rng(seed)
     k = int(block_size)
     iu, ju = np.triu_indices(k, 1)
