@@ -66,3 +66,17 @@ def test_memory_limits_bracket_what_the_evaluator_accepts() -> None:
         assert bytes_over(proof * (1 + 1e-12), budget)
         accepted = budget * (1 + MEMORY_TOLERANCE)
         assert plan >= accepted * (1 - 2 * alpa_ilp.MEMORY_ROUNDING) and proof <= accepted * (1 + 2 * alpa_ilp.MEMORY_ROUNDING)
+
+
+def test_the_memory_row_limit_of_whole_bytes() -> None:
+    """Whole-byte memories: the largest whole number within the proof limit (3838705667 at
+    a budget of 3838705663: the least plan, 1 byte over, is in), or the budget itself when
+    no whole number lies between it and the proof limit (the exact budget's row, so the
+    solver's path is the one it was); other memories: the proof limit."""
+    import numpy as np
+
+    whole = np.array([1024.0, 2048.0, 3.0])
+    assert alpa_ilp.memory_row_limit(LEAST - 1.0, whole) == 3838705667.0
+    assert alpa_ilp.memory_row_limit(163298816.0, whole) == 163298816.0
+    assert alpa_ilp.memory_row_limit(29168742.4, whole) == 29168742.4
+    assert alpa_ilp.memory_row_limit(LEAST - 1.0, whole + 0.5) == alpa_ilp.memory_limits(LEAST - 1.0)[1]

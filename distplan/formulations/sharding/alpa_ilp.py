@@ -88,6 +88,23 @@ def memory_limits(budget: float) -> tuple[float, float]:
     return accepted * (1 - MEMORY_ROUNDING), accepted * (1 + MEMORY_ROUNDING)
 
 
+def memory_row_limit(budget: float, *memories: np.ndarray, copies: float = 1.0) -> float:
+    """The limit of a memory row over per-choice memories ``memories`` (bytes; a plan takes
+    at most ``copies`` of each): `memory_limits`' proof limit, except when every memory is
+    a whole number of bytes and their sum (times ``copies``) is below 2^53, so that every
+    plan's memory is a whole number, summed exactly: then the largest whole number within
+    the proof limit, or the budget itself when none lies above it (the row is then the one
+    of the exact budget, which holds every accepted plan; the solver's path is unchanged: at
+    a limit 0.18 bytes higher, HiGHS took past 60 s on a 24-layer GPT it solved in 25 s)."""
+    proof = memory_limits(budget)[1]
+    values = [np.asarray(m, dtype=float) for m in memories]
+    total = sum(float(np.abs(v).sum()) for v in values) * copies
+    if not (total < 2.0**53 and proof < 2.0**53 and all(bool(np.all(v == np.round(v))) for v in values)):
+        return proof
+    top = float(math.floor(proof))
+    return top if top > budget else budget
+
+
 def objective_scale(*costs: np.ndarray | float) -> float:
     """Solver units per second of the objective: `OBJECTIVE_SCALE` (microseconds) unless
     the largest finite cost (seconds) would then exceed `MAX_OBJECTIVE_COEFFICIENT`; then
@@ -350,7 +367,7 @@ def memory_block(model: Model, instance: Any, index: AlpaIndex) -> None:
     g = index.graph
     least, budget, top = memory_shortfall(g)
     proof = memory_limits(budget)[1]
-    limit = proof if index.memory_limit is None else index.memory_limit
+    limit = memory_row_limit(budget, index.flat_memory) if index.memory_limit is None else index.memory_limit
     if least > proof:
         raise memory_shortfall_error(g, least, top)
     s = model["s"]

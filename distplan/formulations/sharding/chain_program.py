@@ -17,6 +17,7 @@ from distplan.formulations.sharding.alpa_ilp import (
     AlpaIndex,
     edge_product_block,
     memory_limits,
+    memory_row_limit,
     memory_row_scale,
     memory_shortfall_error,
     node_choice_block,
@@ -146,7 +147,9 @@ def prepare_chain(graph: CostGraph, params: Mapping[str, Any]) -> ChainIndex:
     proof = memory_limits(budget)[1]
     if memory_row and least > proof:
         raise memory_shortfall_error(graph, least)
-    rhs = (proof if base.memory_limit is None else base.memory_limit) - float(node_min.sum())
+    copies = max((ch.copies for ch in chains), default=1)
+    limit = memory_row_limit(budget, base.flat_memory, *(ch.arcs["memory"] for ch in chains), copies=copies) if base.memory_limit is None else base.memory_limit
+    rhs = limit - float(node_min.sum())
     least_cost = np.full(graph.num_nodes, np.inf)
     if base.s_cost.size:
         np.minimum.at(least_cost, base.s_node, base.s_cost)
