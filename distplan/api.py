@@ -238,7 +238,8 @@ def _solve(
         termination = outcome.termination
 
     if form.bound_only:
-        return _bound_only_result(inst, form.name, be.name, be.version(), outcome.bounds, spec, time.perf_counter() - t_start, solver_results)
+        free_deadline = None if ctx.deadline is None else max(ctx.deadline, time.perf_counter() + SOLVER_FREE_GRACE)
+        return _bound_only_result(inst, form.name, be.name, be.version(), outcome.bounds, spec, time.perf_counter() - t_start, solver_results, free_deadline)
 
     if outcome.plan is None:
         if last is not None and last.termination in INFEASIBLE_TERMINATIONS:
@@ -323,11 +324,21 @@ def _solve(
 
 
 def _bound_only_result(
-    inst: Any, formulation: str, backend: str, version: str, bounds: list[Bound], spec: Any, wall: float, solver_results: list[SolverResult] | None = None
+    inst: Any,
+    formulation: str,
+    backend: str,
+    version: str,
+    bounds: list[Bound],
+    spec: Any,
+    wall: float,
+    solver_results: list[SolverResult] | None = None,
+    deadline: float | None = None,
 ) -> Result:
     from distplan.formulations.registry import solver_free_bounds
 
-    free = solver_free_bounds(inst)
+    # the costlier solver-free bounds stop at ``deadline``, as after a plan (review rev16 D3:
+    # placement's path cuts took 1.8 s past a limit of 0.05 s on 27,083 ops)
+    free = solver_free_bounds(inst, deadline)
     calls = list(solver_results or [])
     allb = [b for b in [*bounds, *free] if math.isfinite(b.value)]
     link_bounds(formulation, allb, calls, free)

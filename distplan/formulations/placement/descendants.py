@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from distplan.formulations.deadline import check
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.graphs import transitive_closure
 from distplan.models.placement_instance import PlacementInstance
@@ -46,9 +47,82 @@ from distplan.models.placement_instance import PlacementInstance
 MAX_NONZEROS = 60_000
 
 
+#: rows of the n x n reach matrix handled at once by `precedence_load_rows` (a block of
+#: floats instead of the whole matrix: 5.9 GB on 27,083 ops), with a deadline check per block
+ROW_BLOCK = 1024
+
+
 def precedence_sets(inst: PlacementInstance) -> np.ndarray:
     """reach[i, j] = True when a path i -> j exists (boolean, n x n)."""
     return transitive_closure(inst.n_ops, inst.src, inst.dst, inst.topo_order())
+
+
+def _closure_bits(inst: PlacementInstance, deadline: float | None) -> np.ndarray:
+    """`precedence_sets` as bit sets (n x words uint64: bit j % 64 of word j // 64 of row i
+    when a path i -> j exists), the bit-set method of `graphs.transitive_closure` without
+    unpacking the n x n matrix (733 MB and 2 s on 27,083 ops, no deadline check inside);
+    past ``deadline`` `DeadlineReached`."""
+    n = inst.n_ops
+    src = np.asarray(inst.src, dtype=np.int64)
+    dst = np.asarray(inst.dst, dtype=np.int64)
+    words = (n + 63) // 64
+    bits = np.zeros((n, words), dtype=np.uint64)
+    pos = np.empty(n, dtype=np.int64)
+    pos[inst.topo_order()] = np.arange(n)
+    eo = np.argsort(-pos[src], kind="stable")
+    src, dst = src[eo], dst[eo]
+    own = np.zeros((n, words), dtype=np.uint64)
+    own[np.arange(n), np.arange(n) // 64] = np.left_shift(np.uint64(1), (np.arange(n) % 64).astype(np.uint64))
+    cuts = np.flatnonzero(np.diff(src)) + 1 if src.size else np.zeros(0, dtype=np.int64)
+    for k, group in enumerate(np.split(np.arange(src.size), cuts)):
+        if k % 256 == 0:
+            check(deadline, "the transitive closure of the placement graph")
+        if group.size:
+            ws = dst[group]
+            bits[int(src[group[0]])] = np.bitwise_or.reduce(bits[ws] | own[ws], axis=0)
+    return bits
+
+
+def _reach_block(bits: np.ndarray, lo: int, hi: int, n: int, ancestors: bool) -> np.ndarray:
+    """Rows lo..hi-1 of reach (``ancestors``: of reach.T; ``lo`` a multiple of 64) as booleans."""
+    if not ancestors:
+        return np.unpackbits(bits[lo:hi].view(np.uint8), axis=1, bitorder="little")[:, :n].astype(bool)
+    cols = np.ascontiguousarray(bits[:, lo // 64 : (hi + 63) // 64])
+    return np.unpackbits(cols.view(np.uint8), axis=1, bitorder="little")[:, : hi - lo].T.astype(bool)
+
+
+def _set_sums(bits: np.ndarray, n: int, ancestors: bool, pmax: np.ndarray, other: np.ndarray, deadline: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per op i, its descendants' (``ancestors``: ancestors') count, work (sum of ``pmax``)
+    and least ``other`` (inf when none), `ROW_BLOCK` ops at a time."""
+    sizes = np.zeros(n, dtype=np.int64)
+    work = np.zeros(n)
+    least = np.full(n, np.inf)
+    for lo in range(0, n, ROW_BLOCK):
+        check(deadline, "the ancestor and descendant rows")
+        blk = _reach_block(bits, lo, min(lo + ROW_BLOCK, n), n, ancestors)
+        sizes[lo : lo + ROW_BLOCK] = blk.sum(axis=1)
+        work[lo : lo + ROW_BLOCK] = blk.astype(float) @ pmax
+        least[lo : lo + ROW_BLOCK] = np.where(blk, other[None, :], np.inf).min(axis=1, initial=np.inf)
+    return sizes, work, least
+
+
+def _reach_sets(bits: np.ndarray, n: int, ancestors: bool, ops: np.ndarray, deadline: float | None) -> list[np.ndarray]:
+    """The descendants (``ancestors``: ancestors) of each of ``ops`` (ascending)."""
+    out: list[np.ndarray] = []
+    ops_list = ops.tolist()
+    k = 0
+    for lo in range(0, n, ROW_BLOCK):
+        hi = min(lo + ROW_BLOCK, n)
+        if k == len(ops_list):
+            break
+        if ops_list[k] >= hi:
+            continue
+        check(deadline, "the ancestor and descendant rows")
+        blk = _reach_block(bits, lo, hi, n, ancestors)
+        while k < len(ops_list) and ops_list[k] < hi:
+            out.append(np.flatnonzero(blk[ops_list[k] - lo]))
+            k += 1
+    return out
 
 
 def _selected(excess: np.ndarray, sizes: np.ndarray, m: int, budget: int, extra: int = 3) -> np.ndarray:
@@ -72,33 +146,34 @@ def device_loads(model: Model, sets: list[np.ndarray], P: np.ndarray) -> Any:
     return linear_sum(np.concatenate(cols), np.concatenate(coefs), np.concatenate(rows), len(sets) * m, model.num_vars)
 
 
-def precedence_load_rows(model: Model, inst: PlacementInstance, T: Any, w: Any, P: np.ndarray, r: np.ndarray, q: np.ndarray, max_nonzeros: int = MAX_NONZEROS) -> None:
+def precedence_load_rows(
+    model: Model, inst: PlacementInstance, T: Any, w: Any, P: np.ndarray, r: np.ndarray, q: np.ndarray, max_nonzeros: int = MAX_NONZEROS, deadline: float | None = None
+) -> None:
     """The descendant rows (``descendant-load``) and ancestor rows (``ancestor-load``) of
     the module docstring, for head/start variables ``T`` and makespan ``w``; ``P`` (ops x
     devices), ``r`` and ``q`` in model units; ``x`` is ``model["assign"]`` and p_i(x) the
-    ``duration`` expression."""
+    ``duration`` expression. Past ``deadline`` (a ``time.perf_counter()`` value)
+    `DeadlineReached` (review rev16 D3: 20 s on 27,083 ops after a limit of 4 s)."""
     n, m = inst.n_ops, inst.n_devices
     if n < 2 or inst.n_edges == 0 or max_nonzeros <= 0:
         return
-    reach = precedence_sets(inst)
+    bits = _closure_bits(inst, deadline)
     pmax = P.max(axis=1)
     dur = model.expression("duration")
-    for name, rel in (("descendant-load", reach), ("ancestor-load", reach.T)):
-        sizes = rel.sum(axis=1)
-        has = sizes > 0
-        work = rel.astype(float) @ pmax
+    for name, ancestors in (("descendant-load", False), ("ancestor-load", True)):
         # least tail (descendants) or head (ancestors) over the set
-        other = q if rel is reach else r
-        least = np.where(rel, other[None, :], np.inf).min(axis=1, initial=np.inf)
+        other = r if ancestors else q
+        sizes, work, least = _set_sums(bits, n, ancestors, pmax, other, deadline)
+        has = sizes > 0
         least = np.where(has, least, 0.0)
-        static = q if rel is reach else r
+        static = r if ancestors else q
         excess = np.where(has, work + least - static, 0.0)
         sel = _selected(excess, sizes, m, max_nonzeros // 2)
         if sel.size == 0:
             continue
-        load = device_loads(model, [np.flatnonzero(rel[i]) for i in sel.tolist()], P)
+        load = device_loads(model, _reach_sets(bits, n, ancestors, sel, deadline), P)
         ops = np.repeat(sel, m)
-        if rel is reach:
+        if not ancestors:
             # w >= T_i + p_i(x) + load_d(desc(i)) + least tail
             model.add_constraints(name, T[ops] + dur[ops] + load - w <= -least[ops])
         else:

@@ -100,14 +100,16 @@ def identical_devices(inst: PlacementInstance) -> bool:
     )
 
 
-def best_heuristic(inst: PlacementInstance, ctx: RunContext | None = None) -> tuple[Schedule | None, str]:
+def best_heuristic(inst: PlacementInstance, ctx: RunContext | None = None, deadline: float | None = None) -> tuple[Schedule | None, str]:
     """The best evaluated plan of m-ETF, m-TOPO, single device and (given a context for its
-    LP) m-SCT on the instance and on its coarsened graph: (schedule, name) or (None, "")."""
-    found = heuristic_schedules(inst, ctx)
+    LP) m-SCT on the instance and on its coarsened graph: (schedule, name) or (None, "").
+    Without a context, ``deadline`` (a ``time.perf_counter()`` value) stops the heuristics
+    once one plan is in hand, as the context's deadline does."""
+    found = heuristic_schedules(inst, ctx, deadline)
     return found[0] if found else (None, "")
 
 
-def heuristic_schedules(inst: PlacementInstance, ctx: RunContext | None = None) -> list[tuple[Schedule, str]]:
+def heuristic_schedules(inst: PlacementInstance, ctx: RunContext | None = None, deadline: float | None = None) -> list[tuple[Schedule, str]]:
     """The evaluated plans of the Baechi heuristics (see `best_heuristic`), best first; when
     m-ETF, m-TOPO and single device place nothing, a packing by memory
     (`heuristics.packed_schedule`)."""
@@ -120,7 +122,7 @@ def heuristic_schedules(inst: PlacementInstance, ctx: RunContext | None = None) 
     # the source of last resort, when the others place nothing (`packed_assignment`)
     makers.append(("memory packing", lambda: packed_schedule(inst) if not found else None))
     for name, make in makers:
-        if found and ctx is not None and past(ctx.deadline):  # a plan in hand: the limit stops the others (~0.3 s each on 12,000 ops)
+        if found and past(ctx.deadline if ctx is not None else deadline):  # a plan in hand: the limit stops the others (~0.3 s each on 12,000 ops)
             break
         try:
             s = make()
