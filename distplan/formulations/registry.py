@@ -121,6 +121,7 @@ BOUND_SOURCES: tuple[BoundSource, ...] = (
     BoundSource(_PLACEMENT_PROVERS, r"^series composition over (waist ops|cut waists)", "proof", "safe"),
     BoundSource(_PLACEMENT_PROVERS, r"^last-stint bound over cut waists", "proof", "safe"),
     BoundSource(("tap",), r"^tap: exhaustive Pareto dynamic program over the folded walk \(no solver\)", "proof", "solver"),
+    BoundSource(("alpa_ilp", "tap"), r"^(alpa_ilp|tap): the one plan's cost \(every op has a single strategy\)", "proof", "safe"),
     BoundSource(None, r"^SCT LP value", "solver", "safe"),
     BoundSource(("tap",), r"^tap: (LP of the folded problem|dual bound of the folded walk program)", "solver", "safe"),
     BoundSource(None, r" dual bound \(", "solver", "safe"),
