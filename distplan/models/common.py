@@ -15,6 +15,7 @@ from typing import IO, Any, Protocol
 
 from distplan.errors import InputError
 from distplan.kinds import KINDS
+from distplan.models.schema import check_known_fields, long_integer_text
 
 FORMAT = "distplan/1"
 
@@ -200,7 +201,6 @@ def instance_from_dict(data: Mapping[str, Any]) -> Any:
     if not isinstance(kind, str):
         raise InputError("kind", "missing", f"add \"kind\": one of {', '.join(known_kinds())}")
     spec = kind_spec(kind)
-    from distplan.models.schema import check_known_fields
 
     # the loaders skip fields they do not read: a misspelled one (every op's "memroy") read
     # as absent, 0 bytes (review rev16 D4); the schema lists every field of every object
@@ -229,11 +229,6 @@ MAX_BYTES = 1e18
 MIN_RATE = 1.0
 #: the greatest bandwidth an instance may give (bytes/second): an exabyte per second
 MAX_RATE = 1e18
-
-
-def long_integer_text(value: int) -> str:
-    """How an integer too long to print is named in messages ("an integer of 401 digits")."""
-    return f"an integer of {int(abs(value).bit_length() * math.log10(2)) + 1} digits"
 
 
 def number(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 from collections.abc import Mapping
 from functools import cache
@@ -21,7 +22,6 @@ from typing import Any
 
 from distplan.errors import InputError
 from distplan.kinds import KINDS
-from distplan.models.common import long_integer_text
 
 _TYPES: dict[str, Any] = {
     "object": dict,
@@ -151,6 +151,11 @@ def unknown_field_error(value: Any, schema: dict[str, Any], path: str = "") -> I
             if found is not None:
                 return found
     return None
+
+
+def long_integer_text(value: int) -> str:
+    """How an integer too long to print is named in messages ("an integer of 401 digits")."""
+    return f"an integer of {int(abs(value).bit_length() * math.log10(2)) + 1} digits"
 
 
 def check_known_fields(doc: Any) -> None:
