@@ -99,6 +99,13 @@ def transitive_closure(n: int, src: np.ndarray, dst: np.ndarray, order: np.ndarr
     and 240x at 3k (`benchmarks/bench_graphs.py`). ``checkpoint`` is called every
     `CLOSURE_CHECK_EVERY` nodes (a caller's deadline check: it may raise to stop).
     """
+    return np.unpackbits(transitive_closure_bits(n, src, dst, order, checkpoint).view(np.uint8), axis=1, bitorder="little")[:, :n].astype(bool)
+
+
+def transitive_closure_bits(n: int, src: np.ndarray, dst: np.ndarray, order: np.ndarray | None = None, checkpoint: Callable[[], None] | None = None) -> np.ndarray:
+    """`transitive_closure` as bit sets, not unpacked: (n, words) uint64, bit j % 64 of
+    word j // 64 of row i set when a path i -> j exists (an n x n bool matrix is 733 MB
+    at 27,083 nodes)."""
     src = np.asarray(src, dtype=np.int64)
     dst = np.asarray(dst, dtype=np.int64)
     if order is None:
@@ -121,7 +128,9 @@ def transitive_closure(n: int, src: np.ndarray, dst: np.ndarray, order: np.ndarr
             continue
         ws = dst[group]
         bits[int(src[group[0]])] = np.bitwise_or.reduce(bits[ws] | own[ws], axis=0)
-    return np.unpackbits(bits.view(np.uint8), axis=1, bitorder="little")[:, :n].astype(bool)
+    return bits
+
+
 
 
 def component_roots(n: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -38,7 +38,7 @@ import numpy as np
 
 from distplan.formulations.deadline import check
 from distplan.modeling.model import Model, linear_sum
-from distplan.models.graphs import transitive_closure
+from distplan.models.graphs import transitive_closure, transitive_closure_bits
 from distplan.models.placement_instance import PlacementInstance
 
 #: nonzeros of the descendant and ancestor rows together at most (default). resnet-50-dgx1-4,
@@ -58,29 +58,13 @@ def precedence_sets(inst: PlacementInstance) -> np.ndarray:
 
 
 def _closure_bits(inst: PlacementInstance, deadline: float | None) -> np.ndarray:
-    """`precedence_sets` as bit sets (n x words uint64: bit j % 64 of word j // 64 of row i
-    when a path i -> j exists), the bit-set method of `graphs.transitive_closure` without
-    unpacking the n x n matrix (733 MB and 2 s on 27,083 ops, no deadline check inside);
-    past ``deadline`` `DeadlineReached`."""
-    n = inst.n_ops
-    src = np.asarray(inst.src, dtype=np.int64)
-    dst = np.asarray(inst.dst, dtype=np.int64)
-    words = (n + 63) // 64
-    bits = np.zeros((n, words), dtype=np.uint64)
-    pos = np.empty(n, dtype=np.int64)
-    pos[inst.topo_order()] = np.arange(n)
-    eo = np.argsort(-pos[src], kind="stable")
-    src, dst = src[eo], dst[eo]
-    own = np.zeros((n, words), dtype=np.uint64)
-    own[np.arange(n), np.arange(n) // 64] = np.left_shift(np.uint64(1), (np.arange(n) % 64).astype(np.uint64))
-    cuts = np.flatnonzero(np.diff(src)) + 1 if src.size else np.zeros(0, dtype=np.int64)
-    for k, group in enumerate(np.split(np.arange(src.size), cuts)):
-        if k % 256 == 0:
-            check(deadline, "the transitive closure of the placement graph")
-        if group.size:
-            ws = dst[group]
-            bits[int(src[group[0]])] = np.bitwise_or.reduce(bits[ws] | own[ws], axis=0)
-    return bits
+    """`precedence_sets` as bit sets (`graphs.transitive_closure_bits`: n x words uint64)
+    without unpacking the n x n matrix (733 MB and 2 s on 27,083 ops); past ``deadline``
+    `DeadlineReached`."""
+    return transitive_closure_bits(
+        inst.n_ops, np.asarray(inst.src, dtype=np.int64), np.asarray(inst.dst, dtype=np.int64), inst.topo_order(),
+        lambda: check(deadline, "the transitive closure of the placement graph"),
+    )
 
 
 def _reach_block(bits: np.ndarray, lo: int, hi: int, n: int, ancestors: bool) -> np.ndarray:
