@@ -34,6 +34,7 @@ from distplan.formulations.bandwidth.outer import run_libra_perf_lp
 from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block, scale_rows, solver_rows
 from distplan.formulations.bandwidth.safe import accepted_box, accepted_excess
 from distplan.formulations.contract import ModelSpec
+from distplan.formulations.deadline import DeadlineReached
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.bandwidth_eval import evaluate
@@ -47,6 +48,13 @@ def menus(ctx: RunContext, prog: Program, step: float, max_options: int) -> list
     """Allowed bandwidths (GB/s) per dimension."""
     need_top = [k for k in range(prog.num_dims) if prog.options[k] is None and not np.isfinite(prog.ub[k])]
     top = max_bandwidths(ctx, prog, need_top) if need_top else {}
+    missed = [k for k in need_top if k not in top]
+    if missed:
+        # the "largest B_d" LP stopped without a solution (out of time): the menu's top is
+        # unknown, not infinite (review rev16: at --time-limit 1 a bounded dimension was
+        # reported as having no upper bandwidth, exit 2)
+        last = ctx.solver_results[-1].termination.value if ctx.solver_results else "no solution"
+        raise DeadlineReached(f"the largest bandwidth of dimension {prog.dims[missed[0]]} was not found ({last})")
     out: list[np.ndarray] = []
     for k in range(prog.num_dims):
         given = prog.options[k]
