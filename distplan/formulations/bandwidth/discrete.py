@@ -53,8 +53,8 @@ def menus(ctx: RunContext, prog: Program, step: float, max_options: int) -> list
         # the "largest B_d" LP stopped without a solution (out of time): the menu's top is
         # unknown, not infinite (review rev16: at --time-limit 1 a bounded dimension was
         # reported as having no upper bandwidth, exit 2)
-        last = ctx.solver_results[-1].termination.value if ctx.solver_results else "no solution"
-        raise DeadlineReached(f"the largest bandwidth of dimension {prog.dims[missed[0]]} was not found ({last})")
+        ended = ctx.solver_results[-1].termination.value if ctx.solver_results else "no solution"
+        raise DeadlineReached(f"the largest bandwidth of dimension {prog.dims[missed[0]]} was not found ({ended})")
     out: list[np.ndarray] = []
     for k in range(prog.num_dims):
         given = prog.options[k]
