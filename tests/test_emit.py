@@ -23,6 +23,7 @@ from distplan.errors import InputError
 from distplan.instances.pipelines import make_pipeline
 from distplan.instances.transformer import transformer
 from distplan.models.common import write_json
+from distplan.models.sharding import ShardingInstance
 
 TOL = 1e-5
 ACTION = re.compile(r"(\d+)([FBIW])(\d+)\Z")
@@ -228,9 +229,9 @@ def test_dtensor_plan_runs(tp_case) -> None:
     assert abs(report.loss - report.reference_loss) <= TOL
 
 
-def test_dtensor_sequence_parallel() -> None:
-    from distplan.models.sharding import ShardingInstance
-
+def _sequence_parallel(ops: int = 5) -> ShardingInstance:
+    """A sequence-parallel block: input x, layernorm, two linears around an activation
+    (its first ``ops`` ops)."""
     doc = {
         "format": "distplan/1", "kind": "sharding", "name": "sp",
         "mesh": {"shape": [2], "bandwidth": [1e11], "latency": [1e-6], "device": "A100-80GB"},
@@ -243,7 +244,12 @@ def test_dtensor_sequence_parallel() -> None:
             {"name": "fc2", "type": "linear", "inputs": ["act"], "out": ["b", "s", "h"], "params": [{"name": "w", "dims": ["f", "h"]}]},
         ]},
     }  # fmt: skip
-    inst = ShardingInstance.from_dict(doc)
+    doc["graph"]["ops"] = doc["graph"]["ops"][:ops]
+    return ShardingInstance.from_dict(doc)
+
+
+def test_dtensor_sequence_parallel() -> None:
+    inst = _sequence_parallel()
     plan = {"strategies": {"x": "S(s)", "ln": "S(s)", "fc1": "S(f)", "act": "S(f)", "fc2": "S(f)"}}
     body = emit(plan, "dtensor", inst, modules={"ln": "norm", "fc1": "w1", "fc2": "w2"}).split("parallelize_plan = ")[1]
     assert "'norm': SequenceParallel(use_local_output=True)" in body
@@ -252,6 +258,12 @@ def test_dtensor_sequence_parallel() -> None:
     plan["strategies"].update({"x": "R", "ln": "S(s)"})  # a replicated input cannot enter SequenceParallel
     with pytest.raises(InputError, match="SequenceParallel takes its input split along the sequence"):
         emit(plan, "dtensor", inst, modules={"ln": "norm", "fc1": "w1", "fc2": "w2"})
+
+
+def test_dtensor_says_how_to_feed_a_sequence_split_activation_input() -> None:
+    inst = _sequence_parallel(ops=3)
+    text = emit({"strategies": {"x": "S(s)", "ln": "S(s)", "fc1": "S(f)"}}, "dtensor", inst, modules={"ln": "norm", "fc1": "w1"})
+    assert 'Feed each rank its sequence shard (dim 1 split over mesh["tp"]) of input(s) x.' in text
 
 
 def test_llama_dtensor_plan_runs_on_the_example_module() -> None:

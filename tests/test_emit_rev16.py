@@ -143,24 +143,6 @@ def test_dtensor_refuses_token_ids_split_along_the_sequence() -> None:
     assert "'tok_embeddings': RowwiseParallel(input_layouts=Replicate())" in whole and "sequence shard" not in whole
 
 
-def test_dtensor_says_how_to_feed_a_sequence_split_activation_input() -> None:
-    from distplan.models.sharding import ShardingInstance
-
-    doc = {
-        "format": "distplan/1", "kind": "sharding", "name": "sp",
-        "mesh": {"shape": [2], "bandwidth": [1e11], "latency": [1e-6], "device": "A100-80GB"},
-        "training": {"batch_dim": "b"},
-        "graph": {"dims": {"b": 2, "s": 8, "h": 16, "f": 32}, "ops": [
-            {"name": "x", "type": "input", "out": ["b", "s", "h"]},
-            {"name": "ln", "type": "layernorm", "inputs": ["x"], "out": ["b", "s", "h"], "params": [{"name": "g", "dims": ["h"]}]},
-            {"name": "fc1", "type": "linear", "inputs": ["ln"], "out": ["b", "s", "f"], "params": [{"name": "w", "dims": ["h", "f"]}]},
-        ]},
-    }  # fmt: skip
-    inst = ShardingInstance.from_dict(doc)
-    text = emit({"strategies": {"x": "S(s)", "ln": "S(s)", "fc1": "S(f)"}}, "dtensor", inst, modules={"ln": "norm", "fc1": "w1"})
-    assert 'Feed each rank its sequence shard (dim 1 split over mesh["tp"]) of input(s) x.' in text
-
-
 # -- D5 ------------------------------------------------------------------------------------
 
 

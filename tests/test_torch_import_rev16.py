@@ -24,13 +24,20 @@ def op_names(doc: dict[str, Any]) -> list[str]:
     return [o["name"] for o in doc["graph"]["ops"]]
 
 
-class WholeInPlace(nn.Module):
-    """y.mul_(3): the in-place op's result is what o reads (chained before the fix too)."""
+class LinearThenWrite(nn.Module):
+    """l (16 -> 16), an in-place write into its output y (the subclass's forward), then o
+    (``reads`` features of y -> 4)."""
+
+    reads = 16
 
     def __init__(self) -> None:
         super().__init__()
         self.l = nn.Linear(16, 16)
-        self.o = nn.Linear(16, 4)
+        self.o = nn.Linear(self.reads, 4)
+
+
+class WholeInPlace(LinearThenWrite):
+    """y.mul_(3): the in-place op's result is what o reads (chained before the fix too)."""
 
     def forward(self, x: Any) -> Any:
         y = self.l(x)
@@ -38,13 +45,8 @@ class WholeInPlace(nn.Module):
         return self.o(y)
 
 
-class SliceInPlace(nn.Module):
+class SliceInPlace(LinearThenWrite):
     """y[:, :8] *= 3, then o reads y: ATen mul_ on a slice and copy_ into a slice of y."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.l = nn.Linear(16, 16)
-        self.o = nn.Linear(16, 4)
 
     def forward(self, x: Any) -> Any:
         y = self.l(x)
@@ -52,13 +54,8 @@ class SliceInPlace(nn.Module):
         return self.o(y)
 
 
-class ItemAssign(nn.Module):
+class ItemAssign(LinearThenWrite):
     """y[:, 0] = tanh(y[:, 1]), then o reads y."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.l = nn.Linear(16, 16)
-        self.o = nn.Linear(16, 4)
 
     def forward(self, x: Any) -> Any:
         y = self.l(x)
@@ -66,13 +63,10 @@ class ItemAssign(nn.Module):
         return self.o(y)
 
 
-class TwoWrites(nn.Module):
+class TwoWrites(LinearThenWrite):
     """Two writes into views of y (the second into a view taken before the first), then a reader of that view."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.l = nn.Linear(16, 16)
-        self.o = nn.Linear(8, 4)
+    reads = 8
 
     def forward(self, x: Any) -> Any:
         y = self.l(x)
