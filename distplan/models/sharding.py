@@ -67,11 +67,16 @@ TIGHTEST_POINT = "the end of the forward pass (parameters, optimizer state and a
 MEMORY_TOLERANCE = 1e-9
 
 
+def accepted_bytes(budget: float) -> float:
+    """The most memory per device (bytes) this evaluator accepts under ``budget``:
+    ``budget x (1 + MEMORY_TOLERANCE)``, as `bytes_over` tests it."""
+    return budget + budget * MEMORY_TOLERANCE
+
+
 def bytes_over(memory: float, budget: float) -> float:
     """Bytes by which ``memory`` (per device) exceeds ``budget`` when this evaluator rejects
-    it (more than ``budget x (1 + MEMORY_TOLERANCE)``); 0 when it fits."""
-    excess = memory - budget
-    return excess if excess > budget * MEMORY_TOLERANCE else 0.0
+    it (more than `accepted_bytes`); 0 when it fits."""
+    return memory - budget if memory > accepted_bytes(budget) else 0.0
 
 
 def missing_text(nbytes: float) -> str:

@@ -36,7 +36,7 @@ from distplan.formulations.registry import Bound, Formulation, Outcome, RunConte
 from distplan.formulations.sharding.costgraph import CostGraph, build_cost_graph
 from distplan.formulations.sharding.expert_plans import expert_if_better
 from distplan.modeling.model import Model, linear_sum
-from distplan.models.sharding import GB, MEMORY_TOLERANCE, TIGHTEST_POINT, ShardingInstance, ShardingPlan, missing_text
+from distplan.models.sharding import GB, TIGHTEST_POINT, ShardingInstance, ShardingPlan, accepted_bytes, missing_text
 from distplan.solvers.result import INFEASIBLE_TERMINATIONS, SolverResult, Termination
 
 #: objective coefficients are microseconds
@@ -84,7 +84,7 @@ def memory_limits(budget: float) -> tuple[float, float]:
     the dynamic program's bound) compares with ``proof``, what is returned with ``plan``.
     With only the exact budget, a budget 1 byte below the least-memory plan, which the
     evaluator accepts, was called infeasible (review rev16 D2)."""
-    accepted = budget + budget * MEMORY_TOLERANCE
+    accepted = accepted_bytes(budget)
     return accepted * (1 - MEMORY_ROUNDING), accepted * (1 + MEMORY_ROUNDING)
 
 
@@ -430,7 +430,13 @@ def memory_excess(graph: CostGraph, choice: np.ndarray) -> float:
     """Bytes by which a plan's memory per device exceeds its budget when the evaluator may
     reject it (over ``budget x (1 + MEMORY_TOLERANCE)``, `distplan.models.sharding`, less
     the rounding room of `memory_limits`); 0 when it fits."""
-    memory, budget = graph.memory_of(choice), graph.memory_budget
+    return excess_bytes(graph.memory_of(choice), graph.memory_budget)
+
+
+def excess_bytes(memory: float, budget: float) -> float:
+    """Bytes by which ``memory`` (per device, as the formulations sum it) exceeds
+    ``budget`` when the evaluator may reject it (over `memory_limits`' plan limit); 0 when
+    it fits."""
     return memory - budget if memory > memory_limits(budget)[0] else 0.0
 
 

@@ -61,13 +61,7 @@ from distplan.formulations.sharding.chain_program import ChainSolution, explicit
 from distplan.formulations.sharding.chainfold import Chain
 from distplan.formulations.sharding.costgraph import CostGraph, CostTables, Skeleton
 from distplan.models.graphs import component_roots
-from distplan.models.sharding import MEMORY_TOLERANCE
 
-#: relative memory slack of the pruning tests and of the bound: the evaluator's own
-#: (it accepts plans within ``budget x (1 + MEMORY_TOLERANCE)``, so the bound, the least
-#: cost within that, is below every plan it accepts); the limits themselves, with room
-#: for the rounding of sums, are `alpa_ilp.memory_limits`'
-MEMORY_SLACK = MEMORY_TOLERANCE
 #: default cap on the rows of any table or label set of the dynamic program
 MAX_ROWS = 1_000_000
 #: row limit of the explicit fronts before they are pruned by a Lagrangian bound
@@ -131,7 +125,7 @@ class DPResult:
     path: np.ndarray
     cost: float  # seconds
     memory: float  # bytes per device
-    #: least cost over every plan within budget x (1 + MEMORY_SLACK): a proven lower bound (seconds)
+    #: least cost over every plan within `alpa_ilp.memory_limits`' proof limit: a proven lower bound (seconds)
     bound: float
     labels: int  # labels kept over all steps (a size measure)
 

@@ -16,6 +16,7 @@ from distplan.formulations.sharding.alpa_ilp import (
     MEMORY_SCALE,
     AlpaIndex,
     edge_product_block,
+    excess_bytes,
     memory_limits,
     memory_row_limit,
     memory_row_scale,
@@ -330,8 +331,7 @@ def plan_excess(sk: Skeleton, tables: CostTables, choice: np.ndarray) -> float:
     """Bytes by which a plan's memory exceeds its budget when the evaluator may reject it
     (over ``budget x (1 + MEMORY_TOLERANCE)`` less rounding room: `memory_limits`' plan
     limit); 0 when it fits."""
-    memory, budget = plan_memory(sk, tables, choice), sk.instance.memory_budget
-    return memory - budget if memory > memory_limits(budget)[0] else 0.0
+    return excess_bytes(plan_memory(sk, tables, choice), sk.instance.memory_budget)
 
 
 def solve_chains(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any, *, lp_first: bool, max_rounds: int = 50, build_seconds: float = 0.0) -> ChainSolution:
