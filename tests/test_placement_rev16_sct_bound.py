@@ -54,3 +54,26 @@ def test_the_margin_covers_the_precision_of_the_point() -> None:
     assert plain == pytest.approx(1e-7 + 1e-9 * 42579.16)
     assert solver_bound_margin(arrays, 42579.16, x) == pytest.approx(plain + VALUE_PRECISION * 42579.16)
     assert 42579.16 - solver_bound_margin(arrays, 42579.16, x) <= OPTIMA["5166"]
+
+
+def test_only_a_bound_read_from_the_point_loses_its_precision() -> None:
+    """A solver's own dual bound (HiGHS's mip_dual_bound) is not c @ x of its point: it
+    keeps the plain margin; the optimum taken as the bound, or a bound flagged as read from
+    the point (CBC's completed search), also loses `VALUE_PRECISION` of the point."""
+    from distplan.modeling.model import Model
+    from distplan.solvers.common import finish_result
+    from distplan.solvers.result import Termination
+
+    model = Model("m")
+    x = model.add_vars("x", 2)
+    model.add_constraints("c", x[0] + x[1] >= 1.0)
+    model.minimize(3.0 * x[0] + 5.0 * x[1])
+    arrays = model.to_arrays()
+    point = np.array([1.0, 0.0])
+    common = dict(backend="t", version="v", arrays=arrays, termination=Termination.OPTIMAL, values=point, raw_status="", log="", handover_seconds=0.0, solve_seconds=0.0)
+    dual = finish_result(bound_min=3.0, **common)
+    flagged = finish_result(bound_min=3.0, bound_from_point=True, **common)
+    taken = finish_result(bound_min=None, **common)
+    plain = solver_bound_margin(arrays, 3.0)
+    assert dual.extra["bound_margin"] == plain
+    assert flagged.extra["bound_margin"] == taken.extra["bound_margin"] == plain + VALUE_PRECISION * 3.0

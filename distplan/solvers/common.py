@@ -102,6 +102,7 @@ def finish_result(
     message: str = "",
     proven_optimal_bound: bool = True,
     extra: dict[str, Any] | None = None,
+    bound_from_point: bool = False,
 ) -> SolverResult:
     """Assemble a SolverResult from a solve of ``min sign * c @ x`` (no offset).
 
@@ -110,7 +111,10 @@ def finish_result(
     ended OPTIMAL and ``proven_optimal_bound`` holds (no relative gap was allowed) and no
     explicit bound was given, the optimum itself is the bound. An "unbounded" claim backed
     by an integer-feasible point stays UNBOUNDED; without one it becomes
-    INFEASIBLE_OR_UNBOUNDED.
+    INFEASIBLE_OR_UNBOUNDED. ``bound_from_point``: ``bound_min`` was read from the solver's
+    point (CBC's completed search, `pulp_backend.completed_search_bound`); such a bound, and
+    the optimum taken as the bound, also lose the point's precision (`solver_bound_margin`
+    with ``values``), which a solver's own dual bound (HiGHS's mip_dual_bound) does not.
     """
     sign = objective_sign(arrays)
     if values is not None:
@@ -134,7 +138,7 @@ def finish_result(
         termination = Termination.UNKNOWN
     if termination is Termination.OPTIMAL and objective is not None:
         if bound is None and proven_optimal_bound:
-            bound = objective
+            bound, bound_from_point = objective, True
         status = SolutionStatus.OPTIMAL
     elif values is not None:
         status = SolutionStatus.FEASIBLE
@@ -143,7 +147,7 @@ def finish_result(
     if termination in (Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED, Termination.UNBOUNDED):
         bound = None
     extra = dict(extra or {})
-    bound = with_margin(arrays, bound, extra, values)
+    bound = with_margin(arrays, bound, extra, values if bound_from_point else None)
     return SolverResult(
         bound_grade="solver" if bound is not None else None,
         backend=backend,

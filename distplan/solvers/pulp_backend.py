@@ -42,7 +42,7 @@ from distplan.modeling.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.capture import echo_to_stderr
 from distplan.solvers.common import error_result, fill_unmentioned, finish_result, objective_sign
-from distplan.solvers.highs import ISOLATE_SIZE, highs_version, refused_option, use_threads
+from distplan.solvers.highs import ISOLATE_SIZE, highs_version, node_limit, refused_option, use_threads
 from distplan.solvers.highs import STATUS_MAP as HIGHS_STATUS_MAP
 from distplan.solvers.result import SolverResult, Termination, map_status
 
@@ -377,7 +377,8 @@ def solve_cbc(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray
         raw = first_line
     bound_min = parsed.lower_bound if arrays.is_mip else None
     completed = parsed.result_line != "Optimal solution found (within gap tolerance)" and not float(options.raw.get("increment") or 0.0)
-    if termination is Termination.OPTIMAL and completed and bound_min is None:
+    from_point = termination is Termination.OPTIMAL and completed and bound_min is None
+    if from_point:
         bound_min = completed_search_bound(parsed, arrays, values if has_solution else None)
     if termination in (Termination.UNBOUNDED, Termination.INFEASIBLE_OR_UNBOUNDED):
         has_solution = True  # finish_result keeps the point only if it proves unboundedness
@@ -398,6 +399,7 @@ def solve_cbc(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray
         # does not, and then only the bound read from the log counts; a cutoff increment
         # given by the user makes even a completed search end short of the optimum
         proven_optimal_bound=completed,
+        bound_from_point=from_point,
     )
 
 
@@ -508,7 +510,7 @@ def solve_pulp_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np.
     raw = highs.getModelStatus()
     info = highs.getInfo()
     # HiGHS's own status names the exact limit PuLP folds into ("Optimal", "Solution Found")
-    termination = PULP_HIGHS_STATUS_MAP.get(raw, PULP_STATUS_MAP.get(pair, Termination.UNKNOWN))
+    termination = node_limit(PULP_HIGHS_STATUS_MAP.get(raw, PULP_STATUS_MAP.get(pair, Termination.UNKNOWN)), options, int(info.mip_node_count))
     values = None
     if info.primal_solution_status == 2 or arrays.num_vars == 0:
         values = fill_unmentioned(np.array([np.nan if v.varValue is None else float(v.varValue) for v in xs]), arrays)

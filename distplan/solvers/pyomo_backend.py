@@ -426,6 +426,7 @@ def _solve_shell(
         nodes=nodes,
         iterations=iterations,
         proven_optimal_bound=proven_optimal_bound,
+        bound_from_point=completed_cbc,
     )
 
 
