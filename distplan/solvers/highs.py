@@ -139,7 +139,7 @@ def pass_arrays(h: highspy.Highs, arrays: ModelArrays) -> None:
         h.changeColsIntegrality(ints.size, ints, kinds)
 
 
-def _node_limit(termination: Termination, options: SolveOptions, nodes: int) -> Termination:
+def node_limit(termination: Termination, options: SolveOptions, nodes: int) -> Termination:
     """HiGHS reports its node limits (``mip_max_nodes``, ``mip_max_leaves``) as "Solution
     limit reached", as it does ``mip_max_improving_sols``: NODE_LIMIT when a node limit was
     set and the search explored that many nodes (review rev16: ``mip_max_nodes=0`` read
@@ -204,7 +204,7 @@ def solve(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | N
         backend="highs",
         version=highs_version(),
         arrays=arrays,
-        termination=_node_limit(map_status(STATUS_MAP, raw, "highs"), options, int(info.mip_node_count)),
+        termination=node_limit(map_status(STATUS_MAP, raw, "highs"), options, int(info.mip_node_count)),
         values=values,
         bound_min=bound_min,
         raw_status=h.modelStatusToString(raw),
