@@ -438,8 +438,8 @@ def check_total_memory(inst: PlacementInstance) -> None:
         what = "the ops' persistent memory and the outputs of ops without consumers (held to the end under the liveness model)"
     total = math.fsum(inst.held_to_end().tolist())
     cap = math.fsum(inst.device_memory.tolist())
-    # the devices accept math.fsum(inst.accepted_memory()) together; the 1e-9 is looser
-    if total > max(cap * (1 + 1e-9), math.fsum(inst.accepted_memory().tolist())) + TOL:
+    # (the devices accept math.fsum(inst.accepted_memory()) together; 1e-9 is looser)
+    if total > cap * (1 + 1e-9) + TOL:
         short = total - cap
         raise InfeasibleError(
             f"graph.ops: {what} total {byte_text(total)} bytes but the {inst.n_devices} devices hold {byte_text(cap)} together "

@@ -13,7 +13,7 @@ from distplan.errors import InfeasibleError, NoSolutionError
 from distplan.formulations.placement.listsched import Schedule, list_schedule, topological_positions
 from distplan.formulations.placement.listsched_data import StaticLists, gc_paused, static_lists
 from distplan.formulations.registry import Outcome, RunContext
-from distplan.models.placement_evaluate import evaluate
+from distplan.models.placement_evaluate import memory_peaks
 from distplan.models.placement_instance import PlacementInstance, byte_text
 from distplan.models.placement_plan import make_plan
 
@@ -33,9 +33,10 @@ def single_device_schedule(inst: PlacementInstance) -> Schedule:
     called two ops of 1e12 and 1e12 + 1 bytes on a 2e12-byte device infeasible, a plan the
     evaluator accepts: review rev16 D1.)"""
     need = inst.memory_need().sum()
-    fits = inst.accepted_memory() >= need
-    if not fits.any():
-        fits = np.array([evaluate(inst, make_plan(inst, *_on_device(inst, d)[:2])).feasible for d in range(inst.n_devices)])
+    accepted = inst.accepted_memory()
+    fits = accepted >= need
+    if not fits.any():  # (the evaluator's own peaks and test)
+        fits = np.array([memory_peaks(inst, *_on_device(inst, d))[d] <= accepted[d] for d in range(inst.n_devices)])
     if not fits.any():
         best = int(np.argmax(inst.device_memory))
         raise InfeasibleError(

@@ -149,7 +149,7 @@ def _list_schedule(
     loose = memory_never_binds(inst, assignment)
     track = liveness and not loose  # the timelines are read only when memory can bind
     charged = not (forced_mode and loose)  # the bytes on each device are read only when memory can bind or ops move
-    timelines = [MemoryTimeline(c) for c in cap] if track else []
+    timelines = [MemoryTimeline(c) for c in capx] if track else []
     tl_time, tl_delta = [tl.times for tl in timelines], [tl.deltas for tl in timelines]  # events appended directly
     consumers_left, remaining = st.consumers[:] if track else [], st.indeg[:]  # counted down: copies (``st`` is reused across calls)
     allocated = [0.0] * nd

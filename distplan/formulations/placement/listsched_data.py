@@ -16,7 +16,7 @@ import numpy as np
 
 from distplan.errors import NoSolutionError
 from distplan.models.graphs import edges_by, topological_order
-from distplan.models.placement_instance import MEMORY_TOLERANCE, PlacementInstance, byte_text
+from distplan.models.placement_instance import PlacementInstance, byte_text
 
 _INF = math.inf
 
@@ -45,7 +45,7 @@ class MemoryTimeline:
     """
 
     def __init__(self, capacity: float):
-        self.capacity = capacity * (1 + MEMORY_TOLERANCE)  # `PlacementInstance.accepted_memory`
+        self.capacity = capacity  # (bytes: what the evaluator accepts, `PlacementInstance.accepted_memory`)
         self.times: list[float] = []
         self.deltas: list[float] = []
         self._cache: tuple[int, np.ndarray, np.ndarray] | None = None  # (events, times, suffix max)
