@@ -60,7 +60,7 @@ def timed_solve(inst: PipelineInstance, formulation: str, limit: float, **params
 def test_1f1b_stops_at_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     """1F1B's shrinking warm-up (13 memory checks of 0.3 s here): past the limit the
     baseline has no plan, and says so (V4: 32 stages, 256 micro-batches, 9.6 s at 0.5)."""
-    calls = slow_down(monkeypatch, baselines, "_fits", 0.3)
+    calls = slow_down(monkeypatch, baselines, "fitting_peaks", 0.3)
     out, took = timed_solve(nn_case(), "1f1b", 0.5)
     assert took <= allowed(0.5), f"{took:.2f} s after {len(calls)} checks"
     assert isinstance(out, NoSolutionError) and "before the limit" in str(out)
@@ -69,7 +69,7 @@ def test_1f1b_stops_at_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_tessel_skips_the_baselines_past_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tessel's classic-schedule candidates are an optional incumbent: past the limit
     they are cut short and the repetend's candidates stand (V3)."""
-    calls = slow_down(monkeypatch, baselines, "_fits", 0.3)
+    calls = slow_down(monkeypatch, baselines, "fitting_peaks", 0.3)
     out, took = timed_solve(nn_case(), "tessel", 1.0)
     assert took <= allowed(1.0), f"{took:.2f} s after {len(calls)} checks"
     assert isinstance(out, distplan.Result) and out.termination is Termination.TIME_LIMIT
@@ -91,7 +91,7 @@ def test_tessel_justification_stops_at_the_deadline(monkeypatch: pytest.MonkeyPa
 def test_pipeline_milp_warm_starts_stop_at_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     """The best baseline and the stacked-barrier schedule (mshape has barriers) are
     skipped past the limit (V2: 3.2 s and 1.9 s of them at T = 1)."""
-    calls = slow_down(monkeypatch, baselines, "_fits", 0.3)
+    calls = slow_down(monkeypatch, baselines, "fitting_peaks", 0.3)
     out, took = timed_solve(tessel_case("m", 4, 16), "pipeline_milp", 1.0)
     assert took <= allowed(1.0), f"{took:.2f} s after {len(calls)} checks"
     if isinstance(out, distplan.Result):

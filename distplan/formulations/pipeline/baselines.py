@@ -38,9 +38,8 @@ from distplan.formulations.pipeline.common import (
     block_depth,
     check_capacity,
     check_size,
-    device_capacities,
+    fitting_peaks,
     greedy,
-    memory_peaks,
     orders_from_starts,
 )
 from distplan.formulations.registry import Outcome, RunContext
@@ -213,14 +212,6 @@ def one_f_one_b_orders(
     return orders
 
 
-def _fits(inst: PipelineInstance, orders: Orders) -> tuple[bool, np.ndarray]:
-    """Whether the orders' memory peaks fit what the evaluator surely accepts
-    (`common.plan_capacity`: a block 4e-10 over a capacity of 1, which it accepts, was called
-    over, review rev16 D3), and the peaks."""
-    peaks = memory_peaks(inst, orders)
-    return bool(np.all(peaks <= device_capacities(inst, proof=False))), peaks
-
-
 def _memory_error(inst: PipelineInstance, name: str, peaks: np.ndarray) -> InfeasibleError:
     cap = inst.capacity
     d = int(np.argmax(peaks - cap))
@@ -233,7 +224,7 @@ def _memory_error(inst: PipelineInstance, name: str, peaks: np.ndarray) -> Infea
 
 def gpipe(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
     orders = gpipe_orders(inst, deadline)
-    ok, peaks = _fits(inst, orders)
+    ok, peaks = fitting_peaks(inst, orders)
     if not ok:
         raise _memory_error(inst, "gpipe", peaks)
     return asap(inst, orders, deadline=deadline), {"schedule": "gpipe"}
@@ -259,7 +250,7 @@ def one_f_one_b(inst: PipelineInstance, deadline: float | None = None) -> tuple[
             done = False
             for cand in candidates:
                 orders = one_f_one_b_orders(inst, cand, per_block, queues, deadline)
-                ok, peaks = _fits(inst, orders)
+                ok, peaks = fitting_peaks(inst, orders)
                 peaks_seen = peaks
                 if not ok:
                     continue
@@ -275,7 +266,7 @@ def one_f_one_b(inst: PipelineInstance, deadline: float | None = None) -> tuple[
             if done or warm.max() == 0:
                 break
             warm = np.maximum(warm - 1, 0)
-    if not found and deadlocked and _fits(inst, orders)[0]:
+    if not found and deadlocked and fitting_peaks(inst, orders)[0]:
         # the least warm-up fits the memory, but its order deadlocks: not a memory shortfall
         # (it had said "needs memory 1 (capacity 1, over by 0)" on the x shape)
         raise InfeasibleError(
@@ -424,7 +415,7 @@ def _ordered(inst: PipelineInstance, name: str, orders: Orders, deadlock: str | 
     """The earliest starts (B, N, seconds) of the schedule ``name``'s device ``orders``;
     `InfeasibleError` when they exceed a device's memory, `InputError` (saying
     ``deadlock``) when they contradict the dependencies."""
-    ok, peaks = _fits(inst, orders)
+    ok, peaks = fitting_peaks(inst, orders)
     if not ok:
         raise _memory_error(inst, name, peaks)
     try:

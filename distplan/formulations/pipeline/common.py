@@ -279,7 +279,13 @@ def device_capacities(inst: PipelineInstance, proof: bool) -> np.ndarray:
 def memory_fits(inst: PipelineInstance, orders: Orders) -> bool:
     """Whether the device sequences' memory prefixes stay within what the evaluator surely
     accepts (`plan_capacity`)."""
-    return bool(np.all(memory_peaks(inst, orders) <= device_capacities(inst, proof=False)))
+    return fitting_peaks(inst, orders)[0]
+
+
+def fitting_peaks(inst: PipelineInstance, orders: Orders) -> tuple[bool, np.ndarray]:
+    """`memory_fits`, with the memory peaks per device (the blocks' units)."""
+    peaks = memory_peaks(inst, orders)
+    return bool(np.all(peaks <= device_capacities(inst, proof=False))), peaks
 
 
 def _sum_room(mem: Sequence[float], n: int) -> float:

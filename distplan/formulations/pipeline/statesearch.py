@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from distplan.formulations.pipeline.barriers import Stacking, barrier_time, stacked_plan, stacking
-from distplan.formulations.pipeline.common import block_tail, integral_data, predecessor_lists, proof_capacity
+from distplan.formulations.pipeline.common import block_tail, device_capacities, integral_data, predecessor_lists
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
 
 #: most states kept (each a few hundred bytes) before the search stops with its open states' bound
@@ -108,14 +108,6 @@ def bound_is_exact(inst: PipelineInstance) -> bool:
     return applicable(inst) and integral_data(inst, exact=True)
 
 
-def _capacity(cap: float, mem: list[float], n: int) -> float:
-    """The memory a device may hold in the search (the blocks' units): the evaluator's threshold
-    with room for the rounding of both sides' sums (`common.proof_capacity`), so that the
-    search covers every schedule the evaluator accepts. With integral memory and capacity
-    it decides as ``<= cap``."""
-    return proof_capacity(cap, mem, n)
-
-
 def search_makespan(inst: PipelineInstance, target: int, deadline: float | None = None, max_states: int = MAX_STATES) -> SearchOutcome:
     """Least makespan among schedules of makespan <= ``target`` (integer seconds), by the
     best-first state search of the module docstring. ``deadline``: a
@@ -129,7 +121,7 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
     mem = inst.memory.tolist()
     devs = [np.flatnonzero(inst.device_mask[b]).tolist() for b in range(nb)]
     on = [np.flatnonzero(inst.device_mask[:, d]).tolist() for d in range(nd)]
-    cap = [_capacity(c, [mem[x] for x in on[d]], n) for d, c in enumerate(inst.capacity.tolist())]
+    cap = device_capacities(inst, proof=True).tolist()  # (`common.proof_capacity`: every schedule the evaluator accepts)
     bits = [sum(1 << d for d in devs[b]) for b in range(nb)]
     preds = [[a for a, _ in p] for p in predecessor_lists(inst)]
     tail = [int(x) for x in np.round(block_tail(inst))]
