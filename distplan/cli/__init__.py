@@ -17,7 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from distplan.cli.args import check_outputs, output_errors
+from distplan.cli.args import check_outputs, out_of_memory, output_errors
 from distplan.errors import DistplanError, InputError
 from distplan.models.common import print_json
 from distplan.solvers.base import BackendError
@@ -101,6 +101,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         _json_error(args, exc, exc.exit_code)
         return exc.exit_code
+    except MemoryError as exc:
+        error = out_of_memory(exc)
+        print(f"error: {error}", file=sys.stderr)
+        _json_error(args, error, error.exit_code)
+        return error.exit_code
     except BackendError as exc:
         print(f"error: {exc}", file=sys.stderr)
         _json_error(args, exc, 2)

@@ -196,23 +196,26 @@ def _belongs(filename: Any, out: Output, path: Path) -> bool:
 @contextmanager
 def output_errors(args: argparse.Namespace) -> Iterator[None]:
     """Turn an OSError writing one of the command's outputs into an `InputError` (exit 2)
-    naming the option and the path; and a `MemoryError` anywhere in the command (numpy's
-    ``_ArrayMemoryError`` included) into an `InputError` (exit 2) saying that the input
-    asks for more memory than the process has, not a traceback (review rev16 D6: under
-    ``ulimit -v``, ``make random --ops 1000000000`` ended in a numpy traceback)."""
+    naming the option and the path."""
     outputs = outputs_of(args)
     try:
         yield
-    except MemoryError as exc:
-        detail = f" ({exc})" if str(exc) else ""
-        raise InputError(
-            "memory",
-            f"ran out of memory{detail}: the input asks for more than this process may allocate",
-            "give smaller sizes (fewer ops, stages, layers, runs), or raise the memory limit",
-        ) from None
     except OSError as exc:
         for out, path in outputs:
             if _belongs(exc.filename, out, path) or _belongs(exc.filename2, out, path):
                 reason = _REASONS.get(exc.errno or 0) or exc.strerror or str(exc)
                 raise InputError(out.option, f"cannot write {path}: {reason}", "choose a path you can write to") from None
         raise
+
+
+def out_of_memory(exc: MemoryError) -> InputError:
+    """A `MemoryError` anywhere in a command (numpy's ``_ArrayMemoryError`` included) as an
+    `InputError` (exit 2) saying that the input asks for more memory than the process has,
+    not a traceback (review rev16 D6: under ``ulimit -v``, ``make random --ops 1000000000``
+    ended in a numpy traceback)."""
+    detail = f" ({exc})" if str(exc) else ""
+    return InputError(
+        "memory",
+        f"ran out of memory{detail}: the input asks for more than this process may allocate",
+        "give smaller sizes (fewer ops, stages, layers, runs), or raise the memory limit",
+    )
