@@ -148,6 +148,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     doc = load_document(args.instance)
     validate_document(doc)
     inst = load_instance(args.instance)
+    spec = kind_spec(inst.kind)
+    if spec.check_plan_exists is not None:  # a well-formed document no plan can satisfy: exit 3
+        spec.check_plan_exists(inst)
     print(f"{args.instance}: valid {inst.kind} instance {inst.name!r}")
     return 0
 

@@ -69,6 +69,10 @@ class KindSpec:
     objective_unit: str
     #: human-readable lines about a checked plan (ops and memory per device, ...)
     describe: Callable[[Any, Any, Check], list[str]] | None = None
+    #: raises `InfeasibleError` when the instance alone proves that no plan exists, beyond
+    #: what reading it checks (placement: all devices together hold less than the ops
+    #: need); ``distplan validate`` asks it, as the formulations that make plans do
+    check_plan_exists: Callable[[Any], None] | None = None
 
 
 _KIND_MODULES = {name: kind.models for name, kind in KINDS.items()}

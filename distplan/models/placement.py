@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from distplan.models.common import KindSpec, register_kind
 from distplan.models.placement_evaluate import describe, evaluate, memory_peaks, schedule_fixed_placement
-from distplan.models.placement_instance import PlacementInstance
+from distplan.models.placement_instance import PlacementInstance, check_total_memory
 from distplan.models.placement_plan import PlacementPlan, make_plan, plan_from_dict
 
 __all__ = ["SPEC", "PlacementInstance", "PlacementPlan", "describe", "evaluate", "make_plan", "memory_peaks", "plan_from_dict", "schedule_fixed_placement"]
@@ -23,5 +23,6 @@ SPEC = register_kind(
         objective_name="makespan",
         objective_unit="s",
         describe=describe,  # type: ignore[arg-type]
+        check_plan_exists=check_total_memory,  # type: ignore[arg-type]
     )
 )
