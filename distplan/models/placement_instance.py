@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
-from distplan.models.common import FORMAT, MAX_BYTES, MAX_SECONDS, JsonDocument, name_list, need, number
+from distplan.models.common import FORMAT, MAX_BYTES, MAX_SECONDS, JsonDocument, copy_json, name_list, need, number
 from distplan.models.graphs import find_cycle, topological_order
 
 MEMORY_MODELS = ("simple", "liveness")
@@ -201,7 +201,7 @@ class PlacementInstance(JsonDocument):
 
     def to_dict(self) -> dict[str, Any]:
         if self.document is not None:
-            return copy.deepcopy(self.document)
+            return copy_json(self.document)
         return _serialize(self)
 
     def summary(self) -> dict[str, Any]:
@@ -360,7 +360,7 @@ def _parse(data: Mapping[str, Any]) -> PlacementInstance:
         memory_model=mem_model,
         communication=comm,
         meta=dict(meta),
-        document=copy.deepcopy(dict(data)),
+        document=copy_json(dict(data)),
     )
     _check_fits(inst)
     return inst
