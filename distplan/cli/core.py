@@ -172,7 +172,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance)
     spec = kind_spec(inst.kind)
-    plan = spec.plan_from_dict(inst, read_json(args.plan))
+    plan = spec.read_plan(inst, read_json(args.plan))
     check = spec.evaluate(inst, plan)
     if args.json:
         print_json(check.to_dict(), sys.stdout)

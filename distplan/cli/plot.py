@@ -48,7 +48,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         return _plot_pareto(inst, args)
     draw = plotter(inst.kind)
     if args.plan:
-        plan = kind_spec(inst.kind).plan_from_dict(inst, read_json(args.plan))
+        plan = kind_spec(inst.kind).read_plan(inst, read_json(args.plan))
     elif args.formulation:
         plan = solve(inst, formulation=args.formulation, backend=args.backend, time_limit=args.time_limit, fold=args.fold).plan
     else:

@@ -56,12 +56,10 @@ def resolve(plan: Any, instance: Any = None) -> tuple[Any, Any]:
     spec = kind_spec(inst.kind)
     obj = getattr(plan, "plan", plan) if not isinstance(plan, Mapping) else plan
     if isinstance(obj, Mapping):
-        inner = obj.get("plan")
-        doc: Mapping[str, Any] = inner if isinstance(inner, Mapping) else obj
         kind = obj.get("kind")
         if isinstance(kind, str) and kind not in (inst.kind, f"{inst.kind}-plan"):
             raise InputError("kind", f"a {kind} document, but instance {inst.name!r} is a {inst.kind} instance", "pass the plan's own instance")
-        obj = spec.plan_from_dict(inst, doc)
+        obj = spec.read_plan(inst, obj)
     if obj is None:
         raise InputError("plan", "the result holds no plan", "emit a result with a plan")
     return inst, obj

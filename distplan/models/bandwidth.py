@@ -62,5 +62,6 @@ SPEC = register_kind(
         objective_name="training time",
         objective_unit="s",
         describe=describe,
+        plan_fields=("bandwidth", "objective"),
     )
 )

@@ -16,7 +16,7 @@ from typing import IO, Any, Protocol
 
 from distplan.errors import InputError
 from distplan.kinds import KINDS
-from distplan.models.schema import check_known_fields, long_integer_text
+from distplan.models.schema import check_known_fields, long_integer_text, unknown_field_problem
 
 FORMAT = "distplan/1"
 
@@ -74,6 +74,32 @@ class KindSpec:
     #: what reading it checks (placement: all devices together hold less than the ops
     #: need); ``distplan validate`` asks it, as the formulations that make plans do
     check_plan_exists: Callable[[Any], None] | None = None
+    #: the fields of a plan document besides `PLAN_ENVELOPE` (`read_plan` rejects others)
+    plan_fields: tuple[str, ...] = ()
+
+    def read_plan(self, inst: Any, data: Any) -> Any:
+        """The plan in ``data``: a plan document (``distplan solve --out``: `PLAN_ENVELOPE`
+        and the kind's `plan_fields`) or a result document (``--result``: its ``plan``).
+        A plan document of another kind, or a field the kind's plans do not have, is an
+        `InputError` naming it: plan readers take what they know, so a misspelled
+        ``"snyc"`` read as absent (every gradient all-reduced) or ``"strat"`` (start
+        times recomputed) gave another plan's verdict."""
+        if not isinstance(data, Mapping):
+            raise InputError("plan", f"expected an object, got {type(data).__name__}")
+        if data.get("kind") in (None, self.kind) and isinstance(data.get("plan"), Mapping):  # a result document
+            data = data["plan"]
+        kind = data.get("kind")
+        if kind is not None and kind != f"{self.kind}-plan":
+            raise InputError("kind", f"a {kind!r} document, not a {self.kind}-plan", f"give a plan written by `distplan solve --out` for a {self.kind} instance")
+        known = PLAN_ENVELOPE + self.plan_fields
+        unknown = next((key for key in data if key not in known), None)
+        if unknown is not None:
+            raise InputError(str(unknown), unknown_field_problem(unknown, known), "correct or remove the field")
+        return self.plan_from_dict(inst, data)
+
+
+#: the fields every plan document has besides its kind's (`KindSpec.read_plan`)
+PLAN_ENVELOPE = ("format", "kind", "instance", "source")
 
 
 _KIND_MODULES = {name: kind.models for name, kind in KINDS.items()}

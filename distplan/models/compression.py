@@ -46,5 +46,6 @@ SPEC = register_kind(
         objective_name="iteration",
         objective_unit="s",
         describe=describe,
+        plan_fields=("duplicated", "sync", "order"),
     )
 )

@@ -596,5 +596,6 @@ SPEC = register_kind(
         objective_name="iteration_time",
         objective_unit="s",
         describe=describe,
+        plan_fields=("start", "info"),
     )
 )

@@ -24,5 +24,6 @@ SPEC = register_kind(
         objective_unit="s",
         describe=describe,  # type: ignore[arg-type]
         check_plan_exists=check_total_memory,  # type: ignore[arg-type]
+        plan_fields=("device", "start"),
     )
 )

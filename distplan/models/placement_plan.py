@@ -39,9 +39,8 @@ def make_plan(inst: PlacementInstance, device: np.ndarray, start: np.ndarray | N
 
 
 def plan_from_dict(inst: PlacementInstance, data: Mapping[str, Any]) -> PlacementPlan:
-    """A plan from {"device": {op: device name}, "start": {op: seconds}?} (or a solve result)."""
-    if "plan" in data and isinstance(data["plan"], Mapping):
-        data = data["plan"]
+    """A plan from {"device": {op: device name}, "start": {op: seconds}?} (a result's plan:
+    `KindSpec.read_plan`)."""
     devmap = need(data, "device", "plan")
     if not isinstance(devmap, Mapping):
         raise InputError("plan.device", "expected an object mapping op name to device name")

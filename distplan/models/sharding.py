@@ -675,6 +675,7 @@ SPEC = register_kind(
         objective_name="iteration",
         objective_unit="s",
         describe=describe,  # type: ignore[arg-type]
+        plan_fields=("strategies",),
     )
 )
 
