@@ -17,6 +17,7 @@ their own ``run`` and build every program they solve from a `ModelSpec` too.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import json
@@ -81,27 +82,62 @@ class Bound:
 BOUND_KINDS = ("solver_free", "solver", "proof")
 
 
+#: a solver call's bound in the result's units as its formulation states it:
+#: ``conversion(call_bound, instance)``, the largest value the call's bound allows
+Conversion = Callable[[float, Any], float]
+
+
+def same_units(call_bound: float, instance: Any) -> float:
+    """The conversion of a call whose model counts the result's units: its own bound."""
+    return call_bound
+
+
 @dataclass(frozen=True)
 class BoundSource:
     """A kind of bound a formulation reports that is not solver-free: the formulations that
     may report it (None: any), a pattern its ``source`` text matches (``re.search``), what
     proves it (``"solver"``: a solver call's dual bound, which must be linked to the call;
     ``"proof"``: the formulation's own proof, which `distplan verify` cannot redo) and the
-    best grade it can have (a solver call's bound: at most its call's grade too)."""
+    best grade it can have (a solver call's bound: at most its call's grade too).
+
+    A solver call's bound also names its ``conversion``: ``"module:function"``, the
+    function ``(call_bound, instance) -> float`` with which the formulation turns the
+    call's bound (model units) into the bound it reports (the instance's units): the
+    largest value the call's bound allows. None: the call counts the result's units
+    (`same_units`). It is named, not imported, as `distplan.kinds` names modules: the
+    function lives beside the formulation that uses it, and formulations import this
+    registry (`convert` imports the function when a bound is checked)."""
 
     formulations: tuple[str, ...] | None
     pattern: str
     kind: str
     grade: str
+    conversion: str | None = None
 
     def matches(self, formulation: str, source: str) -> bool:
         if self.formulations is not None and formulation not in self.formulations:
             return False
         return re.search(self.pattern, source) is not None
 
+    @property
+    def convert(self) -> Conversion:
+        """The stated conversion of a call's bound to the result's units (`same_units`
+        when the source names none)."""
+        return same_units if self.conversion is None else _conversion(self.conversion)
+
+
+@functools.cache
+def _conversion(name: str) -> Conversion:
+    module, _, function = name.partition(":")
+    fn: Conversion = getattr(importlib.import_module(module), function)
+    return fn
+
 
 _PLACEMENT_PROVERS = ("placement_milp", "placement_search", "placement_bounds")
 _LIBRA = ("libra_perf", "libra_perf_lp", "libra_perf_per_cost", "libra_discrete")
+#: the conversions formulations state for their solver calls' bounds (`BoundSource.conversion`)
+_PLACEMENT_SECONDS = "distplan.formulations.placement.relaxation:dual_bound_seconds"
+_SHARDING_SECONDS = "distplan.formulations.sharding.alpa_ilp:bound_seconds"
 #: every bound source a formulation reports besides the solver-free ones (`BoundSource`);
 #: first match wins (the proofs before the generic "dual bound (" of solver calls). A
 #: bound whose source matches none of these and no solver-free bound is rejected by
@@ -122,8 +158,15 @@ BOUND_SOURCES: tuple[BoundSource, ...] = (
     BoundSource(_PLACEMENT_PROVERS, r"^last-stint bound over cut waists", "proof", "safe"),
     BoundSource(("tap",), r"^tap: exhaustive Pareto dynamic program over the folded walk \(no solver\)", "proof", "solver"),
     BoundSource(("alpa_ilp", "tap"), r"^(alpa_ilp|tap): the one plan's cost \(every op has a single strategy\)", "proof", "safe"),
-    BoundSource(None, r"^SCT LP value", "solver", "safe"),
-    BoundSource(("tap",), r"^tap: (LP of the folded problem|dual bound of the folded walk program)", "solver", "safe"),
+    # solver calls' bounds, each with the conversion its formulation states
+    BoundSource(_PLACEMENT_PROVERS, r"^(placement_milp|assignment relaxation).* dual bound \(", "solver", "safe", _PLACEMENT_SECONDS),
+    BoundSource(("alpa_ilp",), r"^alpa_ilp dual bound \(", "solver", "safe", _SHARDING_SECONDS),
+    BoundSource(("tap",), r"^tap: (LP of the folded problem|dual bound of the folded walk program)", "solver", "safe", _SHARDING_SECONDS),
+    BoundSource(("pipeline_milp",), r"^pipeline_milp dual bound \(", "solver", "safe", "distplan.formulations.pipeline.milp:dual_bound_value"),
+    BoundSource(("libra_discrete",), r"^libra_discrete MILP dual bound \(", "solver", "safe", "distplan.formulations.bandwidth.discrete:dual_bound_seconds"),
+    BoundSource(("baechi_sct",), r"^SCT LP value", "solver", "safe"),
+    # codec_select's (its call's bound is in seconds already) and every formulation
+    # declared from blocks (`from_blocks`: "<name> dual bound (<backend>)", its call's own)
     BoundSource(None, r" dual bound \(", "solver", "safe"),
 )
 

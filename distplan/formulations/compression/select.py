@@ -457,7 +457,8 @@ def run_codec_select(inst: CompressionInstance, ctx: RunContext) -> Outcome:
         "milp_bound": res.bound,
     }
     exact = window is None or int(window) >= inst.n_gradients - 1
-    bounds = [Bound(res.bound, f"codec_select dual bound ({res.backend})")] if exact and res.bound is not None else []
+    # (the call's bound is in seconds: multiplied by the time unit above, in its record too)
+    bounds = [Bound(res.bound, f"codec_select dual bound ({res.backend})", solver_record=res)] if exact and res.bound is not None else []
     best_name, (best_seconds, best_ch) = start_name, scored[start_name]
     if res.has_solution:
         ch = decode_choice(inst, res, index)

@@ -143,6 +143,19 @@ def _on_operations(fn: Any) -> Any:
 PIPELINE_MILP = ModelSpec("pipeline_milp", prepare_schedule, tuple(_on_operations(f) for f in OP_MODEL.blocks))
 
 
+def dual_bound_value(call_bound: float, inst: PipelineInstance, integral: bool | None = None) -> float:
+    """What a solver's dual bound of the op model proves of ``inst``'s objective (its own
+    time units): rounded up to a whole number (less 1e-6 of the solver's tolerance) when
+    the model's values are integral (``integral``: integral data, or the time-indexed
+    model: some optimum has integral times), else the bound itself; ``integral`` None (the
+    model not known, as to `distplan verify`): the larger of the two. pipeline_milp's
+    stated conversion of its solver calls' bounds (`registry.BOUND_SOURCES`)."""
+    rounded = float(math.ceil(call_bound - 1e-6))
+    if integral is None:
+        return max(call_bound, rounded)
+    return rounded if integral else call_bound
+
+
 def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     """Solve the whole-schedule MILP warm-started from the best known schedule; decode
     the device orders and retime them exactly (earliest starts, or an LP for the span).
@@ -261,10 +274,10 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
             below_infeasible = True
             bounds.append(Bound(cap + 1.0, f"pipeline_milp: no schedule of value <= {cap:g} (time-indexed model infeasible, {res.backend})"))
         elif res.bound is not None and math.isfinite(res.bound):
-            value = math.ceil(res.bound - 1e-6) if integral else res.bound
+            value = dual_bound_value(res.bound, inst, integral)
             if below:
                 value = min(value, cap + 1.0)  # the bound holds up to cap; above it lies U
-            bounds.append(Bound(float(value), f"pipeline_milp dual bound ({stage}, {res.backend})"))
+            bounds.append(Bound(value, f"pipeline_milp dual bound ({stage}, {res.backend})", solver_record=res))
         info["model"][stage] = {"operations": prob.n, "implied_precedences": int(mdata.get("implied_arcs", 0)), "termination": res.termination.value, **_size(res)}
         if start is not None and schedule_objective(inst, start) < best_value and memory_fits(inst, orders_from_starts(inst, start.reshape(inst.n_blocks, inst.micro_batches))):
             incumbent, best_value = start, schedule_objective(inst, start)

@@ -560,9 +560,8 @@ def run_in_seconds(inst: PlacementInstance, ctx: RunContext, name: str = "placem
     if contradicted:
         info["solver_contradiction"] = f"{result.backend} called the model infeasible ({result.raw_status}) though the incumbent ({source}) satisfies it; its bound is not used"
     elif result.bound is not None and np.isfinite(result.bound):
-        margin = relaxation.dual_bound_margin(inst, result.bound)
         what = "exact" if index.exact else "relaxed: " + _relaxed_because(inst, index)
-        bounds.append(Bound(max(0.0, result.bound - margin) / SCALE, f"{name} dual bound ({result.backend}, {what})"))
+        bounds.append(Bound(relaxation.model_seconds(result.bound, inst), f"{name} dual bound ({result.backend}, {what})", solver_record=result))
     plan: PlacementPlan | None = None
     claimed: float | None = None
     info.update(incumbent=source, exact_model=bool(index.exact))
@@ -643,7 +642,7 @@ def child_dual_bound(ctx: RunContext, target: PlacementInstance, model: Model, d
     result = child.solve_model(model, warm_start=warm)
     if result.bound is None or not np.isfinite(result.bound):
         return result, None
-    return result, max(0.0, result.bound - relaxation.dual_bound_margin(target, result.bound)) / SCALE
+    return result, relaxation.model_seconds(result.bound, target)
 
 
 def window_bound(

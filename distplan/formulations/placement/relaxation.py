@@ -57,6 +57,7 @@ from distplan.formulations.placement.descendants import (
     waiting_load_rows,
     window_load_rows,
 )
+from distplan.formulations.placement.time_unit import time_factor
 from distplan.formulations.registry import Bound, RunContext
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.placement_instance import PlacementInstance
@@ -78,6 +79,23 @@ def dual_bound_margin(inst: PlacementInstance, bound: float) -> float:
     loses to be safe within its tolerances: `SAFETY` per row on a path (at most the ops
     plus three) and 1e-9 relative."""
     return SAFETY * (inst.n_ops + 3) + 1e-9 * abs(bound)
+
+
+def model_seconds(call_bound: float, inst: PlacementInstance) -> float:
+    """The seconds of ``inst`` that a solver's dual bound (microseconds, `SCALE`) of the
+    relaxation or the placement MILP built on ``inst`` proves: less `dual_bound_margin`,
+    at least 0."""
+    return max(0.0, call_bound - dual_bound_margin(inst, call_bound)) / SCALE
+
+
+def dual_bound_seconds(call_bound: float, inst: PlacementInstance) -> float:
+    """The seconds of ``inst`` that a dual bound of the relaxation or the placement MILP,
+    solved on ``inst`` in its time unit, proves: placement's stated conversion of those
+    solver calls' bounds (`registry.BOUND_SOURCES`, which `distplan verify` applies to the
+    call's record). The programs run on ``inst`` with its times multiplied by
+    `time_unit.time_factor` (`time_unit.in_time_unit`): `model_seconds` of that copy (the
+    same ops, so the same margin), mapped back by the factor, as `in_time_unit` does."""
+    return model_seconds(call_bound, inst) / time_factor(inst)
 
 
 def heads_tails(inst: PlacementInstance, p: np.ndarray | None = None, delay: np.ndarray | None = None, level: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -520,13 +538,12 @@ def solve_bound(inst: PlacementInstance, ctx: RunContext, time_limit: float | No
     result = sub.solve_model(model, build_seconds=build_s)
     if result.bound is None or not np.isfinite(result.bound):
         return None, result
-    margin = dual_bound_margin(inst, result.bound)
     kind = "MILP" if kw.get("integral", True) else "LP"
     rows = " + ancestor/descendant loads (Carlier 1982)" if {"descendant-load", "ancestor-load"} & set(model.con_blocks) else ""
     if {"waiting-descendant-load", "waiting-ancestor-load", "window-load"} & set(model.con_blocks):
         rows += " + waiting and window loads"
     source = f"{SOURCE}{rows}, {kind} dual bound ({result.backend}, {result.termination.value})"
-    return Bound(max(0.0, result.bound - margin) / SCALE, source), result
+    return Bound(model_seconds(result.bound, inst), source, solver_record=result), result
 
 
 def relaxation_bounds(

@@ -295,7 +295,7 @@ def lp_method(inst: PlacementInstance, params: Mapping[str, Any]) -> str:
 def lp_bounds(inst: PlacementInstance, result: SolverResult, index: SctIndex) -> list[Bound]:
     """The LP value, only when it is proven optimal and the SCT precondition holds."""
     if result.termination.value == "optimal" and result.bound is not None and lp_bound_valid(inst, index):
-        return [Bound(float(result.bound), "SCT LP value (small-communication precondition holds)")]
+        return [Bound(float(result.bound), "SCT LP value (small-communication precondition holds)", solver_record=result)]
     return []
 
 

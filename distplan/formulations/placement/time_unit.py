@@ -60,7 +60,8 @@ def in_time_unit(run: Callable[[PlacementInstance, RunContext], Outcome]) -> Cal
         if plan is not None:
             plan = make_plan(inst, plan.device, None if plan.start is None else plan.start / k)
         note = f" (times scaled by 2^{round(math.log2(k))} in the model)"
-        bounds = [Bound(b.value / k, b.source + note, b.grade) for b in out.bounds]
+        # (a solver call's bound keeps its call: `relaxation.dual_bound_seconds` is this map)
+        bounds = [Bound(b.value / k, b.source + note, b.grade, solver_record=b.solver_record, kind=b.kind) for b in out.bounds]
         claimed = None if out.claimed_objective is None else out.claimed_objective / k
         return dataclasses.replace(out, plan=plan, bounds=bounds, claimed_objective=claimed, info={**out.info, "time_scale": k})
 

@@ -120,6 +120,44 @@ def objective_scale(*costs: np.ndarray | float) -> float:
     return 10.0 ** math.floor(math.log10(MAX_OBJECTIVE_COEFFICIENT / largest))
 
 
+def bound_seconds(call_bound: float, instance: ShardingInstance, scale: float | None = None) -> float:
+    """The seconds of ``instance`` that a solver's bound of alpa_ilp's or tap's programs
+    (``scale`` units per second: the model's `objective_scale`) proves: the bound over the
+    scale. Without ``scale`` (the model not at hand, as in `distplan verify`) the most it
+    can prove: a positive bound over the least scale any of their programs of ``instance``
+    has (`least_objective_scale`), a negative one over `OBJECTIVE_SCALE`, the largest. The
+    stated conversion of alpa_ilp's and tap's solver calls' bounds (`registry.BOUND_SOURCES`)."""
+    if scale is None:
+        scale = least_objective_scale(instance) if call_bound > 0 else OBJECTIVE_SCALE
+    return call_bound / scale
+
+
+#: `least_objective_scale` by instance (a database holds many runs of one)
+_LEAST_SCALES: dict[int, tuple[ShardingInstance, float]] = {}
+
+
+def least_objective_scale(instance: ShardingInstance) -> float:
+    """The least `objective_scale` a program of alpa_ilp or tap on ``instance`` can have:
+    every coefficient of theirs (an op's or a resharding's cost, the costs of a fold's walk
+    arc, the constant of fixed choices) is a sum of costs of distinct nodes and edges of the
+    cost graph, each at most its largest finite cost, so at most the sum of those. It is
+    the models' own scale (microseconds) unless that sum passes 1e6 seconds."""
+    held = _LEAST_SCALES.get(id(instance))
+    if held is None or held[0] is not instance:
+        graph = build_cost_graph(instance)
+        total = sum(_largest_finite(c) for c in graph.node_cost) + sum(_largest_finite(c) for c in graph.edge_cost)
+        if len(_LEAST_SCALES) > 64:
+            _LEAST_SCALES.clear()
+        held = _LEAST_SCALES[id(instance)] = (instance, objective_scale(total))
+    return held[1]
+
+
+def _largest_finite(cost: np.ndarray) -> float:
+    a = np.abs(np.asarray(cost, dtype=float))
+    a = a[np.isfinite(a)]
+    return float(a.max()) if a.size else 0.0
+
+
 def forbidden(cost: np.ndarray) -> np.ndarray:
     """The choices a cost array forbids: infinite costs (`INFINITE_SECONDS`); NaN, which no
     validated instance produces, counts as forbidden too rather than as a cost."""
@@ -477,7 +515,7 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
             integral = is_integral(res)
             info["lp_relaxation"] = {"objective": res.objective / lp_index.objective_scale, "integral": integral}
             if res.bound is not None:  # the LP's proven bound, not its primal value; rounded down
-                info["bound_seconds"] = math.nextafter(res.bound / lp_index.objective_scale, -math.inf)
+                info["bound_seconds"] = math.nextafter(bound_seconds(res.bound, graph.instance, lp_index.objective_scale), -math.inf)
                 info[BOUND_RECORD] = res
             if integral:
                 choice = decode_choice(res, lp_index)
@@ -506,7 +544,7 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
         res = ctx.solve_model(model, build_seconds=time.perf_counter() - t0 + build_seconds)
         build_seconds = 0.0
         if res.bound is not None and limit is None:
-            value = math.nextafter(res.bound / index.objective_scale, -math.inf)
+            value = math.nextafter(bound_seconds(res.bound, graph.instance, index.objective_scale), -math.inf)
             if value > info.get("bound_seconds", -np.inf):
                 info["bound_seconds"], info[BOUND_RECORD] = value, res
         if not res.has_solution:
