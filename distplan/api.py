@@ -365,27 +365,19 @@ def _bound_only_result(
     )
 
 
-#: where a solver call's record keeps how its bound converts to the result's units
-#: (``{"scale": s, "offset": o}``: a listed bound linked to the call is at most
-#: ``s * bound + o``); `distplan verify` reads it, and takes scale 1, offset 0 without it
-BOUND_CONVERSION = "bound_conversion"
-
-
 def link_bounds(formulation: str, bounds: list[Bound], calls: list[SolverResult], free: list[Bound]) -> None:
     """Say what proves each of ``bounds`` (`Bound.kind`) and tie every solver call's bound to
     its record, so that `distplan verify` can re-check it.
 
-    A bound is ``"solver_free"`` when it repeats one of ``free`` (recomputed by verify),
-    ``"solver"`` when a call's record proved it (``solver_record``) or its source is a
-    solver's dual bound (`registry.BOUND_SOURCES`), else ``"proof"`` (the formulation's own;
-    verify accepts only the sources `BOUND_SOURCES` lists for the formulation). A solver
-    bound gets ``solver_call``, the index of its call in ``calls``: the one that proved it,
-    or for formulations that convert the call's model units to seconds (and do not keep the
-    record), the call with the largest finite bound (the formulations keep the best of their
-    calls' bounds, in one unit per formulation). That call's record keeps the conversion
-    (`BOUND_CONVERSION`): scale 1, offset 0 for the call's own bound; for a converted one
-    the ratio of the bound to the call's bound (or the offset when that is not positive),
-    so that a bound raised in the file without its call's record no longer matches."""
+    A bound is ``"solver"`` when a call's record proved it (``solver_record``: it gets
+    ``solver_call``, the index of that call in ``calls``), ``"solver_free"`` when it
+    repeats one of ``free`` (recomputed by verify), else what its source is
+    (`registry.BOUND_SOURCES`): a formulation's own ``"proof"``, or a solver call's bound
+    reported without its record, which stays unlinked. That is a formulation's mistake (every
+    formulation passes the record of the call that proved a solver bound, and a test solves
+    each to check): no call is guessed for it, and verify rejects a result that rests on it.
+    Verify holds a linked bound to its call's bound converted as the formulation states it
+    (`registry.BoundSource.conversion`)."""
     for b in bounds:
         if b.solver_record is not None:
             b.kind = "solver"
@@ -395,28 +387,3 @@ def link_bounds(formulation: str, bounds: list[Bound], calls: list[SolverResult]
         else:
             known = bound_source(formulation, b.source)
             b.kind = known.kind if known is not None else "proof"
-            if b.kind == "solver":
-                finite = [k for k, c in enumerate(calls) if _finite(c.bound)]
-                b.solver_call = max(finite, key=lambda k: (calls[k].bound, k)) if finite else None
-        if b.kind != "solver" or b.solver_call is None:
-            continue
-        call = calls[b.solver_call]
-        assert call.bound is not None
-        if b.solver_record is not None and b.value <= call.bound:
-            scale, offset = 1.0, 0.0
-        elif call.bound > 0:
-            scale, offset = b.value / call.bound, 0.0
-            while scale * call.bound < b.value:  # the ratio rounded down by an ulp
-                scale = math.nextafter(scale, math.inf)
-        else:
-            scale, offset = 1.0, b.value - call.bound
-            while call.bound + offset < b.value:
-                offset = math.nextafter(offset, math.inf)
-        held = call.extra.get(BOUND_CONVERSION)
-        if isinstance(held, dict) and held.get("scale", 1.0) * call.bound + held.get("offset", 0.0) >= b.value:
-            continue  # a conversion that covers this bound (a larger one linked before)
-        call.extra[BOUND_CONVERSION] = {"scale": scale, "offset": offset}
-
-
-def _finite(value: float | None) -> bool:
-    return value is not None and math.isfinite(value)

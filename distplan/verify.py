@@ -16,8 +16,10 @@ verifier trusts no stored claim; for each result it
 * checks the instance is the one solved (name, kind, and the content digest the CLI
   records), that the best bound's grade is the result's ``bound_grade``, and that every
   listed bound is backed (`check_bounds`): solver-free ones recomputed, a solver call's
-  dual bound against its call's record and the conversion kept there, a formulation's
-  own proof only from the sources it reports (`registry.BOUND_SOURCES`), at their grade.
+  dual bound against its call's record, converted as the formulation states
+  (`registry.BoundSource.conversion`: the function the formulation applies), a
+  formulation's own proof only from the sources it reports (`registry.BOUND_SOURCES`), at
+  their grade.
   A bound a solve proved is not re-proven: that would take the solve again.
 
 `check_result(doc, instance)` returns the problems as (field, message) pairs;
@@ -29,12 +31,11 @@ verifier trusts no stored claim; for each result it
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distplan.api import BOUND_CONVERSION, DEFAULT_GAP_TOLERANCE
+from distplan.api import DEFAULT_GAP_TOLERANCE
 from distplan.errors import DistplanError, InputError
 from distplan.formulations.registry import BOUND_GRADES, BOUND_KINDS, bound_source, solver_free_bounds, solver_free_match
 from distplan.instances import load_instance
@@ -197,8 +198,9 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None) -> list[tuple[
     * a call's bound graded "safe" is a HiGHS LP's (no integer variables in the model it
       records): no code path makes a MIP's dual bound safe;
     * a listed bound that names the call that proved it (``solver_call``) is at most that
-      call's bound converted (`_check_linked_bound`; the formulation's stated conversion
-      needs ``instance``), and "safe" only when the call's bound is.
+      call's bound converted as its formulation states (`_check_linked_bound`; a
+      conversion that needs the instance only with ``instance``), and "safe" only when
+      the call's bound is.
 
     Records written before calls recorded their options say nothing to cross-check:
     `unchecked` names what was left out."""
@@ -259,116 +261,40 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None) -> list[tuple[
     return problems
 
 
-#: relative slack of ``value <= scale * bound + offset`` (a product rounded once each way)
+#: relative slack of a linked bound over its call's bound converted (one rounding)
 CONVERSION_REL_TOLERANCE = 1e-12
-def _placement_limit(bound: float, instance: Any) -> float:
-    """placement's MILP and relaxation solve in microseconds (`relaxation.SCALE`), less the
-    margin `relaxation.dual_bound_margin` (here its relative part only: the per-row part
-    counts the ops of the model solved, fewer when folded), on the instance's times scaled
-    by `time_unit.time_factor` (<= 1)."""
-    from distplan.formulations.placement.relaxation import SCALE
-    from distplan.formulations.placement.time_unit import time_factor
-
-    return max(0.0, bound - 1e-9 * abs(bound)) / SCALE / time_factor(instance)
-
-
-def _power_of_ten_limit(bound: float, instance: Any) -> float | None:
-    """alpa_ilp's and tap's models count ``objective_scale`` units per second, a power of ten
-    (`sharding.alpa_ilp.objective_scale`); their bound is the call's divided by it, rounded
-    down (tap: less 1e-10 relative). None: the check is the ratio's (`_check_linked_bound`)."""
-    return None
-
-
-def _pipeline_limit(bound: float, instance: Any) -> float:
-    """pipeline_milp rounds a dual bound of integral data up to the next integer."""
-    return max(bound, float(math.ceil(bound - 1e-6)))
-
-
-def _identity_limit(bound: float, instance: Any) -> float:
-    return bound
-
-
-def _libra_discrete_limit(bound: float, instance: Any) -> float:
-    """libra_discrete's MILP counts communication seconds: the bound adds the compute time."""
-    from distplan.formulations.bandwidth.data import prepare
-
-    return bound + prepare(instance).compute_seconds
-
-
-#: how formulations state the conversion of a linked solver call's bound to the result's
-#: seconds: (formulations, source pattern, the largest value the call's bound allows, or
-#: None for "the ratio to the call's bound is a power of ten, rounded down by at most
-#: `POWER_OF_TEN_SLACK`"). A linked bound of a formulation not listed is checked against
-#: the conversion recorded at solve time only (`distplan.api.link_bounds`)
-STATED_CONVERSIONS: tuple[tuple[tuple[str, ...] | None, str, Any], ...] = (
-    (("placement_milp", "placement_search", "placement_bounds"), r"(placement_milp|assignment relaxation).* dual bound \(", _placement_limit),
-    (("alpa_ilp",), r"^alpa_ilp dual bound \(", _power_of_ten_limit),
-    (("tap",), r"^tap: (LP of the folded problem|dual bound of the folded walk program)", _power_of_ten_limit),
-    (("pipeline_milp",), r"^pipeline_milp dual bound \(", _pipeline_limit),
-    (("libra_discrete",), r"^libra_discrete MILP dual bound \(", _libra_discrete_limit),
-    (("codec_select",), r"^codec_select dual bound \(", _identity_limit),
-    (None, r"^SCT LP value", _identity_limit),
-)
-#: how far below a power of ten the ratio of alpa_ilp's or tap's bound to its call's may be
-POWER_OF_TEN_SLACK = 1e-6
-
-
-def _stated(formulation: str, source: str) -> Any:
-    for names, pattern, limit in STATED_CONVERSIONS:
-        if (names is None or formulation in names) and re.search(pattern, source):
-            return limit
-    # a formulation declared from blocks reports its call's own bound as "<name> dual bound
-    # (<backend>)" (`registry.from_blocks`)
-    if re.fullmatch(re.escape(formulation) + r" dual bound \([^,()]*\)", source):
-        return _identity_limit
-    return False
-
-
-def _stated_problem(limit: Any, value: float, bound: float, instance: Any) -> str | None:
-    """Why ``value`` is not what the stated conversion ``limit`` allows from the call's
-    ``bound``, or None."""
-    if limit is _power_of_ten_limit:
-        if bound <= 0 or value <= 0:
-            return None if value <= max(bound, 0.0) else f"a positive bound {value!r} from the call's {bound!r}"
-        ratio = value / bound
-        power = 10.0 ** round(math.log10(ratio))
-        if power * (1 - POWER_OF_TEN_SLACK) <= ratio <= power * (1 + CONVERSION_REL_TOLERANCE):
-            return None
-        return f"{value!r} is {ratio!r} times the call's bound {bound!r}: the model's units per second are a power of ten (the bound rounded down by at most {POWER_OF_TEN_SLACK:g})"
-    if instance is None:
-        return None
-    allowed = limit(bound, instance)
-    if value > allowed + abs(allowed) * CONVERSION_REL_TOLERANCE:
-        return f"{value!r} but the call's bound {bound!r} converts to at most {allowed!r}"
-    return None
+#: what a conversion may raise on an instance it cannot read (a result of another kind
+#: names one: `check_instance` says so)
+_UNREADABLE = (DistplanError, TypeError, ValueError, KeyError, IndexError, AttributeError)
 
 
 def _check_linked_bound(doc: dict[str, Any], k: int, entry: dict[str, Any], index: int, call: dict[str, Any], instance: Any = None) -> list[tuple[str, str]]:
     """A listed bound that names the solver call that proved it (``solver_call``): at most
-    that call's bound converted to the result's units by the conversion the call's record
-    keeps (`distplan.api.BOUND_CONVERSION`; none: the call's own bound, scale 1), where the
-    formulation states its conversion (`STATED_CONVERSIONS`; needs ``instance``) within it; graded
-    "safe" only when the call's bound is."""
+    that call's bound converted to the result's units as the formulation states it
+    (`registry.BoundSource.convert`, the function the formulation itself applies; one that
+    needs the instance only with ``instance``), with `CONVERSION_REL_TOLERANCE` for one
+    rounding; graded "safe" only when the call's bound is. A source that is no solver
+    call's bound (`check_bounds` names it) is held to the call's own bound. The conversion
+    older versions kept in a call's record (``extra.bound_conversion``, derived from the
+    bound it was to check) is ignored."""
     problems: list[tuple[str, str]] = []
     value, bound = entry.get("value"), call.get("bound")
-    extra: dict[str, Any] = call["extra"] if isinstance(call.get("extra"), dict) else {}
-    conversion = extra.get(BOUND_CONVERSION, {"scale": 1.0, "offset": 0.0})
-    scale = conversion.get("scale") if isinstance(conversion, dict) else None
-    offset = conversion.get("offset", 0.0) if isinstance(conversion, dict) else None
-    if not all(isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x) for x in (scale, offset)):
-        return [(f"solver_results[{index}].extra.{BOUND_CONVERSION}", f"{conversion!r} is not a conversion {{scale, offset}} of finite numbers")]
-    assert isinstance(scale, int | float) and isinstance(offset, int | float)
+    formulation = str(doc.get("formulation"))
+    known = bound_source(formulation, str(entry.get("source")))
+    stated = known if known is not None and known.kind == "solver" else None
     if not isinstance(bound, int | float) or isinstance(bound, bool) or not math.isfinite(bound):
         problems.append((f"bounds[{k}].solver_call", f"names solver call {index}, which records no finite bound ({bound!r}) to back {value!r}"))
-    elif isinstance(value, int | float):
-        allowed = scale * bound + offset
-        if value > allowed + abs(allowed) * CONVERSION_REL_TOLERANCE:
-            how = "" if (scale, offset) == (1.0, 0.0) else f" converted by scale {scale!r}, offset {offset!r} to {allowed!r}"
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        allowed: float | None = float(bound)
+        how = ""
+        if stated is not None and stated.conversion is not None:
+            try:
+                allowed = None if instance is None else float(stated.convert(float(bound), instance))
+            except _UNREADABLE as exc:
+                return [(f"bounds[{k}].solver_call", f"solver call {index}'s bound {bound!r} cannot be converted on the instance read ({type(exc).__name__}: {exc})")]
+            how = f", which {formulation}'s stated conversion ({stated.conversion}) makes at most {allowed!r}"
+        if allowed is not None and value > allowed + abs(allowed) * CONVERSION_REL_TOLERANCE:
             problems.append((f"bounds[{k}].value", f"{value!r} but solver call {index}, which proved it, records bound {bound!r}{how}"))
-        limit = _stated(str(doc.get("formulation")), str(entry.get("source")))
-        why = None if limit is False else _stated_problem(limit, float(value), float(bound), instance)
-        if why is not None:
-            problems.append((f"bounds[{k}].value", f"{why} ({doc.get('formulation')}'s stated conversion; solver call {index})"))
     call_grade = call.get("bound_grade") or "solver"
     if entry.get("grade") == "safe" and call_grade != "safe":
         problems.append((f"bounds[{k}].grade", f"'safe' but solver call {index}, which proved it, grades its bound {call_grade!r}"))
@@ -448,8 +374,9 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
       has, or a solver call's dual bound. These cannot be re-proven here (that would take
       the solve again). A solver call's bound without its ``solver_call`` (results written
       before bounds were linked, or a link removed) is not evidence: when the result's
-      ``status`` "optimal" needs it (the other bounds leave the gap open) that claim is a
-      problem, else ``notes`` says what was not checked;
+      bound rests on it (it is at least the result's bound, and no bound verify backs
+      reaches that) it is a problem whatever the status (a "feasible" claim states its bound
+      too), else ``notes`` says what was not checked;
     * a bound of no known source is a problem when the result's bound rests on it (a
       source verify does not know proves nothing), else a note."""
     problems: list[tuple[str, str]] = []
@@ -482,11 +409,8 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
             known = bound_source(formulation, source)
             if known is None or known.kind != "solver":
                 problems.append((f"bounds[{k}].source", f"{source!r} names solver call {entry.get('solver_call')!r} but is no solver call's bound {formulation} reports"))
-            else:
-                if value is not None:
-                    supported.append(value)
-                if _stated(formulation, source) is False:
-                    notes.append(f"{source!r}: checked against the conversion its solver call's record keeps (recorded at solve time); {formulation} states none verify knows")
+            elif value is not None:
+                supported.append(value)
             continue
         recomputed = solver_free_match(source, formulation, free)
         if recomputed is not None:
@@ -514,17 +438,13 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
             problems.append((f"bounds[{k}].grade", f"'safe' but {source!r} is a solver call's bound linked to no call: only a linked HiGHS LP bound can be safe"))
         elif value is not None:
             unlinked.append((k, value, source))
-    if unlinked:
-        best = max(supported, default=None)
-        tolerance, _ = recorded_tolerance(doc) if _tolerance_ok(doc) else (DEFAULT_GAP_TOLERANCE, False)
-        objective = doc.get("objective")
-        gap = relative_gap(float(objective) if isinstance(objective, int | float) and not isinstance(objective, bool) else None, best)
-        needed = [u for u in unlinked if best is None or u[1] > best]
-        if doc.get("status") == "optimal" and needed and (gap is None or gap > tolerance):
-            k, value, source = max(needed, key=lambda u: u[1])
-            problems.append((f"bounds[{k}].solver_call", f"{source!r} ({value!r}) is a solver call's bound linked to no recorded call, and the 'optimal' status needs it (the bounds verify can check leave gap {'unknown' if gap is None else f'{gap:.3g}'}): re-solve to get a record that links it"))
-        elif needed:
-            notes.append("bounds from a solver call written without their link to the call (results from before bounds were linked): their values are not cross-checked")
+    backed = max(supported, default=-math.inf)
+    for k, value, source in unlinked:
+        if finite_bound and isinstance(bound, int | float) and value >= bound and backed < bound:
+            reach = "none of the bounds verify can check backs it" if backed == -math.inf else f"the bounds verify can check reach {backed!r}"
+            problems.append((f"bounds[{k}].solver_call", f"{source!r} ({value!r}) is a solver call's bound linked to no recorded call, and the result's bound {bound!r} rests on it ({reach}): re-solve to link it"))
+        else:
+            notes.append(f"bounds[{k}] ({source!r}): a solver call's bound linked to no recorded call, not cross-checked; the result's bound does not rest on it")
     return problems
 
 

@@ -2,9 +2,10 @@
 
 Every listed bound is now backed by what proves it: solver-free bounds are recomputed
 (a renamed one is no longer skipped), a solver call's dual bound is linked to its call
-(``solver_call``) with the conversion to the result's units kept in the call's record, a
-formulation's own proof must be a source that formulation reports, at most at its grade;
-a finite ``bound`` needs a listed bound, and is their largest.
+(``solver_call``) and held to the conversion to the result's units its formulation states
+(`registry.BoundSource.conversion`), a formulation's own proof must be a source that
+formulation reports, at most at its grade; a finite ``bound`` needs a listed bound, and is
+their largest.
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from typing import Any
 import pytest
 
 import distplan
-from distplan.api import BOUND_CONVERSION
 from distplan.cli import main as cli_main
 from distplan.formulations.registry import Bound, bound_source, solver_free_match
 from distplan.models.common import canonical_json, write_json
-from distplan.verify import check_result
+from distplan.verify import check_bounds, check_result, check_solver_calls
 
 Doc = dict[str, Any]
 
@@ -107,7 +107,7 @@ def _unlinked(d: Doc) -> None:
         entry.pop("solver_call", None)
         entry.pop("kind", None)
     for call in d["solver_results"]:
-        (call.get("extra") or {}).pop(BOUND_CONVERSION, None)
+        (call.get("extra") or {}).pop("bound_conversion", None)
 
 
 def _regraded(d: Doc) -> None:
@@ -142,19 +142,17 @@ def test_forged_solver_bounds_are_rejected_with_calls_untouched(alpa: tuple[Doc,
         assert check_result(honest, inst) == []
 
 
-def test_a_raised_bound_with_its_conversion_edited_breaks_the_stated_one(alpa: tuple[Doc, Any]) -> None:
-    """The conversion kept in the call's record is checked against the formulation's stated
-    one (alpa_ilp: a power of ten units per second): editing it to cover a raised bound is
-    caught. Raising the call's own bound with it is not (verify does not re-solve)."""
+def test_a_raised_bound_is_held_to_the_stated_conversion_whatever_the_call_keeps(alpa: tuple[Doc, Any]) -> None:
+    """The conversion is the formulation's (alpa_ilp: the objective scale's units per
+    second), not one the call's record keeps: an old file's ``bound_conversion`` edited to
+    cover a raised bound is ignored. Raising the call's own bound with it is not caught
+    (verify does not re-solve)."""
     doc, inst = alpa
     bad = copy.deepcopy(doc)
     _raised(bad)
     call = bad["solver_results"][bad["bounds"][0]["solver_call"]]
-    conv = call["extra"][BOUND_CONVERSION]
-    assert conv["scale"] * call["bound"] + conv["offset"] >= doc["bound"]
-    conv["scale"] *= bad["objective"] / doc["bound"]
+    call["extra"]["bound_conversion"] = {"scale": bad["objective"] / call["bound"], "offset": 0.0}
     assert "bounds[0].value" in _fields(check_result(bad, inst))
-    call["extra"][BOUND_CONVERSION] = dict(conv, scale=conv["scale"] * doc["bound"] / bad["objective"])
     call["bound"] *= bad["objective"] / doc["bound"]  # the documented limit
     assert check_result(bad, inst) == []
 
@@ -167,12 +165,13 @@ def test_a_fabricated_entry_linked_to_a_real_call_is_rejected(alpa: tuple[Doc, A
     _optimal(bad)
     bad["bound_grade"] = "solver"
     bad["bounds"].append({"value": bad["objective"], "source": "my proof", "grade": "solver", "kind": "solver", "solver_call": doc["bounds"][0]["solver_call"]})
-    call = bad["solver_results"][doc["bounds"][0]["solver_call"]]
-    call["extra"][BOUND_CONVERSION]["scale"] *= 2
     assert f"bounds[{len(bad['bounds']) - 1}].source" in _fields(check_result(bad, inst))
 
 
-def test_old_honest_results_verify_with_a_note_unless_optimal_needs_the_unlinked_bound(topo: tuple[Doc, Any], alpa: tuple[Doc, Any]) -> None:
+def test_an_unlinked_solver_bound_the_bound_rests_on_is_a_problem_whatever_the_status(topo: tuple[Doc, Any], alpa: tuple[Doc, Any]) -> None:
+    """A heuristic's old result (no solver bound) verifies clean unlinked; a "feasible"
+    claim states its bound as much as an "optimal" one: resting on a solver call's bound
+    linked to no call, it is a problem (it had been a note)."""
     doc, inst = topo
     old = copy.deepcopy(doc)
     _unlinked(old)
@@ -180,11 +179,19 @@ def test_old_honest_results_verify_with_a_note_unless_optimal_needs_the_unlinked
     adoc, ainst = alpa
     old = copy.deepcopy(adoc)
     _unlinked(old)
-    old["status"] = "feasible"  # a feasible claim stands on the bounds verify backs
+    old["status"] = "feasible"
     old["gap_tolerance"] = None
+    problems = check_result(old, ainst)
+    assert _fields(problems) == {"bounds[0].solver_call"} and "re-solve to link it" in problems[0][1], problems
+
+
+def test_an_unlinked_solver_bound_below_the_bound_is_a_note(alpa: tuple[Doc, Any]) -> None:
+    doc, inst = alpa
+    old = copy.deepcopy(doc)
+    old["bounds"].append({"value": doc["bound"] * 0.5, "source": "alpa_ilp dual bound (highs)", "grade": "solver", "kind": "solver"})
     notes: list[str] = []
-    assert check_result(old, ainst, notes) == []
-    assert any("not cross-checked" in n for n in notes)
+    assert check_result(old, inst, notes) == []
+    assert any("linked to no recorded call" in n and "does not rest on it" in n for n in notes), notes
 
 
 def test_bound_must_be_the_largest_listed(topo: tuple[Doc, Any]) -> None:
@@ -205,8 +212,8 @@ def test_unknown_source_below_the_bound_is_a_note(topo: tuple[Doc, Any]) -> None
 
 
 def test_placement_milp_conversion_is_the_stated_one() -> None:
-    """placement's MILP solves in microseconds: a bound raised with the recorded conversion
-    edited to match (seconds read from microseconds) is caught."""
+    """placement's MILP solves in microseconds: a bound raised above its call's bound in
+    seconds is caught, whatever conversion an old file's call record keeps."""
     doc = _doc(distplan.solve("placement-small-6", "placement_milp", time_limit=10))
     inst = distplan.load_instance("placement-small-6")
     assert check_result(doc, inst) == []
@@ -214,7 +221,7 @@ def test_placement_milp_conversion_is_the_stated_one() -> None:
     bad = copy.deepcopy(doc)
     bad["bounds"][k]["value"] = entry["value"] * (1 + 1e-7)
     call = bad["solver_results"][entry["solver_call"]]
-    call["extra"][BOUND_CONVERSION] = {"scale": 1.0, "offset": 0.0}
+    call["extra"]["bound_conversion"] = {"scale": 1.0, "offset": 0.0}
     assert f"bounds[{k}].value" in _fields(check_result(bad, inst))
 
 
@@ -262,11 +269,17 @@ def test_cli_exits_1_on_the_reviewers_fabricated_bound(topo: tuple[Doc, Any], tm
     assert "my proof" in capsys.readouterr().out
 
 
-def test_a_linked_bound_without_a_stated_conversion_is_noted(topo: tuple[Doc, Any]) -> None:
-    from distplan.verify import check_bounds
+def test_a_linked_bound_of_a_source_stating_no_conversion_is_its_calls_own(topo: tuple[Doc, Any]) -> None:
+    """A formulation declared from blocks reports its call's own bound ("<name> dual bound
+    (<backend>)"): a linked one is held to the call's bound itself (it had been checked
+    against the conversion its call's record kept, with a note)."""
+    from distplan.solvers.result import SolutionStatus, SolverResult, Termination
 
     _, inst = topo
-    doc = {"formulation": "some_milp", "bound": 1.0, "bound_grade": "solver", "bounds": [{"value": 1.0, "source": "some_milp MILP dual bound (highs, scaled)", "grade": "solver", "kind": "solver", "solver_call": 0}]}
+    call = SolverResult("highs", "1", Termination.OPTIMAL, SolutionStatus.OPTIMAL, objective=1.0, bound=0.9, bound_grade="solver").to_dict()
+    doc = {"formulation": "some_milp", "bound": 1.0, "bound_grade": "solver", "solver_results": [call], "bounds": [{"value": 1.0, "source": "some_milp dual bound (highs)", "grade": "solver", "kind": "solver", "solver_call": 0}]}
     notes: list[str] = []
-    assert check_bounds(doc, inst, notes) == []
-    assert any("states none verify knows" in n for n in notes)
+    assert check_bounds(doc, inst, notes) == [] and notes == []
+    assert _fields(check_solver_calls(doc, inst)) == {"bounds[0].value"}
+    call["bound"] = 1.0
+    assert check_solver_calls(doc, inst) == []
