@@ -543,12 +543,21 @@ class _Walk:
             V, A = mats[t % len(mats)]
             # forward: into y from the least x; backward: out of x to the least y, as
             # `to_go` sums (arc weight + value to go); inf everywhere picks the first
-            sums = [[v + w for v, w in zip(val, row)] for row in V] if forward else [[w + v for w, v in zip(row, val)] for row in V]
-            val = [min(r) for r in sums]
-            src = [r.index(v) for r, v in zip(sums, val)]
-            arc = [Ar[z] for Ar, z in zip(A, src)]
-            cost = [cost[z] + acost[e] for z, e in zip(src, arc)]
-            mem = [mem[z] + amem[e] for z, e in zip(src, arc)]
+            # (one row of the matrices at a time: a state's value, arc, cost and memory)
+            nval: list[float] = []
+            arc: list[int] = []
+            ncost: list[float] = []
+            nmem: list[float] = []
+            for row, Ar in zip(V, A):
+                r = [v + w for v, w in zip(val, row)] if forward else [w + v for w, v in zip(row, val)]
+                least = min(r)
+                z = r.index(least)
+                e = Ar[z]
+                nval.append(least)
+                arc.append(e)
+                ncost.append(cost[z] + acost[e])
+                nmem.append(mem[z] + amem[e])
+            val, cost, mem = nval, ncost, nmem
             vals.append(val)
             costs.append(cost)
             mems.append(mem)
