@@ -88,11 +88,6 @@ CASES: dict[str, tuple[Any, str, dict[str, Any]]] = {
     "libra_discrete": (_menus, "libra_discrete", {}),
     "codec_select": ("compression-mlp-small", "codec_select", {}),
 }
-#: cases whose solver bound its formulation does not link yet (not this change's files)
-UNLINKED = {
-    "tap-walk": "tap.py reports the walk program's dual bound without its call's record "
-    "(chain_program.ChainSolution keeps no record of the call behind its bound)",
-}
 
 
 def _instance(case: str) -> Any:
@@ -113,9 +108,8 @@ def _params() -> list[Any]:
     out = []
     for case, (_, formulation, _) in CASES.items():
         form = get_formulation(_instance(case).kind, formulation)
-        marks = [pytest.mark.xfail(reason=UNLINKED[case], strict=True)] if case in UNLINKED else []
         for param in backend_params(TAKES[form.program]):
-            out.append(pytest.param(case, *param.values, id=f"{case}-{param.id}", marks=[*param.marks, *marks]))
+            out.append(pytest.param(case, *param.values, id=f"{case}-{param.id}", marks=param.marks))
     return out
 
 

@@ -288,6 +288,8 @@ class ChainSolution:
     last: Any = None
     #: variables of the folded program (as the MILP would have them), when not solved by one
     variables: int | None = None
+    #: the record of the solver call whose dual bound ``bound`` is (None: no call proved it)
+    bound_record: Any = None
 
 
 def folded_variables(graph: CostGraph, chains: list[Chain]) -> int:
@@ -345,7 +347,7 @@ def solve_chains(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any
     if free.choice is not None and plan_memory(sk, tables, free.choice) <= memory_limits(sk.instance.memory_budget)[0]:
         return free
     full = solve_program(sk, chains, tables, ctx, lp_first=lp_first, max_rounds=max_rounds, memory_row=True)
-    bounds = [b for b in (free.bound, full.bound) if b is not None]
+    bounds = [(b.bound, b.bound_record) for b in (free, full) if b.bound is not None]
     # a plan the solver's feasibility tolerance let over what the evaluator accepts is
     # solved again with the row in ten-thousandths of the budget (as `alpa_ilp.solve_graph`
     # does); both rows at `memory_limits`' proof limit, both bounds hold. Still over: a
@@ -359,13 +361,13 @@ def solve_chains(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any
         again = solve_program(sk, chains, tables, ctx, lp_first=False, max_rounds=max_rounds, memory_row=True, memory_scale=scale, memory_limit=limit)
         rounds += again.rounds
         if again.bound is not None and limit is None:
-            bounds.append(again.bound)
+            bounds.append((again.bound, again.bound_record))
         if again.choice is None:  # (the plan before, whose excess the evaluator names)
             break
         if limit is not None:
             again.optimal = False  # (optimal within the budget only)
         full = again
-    full.bound = max(bounds) if bounds else None
+    full.bound, full.bound_record = max(bounds, key=lambda b: b[0]) if bounds else (None, None)
     full.rounds = rounds
     return full
 
@@ -376,7 +378,7 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
     until connected."""
     import time
 
-    from distplan.formulations.sharding.alpa_ilp import DEFAULT_MIP_GAP, decode_choice
+    from distplan.formulations.sharding.alpa_ilp import DEFAULT_MIP_GAP, bound_seconds, decode_choice
     from distplan.solvers.result import Termination
 
     if ctx.options.mip_gap is None:
@@ -386,6 +388,7 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
     build_seconds += time.perf_counter() - t0
     cuts: list[tuple[int, np.ndarray]] = []
     bound: float | None = None
+    bound_record = None  # the call whose bound ``bound`` is
     rounds = 0
     lp_integral: bool | None = None
     lp_choice: np.ndarray | None = None
@@ -416,12 +419,13 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
             # taken as proven: review rev13c D1)
             proven = res.bound
             if proven is not None and res.termination is not Termination.INFEASIBLE:
-                value = proven / index.objective_scale
-                bound = value if bound is None else max(bound, value)
+                value = bound_seconds(proven, sk.instance, index.objective_scale)
+                if bound is None or value > bound:
+                    bound, bound_record = value, res
             if not res.has_solution:
                 if relax and res.termination is not Termination.INFEASIBLE:
                     break
-                return ChainSolution(None, None, bound, False, rounds, len(cuts), lp_integral, res)
+                return ChainSolution(None, None, bound, False, rounds, len(cuts), lp_integral, res, bound_record=bound_record)
             counts = [_counts(res.values_by_block[f"x{c}"]) for c in range(len(chains))]
             integral = _integral_s(res) and all(k is not None for k in counts)
             if relax:
@@ -455,5 +459,5 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
                 continue
             optimal = res.termination is Termination.OPTIMAL
             objective = res.objective / index.objective_scale if res.objective is not None else None
-            return ChainSolution(choice, objective, bound, optimal, rounds, len(cuts), lp_integral, res)
-    return ChainSolution(None, None, bound, False, rounds, len(cuts), lp_integral, last)
+            return ChainSolution(choice, objective, bound, optimal, rounds, len(cuts), lp_integral, res, bound_record=bound_record)
+    return ChainSolution(None, None, bound, False, rounds, len(cuts), lp_integral, last, bound_record=bound_record)

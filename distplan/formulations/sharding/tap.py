@@ -199,7 +199,7 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
         if method == "dp":
             bounds.append(Bound(value, f"tap: exhaustive Pareto dynamic program over the folded walk (no solver), less {BOUND_MARGIN:g} relative"))
         else:
-            bounds.append(Bound(value, f"tap: dual bound of the folded walk program, a relaxation of Alpa's ILP ({ctx.backend.name}), less {BOUND_MARGIN:g} relative"))
+            bounds.append(Bound(value, f"tap: dual bound of the folded walk program, a relaxation of Alpa's ILP ({ctx.backend.name}), less {BOUND_MARGIN:g} relative", solver_record=sol.bound_record))
         info["bound_seconds"] = value
     last = sol.last
     if sol.variables is not None:
