@@ -458,7 +458,7 @@ def check_result(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
         return problems
     spec = kind_spec(instance.kind)
     try:
-        check = spec.evaluate(instance, spec.plan_from_dict(instance, plan))
+        check = spec.evaluate(instance, spec.read_plan(instance, plan))
     except (DistplanError, TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
         problems.append(("plan", f"the stored plan cannot be read: {exc}"))
         return problems

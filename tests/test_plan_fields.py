@@ -60,3 +60,13 @@ def test_a_result_document_is_read_as_its_plan(kind: str) -> None:
     result["plan"][wrong] = 1
     with pytest.raises(InputError, match=f"{wrong}: unknown field"):
         spec.read_plan(inst, result)
+
+
+def test_verify_names_a_stored_plan_with_an_unknown_field() -> None:
+    from distplan.verify import check_result
+
+    inst = distplan.load_instance("compression-mlp-small")
+    doc = json.loads(json.dumps(distplan.solve(inst, "tag_sfb").to_dict(), default=json_default))
+    assert check_result(doc, inst) == []
+    doc["plan"]["snyc"] = doc["plan"].pop("sync")
+    assert [(field, "snyc: unknown field" in message) for field, message in check_result(doc, inst)] == [("plan", True)]
