@@ -128,11 +128,24 @@ def test_module_bound_in_placement_milp(share: float) -> None:
     """placement_milp lists the composition among its bounds, and leaves it out when
     ``module_share`` is 0; its plan is the optimum, 6 s."""
     inst = fork_join("independent", 1)
-    out = run(inst, _context(module_share=share, waist_share=0.0))
+    out = run(inst, _context(module_share=share, waist_share=0.0, module_ops=0))  # (on any number of ops)
     found = [b for b in out.bounds if b.source.startswith("series composition over cut waists")]
     assert len(found) == (1 if share > 0 else 0)
     assert all(6.0 - 1e-5 < b.value <= 6.0 for b in found)
     assert out.claimed_objective == pytest.approx(6.0)
+
+
+def test_module_windows_run_above_module_ops() -> None:
+    """On a few ops the whole MILP proves the optimum faster than the windows' MILPs prove
+    their bound: placement_milp runs the windows only above ``module_ops`` ops (30 by
+    default), and the optimum is the same either way."""
+    inst = fork_join("independent", 1)
+    assert inst.n_ops <= 30
+    default = distplan.solve(inst, formulation="placement_milp", waist_share=0.0, time_limit=30)
+    asked = distplan.solve(inst, formulation="placement_milp", waist_share=0.0, module_ops=inst.n_ops - 1, time_limit=30)
+    assert not any(b.source.startswith("series composition over cut waists") for b in default.bounds)
+    assert any(b.source.startswith("series composition over cut waists") for b in asked.bounds)
+    assert default.objective == asked.objective == pytest.approx(6.0) and default.status.value == asked.status.value == "optimal"
 
 
 def test_module_share_is_a_registered_parameter() -> None:
@@ -140,7 +153,7 @@ def test_module_share_is_a_registered_parameter() -> None:
     not register) and the run's bounds follow it."""
     inst = fork_join("independent", 1)
     for share, listed in ((0.3, 1), (0.0, 0)):
-        res = distplan.solve(inst, formulation="placement_milp", module_share=share, waist_share=0.0, time_limit=30)
+        res = distplan.solve(inst, formulation="placement_milp", module_share=share, waist_share=0.0, module_ops=0, time_limit=30)
         assert sum(b.source.startswith("series composition over cut waists") for b in res.bounds) == listed
 
 

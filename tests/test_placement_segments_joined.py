@@ -245,8 +245,8 @@ def test_placement_milp_reports_the_joined_composition_and_its_switch() -> None:
     """`placement_milp` runs the joined pairs by default (its composition bound names them)
     and not with ``joined_windows`` off; the plan is the optimum 12 either way."""
     inst = training((3, 3), 1, (1, 1), 5)
-    on = distplan.solve(inst, "placement_milp", time_limit=30, threads=1)
-    off = distplan.solve(inst, "placement_milp", time_limit=30, threads=1, joined_windows=False)
+    on = distplan.solve(inst, "placement_milp", time_limit=30, threads=1, module_ops=0)
+    off = distplan.solve(inst, "placement_milp", time_limit=30, threads=1, joined_windows=False, module_ops=0)
     assert on.objective == off.objective == 12.0
     assert any("1 pairs tied by co-location joined" in b.source for b in on.bounds)
     assert not any("joined" in b.source for b in off.bounds)

@@ -228,7 +228,7 @@ def test_placement_milp_starts_from_the_chained_plan() -> None:
     misses the optimum, placement_milp's incumbent is the chained plan, and with
     ``chain_share`` 0 it is not (the MILP proves the same optimum either way)."""
     inst = training(*CASES[0])
-    quiet = {"search_share": 0.0, "relaxation_share": 0.0, "relaxation_search_share": 0.0}
+    quiet = {"search_share": 0.0, "relaxation_share": 0.0, "relaxation_search_share": 0.0, "module_ops": 0}
     on = distplan.solve(inst, "placement_milp", time_limit=30, **quiet)
     off = distplan.solve(inst, "placement_milp", time_limit=30, chain_share=0.0, **quiet)
     assert on.info["incumbent"] == "module windows' assignments chained over the waists"

@@ -128,9 +128,9 @@ register(
         exact_for=milp.exact_for,
         spec=milp.PLACEMENT_MILP,
         policy=Policy(default_time_limit=time_limit_parameter),
-        params={"default_time_limit": 60.0, "max_pairs": milp.MAX_PAIRS, "thresholds": 12, "relaxation_share": 0.25, "relaxation_ops": (30, 1500), "search_share": 0.2, "forced_share": 0.1, "order_nonzeros": MAX_NONZEROS, "milp_order_nonzeros": 0, "relaxation_search_share": 0.2, "waist_share": 0.05, "module_share": 0.3, "chain_share": 0.15, "joined_windows": True, "joined_extra": 1.0, "wait_nonzeros": WAIT_NONZEROS, "window_nonzeros": WINDOW_NONZEROS, "milp_wait_nonzeros": MILP_WAIT_NONZEROS, "milp_window_nonzeros": MILP_WAIT_NONZEROS},
+        params={"default_time_limit": 60.0, "max_pairs": milp.MAX_PAIRS, "thresholds": 12, "relaxation_share": 0.25, "relaxation_ops": (30, 1500), "search_share": 0.2, "forced_share": 0.1, "order_nonzeros": MAX_NONZEROS, "milp_order_nonzeros": 0, "relaxation_search_share": 0.2, "waist_share": 0.05, "module_share": 0.3, "module_ops": milp.MODULE_OPS, "chain_share": 0.15, "joined_windows": True, "joined_extra": 1.0, "wait_nonzeros": WAIT_NONZEROS, "window_nonzeros": WINDOW_NONZEROS, "milp_wait_nonzeros": MILP_WAIT_NONZEROS, "milp_window_nonzeros": MILP_WAIT_NONZEROS},
         reference="Venugopalan & Sinnen, IEEE TPDS 26(1) 2015; " + BAECHI,
-        least={"max_pairs": 0, "thresholds": 0, "joined_extra": 0.0, **dict.fromkeys(_MILP_NONZEROS, 0), **dict.fromkeys(_MILP_SHARES, 0.0)},
+        least={"max_pairs": 0, "thresholds": 0, "joined_extra": 0.0, "module_ops": 0, **dict.fromkeys(_MILP_NONZEROS, 0), **dict.fromkeys(_MILP_SHARES, 0.0)},
         most=dict.fromkeys(_MILP_SHARES, 1.0),
         above={"default_time_limit": 0.0},
     )
