@@ -191,3 +191,21 @@ def test_bound_holds_one_ulp_below_a_plans_memory() -> None:
     alpa = distplan.solve(inst, "alpa_ilp", mip_gap=1e-9)
     tap = distplan.solve(inst, "tap", mip_gap=1e-9)
     assert tap.bound is not None and tap.bound <= alpa.objective and tap.bound <= tap.objective
+
+
+def test_make_sharding_says_fits_where_the_evaluator_accepts_the_least_memory() -> None:
+    """A budget a few bytes below the least memory, within the evaluator's tolerance: the
+    least-memory plan is accepted and solved (review rev16), so `make` says "fits"; past
+    the tolerance it does not."""
+    from distplan.cli.make import sharding_summary
+    from distplan.formulations.sharding.alpa_ilp import memory_shortfall
+    from distplan.formulations.sharding.costgraph import build_cost_graph
+    from distplan.instances.transformer import transformer
+    from distplan.models.sharding import MEMORY_TOLERANCE
+
+    base = transformer(2, 256, 4, 128, 8, 1000, mesh=4, device="V100", memory=1e15, name="g")
+    least = memory_shortfall(build_cost_graph(base))[0]
+    within = base.with_memory(least / (1 + MEMORY_TOLERANCE / 2))
+    assert within.memory_budget < least and "does NOT fit" not in sharding_summary("g.json", within)
+    assert distplan.solve(within, "alpa_ilp").check is not None
+    assert "does NOT fit" in sharding_summary("g.json", base.with_memory(least / (1 + 2 * MEMORY_TOLERANCE)))
