@@ -25,6 +25,7 @@ OPTIONS: dict[str, tuple[str, Any, Any]] = {
     "pyomo-highs": ("mip_rel_gap", 0.01, "abc"),
     "pulp-cbc": ("ratioGap", 0.01, "abc"),
     "pyomo-cbc": ("ratioGap", 0.01, "abc"),
+    "cvxpy-HIGHS": ("mip_rel_gap", 0.01, "abc"),  # (its MILP erred, and the heuristic plan came back: review rev16)
 }
 
 
@@ -52,3 +53,11 @@ def test_the_cli_exits_2_naming_the_option(capfd: pytest.CaptureFixture[str]) ->
     assert main(["solve", "placement-small-1", "-f", "baechi_etf", "--solver-option", "no_such_option=1"]) == 2
     captured = capfd.readouterr()
     assert "solver_options.no_such_option" in captured.err and captured.out == ""
+
+
+@pytest.mark.parametrize("backend", [p for p in CHECKED if p.values[0] == "cvxpy-HIGHS"])  # type: ignore[attr-defined]
+def test_cvxpy_highs_checks_the_options_under_highs_options_too(backend: str) -> None:
+    with pytest.raises(InputError, match=r"^solver_options\.highs_options: cvxpy-HIGHS refuses .*'no_such_option'"):
+        distplan.solve("placement-small-1", "placement_milp", backend=backend, solver_options={"highs_options": {"no_such_option": 1}})
+    res = distplan.solve("placement-small-1", "placement_milp", backend=backend, time_limit=30, solver_options={"highs_options": {"mip_rel_gap": 0.01}})
+    assert res.status.value == "optimal"

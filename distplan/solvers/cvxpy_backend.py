@@ -28,7 +28,7 @@ import importlib.util
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -508,6 +508,26 @@ def _make_solve_convex(spec: SolverSpec, backend_name: str) -> Callable[[Any, So
     return solve_convex
 
 
+#: cvxpy's own keys among HIGHS's solver options (cvxpy's HiGHS adapter reads them; every
+#: other key goes to ``Highs.setOptionValue`` as it is)
+_CVXPY_HIGHS_KEYS = ("highs_options", "write_model_file")
+
+
+def _highs_refused_option(raw: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first of ``raw`` HiGHS refuses (`highs.refused_option`), the options under
+    ``highs_options`` included, which cvxpy's adapter passes to HiGHS the same way
+    (highspy is imported only now: see the OSQP note at the top)."""
+    from distplan.solvers.highs import refused_option
+
+    refused = refused_option({k: v for k, v in raw.items() if k not in _CVXPY_HIGHS_KEYS})
+    nested = raw.get("highs_options")
+    if refused is None and isinstance(nested, Mapping):
+        inner = refused_option(nested)
+        if inner is not None:
+            return "highs_options", f"its {inner[0]!r}: {inner[1]}"
+    return refused
+
+
 def _register_all() -> None:
     for spec in SOLVER_TABLE:
         name = f"cvxpy-{spec.name}"
@@ -533,6 +553,7 @@ def _register_all() -> None:
                 availability_fn=functools.partial(_solver_available, spec.name),
                 program=f"cvxpy's {spec.name} solver (its Python package)",
                 solve_convex_fn=_make_solve_convex(spec, name),
+                options_check_fn=_highs_refused_option if spec.name == "HIGHS" else None,
             )
         )
 
