@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import re
 import sys
 import time
 import warnings
@@ -191,8 +192,8 @@ def _solver_options(spec: SolverSpec, options: SolveOptions) -> dict[str, Any]:
     for key, value in options.raw.items():
         if isinstance(value, dict) and isinstance(opts.get(key), dict):
             opts[key].update(value)
-        else:
-            opts[key] = value
+        else:  # (a copy of a nested one: cvxpy's SciPy adapter adds "method" to its scipy_options)
+            opts[key] = dict(value) if isinstance(value, dict) else value
     return opts
 
 
@@ -528,6 +529,31 @@ def _highs_refused_option(raw: Mapping[str, Any]) -> tuple[str, str] | None:
     return refused
 
 
+def _tried_refused_option(spec: SolverSpec, raw: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first of ``raw`` cvxpy's ``spec.name`` adapter or solver refuses, found by
+    solving ``min x s.t. x >= 1`` with each option in turn (with the spec's defaults, as a
+    solve passes them; a few milliseconds each): an exception, or a warning that the
+    option is not recognised (SciPy passes unknown ``scipy_options`` on with one), is a
+    refusal. Without this an unknown option made every call of the run end in error
+    (SCIP, Clarabel, SCS, OSQP) or went unused (SciPy), after the heuristics had run."""
+    import cvxpy as cp
+
+    x = cp.Variable()
+    problem = cp.Problem(cp.Minimize(x), [x >= 1])
+    for key, value in raw.items():
+        opts = _solver_options(spec, SolveOptions(raw={key: value}))
+        with warnings.catch_warnings(record=True) as caught, captured_output():
+            warnings.simplefilter("always")
+            try:
+                problem.solve(solver=spec.name, **opts)
+            except Exception as exc:  # the adapter's or the solver's refusal
+                return str(key), f"{type(exc).__name__}: {exc}"
+        unknown = [w for w in caught if re.search(r"unrecogni[sz]ed|unknown", str(w.message), re.IGNORECASE)]
+        if unknown:
+            return str(key), str(unknown[0].message)
+    return None
+
+
 def _register_all() -> None:
     for spec in SOLVER_TABLE:
         name = f"cvxpy-{spec.name}"
@@ -553,7 +579,7 @@ def _register_all() -> None:
                 availability_fn=functools.partial(_solver_available, spec.name),
                 program=f"cvxpy's {spec.name} solver (its Python package)",
                 solve_convex_fn=_make_solve_convex(spec, name),
-                options_check_fn=_highs_refused_option if spec.name == "HIGHS" else None,
+                options_check_fn=_highs_refused_option if spec.name == "HIGHS" else functools.partial(_tried_refused_option, spec),
             )
         )
 
