@@ -127,3 +127,23 @@ def test_a_write_into_a_buffer_reaches_its_later_readers() -> None:
     assert op_names(doc) == ["add_", "copy_", "l/linear", "mul"]
     assert edges(doc) == {("add_", "copy_"), ("copy_", "mul"), ("l/linear", "mul")}
     assert doc["graph"]["ops"][0]["memory"] > 0  # the buffer is still held (by the first op that reads it)
+
+
+class BufferSliceRead(nn.Module):
+    """A 1000 x 16 float32 buffer (64,000 bytes) first read through a slice of 4 rows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.l = nn.Linear(16, 16)
+        self.register_buffer("table", torch.ones(1000, 16))
+
+    def forward(self, x: Any) -> Any:
+        return self.l(x) + self.table[:4]
+
+
+def test_a_buffer_first_read_through_a_slice_is_held_whole() -> None:
+    """The op that first reads a buffer holds all of it: through a slice it held the
+    slice's 256 bytes (review rev16)."""
+    doc = import_torch(BufferSliceRead(), (4, 16), backward=False)
+    add = next(o for o in doc["graph"]["ops"] if o["name"] == "add")
+    assert add["memory"] >= 1000 * 16 * 4

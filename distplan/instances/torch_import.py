@@ -151,6 +151,7 @@ def graph_from_export(
     # that memory -> the op that wrote it last (its later readers depend on that write)
     memory: dict[str, str] = {n.name: n.name for n in placeholders}
     last_write: dict[str, str] = {}
+    attr_values: dict[str, Any] = {}  # a constant read by get_attr -> its whole tensor
 
     def frozen(target: str) -> bool:
         """A parameter that takes no gradient (``requires_grad_(False)``): held like a buffer,
@@ -185,6 +186,7 @@ def graph_from_export(
         if n.op == "get_attr":
             root[n.name] = ("buffer", str(n.target))
             memory[n.name] = n.name
+            attr_values[str(n.target)] = value(n)
             continue
         if n.op != "call_function":
             raise InputError(f"graph node {n.name}", f"unsupported fx node kind {n.op!r} (target {n.target})", "export with torch.export (ATen IR)")
@@ -245,7 +247,10 @@ def graph_from_export(
                 ident = identity_of("buffer", key)
                 if ident not in buffer_owner:
                     buffer_owner[ident] = name
-                    buffers += nbytes
+                    # the whole buffer, not what this op reads of it (a slice, a view)
+                    whole = _param_value(ep, placeholders, specs, key)
+                    whole = attr_values.get(key) if whole is None else whole
+                    buffers += tensor_bytes(whole) if isinstance(whole, torch.Tensor) else nbytes
             elif kind == "frozen":
                 ident = identity_of("param", key)
                 if ident not in buffer_owner:
