@@ -206,6 +206,25 @@ def test_honest_database_verifies_clean(bench_db: Path) -> None:
     assert not any(n.startswith("MISSING") for n in report.notes)
 
 
+def test_a_database_audit_says_what_verify_could_not_check(bench_db: Path, tmp_path: Path) -> None:
+    """`distplan verify DB` shows the notes `distplan verify FILE` shows for a result (here
+    a bound of a source verify does not know, below the result's bound)."""
+    import shutil
+
+    db = tmp_path / "noted.db"
+    shutil.copy(bench_db, db)
+    con = sqlite3.connect(db)
+    key, text = next((k, t) for k, t, f in con.execute("SELECT run_key, result_json, formulation FROM runs") if f == "placement_milp")
+    doc = json.loads(text)
+    doc["bounds"].append({"value": 0.0, "source": "a bound of my own", "grade": "safe", "kind": "proof"})
+    con.execute("UPDATE runs SET result_json = ? WHERE run_key = ?", (json.dumps(doc), key))
+    con.commit()
+    con.close()
+    report = verify_database(db)
+    assert report.ok, report.problems
+    assert any("'a bound of my own'" in n and "a source verify does not know" in n for n in report.notes)
+
+
 # -- 8: read-only commands refuse foreign databases, untouched -----------------------------------
 
 

@@ -196,8 +196,9 @@ def _audit(store: Store) -> Audit:
         else:
             doc, stored = result_document(run)
             try:
-                problems.extend(check_result(doc, entry[0]))
-                audit.notes.extend(n for n in unchecked(doc) if n not in audit.notes)
+                checked_notes: list[str] = []  # what verify could not check (as `distplan verify FILE` says)
+                problems.extend(check_result(doc, entry[0], checked_notes))
+                audit.notes.extend(n for n in dict.fromkeys(checked_notes + unchecked(doc)) if n not in audit.notes)
                 if stored is not None and any(not _same(doc.get(k), stored.get(k)) for k in ("objective", "bound", "gap", "status")):
                     # the columns and result_json disagree: check result_json on its own too
                     problems.extend((f"result_json.{name}", message) for name, message in check_result(stored, entry[0]))
