@@ -14,7 +14,7 @@ from distplan.cli.output import say_wrote
 from distplan.cli.progress import Progress
 from distplan.errors import InputError
 from distplan.formulations.registry import formulations, get_formulation, solver_free_bounds
-from distplan.instances import bundled, load_document, load_instance
+from distplan.instances import bundled, instance_from_dict, load_document, load_instance
 from distplan.modeling.export import MODEL_SUFFIXES, write_model
 from distplan.models.common import instance_digest, kind_spec, known_kinds, print_json, read_json, write_json
 from distplan.solvers.base import all_backends
@@ -147,7 +147,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     doc = load_document(args.instance)
     validate_document(doc)
-    inst = load_instance(args.instance)
+    inst = instance_from_dict(doc)  # (the document read once)
     spec = kind_spec(inst.kind)
     if spec.check_plan_exists is not None:  # a well-formed document no plan can satisfy: exit 3
         spec.check_plan_exists(inst)
