@@ -5,7 +5,7 @@ menu70 (tests/data/bandwidth_rev16_menu70.json, menus 1e-7 GB/s above round spee
 in all (accepted; 0.33366953496, the optimum by brute force over every combination), while
 SCIP's "optimal" was 0.3347060151 with a bound above that plan. The MILP's bounds and rows
 are now widened to what the evaluator accepts (`discrete.accepted_bounds`,
-`discrete.accepted_rows`); a plan the evaluator rejects is solved again with the exact
+`safe.accepted_rows`); a plan the evaluator rejects is solved again with the exact
 rows, the widened program's bound kept."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from conftest import backend_params, takes_milp
 
 import distplan
-from distplan.formulations.bandwidth import discrete
+from distplan.formulations.bandwidth import discrete, safe
 from distplan.formulations.bandwidth.data import prepare
 from distplan.models.common import instance_from_dict
 
@@ -43,8 +43,8 @@ def test_a_widened_plan_the_evaluator_rejects_is_solved_again_with_the_exact_row
     """Rows widened far beyond the tolerance (made up): the widened program's plan breaks
     the total, the exact rows' plan is returned, and the reported bound is the widened
     program's (below every accepted plan)."""
-    real = discrete.accepted_excess
-    monkeypatch.setattr(discrete, "accepted_excess", lambda prog: real(prog) + 1000.0)
+    real = safe.accepted_excess
+    monkeypatch.setattr(safe, "accepted_excess", lambda prog: real(prog) + 1000.0)
     r = distplan.solve(menu70, "libra_discrete", time_limit=30)
     assert r.check is not None and r.check.feasible
     assert len(r.solver_results) == 2
@@ -57,9 +57,9 @@ def test_accepted_rows_split_equalities_and_widen_by_the_accepted_excess() -> No
     prog = prepare(instance_from_dict(doc))
     (total,) = prog.rows
     assert total.sense == "=="
-    le, ge = discrete.accepted_rows(prog)
+    le, ge = safe.accepted_rows(prog)
     assert (le.sense, ge.sense) == ("<=", ">=") and le.path != ge.path
-    excess = discrete.accepted_excess(prog)[0]
+    excess = safe.accepted_excess(prog)[0]
     assert le.rhs == total.rhs + excess and ge.rhs == total.rhs - excess and excess > 0
     low, high = discrete.accepted_bounds(prog)
     assert (low <= prog.lb).all() and (high >= prog.ub).all()

@@ -10,7 +10,7 @@ an exact MILP (no approximation of 1/B):
 
 Menus come from the instance (``bandwidth_options``, then the MILP optimum is the
 instance optimum and its dual bound is reported: its rows and bounds are then widened to
-what the evaluator accepts, `accepted_rows`, and a plan the evaluator rejects is solved
+what the evaluator accepts, `safe.accepted_rows`, and a plan the evaluator rejects is solved
 again with the exact rows, the widened program's bound kept) or, for dimensions without one, from
 the ``step`` parameter (multiples of ``step`` GB/s within the bounds; default 12.5 GB/s,
 one 100 Gb/s lane): a restriction of the continuous problem, so no instance bound.
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,11 +28,11 @@ import numpy as np
 from distplan.errors import InfeasibleError, InputError, NoSolutionError
 from distplan.formulations.bandwidth.blocks import max_bandwidths
 from distplan.formulations.bandwidth.convex import check_bounded, emit_warnings
-from distplan.formulations.bandwidth.data import Program, Row, bandwidth_scale, prepare
+from distplan.formulations.bandwidth.data import Program, bandwidth_scale, prepare
 from distplan.formulations.bandwidth.diagnose import no_solution, raise_if_starved
 from distplan.formulations.bandwidth.outer import run_libra_perf_lp
 from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block, rows_block, scale_rows, solver_rows
-from distplan.formulations.bandwidth.safe import accepted_box, accepted_excess
+from distplan.formulations.bandwidth.safe import accepted_bounds, accepted_rows
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.deadline import DeadlineReached
 from distplan.formulations.registry import Bound, Outcome, RunContext
@@ -40,7 +40,7 @@ from distplan.modeling.model import Model, linear_sum
 from distplan.models.bandwidth_eval import evaluate
 from distplan.models.bandwidth_instance import BandwidthInstance
 from distplan.models.bandwidth_plan import BandwidthPlan
-from distplan.models.bandwidth_records import GB, TOLERANCE
+from distplan.models.bandwidth_records import GB
 from distplan.solvers.result import Termination
 
 
@@ -101,31 +101,6 @@ def menus(ctx: RunContext, prog: Program, step: float, max_options: int) -> list
             )
         out.append(vals)
     return out
-
-
-def accepted_bounds(prog: Program) -> tuple[np.ndarray, np.ndarray]:
-    """Per dimension the least and the most bandwidth (GB/s) of a plan the evaluator
-    accepts: ``min_bandwidth`` and ``max_bandwidth`` widened by its tolerance
-    (`safe.accepted_box`; ``TOLERANCE`` of ``max_bandwidth``, at least 1 byte/s)."""
-    ub = np.asarray(prog.ub, dtype=float)
-    return accepted_box(prog), ub + TOLERANCE * np.maximum(ub, 1.0 / GB)
-
-
-def accepted_rows(prog: Program) -> tuple[Row, ...]:
-    """The instance's rows widened by the most a plan the evaluator accepts exceeds each
-    (`safe.accepted_excess`; an ``==`` row becomes a ``<=`` and a ``>=`` row), so that a
-    program over them holds every such plan and its bound holds for all of them (with
-    the exact rows, SCIP's optimum over menus was 0.31% above a plan the evaluator
-    accepts, 500.0000003 GB/s against a total of 500, which HiGHS and CBC returned:
-    review rev16 D5). Rows widened to infinity are left out."""
-    out: list[Row] = []
-    for r, e in zip(prog.rows, accepted_excess(prog), strict=True):
-        two = r.sense == "=="
-        if r.sense in ("<=", "==") and np.isfinite(r.rhs + e):
-            out.append(replace(r, sense="<=", rhs=r.rhs + e, path=r.path + " (<=)" if two else r.path))
-        if r.sense in (">=", "==") and np.isfinite(r.rhs - e):
-            out.append(replace(r, sense=">=", rhs=r.rhs - e, path=r.path + " (>=)" if two else r.path))
-    return tuple(out)
 
 
 @dataclass(frozen=True)
