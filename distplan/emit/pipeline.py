@@ -25,10 +25,10 @@ rank, no header).
 from __future__ import annotations
 
 import csv
-import heapq
 import io
 from dataclasses import dataclass
 
+import networkx as nx
 import numpy as np
 
 from distplan.errors import InputError
@@ -219,27 +219,18 @@ def rank_orders(inst: PipelineInstance, plan: PipelinePlan) -> tuple[StageLayout
     topo = np.empty(inst.n_blocks, dtype=np.int64)
     topo[inst.topo_order] = np.arange(inst.n_blocks)
     src, dst, _ = inst.edges
-    succ: list[list[int]] = [[] for _ in range(inst.n_blocks)]
-    waiting = np.zeros(inst.n_blocks, dtype=np.int64)
-    for a, b in zip(src.tolist(), dst.tolist()):
-        succ[a].append(b)
-        waiting[b] += 1
-    left = np.repeat(waiting[:, None], n, axis=1)
+    actions = nx.DiGraph()
+    actions.add_nodes_from((i, m) for i in range(inst.n_blocks) for m in range(n))
+    actions.add_edges_from(((a, m), (b, m)) for a, b in zip(src.tolist(), dst.tolist()) for m in range(n))
 
-    def key(i: int, m: int) -> tuple[float, int, int, int, int]:
+    def key(action: tuple[int, int]) -> tuple[float, int, int, int, int]:
+        i, m = action
         return (float(start[i, m]), rank_rank[layout.actions[i][1]], m, int(topo[i]), i)
 
-    ready = [key(i, m) for i in range(inst.n_blocks) if waiting[i] == 0 for m in range(n)]
-    heapq.heapify(ready)
     rows: list[list[str]] = [[] for _ in range(layout.n_ranks)]
-    while ready:
-        *_, m, _, i = heapq.heappop(ready)
+    for i, m in nx.lexicographical_topological_sort(actions, key=key):
         stage, act = layout.actions[i]
         rows[layout.rank_of_stage[stage]].append(f"{stage}{act}{m}")
-        for j in succ[i]:
-            left[j, m] -= 1
-            if left[j, m] == 0:
-                heapq.heappush(ready, key(j, m))
     return layout, rows
 
 
