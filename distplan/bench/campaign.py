@@ -545,3 +545,25 @@ def _bool(value: Any, path: str) -> bool:
     if not isinstance(value, bool):
         raise InputError(path, f"expected true or false, got {value!r}")
     return value
+
+
+def latest_campaigns(campaigns: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The last stored row of each campaign name (a database keeps one per time it ran)."""
+    latest: dict[str, dict[str, Any]] = {}
+    for c in campaigns:
+        if c.get("name") is not None:
+            latest[str(c["name"])] = c
+    return latest
+
+
+def stored_runs(campaign: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The runs a stored campaign row's text expands to (`Campaign.runs`), or None when it
+    no longer expands here (a moved instance file, a formulation gone)."""
+    from distplan.errors import DistplanError
+
+    text = str(campaign.get("text") or "")
+    source = Path(str(campaign.get("source") or "."))
+    try:
+        return parse_campaign(tomllib.loads(text), base=source.parent, source=str(source), text=text, default_name=str(campaign.get("name"))).runs()
+    except (DistplanError, ValueError, OSError, KeyError, TypeError):
+        return None

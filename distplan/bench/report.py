@@ -203,25 +203,12 @@ def planned_runs(campaigns: list[dict[str, Any]], runs: list[dict[str, Any]]) ->
     backend, seed and repetition; None when the campaign text no longer expands here, e.g. a
     moved instance file: then only the stored ``planned`` count is known). As
     `distplan.bench.verify.missing_runs`, from the run keys the text expands to."""
-    import tomllib
+    from .campaign import latest_campaigns, stored_runs
 
-    from distplan.errors import DistplanError
-
-    from .campaign import parse_campaign
-
-    latest: dict[str, dict[str, Any]] = {}
-    for c in campaigns:
-        if c.get("name") is not None:
-            latest[str(c["name"])] = c
     stored_keys = {r["run_key"] for r in runs}
     out = []
-    for name, c in sorted(latest.items()):
-        text = str(c.get("text") or "")
-        source = Path(str(c.get("source") or "."))
-        try:
-            specs = parse_campaign(tomllib.loads(text), base=source.parent, source=str(source), text=text, default_name=name).runs()
-        except (DistplanError, ValueError, OSError, KeyError, TypeError):
-            specs = None
+    for name, c in sorted(latest_campaigns(campaigns).items()):
+        specs = stored_runs(c)
         if specs is not None:
             planned = {s["run_key"]: s for s in specs}
             missing: list[dict[str, Any]] | None = [

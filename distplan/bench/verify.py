@@ -53,7 +53,7 @@ from distplan.formulations.registry import get_formulation
 from distplan.models.common import instance_from_dict
 from distplan.verify import VerifyReport, check_result, unchecked
 
-from .campaign import instance_hash, run_key
+from .campaign import instance_hash, latest_campaigns, run_key, stored_runs
 from .guarantees import GuaranteeCheck, InstanceFacts, checks_for
 from .store import DAMAGED_FIX, LATER_COLUMNS, Store, column_json, open_existing
 
@@ -227,18 +227,15 @@ def missing_runs(campaigns: list[dict[str, Any]], runs: list[dict[str, Any]]) ->
     keys: a run planned twice is one run); when that text no longer expands (a moved
     instance file), its stored ``planned`` count is compared. Not a problem: an
     interrupted campaign looks the same."""
-    latest: dict[str, dict[str, Any]] = {}
-    for c in campaigns:
-        if c.get("name") is not None:
-            latest[str(c["name"])] = c
     stored_keys = {r["run_key"] for r in runs}
     stored: dict[str, int] = defaultdict(int)
     for r in runs:
         stored[str(r.get("campaign"))] += 1
     notes = []
-    for name, c in sorted(latest.items()):
-        keys = _planned_keys(c)
-        if keys is not None:
+    for name, c in sorted(latest_campaigns(campaigns).items()):
+        specs = stored_runs(c)
+        if specs is not None:
+            keys = {spec["run_key"] for spec in specs}
             missing = sorted(keys - stored_keys)
             if missing:
                 shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
@@ -246,20 +243,6 @@ def missing_runs(campaigns: list[dict[str, Any]], runs: list[dict[str, Any]]) ->
         elif isinstance(c.get("planned"), int) and stored[name] < c["planned"]:
             notes.append(f"MISSING campaign {name!r} planned {c['planned']} run(s), the database holds {stored[name]}: deleted, or the campaign was interrupted (its text no longer expands here, so the runs cannot be named)")
     return notes
-
-
-def _planned_keys(campaign: dict[str, Any]) -> set[str] | None:
-    """The run keys the stored campaign text expands to, None when it does not expand."""
-    import tomllib
-
-    from .campaign import parse_campaign
-
-    try:
-        source = Path(str(campaign.get("source") or "."))
-        parsed = parse_campaign(tomllib.loads(str(campaign.get("text") or "")), base=source.parent, source=str(source), text=str(campaign.get("text") or ""), default_name=str(campaign.get("name")))
-        return {spec["run_key"] for spec in parsed.runs()}
-    except (DistplanError, ValueError, OSError, KeyError, TypeError):
-        return None
 
 
 def _category(name: str, message: str) -> str:
