@@ -236,13 +236,22 @@ class RunContext:
         self._deadline = None if options.time_limit is None else start + options.time_limit
 
     def child(
-        self, params: dict[str, Any] | None = None, time_limit: float | None = None, *, share_records: bool = False, backend: Backend | None = None
+        self,
+        params: dict[str, Any] | None = None,
+        time_limit: float | None = None,
+        *,
+        share_records: bool = False,
+        backend: Backend | None = None,
+        at_least: float | None = None,
     ) -> RunContext:
         """A context for one phase of this run (its own parameters): at most ``time_limit``
-        seconds, and never past this run's deadline. Its solver records are its own, or with
-        ``share_records`` this run's list. On another ``backend`` the run's raw solver
-        options (its backend's) are left out."""
+        seconds, and never past this run's deadline, unless that leaves less than
+        ``at_least`` seconds (a phase the run documents may overrun its limit by that
+        grace). Its solver records are its own, or with ``share_records`` this run's list.
+        On another ``backend`` the run's raw solver options (its backend's) are left out."""
         limits = [t for t in (time_limit, self.remaining_time()) if t is not None]
+        if limits and at_least is not None:
+            limits = [max(min(limits), at_least)]
         options = self.options.with_(time_limit=max(min(limits), 0.01)) if limits else self.options
         if backend is not None and backend is not self.backend:
             options = options.with_(raw={})

@@ -115,12 +115,7 @@ def _baseline_context(ctx: RunContext) -> RunContext:
     from distplan.solvers.base import get_backend
 
     highs = get_backend("highs")
-    backend = highs if highs.available() else ctx.backend
-    remaining = ctx.remaining_time()
-    if remaining is not None and remaining < BASELINE_GRACE:
-        options = ctx.options.with_(time_limit=BASELINE_GRACE)
-        return RunContext(backend, options if backend is ctx.backend else options.with_(raw={}), {})
-    return ctx.child({}, backend=backend)
+    return ctx.child({}, backend=highs if highs.available() else ctx.backend, at_least=BASELINE_GRACE)
 
 
 #: a baseline's accepted plan: its name, allocation (GB/s) and the evaluator's check
