@@ -143,3 +143,33 @@ def test_programs_are_built_only_through_a_model_spec() -> None:
         if rel != "contract.py" and BUILDS_A_MODEL.search(path.read_text()):
             offenders.append(rel)
     assert offenders == []
+
+
+def test_build_stops_between_blocks_past_the_index_deadline() -> None:
+    """`ModelSpec.build_from` checks an index's ``deadline`` before each block: a block
+    that ran past it is the last one built (`DeadlineReached` names the model)."""
+    import time
+
+    from distplan.formulations.deadline import DeadlineReached
+
+    @dataclass
+    class Timed:
+        deadline: float | None
+        ran: list[str]
+
+    def first(model: Any, instance: Any, index: Timed) -> None:
+        index.ran.append("first")
+        if index.deadline is not None:
+            time.sleep(max(0.0, index.deadline - time.perf_counter()) + 0.01)  # a block that runs past it
+
+    def second(model: Any, instance: Any, index: Timed) -> None:
+        index.ran.append("second")
+
+    spec = ModelSpec("timed", lambda inst, params: Timed(None, []), (first, second))
+    index = Timed(time.perf_counter() + 0.05, [])
+    with pytest.raises(DeadlineReached, match="the timed model's build"):
+        spec.build_from(None, index)
+    assert index.ran == ["first"]
+    free = Timed(None, [])
+    spec.build_from(None, free)
+    assert free.ran == ["first", "second"]

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
+from distplan.formulations.deadline import check
 from distplan.modeling.model import Model
 from distplan.solvers.options import SolveOptions
 from distplan.solvers.result import SolverResult
@@ -104,9 +105,13 @@ class ModelSpec(Generic[IndexT]):
 
     def build_from(self, instance: Any, index: IndexT, *, name: str | None = None) -> tuple[Model, IndexT]:
         """The model from an index already prepared (a search that builds many models from
-        one index prepares it once)."""
+        one index prepares it once). An index with a ``deadline`` (a ``time.perf_counter()``
+        value) stops the build past it before each block (`DeadlineReached`); a block
+        that takes long checks it inside too."""
         model = Model(name or self.name)
+        deadline = getattr(index, "deadline", None)
         for block in self.blocks:
+            check(deadline, f"the {self.name} model's build")
             block(model, instance, index)
         return model, index
 

@@ -296,7 +296,6 @@ def memory_capacity(model: Model, inst: PlacementInstance, index: AssignIndex) -
     """Sum of the ops' `charged_memory` per device <= what the evaluator accepts of its
     capacity (bytes, `PlacementInstance.accepted_memory`): the rows keep every plan the
     evaluator accepts, so the relaxation's and the MILP's bounds hold for them all."""
-    check(index.deadline, "the assignment relaxation's build")
     mem = charged_memory(inst)
     if np.any(mem > 0):
         model.add_constraints("memory", (mem[:, None] * model["assign"]).sum(axis=0) <= inst.accepted_memory())
@@ -309,13 +308,11 @@ def load_rows(model: Model, inst: PlacementInstance, index: AssignIndex) -> None
 
 def precedence_loads(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
     """Ancestor and descendant load rows on the heads (`descendants`)."""
-    check(index.deadline, "the assignment relaxation's build")
     precedence_load_rows(model, inst, model["head"], model["makespan"], index.P, index.r, index.q, index.order_nonzeros, index.deadline)
 
 
 def waiting_loads(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
     """The waiting rows and the window rows on the heads (`descendants`)."""
-    check(index.deadline, "the assignment relaxation's build")
     waiting_load_rows(model, inst, model["head"], model["makespan"], index.P, index.r, index.q, index.wait_nonzeros)
     window_load_rows(model, inst, model["head"], index.P, index.r, index.window_nonzeros)
 
@@ -323,7 +320,6 @@ def waiting_loads(model: Model, inst: PlacementInstance, index: AssignIndex) -> 
 def cut_paths(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
     """Heads along every edge, a cut edge charged its smallest delay over device pairs:
     T_j >= T_i + p_i(x) + c_e z_e, z_e >= x[i, d] - x[j, d] (``cut``)."""
-    check(index.deadline, "the assignment relaxation's build")
     if not inst.n_edges:
         return
     x, T, dur = model["assign"], model["head"], model.expression("duration")
@@ -339,14 +335,12 @@ def cut_paths(model: Model, inst: PlacementInstance, index: AssignIndex) -> None
 
 def channel_loads(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
     """Under Baechi's channel model, the channel load of every device is at most w."""
-    check(index.deadline, "the assignment relaxation's build")
     if index.channels:
         channel_rows(model, inst, model["assign"], model["makespan"], index.r, index.q, index.thresholds)
 
 
 def symmetry(model: Model, inst: PlacementInstance, index: AssignIndex) -> None:
     """Interchangeable devices used in order of first use (`first_use_symmetry`)."""
-    check(index.deadline, "the assignment relaxation's build")
     if index.symmetry_classes:
         first_use_symmetry(model, inst, model["assign"], list(index.symmetry_classes))
 
