@@ -239,7 +239,13 @@ def _solve(
 
     if form.bound_only:
         free_deadline = None if ctx.deadline is None else max(ctx.deadline, time.perf_counter() + SOLVER_FREE_GRACE)
-        return _bound_only_result(inst, form.name, be.name, be.version(), outcome.bounds, spec, time.perf_counter() - t_start, solver_results, free_deadline)
+        # a folding that is not exact restricts the problem (placement's coarsening merges
+        # ops): bounds proven on it do not hold for the instance (review rev17 H2: 41.9 ms
+        # "proven" on inception-v3-dgx1-2-tight, which has a plan of 32.9 ms)
+        kept = list(outcome.bounds) if (folding is None or folding.exact) else []
+        return _bound_only_result(
+            inst, form.name, be.name, be.version(), kept, spec, time.perf_counter() - t_start, solver_results, free_deadline, options, None if folding is None else folding.stats
+        )
 
     if outcome.plan is None:
         if last is not None and last.termination in INFEASIBLE_TERMINATIONS:
@@ -333,7 +339,12 @@ def _bound_only_result(
     wall: float,
     solver_results: list[SolverResult] | None = None,
     deadline: float | None = None,
+    options: SolveOptions | None = None,
+    folding_stats: dict[str, Any] | None = None,
 ) -> Result:
+    """The result of a formulation that proves bounds only (no plan): its bounds and the
+    solver-free ones, linked to their calls, with the gap tolerance and options of the run
+    (`distplan verify` checks them against the calls' records, as for any result)."""
     from distplan.formulations.registry import solver_free_bounds
 
     # the costlier solver-free bounds stop at ``deadline``, as after a plan (review rev16 D3:
@@ -362,6 +373,9 @@ def _bound_only_result(
         objective_name=spec.objective_name,
         objective_unit=spec.objective_unit,
         bound_grade=best.grade if best else None,
+        info={} if folding_stats is None else {"folding": folding_stats},
+        gap_tolerance=DEFAULT_GAP_TOLERANCE if options is None or options.mip_gap is None else float(options.mip_gap),
+        options=None if options is None else options_record(options),
     )
 
 
