@@ -55,6 +55,7 @@ from distplan.formulations.pipeline.common import (
     check_capacity,
     check_size,
     device_capacities,
+    integral_data,
     memory_fits,
     orders_from_starts,
     retime,
@@ -148,12 +149,14 @@ def dual_bound_value(call_bound: float, inst: PipelineInstance, integral: bool |
     time units): rounded up to a whole number (less 1e-6 of the solver's tolerance) when
     the model's values are integral (``integral``: integral data, or the time-indexed
     model: some optimum has integral times), else the bound itself; ``integral`` None (the
-    model not known, as to `distplan verify`): the larger of the two. pipeline_milp's
-    stated conversion of its solver calls' bounds (`registry.BOUND_SOURCES`)."""
-    rounded = float(math.ceil(call_bound - 1e-6))
+    model not known, as to `distplan verify`): whether ``inst``'s durations and delays are
+    exact integers (`common.integral_data`: the time-indexed model runs only on such data,
+    so the two agree). pipeline_milp's stated conversion of its solver calls' bounds
+    (`registry.BOUND_SOURCES`); taking the larger of the two without the model let a bound
+    on fractional data be raised to the next integer (review rev17 F20)."""
     if integral is None:
-        return max(call_bound, rounded)
-    return rounded if integral else call_bound
+        integral = integral_data(inst, exact=True)
+    return float(math.ceil(call_bound - 1e-6)) if integral else call_bound
 
 
 def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
