@@ -37,7 +37,14 @@ from typing import Any
 
 from distplan.api import DEFAULT_GAP_TOLERANCE
 from distplan.errors import DistplanError, InputError
-from distplan.formulations.registry import BOUND_GRADES, BOUND_KINDS, bound_source, solver_free_bounds, solver_free_match
+from distplan.formulations.registry import (
+    BOUND_GRADES,
+    BOUND_KINDS,
+    bound_source,
+    formulations,
+    solver_free_bounds,
+    solver_free_match,
+)
 from distplan.instances import load_instance
 from distplan.models.common import instance_digest, kind_spec, read_json
 from distplan.solvers.result import Termination, relative_gap
@@ -238,6 +245,8 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None) -> list[tuple[
                 integers = sum(v for v in (model.get("binaries"), model.get("integers")) if isinstance(v, int) and not isinstance(v, bool))
             if call.get("backend") not in SAFE_BOUND_BACKENDS:
                 problems.append((f"solver_results[{k}].bound_grade", f"'safe' but {call.get('backend')!r} bounds are graded 'solver' (valid within its tolerances): only HiGHS LP bounds are made safe"))
+            elif not isinstance(model, dict):
+                problems.append((f"solver_results[{k}].extra.model", "missing, but the call's bound is graded 'safe': only an LP's bound is made safe, and without the model's record nothing shows it has no integer variables"))
             elif integers:
                 problems.append((f"solver_results[{k}].bound_grade", f"'safe' but the model has {integers} integer variable(s): a MIP's dual bound holds within the solver's tolerances only (grade 'solver')"))
     for k, entry in enumerate(doc.get("bounds") or []):
@@ -282,6 +291,14 @@ def _check_linked_bound(doc: dict[str, Any], k: int, entry: dict[str, Any], inde
     formulation = str(doc.get("formulation"))
     known = bound_source(formulation, str(entry.get("source")))
     stated = known if known is not None and known.kind == "solver" else None
+    if stated is not None and stated.models is not None:
+        extra = call.get("extra")
+        model = extra.get("model") if isinstance(extra, dict) else None
+        name = model.get("name") if isinstance(model, dict) else None
+        if not isinstance(name, str):
+            problems.append((f"bounds[{k}].solver_call", f"names solver call {index}, which records no model (extra.model.name): nothing shows the call solved the program {formulation}'s bound {entry.get('source')!r} comes from"))
+        elif not stated.model_matches(formulation, name):
+            problems.append((f"bounds[{k}].solver_call", f"names solver call {index}, which solved model {name!r}, but {formulation}'s bound {entry.get('source')!r} comes from a model matching {stated.models!r}: another program's bound means something else"))
     if not isinstance(bound, int | float) or isinstance(bound, bool) or not math.isfinite(bound):
         problems.append((f"bounds[{k}].solver_call", f"names solver call {index}, which records no finite bound ({bound!r}) to back {value!r}"))
     elif isinstance(value, int | float) and not isinstance(value, bool):
@@ -448,11 +465,24 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
     return problems
 
 
+def check_formulation(doc: dict[str, Any], instance: Any) -> list[tuple[str, str]]:
+    """The result's ``formulation`` is one the registry knows for the instance's kind: the
+    bound sources it may claim (`registry.BOUND_SOURCES`) are that formulation's."""
+    name = doc.get("formulation")
+    known = sorted(f.name for f in formulations(instance.kind))
+    if not isinstance(name, str) or name not in known:
+        return [("formulation", f"{name!r} is no {instance.kind} formulation (the registry's: {', '.join(known) or '(none)'}): its bounds cannot be checked against what a formulation reports")]
+    return []
+
+
 def check_result(doc: dict[str, Any], instance: Any, notes: list[str] | None = None) -> list[tuple[str, str]]:
     """Every way in which ``doc`` (a ``Result.to_dict()``) disagrees with the rule, with the
     instance it names, or with a fresh evaluation of its plan on ``instance``: (field,
     message) pairs. ``notes`` collects what could not be checked (`check_bounds`)."""
-    problems = check_claims(doc) + check_solver_calls(doc, instance) + check_instance(doc, instance) + check_bounds(doc, instance, notes)
+    problems = check_claims(doc) + check_formulation(doc, instance)
+    if any(name == "formulation" for name, _ in problems):
+        return problems  # its bounds and calls are no formulation's of this kind: nothing to check them against
+    problems += check_solver_calls(doc, instance) + check_instance(doc, instance) + check_bounds(doc, instance, notes)
     plan = doc.get("plan")
     if plan is None:
         return problems

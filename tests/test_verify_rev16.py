@@ -269,15 +269,19 @@ def test_cli_exits_1_on_the_reviewers_fabricated_bound(topo: tuple[Doc, Any], tm
     assert "my proof" in capsys.readouterr().out
 
 
-def test_a_linked_bound_of_a_source_stating_no_conversion_is_its_calls_own(topo: tuple[Doc, Any]) -> None:
+def test_a_linked_bound_of_a_source_stating_no_conversion_is_its_calls_own(topo: tuple[Doc, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """A formulation declared from blocks reports its call's own bound ("<name> dual bound
     (<backend>)"): a linked one is held to the call's bound itself (it had been checked
     against the conversion its call's record kept, with a note)."""
+    from distplan.formulations import registry
     from distplan.solvers.result import SolutionStatus, SolverResult, Termination
 
     _, inst = topo
-    call = SolverResult("highs", "1", Termination.OPTIMAL, SolutionStatus.OPTIMAL, objective=1.0, bound=0.9, bound_grade="solver").to_dict()
-    doc = {"formulation": "some_milp", "bound": 1.0, "bound_grade": "solver", "solver_results": [call], "bounds": [{"value": 1.0, "source": "some_milp dual bound (highs)", "grade": "solver", "kind": "solver", "solver_call": 0}]}
+    # declared from blocks (rev17: the generic source is only for those)
+    some = registry.Formulation(kind="placement", name="some_milp", description="", program="milp", run=lambda i, c: registry.Outcome(None), declared=True)
+    monkeypatch.setitem(registry._FORMULATIONS, ("placement", "some_milp"), some)
+    call = SolverResult("highs", "1", Termination.OPTIMAL, SolutionStatus.OPTIMAL, objective=1.0, bound=0.9, bound_grade="solver", extra={"model": {"name": "some_milp"}}).to_dict()
+    doc = {"formulation": "some_milp", "bound": 1.0, "bound_grade": "solver", "options": {}, "solver_results": [call], "bounds": [{"value": 1.0, "source": "some_milp dual bound (highs)", "grade": "solver", "kind": "solver", "solver_call": 0}]}
     notes: list[str] = []
     assert check_bounds(doc, inst, notes) == [] and notes == []
     assert _fields(check_solver_calls(doc, inst)) == {"bounds[0].value"}

@@ -106,18 +106,38 @@ class BoundSource:
     largest value the call's bound allows. None: the call counts the result's units
     (`same_units`). It is named, not imported, as `distplan.kinds` names modules: the
     function lives beside the formulation that uses it, and formulations import this
-    registry (`convert` imports the function when a bound is checked)."""
+    registry (`convert` imports the function when a bound is checked).
+
+    A solver call's bound names the ``models`` its call may have solved: a pattern
+    (``re.search``) the linked call's ``extra.model.name`` matches (a bound linked to a
+    call of another program of the run, whose value means something else, is rejected).
+
+    ``formulations`` None: every formulation declared with `from_blocks`
+    (`Formulation.declared`) that states no solver source of its own here; ``{formulation}``
+    in ``pattern`` and ``models`` stands for the formulation's name (escaped)."""
 
     formulations: tuple[str, ...] | None
     pattern: str
     kind: str
     grade: str
     conversion: str | None = None
+    models: str | None = None
 
     def matches(self, formulation: str, source: str) -> bool:
-        if self.formulations is not None and formulation not in self.formulations:
+        if self.formulations is None:
+            if formulation not in declared_formulations():
+                return False
+        elif formulation not in self.formulations:
             return False
-        return re.search(self.pattern, source) is not None
+        return re.search(self._for(self.pattern, formulation), source) is not None
+
+    def model_matches(self, formulation: str, model_name: str) -> bool:
+        """Whether a call whose model is named ``model_name`` may have proved this bound."""
+        return self.models is None or re.search(self._for(self.models, formulation), model_name) is not None
+
+    @staticmethod
+    def _for(pattern: str, formulation: str) -> str:
+        return pattern.replace("{formulation}", re.escape(formulation))
 
     @property
     def convert(self) -> Conversion:
@@ -158,17 +178,31 @@ BOUND_SOURCES: tuple[BoundSource, ...] = (
     BoundSource(_PLACEMENT_PROVERS, r"^last-stint bound over cut waists", "proof", "safe"),
     BoundSource(("tap",), r"^tap: exhaustive Pareto dynamic program over the folded walk \(no solver\)", "proof", "solver"),
     BoundSource(("alpa_ilp", "tap"), r"^(alpa_ilp|tap): the one plan's cost \(every op has a single strategy\)", "proof", "safe"),
-    # solver calls' bounds, each with the conversion its formulation states
-    BoundSource(_PLACEMENT_PROVERS, r"^(placement_milp|assignment relaxation).* dual bound \(", "solver", "safe", _PLACEMENT_SECONDS),
-    BoundSource(("alpa_ilp",), r"^alpa_ilp dual bound \(", "solver", "safe", _SHARDING_SECONDS),
-    BoundSource(("tap",), r"^tap: (LP of the folded problem|dual bound of the folded walk program)", "solver", "safe", _SHARDING_SECONDS),
-    BoundSource(("pipeline_milp",), r"^pipeline_milp dual bound \(", "solver", "safe", "distplan.formulations.pipeline.milp:dual_bound_value"),
-    BoundSource(("libra_discrete",), r"^libra_discrete MILP dual bound \(", "solver", "safe", "distplan.formulations.bandwidth.discrete:dual_bound_seconds"),
-    BoundSource(("baechi_sct",), r"^SCT LP value", "solver", "safe"),
-    # codec_select's (its call's bound is in seconds already) and every formulation
-    # declared from blocks (`from_blocks`: "<name> dual bound (<backend>)", its call's own)
-    BoundSource(None, r" dual bound \(", "solver", "safe"),
+    # solver calls' bounds, each with the conversion its formulation states and the models
+    # (`extra.model.name` of the linked call) it comes from
+    BoundSource(_PLACEMENT_PROVERS, r"^placement_milp dual bound \(", "solver", "safe", _PLACEMENT_SECONDS, r"^placement_milp$"),
+    BoundSource(_PLACEMENT_PROVERS, r"^assignment relaxation.* dual bound \(", "solver", "safe", _PLACEMENT_SECONDS, r"-assignment-relaxation$"),
+    BoundSource(("alpa_ilp",), r"^alpa_ilp dual bound \(", "solver", "safe", _SHARDING_SECONDS, r"^alpa_ilp$"),
+    BoundSource(("tap",), r"^tap: LP of the folded problem", "solver", "safe", _SHARDING_SECONDS, r"^tap_bound$"),
+    BoundSource(("tap",), r"^tap: dual bound of the folded walk program", "solver", "safe", _SHARDING_SECONDS, r"^tap(_lp)?$"),
+    # the disjunctive model ("<instance>-milp") or the time-indexed one; never the retiming LP
+    BoundSource(("pipeline_milp",), r"^pipeline_milp dual bound \(", "solver", "safe", "distplan.formulations.pipeline.milp:dual_bound_value", r"-milp(-time-indexed)?$"),
+    BoundSource(("libra_discrete",), r"^libra_discrete MILP dual bound \(", "solver", "safe", "distplan.formulations.bandwidth.discrete:dual_bound_seconds", r"^libra_discrete$"),
+    BoundSource(("baechi_sct",), r"^SCT LP value", "solver", "safe", None, r"^baechi_sct$"),
+    # codec_select's call's bound is in seconds already
+    BoundSource(("codec_select",), r"^codec_select dual bound \(", "solver", "safe", None, r"^codec_select$"),
+    # every formulation declared from blocks (`from_blocks`: "<name> dual bound (<backend>)",
+    # its one call's own, on the model it names after itself)
+    BoundSource(None, r"^{formulation} dual bound \(", "solver", "safe", None, r"^{formulation}$"),
 )
+
+
+def declared_formulations() -> frozenset[str]:
+    """The names of the formulations declared with `from_blocks` (`Formulation.declared`)
+    that state no solver source of their own in `BOUND_SOURCES`: the ones the generic
+    ``"<name> dual bound ("`` source is for."""
+    stated = {f for s in BOUND_SOURCES if s.kind == "solver" and s.formulations is not None for f in s.formulations}
+    return frozenset(f.name for f in formulations() if f.declared and f.name not in stated)
 
 #: what `distplan.formulations.placement.time_unit` appends to the source of a bound proven
 #: on the instance with its times scaled
@@ -384,6 +418,9 @@ class Formulation:
     examples: dict[str, Any] = field(default_factory=dict)
     #: the values a text parameter takes, when it names one of a few (a model, an objective)
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: declared with `from_blocks` (its run solves its spec's model, named after it, and
+    #: reports that call's bound as "<name> dual bound (<backend>)")
+    declared: bool = False
 
     def is_exact(self, instance: Any) -> bool:
         """Whether an optimal solve of this program is an optimum of ``instance``."""
@@ -536,6 +573,7 @@ def from_blocks(
         least=dict(least or {}),
         most=dict(most or {}),
         above=dict(above or {}),
+        declared=True,
     )
 
 

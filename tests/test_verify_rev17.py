@@ -1,0 +1,190 @@
+"""Review rev17: forged results that `distplan verify` let through.
+
+* F1/F2/F3/F16: the generic ``" dual bound ("`` source matched any formulation and any
+  source, and a result's ``formulation`` was never checked against the instance's kind: a
+  renamed formulation or source escaped the stated conversion. The formulation must be one
+  of the kind's, and the generic source is only for formulations declared with
+  `from_blocks` (``"^<name> dual bound ("``) that state no solver source of their own.
+* F5/F6: a bound could be linked to any call of the run (pipeline_milp's to a retiming LP,
+  whose value is a plan's, an upper bound; libra_discrete's to a libra_perf_lp LP). Each
+  solver source names the models (``extra.model.name``) its bound comes from.
+* F4: a call graded "safe" without its model record passed (integers unknown).
+* F18: placement's compositions over cut waists and the last stint rest on module windows'
+  MILPs whose calls are not recorded: grade "solver" unless no window went to a solver.
+* F12: options deleted from a result that has new-only fields turned on the old-format
+  exemption.
+* F17: a bound's stated ``kind`` was never compared with what its source is.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from conftest import backend_params, takes_milp
+
+import distplan
+from distplan.formulations.registry import BOUND_SOURCES, bound_source, declared_formulations
+from distplan.models.common import canonical_json
+from distplan.verify import check_result
+
+
+def _doc(result: Any) -> dict[str, Any]:
+    return json.loads(canonical_json(result.to_dict()))  # type: ignore[no-any-return]
+
+
+def _refix(doc: dict[str, Any]) -> None:
+    """The result's bound, grade, gap and status made consistent with its listed bounds
+    (what a forger does after editing them)."""
+    doc["bound"] = max(b["value"] for b in doc["bounds"])
+    doc["bound_grade"] = next(b["grade"] for b in doc["bounds"] if b["value"] == doc["bound"])
+    obj = doc.get("objective")
+    doc["gap"] = None if obj is None else abs(obj - doc["bound"]) / max(abs(obj), 1e-9)
+    if obj is not None and doc["gap"] <= doc.get("gap_tolerance", 1e-4) and doc.get("plan") is not None:
+        doc["status"] = "optimal"
+
+
+def _fields(problems: list[tuple[str, str]]) -> list[str]:
+    return [name for name, _ in problems]
+
+
+_SOLVED: dict[tuple[str, str, str], tuple[Any, dict[str, Any]]] = {}
+
+
+def solved(name: str, formulation: str, backend: str = "highs", **kw: Any) -> tuple[Any, dict[str, Any]]:
+    """The instance and a deep copy of its honest result (solved once per session)."""
+    key = (name, formulation, backend)
+    if key not in _SOLVED:
+        inst = distplan.load_instance(name)
+        _SOLVED[key] = inst, _doc(distplan.solve(inst, formulation, backend=backend, **kw))
+    inst, doc = _SOLVED[key]
+    return inst, copy.deepcopy(doc)
+
+
+def _alpa(backend: str) -> tuple[Any, dict[str, Any], int]:
+    inst, doc = solved("gpt-2layer-2x2", "alpa_ilp", backend)
+    assert check_result(doc, inst) == []
+    (k,) = [k for k, b in enumerate(doc["bounds"]) if b.get("solver_call") is not None]
+    return inst, doc, k
+
+
+# F1/F2/F3/F16 ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_milp))
+def test_a_formulation_the_kind_does_not_have_is_rejected(backend: str) -> None:
+    inst, doc, k = _alpa(backend)
+    doc["formulation"] = "alpa_ilp_x"  # F1: the generic source then matched, no conversion
+    doc["bounds"][k]["value"] = doc["objective"]
+    _refix(doc)
+    assert "formulation" in _fields(check_result(doc, inst))
+    doc["formulation"] = "codec_select"  # F3b: another kind's formulation
+    assert "formulation" in _fields(check_result(doc, inst))
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_milp))
+def test_a_renamed_source_is_no_generic_dual_bound(backend: str) -> None:
+    inst, doc, k = _alpa(backend)
+    doc["bounds"][k]["source"] = f"alpa dual bound ({backend})"  # F2
+    doc["bounds"][k]["value"] = doc["objective"]
+    _refix(doc)
+    assert f"bounds[{k}].source" in _fields(check_result(doc, inst))
+
+
+def test_placement_relaxation_bound_renamed_generic_is_rejected() -> None:
+    inst, doc = solved("placement-small-4", "placement_bounds", time_limit=10.0)
+    assert check_result(doc, inst) == []
+    (k,) = [k for k, b in enumerate(doc["bounds"]) if b.get("solver_call") is not None]
+    doc["bounds"][k]["source"] = "relaxation dual bound (highs, optimal)"  # F3: raw microseconds
+    doc["bounds"][k]["value"] = doc["solver_results"][doc["bounds"][k]["solver_call"]]["bound"]
+    _refix(doc)
+    assert f"bounds[{k}].source" in _fields(check_result(doc, inst))
+
+
+def test_generic_source_is_only_for_formulations_declared_from_blocks() -> None:
+    declared = declared_formulations()
+    # every formulation of the package states its solver sources (baechi_sct: its LP value)
+    assert "baechi_sct" not in declared and "codec_select" not in declared
+    for formulation in ("tessel", "alpa_ilp", "pipeline_milp", "gpipe", "codec_select"):
+        src = bound_source(formulation, f"{formulation} dual bound (highs)")
+        assert src is None or src.formulations is not None, formulation
+    # F16: tessel reports no solver bound
+    assert bound_source("tessel", "tessel dual bound (highs)") is None
+    assert bound_source("alpa_ilp", "tessel dual bound (highs)") is None
+    assert bound_source("codec_select", "codec_select dual bound (scip)") is not None
+
+
+def test_a_new_from_blocks_formulation_has_the_generic_source(monkeypatch: pytest.MonkeyPatch) -> None:
+    from distplan.formulations import registry
+
+    sct = registry.get_formulation("placement", "baechi_sct")
+    fake = registry.Formulation(kind="placement", name="my_lp", description="", program="lp", run=sct.run, declared=True)
+    monkeypatch.setitem(registry._FORMULATIONS, ("placement", "my_lp"), fake)
+    src = bound_source("my_lp", "my_lp dual bound (highs)")
+    assert src is not None and src.formulations is None
+    assert src.model_matches("my_lp", "my_lp") and not src.model_matches("my_lp", "my_lp-retime")
+    assert bound_source("my_lp", "x my_lp dual bound (highs)") is None
+    assert bound_source("my_lpx", "my_lpx dual bound (highs)") is None
+
+
+# F5/F5b/F6 ----------------------------------------------------------------------------
+
+
+def test_pipeline_bound_linked_to_the_retiming_lp_is_rejected() -> None:
+    inst, doc = solved("pipeline-zb-p4-m12-comm1", "pipeline_milp", time_limit=10.0)
+    assert check_result(doc, inst) == []
+    names = [((c.get("extra") or {}).get("model") or {}).get("name") for c in doc["solver_results"]]
+    retime = [i for i, n in enumerate(names) if isinstance(n, str) and n.endswith("-retime") and doc["solver_results"][i].get("bound") is not None]
+    assert retime, names
+    doc["bounds"] = [b for b in doc["bounds"] if not b["source"].startswith("pipeline_milp: no schedule")]
+    (k,) = [k for k, b in enumerate(doc["bounds"]) if b["source"].startswith("pipeline_milp dual bound")]
+    doc["bounds"][k]["solver_call"] = retime[0]
+    doc["bounds"][k]["value"] = min(doc["objective"], doc["bounds"][k]["value"])
+    _refix(doc)
+    problems = check_result(doc, inst)
+    assert any(f == f"bounds[{k}].solver_call" and "retime" in m for f, m in problems), problems
+
+
+def test_libra_discrete_bound_linked_to_an_lp_is_rejected() -> None:
+    inst, doc = solved("libra-dlrm-3d-total500", "libra_discrete")
+    assert check_result(doc, inst) == []
+    names = [((c.get("extra") or {}).get("model") or {}).get("name") for c in doc["solver_results"]]
+    lp = [i for i, n in enumerate(names) if n == "libra_perf_lp" and doc["solver_results"][i].get("bound") is not None]
+    assert lp, names
+    doc["bounds"].append({"value": doc["objective"], "source": "libra_discrete MILP dual bound (highs)", "grade": "solver", "kind": "solver", "solver_call": lp[0]})  # F6
+    _refix(doc)
+    k = len(doc["bounds"]) - 1
+    assert f"bounds[{k}].solver_call" in _fields(check_result(doc, inst))
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_milp))
+def test_a_linked_call_without_its_model_record_is_rejected(backend: str) -> None:
+    inst, doc, k = _alpa(backend)
+    call = doc["solver_results"][doc["bounds"][k]["solver_call"]]
+    assert call["extra"]["model"]["name"] == "alpa_ilp"
+    call["extra"].pop("model")
+    assert f"bounds[{k}].solver_call" in _fields(check_result(doc, inst))
+    call["extra"]["model"] = {"name": "tap_lp"}
+    assert f"bounds[{k}].solver_call" in _fields(check_result(doc, inst))
+
+
+# F4 -----------------------------------------------------------------------------------
+
+
+def test_a_safe_call_needs_its_model_record() -> None:
+    inst, doc = solved("placement-small-2", "placement_milp")
+    assert check_result(doc, inst) == []
+    (k,) = [k for k, b in enumerate(doc["bounds"]) if b.get("solver_call") is not None]
+    call = doc["solver_results"][doc["bounds"][k]["solver_call"]]
+    call["bound_grade"] = "safe"
+    call["extra"].pop("model")
+    doc["bounds"][k]["grade"] = "safe"
+    _refix(doc)
+    fields = _fields(check_result(doc, inst))
+    assert f"solver_results[{doc['bounds'][k]['solver_call']}].extra.model" in fields
+
+
+def test_every_solver_source_names_its_models() -> None:
+    assert all(s.models is not None for s in BOUND_SOURCES if s.kind == "solver")
