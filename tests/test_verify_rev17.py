@@ -24,9 +24,13 @@ from typing import Any
 
 import pytest
 from conftest import backend_params, takes_milp
+from test_placement_segments import exact
+from test_placement_segments_lasthop import forward_backward
 
 import distplan
-from distplan.formulations.registry import BOUND_SOURCES, bound_source, declared_formulations
+from distplan.formulations.placement.lasthop import SOURCE as LAST_STINT
+from distplan.formulations.placement.segments import module_bound
+from distplan.formulations.registry import BOUND_SOURCES, Bound, bound_source, declared_formulations
 from distplan.models.common import canonical_json
 from distplan.verify import check_result
 
@@ -184,6 +188,49 @@ def test_a_safe_call_needs_its_model_record() -> None:
     _refix(doc)
     fields = _fields(check_result(doc, inst))
     assert f"solver_results[{doc['bounds'][k]['solver_call']}].extra.model" in fields
+
+
+# F18 ----------------------------------------------------------------------------------
+
+
+def _grade(source: str) -> str:
+    src = bound_source("placement_milp", source)
+    assert src is not None and src.kind == "proof", source
+    return src.grade
+
+
+def test_compositions_over_solved_windows_are_at_best_solver() -> None:
+    cut = "series composition over cut waists with each module's optimum"
+    assert _grade(f"{cut}: 1 waists, 1 of 2 modules solved") == "solver"
+    assert _grade(f"{cut}: 1 waists, 1 of 2 modules solved (times scaled by 2^-9 in the model)") == "solver"
+    assert _grade(f"{cut}: 3 waists, 0 of 2 modules solved, 1 pairs tied by co-location joined") == "solver"
+    assert _grade(f"{cut}: 1 waists, 0 of 1 modules solved (times scaled by 2^-5 in the model)") == "safe"
+    assert _grade(f"{LAST_STINT}: 288 waists, weakest case after 'x'") == "solver"  # older text: no count
+    assert _grade(f"{LAST_STINT}: 288 waists, 3 windows solved, weakest case after 'x'") == "solver"
+    assert _grade(f"{LAST_STINT}: 5 waists, 0 windows solved, weakest case one device") == "safe"
+    assert _grade("series composition over waist ops (segment bounds added along a chain): 2 waists") == "safe"
+
+
+@pytest.mark.parametrize("window", [None, exact], ids=["no-solver", "windows-solved"])
+def test_placement_never_grades_a_composition_above_the_registry(window: Any) -> None:
+    inst = forward_backward(3)
+    also: list[Bound] = []
+    main = module_bound(inst, window, also=also)
+    assert main is not None
+    for b in [main, *also]:
+        src = bound_source("placement_milp", b.source)
+        assert src is not None and (b.grade != "safe" or src.grade == "safe"), (b.source, b.grade)
+    if window is not None:
+        assert main.grade == "solver" and all(b.grade == "solver" for b in also)
+
+
+def test_series_composition_regraded_safe_is_rejected() -> None:
+    inst, doc = solved("placement-small-2", "placement_milp")
+    doc["bounds"].append({"value": 0.0, "source": "series composition over cut waists with each module's optimum: 1 waists, 1 of 2 modules solved", "grade": "safe", "kind": "proof"})
+    k = len(doc["bounds"]) - 1
+    assert f"bounds[{k}].grade" in _fields(check_result(doc, inst))
+    doc["bounds"][k]["grade"] = "solver"
+    assert check_result(doc, inst) == []
 
 
 def test_every_solver_source_names_its_models() -> None:

@@ -171,11 +171,16 @@ BOUND_SOURCES: tuple[BoundSource, ...] = (
     BoundSource(("libra_perf_per_cost",), r"^libra_perf_per_cost interval branch-and-bound over the cost budget", "proof", "safe"),
     BoundSource(_LIBRA, r"Lagrangian dual bound \(exact: rounding error bounded\)", "proof", "safe"),
     # placement's combinatorial bounds, cut short by their share of the time limit: forced
-    # co-location + one machine, series composition over waists (its module windows solved
-    # by a solver: grade "solver" then), the last stint over cut waists
+    # co-location + one machine, series composition over waist ops (no solver), over cut
+    # waists and the last stint over them. Those two rest on module windows' MILPs, whose
+    # calls are not recorded (`placement.milp.child_dual_bound`): grade "solver" unless
+    # their source says no window went to a solver (`placement.segments.module_bound`)
     BoundSource(_PLACEMENT_PROVERS, r"^forced co-location \+ one-machine bound", "proof", "safe"),
-    BoundSource(_PLACEMENT_PROVERS, r"^series composition over (waist ops|cut waists)", "proof", "safe"),
-    BoundSource(_PLACEMENT_PROVERS, r"^last-stint bound over cut waists", "proof", "safe"),
+    BoundSource(_PLACEMENT_PROVERS, r"^series composition over waist ops", "proof", "safe"),
+    BoundSource(_PLACEMENT_PROVERS, r"^series composition over cut waists with each module's optimum: \d+ waists, 0 of \d+ modules solved(?!, )", "proof", "safe"),
+    BoundSource(_PLACEMENT_PROVERS, r"^series composition over cut waists", "proof", "solver"),
+    BoundSource(_PLACEMENT_PROVERS, r"^last-stint bound over cut waists .*: \d+ waists, 0 windows solved, ", "proof", "safe"),
+    BoundSource(_PLACEMENT_PROVERS, r"^last-stint bound over cut waists", "proof", "solver"),
     BoundSource(("tap",), r"^tap: exhaustive Pareto dynamic program over the folded walk \(no solver\)", "proof", "solver"),
     BoundSource(("alpa_ilp", "tap"), r"^(alpa_ilp|tap): the one plan's cost \(every op has a single strategy\)", "proof", "safe"),
     # solver calls' bounds, each with the conversion its formulation states and the models
