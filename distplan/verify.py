@@ -187,6 +187,21 @@ OPTIMAL_LAST_CALL = frozenset({"optimal", "infeasible", "infeasible_or_unbounded
 SAFE_BOUND_BACKENDS = ("highs",)
 
 
+def new_format_fields(doc: dict[str, Any]) -> list[str]:
+    """The fields of ``doc`` that only results which record their options (and their
+    calls') have: a bound's ``kind`` or ``solver_call``, a call's ``log``. Such a result is
+    no old one, and the exemption of old results (`unchecked`) is not for it."""
+    out: list[str] = []
+    bounds = doc.get("bounds")
+    entries = [e for e in bounds if isinstance(e, dict)] if isinstance(bounds, list) else []
+    for key in ("kind", "solver_call"):
+        if any(key in e for e in entries):
+            out.append(f"bounds[].{key}")
+    if any(isinstance(c, dict) and "log" in c for c in _calls(doc) or []):
+        out.append("solver_results[].log")
+    return out
+
+
 def _calls(doc: dict[str, Any]) -> list[Any] | None:
     calls = doc.get("solver_results")
     return calls if isinstance(calls, list) else None
@@ -217,6 +232,9 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None) -> list[tuple[
     calls = _calls(doc) or []
     tolerance, _ = recorded_tolerance(doc) if _tolerance_ok(doc) else (None, False)
     run_options = doc.get("options")
+    newer = new_format_fields(doc)
+    if newer and "options" not in doc:
+        problems.append(("options", f"missing, but the result has fields only results that record their options have ({', '.join(newer)}): it is no old result, and its gap_tolerance must be checked against the options it was solved with"))
     if run_options is not None and not isinstance(run_options, dict):
         problems.append(("options", f"{run_options!r} is not a record of options"))
     elif isinstance(run_options, dict) and tolerance is not None:
@@ -230,6 +248,8 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None) -> list[tuple[
             problems.append((f"solver_results[{k}]", "not a solver call record"))
             continue
         options = call.get("options")
+        if newer and "options" not in call:
+            problems.append((f"solver_results[{k}].options", f"missing, but the result has fields only results that record their calls' options have ({', '.join(newer)})"))
         if options is not None and not isinstance(options, dict):
             problems.append((f"solver_results[{k}].options", f"{options!r} is not a record of options"))
         elif isinstance(options, dict) and tolerance is not None:
@@ -332,7 +352,9 @@ def unchecked(doc: dict[str, Any]) -> list[str]:
         return []
     calls = [c for c in _calls(doc) or [] if isinstance(c, dict)]
     out = []
-    if "options" not in doc and not any(isinstance(c.get("options"), dict) for c in calls):
+    if new_format_fields(doc):  # missing options are a problem then (`check_solver_calls`)
+        pass
+    elif "options" not in doc and not any(isinstance(c.get("options"), dict) for c in calls):
         out.append("results written without the options they were solved with (and no solver call recording them): gap_tolerance not cross-checked")
     elif any("options" not in c for c in calls):
         out.append("solver calls written without the options they were solved with: gap_tolerance not cross-checked against their mip_gap")

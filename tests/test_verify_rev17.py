@@ -32,7 +32,7 @@ from distplan.formulations.placement.lasthop import SOURCE as LAST_STINT
 from distplan.formulations.placement.segments import module_bound
 from distplan.formulations.registry import BOUND_SOURCES, Bound, bound_source, declared_formulations
 from distplan.models.common import canonical_json
-from distplan.verify import check_result
+from distplan.verify import check_result, unchecked
 
 
 def _doc(result: Any) -> dict[str, Any]:
@@ -231,6 +231,28 @@ def test_series_composition_regraded_safe_is_rejected() -> None:
     assert f"bounds[{k}].grade" in _fields(check_result(doc, inst))
     doc["bounds"][k]["grade"] = "solver"
     assert check_result(doc, inst) == []
+
+
+# F12 ----------------------------------------------------------------------------------
+
+
+def test_options_removed_from_a_new_result_are_a_problem() -> None:
+    inst, doc = solved("gpt-4layer-memtight", "alpa_ilp")
+    doc["gap_tolerance"] = 0.2
+    doc.pop("options")
+    for c in doc["solver_results"]:
+        c.pop("options", None)
+    fields = _fields(check_result(doc, inst))
+    assert "options" in fields and "solver_results[0].options" in fields
+    assert not any("gap_tolerance not cross-checked" in n for n in unchecked(doc))
+    # a result from before options, links, kinds and logs were stored: still exempt
+    for b in doc["bounds"]:
+        b.pop("kind", None)
+        b.pop("solver_call", None)
+    for c in doc["solver_results"]:
+        c.pop("log", None)
+    assert not {"options", "solver_results[0].options"} & set(_fields(check_result(doc, inst)))
+    assert any("gap_tolerance not cross-checked" in n for n in unchecked(doc))
 
 
 def test_every_solver_source_names_its_models() -> None:
