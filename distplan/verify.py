@@ -442,16 +442,23 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
     unlinked: list[tuple[int, float, str]] = []  # solver bounds without their call
     for k, entry in entries:
         value, source = _value(entry), str(entry.get("source"))
-        if entry.get("kind") is not None and entry.get("kind") not in BOUND_KINDS:
-            problems.append((f"bounds[{k}].kind", f"{entry.get('kind')!r} is not one of {', '.join(BOUND_KINDS)}"))
+        stated_kind = entry.get("kind")
+        if stated_kind is not None and stated_kind not in BOUND_KINDS:
+            problems.append((f"bounds[{k}].kind", f"{stated_kind!r} is not one of {', '.join(BOUND_KINDS)}"))
+            stated_kind = None
         if entry.get("solver_call") is not None:  # checked against the call: check_solver_calls
             known = bound_source(formulation, source)
             if known is None or known.kind != "solver":
                 problems.append((f"bounds[{k}].source", f"{source!r} names solver call {entry.get('solver_call')!r} but is no solver call's bound {formulation} reports"))
+            elif stated_kind not in (None, "solver"):
+                problems.append((f"bounds[{k}].kind", f"{stated_kind!r} but {source!r} is a solver call's bound (linked to call {entry.get('solver_call')!r}): kind 'solver'"))
             elif value is not None:
                 supported.append(value)
             continue
         recomputed = solver_free_match(source, formulation, free)
+        if recomputed is not None and stated_kind not in (None, "solver_free"):
+            problems.append((f"bounds[{k}].kind", f"{stated_kind!r} but {source!r} is a solver-free bound of the instance: kind 'solver_free'"))
+            continue
         if recomputed is not None:
             if value is None or value > recomputed:
                 problems.append((f"bounds[{k}].value", f"{entry.get('value')!r} ({source}) but the instance gives {recomputed!r}"))
@@ -466,6 +473,9 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
                 problems.append((f"bounds[{k}].source", f"{source!r} is no bound {formulation} reports (nor a solver-free bound of the instance): the result's bound {bound!r} rests on a source verify does not know"))
             else:
                 notes.append(f"bounds[{k}] ({source!r}): a source verify does not know; the result's bound does not rest on it")
+            continue
+        if stated_kind not in (None, known.kind):
+            problems.append((f"bounds[{k}].kind", f"{stated_kind!r} but {formulation}'s bound {source!r} is a {known.kind} bound (kind {known.kind!r})"))
             continue
         if entry.get("grade") not in BOUND_GRADES or (entry.get("grade") == "safe" and known.grade != "safe"):
             problems.append((f"bounds[{k}].grade", f"{entry.get('grade')!r} but {formulation}'s {known.kind} bound {source!r} is at best {known.grade!r}"))

@@ -255,5 +255,19 @@ def test_options_removed_from_a_new_result_are_a_problem() -> None:
     assert any("gap_tolerance not cross-checked" in n for n in unchecked(doc))
 
 
+# F17 ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("stated", ["solver_free", "proof"])
+def test_a_stated_kind_must_be_what_the_source_is(stated: str) -> None:
+    inst, doc, k = _alpa("highs")
+    doc["bounds"][k]["kind"] = stated  # F17: a linked solver bound
+    assert f"bounds[{k}].kind" in _fields(check_result(doc, inst))
+    inst, doc, k = _alpa("highs")
+    free = next(j for j, b in enumerate(doc["bounds"]) if b.get("kind") == "solver_free")
+    doc["bounds"][free]["kind"] = "solver" if stated == "solver_free" else stated
+    assert f"bounds[{free}].kind" in _fields(check_result(doc, inst))
+
+
 def test_every_solver_source_names_its_models() -> None:
     assert all(s.models is not None for s in BOUND_SOURCES if s.kind == "solver")
