@@ -70,3 +70,11 @@ def test_verify_names_a_stored_plan_with_an_unknown_field() -> None:
     assert check_result(doc, inst) == []
     doc["plan"]["snyc"] = doc["plan"].pop("sync")
     assert [(field, "snyc: unknown field" in message) for field, message in check_result(doc, inst)] == [("plan", True)]
+
+
+def test_a_result_without_a_plan_is_named_as_such(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    result = tmp_path / "bounds.json"
+    rc, _, err = cli_run(["solve", "placement-small-4", "-f", "placement_bounds", "--time-limit", "5", "--result", str(result)], capsys)
+    assert rc == 0, err
+    rc, out, err = cli_run(["evaluate", "placement-small-4", str(result)], capsys)
+    assert_named_error(rc, out, err, "plan: the result holds no plan")

@@ -1,5 +1,5 @@
-"""`schema.unknown_field_error`, the walk every load makes for unknown fields: it names the
-first unknown field in the document's order, enters objects typed by
+"""`schema.unknown_field_error`, the walk every load makes for unknown fields: it names an
+object's first unknown key in the document's order (before anything nested), enters objects typed by
 ``additionalProperties`` and arrays, and leaves alone values whose schema closes nothing."""
 
 from __future__ import annotations

@@ -86,6 +86,8 @@ class KindSpec:
         times recomputed) gave another plan's verdict."""
         if not isinstance(data, Mapping):
             raise InputError("plan", f"expected an object, got {type(data).__name__}")
+        if data.get("kind") == self.kind and "plan" in data and data["plan"] is None:
+            raise InputError("plan", "the result holds no plan (a bound-only or failed run)", "give a result with a plan, or the plan file of `distplan solve --out`")
         if data.get("kind") in (None, self.kind) and isinstance(data.get("plan"), Mapping):  # a result document
             data = data["plan"]
         kind = data.get("kind")

@@ -120,9 +120,10 @@ def unknown_field_problem(key: str, known: Any) -> str:
 
 
 def unknown_field_error(value: Any, schema: dict[str, Any], path: str = "") -> InputError | None:
-    """The first field of ``value`` that an object of ``schema`` closed by
+    """A field of ``value`` that an object of ``schema`` closed by
     ``"additionalProperties": false`` does not list, as an `InputError` naming its path,
-    or None. A walk over the objects and arrays only (no other keyword is checked), cheap
+    or None: an object's first unknown key in the document's order, before anything
+    nested in it; its children in the schema's order. A walk over the objects and arrays only (no other keyword is checked), cheap
     enough for every load: the loaders ignore fields they do not read, so without it a
     misspelled field (``memroy``) read as absent (review rev16 D4). Branches of ``oneOf``
     are not entered (the schemas close no object inside one). Only the containers whose
@@ -187,7 +188,7 @@ def long_integer_text(value: int) -> str:
 
 
 def check_known_fields(doc: Any) -> None:
-    """Raise an `InputError` at the first field the schema of the document's kind does not
+    """Raise an `InputError` at a field the schema of the document's kind does not
     know (see `unknown_field_error`); a document of no known kind is left to the loader."""
     kind = doc.get("kind") if isinstance(doc, Mapping) else None
     if not isinstance(kind, str) or kind not in KINDS:

@@ -534,24 +534,33 @@ def _tried_refused_option(spec: SolverSpec, raw: Mapping[str, Any]) -> tuple[str
     solving ``min x s.t. x >= 1`` with each option in turn (with the spec's defaults, as a
     solve passes them; a few milliseconds each): an exception, or a warning that the
     option is not recognised (SciPy passes unknown ``scipy_options`` on with one), is a
-    refusal. Without this an unknown option made every call of the run end in error
-    (SCIP, Clarabel, SCS, OSQP) or went unused (SciPy), after the heuristics had run."""
+    refusal. A solver that takes MILPs is also tried with ``x`` integer, and an option
+    either program takes is accepted: cvxpy's SciPy adapter sends LPs to ``linprog`` and
+    MILPs to ``milp``, whose options differ (``node_limit`` is a MILP's only). Without
+    this an unknown option made every call of the run end in error (SCIP, Clarabel, SCS,
+    OSQP) or went unused (SciPy), after the heuristics had run."""
     import cvxpy as cp
 
-    x = cp.Variable()
-    problem = cp.Problem(cp.Minimize(x), [x >= 1])
+    programs = [cp.Variable()] + ([cp.Variable(integer=True)] if spec.milp else [])
+    problems = [cp.Problem(cp.Minimize(x), [x >= 1]) for x in programs]
     for key, value in raw.items():
-        opts = _solver_options(spec, SolveOptions(raw={key: value}))
-        with warnings.catch_warnings(record=True) as caught, captured_output():
-            warnings.simplefilter("always")
-            try:
-                problem.solve(solver=spec.name, **opts)
-            except Exception as exc:  # the adapter's or the solver's refusal
-                return str(key), f"{type(exc).__name__}: {exc}"
-        unknown = [w for w in caught if re.search(r"unrecogni[sz]ed|unknown", str(w.message), re.IGNORECASE)]
-        if unknown:
-            return str(key), str(unknown[0].message)
+        refusals = [why for problem in problems if (why := _trial_refusal(spec, problem, key, value)) is not None]
+        if len(refusals) == len(problems):
+            return str(key), refusals[0]
     return None
+
+
+def _trial_refusal(spec: SolverSpec, problem: Any, key: str, value: Any) -> str | None:
+    """Why ``spec.name`` refuses the option ``key=value`` on ``problem``, or None."""
+    opts = _solver_options(spec, SolveOptions(raw={key: value}))
+    with warnings.catch_warnings(record=True) as caught, captured_output():
+        warnings.simplefilter("always")
+        try:
+            problem.solve(solver=spec.name, **opts)
+        except Exception as exc:  # the adapter's or the solver's refusal
+            return f"{type(exc).__name__}: {exc}"
+    unknown = [w for w in caught if re.search(r"unrecogni[sz]ed|unknown", str(w.message), re.IGNORECASE)]
+    return str(unknown[0].message) if unknown else None
 
 
 def _register_all() -> None:
