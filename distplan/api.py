@@ -219,6 +219,11 @@ def _solve(
         folder = get_folder(inst.kind)
         folding = folder(inst, params)
         target = folding.instance
+        if form.bound_only and not folding.exact:
+            # a folding that is not exact restricts the problem (placement's coarsening
+            # merges ops): bounds proven on it do not hold for the instance (review rev17
+            # H2: 41.9 ms "proven" on inception-v3-dgx1-2-tight, which has a plan of 32.9 ms)
+            raise InputError("fold", f"{form.name} proves bounds, and the {inst.kind} folding is not exact (it restricts the problem): its bounds would not hold for the instance", "solve without --fold")
     fold_seconds = time.perf_counter() - t_fold
 
     run_params = {**form.params, **params}
@@ -239,12 +244,8 @@ def _solve(
 
     if form.bound_only:
         free_deadline = None if ctx.deadline is None else max(ctx.deadline, time.perf_counter() + SOLVER_FREE_GRACE)
-        # a folding that is not exact restricts the problem (placement's coarsening merges
-        # ops): bounds proven on it do not hold for the instance (review rev17 H2: 41.9 ms
-        # "proven" on inception-v3-dgx1-2-tight, which has a plan of 32.9 ms)
-        kept = list(outcome.bounds) if (folding is None or folding.exact) else []
         return _bound_only_result(
-            inst, form.name, be.name, be.version(), kept, spec, time.perf_counter() - t_start, solver_results, free_deadline, options, None if folding is None else folding.stats
+            inst, form.name, be.name, be.version(), outcome.bounds, spec, time.perf_counter() - t_start, solver_results, free_deadline, options, None if folding is None else folding.stats
         )
 
     if outcome.plan is None:
