@@ -352,11 +352,10 @@ def unchecked(doc: dict[str, Any]) -> list[str]:
         return []
     calls = [c for c in _calls(doc) or [] if isinstance(c, dict)]
     out = []
-    if new_format_fields(doc):  # missing options are a problem then (`check_solver_calls`)
-        pass
-    elif "options" not in doc and not any(isinstance(c.get("options"), dict) for c in calls):
+    old_format = not new_format_fields(doc)  # (missing options of a new one are a problem: `check_solver_calls`)
+    if old_format and "options" not in doc and not any(isinstance(c.get("options"), dict) for c in calls):
         out.append("results written without the options they were solved with (and no solver call recording them): gap_tolerance not cross-checked")
-    elif any("options" not in c for c in calls):
+    elif old_format and any("options" not in c for c in calls):
         out.append("solver calls written without the options they were solved with: gap_tolerance not cross-checked against their mip_gap")
     if any("log" not in c for c in calls):
         out.append("solver calls written without their logs (results from before logs were stored)")
