@@ -46,7 +46,7 @@ from distplan.formulations.registry import (
     solver_free_match,
 )
 from distplan.instances import load_instance
-from distplan.models.common import instance_digest, kind_spec, read_json
+from distplan.models.common import instance_digest, kind_spec, per_instance, read_json
 from distplan.solvers.result import Termination, relative_gap
 
 #: stored and re-evaluated objectives must agree this closely (relative; both come from the
@@ -378,18 +378,8 @@ def check_instance(doc: dict[str, Any], instance: Any) -> list[tuple[str, str]]:
     return problems
 
 
-#: solver-free bounds already computed, by instance (a database holds many runs of one)
-_FREE_BOUNDS: dict[int, tuple[Any, list[Any]]] = {}
-
-
-def _solver_free_bounds(instance: Any) -> list[Any]:
-    """`registry.solver_free_bounds` of ``instance``, computed once per instance object."""
-    held = _FREE_BOUNDS.get(id(instance))
-    if held is None or held[0] is not instance:
-        if len(_FREE_BOUNDS) > 64:
-            _FREE_BOUNDS.clear()
-        held = _FREE_BOUNDS[id(instance)] = (instance, solver_free_bounds(instance))
-    return held[1]
+#: `registry.solver_free_bounds` of an instance, computed once per instance object
+_solver_free_bounds = per_instance(solver_free_bounds)
 
 
 def _value(entry: dict[str, Any]) -> float | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import gzip
 import importlib
 import importlib.util
@@ -124,6 +125,25 @@ def kind_spec(kind: str) -> KindSpec:
 
 def known_kinds() -> list[str]:
     return [k for k, m in _KIND_MODULES.items() if importlib.util.find_spec(m) is not None]
+
+
+def per_instance(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``fn(instance)`` computed once per instance object (instances are not hashable; the
+    object is kept beside its value, so an id reused by another object misses), for the
+    derived data a database audit asks of each of its many runs on one instance; at most
+    64 held."""
+    held: dict[int, tuple[Any, Any]] = {}
+
+    @functools.wraps(fn)
+    def cached(instance: Any) -> Any:
+        entry = held.get(id(instance))
+        if entry is None or entry[0] is not instance:
+            if len(held) >= 64:
+                held.clear()
+            entry = held[id(instance)] = (instance, fn(instance))
+        return entry[1]
+
+    return cached
 
 
 #: JSON values that are immutable: shared, not copied, by `copy_json`

@@ -36,6 +36,7 @@ from distplan.formulations.registry import Bound, Formulation, Outcome, RunConte
 from distplan.formulations.sharding.costgraph import CostGraph, build_cost_graph
 from distplan.formulations.sharding.expert_plans import expert_if_better
 from distplan.modeling.model import Model, linear_sum
+from distplan.models.common import per_instance
 from distplan.models.sharding import GB, TIGHTEST_POINT, ShardingInstance, ShardingPlan, accepted_bytes, missing_text
 from distplan.solvers.result import INFEASIBLE_TERMINATIONS, SolverResult, Termination
 
@@ -132,24 +133,17 @@ def bound_seconds(call_bound: float, instance: ShardingInstance, scale: float | 
     return call_bound / scale
 
 
-#: `least_objective_scale` by instance (a database holds many runs of one)
-_LEAST_SCALES: dict[int, tuple[ShardingInstance, float]] = {}
-
-
+@per_instance
 def least_objective_scale(instance: ShardingInstance) -> float:
     """The least `objective_scale` a program of alpa_ilp or tap on ``instance`` can have:
     every coefficient of theirs (an op's or a resharding's cost, the costs of a fold's walk
     arc, the constant of fixed choices) is a sum of costs of distinct nodes and edges of the
     cost graph, each at most its largest finite cost, so at most the sum of those. It is
-    the models' own scale (microseconds) unless that sum passes 1e6 seconds."""
-    held = _LEAST_SCALES.get(id(instance))
-    if held is None or held[0] is not instance:
-        graph = build_cost_graph(instance)
-        total = sum(_largest_finite(c) for c in graph.node_cost) + sum(_largest_finite(c) for c in graph.edge_cost)
-        if len(_LEAST_SCALES) > 64:
-            _LEAST_SCALES.clear()
-        held = _LEAST_SCALES[id(instance)] = (instance, objective_scale(total))
-    return held[1]
+    the models' own scale (microseconds) unless that sum passes 1e6 seconds. Computed once
+    per instance object (a database holds many runs of one)."""
+    graph = build_cost_graph(instance)
+    total = sum(_largest_finite(c) for c in graph.node_cost) + sum(_largest_finite(c) for c in graph.edge_cost)
+    return float(objective_scale(total))
 
 
 def _largest_finite(cost: np.ndarray) -> float:
