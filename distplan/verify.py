@@ -17,7 +17,10 @@ verifier trusts no stored claim; for each result it
   records), that the best bound's grade is the result's ``bound_grade``, and that every
   listed bound is backed (`check_bounds`): solver-free ones recomputed, a solver call's
   dual bound against its call's record, converted as the formulation states
-  (`registry.BoundSource.conversion`: the function the formulation applies), a
+  (`registry.BoundSource.conversion`: the function the formulation applies, given the
+  call's model record, e.g. alpa_ilp's objective scale; a record written before it kept a
+  field the conversion reads is held to the loosest value the instance allows, and the
+  report's notes say what was not checked), a
   formulation's own proof only from the sources it reports (`registry.BOUND_SOURCES`), at
   their grade.
   A bound a solve proved is not re-proven: that would take the solve again.
@@ -40,6 +43,7 @@ from distplan.errors import DistplanError, InputError
 from distplan.formulations.registry import (
     BOUND_GRADES,
     BOUND_KINDS,
+    Unrecorded,
     bound_source,
     formulations,
     solver_free_bounds,
@@ -207,7 +211,7 @@ def _calls(doc: dict[str, Any]) -> list[Any] | None:
     return calls if isinstance(calls, list) else None
 
 
-def check_solver_calls(doc: dict[str, Any], instance: Any = None) -> list[tuple[str, str]]:
+def check_solver_calls(doc: dict[str, Any], instance: Any = None, notes: list[str] | None = None) -> list[tuple[str, str]]:
     """The result's claims against the records of its solver calls (``solver_results``):
 
     * ``gap_tolerance`` is not above the ``mip_gap`` the run (``options``) or any call
@@ -220,9 +224,10 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None) -> list[tuple[
     * a call's bound graded "safe" is a HiGHS LP's (no integer variables in the model it
       records): no code path makes a MIP's dual bound safe;
     * a listed bound that names the call that proved it (``solver_call``) is at most that
-      call's bound converted as its formulation states (`_check_linked_bound`; a
-      conversion that needs the instance only with ``instance``), and "safe" only when
-      the call's bound is.
+      call's bound converted as its formulation states, from the call's model record
+      (`_check_linked_bound`; a conversion that needs the instance only with
+      ``instance``), and "safe" only when the call's bound is; ``notes`` says where an
+      older record left the conversion less than its model's own.
 
     Records written before calls recorded their options say nothing to cross-check:
     `unchecked` names what was left out."""
@@ -276,7 +281,7 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None) -> list[tuple[
         if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(calls) or not isinstance(calls[index], dict):
             problems.append((f"bounds[{k}].solver_call", f"{index!r} names no recorded solver call"))
             continue
-        problems.extend(_check_linked_bound(doc, k, entry, index, calls[index], instance))
+        problems.extend(_check_linked_bound(doc, k, entry, index, calls[index], instance, notes))
     termination = doc.get("termination")
     if "solver_results" in doc and termination in TERMINATIONS:
         last = calls[-1].get("termination") if calls and isinstance(calls[-1], dict) else None
@@ -297,12 +302,15 @@ CONVERSION_REL_TOLERANCE = 1e-12
 _UNREADABLE = (DistplanError, TypeError, ValueError, KeyError, IndexError, AttributeError)
 
 
-def _check_linked_bound(doc: dict[str, Any], k: int, entry: dict[str, Any], index: int, call: dict[str, Any], instance: Any = None) -> list[tuple[str, str]]:
+def _check_linked_bound(doc: dict[str, Any], k: int, entry: dict[str, Any], index: int, call: dict[str, Any], instance: Any = None, notes: list[str] | None = None) -> list[tuple[str, str]]:
     """A listed bound that names the solver call that proved it (``solver_call``): at most
     that call's bound converted to the result's units as the formulation states it
-    (`registry.BoundSource.convert`, the function the formulation itself applies; one that
-    needs the instance only with ``instance``), with `CONVERSION_REL_TOLERANCE` for one
-    rounding; graded "safe" only when the call's bound is. A source that is no solver
+    (`registry.BoundSource.convert`, the function the formulation itself applies to the
+    call's model record, ``extra.model``; only with ``instance``), with
+    `CONVERSION_REL_TOLERANCE` for one rounding; graded "safe" only when the call's bound
+    is. A record without a field the conversion reads (`registry.Unrecorded`: written
+    before the record kept it) is checked against the loosest value the instance allows,
+    and ``notes`` says what was not checked. A source that is no solver
     call's bound (`check_bounds` names it) is held to the call's own bound. The conversion
     older versions kept in a call's record (``extra.bound_conversion``, derived from the
     bound it was to check) is ignored."""
@@ -325,8 +333,16 @@ def _check_linked_bound(doc: dict[str, Any], k: int, entry: dict[str, Any], inde
         allowed: float | None = float(bound)
         how = ""
         if stated is not None and stated.conversion is not None:
+            extra = call.get("extra")
+            record = extra.get("model") if isinstance(extra, dict) else None
             try:
-                allowed = None if instance is None else float(stated.convert(float(bound), instance))
+                allowed = None if instance is None else float(stated.convert(float(bound), instance, record if isinstance(record, dict) else {}))
+            except Unrecorded as exc:
+                if exc.loosest is None:
+                    return [(f"bounds[{k}].solver_call", f"solver call {index}'s bound {bound!r} cannot be converted: {exc}")]
+                allowed = float(exc.loosest)
+                if notes is not None:
+                    notes.append(f"bounds[{k}] ({entry.get('source')!r}): solver call {index} records no extra.model.{exc.field} (written before the record kept it): not checked with its model's own conversion; {exc.why}")
             except _UNREADABLE as exc:
                 return [(f"bounds[{k}].solver_call", f"solver call {index}'s bound {bound!r} cannot be converted on the instance read ({type(exc).__name__}: {exc})")]
             how = f", which {formulation}'s stated conversion ({stated.conversion}) makes at most {allowed!r}"
@@ -503,7 +519,7 @@ def check_result(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
     problems = check_claims(doc) + check_formulation(doc, instance)
     if any(name == "formulation" for name, _ in problems):
         return problems  # its bounds and calls are no formulation's of this kind: nothing to check them against
-    problems += check_solver_calls(doc, instance) + check_instance(doc, instance) + check_bounds(doc, instance, notes)
+    problems += check_solver_calls(doc, instance, notes) + check_instance(doc, instance) + check_bounds(doc, instance, notes)
     plan = doc.get("plan")
     if plan is None:
         return problems

@@ -144,19 +144,17 @@ def _on_operations(fn: Any) -> Any:
 PIPELINE_MILP = ModelSpec("pipeline_milp", prepare_schedule, tuple(_on_operations(f) for f in OP_MODEL.blocks))
 
 
-def dual_bound_value(call_bound: float, inst: PipelineInstance, integral: bool | None = None) -> float:
+def dual_bound_value(call_bound: float, inst: PipelineInstance, model: Mapping[str, Any] | None = None) -> float:
     """What a solver's dual bound of the op model proves of ``inst``'s objective (its own
     time units): rounded up to a whole number (less 1e-6 of the solver's tolerance) when
-    the model's values are integral (``integral``: integral data, or the time-indexed
-    model: some optimum has integral times), else the bound itself; ``integral`` None (the
-    model not known, as to `distplan verify`): whether ``inst``'s durations and delays are
-    exact integers (`common.integral_data`: the time-indexed model runs only on such data,
-    so the two agree). pipeline_milp's stated conversion of its solver calls' bounds
-    (`registry.BOUND_SOURCES`); taking the larger of the two without the model let a bound
-    on fractional data be raised to the next integer (review rev17 F20)."""
-    if integral is None:
-        integral = integral_data(inst, exact=True)
-    return float(math.ceil(call_bound - 1e-6)) if integral else call_bound
+    ``inst``'s durations and delays are exact integers (`common.integral_data`: then some
+    optimum has integral times; the time-indexed model runs only on such data), else the
+    bound itself. pipeline_milp's stated conversion of its solver calls' bounds
+    (`registry.BOUND_SOURCES`, `registry.Conversion`), applied by the formulation and by
+    `distplan verify` alike; the call's model record (``model``) is not read: integrality
+    is the instance's, never the record's (taking the larger of the bound and its ceiling
+    let a bound on fractional data be raised to the next integer, review rev17 F20)."""
+    return float(math.ceil(call_bound - 1e-6)) if integral_data(inst, exact=True) else call_bound
 
 
 def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
@@ -272,12 +270,11 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
             break
         res.build_seconds += prep
         prep = 0.0
-        integral = prob.integral or stage == "time_indexed"
         if below and res.termination is Termination.INFEASIBLE:
             below_infeasible = True
             bounds.append(Bound(cap + 1.0, f"pipeline_milp: no schedule of value <= {cap:g} (time-indexed model infeasible, {res.backend})"))
         elif res.bound is not None and math.isfinite(res.bound):
-            value = dual_bound_value(res.bound, inst, integral)
+            value = dual_bound_value(res.bound, inst, res.extra.get("model", {}))
             if below:
                 value = min(value, cap + 1.0)  # the bound holds up to cap; above it lies U
             bounds.append(Bound(value, f"pipeline_milp dual bound ({stage}, {res.backend})", solver_record=res))

@@ -32,7 +32,7 @@ import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.contract import ModelSpec, Policy, time_limit_parameter
-from distplan.formulations.registry import Bound, Formulation, Outcome, RunContext
+from distplan.formulations.registry import Bound, Formulation, Outcome, RunContext, Unrecorded, note_model
 from distplan.formulations.sharding.costgraph import CostGraph, build_cost_graph
 from distplan.formulations.sharding.expert_plans import expert_if_better
 from distplan.modeling.model import Model, linear_sum
@@ -121,16 +121,61 @@ def objective_scale(*costs: np.ndarray | float) -> float:
     return 10.0 ** math.floor(math.log10(MAX_OBJECTIVE_COEFFICIENT / largest))
 
 
-def bound_seconds(call_bound: float, instance: ShardingInstance, scale: float | None = None) -> float:
-    """The seconds of ``instance`` that a solver's bound of alpa_ilp's or tap's programs
-    (``scale`` units per second: the model's `objective_scale`) proves: the bound over the
-    scale. Without ``scale`` (the model not at hand, as in `distplan verify`) the most it
-    can prove: a positive bound over the least scale any of their programs of ``instance``
-    has (`least_objective_scale`), a negative one over `OBJECTIVE_SCALE`, the largest. The
-    stated conversion of alpa_ilp's and tap's solver calls' bounds (`registry.BOUND_SOURCES`)."""
-    if scale is None:
-        scale = least_objective_scale(instance) if call_bound > 0 else OBJECTIVE_SCALE
+def bound_seconds(call_bound: float, instance: ShardingInstance, scale: float) -> float:
+    """The seconds a solver's bound (``scale`` solver units per second: the model's
+    `objective_scale`) of alpa_ilp's or tap's programs proves: the bound over the scale.
+    The arithmetic of `dual_bound_seconds`, which checks the scale a call's record keeps."""
     return call_bound / scale
+
+
+#: the names of the models of Alpa's ILP on an instance's own cost graph (`run_alpa_ilp`;
+#: on a folded instance they are "alpa_ilp_folded"): `dual_bound_seconds` re-derives their
+#: objective scale exactly
+ALPA_MODELS = ("alpa_ilp", "alpa_ilp_lp")
+
+
+def dual_bound_seconds(call_bound: float, instance: ShardingInstance, model: Mapping[str, Any]) -> float:
+    """The seconds of ``instance`` that a solver's bound of alpa_ilp's or tap's programs
+    proves: the bound over the objective scale (solver units per second) the call's model
+    record keeps (``objective_scale``, noted by `node_choice_block` when the model is
+    built). The stated conversion of alpa_ilp's and tap's solver calls' bounds
+    (`registry.BOUND_SOURCES`), which the formulations apply to their calls' records as
+    `distplan verify` applies it to the stored ones.
+
+    The recorded scale must be one the formulations pick (`objective_scale`): a power of
+    ten, at most `OBJECTIVE_SCALE`. Below that (costs of more than 1e6 s) it must be at
+    least the least scale any of their programs of ``instance`` can have
+    (`least_objective_scale`), and on a model of Alpa's ILP on the instance's own cost
+    graph (`ALPA_MODELS`) exactly that program's scale (`alpa_objective_scale`); both
+    are re-derived from ``instance``, and a scale that breaks a rule is a ValueError. The
+    scale of a tap program below `OBJECTIVE_SCALE` is checked against the least only (its
+    exact value depends on the fold). A scale of `OBJECTIVE_SCALE` needs no check: no
+    program has a larger one, so a positive bound over it proves the least.
+
+    A record without the scale (a result written before it was kept): when the instance's
+    costs sum to at most 1e6 s every program's scale is `OBJECTIVE_SCALE` and the bound
+    over it is exact; otherwise `registry.Unrecorded` with the most the bound can prove
+    (a positive bound over the least scale, a negative one over `OBJECTIVE_SCALE`)."""
+    scale = model.get("objective_scale")
+    if scale is None:
+        least = least_objective_scale(instance)
+        if least >= OBJECTIVE_SCALE:
+            return call_bound / OBJECTIVE_SCALE
+        loosest = call_bound / (least if call_bound > 0 else OBJECTIVE_SCALE)
+        raise Unrecorded("objective_scale", loosest, f"the instance's programs have objective scales from {least:g} to {OBJECTIVE_SCALE:g} units per second; the bound was checked at the least, up to {OBJECTIVE_SCALE / least:g}x looser than its model's own")
+    if isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale) or scale <= 0:
+        raise ValueError(f"objective_scale {scale!r} is no positive number of solver units per second")
+    scale = float(scale)
+    if scale > OBJECTIVE_SCALE or 10.0 ** round(math.log10(scale)) != scale:
+        raise ValueError(f"objective_scale {scale!r} is none the formulations pick (a power of ten, at most {OBJECTIVE_SCALE:g})")
+    if scale < OBJECTIVE_SCALE:
+        least = least_objective_scale(instance)
+        if scale < least:
+            raise ValueError(f"objective_scale {scale:g} is below {least:g}, the least any program of alpa_ilp or tap on this instance has")
+        name = model.get("name")
+        if name in ALPA_MODELS and scale != (exact := alpa_objective_scale(instance)):
+            raise ValueError(f"objective_scale {scale:g} but Alpa's ILP of this instance ({name}) has {exact:g}")
+    return bound_seconds(call_bound, instance, scale)
 
 
 @per_instance
@@ -144,6 +189,14 @@ def least_objective_scale(instance: ShardingInstance) -> float:
     graph = build_cost_graph(instance)
     total = sum(_largest_finite(c) for c in graph.node_cost) + sum(_largest_finite(c) for c in graph.edge_cost)
     return float(objective_scale(total))
+
+
+@per_instance
+def alpa_objective_scale(instance: ShardingInstance) -> float:
+    """The `objective_scale` of Alpa's ILP (and its LP relaxation) on ``instance``'s own
+    cost graph (solver units per second; the memory row does not change it). Computed once
+    per instance object."""
+    return float(prepare_alpa(build_cost_graph(instance), {}).objective_scale)
 
 
 def _largest_finite(cost: np.ndarray) -> float:
@@ -328,7 +381,12 @@ def prepare_alpa(instance: Any, params: Mapping[str, Any]) -> AlpaIndex:
 
 def node_choice_block(model: Model, instance: Any, index: AlpaIndex) -> None:
     """One-hot strategy vector ``s`` for every node with more than one strategy (choices of
-    infinite cost fixed to 0)."""
+    infinite cost fixed to 0). The first block of every program on an `AlpaIndex` (Alpa's
+    ILP, tap's walk program): it notes the index's ``objective_scale`` (solver units per
+    second, the units its objective block counts in) in the model's record
+    (`registry.note_model`), which the conversion of the call's bound reads
+    (`dual_bound_seconds`)."""
+    note_model(model, objective_scale=float(index.objective_scale))
     s = model.add_vars("s", index.s_node.size, lb=0, ub=index.s_upper, vtype="continuous" if index.relax else "binary")
     model.add_constraints("one-strategy", s.group_sum(index.free_rank[index.s_node], int(index.free.sum())) == 1)
 
@@ -509,7 +567,7 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
             integral = is_integral(res)
             info["lp_relaxation"] = {"objective": res.objective / lp_index.objective_scale, "integral": integral}
             if res.bound is not None:  # the LP's proven bound, not its primal value; rounded down
-                info["bound_seconds"] = math.nextafter(bound_seconds(res.bound, graph.instance, lp_index.objective_scale), -math.inf)
+                info["bound_seconds"] = math.nextafter(dual_bound_seconds(res.bound, graph.instance, res.extra.get("model", {})), -math.inf)
                 info[BOUND_RECORD] = res
             if integral:
                 choice = decode_choice(res, lp_index)
@@ -538,7 +596,7 @@ def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seco
         res = ctx.solve_model(model, build_seconds=time.perf_counter() - t0 + build_seconds)
         build_seconds = 0.0
         if res.bound is not None and limit is None:
-            value = math.nextafter(bound_seconds(res.bound, graph.instance, index.objective_scale), -math.inf)
+            value = math.nextafter(dual_bound_seconds(res.bound, graph.instance, res.extra.get("model", {})), -math.inf)
             if value > info.get("bound_seconds", -np.inf):
                 info["bound_seconds"], info[BOUND_RECORD] = value, res
         if not res.has_solution:
@@ -584,7 +642,10 @@ def run_alpa_ilp(instance: ShardingInstance | FoldedSharding, ctx: RunContext) -
     t0 = time.perf_counter()
     graph = graph_of(instance)
     graph_seconds = time.perf_counter() - t0
-    res, choice, info = solve_graph(graph, ctx, lp_first=bool(ctx.param("lp_first", False)), build_seconds=graph_seconds, name="alpa_ilp")
+    # (a folded instance's models are named apart: their objective scale is not the
+    # instance's own program's, `dual_bound_seconds`, and their bounds do not hold for it)
+    name = "alpa_ilp_folded" if isinstance(instance, FoldedSharding) else "alpa_ilp"
+    res, choice, info = solve_graph(graph, ctx, lp_first=bool(ctx.param("lp_first", False)), build_seconds=graph_seconds, name=name)
     info["cost_graph_seconds"] = graph_seconds
     info["cost_graph"] = {"nodes": graph.num_nodes, "edges": len(graph.edge_cost), "strategies": int(graph.strategy_counts().sum())}
     record = info.pop(BOUND_RECORD, None)

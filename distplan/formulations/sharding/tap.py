@@ -55,6 +55,7 @@ from distplan.formulations.sharding.alpa_ilp import (
     BOUND_RECORD,
     FoldedSharding,
     build_sharding_model,
+    dual_bound_seconds,
     solve_graph,
     unfolded,
 )
@@ -250,13 +251,13 @@ def run_tap_shared(instance: ShardingInstance, ctx: RunContext) -> Outcome:
     if ctx.param("certify", True) and res is not None:
         t4 = time.perf_counter()
         relaxed, _ = build_folded_cost_graph(sk, fold, tables, boundary_edges=False)
-        lp, lp_index = build_sharding_model(relaxed, relax=True, name="tap_bound")
+        lp, _ = build_sharding_model(relaxed, relax=True, name="tap_bound")
         lb = ctx.solve_model(lp, build_seconds=time.perf_counter() - t4)
         proven = lb.bound if lb.bound is not None else lb.objective
         if lb.termination is Termination.OPTIMAL and proven is not None:
             # the solver's optimum within its tolerances, lowered as the exact path's dual
             # bound is (without the margin it was found 25 ulp below the objective, review rev13)
-            value = proven / lp_index.objective_scale
+            value = dual_bound_seconds(proven, instance, lb.extra.get("model", {}))
             value -= abs(value) * BOUND_MARGIN
             bounds.append(Bound(value, f"tap: LP of the folded problem without boundary edges ({ctx.backend.name}), less {BOUND_MARGIN:g} relative", solver_record=lb))
             info["bound_seconds"] = value

@@ -1,0 +1,176 @@
+"""Review rev18: forged results that `distplan verify` let through.
+
+* F21: alpa_ilp's and tap's solver bounds were converted with the least objective scale
+  any program of the instance can have; where the costs sum past ~1e6 s that is 10-100x
+  looser than the model's own scale, and a bound linked to a call that does not prove it
+  passed. The call's model record keeps its ``objective_scale`` (`registry.note_model`);
+  the stated conversion (`alpa_ilp.dual_bound_seconds`, one contract for every conversion:
+  ``(call_bound, instance, model_record)``) uses it, checked against what the instance
+  allows; a record without it (older results) is checked at the least scale, and verify's
+  notes say so.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import backend_params, cli_run, takes_milp
+
+import distplan
+from distplan.formulations.sharding.alpa_ilp import OBJECTIVE_SCALE, alpa_objective_scale, least_objective_scale
+from distplan.models.common import canonical_json, write_json
+from distplan.models.sharding import ShardingInstance
+from distplan.verify import check_result
+
+Doc = dict[str, Any]
+
+
+def _doc(result: Any) -> Doc:
+    return json.loads(canonical_json(result.to_dict()))  # type: ignore[no-any-return]
+
+
+def _fields(problems: list[tuple[str, str]]) -> list[str]:
+    return [name for name, _ in problems]
+
+
+def _refix(doc: Doc) -> None:
+    """The result's bound, grade, gap and status made consistent with its listed bounds
+    (what a forger does after editing them)."""
+    doc["bound"] = max(b["value"] for b in doc["bounds"])
+    doc["bound_grade"] = next(b["grade"] for b in doc["bounds"] if b["value"] == doc["bound"])
+    obj = doc.get("objective")
+    doc["gap"] = None if obj is None else abs(obj - doc["bound"]) / max(abs(obj), 1e-9)
+    if obj is not None and doc["gap"] <= doc.get("gap_tolerance", 1e-4) and doc.get("plan") is not None:
+        doc["status"] = "optimal"
+
+
+def _verify(doc: Doc, inst: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """``distplan verify`` of ``doc`` written to a file, the instance given as a file."""
+    write_json(inst.to_dict(), tmp_path / "instance.json")
+    write_json(doc, tmp_path / "result.json")
+    rc, out, _ = cli_run(["verify", str(tmp_path / "result.json"), "--instance", str(tmp_path / "instance.json")], capsys)
+    return rc, out
+
+
+_SOLVED: dict[tuple[str, str, str], tuple[Any, Doc]] = {}
+
+
+def solved(inst: Any, formulation: str, backend: str, **kw: Any) -> tuple[Any, Doc]:
+    """The instance and a deep copy of its honest result (solved once per session)."""
+    key = (inst.name, formulation, backend + json.dumps(kw, sort_keys=True))
+    if key not in _SOLVED:
+        _SOLVED[key] = inst, _doc(distplan.solve(inst, formulation, backend=backend, **kw))
+    inst, doc = _SOLVED[key]
+    return inst, copy.deepcopy(doc)
+
+
+# F21 ----------------------------------------------------------------------------------
+
+
+_SLOW: list[ShardingInstance] = []
+
+
+def slow_links() -> ShardingInstance:
+    """gpt-2layer-2x2 with links 3e7 times slower and 1 GB per device: reshardings of
+    hours, costs summing past 1e6 s (the least objective scale of its programs is 1e5),
+    while Alpa's ILP keeps microseconds (1e6): the least scale was 10x loose here."""
+    if not _SLOW:
+        doc = distplan.load_instance("gpt-2layer-2x2").to_dict()
+        doc["name"] = "gpt-2layer-2x2-slow-links"
+        doc["mesh"]["bandwidth"] = [b / 3e7 for b in doc["mesh"]["bandwidth"]]
+        doc["mesh"]["memory"] = 1e9
+        _SLOW.append(ShardingInstance.from_dict(doc))
+    return _SLOW[0]
+
+
+def test_the_slow_instance_has_a_loose_least_scale() -> None:
+    inst = slow_links()
+    assert least_objective_scale(inst) == OBJECTIVE_SCALE / 10
+    assert alpa_objective_scale(inst) == OBJECTIVE_SCALE
+
+
+SHARDING_CASES = {"alpa_ilp-lp_first": ("alpa_ilp", {"lp_first": True}), "tap-walk": ("tap", {"dp": False}), "tap-shared": ("tap", {"exact": False})}
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_milp))
+@pytest.mark.parametrize("case", list(SHARDING_CASES))
+def test_f21_honest_results_record_their_scale_and_verify_clean(case: str, backend: str) -> None:
+    formulation, params = SHARDING_CASES[case]
+    inst, doc = solved(slow_links(), formulation, backend, **params)
+    notes: list[str] = []
+    assert check_result(doc, inst, notes) == []
+    assert not any("objective_scale" in n for n in notes), notes
+    linked = [b for b in doc["bounds"] if b.get("solver_call") is not None]
+    if not linked:
+        pytest.skip(f"{backend} proved no solver bound for {case}")
+    for b in linked:
+        model = doc["solver_results"][b["solver_call"]]["extra"]["model"]
+        assert model["objective_scale"] == OBJECTIVE_SCALE, model
+
+
+def _alpa_lp_first(backend: str) -> tuple[Any, Doc, int, int]:
+    """The slow instance's alpa_ilp result with its LP first: the listed bound's index,
+    linked to the ILP's call, and the LP's call (a weaker bound)."""
+    inst, doc = solved(slow_links(), "alpa_ilp", backend, lp_first=True)
+    (k,) = [k for k, b in enumerate(doc["bounds"]) if b.get("solver_call") is not None]
+    names = [c["extra"]["model"]["name"] for c in doc["solver_results"]]
+    if "alpa_ilp_lp" not in names or names[doc["bounds"][k]["solver_call"]] != "alpa_ilp":
+        pytest.skip(f"{backend}: the LP relaxation decided alone ({names})")
+    return inst, doc, k, names.index("alpa_ilp_lp")
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_milp))
+def test_f21_a_bound_relinked_to_a_weaker_call_exits_1(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inst, doc, k, lp = _alpa_lp_first(backend)
+    lp_seconds = doc["solver_results"][lp]["bound"] / OBJECTIVE_SCALE
+    assert lp_seconds < doc["bounds"][k]["value"] < 10 * lp_seconds  # within the least scale's 10x
+    doc["bounds"][k]["solver_call"] = lp  # the ILP's bound claimed from the LP's call
+    rc, out = _verify(doc, inst, tmp_path, capsys)
+    assert rc == 1 and f"bounds[{k}].value: " in out and "dual_bound_seconds" in out, out
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_milp))
+def test_f21_a_recorded_scale_the_model_did_not_have_exits_1(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inst, doc, k, lp = _alpa_lp_first(backend)
+    doc["bounds"][k]["solver_call"] = lp
+    doc["solver_results"][lp]["extra"]["model"]["objective_scale"] = OBJECTIVE_SCALE / 10  # the least: 10x the bound
+    rc, out = _verify(doc, inst, tmp_path, capsys)
+    assert rc == 1 and f"bounds[{k}].solver_call: " in out and "objective_scale 100000 but Alpa's ILP of this instance" in out, out
+    doc["solver_results"][lp]["extra"]["model"]["objective_scale"] = 3e5  # no power of ten
+    rc, out = _verify(doc, inst, tmp_path, capsys)
+    assert rc == 1 and "is none the formulations pick" in out, out
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_milp))
+def test_f21_a_tap_scale_below_the_least_exits_1(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inst, doc = solved(slow_links(), "tap", backend, dp=False)
+    linked = [(k, b) for k, b in enumerate(doc["bounds"]) if b.get("solver_call") is not None]
+    if not linked:
+        pytest.skip(f"{backend} proved no solver bound for tap's walk")
+    ((k, entry),) = linked
+    doc["solver_results"][entry["solver_call"]]["extra"]["model"]["objective_scale"] = OBJECTIVE_SCALE / 100
+    rc, out = _verify(doc, inst, tmp_path, capsys)
+    assert rc == 1 and f"bounds[{k}].solver_call: " in out and "the least any program of alpa_ilp or tap" in out, out
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_milp))
+def test_f21_a_record_without_its_scale_is_checked_loosely_and_noted(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An older record (no scale): the least scale, and the notes say what was not checked."""
+    inst, doc, k, lp = _alpa_lp_first(backend)
+    for call in doc["solver_results"]:
+        call["extra"]["model"].pop("objective_scale")
+    notes: list[str] = []
+    assert check_result(doc, inst, notes) == []
+    assert any(f"bounds[{k}]" in n and "records no extra.model.objective_scale" in n and "10x looser" in n for n in notes), notes
+    rc, out = _verify(doc, inst, tmp_path, capsys)
+    assert rc == 0 and "records no extra.model.objective_scale" in out, out
+    # where every program's scale is microseconds the record needs none: nothing to note
+    inst, doc = solved(distplan.load_instance("gpt-2layer-2x2"), "alpa_ilp", backend)
+    for call in doc["solver_results"]:
+        call["extra"]["model"].pop("objective_scale", None)
+    notes = []
+    assert check_result(doc, inst, notes) == [] and not any("objective_scale" in n for n in notes), notes
