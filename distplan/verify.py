@@ -22,7 +22,9 @@ verifier trusts no stored claim; for each result it
   field the conversion reads is held to the loosest value the instance allows, and the
   report's notes say what was not checked), a
   formulation's own proof only from the sources it reports (`registry.BOUND_SOURCES`), at
-  their grade.
+  their grade, and a bound that holds only under a premise (a precondition of the
+  instance, an infeasible call of the run) only where the formulation's own check of it
+  passes (`registry.BoundSource.premise`).
   A bound a solve proved is not re-proven: that would take the solve again.
 
 `check_result(doc, instance)` returns the problems as (field, message) pairs;
@@ -43,6 +45,7 @@ from distplan.errors import DistplanError, InputError
 from distplan.formulations.registry import (
     BOUND_GRADES,
     BOUND_KINDS,
+    BoundSource,
     Unrecorded,
     bound_source,
     formulations,
@@ -403,6 +406,20 @@ def _value(entry: dict[str, Any]) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) else None
 
 
+def _unmet_premise(k: int, entry: dict[str, Any], known: BoundSource, formulation: str, instance: Any, doc: dict[str, Any]) -> tuple[str, str] | None:
+    """The problem of a listed bound whose source names a premise (`registry.BoundSource.premise`:
+    a precondition of the instance, a solver call the proof needs) that the formulation's
+    own check finds unmet on ``instance`` and the result's solver call records; None when
+    it holds or the source names none."""
+    try:
+        why = known.unmet(instance, entry, _calls(doc) or [])
+    except _UNREADABLE as exc:
+        why = f"it cannot be re-checked on the instance read ({type(exc).__name__}: {exc})"
+    if why is None:
+        return None
+    return (f"bounds[{k}].source", f"{entry.get('source')!r} is a bound {formulation} reports only when its premise holds ({known.premise}), and it does not: {why}")
+
+
 def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = None) -> list[tuple[str, str]]:
     """Every listed bound is backed by what proves it, and the result's ``bound`` is theirs:
 
@@ -413,6 +430,11 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
       at most the recomputed value, graded "safe";
     * a bound that names its solver call (``solver_call``) is checked against that call's
       record (`check_solver_calls`);
+    * a bound whose source names a premise (`registry.BoundSource.premise`: m-SCT's
+      small-communication precondition, the one plan of an instance whose every op has
+      a single strategy, pipeline_milp's infeasible time-indexed call below U) holds only
+      when the formulation's own check of it passes on ``instance`` and the result's
+      solver call records (`_unmet_premise`);
     * any other bound must be a kind the formulation reports (`registry.BOUND_SOURCES`):
       its own proof (a state search, a DP, a Lagrangian dual), at most the grade that kind
       has, or a solver call's dual bound. These cannot be re-proven here (that would take
@@ -457,6 +479,8 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
                 problems.append((f"bounds[{k}].source", f"{source!r} names solver call {entry.get('solver_call')!r} but is no solver call's bound {formulation} reports"))
             elif stated_kind not in (None, "solver"):
                 problems.append((f"bounds[{k}].kind", f"{stated_kind!r} but {source!r} is a solver call's bound (linked to call {entry.get('solver_call')!r}): kind 'solver'"))
+            elif (unmet := _unmet_premise(k, entry, known, formulation, instance, doc)) is not None:
+                problems.append(unmet)
             elif value is not None:
                 supported.append(value)
             continue
@@ -484,6 +508,9 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
             continue
         if entry.get("grade") not in BOUND_GRADES or (entry.get("grade") == "safe" and known.grade != "safe"):
             problems.append((f"bounds[{k}].grade", f"{entry.get('grade')!r} but {formulation}'s {known.kind} bound {source!r} is at best {known.grade!r}"))
+            continue
+        if (unmet := _unmet_premise(k, entry, known, formulation, instance, doc)) is not None:
+            problems.append(unmet)
             continue
         if known.kind == "proof":
             if value is not None:

@@ -8,6 +8,9 @@
   ``(call_bound, instance, model_record)``) uses it, checked against what the instance
   allows; a record without it (older results) is checked at the least scale, and verify's
   notes say so.
+* F8: a bound "the one plan's cost (every op has a single strategy)" passed on an
+  instance with ops of several strategies. Its premise is re-checked
+  (`registry.BoundSource.premise`: `alpa_ilp.single_plan_premise`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from conftest import backend_params, cli_run, takes_milp
 
 import distplan
 from distplan.formulations.sharding.alpa_ilp import OBJECTIVE_SCALE, alpa_objective_scale, least_objective_scale
-from distplan.models.common import canonical_json, write_json
+from distplan.instances import load_document
+from distplan.models.common import canonical_json, instance_from_dict, write_json
 from distplan.models.sharding import ShardingInstance
 from distplan.verify import check_result
 
@@ -174,3 +178,38 @@ def test_f21_a_record_without_its_scale_is_checked_loosely_and_noted(backend: st
         call["extra"]["model"].pop("objective_scale", None)
     notes = []
     assert check_result(doc, inst, notes) == [] and not any("objective_scale" in n for n in notes), notes
+
+
+# F8 -----------------------------------------------------------------------------------
+
+
+def one_plan() -> Any:
+    """gpt-2layer-2x2 with every dimension of size 1: nothing splits, every op has a single
+    strategy, and the one plan's cost is the optimum (no solver call)."""
+    doc = load_document("gpt-2layer-2x2")
+    doc["graph"]["dims"] = dict.fromkeys(doc["graph"]["dims"], 1)
+    doc["name"] = "gpt-2layer-2x2-one-plan"
+    return instance_from_dict(doc)
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_milp))
+def test_f8_the_one_plan_of_an_instance_that_has_one_verifies_clean(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inst, doc = solved(one_plan(), "alpa_ilp", backend)
+    assert not doc["solver_results"]
+    assert any(b["source"].startswith("alpa_ilp: the one plan's cost") for b in doc["bounds"]), doc["bounds"]
+    assert check_result(doc, inst) == []
+    rc, out = _verify(doc, inst, tmp_path, capsys)
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_milp))
+@pytest.mark.parametrize("formulation", ["alpa_ilp", "tap"])
+def test_f8_the_one_plan_claimed_where_ops_have_several_strategies_exits_1(formulation: str, backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inst, doc = solved(distplan.load_instance("gpt-2layer-2x2"), formulation, backend)
+    assert check_result(doc, inst) == []
+    doc["bounds"].append({"value": doc["objective"], "source": f"{formulation}: the one plan's cost (every op has a single strategy), less a rounding margin", "grade": "safe", "kind": "proof"})
+    _refix(doc)
+    k = len(doc["bounds"]) - 1
+    rc, out = _verify(doc, inst, tmp_path, capsys)
+    assert rc == 1 and f"bounds[{k}].source: " in out and "strategies" in out, out
+

@@ -25,7 +25,7 @@ import math
 import re
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -112,6 +112,13 @@ def same_units(call_bound: float, instance: Any, model: Mapping[str, Any]) -> fl
     return call_bound
 
 
+#: a premise check (`BoundSource.premise`): ``premise(instance, entry, calls)``, what the
+#: bound ``entry`` (its stored record: value, source, ...) rests on re-checked on the
+#: instance and the run's solver call records ``calls`` (``solver_results`` as stored):
+#: None when it holds, else why not (text)
+Premise = Callable[[Any, Mapping[str, Any], Sequence[Any]], "str | None"]
+
+
 @dataclass(frozen=True)
 class BoundSource:
     """A kind of bound a formulation reports that is not solver-free: the formulations that
@@ -133,6 +140,12 @@ class BoundSource:
     (``re.search``) the linked call's ``extra.model.name`` matches (a bound linked to a
     call of another program of the run, whose value means something else, is rejected).
 
+    A bound that holds only under a condition the formulation checks when it reports it
+    (a precondition of the instance, an infeasible call of the run) names its ``premise``:
+    ``"module:function"``, the function (`Premise`) ``(instance, entry, calls) -> str |
+    None`` that re-checks it (None: it holds; else why not), which `distplan verify`
+    applies to the instance and the stored record.
+
     ``formulations`` None: every formulation declared with `from_blocks`
     (`Formulation.declared`) that states no solver source of its own here; ``{formulation}``
     in ``pattern`` and ``models`` stands for the formulation's name (escaped)."""
@@ -143,6 +156,7 @@ class BoundSource:
     grade: str
     conversion: str | None = None
     models: str | None = None
+    premise: str | None = None
 
     def matches(self, formulation: str, source: str) -> bool:
         if self.formulations is None:
@@ -165,6 +179,14 @@ class BoundSource:
         """The stated conversion of a call's bound to the result's units (`same_units`
         when the source names none)."""
         return same_units if self.conversion is None else _conversion(self.conversion)
+
+    def unmet(self, instance: Any, entry: Mapping[str, Any], calls: Sequence[Any]) -> str | None:
+        """Why the bound ``entry`` does not rest on what its ``premise`` needs (None: it
+        does, or the source names no premise)."""
+        if self.premise is None:
+            return None
+        fn: Premise = _named(self.premise)
+        return fn(instance, entry, calls)
 
 
 def _named(name: str) -> Any:
@@ -222,7 +244,8 @@ BOUND_SOURCES: tuple[BoundSource, ...] = (
     BoundSource(_PLACEMENT_PROVERS, r"^last-stint bound over cut waists .*: \d+ waists, 0 windows solved, ", "proof", "safe"),
     BoundSource(_PLACEMENT_PROVERS, r"^last-stint bound over cut waists", "proof", "solver"),
     BoundSource(("tap",), r"^tap: exhaustive Pareto dynamic program over the folded walk \(no solver\)", "proof", "solver"),
-    BoundSource(("alpa_ilp", "tap"), r"^(alpa_ilp|tap): the one plan's cost \(every op has a single strategy\)", "proof", "safe"),
+    # (the one plan: only where every op has a single strategy, which verify re-checks)
+    BoundSource(("alpa_ilp", "tap"), r"^(alpa_ilp|tap): the one plan's cost \(every op has a single strategy\)", "proof", "safe", premise="distplan.formulations.sharding.alpa_ilp:single_plan_premise"),
     # solver calls' bounds, each with the conversion its formulation states and the models
     # (`extra.model.name` of the linked call) it comes from
     BoundSource(_PLACEMENT_PROVERS, r"^placement_milp dual bound \(", "solver", "safe", _PLACEMENT_SECONDS, r"^placement_milp$"),

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -538,6 +538,22 @@ BOUND_RECORD = "_bound_record"
 #: the bound's source when every op has a single strategy: the one plan's cost, summed
 #: here, less a rounding margin (no solver call)
 SINGLE_PLAN_SOURCE = "{name}: the one plan's cost (every op has a single strategy), less a rounding margin"
+
+def single_plan_premise(instance: ShardingInstance, entry: Mapping[str, Any], calls: Sequence[Any]) -> str | None:
+    """The premise of `SINGLE_PLAN_SOURCE` (`registry.Premise`): every op of ``instance``
+    has a single strategy (every node of its cost graph one choice: the program has no
+    variable, `solve_graph`), so the one plan is optimal and its cost a bound. None when it
+    holds, else the first op with several strategies (the bound, of an instance with more
+    than one plan, is no bound)."""
+    graph = build_cost_graph(instance)
+    counts = graph.strategy_counts()
+    several = np.flatnonzero(counts > 1)
+    if several.size == 0:
+        return None
+    node = int(several[0])
+    op = instance.ops[graph.node_ops[node][0]].name
+    return f"op {op!r} has {int(counts[node])} strategies ({several.size} of the {graph.num_nodes} nodes of its cost graph have several)"
+
 
 def solve_graph(graph: CostGraph, ctx: RunContext, *, lp_first: bool, build_seconds: float, name: str) -> tuple[SolverResult | None, np.ndarray | None, dict[str, Any]]:
     """Solve the ILP of a cost graph (optionally its LP relaxation first). Returns the
