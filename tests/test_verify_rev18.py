@@ -11,6 +11,9 @@
 * F8: a bound "the one plan's cost (every op has a single strategy)" passed on an
   instance with ops of several strategies. Its premise is re-checked
   (`registry.BoundSource.premise`: `alpa_ilp.single_plan_premise`).
+* F15: m-SCT's LP value, a bound only under Hanen and Munier's small-communication
+  precondition, passed where the precondition fails (`sct.lp_bound_premise`, the check
+  `sct.lp_bounds` applies).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import backend_params, cli_run, takes_milp
+from conftest import backend_params, cli_run, takes_lp, takes_milp
 
 import distplan
 from distplan.formulations.sharding.alpa_ilp import OBJECTIVE_SCALE, alpa_objective_scale, least_objective_scale
@@ -213,3 +216,49 @@ def test_f8_the_one_plan_claimed_where_ops_have_several_strategies_exits_1(formu
     rc, out = _verify(doc, inst, tmp_path, capsys)
     assert rc == 1 and f"bounds[{k}].source: " in out and "strategies" in out, out
 
+
+# F15 ----------------------------------------------------------------------------------
+
+
+#: a placement instance where m-SCT's precondition holds (one device type, uniform links,
+#: every transfer shorter than every op): its LP value is a bound
+SCT_DOC: Doc = {
+    "format": "distplan/1", "kind": "placement", "name": "sct-homogeneous",
+    "graph": {
+        "ops": [{"name": n, "time": t, "memory": 1.0} for n, t in (("a", 1.0), ("b", 2.0), ("c", 1.5), ("d", 1.0), ("e", 0.5))],
+        "edges": [{"src": s, "dst": d, "bytes": b} for s, d, b in (("a", "b", 1e3), ("a", "c", 1e3), ("b", "d", 1e3), ("c", "d", 1e3), ("a", "e", 10.0))],
+    },
+    "cluster": {"devices": [{"name": "d0", "memory": 100.0, "type": "A"}, {"name": "d1", "memory": 100.0, "type": "A"}], "bandwidth": 1e9, "latency": 1e-5},
+    "model": {"memory": "simple", "communication": "channels"},
+}
+
+
+def _sct_bound(doc: Doc) -> list[int]:
+    return [k for k, b in enumerate(doc["bounds"]) if b["source"].startswith("SCT LP value")]
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_lp))
+def test_f15_the_sct_bound_where_the_precondition_holds_verifies_clean(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inst, doc = solved(instance_from_dict(copy.deepcopy(SCT_DOC)), "baechi_sct", backend)
+    if not _sct_bound(doc):  # only where the LP proved no optimum with a bound (OSQP)
+        assert all(c.get("bound") is None or c.get("termination") != "optimal" for c in doc["solver_results"]), doc["solver_results"]
+        pytest.skip(f"{backend} proves no LP bound here")
+    assert check_result(doc, inst) == []
+    rc, out = _verify(doc, inst, tmp_path, capsys)
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_lp))
+def test_f15_the_sct_bound_where_communication_is_not_small_exits_1(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inst, doc = solved(distplan.load_instance("placement-small-2"), "baechi_sct", backend)
+    assert check_result(doc, inst) == [] and not _sct_bound(doc)  # the precondition fails: no bound
+    (call,) = [i for i, c in enumerate(doc["solver_results"]) if c["extra"]["model"]["name"] == "baechi_sct"]
+    value = doc["solver_results"][call]["bound"]
+    if value is None:
+        pytest.skip(f"{backend} proves no LP bound here")
+    assert value <= doc["objective"]
+    doc["bounds"].append({"value": value, "source": "SCT LP value (small-communication precondition holds)", "grade": "solver", "kind": "solver", "solver_call": call})
+    _refix(doc)
+    k = len(doc["bounds"]) - 1
+    rc, out = _verify(doc, inst, tmp_path, capsys)
+    assert rc == 1 and f"bounds[{k}].source: " in out and "communication is not small" in out, out

@@ -256,7 +256,8 @@ BOUND_SOURCES: tuple[BoundSource, ...] = (
     # the disjunctive model ("<instance>-milp") or the time-indexed one; never the retiming LP
     BoundSource(("pipeline_milp",), r"^pipeline_milp dual bound \(", "solver", "safe", "distplan.formulations.pipeline.milp:dual_bound_value", r"-milp(-time-indexed)?$"),
     BoundSource(("libra_discrete",), r"^libra_discrete MILP dual bound \(", "solver", "safe", "distplan.formulations.bandwidth.discrete:dual_bound_seconds", r"^libra_discrete$"),
-    BoundSource(("baechi_sct",), r"^SCT LP value", "solver", "safe", None, r"^baechi_sct$"),
+    # (only under Hanen and Munier's small-communication precondition, which verify re-checks)
+    BoundSource(("baechi_sct",), r"^SCT LP value", "solver", "safe", None, r"^baechi_sct$", premise="distplan.formulations.placement.sct:lp_bound_premise"),
     # codec_select's call's bound is in seconds already
     BoundSource(("codec_select",), r"^codec_select dual bound \(", "solver", "safe", None, r"^codec_select$"),
     # every formulation declared from blocks (`from_blocks`: "<name> dual bound (<backend>)",

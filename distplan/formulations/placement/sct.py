@@ -43,7 +43,7 @@ original graph. The result's info says so (``lp_coarsened``); no LP bound is rep
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -260,15 +260,32 @@ def favorites_from_lp(inst: PlacementInstance, x: np.ndarray, theta: float) -> n
     return fav
 
 
-def lp_bound_valid(inst: PlacementInstance, index: SctIndex) -> bool:
-    """Hanen–Munier's precondition for the LP value to bound the optimum."""
-    homogeneous = bool(np.all(inst.time == inst.time[:, :1]))
+def precondition_failure(inst: PlacementInstance, p: np.ndarray, c: np.ndarray) -> str | None:
+    """Why Hanen–Munier's small-communication precondition, under which the LP value bounds
+    the optimum, fails on ``inst`` (None: it holds): devices and links must be homogeneous
+    and every transfer ``c`` (largest delay per edge, seconds) at most every op's time
+    ``p`` (fastest device, seconds)."""
+    if not bool(np.all(inst.time == inst.time[:, :1])):
+        return "op times differ between devices"
     nd = inst.n_devices
     off = ~np.eye(nd, dtype=bool)
-    links = nd == 1 or (np.ptp(inst.bandwidth[off]) == 0 and np.ptp(inst.latency[off]) == 0)
-    c, p = index.c, index.p
-    small = inst.n_edges == 0 or float(c.max()) <= float(p.min())
-    return homogeneous and links and small
+    if not (nd == 1 or (np.ptp(inst.bandwidth[off]) == 0 and np.ptp(inst.latency[off]) == 0)):
+        return "links differ between device pairs"
+    if inst.n_edges and float(c.max()) > float(p.min()):
+        return f"communication is not small: the largest transfer takes {float(c.max()):.6g} s, the shortest op {float(p.min()):.6g} s"
+    return None
+
+
+def lp_bound_valid(inst: PlacementInstance, index: SctIndex) -> bool:
+    """Hanen–Munier's precondition for the LP value to bound the optimum (`precondition_failure`)."""
+    return precondition_failure(inst, index.p, index.c) is None
+
+
+def lp_bound_premise(inst: PlacementInstance, entry: Mapping[str, Any], calls: Sequence[Any]) -> str | None:
+    """The premise of the bound `lp_bounds` reports (`registry.Premise`): the
+    small-communication precondition on ``inst``, with the LP's own ``p`` and ``c``
+    (`prepare_sct`); None when it holds, else why not."""
+    return precondition_failure(inst, inst.time.min(axis=1), inst.max_delay())
 
 
 def decode(inst: PlacementInstance, result: SolverResult, index: SctIndex) -> tuple[PlacementPlan, float]:
