@@ -14,6 +14,11 @@
 * F15: m-SCT's LP value, a bound only under Hanen and Munier's small-communication
   precondition, passed where the precondition fails (`sct.lp_bound_premise`, the check
   `sct.lp_bounds` applies).
+* F14: pipeline_milp's "no schedule of value <= U" passed without the time-indexed call
+  whose infeasibility it is. Its premise (`pipeline.milp.below_incumbent_premise`): an
+  infeasible time-indexed call in the record, restricted at U or above
+  (``value_at_most``), or, where the source says the model was empty by construction,
+  the model rebuilt from the instance empty; integral data; the bound at most U + 1.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from conftest import backend_params, cli_run, takes_lp, takes_milp
 import distplan
 from distplan.formulations.sharding.alpa_ilp import OBJECTIVE_SCALE, alpa_objective_scale, least_objective_scale
 from distplan.instances import load_document
+from distplan.instances.pipelines import make_pipeline
 from distplan.models.common import canonical_json, instance_from_dict, write_json
 from distplan.models.sharding import ShardingInstance
 from distplan.verify import check_result
@@ -262,3 +268,64 @@ def test_f15_the_sct_bound_where_communication_is_not_small_exits_1(backend: str
     k = len(doc["bounds"]) - 1
     rc, out = _verify(doc, inst, tmp_path, capsys)
     assert rc == 1 and f"bounds[{k}].source: " in out and "communication is not small" in out, out
+
+
+# F14 ----------------------------------------------------------------------------------
+
+
+def _no_schedule(doc: Doc) -> list[int]:
+    return [k for k, b in enumerate(doc["bounds"]) if b["source"].startswith("pipeline_milp: no schedule of value <= ")]
+
+
+PIPELINE_CASES = {"solver-infeasible": ("v", 4, 4), "by-construction": ("x", 3, 1)}
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_milp))
+@pytest.mark.parametrize("case", list(PIPELINE_CASES))
+def test_f14_honest_proofs_below_the_incumbent_verify_clean(case: str, backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inst, doc = solved(make_pipeline(*PIPELINE_CASES[case]), "pipeline_milp", backend, model="time_indexed", time_limit=30)
+    (k,) = _no_schedule(doc)
+    source = doc["bounds"][k]["source"]
+    if case == "by-construction":
+        assert "infeasible by construction" in source and not doc["solver_results"], source
+    else:
+        (call,) = [c for c in doc["solver_results"] if c["extra"]["model"]["name"].endswith("-time-indexed")]
+        assert call["termination"] == "infeasible" and call["extra"]["model"]["value_at_most"] == doc["objective"] - 1
+    assert check_result(doc, inst) == []
+    rc, out = _verify(doc, inst, tmp_path, capsys)
+    assert rc == 0, out
+
+
+def _claimed(doc: Doc, detail: str) -> int:
+    """The proof that nothing beats the result's objective, appended (a forger's claim)."""
+    cap = doc["objective"] - 1
+    doc["bounds"].append({"value": cap + 1, "source": f"pipeline_milp: no schedule of value <= {cap:g} ({detail})", "grade": "solver", "kind": "proof"})
+    _refix(doc)
+    return len(doc["bounds"]) - 1
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_milp))
+def test_f14_a_proof_without_its_infeasible_call_exits_1(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inst, doc = solved(distplan.load_instance("pipeline-tessel-kshape"), "pipeline_milp", backend, model="time_indexed", time_limit=2)
+    assert check_result(doc, inst) == [] and not _no_schedule(doc)  # no proof: its time-indexed model timed out
+    k = _claimed(doc, f"time-indexed model infeasible, {backend}")
+    rc, out = _verify(doc, inst, tmp_path, capsys)
+    assert rc == 1 and f"bounds[{k}].source: " in out and "no solver call of the run solved the time-indexed model and found it infeasible" in out, out
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_milp))
+def test_f14_a_proof_relabelled_as_infeasible_by_construction_exits_1(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inst, doc = solved(distplan.load_instance("pipeline-tessel-kshape"), "pipeline_milp", backend, model="time_indexed", time_limit=2)
+    k = _claimed(doc, "constraint block 'one-at-a-time' row 1: no variables: the model is infeasible by construction")
+    rc, out = _verify(doc, inst, tmp_path, capsys)
+    assert rc == 1 and f"bounds[{k}].source: " in out and "is not infeasible by construction" in out, out
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_milp))
+def test_f14_a_proof_above_what_its_call_restricted_exits_1(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    inst, doc = solved(make_pipeline(*PIPELINE_CASES["solver-infeasible"]), "pipeline_milp", backend, model="time_indexed", time_limit=30)
+    (k,) = _no_schedule(doc)
+    (call,) = [c for c in doc["solver_results"] if c["extra"]["model"]["name"].endswith("-time-indexed")]
+    call["extra"]["model"]["value_at_most"] -= 2  # its model admitted less: it proves less
+    rc, out = _verify(doc, inst, tmp_path, capsys)
+    assert rc == 1 and f"bounds[{k}].source: " in out and "admitted values <=" in out, out

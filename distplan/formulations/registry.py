@@ -227,9 +227,9 @@ _SHARDING_SECONDS = "distplan.formulations.sharding.alpa_ilp:dual_bound_seconds"
 BOUND_SOURCES: tuple[BoundSource, ...] = (
     BoundSource(("tessel",), r"^tessel: (exact )?whole-schedule state search", "proof", "safe"),
     BoundSource(("pipeline_milp",), r"^pipeline_milp: (exact )?state search", "proof", "safe"),
-    # the time-indexed model below an integral incumbent, infeasible (a solver's verdict)
-    # or empty by construction
-    BoundSource(("pipeline_milp",), r"^pipeline_milp: no schedule of value <= ", "proof", "solver"),
+    # the time-indexed model below an integral incumbent, infeasible (a solver's verdict,
+    # which the record must hold) or empty by construction (which verify rebuilds)
+    BoundSource(("pipeline_milp",), r"^pipeline_milp: no schedule of value <= ", "proof", "solver", premise="distplan.formulations.pipeline.milp:below_incumbent_premise"),
     BoundSource(("libra_perf_per_cost",), r"^libra_perf_per_cost interval branch-and-bound over the cost budget", "proof", "safe"),
     BoundSource(_LIBRA, r"Lagrangian dual bound \(exact: rounding error bounded\)", "proof", "safe"),
     # placement's combinatorial bounds, cut short by their share of the time limit: forced

@@ -40,8 +40,9 @@ schedule or proves there is none; the big-M model only runs when both fail.
 from __future__ import annotations
 
 import math
+import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +73,7 @@ from distplan.formulations.pipeline.opmodel import (
 )
 from distplan.formulations.pipeline.opsolve import choose_model, solve_op_problem
 from distplan.formulations.pipeline.tessel import DEFAULTS, run_tessel
+from distplan.formulations.pipeline.timeindexed import build_ti_model
 from distplan.formulations.registry import Bound, Outcome, RunContext, solver_free_bounds
 from distplan.modeling.model import InfeasibleByConstruction, Model
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
@@ -155,6 +157,71 @@ def dual_bound_value(call_bound: float, inst: PipelineInstance, model: Mapping[s
     is the instance's, never the record's (taking the larger of the bound and its ceiling
     let a bound on fractional data be raised to the next integer, review rev17 F20)."""
     return float(math.ceil(call_bound - 1e-6)) if integral_data(inst, exact=True) else call_bound
+
+
+#: the proof that no schedule beats an incumbent of value U + 1 (integral data): the
+#: time-indexed model restricted to values <= U infeasible, by a solver call or by
+#: construction (`below_incumbent_premise` reads U back)
+NO_SCHEDULE = re.compile(r"^pipeline_milp: no schedule of value <= (\S+) \(")
+#: the source's detail when a solver call found the restricted model infeasible
+INFEASIBLE_CALL = "time-indexed model infeasible, "
+
+
+def below_incumbent_premise(inst: PipelineInstance, entry: Mapping[str, Any], calls: Sequence[Any]) -> str | None:
+    """The premise of the bound "pipeline_milp: no schedule of value <= U (...)"
+    (`registry.Premise`), None when it holds, else why not: ``inst``'s durations and delays
+    are exact integers (the time-indexed model's data: then no schedule of value <= U
+    means none below U + 1), the bound is at most U + 1 (time units), and the time-indexed
+    model restricted to values <= U is infeasible: where the source says a solver found it
+    so, a call of the run (``calls``, the result's ``solver_results``) solved a model
+    named "...-time-indexed" and ended "infeasible", restricted to values of at least U
+    where its model record keeps ``value_at_most`` (older records do not); where the
+    source says it was infeasible by construction (no call), rebuilding it from ``inst``
+    finds it so (`empty_below`)."""
+    source = str(entry.get("source"))
+    found = NO_SCHEDULE.search(source)
+    try:
+        cap = float(found.group(1)) if found is not None else math.nan
+    except ValueError:
+        cap = math.nan
+    if not math.isfinite(cap):
+        return "its source names no value U"
+    value = entry.get("value")
+    if not integral_data(inst, exact=True):
+        return "the instance's durations and delays are not all integers: the time-indexed model, whose infeasibility the proof is, runs on integral data only"
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value <= cap + 1.0:
+        return f"the bound {value!r} is above U + 1 = {cap + 1.0:g}"
+    if INFEASIBLE_CALL not in source:
+        return empty_below(inst, cap)
+    records = [c for c in calls if isinstance(c, dict) and c.get("termination") == "infeasible"]
+    models = [c["extra"]["model"] for c in records if isinstance(c.get("extra"), dict) and isinstance(c["extra"].get("model"), dict)]
+    solved = [m for m in models if str(m.get("name")).endswith("-time-indexed")]
+    if not solved:
+        return "no solver call of the run solved the time-indexed model and found it infeasible"
+    caps = [m["value_at_most"] for m in solved if isinstance(m.get("value_at_most"), int | float) and not isinstance(m.get("value_at_most"), bool)]
+    if caps and max(caps) < cap:
+        return f"the infeasible time-indexed model its call solved admitted values <= {max(caps):g} only, not U = {cap:g}"
+    return None
+
+
+def empty_below(inst: PipelineInstance, cap: float) -> str | None:
+    """None when the time-indexed model of ``inst`` restricted to values <= ``cap`` (time
+    units) is infeasible by construction, as `run_pipeline_milp` builds it below an
+    incumbent (every operation, memory rows at the proof capacities, the horizon or span
+    bound at ``cap``; with energy cuts, which only add rows: a model empty without them
+    is empty with them); else why not."""
+    prob = full_problem(inst, serial_horizon(inst), True)
+    prob.capacity = device_capacities(inst, proof=True)
+    if inst.objective == "makespan":
+        prob.horizon = min(prob.horizon, cap)
+    else:
+        prob.span_ub = min(prob.span_ub or math.inf, cap)
+    prob.integral = True
+    try:
+        build_ti_model(prob)
+    except (InfeasibleByConstruction, InfeasibleError):
+        return None
+    return f"the time-indexed model restricted to values <= {cap:g}, rebuilt from the instance, is not infeasible by construction, and no solver call of the run found it infeasible"
 
 
 def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
@@ -270,9 +337,11 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
             break
         res.build_seconds += prep
         prep = 0.0
+        if below and isinstance(res.extra.get("model"), dict):
+            res.extra["model"]["value_at_most"] = cap  # (what an infeasible call proves: `below_incumbent_premise`)
         if below and res.termination is Termination.INFEASIBLE:
             below_infeasible = True
-            bounds.append(Bound(cap + 1.0, f"pipeline_milp: no schedule of value <= {cap:g} (time-indexed model infeasible, {res.backend})"))
+            bounds.append(Bound(cap + 1.0, f"pipeline_milp: no schedule of value <= {cap:g} ({INFEASIBLE_CALL}{res.backend})"))
         elif res.bound is not None and math.isfinite(res.bound):
             value = dual_bound_value(res.bound, inst, res.extra.get("model", {}))
             if below:
