@@ -298,6 +298,13 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None, notes: list[st
     return problems
 
 
+def _model_record(call: dict[str, Any]) -> dict[str, Any]:
+    """A solver call's model record (``extra.model``), empty when it keeps none."""
+    extra = call.get("extra")
+    model = extra.get("model") if isinstance(extra, dict) else None
+    return model if isinstance(model, dict) else {}
+
+
 #: relative slack of a linked bound over its call's bound converted (one rounding)
 CONVERSION_REL_TOLERANCE = 1e-12
 #: what a conversion may raise on an instance it cannot read (a result of another kind
@@ -313,7 +320,8 @@ def _check_linked_bound(doc: dict[str, Any], k: int, entry: dict[str, Any], inde
     `CONVERSION_REL_TOLERANCE` for one rounding; graded "safe" only when the call's bound
     is. A record without a field the conversion reads (`registry.Unrecorded`: written
     before the record kept it) is checked against the loosest value the instance allows,
-    and ``notes`` says what was not checked. A source that is no solver
+    and ``notes`` says what was not checked; unless another call of the result records
+    the field, which makes the result no older one: then it is a problem. A source that is no solver
     call's bound (`check_bounds` names it) is held to the call's own bound. The conversion
     older versions kept in a call's record (``extra.bound_conversion``, derived from the
     bound it was to check) is ignored."""
@@ -336,13 +344,14 @@ def _check_linked_bound(doc: dict[str, Any], k: int, entry: dict[str, Any], inde
         allowed: float | None = float(bound)
         how = ""
         if stated is not None and stated.conversion is not None:
-            extra = call.get("extra")
-            record = extra.get("model") if isinstance(extra, dict) else None
             try:
-                allowed = None if instance is None else float(stated.convert(float(bound), instance, record if isinstance(record, dict) else {}))
+                allowed = None if instance is None else float(stated.convert(float(bound), instance, _model_record(call)))
             except Unrecorded as exc:
                 if exc.loosest is None:
                     return [(f"bounds[{k}].solver_call", f"solver call {index}'s bound {bound!r} cannot be converted: {exc}")]
+                keeping = [j for j, c in enumerate(_calls(doc) or []) if isinstance(c, dict) and exc.field in _model_record(c)]
+                if keeping:
+                    return [(f"bounds[{k}].solver_call", f"solver call {index} records no extra.model.{exc.field}, which the result's solver call {keeping[0]} records: no older record, the field was dropped ({exc.why})")]
                 allowed = float(exc.loosest)
                 if notes is not None:
                     notes.append(f"bounds[{k}] ({entry.get('source')!r}): solver call {index} records no extra.model.{exc.field} (written before the record kept it): not checked with its model's own conversion; {exc.why}")

@@ -181,6 +181,12 @@ def test_f21_a_record_without_its_scale_is_checked_loosely_and_noted(backend: st
     assert any(f"bounds[{k}]" in n and "records no extra.model.objective_scale" in n and "10x looser" in n for n in notes), notes
     rc, out = _verify(doc, inst, tmp_path, capsys)
     assert rc == 0 and "records no extra.model.objective_scale" in out, out
+    # dropped from the linked call only, the other call keeping it: no older record
+    inst, doc, k, lp = _alpa_lp_first(backend)
+    doc["bounds"][k]["solver_call"] = lp
+    doc["solver_results"][lp]["extra"]["model"].pop("objective_scale")
+    rc, out = _verify(doc, inst, tmp_path, capsys)
+    assert rc == 1 and f"bounds[{k}].solver_call: " in out and "the field was dropped" in out, out
     # where every program's scale is microseconds the record needs none: nothing to note
     inst, doc = solved(distplan.load_instance("gpt-2layer-2x2"), "alpa_ilp", backend)
     for call in doc["solver_results"]:
