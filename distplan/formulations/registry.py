@@ -194,25 +194,9 @@ def _named(name: str) -> Any:
     return getattr(importlib.import_module(module), function)
 
 
-#: conversions stated by modules that still take ``(call_bound, instance)`` (their owners'
-#: change to `Conversion` pending): adapted here, their model record unused
-_TWO_ARGUMENT_CONVERSIONS = frozenset({
-    "distplan.formulations.placement.relaxation:dual_bound_seconds",
-    "distplan.formulations.bandwidth.discrete:dual_bound_seconds",
-})
-
-
 @functools.cache
 def _conversion(name: str) -> Conversion:
-    fn = _named(name)
-    if name not in _TWO_ARGUMENT_CONVERSIONS:
-        return fn  # type: ignore[no-any-return]
-
-    @functools.wraps(fn)
-    def adapted(call_bound: float, instance: Any, model: Mapping[str, Any]) -> float:
-        return float(fn(call_bound, instance))
-
-    return adapted
+    return _named(name)  # type: ignore[no-any-return]
 
 
 _PLACEMENT_PROVERS = ("placement_milp", "placement_search", "placement_bounds")

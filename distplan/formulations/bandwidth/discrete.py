@@ -165,11 +165,12 @@ def menu_time(model: Model, prog: Program, index: MenuIndex) -> None:
 DISCRETE = ModelSpec("libra_discrete", prepare_menus, (bandwidth_block, menu_choice, rows_block, menu_time))
 
 
-def dual_bound_seconds(call_bound: float, inst: BandwidthInstance) -> float:
+def dual_bound_seconds(call_bound: float, inst: BandwidthInstance, model: Mapping[str, Any]) -> float:
     """The iteration seconds of ``inst`` that a dual bound of the menu MILP proves: the
     MILP counts communication seconds, so its bound plus the compute seconds, which no
     choice of bandwidth changes (`data.prepare`). libra_discrete's stated conversion of its
-    solver calls' bounds (`registry.BOUND_SOURCES`)."""
+    solver calls' bounds (`registry.BOUND_SOURCES`). ``model``: the call's model record
+    (`registry.Conversion`'s contract), unused: the MILP counts seconds."""
     return prepare(inst).compute_seconds + call_bound
 
 
@@ -226,7 +227,7 @@ def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
         "warnings": list(prog.warnings),
     }
     if proof.bound is not None:
-        info["menu_problem_bound_seconds"] = dual_bound_seconds(proof.bound, inst)
+        info["menu_problem_bound_seconds"] = dual_bound_seconds(proof.bound, inst, proof.extra.get("model", {}))
         if exact:
             # the menus are the instance's: the MILP's dual bound (with the backend's margin
             # for its tolerances) over the rows the evaluator accepts bounds the instance

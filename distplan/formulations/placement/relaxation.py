@@ -88,13 +88,15 @@ def model_seconds(call_bound: float, inst: PlacementInstance) -> float:
     return max(0.0, call_bound - dual_bound_margin(inst, call_bound)) / SCALE
 
 
-def dual_bound_seconds(call_bound: float, inst: PlacementInstance) -> float:
+def dual_bound_seconds(call_bound: float, inst: PlacementInstance, model: Mapping[str, Any]) -> float:
     """The seconds of ``inst`` that a dual bound of the relaxation or the placement MILP,
     solved on ``inst`` in its time unit, proves: placement's stated conversion of those
     solver calls' bounds (`registry.BOUND_SOURCES`, which `distplan verify` applies to the
     call's record). The programs run on ``inst`` with its times multiplied by
     `time_unit.time_factor` (`time_unit.in_time_unit`): `model_seconds` of that copy (the
-    same ops, so the same margin), mapped back by the factor, as `in_time_unit` does."""
+    same ops, so the same margin), mapped back by the factor, as `in_time_unit` does.
+    ``model``: the call's model record (`registry.Conversion`'s contract), unused: the
+    time unit is the instance's."""
     return model_seconds(call_bound, inst) / time_factor(inst)
 
 

@@ -378,7 +378,7 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
     until connected."""
     import time
 
-    from distplan.formulations.sharding.alpa_ilp import DEFAULT_MIP_GAP, bound_seconds, decode_choice
+    from distplan.formulations.sharding.alpa_ilp import DEFAULT_MIP_GAP, decode_choice, dual_bound_seconds
     from distplan.solvers.result import Termination
 
     if ctx.options.mip_gap is None:
@@ -419,7 +419,7 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
             # taken as proven: review rev13c D1)
             proven = res.bound
             if proven is not None and res.termination is not Termination.INFEASIBLE:
-                value = bound_seconds(proven, sk.instance, index.objective_scale)
+                value = dual_bound_seconds(proven, sk.instance, res.extra.get("model", {}))
                 if bound is None or value > bound:
                     bound, bound_record = value, res
             if not res.has_solution:
