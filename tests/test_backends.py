@@ -561,19 +561,57 @@ def test_threads_seed_gap_options_and_captured_log(name: str) -> None:
         assert res.solve_seconds >= 0 and res.handover_seconds >= 0
 
 
+def test_highs_threads_are_per_thread() -> None:
+    """HiGHS keeps a scheduler per calling thread: another thread's run at threads=2 does not
+    make the main thread's 1-thread scheduler fit threads=2 (one number for the process had
+    the last run fail with status 'Notset')."""
+    import threading
+
+    from distplan.solvers.highs import solve as solve_in_process
+
+    arrays = knapsack().to_arrays()
+    assert solve_in_process(arrays, SolveOptions(threads=1), None).termination is Termination.OPTIMAL
+    other: list[SolverResult] = []
+    thread = threading.Thread(target=lambda: other.append(solve_in_process(arrays, SolveOptions(threads=2), None)))
+    thread.start()
+    thread.join()
+    assert other[0].termination is Termination.OPTIMAL
+    res = solve_in_process(arrays, SolveOptions(threads=2), None)
+    assert res.termination is Termination.OPTIMAL, res.raw_status
+
+
 def test_a_forked_child_solves_after_the_parent_ran_highs_threads() -> None:
     """A process forked after HiGHS's scheduler started its workers used to wait forever in
-    its first MIP (the workers do not exist in the child)."""
+    its first MIP (the workers do not exist in the child), and then, once the child reset
+    the scheduler, hung now and then in that reset (a worker had held the mutex the reset
+    locks at the fork: 8 of 3,100 forks of a 300-800 MB parent). The forking thread's
+    workers are stopped before the fork: none of them exists once the pool has forked (the
+    check that fails every time a child-side reset comes back; the child's solve catches it
+    rarely), and the child solves."""
     import multiprocessing
 
     from distplan.solvers.highs import solve as solve_in_process
 
     arrays = knapsack().to_arrays()
+    # threads=1 first: the run at threads=2 makes its scheduler, with one worker thread
+    assert solve_in_process(arrays, SolveOptions(threads=1), None).termination is Termination.OPTIMAL
+    before = _thread_ids()
     assert solve_in_process(arrays, SolveOptions(threads=2), None).termination is Termination.OPTIMAL
+    workers = _thread_ids() - before
+    assert workers, "the run at threads=2 started no worker thread"
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(1) as pool:
+        # joined before the fork; a joined thread can stay listed a moment longer
+        deadline = time.monotonic() + 10.0
+        while workers & _thread_ids() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not workers & _thread_ids(), "HiGHS's workers outlived the fork"
         async_result = pool.apply_async(_knapsack_objective_in_child)
         assert async_result.get(timeout=30) == pytest.approx(knapsack_optimum()[0])
+
+
+def _thread_ids() -> set[str]:
+    return set(os.listdir("/proc/self/task"))
 
 
 def _knapsack_objective_in_child() -> float | None:

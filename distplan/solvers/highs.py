@@ -77,41 +77,65 @@ def highs_version() -> str:
     return str(h.version())
 
 
-# -- HiGHS's process-wide thread scheduler ---------------------------------------------------
+# -- HiGHS's thread scheduler, and fork ------------------------------------------------------
 #
-# HiGHS keeps one global task scheduler per process, made by the first run with the
-# ``threads`` option then in force. A later run asking for another number of threads fails
-# (model status "Notset", "...can be destroyed by calling Highs::resetGlobalScheduler") and
-# a process forked while the scheduler's worker threads exist inherits a scheduler whose
-# workers are gone: its next MIP waits forever. Both are handled here for every backend that
-# runs HiGHS in this process (highs, pulp-highs, pyomo-highs, cvxpy-HIGHS).
+# HiGHS keeps its task scheduler (a task deque per thread, ``threads - 1`` worker threads)
+# in a thread-local handle: a thread's first run makes one with the ``threads`` option then
+# in force, and every later run *on that thread* uses it (another thread gets its own: with
+# highspy 1.16 a second thread runs threads=1 while the first holds a 2-thread scheduler). A
+# later run on the thread asking for another number of threads fails (model status
+# "Notset", "...can be destroyed by calling Highs::resetGlobalScheduler"): `use_threads`
+# resets it first, keeping per thread which number it was made with (one number for the
+# process had the main thread's run at threads=2 fail after another thread ran threads=2
+# while the main thread's scheduler had 1).
+#
+# Fork. A child has only the forking thread. Its inherited scheduler hands tasks to workers
+# that do not exist: its next MIP waits forever. Resetting that scheduler in the child (an
+# after-fork handler did so until this change) is not safe either: the reset wakes each
+# worker through a semaphore whose mutex the worker holds for a moment on its way to sleep
+# (5 ms after its last task, so after every run); a worker holding it at the fork left it
+# locked for good in the child, which hung in the handler (gdb: pthread_mutex_lock in
+# Highs::resetThreadScheduler). The kernel copies the page tables while the other threads
+# run on, so the window grows with the fork's length. Measured with highspy 1.16 (a parent
+# solving a knapsack at threads=2, then forking 0-10 ms later; the child solves): 8 of 3,100
+# children hung with 300-800 MB resident (fork 4-12 ms median, up to 37 ms; 2 cores, busy or
+# not), 0 of 2,000 with 145 MB; an LD_PRELOAD delay of 3 ms before pthread_cond_wait hung 18
+# of 100. This fits the one timeout in six full suite runs (pytest's process: 300 MB-1 GB) of
+# test_backends.py::test_a_forked_child_solves_after_the_parent_ran_highs_threads.
+#
+# So no worker of the forking thread's scheduler exists at a fork: a before-fork handler
+# shuts that scheduler down in the parent, joining its workers, and the next run on either
+# side makes a fresh one (0 of the same 3,100 children hung, 0 of 100 with the delay). The
+# handler costs 0.1-0.2 ms median when the thread has a scheduler (a few ms on 2 saturated
+# cores) and 1 us when it has none, next to the fork's milliseconds; the knapsack at
+# threads=2 takes the same 1.8-1.9 ms with a fresh scheduler as with a kept one. The child
+# never touches other threads' schedulers.
 
-_scheduler_lock = threading.Lock()
-#: threads of the scheduler HiGHS holds now, when distplan asked for a number (None: HiGHS's
-#: default, or no scheduler yet)
-_scheduler_threads: int | None = None
+
+#: per thread: threads of the scheduler HiGHS holds for it, when distplan asked for a number
+#: (None: HiGHS's default, or no scheduler yet)
+_scheduler = threading.local()
 
 
 def use_threads(threads: int | None) -> None:
-    """Make HiGHS's global scheduler fit the ``threads`` option of the next run: reset it
-    (blocking until its workers stopped) when a run asks for a number other than the one it
-    was made with. ``None`` keeps whatever exists (HiGHS's default accepts any scheduler)."""
-    global _scheduler_threads
+    """Make the calling thread's HiGHS scheduler fit the ``threads`` option of its next run:
+    reset it (blocking until its workers stopped) when a run asks for a number other than
+    the one it was made with. ``None`` keeps whatever exists (HiGHS's default accepts any
+    scheduler)."""
     if threads is None:
         return
-    with _scheduler_lock:
-        if threads != _scheduler_threads:
-            highspy.Highs.resetGlobalScheduler(True)
-            _scheduler_threads = threads
+    if threads != getattr(_scheduler, "threads", None):
+        highspy.Highs.resetGlobalScheduler(True)
+        _scheduler.threads = threads
 
 
-def _reset_scheduler_in_child() -> None:
-    global _scheduler_threads
-    highspy.Highs.resetGlobalScheduler(False)  # the parent's workers do not exist here
-    _scheduler_threads = None
+def _stop_scheduler_before_fork() -> None:
+    """Shut the forking thread's HiGHS scheduler down and join its workers (see above)."""
+    highspy.Highs.resetGlobalScheduler(True)
+    _scheduler.threads = None
 
 
-os.register_at_fork(after_in_child=_reset_scheduler_in_child)
+os.register_at_fork(before=_stop_scheduler_before_fork)
 
 
 def pass_arrays(h: highspy.Highs, arrays: ModelArrays) -> None:
