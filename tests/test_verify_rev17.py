@@ -39,7 +39,7 @@ def _doc(result: Any) -> dict[str, Any]:
     return json.loads(canonical_json(result.to_dict()))  # type: ignore[no-any-return]
 
 
-def _refix(doc: dict[str, Any]) -> None:
+def refix(doc: dict[str, Any]) -> None:
     """The result's bound, grade, gap and status made consistent with its listed bounds
     (what a forger does after editing them)."""
     doc["bound"] = max(b["value"] for b in doc["bounds"])
@@ -82,7 +82,7 @@ def test_a_formulation_the_kind_does_not_have_is_rejected(backend: str) -> None:
     inst, doc, k = _alpa(backend)
     doc["formulation"] = "alpa_ilp_x"  # F1: the generic source then matched, no conversion
     doc["bounds"][k]["value"] = doc["objective"]
-    _refix(doc)
+    refix(doc)
     assert "formulation" in _fields(check_result(doc, inst))
     doc["formulation"] = "codec_select"  # F3b: another kind's formulation
     assert "formulation" in _fields(check_result(doc, inst))
@@ -93,7 +93,7 @@ def test_a_renamed_source_is_no_generic_dual_bound(backend: str) -> None:
     inst, doc, k = _alpa(backend)
     doc["bounds"][k]["source"] = f"alpa dual bound ({backend})"  # F2
     doc["bounds"][k]["value"] = doc["objective"]
-    _refix(doc)
+    refix(doc)
     assert f"bounds[{k}].source" in _fields(check_result(doc, inst))
 
 
@@ -103,7 +103,7 @@ def test_placement_relaxation_bound_renamed_generic_is_rejected() -> None:
     (k,) = [k for k, b in enumerate(doc["bounds"]) if b.get("solver_call") is not None]
     doc["bounds"][k]["source"] = "relaxation dual bound (highs, optimal)"  # F3: raw microseconds
     doc["bounds"][k]["value"] = doc["solver_results"][doc["bounds"][k]["solver_call"]]["bound"]
-    _refix(doc)
+    refix(doc)
     assert f"bounds[{k}].source" in _fields(check_result(doc, inst))
 
 
@@ -146,7 +146,7 @@ def test_pipeline_bound_linked_to_the_retiming_lp_is_rejected() -> None:
     (k,) = [k for k, b in enumerate(doc["bounds"]) if b["source"].startswith("pipeline_milp dual bound")]
     doc["bounds"][k]["solver_call"] = retime[0]
     doc["bounds"][k]["value"] = min(doc["objective"], doc["bounds"][k]["value"])
-    _refix(doc)
+    refix(doc)
     problems = check_result(doc, inst)
     assert any(f == f"bounds[{k}].solver_call" and "retime" in m for f, m in problems), problems
 
@@ -158,7 +158,7 @@ def test_libra_discrete_bound_linked_to_an_lp_is_rejected() -> None:
     lp = [i for i, n in enumerate(names) if n == "libra_perf_lp" and doc["solver_results"][i].get("bound") is not None]
     assert lp, names
     doc["bounds"].append({"value": doc["objective"], "source": "libra_discrete MILP dual bound (highs)", "grade": "solver", "kind": "solver", "solver_call": lp[0]})  # F6
-    _refix(doc)
+    refix(doc)
     k = len(doc["bounds"]) - 1
     assert f"bounds[{k}].solver_call" in _fields(check_result(doc, inst))
 
@@ -185,7 +185,7 @@ def test_a_safe_call_needs_its_model_record() -> None:
     call["bound_grade"] = "safe"
     call["extra"].pop("model")
     doc["bounds"][k]["grade"] = "safe"
-    _refix(doc)
+    refix(doc)
     fields = _fields(check_result(doc, inst))
     assert f"solver_results[{doc['bounds'][k]['solver_call']}].extra.model" in fields
 

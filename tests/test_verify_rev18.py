@@ -30,6 +30,8 @@ from typing import Any
 
 import pytest
 from conftest import backend_params, cli_run, takes_lp, takes_milp
+from test_verify_rev17 import refix
+from test_verify_stated_conversions import SCT_DOC
 
 import distplan
 from distplan.formulations.sharding.alpa_ilp import OBJECTIVE_SCALE, alpa_objective_scale, least_objective_scale
@@ -48,17 +50,6 @@ def _doc(result: Any) -> Doc:
 
 def _fields(problems: list[tuple[str, str]]) -> list[str]:
     return [name for name, _ in problems]
-
-
-def _refix(doc: Doc) -> None:
-    """The result's bound, grade, gap and status made consistent with its listed bounds
-    (what a forger does after editing them)."""
-    doc["bound"] = max(b["value"] for b in doc["bounds"])
-    doc["bound_grade"] = next(b["grade"] for b in doc["bounds"] if b["value"] == doc["bound"])
-    obj = doc.get("objective")
-    doc["gap"] = None if obj is None else abs(obj - doc["bound"]) / max(abs(obj), 1e-9)
-    if obj is not None and doc["gap"] <= doc.get("gap_tolerance", 1e-4) and doc.get("plan") is not None:
-        doc["status"] = "optimal"
 
 
 def _verify(doc: Doc, inst: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -223,26 +214,13 @@ def test_f8_the_one_plan_claimed_where_ops_have_several_strategies_exits_1(formu
     inst, doc = solved(distplan.load_instance("gpt-2layer-2x2"), formulation, backend)
     assert check_result(doc, inst) == []
     doc["bounds"].append({"value": doc["objective"], "source": f"{formulation}: the one plan's cost (every op has a single strategy), less a rounding margin", "grade": "safe", "kind": "proof"})
-    _refix(doc)
+    refix(doc)
     k = len(doc["bounds"]) - 1
     rc, out = _verify(doc, inst, tmp_path, capsys)
     assert rc == 1 and f"bounds[{k}].source: " in out and "strategies" in out, out
 
 
 # F15 ----------------------------------------------------------------------------------
-
-
-#: a placement instance where m-SCT's precondition holds (one device type, uniform links,
-#: every transfer shorter than every op): its LP value is a bound
-SCT_DOC: Doc = {
-    "format": "distplan/1", "kind": "placement", "name": "sct-homogeneous",
-    "graph": {
-        "ops": [{"name": n, "time": t, "memory": 1.0} for n, t in (("a", 1.0), ("b", 2.0), ("c", 1.5), ("d", 1.0), ("e", 0.5))],
-        "edges": [{"src": s, "dst": d, "bytes": b} for s, d, b in (("a", "b", 1e3), ("a", "c", 1e3), ("b", "d", 1e3), ("c", "d", 1e3), ("a", "e", 10.0))],
-    },
-    "cluster": {"devices": [{"name": "d0", "memory": 100.0, "type": "A"}, {"name": "d1", "memory": 100.0, "type": "A"}], "bandwidth": 1e9, "latency": 1e-5},
-    "model": {"memory": "simple", "communication": "channels"},
-}
 
 
 def _sct_bound(doc: Doc) -> list[int]:
@@ -270,7 +248,7 @@ def test_f15_the_sct_bound_where_communication_is_not_small_exits_1(backend: str
         pytest.skip(f"{backend} proves no LP bound here")
     assert value <= doc["objective"]
     doc["bounds"].append({"value": value, "source": "SCT LP value (small-communication precondition holds)", "grade": "solver", "kind": "solver", "solver_call": call})
-    _refix(doc)
+    refix(doc)
     k = len(doc["bounds"]) - 1
     rc, out = _verify(doc, inst, tmp_path, capsys)
     assert rc == 1 and f"bounds[{k}].source: " in out and "communication is not small" in out, out
@@ -306,7 +284,7 @@ def _claimed(doc: Doc, detail: str) -> int:
     """The proof that nothing beats the result's objective, appended (a forger's claim)."""
     cap = doc["objective"] - 1
     doc["bounds"].append({"value": cap + 1, "source": f"pipeline_milp: no schedule of value <= {cap:g} ({detail})", "grade": "solver", "kind": "proof"})
-    _refix(doc)
+    refix(doc)
     return len(doc["bounds"]) - 1
 
 
