@@ -313,3 +313,24 @@ def test_f14_a_proof_above_what_its_call_restricted_exits_1(backend: str, tmp_pa
     call["extra"]["model"]["value_at_most"] -= 2  # its model admitted less: it proves less
     rc, out = _verify(doc, inst, tmp_path, capsys)
     assert rc == 1 and f"bounds[{k}].source: " in out and "admitted values <=" in out, out
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_lp))
+def test_f15_a_contracted_graphs_lp_backs_no_sct_bound(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Review rev18 (second round): m-SCT's LP on a contracted graph (``lp_max_edges`` below
+    the instance's edges) proves nothing about the instance. Its call has its own model
+    name, and a call renamed to the instance's LP is caught by its blocks' sizes."""
+    inst, doc = solved(instance_from_dict(copy.deepcopy(SCT_DOC)), "baechi_sct", backend, lp_max_edges=3)
+    assert "lp_coarsened" in doc["info"] and not _sct_bound(doc)
+    assert check_result(doc, inst) == []
+    (call,) = [i for i, c in enumerate(doc["solver_results"]) if c["extra"]["model"]["name"] == "baechi_sct-contracted"]
+    if doc["solver_results"][call].get("bound") is None:
+        pytest.skip(f"{backend} proves no LP bound here")
+    doc["bounds"].append({"value": doc["objective"], "source": "SCT LP value (small-communication precondition holds)", "grade": "safe", "kind": "solver", "solver_call": call})
+    refix(doc)
+    k = len(doc["bounds"]) - 1
+    rc, out = _verify(doc, inst, tmp_path, capsys)
+    assert rc == 1 and f"bounds[{k}]" in out, out
+    doc["solver_results"][call]["extra"]["model"]["name"] = "baechi_sct"  # the forger renames the model too
+    rc, out = _verify(doc, inst, tmp_path, capsys)
+    assert rc == 1 and f"bounds[{k}].source: " in out and "not the instance's own" in out, out

@@ -281,10 +281,25 @@ def lp_bound_valid(inst: PlacementInstance, index: SctIndex) -> bool:
     return precondition_failure(inst, index.p, index.c) is None
 
 
+#: the name of the SCT LP `run_sct` solves on a contracted graph: it proves nothing about
+#: the instance, so its call may back no bound (the registry's model pattern is the LP's own)
+CONTRACTED_MODEL = "baechi_sct-contracted"
+
+
 def lp_bound_premise(inst: PlacementInstance, entry: Mapping[str, Any], calls: Sequence[Any]) -> str | None:
-    """The premise of the bound `lp_bounds` reports (`registry.Premise`): the
-    small-communication precondition on ``inst``, with the LP's own ``p`` and ``c``
-    (`prepare_sct`); None when it holds, else why not."""
+    """The premise of the bound `lp_bounds` reports (`registry.Premise`): the LP was the
+    instance's own (its linked call's model has a ``start`` per op and an ``sct-x`` per
+    edge, not a contracted graph's) and the small-communication precondition holds on
+    ``inst``, with the LP's own ``p`` and ``c`` (`prepare_sct`); None when both hold, else
+    why not."""
+    k = entry.get("solver_call")
+    call = calls[k] if isinstance(k, int) and not isinstance(k, bool) and 0 <= k < len(calls) else None
+    model = ((call.get("extra") or {}).get("model") or {}) if isinstance(call, Mapping) else {}
+    blocks = model.get("variable_blocks") if isinstance(model, Mapping) else None
+    if isinstance(blocks, Mapping):  # (older records without blocks: the model name is checked alone)
+        shapes = {b: (blocks.get(b) or {}).get("shape") if isinstance(blocks.get(b), Mapping) else None for b in ("start", "sct-x")}
+        if shapes != {"start": [inst.n_ops], "sct-x": [inst.n_edges]}:
+            return f"the linked call's LP is not the instance's own (start {shapes['start']}, sct-x {shapes['sct-x']}; the instance has {inst.n_ops} ops and {inst.n_edges} edges): a contracted graph's LP bounds nothing"
     return precondition_failure(inst, inst.time.min(axis=1), inst.max_delay())
 
 
@@ -352,7 +367,7 @@ def run_sct(inst: PlacementInstance, ctx: RunContext, run_lp: Callable[[Placemen
         k = nxt
     coarse, edge_of = chosen if chosen is not None else (coarse, edge_of)  # else the last tried
     params = {"theta": 0.5, **ctx.params}
-    model, index = SCT_LP.build(coarse, params)
+    model, index = SCT_LP.build(coarse, params, name=CONTRACTED_MODEL)
     build = time.perf_counter() - t0
     result = ctx.solve_model(model, build_seconds=build)
     info = {
