@@ -198,11 +198,17 @@ def one_plan() -> Any:
     return instance_from_dict(doc)
 
 
+#: runs of the one-plan instance whose bound is the one plan's cost (tap's walk program
+#: too: review rev18b finding 7, its bound was sourced to a walk-program call never made)
+ONE_PLAN_RUNS = {"alpa_ilp": ("alpa_ilp", {}), "tap": ("tap", {}), "tap-walk": ("tap", {"dp": False})}
+
+
 @pytest.mark.parametrize("backend", backend_params(takes_milp))
-def test_f8_the_one_plan_of_an_instance_that_has_one_verifies_clean(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    inst, doc = solved(one_plan(), "alpa_ilp", backend)
-    assert not doc["solver_results"]
-    assert any(b["source"].startswith("alpa_ilp: the one plan's cost") for b in doc["bounds"]), doc["bounds"]
+@pytest.mark.parametrize("run", list(ONE_PLAN_RUNS))
+def test_f8_the_one_plan_of_an_instance_that_has_one_verifies_clean(run: str, backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    formulation, params = ONE_PLAN_RUNS[run]
+    inst, doc = solved(one_plan(), formulation, backend, **params)
+    assert any(b["source"].startswith(f"{formulation}: the one plan's cost") for b in doc["bounds"]), doc["bounds"]
     assert check_result(doc, inst) == []
     rc, out = _verify(doc, inst, tmp_path, capsys)
     assert rc == 0, out
@@ -334,3 +340,16 @@ def test_f15_a_contracted_graphs_lp_backs_no_sct_bound(backend: str, tmp_path: P
     doc["solver_results"][call]["extra"]["model"]["name"] = "baechi_sct"  # the forger renames the model too
     rc, out = _verify(doc, inst, tmp_path, capsys)
     assert rc == 1 and f"bounds[{k}].source: " in out and "not the instance's own" in out, out
+
+
+@pytest.mark.parametrize("backend", backend_params(takes_milp))
+def test_alpa_ilp_whose_lp_relaxation_decides_alone_verifies_clean(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Review rev18b finding 6: with ``lp_first`` an integral LP relaxation decides alone and
+    the bound is its call's ('alpa_ilp_lp'), which the registry's model pattern admits."""
+    inst, doc = solved(distplan.load_instance("gpt-2layer-2x2"), "alpa_ilp", backend, lp_first=True)
+    names = [c["extra"]["model"]["name"] for c in doc["solver_results"]]
+    linked = [b["solver_call"] for b in doc["bounds"] if b.get("solver_call") is not None]
+    if names != ["alpa_ilp_lp"] or not linked:
+        pytest.skip(f"{backend}: the LP relaxation did not decide alone with a bound ({names})")
+    rc, out = _verify(doc, inst, tmp_path, capsys)
+    assert rc == 0, out

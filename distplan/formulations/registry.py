@@ -234,7 +234,7 @@ BOUND_SOURCES: tuple[BoundSource, ...] = (
     # (`extra.model.name` of the linked call) it comes from
     BoundSource(_PLACEMENT_PROVERS, r"^placement_milp dual bound \(", "solver", "safe", _PLACEMENT_SECONDS, r"^placement_milp$"),
     BoundSource(_PLACEMENT_PROVERS, r"^assignment relaxation.* dual bound \(", "solver", "safe", _PLACEMENT_SECONDS, r"-assignment-relaxation$"),
-    BoundSource(("alpa_ilp",), r"^alpa_ilp dual bound \(", "solver", "safe", _SHARDING_SECONDS, r"^alpa_ilp$"),
+    BoundSource(("alpa_ilp",), r"^alpa_ilp dual bound \(", "solver", "safe", _SHARDING_SECONDS, r"^alpa_ilp(_lp)?$"),
     BoundSource(("tap",), r"^tap: LP of the folded problem", "solver", "safe", _SHARDING_SECONDS, r"^tap_bound$"),
     BoundSource(("tap",), r"^tap: dual bound of the folded walk program", "solver", "safe", _SHARDING_SECONDS, r"^tap(_lp)?$"),
     # the disjunctive model ("<instance>-milp") or the time-indexed one; never the retiming LP

@@ -53,6 +53,7 @@ from distplan.formulations.folding import FoldMap, find_repeated_subgraphs
 from distplan.formulations.registry import Bound, Folding, Formulation, Outcome, RunContext
 from distplan.formulations.sharding.alpa_ilp import (
     BOUND_RECORD,
+    SINGLE_PLAN_SOURCE,
     FoldedSharding,
     build_sharding_model,
     dual_bound_seconds,
@@ -199,6 +200,8 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
         value = sol.bound - abs(sol.bound) * BOUND_MARGIN
         if method == "dp":
             bounds.append(Bound(value, f"tap: exhaustive Pareto dynamic program over the folded walk (no solver), less {BOUND_MARGIN:g} relative"))
+        elif sol.last is None and sol.bound_record is None:  # no call: the program had no variable (`solve_chains`)
+            bounds.append(Bound(value, SINGLE_PLAN_SOURCE.format(name="tap")))
         else:
             bounds.append(Bound(value, f"tap: dual bound of the folded walk program, a relaxation of Alpa's ILP ({ctx.backend.name}), less {BOUND_MARGIN:g} relative", solver_record=sol.bound_record))
         info["bound_seconds"] = value
