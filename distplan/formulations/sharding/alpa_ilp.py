@@ -154,13 +154,17 @@ def dual_bound_seconds(call_bound: float, instance: ShardingInstance, model: Map
 
     A record without the scale (a result written before it was kept): when the instance's
     costs sum to at most 1e6 s every program's scale is `OBJECTIVE_SCALE` and the bound
-    over it is exact; otherwise `registry.Unrecorded` with the most the bound can prove
-    (a positive bound over the least scale, a negative one over `OBJECTIVE_SCALE`)."""
+    over it is exact; so it is for a model of Alpa's ILP on the instance's own graph
+    (`ALPA_MODELS`), over that program's scale re-derived; otherwise `registry.Unrecorded`
+    with the most the bound can prove (a positive bound over the least scale, a negative
+    one over `OBJECTIVE_SCALE`)."""
     scale = model.get("objective_scale")
     if scale is None:
         least = least_objective_scale(instance)
         if least >= OBJECTIVE_SCALE:
             return call_bound / OBJECTIVE_SCALE
+        if model.get("name") in ALPA_MODELS:  # Alpa's ILP on the instance's own graph: its scale is re-derived
+            return bound_seconds(call_bound, instance, alpa_objective_scale(instance))
         loosest = call_bound / (least if call_bound > 0 else OBJECTIVE_SCALE)
         raise Unrecorded("objective_scale", loosest, f"the instance's programs have objective scales from {least:g} to {OBJECTIVE_SCALE:g} units per second; the bound was checked at the least, up to {OBJECTIVE_SCALE / least:g}x looser than its model's own")
     if isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale) or scale <= 0:
