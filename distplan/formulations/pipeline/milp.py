@@ -63,6 +63,7 @@ from distplan.formulations.pipeline.common import (
     schedule_objective,
 )
 from distplan.formulations.pipeline.opmodel import (
+    CLOSURE_MAX_OPS,
     OP_MODEL,
     ClosureTooLarge,
     OpIndex,
@@ -73,7 +74,7 @@ from distplan.formulations.pipeline.opmodel import (
 )
 from distplan.formulations.pipeline.opsolve import choose_model, solve_op_problem
 from distplan.formulations.pipeline.tessel import DEFAULTS, run_tessel
-from distplan.formulations.pipeline.timeindexed import build_ti_model
+from distplan.formulations.pipeline.timeindexed import build_ti_model, ti_size
 from distplan.formulations.registry import Bound, Outcome, RunContext, solver_free_bounds
 from distplan.modeling.model import InfeasibleByConstruction, Model
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
@@ -161,23 +162,53 @@ def dual_bound_value(call_bound: float, inst: PipelineInstance, model: Mapping[s
 
 #: the proof that no schedule beats an incumbent of value U + 1 (integral data): the
 #: time-indexed model restricted to values <= U infeasible, by a solver call or by
-#: construction (`below_incumbent_premise` reads U back)
+#: construction (`below_incumbent_premise` reads U back; `exact_value` writes it)
 NO_SCHEDULE = re.compile(r"^pipeline_milp: no schedule of value <= (\S+) \(")
 #: the source's detail when a solver call found the restricted model infeasible
 INFEASIBLE_CALL = "time-indexed model infeasible, "
+#: the most memory (bytes) `distplan verify` spends rebuilding a time-indexed model below
+#: an incumbent (`rebuild_below`), estimated before the build (`rebuild_bytes`). Measured
+#: (HiGHS-free build, numpy): ~600 bytes per step variable and ~300 per device and time
+#: step (the one-at-a-time and memory rows); x-shape p = 3, N = 1 in units of 7e4 (U =
+#: 1,049,999: 2.5M steps) takes 2.4 GB and 5 s, v-shape p = 8, N = 1000 (23.5M steps) 14 GB
+REBUILD_MAX_BYTES = 3 * 2**30
+#: the most time (seconds) the rebuild's memory-implied precedences may take
+REBUILD_SECONDS = 60.0
+#: bytes per step variable and per (device, time step) of the rebuilt model (`rebuild_bytes`)
+_STEP_BYTES, _ROW_BYTES = 600, 300
+
+
+def exact_value(value: float) -> str:
+    """``value`` (time units) as the source text writes U: a whole number as an integer,
+    else ``repr`` (which ``float`` reads back exactly; ``{:g}`` wrote 1,049,999 as
+    1.05e+06, review rev18)."""
+    value = float(value)
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def proved_below(cap: float) -> int:
+    """What an infeasible time-indexed model restricted to values <= ``cap`` (time units)
+    proves: no schedule of value <= floor(cap) (the model floors its horizon or span bound,
+    `timeindexed.windows`, with the same 1e-9), so none below floor(cap) + 1, the most the
+    proof gives (integral data)."""
+    return math.floor(cap + 1e-9)
+
+
+def _real(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def below_incumbent_premise(inst: PipelineInstance, entry: Mapping[str, Any], calls: Sequence[Any]) -> str | None:
     """The premise of the bound "pipeline_milp: no schedule of value <= U (...)"
     (`registry.Premise`), None when it holds, else why not: ``inst``'s durations and delays
     are exact integers (the time-indexed model's data: then no schedule of value <= U
-    means none below U + 1), the bound is at most U + 1 (time units), and the time-indexed
-    model restricted to values <= U is infeasible: where the source says a solver found it
-    so, a call of the run (``calls``, the result's ``solver_results``) solved a model
-    named "...-time-indexed" and ended "infeasible", restricted to values of at least U
-    where its model record keeps ``value_at_most`` (older records do not); where the
-    source says it was infeasible by construction (no call), rebuilding it from ``inst``
-    finds it so (`empty_below`)."""
+    means none below floor(U) + 1), the bound is at most floor(U) + 1 (time units: the
+    model floors U, `proved_below`), and the time-indexed model restricted to values <= U
+    is infeasible: where the source says a solver found it so, a call of the run
+    (``calls``, the result's ``solver_results``) solved a model named "...-time-indexed"
+    and ended "infeasible", restricted to values of at least floor(U) (`call_proves`);
+    where the source says it was infeasible by construction (no call), rebuilding it from
+    ``inst`` finds it so (`empty_below`; a model too large to rebuild here is not taken)."""
     source = str(entry.get("source"))
     found = NO_SCHEDULE.search(source)
     try:
@@ -189,8 +220,9 @@ def below_incumbent_premise(inst: PipelineInstance, entry: Mapping[str, Any], ca
     value = entry.get("value")
     if not integral_data(inst, exact=True):
         return "the instance's durations and delays are not all integers: the time-indexed model, whose infeasibility the proof is, runs on integral data only"
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value <= cap + 1.0:
-        return f"the bound {value!r} is above U + 1 = {cap + 1.0:g}"
+    most = proved_below(cap) + 1
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value <= most:
+        return f"the bound {value!r} is above floor(U) + 1 = {most} (U = {exact_value(cap)}: the time-indexed model restricted to values <= U admits whole values <= floor(U) only)"
     if INFEASIBLE_CALL not in source:
         return empty_below(inst, cap)
     records = [c for c in calls if isinstance(c, dict) and c.get("termination") == "infeasible"]
@@ -198,18 +230,55 @@ def below_incumbent_premise(inst: PipelineInstance, entry: Mapping[str, Any], ca
     solved = [m for m in models if str(m.get("name")).endswith("-time-indexed")]
     if not solved:
         return "no solver call of the run solved the time-indexed model and found it infeasible"
-    caps = [m["value_at_most"] for m in solved if isinstance(m.get("value_at_most"), int | float) and not isinstance(m.get("value_at_most"), bool)]
-    if caps and max(caps) < cap:
-        return f"the infeasible time-indexed model its call solved admitted values <= {max(caps):g} only, not U = {cap:g}"
-    return None
+    whys = [call_proves(inst, m, cap, _new_format(entry, calls)) for m in solved]
+    return None if any(w is None for w in whys) else whys[0]
 
 
-def empty_below(inst: PipelineInstance, cap: float) -> str | None:
-    """None when the time-indexed model of ``inst`` restricted to values <= ``cap`` (time
-    units) is infeasible by construction, as `run_pipeline_milp` builds it below an
-    incumbent (every operation, memory rows at the proof capacities, the horizon or span
-    bound at ``cap``; with energy cuts, which only add rows: a model empty without them
-    is empty with them); else why not."""
+def _new_format(entry: Mapping[str, Any], calls: Sequence[Any]) -> list[str]:
+    """The fields of the bound ``entry`` and the run's ``calls`` that only results which
+    record their options have (`distplan.verify.new_format_fields`): such a result is no
+    old one."""
+    from distplan.verify import new_format_fields  # (verify imports the registry, which names this module)
+
+    return new_format_fields({"bounds": [dict(entry)], "solver_results": list(calls)})
+
+
+def call_proves(inst: PipelineInstance, model: Mapping[str, Any], cap: float, newer: Sequence[str] = ()) -> str | None:
+    """None when the infeasible time-indexed model of a call (its record ``model``,
+    ``extra.model``) was restricted to values of at least floor(``cap``) (time units), else
+    why not. Its ``value_at_most`` (every call below an incumbent records it) says so; one
+    that is not a finite real number is a problem. A record without it (written before
+    records kept it): its size is compared with the model rebuilt at ``cap``
+    (`rebuild_below`): a model restricted lower has fewer start times, so fewer variables
+    (each operation's window ends at U less its duration and tail); where the rebuild
+    cannot be made here, the record is taken as an old one, unless the result has fields
+    only newer results have (``newer``, `_new_format`): then the field was dropped."""
+    if "value_at_most" in model:
+        at_most = model["value_at_most"]
+        if not _real(at_most):
+            return f"its infeasible time-indexed call records value_at_most {at_most!r}, not a finite real number: nothing says which values its model admitted"
+        if proved_below(float(at_most)) < proved_below(cap):
+            return f"the infeasible time-indexed model its call solved admitted values <= {exact_value(float(at_most))} only, not U = {exact_value(cap)}"
+        return None
+    variables = model.get("variables")
+    built, why = rebuild_below(inst, cap)
+    if why is None and built is None:
+        return None  # the model at U is empty by construction: the proof holds without the call
+    if why is None and built is not None and isinstance(variables, int | float) and _real(variables):
+        rebuilt = int(built.num_vars)
+        if variables < rebuilt:
+            return f"its infeasible time-indexed call records no value_at_most, and its model ({variables!r} variables) is smaller than the time-indexed model restricted to values <= U = {exact_value(cap)} ({rebuilt} variables): it was restricted lower"
+        return None
+    if newer:
+        what = why if why is not None else f"the call records no model size (variables: {variables!r})"
+        return f"its infeasible time-indexed call records no value_at_most, which results with {', '.join(newer)} record, and its model cannot be compared with the one restricted at U = {exact_value(cap)}: {what}"
+    return None  # an old record: what its model admitted is not checked
+
+
+def restricted_problem(inst: PipelineInstance, cap: float) -> OpProblem:
+    """The problem `run_pipeline_milp` builds its time-indexed model of below an
+    incumbent: every operation, memory rows at the proof capacities, the horizon
+    (makespan) or span bound at ``cap`` (time units)."""
     prob = full_problem(inst, serial_horizon(inst), True)
     prob.capacity = device_capacities(inst, proof=True)
     if inst.objective == "makespan":
@@ -217,11 +286,56 @@ def empty_below(inst: PipelineInstance, cap: float) -> str | None:
     else:
         prob.span_ub = min(prob.span_ub or math.inf, cap)
     prob.integral = True
+    return prob
+
+
+def rebuild_bytes(prob: OpProblem) -> float:
+    """Estimated memory (bytes) of the time-indexed model of ``prob``, before building it:
+    its step variables (`timeindexed.ti_size`, the operations' start windows: at most
+    operations x (floor(horizon) + 1)) and its rows per device and time step up to the
+    horizon or span bound (`REBUILD_MAX_BYTES` says what was measured)."""
+    bound = prob.horizon if prob.objective == "makespan" or prob.span_ub is None else min(prob.horizon, prob.span_ub)
+    steps = float(ti_size(prob))
+    return _STEP_BYTES * steps + _ROW_BYTES * prob.mask.shape[1] * (math.floor(bound + 1e-9) + 1.0)
+
+
+def rebuild_below(inst: PipelineInstance, cap: float) -> tuple[Model | None, str | None]:
+    """The time-indexed model of ``inst`` restricted to values <= ``cap`` (time units), as
+    `run_pipeline_milp` builds it below an incumbent (`restricted_problem`): ``(model,
+    None)``; ``(None, None)`` when it is infeasible by construction; ``(None, why)`` when
+    it cannot be rebuilt here: more operations than the transitive closure takes
+    (`opmodel.CLOSURE_MAX_OPS`), an estimated size above `REBUILD_MAX_BYTES`
+    (`rebuild_bytes`, checked before building), or a build that passes `REBUILD_SECONDS`
+    or runs out of memory."""
+    n_ops = inst.n_blocks * inst.micro_batches
+    if n_ops > CLOSURE_MAX_OPS:
+        return None, f"cannot be re-checked here ({n_ops} operations, more than the {CLOSURE_MAX_OPS} the time-indexed model is built for)"
+    prob = restricted_problem(inst, cap)
+    size = rebuild_bytes(prob)
+    if size > REBUILD_MAX_BYTES:
+        return None, f"cannot be re-checked here (the time-indexed model restricted to values <= {exact_value(cap)} would take ~{size / 2**30:.1f} GiB to rebuild, more than the {REBUILD_MAX_BYTES / 2**30:g} GiB verify spends)"
     try:
-        build_ti_model(prob)
+        model, _ = build_ti_model(prob, time.perf_counter() + REBUILD_SECONDS)
     except (InfeasibleByConstruction, InfeasibleError):
+        return None, None
+    except (DeadlineReached, MemoryError) as exc:  # (ClosureTooLarge is a DeadlineReached)
+        return None, f"cannot be re-checked here (rebuilding the time-indexed model restricted to values <= {exact_value(cap)}: {type(exc).__name__}: {exc})"
+    return model, None
+
+
+def empty_below(inst: PipelineInstance, cap: float) -> str | None:
+    """None when the time-indexed model of ``inst`` restricted to values <= ``cap`` (time
+    units) is infeasible by construction, as `run_pipeline_milp` builds it below an
+    incumbent (`rebuild_below`: every operation, memory rows at the proof capacities, the
+    horizon or span bound at ``cap``; with energy cuts, which only add rows: a model empty
+    without them is empty with them); else why not (a model too large to rebuild here
+    "cannot be re-checked here")."""
+    built, why = rebuild_below(inst, cap)
+    if why is not None:
+        return f"the time-indexed model restricted to values <= {exact_value(cap)}, which the source says is infeasible by construction, {why}"
+    if built is None:
         return None
-    return f"the time-indexed model restricted to values <= {cap:g}, rebuilt from the instance, is not infeasible by construction, and no solver call of the run found it infeasible"
+    return f"the time-indexed model restricted to values <= {exact_value(cap)}, rebuilt from the instance, is not infeasible by construction, and no solver call of the run found it infeasible"
 
 
 def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
@@ -331,7 +445,7 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
             if not below:
                 raise
             # the start windows below the incumbent already exclude every schedule
-            bounds.append(Bound(cap + 1.0, f"pipeline_milp: no schedule of value <= {cap:g} ({exc})"))
+            bounds.append(Bound(cap + 1.0, f"pipeline_milp: no schedule of value <= {exact_value(cap)} ({exc})"))
             info["model"][stage] = {"operations": prob.n, "termination": "infeasible by construction"}
             below_infeasible = True
             break
@@ -341,7 +455,7 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
             res.extra["model"]["value_at_most"] = cap  # (what an infeasible call proves: `below_incumbent_premise`)
         if below and res.termination is Termination.INFEASIBLE:
             below_infeasible = True
-            bounds.append(Bound(cap + 1.0, f"pipeline_milp: no schedule of value <= {cap:g} ({INFEASIBLE_CALL}{res.backend})"))
+            bounds.append(Bound(cap + 1.0, f"pipeline_milp: no schedule of value <= {exact_value(cap)} ({INFEASIBLE_CALL}{res.backend})"))
         elif res.bound is not None and math.isfinite(res.bound):
             value = dual_bound_value(res.bound, inst, res.extra.get("model", {}))
             if below:
