@@ -54,7 +54,7 @@ from distplan.formulations.registry import (
 )
 from distplan.instances import load_instance
 from distplan.models.common import instance_digest, kind_spec, per_instance, read_json
-from distplan.solvers.result import Termination, relative_gap
+from distplan.solvers.result import Termination, new_format_fields, relative_gap
 
 #: stored and re-evaluated objectives must agree this closely (relative; both come from the
 #: same deterministic evaluator, so only a JSON round trip separates them)
@@ -192,21 +192,6 @@ OPTIMAL_LAST_CALL = frozenset({"optimal", "infeasible", "infeasible_or_unbounded
 #: the only solver calls whose bound is graded "safe": HiGHS LPs, whose dual point
 #: `distplan.solvers.safe_bound` repairs (a MIP's dual bound holds within tolerances only)
 SAFE_BOUND_BACKENDS = ("highs",)
-
-
-def new_format_fields(doc: dict[str, Any]) -> list[str]:
-    """The fields of ``doc`` that only results which record their options (and their
-    calls') have: a bound's ``kind`` or ``solver_call``, a call's ``log``. Such a result is
-    no old one, and the exemption of old results (`unchecked`) is not for it."""
-    out: list[str] = []
-    bounds = doc.get("bounds")
-    entries = [e for e in bounds if isinstance(e, dict)] if isinstance(bounds, list) else []
-    for key in ("kind", "solver_call"):
-        if any(key in e for e in entries):
-            out.append(f"bounds[].{key}")
-    if any(isinstance(c, dict) and "log" in c for c in _calls(doc) or []):
-        out.append("solver_results[].log")
-    return out
 
 
 def _calls(doc: dict[str, Any]) -> list[Any] | None:

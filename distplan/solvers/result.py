@@ -206,3 +206,19 @@ def options_record(options: Any) -> dict[str, Any]:
         "seed": options.seed,
         "lp_method": options.lp_method,
     }
+
+
+def new_format_fields(doc: Mapping[str, Any]) -> list[str]:
+    """The fields of ``doc`` that only results which record their options (and their
+    calls') have: a bound's ``kind`` or ``solver_call``, a call's ``log``. Such a result is
+    no old one, and the exemption of old results (`distplan.verify.unchecked`) is not for it."""
+    out: list[str] = []
+    bounds = doc.get("bounds")
+    entries = [e for e in bounds if isinstance(e, dict)] if isinstance(bounds, list) else []
+    for key in ("kind", "solver_call"):
+        if any(key in e for e in entries):
+            out.append(f"bounds[].{key}")
+    calls = doc.get("solver_results")
+    if any(isinstance(c, dict) and "log" in c for c in (calls if isinstance(calls, list) else [])):
+        out.append("solver_results[].log")
+    return out

@@ -78,7 +78,7 @@ from distplan.formulations.pipeline.timeindexed import build_ti_model, ti_size
 from distplan.formulations.registry import Bound, Outcome, RunContext, solver_free_bounds
 from distplan.modeling.model import InfeasibleByConstruction, Model
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
-from distplan.solvers.result import SolverResult, Termination
+from distplan.solvers.result import SolverResult, Termination, new_format_fields
 
 
 @dataclass(frozen=True)
@@ -236,10 +236,7 @@ def below_incumbent_premise(inst: PipelineInstance, entry: Mapping[str, Any], ca
 
 def _new_format(entry: Mapping[str, Any], calls: Sequence[Any]) -> list[str]:
     """The fields of the bound ``entry`` and the run's ``calls`` that only results which
-    record their options have (`distplan.verify.new_format_fields`): such a result is no
-    old one."""
-    from distplan.verify import new_format_fields  # (verify imports the registry, which names this module)
-
+    record their options have (`result.new_format_fields`): such a result is no old one."""
     return new_format_fields({"bounds": [dict(entry)], "solver_results": list(calls)})
 
 
