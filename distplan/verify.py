@@ -46,6 +46,7 @@ from distplan.formulations.registry import (
     BOUND_GRADES,
     BOUND_KINDS,
     BoundSource,
+    Unchecked,
     Unrecorded,
     bound_source,
     formulations,
@@ -400,13 +401,18 @@ def _value(entry: dict[str, Any]) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) else None
 
 
-def _unmet_premise(k: int, entry: dict[str, Any], known: BoundSource, formulation: str, instance: Any, doc: dict[str, Any]) -> tuple[str, str] | None:
+def _unmet_premise(k: int, entry: dict[str, Any], known: BoundSource, formulation: str, instance: Any, doc: dict[str, Any], notes: list[str] | None) -> tuple[str, str] | None:
     """The problem of a listed bound whose source names a premise (`registry.BoundSource.premise`:
     a precondition of the instance, a solver call the proof needs) that the formulation's
     own check finds unmet on ``instance`` and the result's solver call records; None when
-    it holds or the source names none."""
+    it holds or the source names none (a part an older record keeps no trace of: noted,
+    `registry.Unchecked`)."""
     try:
         why = known.unmet(instance, entry, _calls(doc) or [])
+    except Unchecked as exc:
+        if notes is not None:
+            notes.append(f"bounds[{k}] ({entry.get('source')!r}): its premise ({known.premise}) holds as far as the record shows; not checked: {exc.why}")
+        return None
     except _UNREADABLE as exc:
         why = f"it cannot be re-checked on the instance read ({type(exc).__name__}: {exc})"
     if why is None:
@@ -473,7 +479,7 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
                 problems.append((f"bounds[{k}].source", f"{source!r} names solver call {entry.get('solver_call')!r} but is no solver call's bound {formulation} reports"))
             elif stated_kind not in (None, "solver"):
                 problems.append((f"bounds[{k}].kind", f"{stated_kind!r} but {source!r} is a solver call's bound (linked to call {entry.get('solver_call')!r}): kind 'solver'"))
-            elif (unmet := _unmet_premise(k, entry, known, formulation, instance, doc)) is not None:
+            elif (unmet := _unmet_premise(k, entry, known, formulation, instance, doc, notes)) is not None:
                 problems.append(unmet)
             elif value is not None:
                 supported.append(value)
@@ -503,7 +509,7 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
         if entry.get("grade") not in BOUND_GRADES or (entry.get("grade") == "safe" and known.grade != "safe"):
             problems.append((f"bounds[{k}].grade", f"{entry.get('grade')!r} but {formulation}'s {known.kind} bound {source!r} is at best {known.grade!r}"))
             continue
-        if (unmet := _unmet_premise(k, entry, known, formulation, instance, doc)) is not None:
+        if (unmet := _unmet_premise(k, entry, known, formulation, instance, doc, notes)) is not None:
             problems.append(unmet)
             continue
         if known.kind == "proof":

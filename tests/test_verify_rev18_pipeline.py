@@ -32,6 +32,7 @@ from test_verify_rev17 import refix
 import distplan
 from distplan.formulations.pipeline import milp
 from distplan.formulations.pipeline.opmodel import CLOSURE_MAX_OPS, ClosureTooLarge
+from distplan.formulations.registry import Unchecked
 from distplan.instances.pipelines import make_pipeline
 from distplan.models.common import canonical_json, write_json
 from distplan.models.pipeline import PipelineInstance
@@ -206,16 +207,35 @@ def test_a_call_record_without_value_at_most_at_its_own_u_verifies_clean(backend
 
 def test_a_call_record_that_cannot_be_compared_is_old_only_without_newer_fields() -> None:
     """No value_at_most and no model size to compare: a problem where the result has fields
-    only newer results have (a bound's ``kind``, a call's ``log``), else an old record."""
+    only newer results have (a bound's ``kind``, a call's ``log``), else an old record:
+    accepted, and verify notes what was not checked (`registry.Unchecked`)."""
     inst = make_pipeline(*CALL_CASE)
     source = f"{NO_SCHEDULE}27 ({milp.INFEASIBLE_CALL}highs)"
     call: Doc = {"termination": "infeasible", "extra": {"model": {"name": "v-p4-n4-milp-time-indexed"}}}
-    old = milp.below_incumbent_premise(inst, {"value": 28.0, "source": source}, [call])
-    assert old is None
+    with pytest.raises(Unchecked, match="records no value_at_most .an older record."):
+        milp.below_incumbent_premise(inst, {"value": 28.0, "source": source}, [call])
     newer = milp.below_incumbent_premise(inst, {"value": 28.0, "source": source, "kind": "proof"}, [call])
     assert newer is not None and "records no value_at_most, which results with bounds[].kind record" in newer and "records no model size" in newer
     logged = milp.below_incumbent_premise(inst, {"value": 28.0, "source": source}, [{**call, "log": ""}])
     assert logged is not None and "solver_results[].log" in logged
+
+
+def test_an_old_record_that_cannot_be_compared_verifies_with_a_note() -> None:
+    """An older result (no bound ``kind`` or ``solver_call``, no call ``log``) whose
+    infeasible call keeps neither value_at_most nor a model size: accepted as old, and the
+    notes say what was not checked."""
+    inst, doc, k, model = _call_proof("highs")
+    del model["value_at_most"]
+    model.pop("variables", None)
+    for entry in doc["bounds"]:
+        entry.pop("kind", None)
+        entry.pop("solver_call", None)
+    for call in doc["solver_results"]:
+        call.pop("log", None)
+    notes: list[str] = []
+    problems = check_result(doc, inst, notes)
+    assert not [p for p in problems if p[0] == f"bounds[{k}].source"], problems
+    assert any(f"bounds[{k}]" in n and "not checked" in n and "value_at_most" in n for n in notes), notes
 
 
 # 4. rebuilds too large to make here ---------------------------------------------------

@@ -92,6 +92,16 @@ BOUND_KINDS = ("solver_free", "solver", "proof")
 Conversion = Callable[[float, Any, Mapping[str, Any]], float]
 
 
+class Unchecked(Exception):
+    """A premise's answer (`Premise`) when what it could check holds but a part could not
+    be checked (a result written before its calls' records kept what that part reads):
+    ``why`` says what was not checked. `distplan verify` accepts the bound and notes it."""
+
+    def __init__(self, why: str):
+        super().__init__(why)
+        self.why = why
+
+
 class Unrecorded(Exception):
     """A conversion's answer to a model record without a field it reads (a result written
     before its calls' records kept it): ``loosest`` is the most the call's bound can prove

@@ -75,7 +75,7 @@ from distplan.formulations.pipeline.opmodel import (
 from distplan.formulations.pipeline.opsolve import choose_model, solve_op_problem
 from distplan.formulations.pipeline.tessel import DEFAULTS, run_tessel
 from distplan.formulations.pipeline.timeindexed import build_ti_model, ti_size
-from distplan.formulations.registry import Bound, Outcome, RunContext, solver_free_bounds
+from distplan.formulations.registry import Bound, Outcome, RunContext, Unchecked, solver_free_bounds
 from distplan.modeling.model import InfeasibleByConstruction, Model
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
 from distplan.solvers.result import SolverResult, Termination, new_format_fields
@@ -248,8 +248,9 @@ def call_proves(inst: PipelineInstance, model: Mapping[str, Any], cap: float, ne
     records kept it): its size is compared with the model rebuilt at ``cap``
     (`rebuild_below`): a model restricted lower has fewer start times, so fewer variables
     (each operation's window ends at U less its duration and tail); where the rebuild
-    cannot be made here, the record is taken as an old one, unless the result has fields
-    only newer results have (``newer``, `_new_format`): then the field was dropped."""
+    cannot be made here, the record is taken as an old one (`registry.Unchecked`: verify
+    notes what was not checked), unless the result has fields only newer results have
+    (``newer``, `_new_format`): then the field was dropped."""
     if "value_at_most" in model:
         at_most = model["value_at_most"]
         if not _real(at_most):
@@ -269,7 +270,8 @@ def call_proves(inst: PipelineInstance, model: Mapping[str, Any], cap: float, ne
     if newer:
         what = why if why is not None else f"the call records no model size (variables: {variables!r})"
         return f"its infeasible time-indexed call records no value_at_most, which results with {', '.join(newer)} record, and its model cannot be compared with the one restricted at U = {exact_value(cap)}: {what}"
-    return None  # an old record: what its model admitted is not checked
+    what = why if why is not None else f"the call records no model size (variables: {variables!r})"
+    raise Unchecked(f"its infeasible time-indexed call records no value_at_most (an older record) and its model cannot be compared with the one restricted at U = {exact_value(cap)} ({what}): which values it admitted")
 
 
 def restricted_problem(inst: PipelineInstance, cap: float) -> OpProblem:
