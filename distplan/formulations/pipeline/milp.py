@@ -39,10 +39,11 @@ schedule or proves there is none; the big-M model only runs when both fail.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,7 +79,7 @@ from distplan.formulations.pipeline.timeindexed import build_ti_model, ti_size
 from distplan.formulations.registry import Bound, Outcome, RunContext, Unchecked, solver_free_bounds
 from distplan.modeling.model import InfeasibleByConstruction, Model
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
-from distplan.solvers.result import SolverResult, Termination, new_format_fields
+from distplan.solvers.result import SolverResult, Termination
 
 
 @dataclass(frozen=True)
@@ -230,27 +231,36 @@ def below_incumbent_premise(inst: PipelineInstance, entry: Mapping[str, Any], ca
     solved = [m for m in models if str(m.get("name")).endswith("-time-indexed")]
     if not solved:
         return "no solver call of the run solved the time-indexed model and found it infeasible"
-    whys = [call_proves(inst, m, cap, _new_format(entry, calls)) for m in solved]
-    return None if any(w is None for w in whys) else whys[0]
+    # the calls that say which values they admitted first; the model at U is rebuilt at
+    # most once, and only for calls that do not say (read18: one rebuild per call before)
+    solved.sort(key=lambda m: "value_at_most" not in m)
+    rebuilt = functools.cache(lambda: rebuild_below(inst, cap))
+    first: str | None = None
+    unchecked: Unchecked | None = None
+    for m in solved:
+        try:
+            why = call_proves(inst, m, cap, rebuilt)
+        except Unchecked as exc:
+            unchecked = unchecked or exc
+            continue
+        if why is None:
+            return None
+        first = first or why
+    if unchecked is not None:
+        raise unchecked
+    return first
 
 
-def _new_format(entry: Mapping[str, Any], calls: Sequence[Any]) -> list[str]:
-    """The fields of the bound ``entry`` and the run's ``calls`` that only results which
-    record their options have (`result.new_format_fields`): such a result is no old one."""
-    return new_format_fields({"bounds": [dict(entry)], "solver_results": list(calls)})
-
-
-def call_proves(inst: PipelineInstance, model: Mapping[str, Any], cap: float, newer: Sequence[str] = ()) -> str | None:
+def call_proves(inst: PipelineInstance, model: Mapping[str, Any], cap: float, rebuilt: Callable[[], tuple[Model | None, str | None]] | None = None) -> str | None:
     """None when the infeasible time-indexed model of a call (its record ``model``,
     ``extra.model``) was restricted to values of at least floor(``cap``) (time units), else
     why not. Its ``value_at_most`` (every call below an incumbent records it) says so; one
     that is not a finite real number is a problem. A record without it (written before
-    records kept it): its size is compared with the model rebuilt at ``cap``
-    (`rebuild_below`): a model restricted lower has fewer start times, so fewer variables
-    (each operation's window ends at U less its duration and tail); where the rebuild
-    cannot be made here, the record is taken as an old one (`registry.Unchecked`: verify
-    notes what was not checked), unless the result has fields only newer results have
-    (``newer``, `_new_format`): then the field was dropped."""
+    records kept it) must keep the model's ``variables`` (every model record has, since
+    records were first kept), equal to those of the model rebuilt at ``cap``
+    (``rebuilt``: `rebuild_below` at ``cap``, computed once by the caller): a model
+    restricted lower has fewer start times, a larger count is not the model at U. Where the
+    rebuild cannot be made here, `registry.Unchecked` (verify notes what was not checked)."""
     if "value_at_most" in model:
         at_most = model["value_at_most"]
         if not _real(at_most):
@@ -259,19 +269,17 @@ def call_proves(inst: PipelineInstance, model: Mapping[str, Any], cap: float, ne
             return f"the infeasible time-indexed model its call solved admitted values <= {exact_value(float(at_most))} only, not U = {exact_value(cap)}"
         return None
     variables = model.get("variables")
-    built, why = rebuild_below(inst, cap)
+    if isinstance(variables, bool) or not isinstance(variables, int | float) or not _real(variables):
+        return f"its infeasible time-indexed call records neither value_at_most nor its model's variables ({variables!r}), which every model record keeps: nothing says which values its model admitted"
+    built, why = (rebuilt or (lambda: rebuild_below(inst, cap)))()
     if why is None and built is None:
         return None  # the model at U is empty by construction: the proof holds without the call
-    if why is None and built is not None and isinstance(variables, int | float) and _real(variables):
-        rebuilt = int(built.num_vars)
-        if variables < rebuilt:
-            return f"its infeasible time-indexed call records no value_at_most, and its model ({variables!r} variables) is smaller than the time-indexed model restricted to values <= U = {exact_value(cap)} ({rebuilt} variables): it was restricted lower"
+    if why is None and built is not None:
+        count = int(built.num_vars)
+        if variables != count:
+            return f"its infeasible time-indexed call records no value_at_most, and its model ({variables!r} variables) is not the time-indexed model restricted to values <= U = {exact_value(cap)} ({count} variables)"
         return None
-    if newer:
-        what = why if why is not None else f"the call records no model size (variables: {variables!r})"
-        return f"its infeasible time-indexed call records no value_at_most, which results with {', '.join(newer)} record, and its model cannot be compared with the one restricted at U = {exact_value(cap)}: {what}"
-    what = why if why is not None else f"the call records no model size (variables: {variables!r})"
-    raise Unchecked(f"its infeasible time-indexed call records no value_at_most (an older record) and its model cannot be compared with the one restricted at U = {exact_value(cap)} ({what}): which values it admitted")
+    raise Unchecked(f"its infeasible time-indexed call records no value_at_most (an older record) and its model ({variables!r} variables) cannot be compared with the one restricted at U = {exact_value(cap)} ({why}): which values it admitted")
 
 
 def restricted_problem(inst: PipelineInstance, cap: float) -> OpProblem:
