@@ -437,6 +437,7 @@ def test_codec_select_never_worse_on_bert(bundled: dict[str, CompressionInstance
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 10_000))
 @example(180)  # terms of ~1e-5 s: in seconds HiGHS's LP stopped 1e-4 (relative) above the optimum
+@example(367)  # codec_select "optimal" at the default gap 1e-4 was 2.9e-5 above the optimum
 def test_random_instances_against_enumeration(seed: int) -> None:
     inst = CompressionInstance.from_dict(random_doc(seed))
     cut = solve(inst, "tag_sfb_maxflow")
@@ -444,7 +445,9 @@ def test_random_instances_against_enumeration(seed: int) -> None:
     assert milp.info["lp_relaxation"]["integral"]
     assert milp.info["tag_objective"] == pytest.approx(cut.info["tag_objective"], rel=1e-9, abs=1e-12)
     tag = solve(inst, "tag_sfb")
-    sel = solve(inst, "codec_select", time_limit=20)
+    # (a MIP gap of 1e-9: at the default 1e-4 an "optimal" plan may be 3e-5 above the
+    # optimum, seed 367, and the comparison with enumeration below is at 1e-7)
+    sel = solve(inst, "codec_select", time_limit=20, mip_gap=1e-9)
     for name in BASELINES:
         other = solve(inst, name)
         if all(m in ("allreduce", "sfb") for m in other.plan.sync.values()):  # a TAG plan
