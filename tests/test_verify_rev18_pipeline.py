@@ -83,6 +83,8 @@ def _call_proof(backend: str) -> tuple[PipelineInstance, Doc, int, Doc]:
     inst, doc = solved(make_pipeline(*CALL_CASE), backend)
     k = _no_schedule(doc)
     if k is None or milp.INFEASIBLE_CALL not in doc["bounds"][k]["source"]:
+        # only where a dual bound proved the optimum instead (else the proof went missing)
+        assert doc["status"] == "optimal" and not str(doc["bound_source"]).startswith(NO_SCHEDULE), (doc["status"], doc["bound_source"])
         pytest.skip(f"{backend} reports no infeasible time-indexed call below the incumbent here: {[b['source'] for b in doc['bounds']]}")
     (model,) = [c["extra"]["model"] for c in doc["solver_results"] if c["extra"]["model"]["name"].endswith("-time-indexed")]
     return inst, doc, k, model
@@ -158,8 +160,10 @@ LARGE_UNITS = 125_001.0
 _SLOW_LARGE = ("pulp-highs", "scip", "cvxpy-HIGHS", "cvxpy-SCIP")
 
 
-@pytest.mark.parametrize("backend", backend_params(lambda b: takes_milp(b) and b.name not in _SLOW_LARGE))
+@pytest.mark.parametrize("backend", backend_params(takes_milp))
 def test_an_honest_proof_in_large_time_units_verifies_clean(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if backend in _SLOW_LARGE:
+        pytest.skip(f"{backend} takes 5-18 s to load this model's ~1.5M empty rows; the printing of U tested here is the formulation's, the same on every backend")
     inst, doc = solved(make_pipeline("v", 2, 1, forward_time=LARGE_UNITS, backward_time=3 * LARGE_UNITS), backend)
     assert doc["objective"] == 1_000_008 and doc["status"] == "optimal"
     k = _no_schedule(doc)
