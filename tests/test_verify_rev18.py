@@ -3,7 +3,7 @@
 * F21: alpa_ilp's and tap's solver bounds were converted with the least objective scale
   any program of the instance can have; where the costs sum past ~1e6 s that is 10-100x
   looser than the model's own scale, and a bound linked to a call that does not prove it
-  passed. The call's model record keeps its ``objective_scale`` (`registry.note_model`);
+  passed. The call's model record keeps its ``objective_scale`` (`Model.notes`);
   the stated conversion (`alpa_ilp.dual_bound_seconds`, one contract for every conversion:
   ``(call_bound, instance, model_record)``) uses it, checked against what the instance
   allows; a record without it (older results) is checked at the least scale, and verify's

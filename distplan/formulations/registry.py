@@ -24,7 +24,6 @@ import json
 import math
 import re
 import time
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -86,7 +85,7 @@ BOUND_KINDS = ("solver_free", "solver", "proof")
 #: a solver call's bound in the result's units as its formulation states it:
 #: ``conversion(call_bound, instance, model)``, the largest value the call's bound allows,
 #: where ``model`` is the call's model record (``extra.model``: the model's name and sizes,
-#: and what its formulation noted of it with `note_model`, such as the objective's scale),
+#: and what its builder noted of it in `Model.notes`, such as the objective's scale),
 #: an empty mapping when the call records none. The formulation applies the function to its
 #: call's record as `distplan verify` applies it to the stored one
 Conversion = Callable[[float, Any, Mapping[str, Any]], float]
@@ -188,7 +187,7 @@ class BoundSource:
     def convert(self) -> Conversion:
         """The stated conversion of a call's bound to the result's units (`same_units`
         when the source names none)."""
-        return same_units if self.conversion is None else _conversion(self.conversion)
+        return same_units if self.conversion is None else _named(self.conversion)
 
     def unmet(self, instance: Any, entry: Mapping[str, Any], calls: Sequence[Any]) -> str | None:
         """Why the bound ``entry`` does not rest on what its ``premise`` needs (None: it
@@ -199,14 +198,11 @@ class BoundSource:
         return fn(instance, entry, calls)
 
 
+@functools.cache
 def _named(name: str) -> Any:
+    """The function a ``"module:function"`` name names (imported when first asked for)."""
     module, _, function = name.partition(":")
     return getattr(importlib.import_module(module), function)
-
-
-@functools.cache
-def _conversion(name: str) -> Conversion:
-    return _named(name)  # type: ignore[no-any-return]
 
 
 _PLACEMENT_PROVERS = ("placement_milp", "placement_search", "placement_bounds")
@@ -315,24 +311,6 @@ class Outcome:
     termination: Termination | None = None
 
 
-#: what formulations noted of the models they built (`note_model`), per model object
-_MODEL_NOTES: weakref.WeakKeyDictionary[Model, dict[str, Any]] = weakref.WeakKeyDictionary()
-
-
-def note_model(model: Model, **facts: Any) -> None:
-    """Record ``facts`` (JSON values) of ``model`` that its build knows and the record of a
-    call solving it must keep: `RunContext.solve_model` adds them to the call's model
-    record (``extra.model``), where the conversion of the call's bound reads them
-    (`Conversion`; alpa_ilp's and tap's objective scale, solver units per second)."""
-    _MODEL_NOTES.setdefault(model, {}).update(facts)
-
-
-def model_record(model: Model) -> dict[str, Any]:
-    """The record of ``model`` a solver call keeps (``extra.model``): its sizes
-    (`Model.stats`) and what its formulation noted of it (`note_model`)."""
-    return {**model.stats(), **_MODEL_NOTES.get(model, {})}
-
-
 class RunContext:
     """Everything a formulation needs to run: backend, options, and a way to solve models.
 
@@ -420,7 +398,7 @@ class RunContext:
         t0 = time.perf_counter()
         arrays = model.to_arrays()
         assemble = time.perf_counter() - t0
-        return self.solve_arrays(arrays, warm_start, build_seconds + assemble, model.values_by_block, model_record(model))
+        return self.solve_arrays(arrays, warm_start, build_seconds + assemble, model.values_by_block, model.stats())
 
     def solve_arrays(
         self,

@@ -371,6 +371,9 @@ class Model:
 
     def __init__(self, name: str = "model"):
         self.name = name
+        #: facts of the model its builder knows and a solver call's record keeps (JSON
+        #: values, `stats`), such as the units its objective counts in
+        self.notes: dict[str, Any] = {}
         self._lb: list[np.ndarray] = []
         self._ub: list[np.ndarray] = []
         self._int: list[np.ndarray] = []
@@ -539,7 +542,8 @@ class Model:
         return x
 
     def stats(self) -> dict[str, object]:
-        """Sizes per block: variables, binaries, integers, rows and nonzeros."""
+        """Sizes per block: variables, binaries, integers, rows and nonzeros; and the
+        builder's `notes` (the record a solver call keeps of the model)."""
         integ = np.concatenate(self._int) if self._int else np.zeros(0)
         lo, hi = self.col_bounds()
         binary = (integ == 1) & (lo >= 0) & (hi <= 1)
@@ -552,4 +556,5 @@ class Model:
             "nonzeros": int(sum(b.nnz for b in self.con_blocks.values())),
             "variable_blocks": {b.name: {"shape": list(b.shape), "type": b.vtype} for b in self.var_blocks.values()},
             "constraint_blocks": {b.name: {"rows": b.stop - b.start, "nonzeros": b.nnz} for b in self.con_blocks.values()},
+            **self.notes,
         }

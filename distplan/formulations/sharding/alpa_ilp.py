@@ -32,7 +32,7 @@ import numpy as np
 
 from distplan.errors import InfeasibleError, InputError
 from distplan.formulations.contract import ModelSpec, Policy, time_limit_parameter
-from distplan.formulations.registry import Bound, Formulation, Outcome, RunContext, Unrecorded, note_model
+from distplan.formulations.registry import Bound, Formulation, Outcome, RunContext, Unrecorded
 from distplan.formulations.sharding.costgraph import CostGraph, build_cost_graph
 from distplan.formulations.sharding.expert_plans import expert_if_better
 from distplan.modeling.model import Model, linear_sum
@@ -388,9 +388,9 @@ def node_choice_block(model: Model, instance: Any, index: AlpaIndex) -> None:
     infinite cost fixed to 0). The first block of every program on an `AlpaIndex` (Alpa's
     ILP, tap's walk program): it notes the index's ``objective_scale`` (solver units per
     second, the units its objective block counts in) in the model's record
-    (`registry.note_model`), which the conversion of the call's bound reads
+    (`Model.notes`), which the conversion of the call's bound reads
     (`dual_bound_seconds`)."""
-    note_model(model, objective_scale=float(index.objective_scale))
+    model.notes["objective_scale"] = float(index.objective_scale)
     s = model.add_vars("s", index.s_node.size, lb=0, ub=index.s_upper, vtype="continuous" if index.relax else "binary")
     model.add_constraints("one-strategy", s.group_sum(index.free_rank[index.s_node], int(index.free.sum())) == 1)
 
