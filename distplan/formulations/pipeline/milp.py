@@ -111,12 +111,17 @@ def whole_problem(inst: PipelineInstance, energy_cuts: bool = True, deadline: fl
     # rev16 D3); a solution that uses the room beyond what it surely accepts is not taken
     prob.capacity = device_capacities(inst, proof=True)
     if found is not None:
-        limit = found.value * (1 + 1e-9) + 1e-9
-        if inst.objective == "makespan":
-            prob.horizon = min(prob.horizon, limit)
-        else:
-            prob.span_ub = limit
+        restrict_value(inst, prob, found.value * (1 + 1e-9) + 1e-9)
     return prob, found
+
+
+def restrict_value(inst: PipelineInstance, prob: OpProblem, cap: float) -> None:
+    """Restrict ``prob`` to schedules of value <= ``cap`` (time units): the horizon for a
+    makespan objective, else the span bound (its models' windows end there)."""
+    if inst.objective == "makespan":
+        prob.horizon = min(prob.horizon, cap)
+    else:
+        prob.span_ub = min(prob.span_ub or math.inf, cap)
 
 
 @dataclass(frozen=True)
@@ -288,10 +293,7 @@ def restricted_problem(inst: PipelineInstance, cap: float) -> OpProblem:
     (makespan) or span bound at ``cap`` (time units)."""
     prob = full_problem(inst, serial_horizon(inst), True)
     prob.capacity = device_capacities(inst, proof=True)
-    if inst.objective == "makespan":
-        prob.horizon = min(prob.horizon, cap)
-    else:
-        prob.span_ub = min(prob.span_ub or math.inf, cap)
+    restrict_value(inst, prob, cap)
     prob.integral = True
     return prob
 
@@ -429,10 +431,7 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         cap = math.ceil(best_value - 1e-9) - 1.0 if below else math.inf
         target = cap if below else best_value * (1 + 1e-9) + 1e-9
         if math.isfinite(best_value):
-            if inst.objective == "makespan":
-                prob.horizon = min(prob.horizon, target)
-            else:
-                prob.span_ub = min(prob.span_ub or math.inf, target)
+            restrict_value(inst, prob, target)
         try:
             start, res, mdata = solve_op_problem(prob, sub, None if below else incumbent, stage)
         except ClosureTooLarge as exc:  # too many operations for any model: the incumbent stands
