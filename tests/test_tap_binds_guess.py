@@ -46,4 +46,4 @@ def test_the_guess_reads_the_plan_of_cheapest_nodes() -> None:
         inst = tight(6, 8, frac, 2.5e10)
         sk, _, tables, chains, _, _ = find_walk_chains(inst, {})
         graph = explicit_graph(sk, chains, tables)[0]
-        assert chain_dp._memory_binds(sk, tables, chains[0], graph) is binds
+        assert chain_dp._memory_binds(sk, tables, chains[0], graph, chains[0].copies - 1) is binds

@@ -58,7 +58,7 @@ from distplan.formulations.sharding.chain_fronts import (
 )
 from distplan.formulations.sharding.chain_minsum import cheapest_copy_arcs, scalar_sides
 from distplan.formulations.sharding.chain_program import ChainSolution, explicit_graph, folded_variables, plan_memory
-from distplan.formulations.sharding.chainfold import Chain
+from distplan.formulations.sharding.chainfold import Chain, first_copy_feed
 from distplan.formulations.sharding.costgraph import CostGraph, CostTables, Skeleton
 from distplan.models.graphs import component_roots
 
@@ -765,17 +765,18 @@ def _scalar_lagrange(walk_of: Callable[[tuple[_Table, _Table]], _Walk], graph: C
     return lam, lower, best, (lam, best[0] + lam * memory_limits(budget)[1], rest_start, rest_end)
 
 
-def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_vars: list[int], *, memory: bool = True, deadline: float | None = None, max_rows: float = MAX_ROWS, least: tuple[float, float] | None = None, core: SideCore | None = None) -> DPResult | None:
+def solve_walk_dp(chain: Chain, graph: CostGraph, start_vars: list[int], end_vars: list[int], *, memory: bool = True, deadline: float | None = None, max_rows: float = MAX_ROWS, least: tuple[float, float] | None = None, core: SideCore | None = None, walk_from: int = 1) -> DPResult | None:
     """The exact optimum of the folded problem with one chain (module docstring), or None
     when the dynamic program does not apply (explicit parts joined other than through the
     walk, a table beyond ``max_rows``) or nothing fits the budget. ``memory=False``: the
     problem without the memory row (scalar fronts, one pass; the plan's memory is not
     reported). ``least``: the cost and memory of a cheapest plan of the problem without
     memory (seconds, bytes), which starts the Lagrangian search (`_lagrange`). ``core``:
-    the chain's first copy with its interior eliminated (`_side_fronts`). Raises
-    `DeadlineReached`."""
+    the chain's first copy with its interior eliminated (`_side_fronts`). ``walk_from``: the
+    first copy on the walk (`chain_program.explicit_graph`; the walk has one step per copy
+    from it, per stage). Raises `DeadlineReached`."""
     a = chain.arcs
-    S, W, K1 = chain.num_states, chain.num_walk_states, chain.copies - 1
+    S, W, K1 = chain.num_states, chain.num_walk_states, chain.copies - walk_from
     stages = 1 + int(W > S)
     stage_arcs = [np.flatnonzero(a["first"]), np.flatnonzero(~a["first"])][:stages]
     budget = float(graph.memory_budget)
@@ -1153,14 +1154,18 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
     return DPResult(explicit, path, best[0], mem_, min(least, best[0]), labels), dropped
 
 
-def _choice(sk_nodes: int, chain: Chain, origin: np.ndarray, virtual: np.ndarray, res: DPResult) -> np.ndarray:
-    """Strategy index per skeleton node of a dynamic-program plan."""
+def _choice(sk_nodes: int, chain: Chain, origin: np.ndarray, virtual: np.ndarray, res: DPResult, start: np.ndarray, walk_from: int = 1) -> np.ndarray:
+    """Strategy index per skeleton node of a dynamic-program plan whose walk starts at the
+    joint strategy of the skeleton nodes ``start`` (one per out position) and runs over the
+    copies from ``walk_from`` on."""
     choice = np.full(sk_nodes, -1, dtype=np.int64)
     keep = origin >= 0
     choice[origin[keep]] = res.explicit[keep]
     stages = 1 + int(chain.num_walk_states > chain.num_states)
-    steps = chain.arcs["strategy"][res.path].reshape(chain.copies - 1, stages, chain.positions)
-    choice[chain.nodes[1:]] = steps.max(axis=1)
+    steps = chain.arcs["strategy"][res.path].reshape(chain.copies - walk_from, stages, chain.positions)
+    choice[chain.nodes[walk_from:]] = steps.max(axis=1)
+    if res.path.size and int(chain.arcs["prev"][res.path[0]]) != int(encode_states(choice[start][None, :], chain.out_sizes)[0]):
+        raise AssertionError("chain folding: the walk's first step leaves another state than its start")
     if not np.array_equal(res.explicit[virtual], choice[chain.nodes[-1, chain.out_pos]]):
         raise AssertionError("chain folding: the end state disagrees with the last copy")
     if (choice < 0).any():
@@ -1168,13 +1173,13 @@ def _choice(sk_nodes: int, chain: Chain, origin: np.ndarray, virtual: np.ndarray
     return choice
 
 
-def _memory_binds(sk: Skeleton, tables: CostTables, chain: Chain, graph: CostGraph) -> bool:
+def _memory_binds(sk: Skeleton, tables: CostTables, chain: Chain, graph: CostGraph, walk_copies: int) -> bool:
     """A guess (no proof) that the memory-free plan will not fit: the budget is below
     `BINDS_BELOW` of the memory (bytes per device) of the plan that gives every node its
-    cheapest strategy, explicit nodes and walk copies alike."""
+    cheapest strategy, explicit nodes and the ``walk_copies`` walk copies alike."""
     held = sum(float(np.asarray(m, float)[int(np.argmin(c))]) for c, m in zip(graph.node_cost, graph.node_memory) if len(c))
     copy = [tables.node(sk, int(i)) for i in chain.nodes[1].tolist()]
-    held += (chain.copies - 1) * sum(float(nc.memory[int(np.argmin(nc.cost))]) for nc in copy if nc.cost.size)
+    held += walk_copies * sum(float(nc.memory[int(np.argmin(nc.cost))]) for nc in copy if nc.cost.size)
     return float(sk.instance.memory_budget) < BINDS_BELOW * held
 
 
@@ -1194,8 +1199,13 @@ def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any,
     remaining = ctx.remaining_time()
     deadline = None if remaining is None else time.perf_counter() + remaining
     chain = chains[0]
-    graph, origin, virtual = explicit_graph(sk, chains, tables)
-    start_vars = [int(np.flatnonzero(origin == chain.nodes[0, p])[0]) for p in chain.out_pos.tolist()]
+    # the walk starts after the chain's first copy, or at it when other nodes feed it as a
+    # copy feeds the next (`first_copy_feed`: fewer explicit nodes, one more step)
+    feed = first_copy_feed(sk, chain, tables)
+    walk_from = 1 if feed is None else 0
+    start = chain.nodes[0, chain.out_pos] if feed is None else feed
+    graph, origin, virtual = explicit_graph(sk, chains, tables, walk_from)
+    start_vars = [int(np.flatnonzero(origin == x)[0]) for x in start.tolist()]
     end_vars = [int(x) for x in virtual[0].tolist()]
 
     def memory_free() -> tuple[ChainSolution | None, tuple[float, float, float] | None]:
@@ -1205,16 +1215,16 @@ def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any,
         if cheap is None:
             return None, None
         walk = dataclasses.replace(chain, arcs=cheap, num_walk_states=chain.num_states)
-        free = solve_walk_dp(walk, graph, start_vars, end_vars, memory=False, deadline=deadline, max_rows=max_rows)
+        free = solve_walk_dp(walk, graph, start_vars, end_vars, memory=False, deadline=deadline, max_rows=max_rows, walk_from=walk_from)
         if free is None:
             return None, None
-        choice = _choice(sk.num_nodes, walk, origin, virtual[0], free)
+        choice = _choice(sk.num_nodes, walk, origin, virtual[0], free, start, walk_from)
         free_mem = plan_memory(sk, tables, choice)
         if free_mem <= memory_limits(sk.instance.memory_budget)[0]:
             return ChainSolution(choice, free.cost, free.bound, True, 0, 0, None, None, folded_variables(graph, [walk])), None
         return None, (free.cost, free_mem, free.bound)
 
-    binds = _memory_binds(sk, tables, chain, graph)
+    binds = _memory_binds(sk, tables, chain, graph, chain.copies - walk_from)
     free: tuple[float, float, float] | None = None
     if not binds:
         fits, free = memory_free()
@@ -1229,11 +1239,11 @@ def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any,
             return memory_free()[0] if binds else None
     if free is None and not binds:
         return None
-    core = _side_core(cores[0], chain, graph, origin) if cores else None
-    res = solve_walk_dp(chain, graph, start_vars, end_vars, deadline=deadline, max_rows=max_rows, least=None if free is None else free[:2], core=core)
+    core = _side_core(cores[0], chain, graph, origin) if cores and feed is None else None
+    res = solve_walk_dp(chain, graph, start_vars, end_vars, deadline=deadline, max_rows=max_rows, least=None if free is None else free[:2], core=core, walk_from=walk_from)
     if res is None:
         return memory_free()[0] if binds else None
-    choice = _choice(sk.num_nodes, chain, origin, virtual[0], res)
+    choice = _choice(sk.num_nodes, chain, origin, virtual[0], res, start, walk_from)
     if plan_memory(sk, tables, choice) > memory_limits(sk.instance.memory_budget)[1]:
         raise AssertionError("tap: the dynamic program's plan exceeds the memory budget")
     return ChainSolution(choice, res.cost, res.bound if free is None else max(res.bound, free[2]), True, 0, 0, None, None, folded_variables(graph, chains))

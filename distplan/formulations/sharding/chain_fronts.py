@@ -359,10 +359,12 @@ class CopyCore:
     node_memory: list[np.ndarray]
 
 
-def _copy_factors(chain: Chain, sk: Skeleton, tables: CostTables) -> tuple[np.ndarray, list[_Table], list[_Table], list[_Table], list[tuple[int, int]], CopyCore]:
+def _copy_factors(chain: Chain, sk: Skeleton, tables: CostTables) -> tuple[np.ndarray, list[_Table], list[_Table], list[_Table], list[tuple[int, int]], CopyCore, list[tuple[int, np.ndarray]]]:
     """A copy's domains (positions, then P: the previous copy's state) and factor tables:
     its nodes', its internal edges' (with their position pairs) and the links' from the
-    previous copy (over P and their target), with the parts a `CopyCore` records."""
+    previous copy (over P and their target), with the parts a `CopyCore` records, and each
+    link as (its target position, its resharding seconds per (previous state, target
+    strategy)), the numbers of its factor."""
     n = chain.positions
     P = n
     rep = chain.nodes[1]
@@ -388,14 +390,56 @@ def _copy_factors(chain: Chain, sk: Skeleton, tables: CostTables) -> tuple[np.nd
         internal.append((a, b, M))
     digits = chain.digits(np.arange(S))
     link_f: list[_Table] = []
+    by_state: list[tuple[int, np.ndarray]] = []
     for e in chain.link_edges.tolist():
         a, b = pos_prev[int(sk.edge_u[e])], pos_of[int(sk.edge_v[e])]
-        M = tables.edge(sk, e)
+        M = np.asarray(tables.edge(sk, e), float)[digits[:, out_index[a]]]
         flat = np.arange(S * dom[b])
-        link_f.append(_factor(V, [P, b], [flat // dom[b], flat % dom[b]], M[digits[:, out_index[a]]].ravel().astype(float), np.zeros(flat.size)))
+        link_f.append(_factor(V, [P, b], [flat // dom[b], flat % dom[b]], M.ravel(), np.zeros(flat.size)))
+        by_state.append((b, M))
         pairs.append((P, b))
     core = CopyCore([], internal, [nc.cost for nc in nodes], [nc.memory for nc in nodes])
-    return dom, node_f, internal_f, link_f, pairs, core
+    return dom, node_f, internal_f, link_f, pairs, core, by_state
+
+
+#: `_front_by_state` keeps the Pareto rows of the joined core per interface assignment first
+#: only when the (states x rows) array would be larger than this: below it the one Pareto
+#: pass at the end costs less than two (24-layer GPTs of bench_sharding, 4 states and 180-276
+#: rows: 136 against 153 us a copy)
+JOINED_PARETO = 4096
+
+
+def _front_by_state(core: list[_Table], links: list[tuple[int, np.ndarray]], P: int, out: list[int], dom: np.ndarray, out_sizes: np.ndarray, max_rows: float) -> _Table:
+    """A copy's Pareto rows per (previous state P, strategies of the out positions) from
+    its `CopyCore` tables: those joined into one (its Pareto rows per assignment of the
+    interface first when large: `JOINED_PARETO`), then every row with every previous state at once, its cost (seconds) plus
+    each link's resharding from that state (``links``: target position, seconds per (state,
+    target strategy); a row that a link forbids, at infinite cost, is left out), its memory
+    (bytes) its own: the rows `_eliminate` keeps over the same factors, found by one
+    (states x rows) array instead of a join per link and variable. `TooLarge` beyond
+    ``max_rows`` rows."""
+    ordered = sorted(core, key=lambda t: t.cost.size)
+    joined = ordered[0]
+    for t in ordered[1:]:
+        joined = _join(joined, t, dom, max_rows)
+    states = int(math.prod(out_sizes.tolist()))
+    if states * joined.cost.size > JOINED_PARETO:
+        joined = _pareto(joined, sorted(joined.live), dom)
+    rows = joined.cost.size
+    _check_rows(states * rows, max_rows)
+    cost = np.broadcast_to(joined.cost, (states, rows))
+    for b, by_prev in links:
+        cost = cost + by_prev[:, joined.asg[:, b]]
+    own = encode_states(joined.asg[:, out], out_sizes) if out else np.zeros(rows, dtype=np.int64)
+    key = (np.arange(states)[:, None] * states + own[None, :]).ravel()
+    flat = cost.ravel()
+    mem = np.broadcast_to(joined.mem, (states, rows)).ravel()
+    ok = np.isfinite(flat).nonzero()[0]
+    pick = ok[pareto_rows(key[ok], flat[ok], mem[ok])]
+    prev, row = np.divmod(pick, rows)
+    asg = joined.asg[row]
+    asg[:, P] = prev
+    return _Table([P, *out], asg, flat[pick], mem[pick], joined.floor, joined.wfloor)
 
 
 def _factor(V: int, live: list[int], cols: list[np.ndarray], cost: np.ndarray, mem: np.ndarray) -> _Table:
@@ -437,7 +481,7 @@ def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables, core_out: lis
     n = chain.positions
     P = n
     S = chain.num_states
-    dom, node_f, internal_f, link_f, pairs, core = _copy_factors(chain, sk, tables)
+    dom, node_f, internal_f, link_f, pairs, core, by_state = _copy_factors(chain, sk, tables)
     V = n + 1
     states = np.arange(S)
     factors = node_f + [_factor(V, [P], [states], np.zeros(S), np.zeros(S))] + internal_f + link_f
@@ -452,7 +496,10 @@ def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables, core_out: lis
         core.tables = _reduce(node_f + internal_f, interface, dom, max_rows=max_rows)
         if core_out is not None:
             core_out.append(core)
-        front = _eliminate(core.tables + [factors[n]] + link_f, [P] + out, dom, max_rows=max_rows)
+        try:
+            front = _front_by_state(core.tables, by_state, P, out, dom, chain.out_sizes, max_rows)
+        except TooLarge:  # (the core's tables joined whole: elimination may keep fewer rows)
+            front = _eliminate(core.tables + [factors[n]] + link_f, [P] + out, dom, max_rows=max_rows)
         prev, cur, first = front.asg[:, P], encode_out(front), np.ones(front.cost.size, dtype=bool)
         cost, mem, strat = front.cost, front.mem, front.asg[:, :n]
         chain.num_walk_states = S

@@ -34,16 +34,19 @@ from distplan.modeling.model import Model, linear_sum
 # -- explicit cost graph -------------------------------------------------------------------
 
 
-def explicit_graph(sk: Skeleton, chains: list[Chain], tables: CostTables) -> tuple[CostGraph, np.ndarray, list[np.ndarray]]:
+def explicit_graph(sk: Skeleton, chains: list[Chain], tables: CostTables, walk_from: int = 1) -> tuple[CostGraph, np.ndarray, list[np.ndarray]]:
     """Alpa's cost graph over the explicit nodes (everything outside the walk copies), plus
     one cost-free *virtual* node per out position of every chain's last copy, standing for
     that node on the edges leaving the chain. Returns the graph, the skeleton node of each
-    explicit node (-1 for virtual ones) and, per chain, the virtual node of each out position."""
+    explicit node (-1 for virtual ones) and, per chain, the virtual node of each out position.
+    ``walk_from``: the first walk copy of every chain, 1 (the first copy explicit) or 0 (the
+    first copy a walk step from the nodes that feed it: `chainfold.first_copy_feed`, which
+    the caller has checked; the edges into it are then left out with it)."""
     inst = sk.instance
     n = sk.num_nodes
     walk = np.zeros(n, dtype=bool)
     for ch in chains:
-        walk[ch.nodes[1:].ravel()] = True
+        walk[ch.nodes[walk_from:].ravel()] = True
     explicit = np.flatnonzero(~walk)
     index = np.full(n, -1, dtype=np.int64)
     index[explicit] = np.arange(explicit.size)

@@ -211,6 +211,66 @@ class Chain:
         return (np.asarray(states, dtype=np.int64)[:, None] // stride[None, :]) % self.out_sizes[None, :]
 
 
+def first_copy_feed(sk: Skeleton, chain: Chain, tables: CostTables) -> np.ndarray | None:
+    """The nodes that feed the chain's first copy as a copy feeds the next one, one per out
+    position (in the order of ``out_pos``), or None when there are none.
+
+    They exist when the first copy is a copy like the others (its node labels and internal
+    edge labels by position those of the second copy, so `CostTables` gives it the same
+    arrays) whose only edges to the rest of the graph are the links into the second copy
+    and, for every link (out position a -> position b), one edge from a node f_a outside
+    the chain into its position b, whose resharding matrix (seconds, rows: f_a's
+    strategies) equals the link's; f_a is the same node for every link of a, and distinct
+    for distinct a. The first copy's cost then depends on the joint strategy of the f_a
+    exactly as a copy's depends on the previous copy's boundary state, and its memory on
+    its own strategies only, so it is one more step of the walk from that state (a GPT's
+    embedding feeds its first layer so: `chain_dp.solve_by_dp` then leaves only the
+    embedding explicit before the walk, not a whole layer)."""
+    nodes0, nodes1 = chain.nodes[0].tolist(), chain.nodes[1].tolist()
+    labels = sk.node_label_id
+    if not np.array_equal(labels[chain.nodes[0]], labels[chain.nodes[1]]):
+        return None
+    pos0 = {x: j for j, x in enumerate(nodes0)}
+    pos1 = {x: j for j, x in enumerate(nodes1)}
+    in_chain = np.zeros(sk.num_nodes, dtype=bool)
+    in_chain[chain.nodes.ravel()] = True
+    in0 = np.zeros(sk.num_nodes, dtype=bool)
+    in0[chain.nodes[0]] = True
+    u, v, elab = sk.edge_u.tolist(), sk.edge_v.tolist(), sk.edge_label_id.tolist()
+    inner0: list[tuple[int, int, int]] = []
+    feeds: dict[int, list[int]] = {}  # target position in the first copy -> feeding edges
+    links = set(chain.link_edges.tolist())
+    for e in (in0[sk.edge_u] | in0[sk.edge_v]).nonzero()[0].tolist():  # (the edges touching the first copy)
+        a, b = u[e], v[e]
+        if a in pos0 and b in pos0:
+            inner0.append((pos0[a], pos0[b], elab[e]))
+        elif a in pos0:
+            if e not in links:
+                return None  # the first copy reaches a node other than the second copy
+        elif b in pos0:
+            if in_chain[a]:
+                return None
+            feeds.setdefault(pos0[b], []).append(e)
+    inner1 = sorted((pos1[u[e]], pos1[v[e]], elab[e]) for e in chain.internal_edges.tolist())
+    if sorted(inner0) != inner1 or sum(map(len, feeds.values())) != len(links):
+        return None
+    feeder: dict[int, int] = {}  # out position -> its node f_a
+    used: set[int] = set()
+    for e in chain.link_edges.tolist():
+        a, b = pos0[u[e]], pos1[v[e]]
+        M = tables.edge(sk, e)
+        match = next((f for f in feeds.get(b, []) if f not in used and feeder.get(a, u[f]) == u[f] and np.array_equal(tables.edge(sk, f), M)), None)
+        if match is None:
+            return None
+        used.add(match)
+        feeder[a] = u[match]
+    out = chain.out_pos.tolist()
+    feed = [feeder.get(a, -1) for a in out]
+    if min(feed, default=-1) < 0 or len(set(feed)) != len(feed):
+        return None  # (an out position that links nowhere has no feeding node)
+    return np.array(feed, dtype=np.int64)
+
+
 Adjacency = tuple[list[list[tuple[int, int]]], list[list[tuple[int, int]]]]
 
 

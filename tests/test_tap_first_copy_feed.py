@@ -1,0 +1,145 @@
+"""tap's dynamic program walks a chain's first copy too when other nodes feed it as a copy
+feeds the next (`chainfold.first_copy_feed`), and makes a copy's Pareto arcs from its core
+by one (states x rows) array (`chain_fronts._front_by_state`): both exact."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import distplan
+from distplan.formulations.sharding import chain_dp
+from distplan.formulations.sharding import chain_fronts as cf
+from distplan.formulations.sharding.chainfold import first_copy_feed
+from distplan.formulations.sharding.tap import DEFAULTS, find_walk_chains
+from distplan.instances.transformer import transformer
+from tests.test_tap_exact import tight
+
+
+def _chain(inst: Any) -> tuple[Any, Any, Any]:
+    sk, _, tables, chains, _, _ = find_walk_chains(inst, DEFAULTS)
+    assert len(chains) == 1
+    return sk, tables, chains[0]
+
+
+def _hetero(layers: int, mesh: int | tuple[int, ...], frac: float) -> Any:
+    """`tight` on a mesh whose first axis is slow (25 GB/s), as in bench_sharding."""
+    axes = 1 if isinstance(mesh, int) else len(mesh)
+    base = transformer(layers, 256, 4, 128, 8, 1000, mesh=mesh, device="V100", memory=1e15, bandwidth=(25e9,) + (240e9,) * (axes - 1))
+    free = distplan.solve(base, "alpa_ilp", mip_gap=1e-9).check
+    from distplan.formulations.sharding.alpa_ilp import memory_shortfall
+    from distplan.formulations.sharding.costgraph import build_cost_graph
+
+    least = memory_shortfall(build_cost_graph(base))[0]
+    return base.with_memory(least + frac * (free.details["memory_bytes"] - least))
+
+
+def test_the_embedding_feeds_a_gpts_first_layer() -> None:
+    sk, tables, chain = _chain(tight(6, 4, 0.05))
+    feed = first_copy_feed(sk, chain, tables)
+    assert feed is not None and feed.size == chain.out_pos.size
+    # the node that feeds the first layer: outside the chain, with the out position's strategies
+    assert not np.isin(feed, chain.nodes).any()
+    for f, p in zip(feed.tolist(), chain.out_pos.tolist()):
+        assert len(tables.node(sk, f).strategies) == len(tables.node(sk, int(chain.nodes[0, p])).strategies)
+    # a chain that starts one copy later is fed by the copy left out, at its out positions
+    u, v = sk.edge_u, sk.edge_v
+    one, two = np.isin(u, chain.nodes[1]), np.isin(v, chain.nodes[2])
+    later = dataclasses.replace(
+        chain,
+        nodes=chain.nodes[1:],
+        link_edges=np.flatnonzero(one & two),
+        internal_edges=np.flatnonzero(np.isin(u, chain.nodes[2]) & two),
+    )
+    assert later.link_edges.size == chain.link_edges.size and later.internal_edges.size == chain.internal_edges.size
+    assert np.array_equal(first_copy_feed(sk, later, tables), chain.nodes[0, chain.out_pos])
+
+
+def test_a_feed_that_reshards_otherwise_or_a_first_copy_unlike_the_others_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    sk, tables, chain = _chain(tight(5, 4, 0.3))
+    assert first_copy_feed(sk, chain, tables) is not None
+    feed_edges = [e for e in range(sk.num_edges) if int(sk.edge_v[e]) in set(chain.nodes[0].tolist()) and int(sk.edge_u[e]) not in set(chain.nodes.ravel().tolist())]
+    assert feed_edges
+    edge = tables.edge
+
+    def other(sk_: Any, e: int) -> np.ndarray:
+        M = edge(sk_, e)
+        return M * 2.0 + 1e-9 if e == feed_edges[0] else M
+
+    monkeypatch.setattr(tables, "edge", other)
+    assert first_copy_feed(sk, chain, tables) is None
+    monkeypatch.undo()
+    # positions of the first copy swapped: its labels by position are not the second copy's
+    nodes = chain.nodes.copy()
+    labels = sk.node_label_id
+    j, k = next((j, k) for j in range(nodes.shape[1]) for k in range(j) if labels[nodes[0, j]] != labels[nodes[0, k]])
+    nodes[0, [j, k]] = nodes[0, [k, j]]
+    assert first_copy_feed(sk, dataclasses.replace(chain, nodes=nodes), tables) is None
+
+
+def _without_feed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(chain_dp, "first_copy_feed", lambda *args: None)
+
+
+@settings(max_examples=4, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    layers=st.integers(3, 6),
+    mesh=st.sampled_from([4, 8, (2, 2)]),
+    frac=st.sampled_from([0.0, 0.05, 0.3, 1.0]),
+    hetero=st.booleans(),
+)
+def test_walking_the_first_copy_gives_the_optimum_of_alpa_ilp_and_of_the_explicit_first_copy(monkeypatch: pytest.MonkeyPatch, layers: int, mesh: int | tuple[int, int], frac: float, hetero: bool) -> None:
+    inst = _hetero(layers, mesh, frac) if hetero else tight(layers, mesh, frac)
+    sk, tables, chain = _chain(inst)
+    assert first_copy_feed(sk, chain, tables) is not None
+    alpa = distplan.solve(inst, "alpa_ilp", mip_gap=1e-9)
+    fed = distplan.solve(inst, "tap", mip_gap=1e-9)
+    with monkeypatch.context() as m:
+        _without_feed(m)
+        explicit = distplan.solve(inst, "tap", mip_gap=1e-9)
+    assert fed.info["method"] == explicit.info["method"] == "dp"
+    assert fed.objective == pytest.approx(alpa.objective, rel=1e-6)
+    assert fed.objective == pytest.approx(explicit.objective, rel=1e-12)
+    assert fed.status.value == "optimal" and fed.bound is not None and fed.bound <= alpa.objective and fed.bound <= fed.objective
+
+
+def _fronts(t: cf._Table, P: int, out: list[int]) -> dict[tuple[int, tuple[int, ...], float], float]:
+    """Per (previous state, out strategies, bytes) of a front: its seconds."""
+    return {(int(row[P]), tuple(int(x) for x in row[out]), float(m)): float(c) for row, m, c in zip(t.asg, t.mem, t.cost)}
+
+
+@pytest.mark.parametrize("mesh,hetero,forbid", [(4, False, False), (8, True, False), ((2, 2), False, True), (4, True, True)])
+def test_the_copy_front_by_state_is_the_eliminations(mesh: int | tuple[int, int], hetero: bool, forbid: bool) -> None:
+    inst = _hetero(4, mesh, 0.3) if hetero else tight(4, mesh, 0.3)
+    sk, tables, chain = _chain(inst)
+    n, S = chain.positions, chain.num_states
+    P = n
+    dom, node_f, internal_f, link_f, pairs, _, by_state = cf._copy_factors(chain, sk, tables)
+    out = chain.out_pos.tolist()
+    if forbid:  # reshardings the mesh does not allow (infinite seconds): the first link from state 0
+        b, M = by_state[0]
+        M = M.copy()
+        M[0, :] = np.inf
+        by_state[0] = (b, M)
+        flat = np.arange(S * dom[b])
+        link_f[0] = cf._factor(n + 1, [P, b], [flat // dom[b], flat % dom[b]], M.ravel(), np.zeros(flat.size))
+    interface = sorted(set(out) | {b for a, b in pairs if a == P})
+    core = cf._reduce(node_f + internal_f, interface, dom)
+    states = cf._factor(n + 1, [P], [np.arange(S)], np.zeros(S), np.zeros(S))
+    dense = cf._front_by_state(core, by_state, P, out, dom, chain.out_sizes, np.inf)
+    eliminated = cf._eliminate(core + [states] + link_f, [P, *out], dom)
+    got, want = _fronts(dense, P, out), _fronts(eliminated, P, out)
+    assert len(got) == dense.cost.size and got.keys() == want.keys()
+    # the costs agree up to the order of the sums, and each row's cost is its assignment's
+    for key, c in got.items():
+        assert c == pytest.approx(want[key], rel=1e-12)
+    for row, c in zip(dense.asg, dense.cost):
+        total = sum(float(t.cost[np.flatnonzero((t.asg[:, t.live] == row[t.live]).all(axis=1))[0]]) for t in node_f + internal_f + link_f)
+        assert c == pytest.approx(total, rel=1e-12)
+    if forbid:  # no copy after state 0
+        assert not (dense.asg[:, P] == 0).any() and (dense.asg[:, P] == 1).any()
