@@ -143,3 +143,23 @@ def test_the_copy_front_by_state_is_the_eliminations(mesh: int | tuple[int, int]
         assert c == pytest.approx(total, rel=1e-12)
     if forbid:  # no copy after state 0
         assert not (dense.asg[:, P] == 0).any() and (dense.asg[:, P] == 1).any()
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**31), states=st.integers(1, 8), rows=st.integers(1, 60), values=st.integers(1, 12), forbidden=st.sampled_from([0.0, 0.1, 0.5]))
+def test_the_pareto_rows_per_state_are_pareto_rows_over_the_finite_entries(seed: int, states: int, rows: int, values: int, forbidden: float) -> None:
+    """`_pareto_per_state` keeps `pareto_rows`' rows (keyed by state x states + own key, over
+    the finite entries), in its order, ties and NaN (forbidden) included."""
+    rng = np.random.default_rng(seed)
+    cost = rng.integers(0, values, (states, rows)) * 0.25
+    cost[rng.random((states, rows)) < forbidden] = np.inf
+    if forbidden and rng.random() < 0.5:
+        cost[rng.random((states, rows)) < forbidden / 2] = np.nan
+    own = rng.integers(0, states, rows)
+    mem = rng.integers(0, values, rows).astype(float)
+    prev, row = cf._pareto_per_state(cost, own, mem)
+    key = (np.arange(states)[:, None] * states + own[None, :]).ravel()
+    flat = cost.ravel()
+    ok = np.isfinite(flat).nonzero()[0]
+    want = ok[cf.pareto_rows(key[ok], flat[ok], np.broadcast_to(mem, (states, rows)).ravel()[ok])]
+    assert np.array_equal(prev * rows + row, want)

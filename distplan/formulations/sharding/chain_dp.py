@@ -261,7 +261,7 @@ def _side_fronts(graph: CostGraph, start_vars: list[int], end_vars: list[int], s
     is_start[start_vars] = True
     is_end = np.zeros(n, dtype=bool)
     is_end[end_vars] = True
-    if np.intersect1d(comp[is_start], comp[is_end]).size:
+    if set(comp[is_start].tolist()) & set(comp[is_end].tolist()):
         return None
     pools: dict[int, list[_Table]] = {}
     for t in factors:
@@ -996,6 +996,9 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
     room = limit - mem_to_go
     lag_less = lag_to_go - lam * limit
     further_less: list[tuple[float, np.ndarray]] = []
+    # the same per step and state in one array (room, bound to go, each further bound's):
+    # `alive` takes a label's three or more in one gather
+    per_state = np.stack([room, lag_less], axis=2)
     few = W <= FEW_KEYS and LABEL_FEW_KEYS  # `alive` sorts its labels by `pareto_rows_few`
 
     def prefix(t: int, k: int) -> tuple[int, list[int]]:
@@ -1010,10 +1013,11 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
         nonlocal dropped
         # (a row, then its states: faster than one mixed index; nonzero without
         # flatnonzero's wrapper: the label loop is dominated by per-call costs)
-        fits = m <= room[t][st]
-        lagrangian = (c + lam * m if lam else c) + lag_less[t][st]
-        for x, g in further_less:
-            lagrangian = np.maximum(lagrangian, (c + x * m) + g[t][st])
+        at = per_state[t][st]
+        fits = m <= at[:, 0]
+        lagrangian = (c + lam * m if lam else c) + at[:, 1]
+        for i, (x, _) in enumerate(further_less, 2):
+            lagrangian = np.maximum(lagrangian, (c + x * m) + at[:, i])
         under = lagrangian <= cut
         ok = (fits & under).nonzero()[0]
         if ok.size < int(np.count_nonzero(fits)):
@@ -1061,6 +1065,7 @@ def _label_dp(walk: _Walk, budget: float, lam: float, upper: float, mem_to_go: n
             raise DeadlineReached("tap: the walk's dynamic program ran out of time")
         if further is not None and not further_less and state.size > FURTHER_LABELS:
             further_less = [(x, g - x * limit) for x, g in further()]
+            per_state = np.stack([room, lag_less] + [g for _, g in further_less], axis=2)
         outs = kept[t]
         degree = [len(o) for o in outs]
         D = max(max(degree), 1)

@@ -431,20 +431,63 @@ def _front_by_state(core: list[_Table], links: list[tuple[int, np.ndarray]], P: 
     for b, by_prev in links:
         cost = cost + by_prev[:, joined.asg[:, b]]
     own = encode_states(joined.asg[:, out], out_sizes) if out else np.zeros(rows, dtype=np.int64)
-    key = (np.arange(states)[:, None] * states + own[None, :]).ravel()
-    flat = cost.ravel()
-    mem = np.broadcast_to(joined.mem, (states, rows)).ravel()
-    ok = np.isfinite(flat).nonzero()[0]
-    pick = ok[pareto_rows(key[ok], flat[ok], mem[ok])]
-    prev, row = np.divmod(pick, rows)
+    if states <= FEW_KEYS:
+        prev, row = _pareto_per_state(cost, own, joined.mem)
+        picked = cost[prev, row]
+    else:
+        key = (np.arange(states)[:, None] * states + own[None, :]).ravel()
+        flat = cost.ravel()
+        mem = np.broadcast_to(joined.mem, (states, rows)).ravel()
+        ok = np.isfinite(flat).nonzero()[0]
+        pick = ok[pareto_rows(key[ok], flat[ok], mem[ok])]
+        prev, row = np.divmod(pick, rows)
+        picked = flat[pick]
     asg = joined.asg[row]
     asg[:, P] = prev
-    return _Table([P, *out], asg, flat[pick], mem[pick], joined.floor, joined.wfloor)
+    return _Table([P, *out], asg, picked, joined.mem[row], joined.floor, joined.wfloor)
+
+
+def _pareto_per_state(cost: np.ndarray, own: np.ndarray, mem: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_front_by_state`'s Pareto rows for few previous states: per (state, own key) the
+    rows of ``cost`` (states x rows, seconds; infinite: forbidden) and ``mem`` (bytes, the
+    same for every state) that `pareto_rows` keeps over the finite entries, keyed by state
+    x states + own key: (state, row) pairs in its order (state, own key, memory). The rows
+    are sorted by (own key, memory) once for every state, and each key's running least
+    cost is taken across the states at once, as `pareto_rows_few` takes it for one."""
+    order = np.lexsort((mem, own))
+    k, m = own[order], mem[order]
+    ordered = cost[:, order]
+    if ordered.size and math.isnan(np.minimum.reduce(ordered, axis=None)):
+        ordered = np.where(np.isnan(ordered), np.inf, ordered)  # (NaN: forbidden, as `finite_mask` has it)
+    keep = np.empty(ordered.shape, dtype=bool)
+    hi = 0
+    for size in np.bincount(k).tolist():
+        if size:
+            lo, hi = hi, hi + size
+            part = ordered[:, lo:hi]
+            np.less(part[:, 0], np.inf, out=keep[:, lo])
+            np.less(part[:, 1:], np.minimum.accumulate(part[:, :-1], axis=1), out=keep[:, lo + 1 : hi])
+    same = (k[1:] == k[:-1]) & (m[1:] == m[:-1])
+    if same.any():
+        # rows of equal key and memory: of those kept (each cheaper than all before), only
+        # the last, the first of the run's least cost
+        starts = np.flatnonzero(np.r_[True, ~same])
+        run = np.cumsum(np.r_[True, ~same]) - 1
+        least = np.minimum.reduceat(ordered, starts, axis=1)[:, run]
+        keep &= ordered == least
+    prev, at = keep.nonzero()
+    return prev, order[at]
 
 
 def _factor(V: int, live: list[int], cols: list[np.ndarray], cost: np.ndarray, mem: np.ndarray) -> _Table:
-    """A factor table over ``live`` (of V variables): the rows of finite cost."""
+    """A factor table over ``live`` (of V variables): the rows of finite cost (every row,
+    without copies, when all are: the usual case)."""
     ok = finite_mask(cost)
+    if ok.all():
+        asg = np.full((cost.size, V), -1, dtype=np.int64)
+        for x, c in zip(live, cols):
+            asg[:, x] = c
+        return _Table(list(live), asg, cost, mem)
     asg = np.full((int(ok.sum()), V), -1, dtype=np.int64)
     for x, c in zip(live, cols):
         asg[:, x] = c[ok]
