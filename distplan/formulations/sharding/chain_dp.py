@@ -903,7 +903,9 @@ def _kept_arcs(walk: _Walk, lam: float, lag_less: np.ndarray, cut: float) -> tup
     bound, however summed, is above the cut; the bounds left out are reported for the
     states that have labels (a finite forward value), below every candidate's."""
     a, T, stages = walk.chain.arcs, walk.steps, len(walk.stage_arcs)
-    kept: list[list[list[int]]] = [[[] for _ in range(walk.W)] for _ in range(T)]
+    # (steps that keep the same arcs share one list per state: the middle of a walk
+    # usually does, and the label pass neither changes them nor remakes its padded arcs)
+    kept: list[list[list[int]]] = [[[] for _ in range(walk.W)]] * T
     least = np.inf
     fwd = walk.from_start(lam) if FILTER_ARCS else None
     weight = a["cost"] + lam * walk.arc_mem
@@ -924,9 +926,16 @@ def _kept_arcs(walk: _Walk, lam: float, lag_less: np.ndarray, cut: float) -> tup
             out = ~keep & np.isfinite(f)
             if out.any():
                 least = min(least, float(bound[out].min()))
-        ti, ai = keep.nonzero()
-        for t, e, x in zip(ts[ti].tolist(), srt[ai].tolist(), prev[ai].tolist()):
-            kept[t][x].append(e)
+        made: dict[bytes, list[list[int]]] = {}
+        for t, row in zip(ts.tolist(), keep):
+            code = row.tobytes()
+            got = made.get(code)
+            if got is None:
+                got = made[code] = [[] for _ in range(walk.W)]
+                ai = row.nonzero()[0]
+                for e, x in zip(srt[ai].tolist(), prev[ai].tolist()):
+                    got[x].append(e)
+            kept[t] = got
     return kept, least
 
 
