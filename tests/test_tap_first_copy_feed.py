@@ -163,3 +163,39 @@ def test_the_pareto_rows_per_state_are_pareto_rows_over_the_finite_entries(seed:
     ok = np.isfinite(flat).nonzero()[0]
     want = ok[cf.pareto_rows(key[ok], flat[ok], np.broadcast_to(mem, (states, rows)).ravel()[ok])]
     assert np.array_equal(prev * rows + row, want)
+
+
+@pytest.mark.parametrize("mesh,hetero,frac", [(4, False, 0.05), (8, True, 0.3), ((2, 2), False, 0.0), (8, False, 1.0)])
+def test_small_parts_of_the_explicit_graph_give_the_fronts_of_its_factors(monkeypatch: pytest.MonkeyPatch, mesh: int | tuple[int, int], hetero: bool, frac: float) -> None:
+    """`_side_fronts` on parts enumerated whole (`_small_parts`) keeps the Pareto rows
+    that elimination over the edge tables keeps, with the same costs; and the whole solve
+    is the same either way."""
+    from distplan.formulations.sharding.chain_program import explicit_graph
+
+    inst = _hetero(4, mesh, frac) if hetero else tight(4, mesh, frac)
+    sk, tables, chain = _chain(inst)
+    feed = first_copy_feed(sk, chain, tables)
+    assert feed is not None
+    graph, origin, virtual = explicit_graph(sk, [chain], tables, 0)
+    start = [int(np.flatnonzero(origin == x)[0]) for x in feed.tolist()]
+    end = [int(x) for x in virtual[0].tolist()]
+    if not isinstance(mesh, int):  # (2-D meshes: more strategies, the head's part is too large)
+        assert chain_dp._small_parts(graph) is None
+    for slack in (np.inf, float(inst.memory_budget) * 0.05) if isinstance(mesh, int) else ():
+        assert chain_dp._small_parts(graph) is not None
+        small = chain_dp._side_fronts(graph, start, end, slack, np.inf)
+        with monkeypatch.context() as m:
+            m.setattr(chain_dp, "SMALL_PART", 0)
+            assert chain_dp._small_parts(graph) is None
+            factored = chain_dp._side_fronts(graph, start, end, slack, np.inf)
+        assert small is not None and factored is not None
+        for got, want, keys in zip(small, factored, (start, end)):
+            a, b = _fronts(got, keys[0], keys[1:]), _fronts(want, keys[0], keys[1:])
+            assert a.keys() == b.keys()
+            for key, c in a.items():
+                assert c == pytest.approx(b[key], rel=1e-12)
+    alpa = distplan.solve(inst, "alpa_ilp", mip_gap=1e-9)
+    fast = distplan.solve(inst, "tap", mip_gap=1e-9)
+    monkeypatch.setattr(chain_dp, "SMALL_PART", 0)
+    slow = distplan.solve(inst, "tap", mip_gap=1e-9)
+    assert fast.objective == pytest.approx(slow.objective, rel=1e-12) and fast.objective == pytest.approx(alpa.objective, rel=1e-6)

@@ -189,6 +189,65 @@ def _factors(graph: CostGraph, memory: bool, lam: float = 0.0, covered: tuple[li
     return out, dom
 
 
+#: `_side_fronts` enumerates every part of the explicit graph whose joint strategies number
+#: at most this many (`_small_parts`: one table of every joint strategy per part, instead of
+#: a table per edge eliminated node by node; a GPT's embedding and its head, 8 and 96 rows)
+SMALL_PART = 1024
+
+
+def _small_parts(graph: CostGraph) -> tuple[list[_Table], np.ndarray] | None:
+    """The explicit graph as one factor table per part (connected component) holding every
+    joint strategy of its nodes of finite cost (seconds: node costs, then each edge's
+    resharding, in edge order; bytes: node memory), or None when a part has more than
+    `SMALL_PART` joint strategies. A table's floor is the sum of its nodes' least memory
+    over their strategies of finite cost (bytes), at most any row's, as the pruning of
+    `_eliminate` requires."""
+    dom = graph.strategy_counts()
+    n = dom.size
+    eu, ev = graph.edge_u.tolist(), graph.edge_v.tolist()
+    comp = component_roots(n, graph.edge_u, graph.edge_v).tolist()
+    members: dict[int, list[int]] = {}
+    for i, c in enumerate(comp):
+        members.setdefault(c, []).append(i)
+    sizes = dom.tolist()
+    if any(math.prod(sizes[i] for i in nodes) > SMALL_PART for nodes in members.values()):
+        return None
+    edges: dict[int, list[int]] = {}
+    for e, (u, v) in enumerate(zip(eu, ev)):
+        if u == v:
+            return None  # (a loop: no matrix over two axes)
+        edges.setdefault(comp[u], []).append(e)
+    small = np.int16 if max(sizes, default=0) < 2**15 else np.int64
+    out = []
+    for c, nodes in members.items():
+        shape = [sizes[i] for i in nodes]
+        axis = {i: k for k, i in enumerate(nodes)}
+        cost = np.zeros(shape)
+        mem = np.zeros(shape)
+        floor = 0.0
+        for i in nodes:
+            line = [1] * len(nodes)
+            line[axis[i]] = sizes[i]
+            node_cost = np.asarray(graph.node_cost[i], float)
+            node_mem = np.asarray(graph.node_memory[i], float)
+            cost = cost + node_cost.reshape(line)
+            mem = mem + node_mem.reshape(line)
+            finite = finite_mask(node_cost)
+            floor += float(node_mem[finite].min()) if finite.any() else 0.0
+        for e in edges.get(c, []):
+            u, v = eu[e], ev[e]
+            M = np.asarray(graph.edge_cost[e], float)
+            line = [1] * len(nodes)
+            line[axis[u]], line[axis[v]] = sizes[u], sizes[v]
+            cost = cost + (M if axis[u] < axis[v] else M.T).reshape(line)
+        flat = cost.ravel()
+        ok = finite_mask(flat).nonzero()[0]
+        asg = np.full((ok.size, n), -1, dtype=small)
+        asg[:, nodes] = np.stack(np.unravel_index(ok, shape), axis=1)
+        out.append(_Table(nodes, asg, flat[ok], mem.ravel()[ok], floor, 0.0))
+    return out, dom
+
+
 @dataclass
 class SideCore:
     """The chain's first copy in the explicit graph with its interior eliminated: the
@@ -249,11 +308,23 @@ def _side_fronts(graph: CostGraph, start_vars: list[int], end_vars: list[int], s
     ``core``: the chain's first copy with its interior eliminated (`SideCore`), in place
     of the factors of its nodes and inner edges (with ``memory`` only)."""
     lam = lag[0] if lag is not None else 0.0
+    if core is None and lag is None and memory:
+        small = _small_parts(graph)
+        if small is not None:
+            factors, dom = small
+            return _fronts_of(factors, dom, graph, start_vars, end_vars, slack, max_rows, lam, None)
     if core is not None and memory:
         factors, dom = _factors(graph, memory, lam, (core.nodes, core.edges))
         factors += [_Table(t.live, t.asg, t.cost, t.mem, t.floor, float(np.min(t.cost + lam * t.mem))) for t in core.tables]
     else:
         factors, dom = _factors(graph, memory, lam)
+    return _fronts_of(factors, dom, graph, start_vars, end_vars, slack, max_rows, lam, lag)
+
+
+def _fronts_of(factors: list[_Table], dom: np.ndarray, graph: CostGraph, start_vars: list[int], end_vars: list[int], slack: float, max_rows: float, lam: float, lag: tuple[float, float, float, float] | None) -> tuple[_Table, _Table] | None:
+    """`_side_fronts` from the explicit graph's factor tables (each over nodes of one part
+    of the graph): per part the Pareto rows per assignment of its start or end nodes, the
+    parts of each side joined."""
     n = dom.size
     eu, ev = graph.edge_u, graph.edge_v
     comp = component_roots(n, eu, ev)

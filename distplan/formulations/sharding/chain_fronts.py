@@ -240,6 +240,8 @@ def _eliminate(pool: list[_Table], kept: list[int], dom: np.ndarray, *, slack: f
     Lagrangian argument: every completion then costs more than its incumbent); a join
     beyond ``max_rows`` rows raises `TooLarge`."""
     prune = _pruner(slack, lam, wslack)
+    if len(pool) == 1:  # (one table: its Pareto rows per assignment of ``kept`` at once)
+        return _pareto(prune(pool[0]), kept, dom)
     rest = sorted(_reduce(pool, kept, dom, prune, max_rows), key=lambda t: t.cost.size)
     joined = rest[0]
     for t in rest[1:]:
