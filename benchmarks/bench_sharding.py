@@ -28,7 +28,11 @@ Tables:
    about +1 ms on a tap solve of 2-5 ms). ``--batch K``: instead, the mean per solve of K
    solves back to back (the first cold, the others warm; every CPU second counted), the
    median of 3 such batches, alpa_ilp's and tap's taken in turn (`paired_batches`: one
-   batch disturbed by another process on the host moves no ratio).
+   batch disturbed by another process on the host moves no ratio). ``--batch-seconds 0.2``
+   also: each batch runs on until it has taken 0.2 s, as ``python -m timeit`` sizes its
+   loops (a tap solve of 4 ms then runs ~50 times a batch, alpa_ilp's of 90 ms 5 times):
+   steady-state speed, the cold first solve of a batch (+1.5-2.5 ms for tap after the
+   sleep) weighing as little for either.
 5. ``--only llama``: tap on the Llama-3 8B sharding instance (issue 20).
 6. ``--only phases``: where a whole ``distplan.solve(inst, "tap")`` spends its CPU time on
    the 24-layer GPTs of table 4 (no alpa_ilp run): skeleton, folding and chains with
@@ -217,15 +221,18 @@ def timed_solve(inst: Any, formulation: str, backend: str, time_limit: float, re
     return {"wall": wall, "cpu": cpu, "build": wall - solve, "solve": solve, "objective": r.objective, "status": r.termination.value, "rounds": r.info.get("rounds"), "method": r.info.get("method", "")}
 
 
-def batch_solve(inst: Any, formulation: str, backend: str, time_limit: float, batch: int) -> dict[str, Any]:
+def batch_solve(inst: Any, formulation: str, backend: str, time_limit: float, batch: int, least_seconds: float = 0.0) -> dict[str, Any]:
     """Mean wall and CPU seconds per solve of ``batch`` solves run back to back, then one
     `SETTLE_SECONDS` sleep whose CPU (solver threads still spinning) is the batch's: the
     timeit way. The first solve starts after the previous measurement's sleep, its code and
     data evicted from the caches while idle (on this 2-core VM a warm 2.0 ms tap solve
     takes 3.1 ms right after a 50 ms sleep, and a busy loop first does not help: running
-    the same code does); the others run warm. Every CPU second of the batch is counted."""
+    the same code does); the others run warm. Every CPU second of the batch is counted.
+    ``least_seconds``: more solves, until the batch has taken that long (wall), as
+    ``python -m timeit`` sizes its loops (at least 0.2 s): the cold first solve then weighs
+    as little for a solve of milliseconds as for one of a tenth of a second."""
     t0, c0, runs = time.perf_counter(), cpu_seconds(), 0
-    while runs < batch and (runs == 0 or time.perf_counter() - t0 <= 5.0):  # (one run of a slow solve)
+    while (runs < batch or time.perf_counter() - t0 < least_seconds) and (runs == 0 or time.perf_counter() - t0 <= 5.0):  # (one run of a slow solve)
         r = distplan.solve(inst, formulation, backend=backend, time_limit=time_limit, mip_gap=1e-9)
         runs += 1
     wall = (time.perf_counter() - t0) / runs
@@ -238,7 +245,7 @@ def batch_solve(inst: Any, formulation: str, backend: str, time_limit: float, ba
 BATCH_REPEATS = 3
 
 
-def paired_batches(inst: Any, backend: str, time_limit: float, batch: int) -> tuple[dict[str, Any], dict[str, Any]]:
+def paired_batches(inst: Any, backend: str, time_limit: float, batch: int, least_seconds: float = 0.0) -> tuple[dict[str, Any], dict[str, Any]]:
     """alpa_ilp's and tap's `batch_solve` taken in turn `BATCH_REPEATS` times (once when a
     batch of alpa_ilp takes more than 5 s), each summarized by the median of its batches'
     wall and CPU seconds per solve: a batch slowed by another process on the shared host
@@ -247,7 +254,7 @@ def paired_batches(inst: Any, backend: str, time_limit: float, batch: int) -> tu
     runs: dict[str, list[dict[str, Any]]] = {"alpa_ilp": [], "tap": []}
     for _ in range(BATCH_REPEATS):
         for name in runs:
-            runs[name].append(batch_solve(inst, name, backend, time_limit, batch))
+            runs[name].append(batch_solve(inst, name, backend, time_limit, batch, least_seconds))
         if runs["alpa_ilp"][-1]["wall"] * batch > 5.0:
             break
     out = []
@@ -268,8 +275,10 @@ def summary(label: str, ratios: list[float]) -> str:
     return f"{label}: min {min(ratios):.1f}, geometric mean {float(np.exp(np.mean(np.log(ratios)))):.1f}, max {max(ratios):.1f} ({len(ratios)} cases)"
 
 
-def exact_table(quick: bool, backend: str, time_limit: float, batch: int = 0) -> list[str]:
+def exact_table(quick: bool, backend: str, time_limit: float, batch: int = 0, least_seconds: float = 0.0) -> list[str]:
     how = f"mean of {batch} solves back to back (`batch_solve`), median of {BATCH_REPEATS} batches" if batch else "median of up to 3 runs"
+    if batch and least_seconds:
+        how = f"mean of at least {batch} solves and {least_seconds:g} s back to back (`batch_solve`), median of {BATCH_REPEATS} batches"
     lines = [f"## 4. Exact folding under memory: tap vs alpa_ilp (seconds, {how}; MIP gap 1e-9 for both)", ""]
     lines.append(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     header = (
@@ -294,7 +303,7 @@ def exact_table(quick: bool, backend: str, time_limit: float, batch: int = 0) ->
     for name, inst in cases:
         try:
             if batch:
-                alpa, tap = paired_batches(inst, backend, time_limit, batch)
+                alpa, tap = paired_batches(inst, backend, time_limit, batch, least_seconds)
             else:
                 alpa = timed_solve(inst, "alpa_ilp", backend, time_limit)
                 tap = timed_solve(inst, "tap", backend, time_limit)
@@ -405,6 +414,7 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=600.0)
     ap.add_argument("--only", choices=["search", "compare", "lp", "exact", "llama", "phases"], default=None)
     ap.add_argument("--batch", type=int, default=0, metavar="K", help="table 4: time K solves back to back per formulation and case (CPU per solve, the timeit way; the median of 3 such batches) instead of the median of 3 single runs")
+    ap.add_argument("--batch-seconds", type=float, default=0.0, metavar="S", help="with --batch: more solves per batch, until it has taken S seconds (the timeit way: 0.2)")
     args = ap.parse_args()
     layers = [12, 96] if args.quick else [12, 24, 48, 96]
     repeat = 2 if args.quick else args.repeat
@@ -416,7 +426,7 @@ def main() -> None:
     if args.only in (None, "lp"):
         out += lp_table(args.backend) + [""]
     if args.only in (None, "exact"):
-        out += exact_table(args.quick, args.backend, args.time_limit, args.batch) + [""]
+        out += exact_table(args.quick, args.backend, args.time_limit, args.batch, args.batch_seconds) + [""]
     if args.only in (None, "llama"):
         out += llama_table(args.backend, args.time_limit) + [""]
     if args.only in (None, "phases"):
