@@ -1328,7 +1328,7 @@ def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any,
     res = solve_walk_dp(chain, graph, start_vars, end_vars, deadline=deadline, max_rows=max_rows, least=None if free is None else free[:2], core=core, walk_from=walk_from)
     if res is None:
         return memory_free()[0] if binds else None
+    # (the plan's memory is not summed again here: `distplan.solve` has the evaluator check
+    # every plan, and one over the budget is a PlanCheckError, never an answer)
     choice = _choice(sk.num_nodes, chain, origin, virtual[0], res, start, walk_from)
-    if plan_memory(sk, tables, choice) > memory_limits(sk.instance.memory_budget)[1]:
-        raise AssertionError("tap: the dynamic program's plan exceeds the memory budget")
     return ChainSolution(choice, res.cost, res.bound if free is None else max(res.bound, free[2]), True, 0, 0, None, None, folded_variables(graph, chains))
