@@ -199,3 +199,70 @@ def test_small_parts_of_the_explicit_graph_give_the_fronts_of_its_factors(monkey
     monkeypatch.setattr(chain_dp, "SMALL_PART", 0)
     slow = distplan.solve(inst, "tap", mip_gap=1e-9)
     assert fast.objective == pytest.approx(slow.objective, rel=1e-12) and fast.objective == pytest.approx(alpa.objective, rel=1e-6)
+
+
+def _with_edge(sk: Any, u: int, v: int) -> Any:
+    """The skeleton with one more edge u -> v (of a new edge label)."""
+    return dataclasses.replace(
+        sk,
+        edge_u=np.append(sk.edge_u, u),
+        edge_v=np.append(sk.edge_v, v),
+        edge_label_id=np.append(sk.edge_label_id, int(sk.edge_label_id.max()) + 1),
+    )
+
+
+def test_a_first_copy_joined_otherwise_or_an_out_position_without_a_feed_is_refused() -> None:
+    """The feed is refused when the first copy has an edge to a node other than the second
+    copy, when an edge into it comes from inside the chain (in place of the embedding's),
+    and when an out position has no
+    node that feeds it (no link of its own)."""
+    sk, tables, chain = _chain(tight(5, 4, 0.05))
+    assert first_copy_feed(sk, chain, tables) is not None
+    head = int(np.setdiff1d(np.arange(sk.num_nodes), chain.nodes.ravel()).max())  # (a node after the chain)
+    assert first_copy_feed(_with_edge(sk, int(chain.nodes[0, 0]), head), chain, tables) is None
+    # an edge that feeds the first copy moved to come from the third copy's out position
+    first = set(chain.nodes[0].tolist())
+    feed = next(e for e in range(sk.num_edges) if int(sk.edge_v[e]) in first and int(sk.edge_u[e]) not in first)
+    moved = dataclasses.replace(sk, edge_u=sk.edge_u.copy())
+    moved.edge_u[feed] = chain.nodes[2, chain.out_pos[0]]
+    assert first_copy_feed(moved, chain, tables) is None
+    # a second out position that nothing links: no node feeds it
+    linked = {int(sk.edge_u[e]) for e in chain.link_edges.tolist()}
+    unlinked = next(j for j in range(chain.positions) if int(chain.nodes[0, j]) not in linked)
+    sizes = np.append(chain.out_sizes, len(tables.node(sk, int(chain.nodes[0, unlinked])).strategies))
+    two = dataclasses.replace(chain, out_pos=np.array(sorted([*chain.out_pos.tolist(), unlinked])), out_sizes=sizes)
+    assert first_copy_feed(sk, two, tables) is None
+
+
+@pytest.mark.parametrize("mesh", [4, (2, 2)])
+def test_a_two_stage_walk_from_its_first_copy_gives_the_optimum(monkeypatch: pytest.MonkeyPatch, mesh: int | tuple[int, int]) -> None:
+    """With the copy's separator taken whatever its size (`_separator` given a huge state
+    count: the same separator, found where the few-arcs test would refuse it), a copy is two
+    walk steps through it; walked from the first copy (fed by the embedding) the plan is the
+    optimum of alpa_ilp and of the walk with the first copy explicit."""
+    separator = cf._separator
+    monkeypatch.setattr(cf, "_separator", lambda n, P, pairs, out, dom, states: separator(n, P, pairs, out, dom, 10**9))
+    inst = tight(5, mesh, 0.05)
+    sk, tables, chain = _chain(inst)
+    chain.arcs = cf.segment_fronts(chain, sk, tables)
+    assert chain.num_walk_states > chain.num_states and first_copy_feed(sk, chain, tables) is not None
+    alpa = distplan.solve(inst, "alpa_ilp", mip_gap=1e-9)
+    fed = distplan.solve(inst, "tap", mip_gap=1e-9)
+    _without_feed(monkeypatch)
+    explicit = distplan.solve(inst, "tap", mip_gap=1e-9)
+    assert fed.info["method"] == explicit.info["method"] == "dp"
+    assert fed.objective == pytest.approx(alpa.objective, rel=1e-6) and fed.objective == pytest.approx(explicit.objective, rel=1e-12)
+    assert fed.bound is not None and fed.bound <= alpa.objective
+
+
+def test_cost_tables_hand_out_arrays_that_cannot_be_written_and_nan_memory_has_no_pareto_order() -> None:
+    """`CostTables` shares one array per node and edge label, which tap's factor tables keep
+    uncopied: writing into one raises instead of changing every later use. A NaN memory has
+    no place in `_pareto_per_state`'s order (as in `pareto_rows`)."""
+    sk, tables, chain = _chain(tight(3, 4, 0.3))
+    node = tables.node(sk, int(chain.nodes[1, 0]))
+    for array in (node.cost, node.memory, tables.edge(sk, int(chain.link_edges[0]))):
+        with pytest.raises(ValueError):
+            array[0] = 0.0
+    with pytest.raises(ValueError, match="NaN"):
+        cf._pareto_per_state(np.zeros((2, 3)), np.zeros(3, dtype=np.int64), np.array([1.0, np.nan, 2.0]))

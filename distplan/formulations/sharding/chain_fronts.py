@@ -456,6 +456,8 @@ def _pareto_per_state(cost: np.ndarray, own: np.ndarray, mem: np.ndarray) -> tup
     x states + own key: (state, row) pairs in its order (state, own key, memory). The rows
     are sorted by (own key, memory) once for every state, and each key's running least
     cost is taken across the states at once, as `pareto_rows_few` takes it for one."""
+    if mem.size and math.isnan(np.minimum.reduce(mem)):
+        raise ValueError("_pareto_per_state: a NaN memory (bytes) has no Pareto order")
     order = np.lexsort((mem, own))
     k, m = own[order], mem[order]
     ordered = cost[:, order]

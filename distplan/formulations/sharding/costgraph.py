@@ -220,6 +220,15 @@ def build_skeleton(inst: ShardingInstance) -> Skeleton:
     )
 
 
+def _frozen(values: list[float]) -> np.ndarray:
+    """A float array that cannot be written: `CostTables` hands out the same arrays for every
+    node (and edge) of a label, and the factor tables of tap's dynamic program keep them
+    uncopied, so a write into one would change every later use."""
+    out = np.array(values, dtype=float)
+    out.setflags(write=False)
+    return out
+
+
 @dataclass
 class NodeCosts:
     """Numbers of one node label: per strategy index, the member strategies and costs."""
@@ -350,7 +359,7 @@ class CostTables:
             cost.append(c_s)
             memory.append(m_s)
             strategies.append(tuple(chosen))
-        return NodeCosts(strategies, np.array(cost, dtype=float), np.array(memory, dtype=float), out_specs)
+        return NodeCosts(strategies, _frozen(cost), _frozen(memory), out_specs)
 
     def _single_node_costs(self, op: int) -> NodeCosts:
         """`_member_costs` of a node of one op (most nodes), without its bookkeeping of
@@ -380,7 +389,7 @@ class CostTables:
             if spec is None:
                 spec = specs[key] = tensor_spec(output, st)
             out_spec.append(spec)
-        return NodeCosts([(st,) for st in root], np.array(cost, dtype=float), np.array(memory, dtype=float), [out_spec])
+        return NodeCosts([(st,) for st in root], _frozen(cost), _frozen(memory), [out_spec])
 
     def _reshard(self, tensor: TensorSem, src: Spec, dst: Spec) -> float:
         """`reshard_seconds`, once per (tensor, layouts)."""
@@ -398,6 +407,7 @@ class CostTables:
         got = self._edges.get(key)
         if got is None:
             got = self._edges[key] = self._edge_costs(sk, u, v, sk.edge_links(e))
+            got.setflags(write=False)
         return got
 
     def _edge_costs(self, sk: Skeleton, u: int, v: int, links: Sequence[Link]) -> np.ndarray:
