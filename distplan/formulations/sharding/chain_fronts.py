@@ -414,12 +414,12 @@ JOINED_PARETO = 4096
 def _front_by_state(core: list[_Table], links: list[tuple[int, np.ndarray]], P: int, out: list[int], dom: np.ndarray, out_sizes: np.ndarray, max_rows: float) -> _Table:
     """A copy's Pareto rows per (previous state P, strategies of the out positions) from
     its `CopyCore` tables: those joined into one (its Pareto rows per assignment of the
-    interface first when large: `JOINED_PARETO`), then every row with every previous state at once, its cost (seconds) plus
-    each link's resharding from that state (``links``: target position, seconds per (state,
-    target strategy); a row that a link forbids, at infinite cost, is left out), its memory
-    (bytes) its own: the rows `_eliminate` keeps over the same factors, found by one
-    (states x rows) array instead of a join per link and variable. `TooLarge` beyond
-    ``max_rows`` rows."""
+    interface first when large: `JOINED_PARETO`), then every row with every previous
+    state at once, its cost (seconds) plus each link's resharding from that state
+    (``links``: target position, seconds per (state, target strategy); a row that a link
+    forbids, at infinite cost, is left out), its memory (bytes) its own: the rows
+    `_eliminate` keeps over the same factors, found by one (states x rows) array instead
+    of a join per link and variable. `TooLarge` beyond ``max_rows`` rows."""
     ordered = sorted(core, key=lambda t: t.cost.size)
     joined = ordered[0]
     for t in ordered[1:]:
