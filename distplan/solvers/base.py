@@ -34,6 +34,7 @@ class Capabilities:
     milp: bool = False
     convex: bool = False  # takes cvxpy problems (conic / QP)
     reports_bound: bool = False  # reports a proven MIP dual bound
+    reports_lp_bound: bool = True  # reports a bound on a solved LP (a dual objective); OSQP does not
     warm_start: bool = False
     time_limit: bool = True  # honours time_limit itself (False: always run isolated under a limit)
     #: rows + columns up to which the solver stops within its time limit by itself (None:

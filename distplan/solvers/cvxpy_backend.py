@@ -576,6 +576,7 @@ def _register_all() -> None:
                     milp=spec.milp,
                     convex=spec.conic,  # the convex programs are conic (SOC): a QP-only solver cannot take them
                     reports_bound=spec.reports_bound and spec.milp,
+                    reports_lp_bound=spec.reports_bound,
                     warm_start=False,
                     time_limit=spec.time_limit_key is not None,
                     interruptible_size=20_000,
