@@ -56,7 +56,7 @@ from distplan.formulations.sharding.chain_fronts import (
     pareto_rows_few,
     segment_fronts,
 )
-from distplan.formulations.sharding.chain_minsum import cheapest_copy_arcs, scalar_sides
+from distplan.formulations.sharding.chain_minsum import cheapest_copy_arcs, dense_sum, pair_factor, scalar_sides
 from distplan.formulations.sharding.chain_program import ChainSolution, explicit_graph, folded_variables, plan_memory
 from distplan.formulations.sharding.chainfold import Chain, first_copy_feed
 from distplan.formulations.sharding.costgraph import CostGraph, CostTables, Skeleton
@@ -220,26 +220,14 @@ def _small_parts(graph: CostGraph) -> tuple[list[_Table], np.ndarray] | None:
     small = np.int16 if max(sizes, default=0) < 2**15 else np.int64
     out = []
     for c, nodes in members.items():
-        shape = [sizes[i] for i in nodes]
-        axis = {i: k for k, i in enumerate(nodes)}
-        cost = np.zeros(shape)
-        mem = np.zeros(shape)
-        floor = 0.0
-        for i in nodes:
-            line = [1] * len(nodes)
-            line[axis[i]] = sizes[i]
-            node_cost = np.asarray(graph.node_cost[i], float)
-            node_mem = np.asarray(graph.node_memory[i], float)
-            cost = cost + node_cost.reshape(line)
-            mem = mem + node_mem.reshape(line)
-            finite = finite_mask(node_cost)
-            floor += float(node_mem[finite].min()) if finite.any() else 0.0
-        for e in edges.get(c, []):
-            u, v = eu[e], ev[e]
-            M = np.asarray(graph.edge_cost[e], float)
-            line = [1] * len(nodes)
-            line[axis[u]], line[axis[v]] = sizes[u], sizes[v]
-            cost = cost + (M if axis[u] < axis[v] else M.T).reshape(line)
+        scope, shape = tuple(nodes), tuple(sizes[i] for i in nodes)
+        node_cost = [np.asarray(graph.node_cost[i], float) for i in nodes]
+        node_mem = [np.asarray(graph.node_memory[i], float) for i in nodes]
+        edge_f = [pair_factor(eu[e], ev[e], np.asarray(graph.edge_cost[e], float)) for e in edges.get(c, [])]
+        cost = dense_sum([((i,), x) for i, x in zip(nodes, node_cost)] + edge_f, scope, shape)
+        mem = dense_sum([((i,), x) for i, x in zip(nodes, node_mem)], scope, shape)
+        allowed = [finite_mask(x) for x in node_cost]
+        floor = sum(float(m[ok].min()) if ok.any() else 0.0 for ok, m in zip(allowed, node_mem))
         flat = cost.ravel()
         ok = finite_mask(flat).nonzero()[0]
         asg = np.full((ok.size, n), -1, dtype=small)

@@ -49,9 +49,22 @@ def _finite_all(arrays: list[np.ndarray]) -> list[np.ndarray]:
     return [_finite(x) for x in arrays]
 
 
-def _pair(u: int, v: int, M: np.ndarray) -> Factor:
+def pair_factor(u: int, v: int, M: np.ndarray) -> Factor:
     """A factor over two variables, axes in increasing variable order."""
     return ((u, v), M) if u < v else ((v, u), M.T)
+
+
+def dense_sum(factors: list[Factor], scope: tuple[int, ...], shape: tuple[int, ...]) -> np.ndarray:
+    """The sum of ``factors`` (each over a sub-scope of ``scope``, in its order) as one array
+    over ``scope`` of ``shape``, broadcast along the variables a factor lacks; added in factor
+    order (the same sums as from zeros, since 0 + x = x)."""
+    total: np.ndarray | None = None
+    for vars_, arr in factors:
+        part = arr if vars_ == scope else arr.reshape([d if y in vars_ else 1 for y, d in zip(scope, shape)])
+        total = part if total is None else total + part
+    if total is None:
+        return np.zeros(shape)
+    return total if total.shape == shape else np.broadcast_to(total, shape)
 
 
 def min_sum(dom: list[int], factors: list[Factor], keys: list[int], max_rows: float) -> tuple[np.ndarray, np.ndarray] | None:
@@ -76,16 +89,8 @@ def min_sum(dom: list[int], factors: list[Factor], keys: list[int], max_rows: fl
     trace: list[tuple[int, tuple[int, ...], np.ndarray]] = []
 
     def joined(ids: list[int], scope: tuple[int, ...], shape: tuple[int, ...]) -> np.ndarray:
-        """The sum of the factors ``ids`` over ``scope`` (in factor order: the same sums as
-        from zeros, since 0 + x = x for the non-negative costs)."""
-        total: np.ndarray | None = None
-        for f in ids:
-            vars_, arr = table.pop(f)
-            part = arr if vars_ == scope else arr.reshape([d if y in vars_ else 1 for y, d in zip(scope, shape)])
-            total = part if total is None else total + part
-        if total is None:
-            return np.zeros(shape)
-        return total if total.shape == shape else np.broadcast_to(total, shape)
+        """The sum of the factors ``ids`` over ``scope`` (`dense_sum`), taken from the table."""
+        return dense_sum([table.pop(f) for f in ids], scope, shape)
 
     next_id = len(factors)
     while free:
@@ -156,7 +161,7 @@ def scalar_sides(graph: CostGraph, start_vars: list[int], end_vars: list[int], m
     for i in range(n):
         sides[side_of[i]].append(((i,), weights[i]))
     for u, v, M in zip(eu.tolist(), ev.tolist(), _finite_all(graph.edge_cost)):
-        sides[side_of[u]].append(_pair(u, v, M))
+        sides[side_of[u]].append(pair_factor(u, v, M))
     out: list[_Table] = []
     for side, (factors, keys) in enumerate(zip(sides, (start_vars, end_vars))):
         got = min_sum(dom, factors, keys, max_rows)
@@ -196,7 +201,7 @@ def cheapest_copy_arcs(chain: Chain, sk: Skeleton, tables: CostTables, max_rows:
     factors.append(((P,), np.zeros(S)))
     su, sv = sk.edge_u, sk.edge_v
     for e, M in zip(internal, finite[n:]):
-        factors.append(_pair(pos_of[int(su[e])], pos_of[int(sv[e])], M))
+        factors.append(pair_factor(pos_of[int(su[e])], pos_of[int(sv[e])], M))
     digits = chain.digits(np.arange(S))
     for e, M in zip(links, finite[n + len(internal) :]):
         a, b = pos_prev[int(su[e])], pos_of[int(sv[e])]
