@@ -451,36 +451,20 @@ def _front_by_state(core: list[_Table], links: list[tuple[int, np.ndarray]], P: 
 
 def _pareto_per_state(cost: np.ndarray, own: np.ndarray, mem: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`_front_by_state`'s Pareto rows for few previous states: per (state, own key) the
-    rows of ``cost`` (states x rows, seconds; infinite: forbidden) and ``mem`` (bytes, the
-    same for every state) that `pareto_rows` keeps over the finite entries, keyed by state
-    x states + own key: (state, row) pairs in its order (state, own key, memory). The rows
-    are sorted by (own key, memory) once for every state, and each key's running least
-    cost is taken across the states at once, as `pareto_rows_few` takes it for one."""
+    rows of ``cost`` (states x rows, seconds; infinite or NaN: forbidden) and ``mem``
+    (bytes, the same for every state) that `pareto_rows` keeps over the finite entries,
+    keyed by state x states + own key: (state, row) pairs in its order, by
+    `pareto_rows_few` state by state."""
     if mem.size and math.isnan(np.minimum.reduce(mem)):
         raise ValueError("_pareto_per_state: a NaN memory (bytes) has no Pareto order")
-    order = np.lexsort((mem, own))
-    k, m = own[order], mem[order]
-    ordered = cost[:, order]
-    if ordered.size and math.isnan(np.minimum.reduce(ordered, axis=None)):
-        ordered = np.where(np.isnan(ordered), np.inf, ordered)  # (NaN: forbidden, as `finite_mask` has it)
-    keep = np.empty(ordered.shape, dtype=bool)
-    hi = 0
-    for size in np.bincount(k).tolist():
-        if size:
-            lo, hi = hi, hi + size
-            part = ordered[:, lo:hi]
-            np.less(part[:, 0], np.inf, out=keep[:, lo])
-            np.less(part[:, 1:], np.minimum.accumulate(part[:, :-1], axis=1), out=keep[:, lo + 1 : hi])
-    same = (k[1:] == k[:-1]) & (m[1:] == m[:-1])
-    if same.any():
-        # rows of equal key and memory: of those kept (each cheaper than all before), only
-        # the last, the first of the run's least cost
-        starts = np.flatnonzero(np.r_[True, ~same])
-        run = np.cumsum(np.r_[True, ~same]) - 1
-        least = np.minimum.reduceat(ordered, starts, axis=1)[:, run]
-        keep &= ordered == least
-    prev, at = keep.nonzero()
-    return prev, order[at]
+    prev: list[np.ndarray] = []
+    rows: list[np.ndarray] = []
+    for state, line in enumerate(cost):
+        ok = np.isfinite(line).nonzero()[0]
+        kept = ok[pareto_rows_few(own[ok], line[ok], mem[ok])] if ok.size else ok
+        prev.append(np.full(kept.size, state, dtype=np.int64))
+        rows.append(kept)
+    return np.concatenate(prev), np.concatenate(rows)
 
 
 def _factor(V: int, live: list[int], cols: list[np.ndarray], cost: np.ndarray, mem: np.ndarray) -> _Table:
