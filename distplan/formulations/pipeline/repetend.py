@@ -31,7 +31,7 @@ largest K: it refutes or finds each integer period, refutes the largest fraction
 candidate below (after a short MILP probe) and minimizes the flat length, all within a
 node budget; whatever it leaves undecided goes to the path above (its rate MILP, an
 incumbent in hand, for at most ``proof_time_limit`` seconds), and an unfinished proof is
-reported as unproven.
+reported as unproven, with the budget that stopped it (`Repetend.cuts`).
 
 "Integral data" in the proofs means exact integers (`integral_data(inst, exact=True)`):
 durations and delays within 1e-12 of integers are searched rounded, for a plan, but no
@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -72,7 +72,7 @@ from distplan.formulations.registry import RunContext
 from distplan.modeling.model import Model
 from distplan.modeling.scheduling import cyclic_no_overlap, cyclic_precedence, modulo_prefix, winding_triangles
 from distplan.models.pipeline import PipelineInstance
-from distplan.solvers.result import Termination
+from distplan.solvers.result import LIMIT_TERMINATIONS, Termination
 
 DEFAULTS: dict[str, Any] = {
     "offsets": None,  # periods one micro-batch may span (None: from the critical path)
@@ -128,6 +128,28 @@ def _build_deadline(params: Mapping[str, Any]) -> float | None:
     budget) and the run's (``_run_deadline``); None when neither is set."""
     given = [float(d) for d in (params.get("_deadline"), params.get("_run_deadline")) if d is not None]
     return min(given) if given else None
+
+
+def context_budget(params: Mapping[str, Any]) -> str:
+    """The budget behind the search's context and deadlines (`_build_deadline`, the
+    context's time left): within a ``search_time_limit`` budget (``_deadline`` set: the
+    context is that budget's, `tessel._budgeted_search`) that budget, or the run's
+    ``time_limit`` when the run had less time left (``_deadline_budget``); else the run's
+    ``time_limit``."""
+    if params.get("_deadline") is not None:
+        return str(params.get("_deadline_budget", "search_time_limit"))
+    return "time_limit"
+
+
+def binding_budget(ctx: RunContext, params: Mapping[str, Any], name: str | None, limit: float | None, share: float = 1.0) -> str:
+    """The budget that caps an auxiliary solve given ``limit`` seconds of its own (the
+    parameter ``name``; None: none) and ``share`` of the context's time left: ``name``
+    when its own limit is the smaller, else the context's (`context_budget`: a
+    ``search_time_limit`` budget or the run's ``time_limit``). Call it before the solve."""
+    remaining = ctx.remaining_time()
+    if name is not None and limit is not None and (remaining is None or limit <= remaining * share):
+        return name
+    return context_budget(params)
 
 
 def prepare_repetend(inst: PipelineInstance, params: Mapping[str, Any]) -> RepetendIndex:
@@ -322,7 +344,19 @@ class Repetend:
 
     Copy u of block b (cyclic block ``u B + b``) of super-step M runs micro-batch
     ``U M + u`` at ``sigma[u B + b] + M T``: `unroll` gives those start times, `phases`
-    splits them into warm-up, steady state and cool-down."""
+    splits them into warm-up, steady state and cool-down.
+
+    ``cuts`` maps each part of the search that a budget stopped before it finished to that
+    budget (a parameter's name, or the run's ``time_limit``): ``repetend_search`` when the
+    period was left unproven (``search_time_limit``, ``proof_time_limit``,
+    ``candidate_probe_limit``), ``repetend_offsets`` when the fewest offsets were not
+    established (``probe_time_limit``), ``repetend_flat_length`` when the least flat
+    length was not (``flat_time_limit``, ``residue_nodes``); each possibly by
+    ``search_time_limit`` or the run's ``time_limit`` instead, when its share of those
+    was the shorter. Empty when nothing was cut (a period may still be unproven for want
+    of a proof, not of a budget: `rounded_only` data). The residue search's fixed cap of
+    1,000 placements on the flat length (`_search_residues`) is part of the method and not
+    recorded."""
 
     sigma: np.ndarray
     period: float
@@ -331,6 +365,7 @@ class Repetend:
     offsets: int
     unfold: int
     search_seconds: float
+    cuts: dict[str, str] = field(default_factory=dict)
 
     def block_offsets(self) -> np.ndarray:
         """(U B,) the period in which each cyclic block's flat start falls: Tessel's
@@ -478,7 +513,7 @@ def search_repetend(inst: PipelineInstance, ctx: RunContext, params: dict[str, A
         ks = [first]
         while ks[-1] < largest:
             ks.append(min(largest, 2 * ks[-1]))
-    best: tuple[np.ndarray, float, float | None, bool, int, RepetendIndex] | None = None
+    best: tuple[np.ndarray, float, float | None, bool, int, RepetendIndex, str | None] | None = None
     reached: list[tuple[int, float, np.ndarray]] = []  # (K, least period found, its flat starts)
     for i, k in enumerate(ks):
         last = i == len(ks) - 1
@@ -488,50 +523,74 @@ def search_repetend(inst: PipelineInstance, ctx: RunContext, params: dict[str, A
         except DeadlineReached:
             if best is None:
                 raise
-            best = (best[0], best[1], None, False, best[4], best[5])  # a smaller K's, unproven
+            best = (best[0], best[1], None, False, best[4], best[5], context_budget(params))  # a smaller K's, unproven
             break
         reached.append((k, best[1], best[0]))
         if at_work_bound(inst, best[1], best[5].t_lb):
-            best = (best[0], best[1], best[5].t_lb, True, best[4], best[5])
+            best = (best[0], best[1], best[5].t_lb, True, best[4], best[5], None)
             break
     assert best is not None
-    sigma, period, bound, proven, k, index = best
-    sigma, k = _polished(inst, ctx, params, reached, period, sigma, k)
+    sigma, period, bound, proven, k, index, cut = best
+    cuts = {} if proven or cut is None else {"repetend_search": cut}
+    sigma, k = _polished(inst, ctx, params, reached, period, sigma, k, cuts)
     sigma = sigma - sigma.min()
     if integral_data(inst) and float(period).is_integer() and np.all(np.abs(sigma - np.round(sigma)) < 1e-6):
         sigma = np.round(sigma)  # remove the solver's tolerance from integral times
-    return Repetend(sigma, period, bound, proven, int(k), int(index.cyclic.unfold), time.perf_counter() - t0)
+    return Repetend(sigma, period, bound, proven, int(k), int(index.cyclic.unfold), time.perf_counter() - t0, cuts)
 
 
 def _polished(
-    inst: PipelineInstance, ctx: RunContext, params: dict[str, Any], reached: list[tuple[int, float, np.ndarray]], period: float, sigma: np.ndarray, k: int
+    inst: PipelineInstance,
+    ctx: RunContext,
+    params: dict[str, Any],
+    reached: list[tuple[int, float, np.ndarray]],
+    period: float,
+    sigma: np.ndarray,
+    k: int,
+    cuts: dict[str, str],
 ) -> tuple[np.ndarray, int]:
     """The repetend at ``period`` (flat starts ``sigma``, seconds, over ``k`` periods) with
     the fewest offsets (`_fewest_offsets`), then (``min_flat_length``) the least flat
     length; each step only improves a feasible repetend, so when the run's deadline stops
-    one (a model's build), the repetend of the steps done so far is returned."""
+    one (a model's build), the repetend of the steps done so far is returned. A step its
+    budget stopped is recorded in ``cuts`` (`Repetend.cuts`)."""
+    step = "repetend_offsets"
     try:
-        sigma, k = _fewest_offsets(inst, ctx, params, reached, period, sigma, k)
+        sigma, k = _fewest_offsets(inst, ctx, params, reached, period, sigma, k, cuts)
         if params.get("min_flat_length", True):
+            step = "repetend_flat_length"
             t1 = time.perf_counter()
             m2, d2 = REPETEND.build(inst, {**params, "offsets": k, "_t": period}, name="tessel-flat")
-            r2 = sub_ctx(ctx, float(params.get("flat_time_limit", 0.5))).solve_model(m2, warm_start=_warm(m2, d2, sigma, period), build_seconds=time.perf_counter() - t1)
+            limit = float(params.get("flat_time_limit", 0.5))
+            budget = binding_budget(ctx, params, "flat_time_limit", limit, share=1 / 3)  # (`sub_ctx`'s share)
+            r2 = sub_ctx(ctx, limit).solve_model(m2, warm_start=_warm(m2, d2, sigma, period), build_seconds=time.perf_counter() - t1)
+            if r2.termination in LIMIT_TERMINATIONS:
+                cuts.setdefault(step, budget)
             if r2.values is not None:
                 sigma = np.asarray(r2.values_by_block["theta"], dtype=float) * period
     except DeadlineReached:
+        cuts.setdefault(step, context_budget(params))
         return sigma, k
     return sigma, k
 
 
 def _fewest_offsets(
-    inst: PipelineInstance, ctx: RunContext, params: dict[str, Any], reached: list[tuple[int, float, np.ndarray]], period: float, sigma: np.ndarray, k: int
+    inst: PipelineInstance,
+    ctx: RunContext,
+    params: dict[str, Any],
+    reached: list[tuple[int, float, np.ndarray]],
+    period: float,
+    sigma: np.ndarray,
+    k: int,
+    cuts: dict[str, str],
 ) -> tuple[np.ndarray, int]:
     """The same period with the fewest periods per micro-batch: bisection with
     fixed-period feasibility probes between the largest K tried that missed the period and
     the smallest that reached it. Fewer micro-batches in flight give shorter warm-up and
     cool-down phases (Tessel likewise searches its repetends with the fewest micro-batches).
     A probe undecided within its time limit sends the bisection upwards (only K with a
-    repetend in hand are ever returned, so the result may not be the fewest)."""
+    repetend in hand are ever returned, so the result may not be the fewest; ``cuts``
+    records it under ``repetend_offsets``)."""
     tol = 1e-9 * max(1.0, period)
     hits = [(kk, sg) for kk, pp, sg in reached if pp <= period + tol]
     misses = [kk for kk, pp, _ in reached if pp > period + tol]
@@ -547,6 +606,8 @@ def _fewest_offsets(
         if found is not None:
             hi, best_sigma = mid, found
             continue
+        limit = float(params.get("probe_time_limit", DEFAULTS["probe_time_limit"]))
+        budget = binding_budget(ctx, params, "probe_time_limit", limit, share=1 / 3)  # (`probe_period`'s share)
         sigma_mid, infeasible = probe_period(inst, ctx, {**params, "offsets": mid}, period)
         if sigma_mid is not None:
             hi, best_sigma = mid, sigma_mid
@@ -554,16 +615,20 @@ def _fewest_offsets(
             lo = mid
         else:
             lo = mid  # undecided within the probe's time limit: look for a feasible K above it only
+            if ctx.solver_results and ctx.solver_results[-1].termination in LIMIT_TERMINATIONS:
+                cuts.setdefault("repetend_offsets", budget)
     return np.asarray(best_sigma), int(hi)
 
 
 def _search_once(
     inst: PipelineInstance, ctx: RunContext, params: dict[str, Any], incumbent: tuple[np.ndarray, float] | None = None, prove: bool = True
-) -> tuple[np.ndarray, float, float | None, bool, int, RepetendIndex]:
+) -> tuple[np.ndarray, float, float | None, bool, int, RepetendIndex, str | None]:
     """Least period with a fixed number of offsets: the backtracking heuristic (below the
     incumbent of a smaller K, if any); without ``prove`` that is all. With ``prove``:
     integer-period probes when there is no incumbent yet, then (integral data) the
-    candidate-period proof, else the rate MILP; nothing once the resource bound is met."""
+    candidate-period proof, else the rate MILP; nothing once the resource bound is met.
+    Returns (flat starts, period, period bound, proven, offsets, index, the budget that
+    cut the rate MILP before it proved the period: `binding_budget`, else None)."""
     t0 = time.perf_counter()
     below = None if incumbent is None or not integral_data(inst) else incumbent[1]
     model, data = REPETEND.build(inst, {**params, "_t": None, "_below": below})
@@ -584,29 +649,32 @@ def _search_once(
             if not infeasible:
                 break
     if heur and at_work_bound(inst, heur[1], t_lb):
-        return np.asarray(heur[0]), float(heur[1]), t_lb, True, int(data.offsets), data
+        return np.asarray(heur[0]), float(heur[1]), t_lb, True, int(data.offsets), data, None
     if not prove and heur:
-        return np.asarray(heur[0]), float(heur[1]), None, False, int(data.offsets), data
+        return np.asarray(heur[0]), float(heur[1]), None, False, int(data.offsets), data, None
     proof = params.get("period_proof", "residue")  # one of the formulation's choices
     exact = integral_data(inst, exact=True)  # the proofs from integrality (near-integers: none)
     if heur and proof in ("auto", "residue") and exact:
         heur, proven = _prove_by_candidates(inst, ctx, params, data, heur)
         if proven:
-            return np.asarray(heur[0]), float(heur[1]), float(heur[1]), True, int(data.offsets), data
+            return np.asarray(heur[0]), float(heur[1]), float(heur[1]), True, int(data.offsets), data, None
     warm = _warm(model, data, heur[0], heur[1]) if heur else None
     remaining = ctx.remaining_time()
     if remaining is not None and heur and params.get("_deadline") is None:  # leave the warm-up and cool-down their time
         reserve = 2 * float(params.get("phase_time_limit", DEFAULTS["phase_time_limit"])) + float(params.get("flat_time_limit", DEFAULTS["flat_time_limit"]))
         ctx = sub_ctx(ctx, remaining - reserve, share=1.0)
-    cap = params.get("proof_time_limit")
-    if heur and cap is not None and proof == "residue":
+    given = params.get("proof_time_limit")
+    cap = float(given) if given is not None and heur and proof == "residue" else None
+    budget = binding_budget(ctx, params, None if cap is None else "proof_time_limit", cap)  # (before `sub_ctx` below)
+    if cap is not None:
         # the rate MILP as the fallback of the residue proof, an incumbent in hand: a
         # bounded attempt (a time-limited MILP keeps the incumbent, its bound unproven)
-        ctx = sub_ctx(ctx, float(cap), share=1.0)
+        ctx = sub_ctx(ctx, cap, share=1.0)
     res = ctx.solve_model(model, warm_start=warm, build_seconds=build_seconds)
+    cut = budget if res.termination in LIMIT_TERMINATIONS else None
     if res.values is None and heur and res.termination.value not in ("infeasible", "infeasible_or_unbounded"):
         bound = None if res.bound is None or res.bound <= 0 else 1.0 / res.bound  # rate bound: a period bound
-        return np.asarray(heur[0]), float(heur[1]), bound, False, int(data.offsets), data
+        return np.asarray(heur[0]), float(heur[1]), bound, False, int(data.offsets), data, cut
     if res.values is None:
         if res.termination.value in ("infeasible", "infeasible_or_unbounded"):
             raise InfeasibleError(
@@ -631,7 +699,7 @@ def _search_once(
     # proven least only when the bound reaches the period: "optimal" is the solver's gap on
     # the rate (absolute 1e-6 on a rate of 2e-5 left the period 5% above its bound, review rev14 #1)
     proven = res.termination.value == "optimal" and bound is not None and bound >= period
-    return sigma, period, bound, proven, int(data.offsets), data
+    return sigma, period, bound, proven, int(data.offsets), data, None if proven else cut
 
 
 def candidate_periods_below(cy: Cyclic, t_lb: float, upper: Fraction) -> Fraction | None:
@@ -728,6 +796,7 @@ def _search_residues(inst: PipelineInstance, ctx: RunContext, params: dict[str, 
     if t_fit > t:
         refuted, t = t_fit - 1, t_fit
     found = None
+    cuts: dict[str, str] = {}  # (`Repetend.cuts`)
     while t <= t_ub + 1e-9:
         if budget <= 0 or past(deadline):
             return None  # each refuted period may cost no node (a block longer than T)
@@ -764,15 +833,23 @@ def _search_residues(inst: PipelineInstance, ctx: RunContext, params: dict[str, 
         # a fractional candidate (time scaled by its denominator makes the residue search
         # slow): a short MILP probe decides it or leaves the period unproven
         limit = float(params.get("candidate_probe_limit", DEFAULTS["candidate_probe_limit"]))
+        probe_budget = binding_budget(ctx, params, "candidate_probe_limit", limit, share=1 / 3)  # (`probe_period`'s share)
         sig, refuted_cand = probe_period(inst, ctx, {**params, "offsets": k, "probe_time_limit": limit}, float(cand))
         if sig is not None:
             return None  # a fractional period beats every integer one: the rate MILP finds it
-        if not refuted_cand:
+        if not refuted_cand:  # undecided: the period is left unproven (cut, when its time ran out)
             proven, bound = False, float(refuted) if refuted is not None else t_lb
+            if ctx.solver_results and ctx.solver_results[-1].termination in LIMIT_TERMINATIONS:
+                cuts["repetend_search"] = probe_budget
     if params.get("min_flat_length", True):
         rm = residue_search(cy, inst, k, t, minimize_length=True, below=length, node_limit=max(1, min(budget, 1_000)), deadline=deadline)
         if rm.sigma is not None and rm.length is not None and rm.length < length:
             sigma, length = rm.sigma, float(rm.length)
+        if rm.status == "undecided" and not rm.least_length:  # its placements or its time ran out
+            if past(deadline):
+                cuts["repetend_flat_length"] = context_budget(params)
+            elif budget < 1_000:  # (the fixed cap of 1,000 placements is the method's)
+                cuts["repetend_flat_length"] = "residue_nodes"
     sigma = np.round(sigma - sigma.min(), 9)
     offsets = max(1, math.ceil(length / t - 1e-9))
-    return Repetend(sigma, float(t), bound, proven, offsets, unfold, time.perf_counter() - t0)
+    return Repetend(sigma, float(t), bound, proven, offsets, unfold, time.perf_counter() - t0, cuts)

@@ -83,7 +83,9 @@ class SearchOutcome:
     """What the search proved (times in seconds). ``value``: the optimum (with ``start``,
     (B, N)) when found below the target; ``bound``: a lower bound on the optimum;
     ``complete``: the search finished (then bound = value, or target + 1 when no schedule
-    of makespan <= target exists)."""
+    of makespan <= target exists). A search its budget stopped says which under
+    ``info["cut_by"]``: ``"max_states"`` (the states kept, or `SEEN_PER_STATE` times as
+    many reached) or ``"deadline"``."""
 
     bound: float
     complete: bool
@@ -236,8 +238,10 @@ def search_makespan(inst: PipelineInstance, target: int, deadline: float | None 
         # on x shape, 8 stages, N = 3, B/W split, so every 256th ran ~0.5 s past it)
         if heap[0][0] > floor:
             floor = heap[0][0]
-        if kept > max_states or len(seen) > SEEN_PER_STATE * max_states or (deadline is not None and time.perf_counter() > deadline):
-            return SearchOutcome(float(min(target + 1, floor)), False, states=kept, info={"stopped at bound": floor, "one machine": raised, "reached": len(seen)})
+        over = kept > max_states or len(seen) > SEEN_PER_STATE * max_states
+        if over or (deadline is not None and time.perf_counter() > deadline):
+            why: dict[str, object] = {"stopped at bound": floor, "one machine": raised, "reached": len(seen), "cut_by": "max_states" if over else "deadline"}
+            return SearchOutcome(float(min(target + 1, floor)), False, states=kept, info=why)
         f, neg_t, _, k, path, refined = heapq.heappop(heap)
         t = -neg_t
         if seen[k] < t:

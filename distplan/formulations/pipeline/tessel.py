@@ -65,12 +65,20 @@ from distplan.formulations.pipeline.justify import justify, reversed_instance
 from distplan.formulations.pipeline.modulo import cyclic_blocks, steady_memory
 from distplan.formulations.pipeline.opmodel import OpProblem, full_problem, serial_horizon
 from distplan.formulations.pipeline.opsolve import solve_op_problem
-from distplan.formulations.pipeline.repetend import DEFAULTS, Repetend, offsets_range, period_on_data, search_repetend, sub_ctx
+from distplan.formulations.pipeline.repetend import (
+    DEFAULTS,
+    Repetend,
+    binding_budget,
+    offsets_range,
+    period_on_data,
+    search_repetend,
+    sub_ctx,
+)
 from distplan.formulations.pipeline.residue import residue_search
 from distplan.formulations.pipeline.seqsearch import improve, improve_from
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
-from distplan.solvers.result import Termination
+from distplan.solvers.result import LIMIT_TERMINATIONS, Termination
 
 
 def _phase_problem(inst: PipelineInstance, start: np.ndarray, free: np.ndarray, kind: str) -> tuple[OpProblem, np.ndarray, float]:
@@ -197,19 +205,66 @@ def _solve_phase(
     in a 1F1B-like warm-up (nnshape at memory 4, N = 16: 154 from the unrolled order,
     153 = Tessel's from forward-first)."""
     starts = [start] if other is None else [start, other]
-    s_ls, value, which = improve_from(prob, starts, deadline=_ls_deadline(ctx))
+    ls_deadline = _ls_deadline(ctx)
+    s_ls, value, which = improve_from(prob, starts, deadline=ls_deadline)
+    if past(ls_deadline):  # its share of the run's time ran out (it may have stopped early)
+        record_cut(info, f"{label}_local_search", "time_limit")
     info[f"{label}_local_search"] = value
     if which:
         info[f"{label}_start"] = "forward passes first"
     if limit <= 0:
         return s_ls
+    budget = binding_budget(ctx, {}, "phase_time_limit", limit, share=1 / 3)  # (`sub_ctx`'s share)
     try:
         s, res, _ = solve_op_problem(prob, sub_ctx(ctx, limit), s_ls, model)
     except DeadlineReached:  # its build outlasted the phase's time: the local search stands
         info[f"{label}_termination"] = Termination.TIME_LIMIT.value
+        record_cut(info, f"{label}_milp", budget)
         return s_ls
     info[f"{label}_termination"] = res.termination.value
+    if res.termination in LIMIT_TERMINATIONS:
+        record_cut(info, f"{label}_milp", budget)
     return s if s is not None else s_ls
+
+
+#: the budgets that can cut one of tessel's searches (`record_cut`), by the names recorded:
+#: the run's ``time_limit`` and tessel's own time and state budgets
+BUDGETS = frozenset(
+    {
+        "time_limit",
+        "search_time_limit",
+        "proof_time_limit",
+        "candidate_probe_limit",
+        "probe_time_limit",
+        "flat_time_limit",
+        "residue_nodes",
+        "whole_search_time_limit",
+        "whole_search_states",
+        "phase_time_limit",
+    }
+)
+
+
+def record_cut(info: dict[str, Any], search: str, budget: str) -> None:
+    """Record in ``info["cut_by"]`` (search -> budget) that ``budget`` (a parameter's name,
+    or the run's ``time_limit``) stopped ``search`` before it finished; a search's first
+    cut is kept."""
+    if budget not in BUDGETS:
+        raise ValueError(f"tessel: {budget!r} is not a budget of its searches ({', '.join(sorted(BUDGETS))})")
+    info.setdefault("cut_by", {}).setdefault(search, budget)
+
+
+def cut_termination(cuts: dict[str, str], timed_out: bool) -> Termination | None:
+    """The run's termination for the searches its budgets cut (``cuts``: search -> budget,
+    `record_cut`) and whether its own deadline passed: TIME_LIMIT when either, else None
+    (no search was cut: the run ends as any heuristic's, "finished").
+
+    A state budget (``whole_search_states``) ends the run TIME_LIMIT too, not NODE_LIMIT:
+    `distplan.verify` accepts a run's own termination only as optimal, time_limit or
+    numerical (``CALL_ONLY_TERMINATIONS``) or one its ``RUN_TERMINATIONS`` documents, and
+    a NODE_LIMIT after a last solver call that ended otherwise would be rejected;
+    ``info["cut_by"]`` names the budget."""
+    return Termination.TIME_LIMIT if timed_out or cuts else None
 
 
 def _ls_deadline(ctx: RunContext) -> float | None:
@@ -229,7 +284,10 @@ def _complete_whole(
     if seed is not None and schedule_objective(inst, seed[1]) < schedule_objective(inst, best) - 1e-9:
         best, source = seed[1], seed[0]
     prob = full_problem(inst, serial_horizon(inst))
-    s_ls, _ = improve(prob, best.reshape(-1), deadline=_ls_deadline(ctx))
+    ls_deadline = _ls_deadline(ctx)
+    s_ls, _ = improve(prob, best.reshape(-1), deadline=ls_deadline)
+    if past(ls_deadline):  # its share of the run's time ran out (it may have stopped early)
+        record_cut(info, "completion_local_search", "time_limit")
     if schedule_objective(inst, s_ls.reshape(best.shape)) < schedule_objective(inst, best) - 1e-9:
         best, source = s_ls.reshape(best.shape), f"{source} + sequence local search"
     value = schedule_objective(inst, best)
@@ -245,12 +303,16 @@ def _complete_whole(
         prob.horizon = value * (1 + 1e-9) + 1e-9
     else:
         prob.span_ub = value * (1 + 1e-9) + 1e-9
+    budget = binding_budget(ctx, {}, "phase_time_limit", limit, share=1 / 3)  # (`sub_ctx`'s share)
     try:
         s, res, _ = solve_op_problem(prob, sub_ctx(ctx, limit), best.reshape(-1), model if model != "disjunctive" else "auto")
     except DeadlineReached:  # its build outlasted the MILP's time
         info.update(phases=phases, completion_warm_start=source, completion_termination=Termination.TIME_LIMIT.value)
+        record_cut(info, "completion_milp", budget)
         return best, info
     info.update(phases="whole-schedule MILP", completion_warm_start=source, completion_termination=res.termination.value)
+    if res.termination in LIMIT_TERMINATIONS:
+        record_cut(info, "completion_milp", budget)
     if s is not None and schedule_objective(inst, s.reshape(best.shape)) <= value + 1e-9:
         return s.reshape(best.shape), info
     return best, info
@@ -278,18 +340,26 @@ def _whole_state_search(inst: PipelineInstance, value: float, ctx: RunContext, i
     ``info["whole_search"]`` records whether it finished (``complete``: then it found the
     optimum, or none below ``value`` exists), its states, and under ``bound`` the lower
     bound (seconds) it proves on the instance's optimum (finished: the optimum, or
-    ``value`` itself; stopped: its open layer's bound) when the durations are exact
-    integers (`statesearch.bound_is_exact`); `run_tessel` reports it."""
+    ``value`` itself; stopped: its open layer's bound, a proof too) when the durations are
+    exact integers (`statesearch.bound_is_exact`); `run_tessel` reports it. A search its
+    budget stopped says which under ``cut_by`` (``whole_search_states``,
+    ``whole_search_time_limit``, or the run's ``time_limit`` when a third of its time left
+    was the shorter), and in ``info["cut_by"]`` (`record_cut`)."""
     params = {**DEFAULTS, **ctx.params}
     states = int(params["whole_search_states"])
     if states <= 0 or not statesearch.applicable(inst):
         return None
     budget = float(params["whole_search_time_limit"])
+    clock = "whole_search_time_limit"
     remaining = ctx.remaining_time()
-    if remaining is not None:
-        budget = min(budget, max(0.0, remaining) / 3)
+    if remaining is not None and max(0.0, remaining) / 3 < budget:
+        budget, clock = max(0.0, remaining) / 3, "time_limit"
     plan, out = statesearch.prove_makespan(inst, value, time.perf_counter() + budget, max_states=states)
     record: dict[str, Any] = {"complete": out.complete, "states": out.states}
+    stopped = out.info.get("cut_by")
+    if not out.complete and stopped is not None:
+        record["cut_by"] = "whole_search_states" if stopped == "max_states" else clock
+        record_cut(info, "whole_search", record["cut_by"])
     if statesearch.bound_is_exact(inst):
         record["bound"] = out.bound
     info["whole_search"] = record
@@ -336,7 +406,22 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     TIME_LIMIT), or, without one, `DeadlineReached` (no plan, never InfeasibleError: the
     limit proves nothing). Past the deadline the phases after the search stop (the list
     schedules, the completion and the justification passes check it): the best candidate
-    so far is returned with termination TIME_LIMIT (with none, `DeadlineReached`)."""
+    so far is returned with termination TIME_LIMIT (with none, `DeadlineReached`).
+
+    A search that one of tessel's own budgets cut before it finished ends the run
+    TIME_LIMIT too (`cut_termination`), and ``info["cut_by"]`` maps each cut search to
+    its budget (`record_cut`): ``repetend_search`` (its period left unproven:
+    ``search_time_limit``, ``proof_time_limit``, ``candidate_probe_limit``),
+    ``repetend_offsets`` and ``repetend_flat_length`` (the repetend's fewest offsets and
+    least flat length not established: ``probe_time_limit``, ``flat_time_limit``,
+    ``residue_nodes``; `repetend.Repetend.cuts`), ``repetend_candidates`` (the other
+    repetends of the period, drawn and completed within a share of the run's time),
+    ``whole_search`` (``whole_search_states``, ``whole_search_time_limit``),
+    ``warmup_milp`` / ``cooldown_milp`` / ``completion_milp`` (``phase_time_limit``) and
+    the local searches (``*_local_search``), each possibly by the run's ``time_limit``
+    instead (when its share of the time left was the shorter). The bound of a cut state
+    search stays: its open layer's bound is proven (`statesearch`). A run with no search
+    cut is reported as before ("finished")."""
     check_size(inst)
     check_capacity(inst)
     params = {**DEFAULTS, **ctx.params}
@@ -358,6 +443,10 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         if not pool.any_feasible():
             raise
     info: dict[str, Any] = {"repetend_candidates": picked.pop("candidates", 1)}
+    for search, budget in rep.cuts.items():  # (the period unproven, the offsets or flat length not least)
+        record_cut(info, search, budget)
+    if "cut_by" in picked:
+        record_cut(info, "repetend_candidates", picked.pop("cut_by"))
     try:
         name, exact = _complete(inst, ctx, params, rep, picked, naive, pool, info, fallback is not None)
     except DeadlineReached:
@@ -366,6 +455,8 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         name, exact = pool.best()
         info["stopped"] = "time limit"
     timed_out = "stopped" in info
+    if timed_out:  # past the run's deadline: the completion was cut short
+        record_cut(info, "completion", "time_limit")
     if inst.objective == "device_span":
         exact = retime(inst, orders_from_starts(inst, exact), ctx)
     exact = exact - exact.min()
@@ -387,7 +478,7 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         bounds=_search_bound(info),
         solver_results=list(ctx.solver_results),
         info=plan_info,
-        termination=Termination.TIME_LIMIT if timed_out else None,
+        termination=cut_termination(info.get("cut_by", {}), timed_out),
     )
 
 
@@ -418,7 +509,7 @@ def _fallback_outcome(inst: PipelineInstance, ctx: RunContext, fallback: tuple[s
     """The classic schedule ``fallback`` as the plan of a run whose repetend search ran out
     of time (``exc``: why): termination TIME_LIMIT."""
     name, plan = fallback
-    plan_info = {"schedule": "tessel", "completion": f"baseline {name}", "stopped": "time limit", "repetend_search": str(exc)}
+    plan_info = {"schedule": "tessel", "completion": f"baseline {name}", "stopped": "time limit", "repetend_search": str(exc), "cut_by": {"repetend_search": "time_limit"}}
     plan = make_plan(inst, plan.start - plan.start.min(), plan_info)
     return Outcome(plan=plan, solver_results=list(ctx.solver_results), info=plan_info, termination=Termination.TIME_LIMIT)
 
@@ -462,6 +553,8 @@ def _complete(
             start, phase_info = picked["start"], picked["info"]
         else:
             start, phase_info = complete_phases(inst, rep, ctx, limit, str(params.get("phase_model", "auto")), seed=(name, seed))
+        for search, budget in phase_info.pop("cut_by", {}).items():  # (beside the searches cut before)
+            record_cut(info, search, budget)
         info.update(phase_info)
         label = info.get("phases", "warm-up/cool-down " + ("MILPs" if limit > 0 else "local search"))
         pool.add(str(label), retime(inst, orders_from_starts(inst, start), ctx))
@@ -576,7 +669,9 @@ def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, param
     proven optimum from a candidate; M shape, 8 stages, F 2 B 1 W 3, N = 4: 50 -> 47 =
     the optimum). Only for integral data, an integer period and one micro-batch per
     repetend. Returns the chosen repetend and, under "start"/"info", its completion
-    (N of at least two flat lengths), under "whole" the best completion at N (B, N)."""
+    (N of at least two flat lengths), under "whole" the best completion at N (B, N), and
+    ``"cut_by": "time_limit"`` when its share of a limited run's time (`_ls_deadline`)
+    ran out before every candidate was drawn and completed."""
     count = int(params.get("repetend_candidates", DEFAULTS["repetend_candidates"]))
     n = inst.micro_batches
     if count <= 1 or rep.unfold != 1 or not integral_data(inst) or not float(rep.period).is_integer():
@@ -607,7 +702,7 @@ def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, param
     for i, sigma in enumerate(sigmas):
         sigma = sigma - sigma.min()
         offsets = max(1, math.ceil(float((sigma + cy.dur).max()) / period - 1e-9))
-        cand = Repetend(sigma, rep.period, rep.period_bound, rep.proven, offsets, 1, rep.search_seconds)
+        cand = Repetend(sigma, rep.period, rep.period_bound, rep.proven, offsets, 1, rep.search_seconds, rep.cuts)
         if n < 2 * offsets:  # no steady state at this N: the candidate completed as a whole
             done = None
             out_of_time = out_of_time or past(deadline)  # (small schedules' list passes do not check it)
@@ -625,7 +720,9 @@ def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, param
         naive = cand.unroll(small)
         values = [schedule_objective(small, s) for s in guided(small, naive, [small.capacity])] or [schedule_objective(small, asap(small, orders_from_starts(small, naive)))]
         scored.append((min(values) - small.micro_batches * rep.period, i, cand))  # beyond N periods
-    whole_found = {} if whole is None else {"whole": whole[3]}
+    whole_found: dict[str, Any] = {} if whole is None else {"whole": whole[3]}
+    if out_of_time or past(deadline):  # the candidates' share of the run's time ran out
+        whole_found["cut_by"] = "time_limit"
     if not scored:
         return rep, {"candidates": len(sigmas), **whole_found}
     scored.sort(key=lambda x: (x[0], x[1]))
@@ -639,7 +736,7 @@ def _pick_repetend(inst: PipelineInstance, rep: Repetend, ctx: RunContext, param
             start, info = complete_phases(inst, cand, ctx, 0.0)
             value = schedule_objective(inst, asap(inst, orders_from_starts(inst, start), deadline=ctx.deadline))
         except DeadlineReached:  # out of the run's time (large N): `run_tessel` takes it from here
-            return cand, {"candidates": len(sigmas)}
+            return cand, {"candidates": len(sigmas), "cut_by": "time_limit"}
         if best is None or value < best[0] - 1e-9:
             best = (value, cand, start, info)
     assert best is not None
@@ -679,8 +776,10 @@ def _budgeted_search(inst: PipelineInstance, ctx: RunContext, params: dict[str, 
     if budget is None:
         return search_repetend(inst, ctx, params)
     sub = sub_ctx(ctx, float(budget), share=1.0)
+    remaining = ctx.remaining_time()
+    binding = "time_limit" if remaining is not None and remaining < float(budget) else "search_time_limit"  # (`repetend.context_budget`)
     try:
-        return search_repetend(inst, sub, {**params, "_deadline": time.perf_counter() + float(budget)})
+        return search_repetend(inst, sub, {**params, "_deadline": time.perf_counter() + float(budget), "_deadline_budget": binding})
     except (DeadlineReached, NoSolutionError):  # none within the budget: again without it
         if past(ctx.deadline):
             raise

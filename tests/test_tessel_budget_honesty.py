@@ -1,0 +1,159 @@
+"""Tessel's own budgets cut its searches: the result says so (`tessel.record_cut`).
+
+A search stopped by one of tessel's budgets (``search_time_limit``, ``proof_time_limit``,
+``whole_search_states``, ``whole_search_time_limit``, ``phase_time_limit``, ...) used to
+leave the run "finished", as if every search had run to its end. Now ``info["cut_by"]``
+maps each cut search to the budget that cut it, the termination is TIME_LIMIT (never
+"finished" or "optimal"), the status is optimal only where a proven bound closes the gap,
+and a bound never exceeds the objective. A run whose searches all finish within their
+budgets is reported as before.
+
+Instances (all solved in well under a second):
+
+* V shape, 4 stages, N = 4, memory 3: tessel's completions give 32; the whole-schedule
+  state search proves 32 optimal in 337 states (`V_STATES`), its root bound is 28.
+* NN shape, 4 stages, N = 3, F 1 s, B 2 s, W 1 s, memory 3: the repetend's period 10 is
+  proven by fixed-period probes that take ~0.3 s and ~1 s, and the rate MILP cannot prove
+  it in ~0.8 s; the state search proves the plan's 32 optimal in 301 states.
+* X shape, 4 stages, N = 12, B/W split, memory 3: the repetend comes from the MILP path
+  (its flat-length MILP needs ~0.7 s), and N leaves a steady state, so the warm-up and
+  cool-down are completed separately (MILPs with ``phase_time_limit`` > 0).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import distplan
+from distplan.formulations.pipeline.statesearch import prove_makespan
+from distplan.formulations.pipeline.tessel import BUDGETS
+from distplan.instances.pipelines import make_pipeline
+from distplan.models.pipeline import PipelineInstance
+from distplan.solvers.result import LIMIT_TERMINATIONS, SolutionStatus, Termination
+from distplan.verify import check_result
+
+#: tessel's plan and the proven optimum on `_v4`
+V_OPTIMUM = 32.0
+#: states the whole-schedule search keeps to prove `V_OPTIMUM` on `_v4`
+V_STATES = 337
+
+
+def _v4() -> PipelineInstance:
+    return make_pipeline("v", 4, 4, memory_capacity=3.0)
+
+
+def _nn4() -> PipelineInstance:
+    return make_pipeline("nn", 4, 3, forward_time=1.0, backward_time=2.0, weight_time=1.0, memory_capacity=3.0)
+
+
+def _x4() -> PipelineInstance:
+    return make_pipeline("x", 4, 12, forward_time=1.0, backward_time=2.0, weight_time=1.0, memory_capacity=3.0)
+
+
+def _solve(inst: PipelineInstance, **params: Any) -> distplan.Result:
+    res = distplan.solve(inst, formulation="tessel", **params)
+    assert res.check is not None and res.check.feasible
+    return res
+
+
+def _assert_honest_cut(res: distplan.Result, inst: PipelineInstance, cuts: dict[str, str]) -> None:
+    """The result reports the cuts ``cuts`` (search -> budget) among its own (none by a
+    run time limit it was not given), a limit termination, a status that only a closed
+    gap makes optimal, a bound at most the objective, and `distplan.verify` accepts it."""
+    assert res.termination is Termination.TIME_LIMIT
+    assert res.termination in LIMIT_TERMINATIONS and res.termination not in (Termination.FINISHED, Termination.OPTIMAL)
+    recorded = res.plan.info.get("cut_by", {})
+    assert res.info.get("cut_by") == recorded
+    for search, budget in cuts.items():
+        assert recorded.get(search) == budget, recorded
+    assert set(recorded.values()) <= BUDGETS
+    if res.options is not None and res.options.get("time_limit") is None:  # no run limit: only tessel's own budgets
+        assert "time_limit" not in recorded.values(), recorded
+    assert res.objective is not None
+    if res.bound is not None:
+        assert res.bound <= res.objective
+    closed = res.gap is not None and res.gap <= res.gap_tolerance
+    assert (res.status is SolutionStatus.OPTIMAL) == closed
+    assert check_result(res.to_dict(), inst) == []
+
+
+def test_state_budget_just_enough_finishes_as_before_and_one_less_is_a_cut() -> None:
+    """Defaults, and a state budget of exactly the states the proof keeps: finished,
+    optimal, 32 (as before the cut reporting); one state less: cut by
+    ``whole_search_states``, its open layer's bound (proven) reported, not optimal."""
+    inst = _v4()
+    for params in ({}, {"whole_search_states": V_STATES}):
+        res = _solve(inst, **params)
+        assert res.termination is Termination.FINISHED and res.status is SolutionStatus.OPTIMAL
+        assert res.objective == V_OPTIMUM and res.bound == V_OPTIMUM
+        assert res.plan.info["whole_search"] == {"complete": True, "states": V_STATES, "bound": V_OPTIMUM}
+        assert res.plan.info["period_proven_optimal"]
+        assert "cut_by" not in res.plan.info
+    res = _solve(inst, whole_search_states=V_STATES - 1)
+    _assert_honest_cut(res, inst, {"whole_search": "whole_search_states"})
+    record = res.plan.info["whole_search"]
+    assert record["complete"] is False and record["cut_by"] == "whole_search_states"
+    assert res.objective == V_OPTIMUM and res.bound is not None and res.bound < V_OPTIMUM
+    assert res.status is SolutionStatus.FEASIBLE
+
+
+def test_whole_search_time_budget_cut() -> None:
+    """No time for the state search: cut by ``whole_search_time_limit``; the bound it
+    reports (its root's, 28) stays, proven, below the optimum."""
+    inst = _v4()
+    res = _solve(inst, whole_search_time_limit=0.0)
+    _assert_honest_cut(res, inst, {"whole_search": "whole_search_time_limit"})
+    record = res.plan.info["whole_search"]
+    assert record["complete"] is False and record["cut_by"] == "whole_search_time_limit"
+    assert res.bound is not None and res.bound <= V_OPTIMUM and res.bound_source is not None and "open layer (stopped)" in res.bound_source
+    assert res.status is SolutionStatus.FEASIBLE
+
+
+def test_repetend_proof_cut_by_its_time_budget() -> None:
+    """Probes and the rate MILP given no time: the period is left unproven, cut by
+    ``proof_time_limit``. The plan is still proven optimal, by the state search, so the
+    status is optimal; without that proof (one state) it is not."""
+    inst = _nn4()
+    res = _solve(inst, probe_time_limit=0.0, proof_time_limit=0.0)
+    _assert_honest_cut(res, inst, {"repetend_search": "proof_time_limit"})
+    assert res.plan.info["period_proven_optimal"] is False
+    assert res.status is SolutionStatus.OPTIMAL and res.bound == res.objective
+    assert res.bound_source is not None and "exact whole-schedule state search" in res.bound_source
+    res = _solve(inst, probe_time_limit=0.0, proof_time_limit=0.0, whole_search_states=1)
+    _assert_honest_cut(res, inst, {"repetend_search": "proof_time_limit", "whole_search": "whole_search_states"})
+    assert res.status is SolutionStatus.FEASIBLE
+
+
+def test_repetend_search_cut_by_search_time_limit() -> None:
+    """``search_time_limit`` of 0.5 s with probes of no time: the rate MILP gets what is
+    left of the 0.5 s (it needs more than 0.8 s), so the search returns its repetend
+    unproven, cut by ``search_time_limit`` (the smaller of it and ``proof_time_limit``)."""
+    inst = _nn4()
+    res = _solve(inst, search_time_limit=0.5, probe_time_limit=0.0)
+    _assert_honest_cut(res, inst, {"repetend_search": "search_time_limit"})
+    assert res.plan.info["period_proven_optimal"] is False
+
+
+def test_flat_length_and_phase_milps_cut_by_their_time_budgets() -> None:
+    """The repetend's flat-length MILP given no time (it needs ~0.7 s): cut by
+    ``flat_time_limit``; warm-up and cool-down MILPs of 0.01 s: each one its limit
+    stopped is named, cut by ``phase_time_limit``."""
+    inst = _x4()
+    res = _solve(inst, flat_time_limit=0.0, phase_time_limit=0.01)
+    info = res.plan.info
+    stopped = {f"{phase}_milp" for phase in ("warmup", "cooldown") if info.get(f"{phase}_termination") in {t.value for t in LIMIT_TERMINATIONS}}
+    assert stopped, "a 0.01 s phase MILP was expected to stop at its limit"
+    _assert_honest_cut(res, inst, {"repetend_flat_length": "flat_time_limit", **dict.fromkeys(stopped, "phase_time_limit")})
+
+
+@pytest.mark.parametrize(("kwargs", "cut_by"), [({"max_states": 1}, "max_states"), ({"deadline": 0.0}, "deadline")])
+def test_state_search_says_what_stopped_it(kwargs: dict[str, Any], cut_by: str) -> None:
+    """`statesearch.prove_makespan` stopped by its state budget or its deadline says which;
+    finished, it names none."""
+    inst = _v4()
+    _, out = prove_makespan(inst, V_OPTIMUM + 1, **kwargs)
+    assert not out.complete and out.info["cut_by"] == cut_by and out.bound <= V_OPTIMUM
+    _, done = prove_makespan(inst, V_OPTIMUM + 1)
+    assert done.complete and done.value == V_OPTIMUM and "cut_by" not in done.info
