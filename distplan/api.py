@@ -17,6 +17,8 @@ from distplan.solvers.base import BackendError, SolveOptions, get_backend
 from distplan.solvers.result import (
     INFEASIBLE_TERMINATIONS,
     LIMIT_TERMINATIONS,
+    RECORD_VERSION,
+    RECORD_VERSION_KEY,
     SolutionStatus,
     SolverResult,
     Termination,
@@ -29,6 +31,33 @@ from distplan.solvers.result import (
 DEFAULT_GAP_TOLERANCE = 1e-4
 #: the name this tolerance had before results recorded theirs (read by older verifiers)
 OPTIMALITY_TOLERANCE = DEFAULT_GAP_TOLERANCE
+#: the fields every result's record has (`Result.to_dict`): a result of
+#: `solvers.result.RECORD_VERSION` that lacks one had it dropped (`distplan verify`)
+RESULT_RECORD_FIELDS = (
+    RECORD_VERSION_KEY,
+    "instance",
+    "kind",
+    "formulation",
+    "backend",
+    "backend_version",
+    "termination",
+    "status",
+    "objective",
+    "objective_name",
+    "objective_unit",
+    "bound",
+    "bound_source",
+    "bound_grade",
+    "gap",
+    "gap_tolerance",
+    "options",
+    "bounds",
+    "timings",
+    "check",
+    "solver_results",
+    "plan",
+    "info",
+)
 #: seconds the costlier solver-free bounds get after a run that used its whole time limit
 SOLVER_FREE_GRACE = 0.25
 
@@ -76,7 +105,11 @@ class Result:
         return relative_gap(self.objective, self.bound)
 
     def to_dict(self) -> dict[str, Any]:
+        """The result's record (JSON-ready: ``distplan solve --result`` and ``--json``, a
+        benchmark run's ``result_json``), headed by its format's ``record_version``
+        (`solvers.result.RECORD_VERSION`), which `distplan verify` reads."""
         return {
+            RECORD_VERSION_KEY: RECORD_VERSION,
             "instance": self.instance,
             "kind": self.kind,
             "formulation": self.formulation,

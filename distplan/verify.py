@@ -27,6 +27,13 @@ verifier trusts no stored claim; for each result it
   passes (`registry.BoundSource.premise`).
   A bound a solve proved is not re-proven: that would take the solve again.
 
+A result that records its format (``record_version``, `solvers.result.RECORD_VERSION`)
+has every field that version writes: one missing (a field the checks above would read, or
+whose absence they excuse as an older record's: an objective scale, a ``value_at_most``,
+options, logs, the gap tolerance) was dropped, and is a problem; a version newer than
+this verifier knows is one too. Only a result without a version is an older one, whose
+missing fields are noted.
+
 `check_result(doc, instance)` returns the problems as (field, message) pairs;
 `verify_result` adds them to a `VerifyReport`; `verify_path` reads a result file
 (``distplan solve --result``). Benchmark databases are audited by
@@ -40,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distplan.api import DEFAULT_GAP_TOLERANCE
+from distplan.api import DEFAULT_GAP_TOLERANCE, RESULT_RECORD_FIELDS
 from distplan.errors import DistplanError, InputError
 from distplan.formulations.registry import (
     BOUND_GRADES,
@@ -55,7 +62,14 @@ from distplan.formulations.registry import (
 )
 from distplan.instances import load_instance
 from distplan.models.common import instance_digest, kind_spec, per_instance, read_json
-from distplan.solvers.result import Termination, new_format_fields, relative_gap
+from distplan.solvers.result import (
+    CALL_RECORD_FIELDS,
+    RECORD_VERSION,
+    RECORD_VERSION_KEY,
+    Termination,
+    new_format_fields,
+    relative_gap,
+)
 
 #: stored and re-evaluated objectives must agree this closely (relative; both come from the
 #: same deterministic evaluator, so only a JSON round trip separates them)
@@ -85,6 +99,67 @@ class VerifyReport:
         out.extend(f"PROBLEM {p}" for p in self.problems)
         out.append(f"{self.checked} result(s) checked, {len(self.problems)} problem(s)")
         return out
+
+
+def record_version(doc: dict[str, Any]) -> int | None:
+    """The record format version ``doc`` carries (``record_version``), when it is one this
+    verifier knows (1 to `RECORD_VERSION`); None for a result written before results
+    recorded their format, or one whose version is not known (`check_record_version`)."""
+    version = doc.get(RECORD_VERSION_KEY)
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= RECORD_VERSION:
+        return None
+    return version
+
+
+def check_record_version(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """The problem of a ``record_version`` that is no version this verifier knows: not a
+    positive integer, or newer than `RECORD_VERSION` (its fields may mean what this
+    verifier cannot check: never accepted as if known)."""
+    if RECORD_VERSION_KEY not in doc:
+        return []
+    version = doc[RECORD_VERSION_KEY]
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        return [(RECORD_VERSION_KEY, f"{version!r} is no record format version (a positive integer)")]
+    if version > RECORD_VERSION:
+        return [(RECORD_VERSION_KEY, f"{version} is newer than the record format this verifier knows ({RECORD_VERSION}): what its fields say cannot be checked here; verify it with the distplan that wrote it")]
+    return []
+
+
+def _dropped(version: int) -> str:
+    return f"missing, but the result's record_version {version} always writes it: the field was dropped (only a result without a record_version is an older one)"
+
+
+#: the pipeline_milp calls whose model record always keeps ``value_at_most`` in a result
+#: that records its format: a time-indexed model (its name ends so) restricted below the
+#: incumbent, the only one that ends infeasible (`pipeline.milp.below_incumbent_premise`
+#: reads it)
+VALUE_AT_MOST_CALLS = ("pipeline_milp", "-time-indexed", "infeasible")
+
+
+def check_recorded_fields(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """For a result that records its format version (`record_version`): every field that
+    version always writes is there (`api.RESULT_RECORD_FIELDS`; each solver call's
+    `solvers.result.CALL_RECORD_FIELDS`; the ``value_at_most`` of pipeline_milp's
+    infeasible time-indexed calls, `VALUE_AT_MOST_CALLS`). A missing one was dropped: a
+    problem naming it. None for a result without a version (an older one: `unchecked` notes
+    what it lacks). The result's own ``options`` are `check_solver_calls`' (as for any
+    result of the new format), the fields a bound's conversion or premise reads
+    `_check_linked_bound`'s and `_unmet_premise`'s. A listed bound's ``kind`` and
+    ``solver_call`` are not required: without them `check_bounds` judges the bound by its
+    source, and rejects a result whose bound rests on an unlinked solver bound."""
+    version = record_version(doc)
+    if version is None:
+        return []
+    problems = [(name, _dropped(version)) for name in RESULT_RECORD_FIELDS if name not in doc and name != "options"]
+    for k, call in enumerate(_calls(doc) or []):
+        if not isinstance(call, dict):
+            continue
+        problems.extend((f"solver_results[{k}].{name}", _dropped(version)) for name in CALL_RECORD_FIELDS if name not in call and name != "options")
+        formulation, suffix, termination = VALUE_AT_MOST_CALLS
+        model = _model_record(call)
+        if doc.get("formulation") == formulation and call.get("termination") == termination and str(model.get("name")).endswith(suffix) and "value_at_most" not in model:
+            problems.append((f"solver_results[{k}].extra.model.value_at_most", _dropped(version) + f": every {formulation} call of a time-indexed model restricted below the incumbent records the values its model admitted"))
+    return problems
 
 
 def _number(doc: dict[str, Any], key: str, problems: list[tuple[str, str]]) -> float | None:
@@ -307,7 +382,8 @@ def _check_linked_bound(doc: dict[str, Any], k: int, entry: dict[str, Any], inde
     is. A record without a field the conversion reads (`registry.Unrecorded`: written
     before the record kept it) is checked against the loosest value the instance allows,
     and ``notes`` says what was not checked; unless another call of the result records
-    the field, which makes the result no older one: then it is a problem. A source that is no solver
+    the field, or the result records its format version (`record_version`), which makes
+    the result no older one: then it is a problem naming the field. A source that is no solver
     call's bound (`check_bounds` names it) is held to the call's own bound. The conversion
     older versions kept in a call's record (``extra.bound_conversion``, derived from the
     bound it was to check) is ignored."""
@@ -338,6 +414,8 @@ def _check_linked_bound(doc: dict[str, Any], k: int, entry: dict[str, Any], inde
                 keeping = [j for j, c in enumerate(_calls(doc) or []) if isinstance(c, dict) and exc.field in _model_record(c)]
                 if keeping:
                     return [(f"bounds[{k}].solver_call", f"solver call {index} records no extra.model.{exc.field}, which the result's solver call {keeping[0]} records: no older record, the field was dropped ({exc.why})")]
+                if (version := record_version(doc)) is not None:
+                    return [(f"solver_results[{index}].extra.model.{exc.field}", f"{_dropped(version)}: bounds[{k}] ({entry.get('source')!r}) cannot be checked with its model's own conversion ({exc.why})")]
                 allowed = float(exc.loosest)
                 if notes is not None:
                     notes.append(f"bounds[{k}] ({entry.get('source')!r}): solver call {index} records no extra.model.{exc.field} (written before the record kept it): not checked with its model's own conversion; {exc.why}")
@@ -363,6 +441,8 @@ def unchecked(doc: dict[str, Any]) -> list[str]:
     """What in ``doc`` cannot be cross-checked because it was written before the record held
     the evidence (not a problem: the claim stands as recorded)."""
     if "solver_results" not in doc:  # not a stored result (a failed run's row): nothing claimed
+        return []
+    if RECORD_VERSION_KEY in doc:  # no older result: what it lacks is a problem (`check_recorded_fields`, `check_record_version`)
         return []
     calls = [c for c in _calls(doc) or [] if isinstance(c, dict)]
     out = []
@@ -406,10 +486,13 @@ def _unmet_premise(k: int, entry: dict[str, Any], known: BoundSource, formulatio
     a precondition of the instance, a solver call the proof needs) that the formulation's
     own check finds unmet on ``instance`` and the result's solver call records; None when
     it holds or the source names none (a part an older record keeps no trace of: noted,
-    `registry.Unchecked`)."""
+    `registry.Unchecked`; in a result that records its format version, `record_version`,
+    no older record: a problem)."""
     try:
         why = known.unmet(instance, entry, _calls(doc) or [])
     except Unchecked as exc:
+        if (version := record_version(doc)) is not None:
+            return (f"bounds[{k}].source", f"{entry.get('source')!r}: its premise ({known.premise}) cannot be checked: {exc.why}; but the result's record_version {version} keeps every field the premise reads: one was dropped")
         if notes is not None:
             notes.append(f"bounds[{k}] ({entry.get('source')!r}): its premise ({known.premise}) holds as far as the record shows; not checked: {exc.why}")
         return None
@@ -542,8 +625,13 @@ def check_formulation(doc: dict[str, Any], instance: Any) -> list[tuple[str, str
 def check_result(doc: dict[str, Any], instance: Any, notes: list[str] | None = None) -> list[tuple[str, str]]:
     """Every way in which ``doc`` (a ``Result.to_dict()``) disagrees with the rule, with the
     instance it names, or with a fresh evaluation of its plan on ``instance``: (field,
-    message) pairs. ``notes`` collects what could not be checked (`check_bounds`)."""
-    problems = check_claims(doc) + check_formulation(doc, instance)
+    message) pairs. ``notes`` collects what could not be checked (`check_bounds`). A
+    ``record_version`` this verifier does not know is the only problem reported
+    (`check_record_version`); a known one requires its fields (`check_recorded_fields`)."""
+    version_problems = check_record_version(doc)
+    if version_problems:
+        return version_problems  # a format this verifier does not know: nothing in it can be read as known
+    problems = check_claims(doc) + check_recorded_fields(doc) + check_formulation(doc, instance)
     if any(name == "formulation" for name, _ in problems):
         return problems  # its bounds and calls are no formulation's of this kind: nothing to check them against
     problems += check_solver_calls(doc, instance, notes) + check_instance(doc, instance) + check_bounds(doc, instance, notes)

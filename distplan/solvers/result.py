@@ -180,6 +180,27 @@ class SolverResult:
         )
 
 
+#: the fields every solver call's record has (`SolverResult.to_dict`; ``extra`` and
+#: ``values`` only when there are some): a result of `RECORD_VERSION` whose call lacks one
+#: had it dropped
+CALL_RECORD_FIELDS = (
+    "backend",
+    "backend_version",
+    "termination",
+    "status",
+    "objective",
+    "bound",
+    "bound_grade",
+    "gap",
+    "timings",
+    "nodes",
+    "iterations",
+    "raw_status",
+    "message",
+    "options",
+    "log",
+)
+
 #: a stored solver log keeps at most this many characters (its head and its tail); the
 #: full log is on stderr with ``--verbose``
 LOG_CAP_CHARS = 20_000
@@ -208,11 +229,25 @@ def options_record(options: Any) -> dict[str, Any]:
     }
 
 
+#: the format of the result record `distplan.solve` writes (``Result.to_dict``: the result's
+#: fields and its solver calls' records, `SolverResult.to_dict`), stored in it as
+#: ``record_version``. A result that carries it always has every field its version writes:
+#: `distplan verify` rejects one that lacks such a field, or carries a version newer than
+#: this, where a result without a version (written before) is only noted as older. Raise it
+#: whenever the record gains a field that verify relies on.
+RECORD_VERSION = 1
+#: the key of `RECORD_VERSION` in a result's record
+RECORD_VERSION_KEY = "record_version"
+
+
 def new_format_fields(doc: Mapping[str, Any]) -> list[str]:
     """The fields of ``doc`` that only results which record their options (and their
-    calls') have: a bound's ``kind`` or ``solver_call``, a call's ``log``. Such a result is
-    no old one, and the exemption of old results (`distplan.verify.unchecked`) is not for it."""
+    calls') have: its ``record_version`` (`RECORD_VERSION`), a bound's ``kind`` or
+    ``solver_call``, a call's ``log``. Such a result is no old one, and the exemption of
+    old results (`distplan.verify.unchecked`) is not for it."""
     out: list[str] = []
+    if RECORD_VERSION_KEY in doc:
+        out.append(RECORD_VERSION_KEY)
     bounds = doc.get("bounds")
     entries = [e for e in bounds if isinstance(e, dict)] if isinstance(bounds, list) else []
     for key in ("kind", "solver_call"):
