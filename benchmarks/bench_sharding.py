@@ -32,7 +32,8 @@ Tables:
    also: each batch runs on until it has taken 0.2 s, as ``python -m timeit`` sizes its
    loops (a tap solve of 4 ms then runs ~50 times a batch, alpa_ilp's of 90 ms 5 times):
    steady-state speed, the cold first solve of a batch (+1.5-2.5 ms for tap after the
-   sleep) weighing as little for either.
+   sleep) weighing as little for either. ``--exact-layers 24 48``: the GPTs of those layer
+   counts only (the bundled instances still run).
 5. ``--only llama``: tap on the Llama-3 8B sharding instance (issue 20).
 6. ``--only phases``: where a whole ``distplan.solve(inst, "tap")`` spends its CPU time on
    the 24-layer GPTs of table 4 (no alpa_ilp run): skeleton, folding and chains with
@@ -287,7 +288,7 @@ def summary(label: str, ratios: list[float]) -> str:
     return f"{label}: min {min(ratios):.1f}, geometric mean {float(np.exp(np.mean(np.log(ratios)))):.1f}, max {max(ratios):.1f} ({len(ratios)} cases)"
 
 
-def exact_table(quick: bool, backend: str, time_limit: float, batch: int = 0, least_seconds: float = 0.0) -> list[str]:
+def exact_table(quick: bool, backend: str, time_limit: float, batch: int = 0, least_seconds: float = 0.0, layer_counts: list[int] | None = None) -> list[str]:
     how = f"mean of {batch} solves back to back (`batch_solve`), median of {BATCH_REPEATS} batches" if batch else "median of up to 3 runs"
     if batch and least_seconds:
         how = f"mean of at least {batch} solves and {least_seconds:g} s back to back (`batch_solve`), median of {BATCH_REPEATS} batches"
@@ -302,7 +303,8 @@ def exact_table(quick: bool, backend: str, time_limit: float, batch: int = 0, le
     for name, entry in sorted(bundled().items()):
         if entry["kind"] == "sharding" and not (quick and name.startswith("gpt3-175b")):
             cases.append((name, distplan.load_instance(name)))
-    layer_counts = [4, 24] if quick else [4, 8, 16, 24]
+    if layer_counts is None:
+        layer_counts = [4, 24] if quick else [4, 8, 16, 24]
     meshes: list[tuple[Any, bool]] = [(4, False), (8, False), (4, True), (8, True)] if quick else [(4, False), ((2, 2), True), (8, False), ((2, 4), True), (4, True), (8, True)]
     for layers in layer_counts:
         for mesh, hetero in meshes:
@@ -427,6 +429,7 @@ def main() -> None:
     ap.add_argument("--only", choices=["search", "compare", "lp", "exact", "llama", "phases"], default=None)
     ap.add_argument("--batch", type=int, default=0, metavar="K", help="table 4: time K solves back to back per formulation and case (CPU per solve, the timeit way; the median of 3 such batches) instead of the median of 3 single runs")
     ap.add_argument("--batch-seconds", type=float, default=0.0, metavar="S", help="with --batch: more solves per batch, until it has taken S seconds (the timeit way: 0.2)")
+    ap.add_argument("--exact-layers", type=int, nargs="+", default=None, metavar="L", help="table 4: the GPTs' layer counts (default 4 8 16 24; --quick: 4 24), e.g. 24 48 for the cases of 24 layers or more only")
     args = ap.parse_args()
     layers = [12, 96] if args.quick else [12, 24, 48, 96]
     repeat = 2 if args.quick else args.repeat
@@ -438,7 +441,7 @@ def main() -> None:
     if args.only in (None, "lp"):
         out += lp_table(args.backend) + [""]
     if args.only in (None, "exact"):
-        out += exact_table(args.quick, args.backend, args.time_limit, args.batch, args.batch_seconds) + [""]
+        out += exact_table(args.quick, args.backend, args.time_limit, args.batch, args.batch_seconds, args.exact_layers) + [""]
     if args.only in (None, "llama"):
         out += llama_table(args.backend, args.time_limit) + [""]
     if args.only in (None, "phases"):
