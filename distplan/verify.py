@@ -64,6 +64,7 @@ from distplan.instances import load_instance
 from distplan.models.common import instance_digest, kind_spec, per_instance, read_json
 from distplan.solvers.result import (
     CALL_RECORD_FIELDS,
+    OPTIONS_RECORD_FIELDS,
     RECORD_VERSION,
     RECORD_VERSION_KEY,
     Termination,
@@ -151,6 +152,7 @@ def check_recorded_fields(doc: dict[str, Any]) -> list[tuple[str, str]]:
     if version is None:
         return []
     problems = [(name, _dropped(version)) for name in RESULT_RECORD_FIELDS if name not in doc and name != "options"]
+    problems += _recorded_options(doc, version)
     for k, call in enumerate(_calls(doc) or []):
         if not isinstance(call, dict):
             continue
@@ -160,6 +162,29 @@ def check_recorded_fields(doc: dict[str, Any]) -> list[tuple[str, str]]:
         if doc.get("formulation") == formulation and call.get("termination") == termination and str(model.get("name")).endswith(suffix) and "value_at_most" not in model:
             problems.append((f"solver_results[{k}].extra.model.value_at_most", _dropped(version) + f": every {formulation} call of a time-indexed model restricted below the incumbent records the values its model admitted"))
     return problems
+
+
+def _recorded_options(doc: dict[str, Any], version: int) -> list[tuple[str, str]]:
+    """A versioned result's run ``options`` (when present: a missing one is
+    `check_solver_calls`' problem) hold every `solvers.result.OPTIONS_RECORD_FIELDS` key,
+    and its ``gap_tolerance`` is the one `distplan.solve` derives from them: the run's
+    ``mip_gap``, or `api.DEFAULT_GAP_TOLERANCE` when that is None. Without this a
+    tolerance raised above the run's gap passed with the gap (or the options) nulled, and a
+    result with an open gap read as optimal (review rev20 H1)."""
+    if "options" not in doc:
+        return []
+    options = doc["options"]
+    if not isinstance(options, dict):
+        return [("options", f"{options!r}, but a result of record_version {version} records its options as an object with {', '.join(OPTIONS_RECORD_FIELDS)}")]
+    missing = [name for name in OPTIONS_RECORD_FIELDS if name not in options]
+    if missing:
+        return [(f"options.{name}", _dropped(version)) for name in missing]
+    gap = options["mip_gap"]
+    expected = DEFAULT_GAP_TOLERANCE if gap is None else gap
+    tolerance = doc.get("gap_tolerance")
+    if isinstance(expected, bool) or not isinstance(expected, int | float) or tolerance != float(expected):
+        return [("gap_tolerance", f"{tolerance!r}, but a run solved with mip_gap {gap!r} records gap_tolerance {expected!r}: the tolerance is not the one the run used")]
+    return []
 
 
 def _number(doc: dict[str, Any], key: str, problems: list[tuple[str, str]]) -> float | None:

@@ -294,3 +294,61 @@ def test_a_malformed_version_is_refused(version: Any) -> None:
     forged[RECORD_VERSION_KEY] = version
     problems = check_result(forged, inst)
     assert [name for name, _ in problems] == [RECORD_VERSION_KEY] and "is no record format version" in problems[0][1], problems
+
+
+# the options a versioned result was solved with (review rev20 H1) --------------------
+
+
+def _open_gap_result() -> tuple[Any, Doc]:
+    """tessel on Zero Bubble's case: a heuristic plan above its proven bound (an open gap,
+    so "optimal" is a claim verify must refuse)."""
+    inst = distplan.load_instance("pipeline-zb-p4-m12-comm0")
+    res = distplan.solve(inst, formulation="tessel")
+    doc = res.to_dict()
+    assert doc["status"] == "feasible" and res.gap is not None and res.gap > doc["gap_tolerance"], (doc["status"], res.gap)
+    assert check_result(doc, inst) == []
+    return inst, doc
+
+
+def _raise_tolerance_over(doc: Doc) -> None:
+    """Claim optimal under a tolerance above the open gap."""
+    doc["status"] = "optimal"
+    doc["gap_tolerance"] = 0.5
+
+
+@pytest.mark.parametrize("how", ["gap dropped", "options nulled"])
+def test_a_tolerance_raised_with_the_options_hidden_exits_1(how: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A versioned result that claims optimal with an open gap, its tolerance raised, and
+    the run's (and every call's) ``mip_gap`` or whole options hidden: the run's options must
+    record every field, and its tolerance is the run's mip_gap. Passed before (exit 0)."""
+    inst, doc = _open_gap_result()
+    forged = copy.deepcopy(doc)
+    _raise_tolerance_over(forged)
+    for record in [forged] + forged["solver_results"]:
+        if how == "gap dropped" and isinstance(record.get("options"), dict):
+            del record["options"]["mip_gap"]
+        elif how == "options nulled":
+            record["options"] = None
+    problems = check_result(forged, inst)
+    assert any(name in ("options", "options.mip_gap") for name, _ in problems), problems
+    rc, out = _verify(forged, inst, tmp_path, capsys)
+    assert rc == 1, out
+
+
+def test_a_tolerance_that_is_not_the_runs_mip_gap_exits_1() -> None:
+    """The options kept whole and the tolerance alone raised: a problem on gap_tolerance
+    (the run's mip_gap is the tolerance `distplan.solve` records)."""
+    inst, doc = _open_gap_result()
+    forged = copy.deepcopy(doc)
+    _raise_tolerance_over(forged)
+    assert "gap_tolerance" in [name for name, _ in check_result(forged, inst)]
+    honest = copy.deepcopy(doc)
+    assert honest["options"]["mip_gap"] == honest["gap_tolerance"]
+    assert check_result(honest, inst) == []
+
+
+def test_options_record_writes_exactly_the_fields_verify_requires() -> None:
+    from distplan.solvers.base import SolveOptions
+    from distplan.solvers.result import OPTIONS_RECORD_FIELDS, options_record
+
+    assert tuple(options_record(SolveOptions())) == OPTIONS_RECORD_FIELDS

@@ -181,6 +181,7 @@ def test_an_unlinked_solver_bound_the_bound_rests_on_is_a_problem_whatever_the_s
     _unlinked(old)
     old["status"] = "feasible"
     old["gap_tolerance"] = None
+    del old["record_version"]  # (written before results recorded their format, or their tolerance)
     problems = check_result(old, ainst)
     assert _fields(problems) == {"bounds[0].solver_call"} and "re-solve to link it" in problems[0][1], problems
 

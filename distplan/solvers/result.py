@@ -217,9 +217,13 @@ def capped_log(log: str, cap: int = LOG_CAP_CHARS) -> str:
     return log[:keep] + LOG_TRUNCATION_MARKER.format(omitted=len(log) - 2 * keep, keep=keep) + log[-keep:]
 
 
+#: the keys of `options_record` (a result of `RECORD_VERSION` records every one of them)
+OPTIONS_RECORD_FIELDS = ("mip_gap", "time_limit", "threads", "seed", "lp_method")
+
+
 def options_record(options: Any) -> dict[str, Any]:
     """What a solver call's record keeps of its `SolveOptions` (the gap and time limit it
-    was given, and the rest that changes an answer)."""
+    was given, and the rest that changes an answer): `OPTIONS_RECORD_FIELDS`."""
     return {
         "mip_gap": options.mip_gap,
         "time_limit": options.time_limit,
