@@ -136,10 +136,22 @@ def test_repetend_search_cut_by_search_time_limit() -> None:
     assert res.plan.info["period_proven_optimal"] is False
 
 
-def test_flat_length_and_phase_milps_cut_by_their_time_budgets() -> None:
+def test_flat_length_and_phase_milps_cut_by_their_time_budgets(monkeypatch: pytest.MonkeyPatch) -> None:
     """The repetend's flat-length MILP given no time (it needs ~0.7 s): cut by
     ``flat_time_limit``; warm-up and cool-down MILPs of 0.01 s: each one its limit
-    stopped is named, cut by ``phase_time_limit``."""
+    stopped is named, cut by ``phase_time_limit``. (The phase MILPs solve in ~0.04 s here,
+    too close to 0.01 s for a faster machine: each ends at its limit, as a solver stopped
+    by it reports, whatever its speed; review rev20.)"""
+    from distplan.formulations.pipeline import tessel
+
+    solve_phase = tessel.solve_op_problem
+
+    def stopped_at_its_limit(*args: Any, **kwargs: Any) -> Any:
+        s, res, model = solve_phase(*args, **kwargs)
+        res.termination = Termination.TIME_LIMIT
+        return s, res, model
+
+    monkeypatch.setattr(tessel, "solve_op_problem", stopped_at_its_limit)
     inst = _x4()
     res = _solve(inst, flat_time_limit=0.0, phase_time_limit=0.01)
     info = res.plan.info
@@ -157,3 +169,18 @@ def test_state_search_says_what_stopped_it(kwargs: dict[str, Any], cut_by: str) 
     assert not out.complete and out.info["cut_by"] == cut_by and out.bound <= V_OPTIMUM
     _, done = prove_makespan(inst, V_OPTIMUM + 1)
     assert done.complete and done.value == V_OPTIMUM and "cut_by" not in done.info
+
+
+def test_the_cli_summary_says_which_budget_cut_a_search(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """``distplan solve`` prints what cut a run that ends time_limit with no time limit of
+    its own (review rev20 M2); a run with no cut prints no such line."""
+    from conftest import cli_run
+
+    from distplan.models.common import write_json
+
+    path = tmp_path / "v4.json"
+    write_json(_v4().to_dict(), path)
+    rc, out, _ = cli_run(["solve", str(path), "-f", "tessel", "--param", "whole_search_states=1"], capsys)
+    assert rc == 0 and "termination  time_limit" in out and "cut by       whole_search: whole_search_states" in out, out
+    rc, out, _ = cli_run(["solve", str(path), "-f", "tessel"], capsys)
+    assert rc == 0 and "termination  finished" in out and "cut by" not in out, out

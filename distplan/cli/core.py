@@ -51,6 +51,9 @@ def print_result(res: Result, instance: Any) -> None:
     print(f"instance     {res.instance} ({res.kind})")
     print(f"formulation  {res.formulation}   backend {res.backend} {res.backend_version}")
     print(f"termination  {res.termination.value}   status {res.status.value}")
+    cut_by = res.info.get("cut_by")
+    if isinstance(cut_by, dict) and cut_by:  # (a formulation's own budgets stopped these searches)
+        print(f"cut by       {', '.join(f'{search}: {budget}' for search, budget in cut_by.items())}")
     print(f"{res.objective_name:<12} {_fmt(res.objective, unit)}")
     src = f"  [{res.bound_source}; {res.bound_grade}]" if res.bound_source else ""
     print(f"bound        {_fmt(res.bound, unit)}{src}")
