@@ -278,7 +278,7 @@ def _claimed_by_construction(inst: PipelineInstance, formulation: str) -> tuple[
 
 
 def test_a_rebuild_just_over_the_size_cap_is_not_made(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    units = 95_000.0  # (x-shape p = 3, N = 1: 3.4M steps at U = 1,424,999, ~3.1 GiB estimated)
+    units = 70_000.0  # (x-shape p = 3, N = 1: 2.5M steps at U = 1,049,999, ~3.05 GiB estimated)
     inst = make_pipeline("x", 3, 1, forward_time=units, backward_time=3 * units)
     doc, k = _claimed_by_construction(inst, "1f1b")
     size = milp.rebuild_bytes(milp.restricted_problem(inst, doc["objective"] - 1))

@@ -173,15 +173,21 @@ NO_SCHEDULE = re.compile(r"^pipeline_milp: no schedule of value <= (\S+) \(")
 #: the source's detail when a solver call found the restricted model infeasible
 INFEASIBLE_CALL = "time-indexed model infeasible, "
 #: the most memory (bytes) `distplan verify` spends rebuilding a time-indexed model below
-#: an incumbent (`rebuild_below`), estimated before the build (`rebuild_bytes`). Measured
-#: (HiGHS-free build, numpy): ~600 bytes per step variable and ~300 per device and time
-#: step (the one-at-a-time and memory rows); x-shape p = 3, N = 1 in units of 7e4 (U =
-#: 1,049,999: 2.5M steps) takes 2.4 GB and 5 s, v-shape p = 8, N = 1000 (23.5M steps) 14 GB
+#: an incumbent (`rebuild_below`), estimated before the build (`rebuild_bytes`): x-shape
+#: p = 3, N = 1 in units of 7e4 (U = 1,049,999: 2.5M steps) takes 2.4 GB and 5 s, v-shape
+#: p = 8, N = 1000 (23.5M steps) 14 GB
 REBUILD_MAX_BYTES = 3 * 2**30
 #: the most time (seconds) the rebuild's memory-implied precedences may take
 REBUILD_SECONDS = 60.0
-#: bytes per step variable and per (device, time step) of the rebuilt model (`rebuild_bytes`)
-_STEP_BYTES, _ROW_BYTES = 600, 300
+#: bytes per step variable and per (operation on a device, time step) of the rebuilt model
+#: (`rebuild_bytes`). Measured by ``python benchmarks/bench_rebuild_bytes.py`` (peak RSS of
+#: the build in a fresh process, 27 cases of v, x and nn shapes, 2-8 stages, 1-300
+#: micro-batches, 0.3-1,500 MB): the one-at-a-time rows (`scheduling.step_resource`)
+#: materialize every operation of a device at every time step, so the rows' term grows with
+#: operation-device pairs, not devices (the former 600 bytes per step and 300 per device and
+#: time step gave 0.27-0.50 of the peak on nn shapes). These give 1.07-1.97 of the peak on
+#: every case of more than 50 MB (smaller ones are far below the cap either way).
+_STEP_BYTES, _ROW_BYTES = 300, 200
 
 
 def exact_value(value: float) -> str:
@@ -301,11 +307,11 @@ def restricted_problem(inst: PipelineInstance, cap: float) -> OpProblem:
 def rebuild_bytes(prob: OpProblem) -> float:
     """Estimated memory (bytes) of the time-indexed model of ``prob``, before building it:
     its step variables (`timeindexed.ti_size`, the operations' start windows: at most
-    operations x (floor(horizon) + 1)) and its rows per device and time step up to the
-    horizon or span bound (`REBUILD_MAX_BYTES` says what was measured)."""
+    operations x (floor(horizon) + 1)) and its rows' terms per operation on a device and
+    time step up to the horizon or span bound (`_STEP_BYTES` says what was measured)."""
     bound = prob.horizon if prob.objective == "makespan" or prob.span_ub is None else min(prob.horizon, prob.span_ub)
     steps = float(ti_size(prob))
-    return _STEP_BYTES * steps + _ROW_BYTES * prob.mask.shape[1] * (math.floor(bound + 1e-9) + 1.0)
+    return _STEP_BYTES * steps + _ROW_BYTES * float(prob.mask.sum()) * (math.floor(bound + 1e-9) + 1.0)
 
 
 def rebuild_below(inst: PipelineInstance, cap: float) -> tuple[Model | None, str | None]:
