@@ -141,9 +141,14 @@ def context_budget(params: Mapping[str, Any]) -> str:
     return "time_limit"
 
 
-def binding_budget(ctx: RunContext, params: Mapping[str, Any], name: str | None, limit: float | None, share: float = 1.0) -> str:
+#: the share of a run's remaining time an auxiliary solve gets at most (`sub_ctx`; the
+#: budget it names, `binding_budget`)
+AUX_SHARE = 1 / 3
+
+
+def binding_budget(ctx: RunContext, params: Mapping[str, Any], name: str | None, limit: float | None, share: float = AUX_SHARE) -> str:
     """The budget that caps an auxiliary solve given ``limit`` seconds of its own (the
-    parameter ``name``; None: none) and ``share`` of the context's time left: ``name``
+    parameter ``name``; None: none) and ``share`` of the context's time left (`sub_ctx`'s by default): ``name``
     when its own limit is the smaller, else the context's (`context_budget`: a
     ``search_time_limit`` budget or the run's ``time_limit``). Call it before the solve."""
     remaining = ctx.remaining_time()
@@ -402,7 +407,7 @@ def _warm(model: Model, index: RepetendIndex, sigma: np.ndarray, period: float) 
     return model.vector(vals)
 
 
-def sub_ctx(ctx: RunContext, limit: float, share: float = 1 / 3) -> RunContext:
+def sub_ctx(ctx: RunContext, limit: float, share: float = AUX_SHARE) -> RunContext:
     """A context for one auxiliary solve: at most ``limit`` seconds (and ``share`` of what
     remains), recording into the run's solver results."""
     remaining = ctx.remaining_time()
@@ -562,7 +567,7 @@ def _polished(
             t1 = time.perf_counter()
             m2, d2 = REPETEND.build(inst, {**params, "offsets": k, "_t": period}, name="tessel-flat")
             limit = float(params.get("flat_time_limit", 0.5))
-            budget = binding_budget(ctx, params, "flat_time_limit", limit, share=1 / 3)  # (`sub_ctx`'s share)
+            budget = binding_budget(ctx, params, "flat_time_limit", limit)
             r2 = sub_ctx(ctx, limit).solve_model(m2, warm_start=_warm(m2, d2, sigma, period), build_seconds=time.perf_counter() - t1)
             if r2.termination in LIMIT_TERMINATIONS:
                 cuts.setdefault(step, budget)
@@ -607,7 +612,7 @@ def _fewest_offsets(
             hi, best_sigma = mid, found
             continue
         limit = float(params.get("probe_time_limit", DEFAULTS["probe_time_limit"]))
-        budget = binding_budget(ctx, params, "probe_time_limit", limit, share=1 / 3)  # (`probe_period`'s share)
+        budget = binding_budget(ctx, params, "probe_time_limit", limit)  # (`probe_period` takes `sub_ctx`'s share)
         sigma_mid, infeasible = probe_period(inst, ctx, {**params, "offsets": mid}, period)
         if sigma_mid is not None:
             hi, best_sigma = mid, sigma_mid
@@ -665,7 +670,7 @@ def _search_once(
         ctx = sub_ctx(ctx, remaining - reserve, share=1.0)
     given = params.get("proof_time_limit")
     cap = float(given) if given is not None and heur and proof == "residue" else None
-    budget = binding_budget(ctx, params, None if cap is None else "proof_time_limit", cap)  # (before `sub_ctx` below)
+    budget = binding_budget(ctx, params, None if cap is None else "proof_time_limit", cap, share=1.0)  # (before `sub_ctx` below, which takes it all)
     if cap is not None:
         # the rate MILP as the fallback of the residue proof, an incumbent in hand: a
         # bounded attempt (a time-limited MILP keeps the incumbent, its bound unproven)
@@ -833,7 +838,7 @@ def _search_residues(inst: PipelineInstance, ctx: RunContext, params: dict[str, 
         # a fractional candidate (time scaled by its denominator makes the residue search
         # slow): a short MILP probe decides it or leaves the period unproven
         limit = float(params.get("candidate_probe_limit", DEFAULTS["candidate_probe_limit"]))
-        probe_budget = binding_budget(ctx, params, "candidate_probe_limit", limit, share=1 / 3)  # (`probe_period`'s share)
+        probe_budget = binding_budget(ctx, params, "candidate_probe_limit", limit)  # (`probe_period` takes `sub_ctx`'s share)
         sig, refuted_cand = probe_period(inst, ctx, {**params, "offsets": k, "probe_time_limit": limit}, float(cand))
         if sig is not None:
             return None  # a fractional period beats every integer one: the rate MILP finds it

@@ -214,7 +214,7 @@ def _solve_phase(
         info[f"{label}_start"] = "forward passes first"
     if limit <= 0:
         return s_ls
-    budget = binding_budget(ctx, {}, "phase_time_limit", limit, share=1 / 3)  # (`sub_ctx`'s share)
+    budget = binding_budget(ctx, {}, "phase_time_limit", limit)
     try:
         s, res, _ = solve_op_problem(prob, sub_ctx(ctx, limit), s_ls, model)
     except DeadlineReached:  # its build outlasted the phase's time: the local search stands
@@ -303,7 +303,7 @@ def _complete_whole(
         prob.horizon = value * (1 + 1e-9) + 1e-9
     else:
         prob.span_ub = value * (1 + 1e-9) + 1e-9
-    budget = binding_budget(ctx, {}, "phase_time_limit", limit, share=1 / 3)  # (`sub_ctx`'s share)
+    budget = binding_budget(ctx, {}, "phase_time_limit", limit)
     try:
         s, res, _ = solve_op_problem(prob, sub_ctx(ctx, limit), best.reshape(-1), model if model != "disjunctive" else "auto")
     except DeadlineReached:  # its build outlasted the MILP's time
