@@ -21,12 +21,11 @@ from typing import Any
 import pytest
 from conftest import backend_params, cli_run, takes_milp
 from test_verify_rev18 import BACKING_MODELS, _no_bound_proved, slow_links, solved
-from test_verify_rev18_pipeline import _call_proof
+from test_verify_rev18_pipeline import _call_proof, _verify
 
 import distplan
 from distplan.api import RESULT_RECORD_FIELDS
 from distplan.formulations.pipeline import milp
-from distplan.models.common import write_json
 from distplan.solvers.result import CALL_RECORD_FIELDS, RECORD_VERSION, RECORD_VERSION_KEY
 from distplan.verify import VerifyReport, check_result, unchecked, verify_result
 
@@ -34,15 +33,6 @@ Doc = dict[str, Any]
 
 #: what `distplan verify` says of a field a versioned result dropped
 DROPPED = "always writes it: the field was dropped"
-
-
-def _verify(doc: Doc, inst: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    """``distplan verify`` of ``doc`` written to a file, the instance given as a file."""
-    write_json(inst.to_dict(), tmp_path / "instance.json")
-    write_json(doc, tmp_path / "result.json")
-    rc, out, err = cli_run(["verify", str(tmp_path / "result.json"), "--instance", str(tmp_path / "instance.json")], capsys)
-    assert "Traceback" not in out + err, out + err
-    return rc, out
 
 
 def _unversioned(doc: Doc) -> None:
