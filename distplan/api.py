@@ -58,6 +58,14 @@ RESULT_RECORD_FIELDS = (
     "plan",
     "info",
 )
+
+
+def gap_tolerance(mip_gap: float | None) -> float:
+    """The relative gap under which a run solved with ``mip_gap`` counts as optimal, which
+    its result records (``gap_tolerance``): that gap, or `DEFAULT_GAP_TOLERANCE`."""
+    return float(DEFAULT_GAP_TOLERANCE if mip_gap is None else mip_gap)
+
+
 #: seconds the costlier solver-free bounds get after a run that used its whole time limit
 SOLVER_FREE_GRACE = 0.25
 
@@ -320,7 +328,7 @@ def _solve(
             f"{inst.name}: bound {best.value!r} ({best.source}, grade {best.grade}) exceeds the evaluated objective "
             f"{objective!r}: a bound or the evaluator is wrong"
         )
-    tolerance = float(options.mip_gap if options.mip_gap is not None else DEFAULT_GAP_TOLERANCE)
+    tolerance = gap_tolerance(options.mip_gap)
     optimal = gap is not None and gap <= tolerance
     timings = {
         "build_seconds": sum(r.build_seconds for r in solver_results),

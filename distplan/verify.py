@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from distplan.api import DEFAULT_GAP_TOLERANCE, RESULT_RECORD_FIELDS
+from distplan.api import DEFAULT_GAP_TOLERANCE, RESULT_RECORD_FIELDS, gap_tolerance
 from distplan.errors import DistplanError, InputError
 from distplan.formulations.registry import (
     BOUND_GRADES,
@@ -167,8 +167,8 @@ def check_recorded_fields(doc: dict[str, Any]) -> list[tuple[str, str]]:
 def _recorded_options(doc: dict[str, Any], version: int) -> list[tuple[str, str]]:
     """A versioned result's run ``options`` (when present: a missing one is
     `check_solver_calls`' problem) hold every `solvers.result.OPTIONS_RECORD_FIELDS` key,
-    and its ``gap_tolerance`` is the one `distplan.solve` derives from them: the run's
-    ``mip_gap``, or `api.DEFAULT_GAP_TOLERANCE` when that is None. Without this a
+    and its ``gap_tolerance`` is the one `distplan.solve` derives from them
+    (`api.gap_tolerance` of the run's ``mip_gap``). Without this a
     tolerance raised above the run's gap passed with the gap (or the options) nulled, and a
     result with an open gap read as optimal (review rev20 H1)."""
     if "options" not in doc:
@@ -180,10 +180,9 @@ def _recorded_options(doc: dict[str, Any], version: int) -> list[tuple[str, str]
     if missing:
         return [(f"options.{name}", _dropped(version)) for name in missing]
     gap = options["mip_gap"]
-    expected = DEFAULT_GAP_TOLERANCE if gap is None else gap
     tolerance = doc.get("gap_tolerance")
-    if isinstance(expected, bool) or not isinstance(expected, int | float) or tolerance != float(expected):
-        return [("gap_tolerance", f"{tolerance!r}, but a run solved with mip_gap {gap!r} records gap_tolerance {expected!r}: the tolerance is not the one the run used")]
+    if isinstance(gap, bool) or not isinstance(gap, int | float | None) or tolerance != gap_tolerance(gap):
+        return [("gap_tolerance", f"{tolerance!r}, but a run solved with mip_gap {gap!r} records the gap_tolerance `distplan.solve` derives from it: the tolerance is not the one the run used")]
     return []
 
 
