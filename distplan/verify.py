@@ -29,10 +29,12 @@ verifier trusts no stored claim; for each result it
 
 A result that records its format (``record_version``, `solvers.result.RECORD_VERSION`)
 has every field that version writes: one missing (a field the checks above would read, or
-whose absence they excuse as an older record's: an objective scale, a ``value_at_most``,
-options, logs, the gap tolerance) was dropped, and is a problem; a version newer than
-this verifier knows is one too. Only a result without a version is an older one, whose
-missing fields are noted.
+whose absence they excuse as an older record's: an objective scale, a model-record field
+its formulation declares, `registry.RecordedModelField`, such as pipeline_milp's
+``value_at_most``, options, logs, the gap tolerance) was dropped, and is a problem; a
+version newer than this verifier knows is one too. Only a result without a version is an
+older one, whose missing fields are noted; with ``require_version`` (``distplan verify
+--require-version``) a result without a version is a problem.
 
 `check_result(doc, instance)` returns the problems as (field, message) pairs;
 `verify_result` adds them to a `VerifyReport`; `verify_path` reads a result file
@@ -53,6 +55,7 @@ from distplan.formulations.registry import (
     BOUND_GRADES,
     BOUND_KINDS,
     BoundSource,
+    RecordedModelField,
     Unchecked,
     Unrecorded,
     bound_source,
@@ -130,37 +133,45 @@ def _dropped(version: int) -> str:
     return f"missing, but the result's record_version {version} always writes it: the field was dropped (only a result without a record_version is an older one)"
 
 
-#: the pipeline_milp calls whose model record always keeps ``value_at_most`` in a result
-#: that records its format: a time-indexed model (its name ends so) restricted below the
-#: incumbent, the only one that ends infeasible (`pipeline.milp.below_incumbent_premise`
-#: reads it)
-VALUE_AT_MOST_CALLS = ("pipeline_milp", "-time-indexed", "infeasible")
+def _declared_fields(doc: dict[str, Any], instance: Any) -> tuple[RecordedModelField, ...]:
+    """The model-record fields the result's formulation declares its calls always write
+    (`registry.Formulation.recorded_model_fields`); none when the formulation is no
+    formulation of the instance's kind (`check_formulation` says so)."""
+    kind = getattr(instance, "kind", None)
+    name = doc.get("formulation")
+    if not isinstance(kind, str) or not isinstance(name, str):
+        return ()
+    return next((f.recorded_model_fields for f in formulations(kind) if f.name == name), ())
 
 
-def check_recorded_fields(doc: dict[str, Any]) -> list[tuple[str, str]]:
+def check_recorded_fields(doc: dict[str, Any], instance: Any = None) -> list[tuple[str, str]]:
     """For a result that records its format version (`record_version`): every field that
     version always writes is there (`api.RESULT_RECORD_FIELDS`; each solver call's
-    `solvers.result.CALL_RECORD_FIELDS`; the ``value_at_most`` of pipeline_milp's
-    infeasible time-indexed calls, `VALUE_AT_MOST_CALLS`). A missing one was dropped: a
-    problem naming it. None for a result without a version (an older one: `unchecked` notes
-    what it lacks). The result's own ``options`` are `check_solver_calls`' (as for any
-    result of the new format), the fields a bound's conversion or premise reads
-    `_check_linked_bound`'s and `_unmet_premise`'s. A listed bound's ``kind`` and
-    ``solver_call`` are not required: without them `check_bounds` judges the bound by its
-    source, and rejects a result whose bound rests on an unlinked solver bound."""
+    `solvers.result.CALL_RECORD_FIELDS`, its ``options`` not None; the model-record fields
+    the formulation declares for its calls, `registry.RecordedModelField`, read from the
+    registry for ``instance``'s kind). A missing one was dropped: a problem naming it. None
+    for a result without a version (an older one: `unchecked` notes what it lacks). The
+    result's own ``options`` are `check_solver_calls`' (as for any result of the new
+    format), the fields a bound's conversion or premise reads `_check_linked_bound`'s and
+    `_unmet_premise`'s. A listed bound's ``kind`` and ``solver_call`` are not required:
+    without them `check_bounds` judges the bound by its source, and rejects a result whose
+    bound rests on an unlinked solver bound."""
     version = record_version(doc)
     if version is None:
         return []
     problems = [(name, _dropped(version)) for name in RESULT_RECORD_FIELDS if name not in doc and name != "options"]
     problems += _recorded_options(doc, version)
+    declared = _declared_fields(doc, instance)
     for k, call in enumerate(_calls(doc) or []):
         if not isinstance(call, dict):
             continue
         problems.extend((f"solver_results[{k}].{name}", _dropped(version)) for name in CALL_RECORD_FIELDS if name not in call and name != "options")
-        formulation, suffix, termination = VALUE_AT_MOST_CALLS
+        if "options" in call and call["options"] is None:  # (missing, or not an object: `check_solver_calls`)
+            problems.append((f"solver_results[{k}].options", f"None, but every call of a result of record_version {version} records the options it was solved with (`RunContext.record_call` for the calls a formulation makes by itself)"))
         model = _model_record(call)
-        if doc.get("formulation") == formulation and call.get("termination") == termination and str(model.get("name")).endswith(suffix) and "value_at_most" not in model:
-            problems.append((f"solver_results[{k}].extra.model.value_at_most", _dropped(version) + f": every {formulation} call of a time-indexed model restricted below the incumbent records the values its model admitted"))
+        for want in declared:
+            if want.name not in model and want.required(str(model.get("name")), call.get("termination")):
+                problems.append((f"solver_results[{k}].extra.model.{want.name}", _dropped(version) + f": {doc.get('formulation')} declares that {want.why}"))
     return problems
 
 
@@ -646,16 +657,28 @@ def check_formulation(doc: dict[str, Any], instance: Any) -> list[tuple[str, str
     return []
 
 
-def check_result(doc: dict[str, Any], instance: Any, notes: list[str] | None = None) -> list[tuple[str, str]]:
+def check_required_version(doc: dict[str, Any]) -> list[tuple[str, str]]:
+    """With ``--require-version`` (`check_result`'s ``require_version``): the problem of a
+    result without a ``record_version``. The version is what makes a missing field a
+    dropped one; a result stripped of it and of the fields with it reads as an older
+    record, whose gaps are only noted (review rev20 M3). Where every result is new (a
+    store this distplan wrote, a result just received), requiring it closes that."""
+    if RECORD_VERSION_KEY in doc:
+        return []
+    return [(RECORD_VERSION_KEY, f"missing, and only results that record their format version are accepted here (--require-version; this distplan writes {RECORD_VERSION}): a result without one is read as an older record, whose missing fields are only noted")]
+
+
+def check_result(doc: dict[str, Any], instance: Any, notes: list[str] | None = None, *, require_version: bool = False) -> list[tuple[str, str]]:
     """Every way in which ``doc`` (a ``Result.to_dict()``) disagrees with the rule, with the
     instance it names, or with a fresh evaluation of its plan on ``instance``: (field,
     message) pairs. ``notes`` collects what could not be checked (`check_bounds`). A
     ``record_version`` this verifier does not know is the only problem reported
-    (`check_record_version`); a known one requires its fields (`check_recorded_fields`)."""
+    (`check_record_version`); a known one requires its fields (`check_recorded_fields`);
+    ``require_version``: a result without one is a problem too (`check_required_version`)."""
     version_problems = check_record_version(doc)
     if version_problems:
         return version_problems  # a format this verifier does not know: nothing in it can be read as known
-    problems = check_claims(doc) + check_recorded_fields(doc) + check_formulation(doc, instance)
+    problems = (check_required_version(doc) if require_version else []) + check_claims(doc) + check_recorded_fields(doc, instance) + check_formulation(doc, instance)
     if any(name == "formulation" for name, _ in problems):
         return problems  # its bounds and calls are no formulation's of this kind: nothing to check them against
     problems += check_solver_calls(doc, instance, notes) + check_instance(doc, instance) + check_bounds(doc, instance, notes)
@@ -676,12 +699,12 @@ def check_result(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
     return problems
 
 
-def verify_result(doc: dict[str, Any], instance: Any, report: VerifyReport, label: str = "") -> None:
+def verify_result(doc: dict[str, Any], instance: Any, report: VerifyReport, label: str = "", *, require_version: bool = False) -> None:
     """Append to ``report`` every problem `check_result` finds, as ``TAG: FIELD: message``."""
     report.checked += 1
     tag = label or f"{doc.get('instance')} / {doc.get('formulation')} / {doc.get('backend')}"
     notes: list[str] = []
-    problems = check_result(doc, instance, notes)
+    problems = check_result(doc, instance, notes, require_version=require_version)
     report.note_once(*notes)
     report.problems.extend(f"{tag}: {name}: {message}" for name, message in problems)
     report.note_once(*unchecked(doc))
@@ -693,9 +716,11 @@ def verify_result(doc: dict[str, Any], instance: Any, report: VerifyReport, labe
         )
 
 
-def verify_path(path: str | Path, instance: str | None = None) -> VerifyReport:
+def verify_path(path: str | Path, instance: str | None = None, *, require_version: bool = False) -> VerifyReport:
     """Verify a result file written by ``distplan solve --result`` (benchmark databases are
-    the bench layer's: ``distplan verify`` routes them to `distplan.bench.verify`)."""
+    the bench layer's: ``distplan verify`` routes them to `distplan.bench.verify`);
+    ``require_version``: a result without a ``record_version`` is a problem
+    (`check_required_version`)."""
     p = Path(path)
     doc = read_json(p)
     if not isinstance(doc, dict) or "kind" not in doc:
@@ -706,5 +731,5 @@ def verify_path(path: str | Path, instance: str | None = None) -> VerifyReport:
     if not source:
         raise InputError(str(p), "the result names no instance", "pass --instance FILE")
     report = VerifyReport()
-    verify_result(doc, load_instance(source), report)
+    verify_result(doc, load_instance(source), report, require_version=require_version)
     return report

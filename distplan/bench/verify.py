@@ -160,17 +160,19 @@ def _exceeds(bound: float, objective: float) -> bool:
     return bound > objective
 
 
-def audit_database(path: str | Path | Store) -> Audit:
-    """Run the whole audit on a database (see the module docstring)."""
+def audit_database(path: str | Path | Store, *, require_version: bool = False) -> Audit:
+    """Run the whole audit on a database (see the module docstring); ``require_version``:
+    a run whose result records no format version is a problem
+    (`distplan.verify.check_required_version`)."""
     store = path if isinstance(path, Store) else open_existing(path)
     try:
-        return _audit(store)
+        return _audit(store, require_version)
     finally:
         if store is not path:
             store.close()
 
 
-def _audit(store: Store) -> Audit:
+def _audit(store: Store, require_version: bool = False) -> Audit:
     audit = Audit()
     runs = store.runs()
     instances: dict[str, tuple[Any, str] | None] = {}
@@ -197,11 +199,11 @@ def _audit(store: Store) -> Audit:
             doc, stored = result_document(run)
             try:
                 checked_notes: list[str] = []  # what verify could not check (as `distplan verify FILE` says)
-                problems.extend(check_result(doc, entry[0], checked_notes))
+                problems.extend(check_result(doc, entry[0], checked_notes, require_version=require_version))
                 audit.notes.extend(n for n in dict.fromkeys(checked_notes + unchecked(doc)) if n not in audit.notes)
                 if stored is not None and any(not _same(doc.get(k), stored.get(k)) for k in ("objective", "bound", "gap", "status")):
                     # the columns and result_json disagree: check result_json on its own too
-                    problems.extend((f"result_json.{name}", message) for name, message in check_result(stored, entry[0]))
+                    problems.extend((f"result_json.{name}", message) for name, message in check_result(stored, entry[0], require_version=require_version))
             except DistplanError as exc:
                 problems.append(("plan", f"the stored plan cannot be read: {exc}"))
             if doc.get("plan") is not None:
@@ -413,9 +415,10 @@ def _heuristics(runs: list[dict[str, Any]], verified: dict[str, bool], instances
                 )
 
 
-def verify_database(path: str | Path) -> VerifyReport:
-    """``distplan verify DB``: every problem of the audit, plus a summary in the notes."""
-    audit = audit_database(path)
+def verify_database(path: str | Path, *, require_version: bool = False) -> VerifyReport:
+    """``distplan verify DB``: every problem of the audit, plus a summary in the notes
+    (``require_version``: `audit_database`'s)."""
+    audit = audit_database(path, require_version=require_version)
     report = VerifyReport(checked=audit.checked)
     report.notes.extend(audit.notes)
     report.notes.append(f"{audit.reevaluated} stored plan(s) re-evaluated with the independent evaluator")

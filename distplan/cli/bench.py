@@ -97,19 +97,20 @@ def cmd_export(args: argparse.Namespace) -> int:
 DATABASE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
 
 
-def verify_target(path: str | Path, instance: str | None = None) -> VerifyReport:
+def verify_target(path: str | Path, instance: str | None = None, *, require_version: bool = False) -> VerifyReport:
     """What ``distplan verify PATH`` checks: a benchmark database (by its suffix) through
     `distplan.bench.verify.verify_database`, any other file as a result document through
-    `distplan.verify.verify_path`. The CLI routes, so `distplan.verify` needs no bench."""
+    `distplan.verify.verify_path` (``require_version``: theirs). The CLI routes, so
+    `distplan.verify` needs no bench."""
     if Path(path).suffix in DATABASE_SUFFIXES:
         from distplan.bench.verify import verify_database
 
         if instance is not None:
             raise InputError("--instance", "a benchmark database stores its instances", "leave out --instance")
-        return verify_database(path)
+        return verify_database(path, require_version=require_version)
     from distplan.verify import verify_path
 
-    return verify_path(path, instance=instance)
+    return verify_path(path, instance=instance, require_version=require_version)
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -194,7 +194,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from distplan.cli.bench import verify_target
 
-    report = verify_target(args.path, args.instance)
+    report = verify_target(args.path, args.instance, require_version=args.require_version)
     for line in report.lines():
         print(line)
     return 0 if report.ok else 1
@@ -262,4 +262,5 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("verify", help="re-check stored results: evaluator, objective, termination claims")
     p.add_argument("path", help="result JSON written by `solve --result`, or a benchmark database")
     p.add_argument("--instance", default=None, help="instance for a result file (default: the name stored in it)")
+    p.add_argument("--require-version", action="store_true", help="accept only results that record their format version (record_version): one without is a problem, not an older record whose missing fields are only noted")
     p.set_defaults(func=cmd_verify)

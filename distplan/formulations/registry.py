@@ -129,6 +129,28 @@ Premise = Callable[[Any, Mapping[str, Any], Sequence[Any]], "str | None"]
 
 
 @dataclass(frozen=True)
+class RecordedModelField:
+    """A field of the model record (``extra.model``) that a formulation's solver calls
+    always write, declared by the formulation (`Formulation.recorded_model_fields`) beside
+    the code that writes it: in a result that records its format version
+    (`solvers.result.RECORD_VERSION`), a call whose model name matches ``models``
+    (``re.search``) and that ended with one of ``terminations`` has it, and `distplan
+    verify` reports one without it as dropped. For the fields a check reads only when
+    present (it falls back to slower or weaker evidence without them, as for an older
+    record), so that dropping one cannot pass for an older record. ``why``: what writes it
+    and what reads it."""
+
+    name: str
+    models: str
+    terminations: tuple[str, ...]
+    why: str
+
+    def required(self, model_name: str, termination: Any) -> bool:
+        """Whether a call of model ``model_name`` that ended ``termination`` writes it."""
+        return termination in self.terminations and re.search(self.models, model_name) is not None
+
+
+@dataclass(frozen=True)
 class BoundSource:
     """A kind of bound a formulation reports that is not solver-free: the formulations that
     may report it (None: any), a pattern its ``source`` text matches (``re.search``), what
@@ -356,6 +378,16 @@ class RunContext:
     def param(self, key: str, default: Any) -> Any:
         return self.params.get(key, default)
 
+    def record_call(self, result: SolverResult, time_limit: float | None) -> SolverResult:
+        """Append the record of a solver call the formulation made by itself (not by
+        `solve_model`, `solve_arrays` or `solve_convex`: a direct Clarabel solver, say),
+        with the run's options at the ``time_limit`` it gave the call (seconds; None: none),
+        as those calls record theirs (a result that records its format keeps every call's
+        options: `distplan verify`)."""
+        result.options = options_record(self.options if time_limit is None else self.options.with_(time_limit=time_limit))
+        self.solver_results.append(result)
+        return result
+
     @property
     def seed(self) -> int:
         """The run's random seed for a formulation's own searches: `distplan.solve`'s
@@ -480,6 +512,9 @@ class Formulation:
     #: declared with `from_blocks` (its run solves its spec's model, named after it, and
     #: reports that call's bound as "<name> dual bound (<backend>)")
     declared: bool = False
+    #: fields its solver calls' model records always keep (`RecordedModelField`), which
+    #: `distplan verify` requires of a result that records its format version
+    recorded_model_fields: tuple[RecordedModelField, ...] = ()
 
     def is_exact(self, instance: Any) -> bool:
         """Whether an optimal solve of this program is an optimum of ``instance``."""

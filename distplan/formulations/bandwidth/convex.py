@@ -80,8 +80,9 @@ def solve_min_time(ctx: RunContext, prog: Program, what: str, duals: list[Any] |
     conflicting constraints (`no_solution`) at once; the caller does it otherwise."""
     if direct(ctx):
         scale = time_scale(prog)
-        solved = DirectSolver(prog, time_scale=scale, verbose=ctx.options.verbose).solve(time_limit=ctx.remaining_time())
-        ctx.solver_results.append(solved.result)
+        limit = ctx.remaining_time()
+        solved = DirectSolver(prog, time_scale=scale, verbose=ctx.options.verbose).solve(time_limit=limit)
+        ctx.record_call(solved.result, limit)
         if solved.bandwidth is None and diagnose:
             no_solution(ctx, prog, solved.result, what)
         if duals is not None:

@@ -228,9 +228,10 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
 
     # the cost range: cheapest feasible network, and the cost of a fastest allocation
     if direct(ctx):
+        limit = ctx.remaining_time()
         cheap = DirectSolver(prog, time_scale=max(float(prog.cost_per_gbps.max(initial=0.0)) * bandwidth_scale(prog), 1e-300),
-                             objective=prog.cost_per_gbps, verbose=ctx.options.verbose).solve(time_limit=ctx.remaining_time())
-        ctx.solver_results.append(cheap.result)
+                             objective=prog.cost_per_gbps, verbose=ctx.options.verbose).solve(time_limit=limit)
+        ctx.record_call(cheap.result, limit)
         res_min, b_min = cheap.result, cheap.bandwidth
     else:
         res_min, b_min = optimize_linear(ctx, prog, prog.cost_per_gbps, "min", name="min-cost")
@@ -299,8 +300,9 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
         def evaluate_at(c: float) -> _Point:
             nonlocal build
             if direct(ctx):
-                solved = budget_solver.solve(budget=c, time_limit=ctx.remaining_time())
-                ctx.solver_results.append(solved.result)
+                limit = ctx.remaining_time()
+                solved = budget_solver.solve(budget=c, time_limit=limit)
+                ctx.record_call(solved.result, limit)
                 if solved.bandwidth is None:
                     return _Point(c=c, ok=False)
                 return point_from(c, solved.bandwidth, solved.duals)

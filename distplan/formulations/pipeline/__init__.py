@@ -42,6 +42,7 @@ register(
         params={"model": "auto", "warm_start": "tessel", "energy_cuts": True, "below_incumbent": True, "default_time_limit": 60.0},
         above={"default_time_limit": 0.0},
         choices={"model": ("auto", "disjunctive", "time_indexed"), "warm_start": ("tessel", "baselines")},
+        recorded_model_fields=(milp.VALUE_AT_MOST,),
     )
 )
 

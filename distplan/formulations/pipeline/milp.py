@@ -76,7 +76,7 @@ from distplan.formulations.pipeline.opmodel import (
 from distplan.formulations.pipeline.opsolve import choose_model, solve_op_problem
 from distplan.formulations.pipeline.tessel import DEFAULTS, run_tessel
 from distplan.formulations.pipeline.timeindexed import build_ti_model, ti_size
-from distplan.formulations.registry import Bound, Outcome, RunContext, Unchecked, solver_free_bounds
+from distplan.formulations.registry import Bound, Outcome, RecordedModelField, RunContext, Unchecked, solver_free_bounds
 from distplan.modeling.model import InfeasibleByConstruction, Model
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
 from distplan.solvers.result import SolverResult, Termination
@@ -208,6 +208,13 @@ def proved_below(cap: float) -> int:
 
 def _real(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+#: the model record's ``value_at_most`` (`RecordedModelField`): `run_pipeline_milp` writes
+#: it on every call of a model restricted below the incumbent, and `below_incumbent_premise`
+#: reads it from the infeasible time-indexed calls the bound rests on (without it, an older
+#: record, the premise rebuilds the model to compare sizes, or leaves the bound unchecked)
+VALUE_AT_MOST = RecordedModelField("value_at_most", r"-time-indexed$", ("infeasible",), "every call of a time-indexed model restricted below the incumbent records the values its model admitted (`below_incumbent_premise` reads it)")
 
 
 def below_incumbent_premise(inst: PipelineInstance, entry: Mapping[str, Any], calls: Sequence[Any]) -> str | None:
