@@ -4,7 +4,8 @@ accepts versioned results only.
 * A formulation declares the model-record fields its solver calls always write
   (`registry.Formulation.recorded_model_fields`, `registry.RecordedModelField`): verify
   reads the declaration, so pipeline_milp's ``value_at_most`` is no special case written
-  into verify, and any formulation can declare one.
+  into verify, and any formulation can declare one (baechi_sct declares its LP's
+  ``variable_blocks``, whose shapes its bound's premise reads).
 * Every call of a versioned result records its options: the calls a formulation makes by
   itself (libra's direct Clarabel solver) record them through `RunContext.record_call`
   (they wrote ``options: null`` before), and ``options: null`` in a versioned result is a
@@ -76,6 +77,27 @@ def test_verify_requires_what_the_registry_declares(monkeypatch: pytest.MonkeyPa
         _declaring(monkeypatch, "sharding", "alpa_ilp", other)
         assert check_result(doc, inst) == []
     _declaring(monkeypatch, "sharding", "alpa_ilp")
+    assert check_result(doc, inst) == []
+
+
+def test_sct_lp_calls_keep_their_variable_blocks() -> None:
+    """m-SCT's LP value is a bound only for the instance's own LP, which its premise tells by
+    the recorded variable blocks' shapes (`sct.lp_bound_premise`); without blocks (an older
+    record) it checks the model's name alone. baechi_sct declares the blocks, so a
+    versioned result that dropped them is a problem, and an older one is not."""
+    from test_verify_stated_conversions import _sct
+
+    from distplan.formulations.placement import sct
+
+    (form,) = [f for f in formulations("placement") if f.name == "baechi_sct"]
+    assert form.recorded_model_fields == (sct.VARIABLE_BLOCKS,)
+    inst = _sct()
+    doc = distplan.solve(inst, "baechi_sct").to_dict()
+    assert any(b["source"].startswith("SCT LP value") for b in doc["bounds"]) and check_result(doc, inst) == []
+    k = next(i for i, c in enumerate(doc["solver_results"]) if c["termination"] == "optimal")
+    del doc["solver_results"][k]["extra"]["model"]["variable_blocks"]
+    assert [name for name, _ in check_result(doc, inst)] == [f"solver_results[{k}].extra.model.variable_blocks"]
+    del doc[RECORD_VERSION_KEY]
     assert check_result(doc, inst) == []
 
 

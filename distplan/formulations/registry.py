@@ -609,6 +609,7 @@ def from_blocks(
     least: dict[str, float] | None = None,
     most: dict[str, float] | None = None,
     above: dict[str, float] | None = None,
+    recorded_model_fields: tuple[RecordedModelField, ...] = (),
 ) -> Formulation:
     """Declare a model-based formulation from its `ModelSpec`.
 
@@ -618,7 +619,8 @@ def from_blocks(
     ``bounds`` adds what else the solve proves. ``driver(instance, ctx, run)`` wraps the
     declared run when a formulation needs a step around it (solving on a contracted graph,
     say) and calls ``run`` for the solve itself. ``least``, ``most`` and ``above`` are the
-    parameters' ranges (`Formulation.check_params`).
+    parameters' ranges (`Formulation.check_params`); ``recorded_model_fields``, what its
+    calls' model records always keep (`Formulation.recorded_model_fields`).
     """
     if spec.decode is None:
         raise ValueError(f"{name}: a formulation declared from blocks needs a decoder in its spec")
@@ -668,6 +670,7 @@ def from_blocks(
         most=dict(most or {}),
         above=dict(above or {}),
         declared=True,
+        recorded_model_fields=recorded_model_fields,
     )
 
 

@@ -108,6 +108,7 @@ register(
         # edge, or none, would make its child a favorite whatever the LP says
         least={"theta": 0.0, "barrier_above_edges": 0, "lp_max_edges": 0},
         most={"theta": 1.0},
+        recorded_model_fields=(sct.VARIABLE_BLOCKS,),
     )
 )
 

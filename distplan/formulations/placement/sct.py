@@ -52,7 +52,7 @@ import numpy as np
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.placement.coarsen import chain_clusters, chain_order, contract
 from distplan.formulations.placement.listsched import list_schedule, topological_positions
-from distplan.formulations.registry import Bound, Outcome, RunContext
+from distplan.formulations.registry import Bound, Outcome, RecordedModelField, RunContext
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.graphs import edges_by
 from distplan.models.placement_instance import PlacementInstance
@@ -284,6 +284,13 @@ def lp_bound_valid(inst: PlacementInstance, index: SctIndex) -> bool:
 #: the name of the SCT LP `run_sct` solves on a contracted graph: it proves nothing about
 #: the instance, so its call may back no bound (the registry's model pattern is the LP's own)
 CONTRACTED_MODEL = "baechi_sct-contracted"
+
+
+#: the model record's ``variable_blocks`` (`registry.RecordedModelField`): every call of the
+#: SCT LP keeps its variable blocks (`Model.stats`), whose shapes `lp_bound_premise` reads to
+#: tell the instance's own LP from a contracted graph's; without them (an older record) it
+#: checks the model's name alone
+VARIABLE_BLOCKS = RecordedModelField("variable_blocks", r"^baechi_sct$", ("optimal",), "every optimal call of the SCT LP records its variable blocks (`lp_bound_premise` reads their shapes: the LP was the instance's own, not a contracted graph's)")
 
 
 def lp_bound_premise(inst: PlacementInstance, entry: Mapping[str, Any], calls: Sequence[Any]) -> str | None:
