@@ -18,6 +18,11 @@ Instances (all solved in well under a second):
 * X shape, 4 stages, N = 12, B/W split, memory 3: the repetend comes from the MILP path
   (its flat-length MILP needs ~0.7 s), and N leaves a steady state, so the warm-up and
   cool-down are completed separately (MILPs with ``phase_time_limit`` > 0).
+* Tessel's K shape, memory 4, N = 4 (`tessel_case`): the residue search finds the period
+  6 in 185 placements (`K_PERIOD_NODES`) and proves its repetend's flat length least in
+  1967 more (`K_FLAT_NODES`), above the default ``flat_residue_nodes`` of 1,000.
+* Tessel's NN shape, memory 20, N = 16: the least flat length (46 s, 7779 placements,
+  `NN_FLAT_NODES`) is shorter than the one the first 1,000 placements reach (48 s).
 """
 
 from __future__ import annotations
@@ -27,9 +32,12 @@ from typing import Any
 import pytest
 
 import distplan
+from distplan.formulations.pipeline.modulo import cyclic_blocks
+from distplan.formulations.pipeline.repetend import offsets_range
+from distplan.formulations.pipeline.residue import residue_search
 from distplan.formulations.pipeline.statesearch import prove_makespan
 from distplan.formulations.pipeline.tessel import BUDGETS
-from distplan.instances.pipelines import make_pipeline
+from distplan.instances.pipelines import make_pipeline, tessel_case
 from distplan.models.pipeline import PipelineInstance
 from distplan.solvers.result import LIMIT_TERMINATIONS, SolutionStatus, Termination
 from distplan.verify import check_result
@@ -38,6 +46,13 @@ from distplan.verify import check_result
 V_OPTIMUM = 32.0
 #: states the whole-schedule search keeps to prove `V_OPTIMUM` on `_v4`
 V_STATES = 337
+#: placements the residue search takes to find `_k4`'s period, 6 (of ``residue_nodes``)
+K_PERIOD_NODES = 185
+#: placements the residue search takes to prove the least flat length at that period
+#: (``flat_residue_nodes``; the default, 1,000, stops it)
+K_FLAT_NODES = 1967
+#: the same for `_nn20`, whose least flat length (46 s) the default cap does not reach (48 s)
+NN_FLAT_NODES = 7779
 
 
 def _v4() -> PipelineInstance:
@@ -50,6 +65,14 @@ def _nn4() -> PipelineInstance:
 
 def _x4() -> PipelineInstance:
     return make_pipeline("x", 4, 12, forward_time=1.0, backward_time=2.0, weight_time=1.0, memory_capacity=3.0)
+
+
+def _k4() -> PipelineInstance:
+    return tessel_case("k", 4.0, 4)
+
+
+def _nn20() -> PipelineInstance:
+    return tessel_case("nn", 20.0, 16)
 
 
 def _solve(inst: PipelineInstance, **params: Any) -> distplan.Result:
@@ -158,6 +181,50 @@ def test_flat_length_and_phase_milps_cut_by_their_time_budgets(monkeypatch: pyte
     stopped = {f"{phase}_milp" for phase in ("warmup", "cooldown") if info.get(f"{phase}_termination") in {t.value for t in LIMIT_TERMINATIONS}}
     assert stopped, "a 0.01 s phase MILP was expected to stop at its limit"
     _assert_honest_cut(res, inst, {"repetend_flat_length": "flat_time_limit", **dict.fromkeys(stopped, "phase_time_limit")})
+
+
+@pytest.mark.parametrize(("case", "needed"), [(_k4, K_FLAT_NODES), (_nn20, NN_FLAT_NODES)], ids=["k4", "nn20"])
+def test_flat_length_residue_search_cut_by_its_placement_cap(case: Any, needed: int) -> None:
+    """The residue search's least flat length within ``flat_residue_nodes`` placements
+    (review M1: its cap of 1,000 was fixed and a search it stopped went unrecorded, while
+    the MILP path's ``flat_time_limit`` was recorded): at the default and at one
+    placement short of the proof, cut by ``flat_residue_nodes`` (the smaller budget; the
+    period is still proven); with just enough, finished with no cut, and no worse."""
+    inst = case()
+    capped = _solve(inst)
+    _assert_honest_cut(capped, inst, {"repetend_flat_length": "flat_residue_nodes"})
+    assert capped.plan.info["period_proven_optimal"]
+    short = _solve(inst, flat_residue_nodes=needed - 1)
+    _assert_honest_cut(short, inst, {"repetend_flat_length": "flat_residue_nodes"})
+    enough = _solve(inst, flat_residue_nodes=needed)
+    assert enough.termination is Termination.FINISHED and "cut_by" not in enough.plan.info
+    assert enough.plan.info["period_proven_optimal"]
+    assert capped.objective is not None and enough.objective is not None and enough.objective <= capped.objective
+
+
+def test_flat_length_residue_search_cut_by_residue_nodes_when_it_is_the_smaller() -> None:
+    """``residue_nodes`` leaving the flat-length search fewer placements (500) than
+    ``flat_residue_nodes`` (1,000, or more): the cut names ``residue_nodes``."""
+    inst = _k4()
+    for flat in (1_000, 10 * K_FLAT_NODES):
+        res = _solve(inst, residue_nodes=K_PERIOD_NODES + 500, flat_residue_nodes=flat)
+        _assert_honest_cut(res, inst, {"repetend_flat_length": "residue_nodes"})
+        assert res.plan.info["period_proven_optimal"]
+
+
+def test_residue_search_says_what_stopped_it() -> None:
+    """`residue.residue_search` stopped by its placements says ``node_limit``, by its
+    deadline ``deadline`` (the run's time, not a placement budget); finished, neither."""
+    inst = _k4()
+    cy = cyclic_blocks(inst, 1)
+    _, k = offsets_range(inst, 1)
+    period, below = 6, 16.0  # `_k4`'s least period; the flat length (s) of its first repetend
+    out = residue_search(cy, inst, k, period, minimize_length=True, below=below, node_limit=K_FLAT_NODES - 1)
+    assert out.status == "undecided" and out.stopped_by == "node_limit" and out.nodes == K_FLAT_NODES - 1
+    late = residue_search(cy, inst, k, period, minimize_length=True, below=below, node_limit=K_FLAT_NODES, deadline=0.0)
+    assert late.status == "undecided" and late.stopped_by == "deadline" and late.nodes == K_FLAT_NODES
+    done = residue_search(cy, inst, k, period, minimize_length=True, below=below, node_limit=K_FLAT_NODES)
+    assert done.status == "infeasible" and done.stopped_by is None and done.nodes == K_FLAT_NODES
 
 
 @pytest.mark.parametrize(("kwargs", "cut_by"), [({"max_states": 1}, "max_states"), ({"deadline": 0.0}, "deadline")])

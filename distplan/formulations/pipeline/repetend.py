@@ -85,6 +85,7 @@ DEFAULTS: dict[str, Any] = {
     "probe_time_limit": 1.0,  # seconds per fixed-period feasibility probe
     "period_proof": "residue",  # least period proven by: residue (exact residue search, integral data, within residue_nodes; else as auto) | auto (candidate-period MILP probes for integral data) | rate_milp
     "residue_nodes": 20_000,  # placements the residue search may try in one repetend search (period, proof, flat length)
+    "flat_residue_nodes": 1_000,  # placements the residue search may try for the least flat length at the least period (at most what residue_nodes leaves)
     "candidate_probe_limit": 0.1,  # seconds for the MILP probe at a fractional candidate period (residue proof)
     "baselines": True,  # also evaluate the classic schedules that apply and keep the best plan
     "proof_time_limit": 1.0,  # seconds for the rate MILP when it proves a period the residue search and the probes left undecided, an incumbent in hand (period_proof="residue"; None: all the time left; "auto" and "rate_milp" always get all of it)
@@ -356,12 +357,12 @@ class Repetend:
     period was left unproven (``search_time_limit``, ``proof_time_limit``,
     ``candidate_probe_limit``), ``repetend_offsets`` when the fewest offsets were not
     established (``probe_time_limit``), ``repetend_flat_length`` when the least flat
-    length was not (``flat_time_limit``, ``residue_nodes``); each possibly by
-    ``search_time_limit`` or the run's ``time_limit`` instead, when its share of those
-    was the shorter. Empty when nothing was cut (a period may still be unproven for want
-    of a proof, not of a budget: `rounded_only` data). The residue search's fixed cap of
-    1,000 placements on the flat length (`_search_residues`) is part of the method and not
-    recorded."""
+    length was not (``flat_time_limit`` on the MILP path; ``flat_residue_nodes`` or
+    ``residue_nodes``, whichever allowed fewer placements, on the residue path,
+    `_search_residues`); each possibly by ``search_time_limit`` or the run's
+    ``time_limit`` instead, when its share of those was the shorter. Empty when nothing
+    was cut (a period or flat length may still be unproven for want of a proof, not of a
+    budget: `rounded_only` data, a residue search that gives up short of its placements)."""
 
     sigma: np.ndarray
     period: float
@@ -773,7 +774,8 @@ def _search_residues(inst: PipelineInstance, ctx: RunContext, params: dict[str, 
     at T = ceil(t_lb), ceil(t_lb) + 1, ... with the largest offsets memory allows, proven
     least when every integer below is refuted and the largest candidate period below T
     (`candidate_periods_below`) too (a short MILP probe); then the least flat length at T (branch and bound),
-    which also gives the fewest offsets. All within ``residue_nodes`` placements. Returns
+    which also gives the fewest offsets, within ``flat_residue_nodes`` placements. All within ``residue_nodes`` placements;
+    the flat length left unproven by whichever of the two allowed fewer is recorded as cut by it. Returns
     None (the MILP path takes over) when a period is undecided or a fractional candidate
     has a repetend; an undecided candidate leaves the period unproven, with the refuted
     integer as its bound. Data within 1e-12 of integers but not exact (`rounded_only`) is
@@ -847,14 +849,18 @@ def _search_residues(inst: PipelineInstance, ctx: RunContext, params: dict[str, 
             if ctx.solver_results and ctx.solver_results[-1].termination in LIMIT_TERMINATIONS:
                 cuts["repetend_search"] = probe_budget
     if params.get("min_flat_length", True):
-        rm = residue_search(cy, inst, k, t, minimize_length=True, below=length, node_limit=max(1, min(budget, 1_000)), deadline=deadline)
+        flat_nodes = int(params.get("flat_residue_nodes", DEFAULTS["flat_residue_nodes"]))
+        node_limit = max(1, min(budget, flat_nodes))
+        rm = residue_search(cy, inst, k, t, minimize_length=True, below=length, node_limit=node_limit, deadline=deadline)
         if rm.sigma is not None and rm.length is not None and rm.length < length:
             sigma, length = rm.sigma, float(rm.length)
-        if rm.status == "undecided" and not rm.least_length:  # its placements or its time ran out
+        # "infeasible": none shorter than the one in hand, which is least; "found" or
+        # "undecided" short of that proof: the least flat length is not established
+        if rm.status != "infeasible" and not rm.least_length:
             if past(deadline):
                 cuts["repetend_flat_length"] = context_budget(params)
-            elif budget < 1_000:  # (the fixed cap of 1,000 placements is the method's)
-                cuts["repetend_flat_length"] = "residue_nodes"
+            elif rm.stopped_by == "node_limit":  # its placements ran out: the smaller budget stopped it
+                cuts["repetend_flat_length"] = "residue_nodes" if budget < flat_nodes else "flat_residue_nodes"
     sigma = np.round(sigma - sigma.min(), 9)
     offsets = max(1, math.ceil(length / t - 1e-9))
     return Repetend(sigma, float(t), bound, proven, offsets, unfold, time.perf_counter() - t0, cuts)

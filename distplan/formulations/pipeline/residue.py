@@ -50,7 +50,10 @@ EPS = 1e-9
 class ResidueResult:
     """``status``: "found" (sigma fits), "infeasible" (proven: no repetend of this period
     within the offsets) or "undecided" (budget spent, or data outside the method).
-    ``least_length``: with ``minimize_length``, sigma's flat length is proven least."""
+    ``least_length``: with ``minimize_length``, sigma's flat length is proven least.
+    ``nodes``: placements tried. ``stopped_by``: what stopped the search before it ran to
+    its end, ``"node_limit"`` (its placements ran out) or ``"deadline"``; None when it
+    ran to its end or did not start (data outside the method)."""
 
     status: str
     sigma: np.ndarray | None
@@ -58,6 +61,7 @@ class ResidueResult:
     least_length: bool
     nodes: int
     alternatives: list[np.ndarray] = field(default_factory=list)
+    stopped_by: str | None = None
 
 
 def _applicable(cy: Cyclic) -> bool:
@@ -165,6 +169,7 @@ def residue_search(
     x = [0] * n  # flat start with the least offsets given the placed predecessors
     occ = [0] * nd
     budget = [node_limit]
+    stopped_by: list[str | None] = [None]  # (`ResidueResult.stopped_by`)
     best: list = [None, math.inf if below is None else below * scale]  # sigma, length (scaled units)
     stop = [False]
 
@@ -349,6 +354,7 @@ def residue_search(
             j += 1
             budget[0] -= 1
             if budget[0] < 0 or (deadline is not None and budget[0] % 512 == 0 and time.perf_counter() > deadline):
+                stopped_by[0] = "node_limit" if budget[0] < 0 else "deadline"
                 budget[0] = -1
                 stop[0] = True
                 return
@@ -378,7 +384,8 @@ def residue_search(
     nodes = node_limit - max(budget[0], 0) if budget[0] >= 0 else node_limit
     exhausted = budget[0] >= 0
     if best[0] is not None:
-        return ResidueResult("found", np.asarray(best[0], dtype=float) / scale, float(best[1]) / scale, minimize_length and exhausted and not undecided[0], nodes, alts)
+        least = minimize_length and exhausted and not undecided[0]
+        return ResidueResult("found", np.asarray(best[0], dtype=float) / scale, float(best[1]) / scale, least, nodes, alts, stopped_by[0])
     if exhausted and not undecided[0] and not greedy:
         return ResidueResult("infeasible", None, None, False, nodes)
-    return ResidueResult("undecided", None, None, False, nodes)
+    return ResidueResult("undecided", None, None, False, nodes, stopped_by=stopped_by[0])

@@ -238,6 +238,7 @@ BUDGETS = frozenset(
         "probe_time_limit",
         "flat_time_limit",
         "residue_nodes",
+        "flat_residue_nodes",
         "whole_search_time_limit",
         "whole_search_states",
         "phase_time_limit",
@@ -414,7 +415,7 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     ``search_time_limit``, ``proof_time_limit``, ``candidate_probe_limit``),
     ``repetend_offsets`` and ``repetend_flat_length`` (the repetend's fewest offsets and
     least flat length not established: ``probe_time_limit``, ``flat_time_limit``,
-    ``residue_nodes``; `repetend.Repetend.cuts`), ``repetend_candidates`` (the other
+    ``residue_nodes``, ``flat_residue_nodes``; `repetend.Repetend.cuts`), ``repetend_candidates`` (the other
     repetends of the period, drawn and completed within a share of the run's time),
     ``whole_search`` (``whole_search_states``, ``whole_search_time_limit``),
     ``warmup_milp`` / ``cooldown_milp`` / ``completion_milp`` (``phase_time_limit``) and
