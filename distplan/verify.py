@@ -365,12 +365,15 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None, notes: list[st
         if call.get("bound_grade") == "safe":
             model = (call.get("extra") or {}).get("model") if isinstance(call.get("extra"), dict) else None
             integers = None
-            if isinstance(model, dict):
-                integers = sum(v for v in (model.get("binaries"), model.get("integers")) if isinstance(v, int) and not isinstance(v, bool))
+            counts = [model.get(name) for name in ("binaries", "integers")] if isinstance(model, dict) else []
+            if counts and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counts):
+                integers = sum(counts)
             if call.get("backend") not in SAFE_BOUND_BACKENDS:
                 problems.append((f"solver_results[{k}].bound_grade", f"'safe' but {call.get('backend')!r} bounds are graded 'solver' (valid within its tolerances): only HiGHS LP bounds are made safe"))
             elif not isinstance(model, dict):
                 problems.append((f"solver_results[{k}].extra.model", "missing, but the call's bound is graded 'safe': only an LP's bound is made safe, and without the model's record nothing shows it has no integer variables"))
+            elif integers is None:
+                problems.append((f"solver_results[{k}].extra.model", f"binaries {counts[0]!r} and integers {counts[1]!r}, but the call's bound is graded 'safe': only an LP's bound is made safe, and every model record counts its integer variables (0 and 0 for an LP)"))
             elif integers:
                 problems.append((f"solver_results[{k}].bound_grade", f"'safe' but the model has {integers} integer variable(s): a MIP's dual bound holds within the solver's tolerances only (grade 'solver')"))
     for k, entry in enumerate(doc.get("bounds") or []):

@@ -172,3 +172,20 @@ def test_require_version_in_a_bench_database(tmp_path: Path) -> None:
     assert verify_database(db).ok
     report = verify_database(db, require_version=True)
     assert not report.ok and any(f"{RECORD_VERSION_KEY}: missing" in p for p in report.problems), report.problems
+
+
+# a "safe" grade needs the model's integer counts ----------------------------------------
+
+
+@pytest.mark.parametrize("dropped", [("binaries", "integers"), ("binaries",), ("integers",)])
+def test_a_safe_grade_on_a_call_without_its_integer_counts_is_a_problem(dropped: tuple[str, ...]) -> None:
+    """Only an LP's bound is made safe; verify tells an LP by the model record's counts of
+    binaries and integers, which every record keeps. A MIP call regraded "safe" with its
+    counts dropped read as an LP before (the missing counts summed to 0)."""
+    inst, doc = _solved("placement-small-2", "placement_milp")
+    k = next(i for i, c in enumerate(doc["solver_results"]) if c["extra"].get("model", {}).get("binaries"))
+    doc["solver_results"][k]["bound_grade"] = "safe"
+    for name in dropped:
+        del doc["solver_results"][k]["extra"]["model"][name]
+    for record in (doc, {key: value for key, value in doc.items() if key != RECORD_VERSION_KEY}):
+        assert f"solver_results[{k}].extra.model" in [name for name, _ in check_result(record, inst)]
