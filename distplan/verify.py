@@ -366,8 +366,9 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None, notes: list[st
             model = (call.get("extra") or {}).get("model") if isinstance(call.get("extra"), dict) else None
             integers = None
             counts = [model.get(name) for name in ("binaries", "integers")] if isinstance(model, dict) else []
-            if counts and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counts):
-                integers = sum(counts)
+            whole = [v for v in counts if isinstance(v, int) and not isinstance(v, bool) and v >= 0]
+            if counts and len(whole) == len(counts):
+                integers = sum(whole)
             if call.get("backend") not in SAFE_BOUND_BACKENDS:
                 problems.append((f"solver_results[{k}].bound_grade", f"'safe' but {call.get('backend')!r} bounds are graded 'solver' (valid within its tolerances): only HiGHS LP bounds are made safe"))
             elif not isinstance(model, dict):

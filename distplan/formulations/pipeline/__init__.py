@@ -64,6 +64,7 @@ register(
             "search_time_limit": 0.0,
             "unfold": 1,
             "residue_nodes": 0,
+            "flat_residue_nodes": 1,
             "repetend_candidates": 1,
             "justify_all_ops": 0,
             "whole_search_states": 0,
