@@ -20,7 +20,8 @@ Instances (all solved in well under a second):
   cool-down are completed separately (MILPs with ``phase_time_limit`` > 0).
 * Tessel's K shape, memory 4, N = 4 (`tessel_case`): the residue search finds the period
   6 in 185 placements (`K_PERIOD_NODES`) and proves its repetend's flat length least in
-  1967 more (`K_FLAT_NODES`), above the default ``flat_residue_nodes`` of 1,000.
+  1967 more (`K_FLAT_NODES`), above a ``flat_residue_nodes`` of 1,000 (`LOW_FLAT_NODES`;
+  the default, 10,000, proves it).
 * Tessel's NN shape, memory 20, N = 16: the least flat length (46 s, 7779 placements,
   `NN_FLAT_NODES`) is shorter than the one the first 1,000 placements reach (48 s).
 """
@@ -49,9 +50,11 @@ V_STATES = 337
 #: placements the residue search takes to find `_k4`'s period, 6 (of ``residue_nodes``)
 K_PERIOD_NODES = 185
 #: placements the residue search takes to prove the least flat length at that period
-#: (``flat_residue_nodes``; the default, 1,000, stops it)
+#: (``flat_residue_nodes``; `LOW_FLAT_NODES` stops it, the default does not)
 K_FLAT_NODES = 1967
-#: the same for `_nn20`, whose least flat length (46 s) the default cap does not reach (48 s)
+#: a ``flat_residue_nodes`` below both cases' proofs (the default before it was raised)
+LOW_FLAT_NODES = 1_000
+#: the same for `_nn20`, whose least flat length (46 s) `LOW_FLAT_NODES` do not reach (48 s)
 NN_FLAT_NODES = 7779
 
 
@@ -187,26 +190,27 @@ def test_flat_length_and_phase_milps_cut_by_their_time_budgets(monkeypatch: pyte
 def test_flat_length_residue_search_cut_by_its_placement_cap(case: Any, needed: int) -> None:
     """The residue search's least flat length within ``flat_residue_nodes`` placements
     (review M1: its cap of 1,000 was fixed and a search it stopped went unrecorded, while
-    the MILP path's ``flat_time_limit`` was recorded): at the default and at one
-    placement short of the proof, cut by ``flat_residue_nodes`` (the smaller budget; the
-    period is still proven); with just enough, finished with no cut, and no worse."""
+    the MILP path's ``flat_time_limit`` was recorded): at 1,000 and at one placement
+    short of the proof, cut by ``flat_residue_nodes`` (the smaller budget; the period is
+    still proven); with just enough, and at the default, finished with no cut, and no
+    worse."""
     inst = case()
-    capped = _solve(inst)
+    capped = _solve(inst, flat_residue_nodes=LOW_FLAT_NODES)
     _assert_honest_cut(capped, inst, {"repetend_flat_length": "flat_residue_nodes"})
     assert capped.plan.info["period_proven_optimal"]
     short = _solve(inst, flat_residue_nodes=needed - 1)
     _assert_honest_cut(short, inst, {"repetend_flat_length": "flat_residue_nodes"})
-    enough = _solve(inst, flat_residue_nodes=needed)
-    assert enough.termination is Termination.FINISHED and "cut_by" not in enough.plan.info
-    assert enough.plan.info["period_proven_optimal"]
-    assert capped.objective is not None and enough.objective is not None and enough.objective <= capped.objective
+    for enough in (_solve(inst, flat_residue_nodes=needed), _solve(inst)):
+        assert enough.termination is Termination.FINISHED and "cut_by" not in enough.plan.info
+        assert enough.plan.info["period_proven_optimal"]
+        assert capped.objective is not None and enough.objective is not None and enough.objective <= capped.objective
 
 
 def test_flat_length_residue_search_cut_by_residue_nodes_when_it_is_the_smaller() -> None:
     """``residue_nodes`` leaving the flat-length search fewer placements (500) than
     ``flat_residue_nodes`` (1,000, or more): the cut names ``residue_nodes``."""
     inst = _k4()
-    for flat in (1_000, 10 * K_FLAT_NODES):
+    for flat in (LOW_FLAT_NODES, 10 * K_FLAT_NODES):
         res = _solve(inst, residue_nodes=K_PERIOD_NODES + 500, flat_residue_nodes=flat)
         _assert_honest_cut(res, inst, {"repetend_flat_length": "residue_nodes"})
         assert res.plan.info["period_proven_optimal"]
