@@ -85,7 +85,7 @@ DEFAULTS: dict[str, Any] = {
     "probe_time_limit": 1.0,  # seconds per fixed-period feasibility probe
     "period_proof": "residue",  # least period proven by: residue (exact residue search, integral data, within residue_nodes; else as auto) | auto (candidate-period MILP probes for integral data) | rate_milp
     "residue_nodes": 20_000,  # placements the residue search may try in one repetend search (period, proof, flat length)
-    "flat_residue_nodes": 10_000,  # placements the residue search may try for the least flat length at the least period (at most what residue_nodes leaves; 10,000 proves it on Tessel's K, M and NN placements at memory 6 and 20, 0.01-0.03 s more than 1,000, which left it unproven there)
+    "flat_residue_nodes": 10_000,  # placements the residue search may try for the least flat length at the least period (at most what residue_nodes leaves; 10,000 proves it on Tessel's K placement at memory 4-20, M at 4 and NN at 6 and 20, 0.01-0.03 s more than 1,000, which left it unproven there)
     "candidate_probe_limit": 0.1,  # seconds for the MILP probe at a fractional candidate period (residue proof)
     "baselines": True,  # also evaluate the classic schedules that apply and keep the best plan
     "proof_time_limit": 1.0,  # seconds for the rate MILP when it proves a period the residue search and the probes left undecided, an incumbent in hand (period_proof="residue"; None: all the time left; "auto" and "rate_milp" always get all of it)
