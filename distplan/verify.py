@@ -66,6 +66,7 @@ from distplan.formulations.registry import (
 from distplan.instances import load_instance
 from distplan.models.common import instance_digest, kind_spec, per_instance, read_json
 from distplan.solvers.result import (
+    CALL_OPTIONS_SINCE,
     CALL_RECORD_FIELDS,
     OPTIONS_RECORD_FIELDS,
     RECORD_VERSION,
@@ -147,7 +148,8 @@ def _declared_fields(doc: dict[str, Any], instance: Any) -> tuple[RecordedModelF
 def check_recorded_fields(doc: dict[str, Any], instance: Any = None) -> list[tuple[str, str]]:
     """For a result that records its format version (`record_version`): every field that
     version always writes is there (`api.RESULT_RECORD_FIELDS`; each solver call's
-    `solvers.result.CALL_RECORD_FIELDS`, its ``options`` not None; the model-record fields
+    `solvers.result.CALL_RECORD_FIELDS`, its ``options`` not None from version
+    `solvers.result.CALL_OPTIONS_SINCE`; the model-record fields
     the formulation declares for its calls, `registry.RecordedModelField`, read from the
     registry for ``instance``'s kind). A missing one was dropped: a problem naming it. None
     for a result without a version (an older one: `unchecked` notes what it lacks). The
@@ -166,7 +168,7 @@ def check_recorded_fields(doc: dict[str, Any], instance: Any = None) -> list[tup
         if not isinstance(call, dict):
             continue
         problems.extend((f"solver_results[{k}].{name}", _dropped(version)) for name in CALL_RECORD_FIELDS if name not in call and name != "options")
-        if "options" in call and call["options"] is None:  # (missing, or not an object: `check_solver_calls`)
+        if version >= CALL_OPTIONS_SINCE and "options" in call and call["options"] is None:  # (missing, or not an object: `check_solver_calls`)
             problems.append((f"solver_results[{k}].options", f"None, but every call of a result of record_version {version} records the options it was solved with (`RunContext.record_call` for the calls a formulation makes by itself)"))
         model = _model_record(call)
         for want in declared:

@@ -31,7 +31,7 @@ import distplan
 from distplan.formulations.pipeline import milp
 from distplan.formulations.registry import RecordedModelField, formulations
 from distplan.models.common import write_json
-from distplan.solvers.result import OPTIONS_RECORD_FIELDS, RECORD_VERSION_KEY
+from distplan.solvers.result import CALL_OPTIONS_SINCE, OPTIONS_RECORD_FIELDS, RECORD_VERSION_KEY
 from distplan.verify import check_result
 
 registry = importlib.import_module("distplan.formulations.registry")
@@ -120,11 +120,16 @@ def test_direct_clarabel_calls_record_their_options(formulation: str, name: str)
 
 
 def test_call_options_nulled_in_a_versioned_result_is_a_problem() -> None:
+    """From `CALL_OPTIONS_SINCE` (record version 2) every call records its options; a
+    version-1 result (libra's direct calls wrote None then) and an unversioned one are
+    not held to it."""
     inst, doc = _solved("libra-dlrm-4d-multi", "libra_perf", time_limit=60)
+    assert doc[RECORD_VERSION_KEY] >= CALL_OPTIONS_SINCE == 2
     doc["solver_results"][1]["options"] = None
     assert [name for name, _ in check_result(doc, inst)] == ["solver_results[1].options"]
     older = {key: value for key, value in doc.items() if key != RECORD_VERSION_KEY}
     assert not any(name == "solver_results[1].options" for name, _ in check_result(older, inst))
+    assert not any(name == "solver_results[1].options" for name, _ in check_result({**doc, RECORD_VERSION_KEY: 1}, inst))
 
 
 # --require-version -----------------------------------------------------------------

@@ -238,8 +238,12 @@ def options_record(options: Any) -> dict[str, Any]:
 #: ``record_version``. A result that carries it always has every field its version writes:
 #: `distplan verify` rejects one that lacks such a field, or carries a version newer than
 #: this, where a result without a version (written before) is only noted as older. Raise it
-#: whenever the record gains a field that verify relies on.
-RECORD_VERSION = 1
+#: whenever the record gains a field that verify relies on. Version 1: the result's and its
+#: calls' fields (`api.RESULT_RECORD_FIELDS`, `CALL_RECORD_FIELDS`); 2: every call's
+#: ``options`` is a record, never None (libra's direct Clarabel calls wrote None in 1).
+RECORD_VERSION = 2
+#: the first version whose every call records its options (`RECORD_VERSION`)
+CALL_OPTIONS_SINCE = 2
 #: the key of `RECORD_VERSION` in a result's record
 RECORD_VERSION_KEY = "record_version"
 
