@@ -170,6 +170,8 @@ def check_recorded_fields(doc: dict[str, Any], instance: Any = None) -> list[tup
         problems.extend((f"solver_results[{k}].{name}", _dropped(version)) for name in CALL_RECORD_FIELDS if name not in call and name != "options")
         if version >= CALL_OPTIONS_SINCE and "options" in call and call["options"] is None:  # (missing, or not an object: `check_solver_calls`)
             problems.append((f"solver_results[{k}].options", f"None, but every call of a result of record_version {version} records the options it was solved with (`RunContext.record_call` for the calls a formulation makes by itself)"))
+        elif isinstance(call.get("options"), dict):  # (a call's options are `options_record`'s, as the run's: review rev21)
+            problems.extend((f"solver_results[{k}].options.{name}", _dropped(version)) for name in OPTIONS_RECORD_FIELDS if name not in call["options"])
         model = _model_record(call)
         for want in declared:
             if want.name not in model and want.required(str(model.get("name")), call.get("termination")):
@@ -395,9 +397,29 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None, notes: list[st
             pass  # the run's own limit, which its info records
         elif termination in CALL_ONLY_TERMINATIONS and termination != last:
             problems.append(("termination", f"{termination!r} but the last solver call ended {last!r}" if calls else f"{termination!r} but the run made no solver call"))
-        elif termination == "optimal" and calls and last not in OPTIMAL_LAST_CALL:
+        elif termination == "optimal" and calls and last not in OPTIMAL_LAST_CALL and not _closed_without_calls(doc):
             problems.append(("termination", f"'optimal' but the last solver call ended {last!r}: nothing in the record proved optimality"))
     return problems
+
+
+def _closed_without_calls(doc: dict[str, Any]) -> bool:
+    """Whether a listed bound that rests on no solver call (a formulation's own proof or a
+    solver-free bound: ``kind`` "proof" or "solver_free", no ``solver_call``) closes the
+    result's gap within its recorded tolerance: a run proven optimal that way ends
+    "optimal" whatever its calls ended (pipeline_milp's exact state search after a warm
+    start's probe cut by its limit, review rev21). `check_bounds` checks the bound itself."""
+    objective = doc.get("objective")
+    if isinstance(objective, bool) or not isinstance(objective, int | float) or not _tolerance_ok(doc):
+        return False
+    tolerance, _ = recorded_tolerance(doc)
+    for entry in doc.get("bounds") or []:
+        if not isinstance(entry, dict) or entry.get("kind") not in ("proof", "solver_free") or entry.get("solver_call") is not None:
+            continue
+        value = entry.get("value")
+        gap = relative_gap(float(objective), float(value)) if isinstance(value, int | float) and not isinstance(value, bool) and value <= objective else None
+        if gap is not None and gap <= tolerance:
+            return True
+    return False
 
 
 def _model_record(call: dict[str, Any]) -> dict[str, Any]:

@@ -197,9 +197,12 @@ def _audit(store: Store, require_version: bool = False) -> Audit:
                 problems.append(("instance_hash", "the instance document is not stored; the result cannot be re-evaluated"))
         else:
             doc, stored = result_document(run)
+            # (a run that failed stores no result, only its columns: a version is required of
+            # what a run stored or claims, review rev21)
+            claims = stored is not None or run.get("plan_json") is not None or run["status"] != "none" or run.get("bound") is not None or run.get("objective") is not None
             try:
                 checked_notes: list[str] = []  # what verify could not check (as `distplan verify FILE` says)
-                problems.extend(check_result(doc, entry[0], checked_notes, require_version=require_version))
+                problems.extend(check_result(doc, entry[0], checked_notes, require_version=require_version and claims))
                 audit.notes.extend(n for n in dict.fromkeys(checked_notes + unchecked(doc)) if n not in audit.notes)
                 if stored is not None and any(not _same(doc.get(k), stored.get(k)) for k in ("objective", "bound", "gap", "status")):
                     # the columns and result_json disagree: check result_json on its own too

@@ -240,6 +240,16 @@ class Solved:
     duals: list[tuple[np.ndarray, np.ndarray]]
 
 
+#: the least time limit handed to Clarabel (seconds): a run's last moments still get a solve
+LEAST_TIME_LIMIT = 1e-3
+
+
+def clarabel_limit(limit: float) -> float:
+    """The time limit (seconds) `DirectSolver.solve` hands Clarabel for a call given
+    ``limit`` (the run's time left), which the call's record keeps (`RunContext.record_call`)."""
+    return max(float(limit), LEAST_TIME_LIMIT)
+
+
 class DirectSolver:
     """One Clarabel solver for a program shape; `solve` at a budget updates b only."""
 
@@ -269,7 +279,7 @@ class DirectSolver:
                 settings = clarabel.DefaultSettings()
                 settings.verbose = True
                 if limit is not None:
-                    settings.time_limit = max(float(limit), 1e-3)
+                    settings.time_limit = clarabel_limit(limit)
                 P = sp.csc_matrix((st.n_vars, st.n_vars))
                 self.solver = clarabel.DefaultSolver(P, data.q, data.A, data.b, data.cones, settings)
             else:

@@ -294,15 +294,24 @@ VARIABLE_BLOCKS = RecordedModelField("variable_blocks", r"^baechi_sct$", ("optim
 
 
 def lp_bound_premise(inst: PlacementInstance, entry: Mapping[str, Any], calls: Sequence[Any]) -> str | None:
-    """The premise of the bound `lp_bounds` reports (`registry.Premise`): the LP was the
-    instance's own (its linked call's model has a ``start`` per op and an ``sct-x`` per
-    edge, not a contracted graph's) and the small-communication precondition holds on
-    ``inst``, with the LP's own ``p`` and ``c`` (`prepare_sct`); None when both hold, else
+    """The premise of the bound `lp_bounds` reports (`registry.Premise`): the LP was solved
+    to optimality and was the instance's own (its linked call's model has a ``start`` per
+    op and an ``sct-x`` per edge, not a contracted graph's; blocks recorded as anything but
+    a mapping are refused, review rev21) and the small-communication precondition holds on
+    ``inst``, with the LP's own ``p`` and ``c`` (`prepare_sct`); None when all hold, else
     why not."""
     k = entry.get("solver_call")
     call = calls[k] if isinstance(k, int) and not isinstance(k, bool) and 0 <= k < len(calls) else None
-    model = ((call.get("extra") or {}).get("model") or {}) if isinstance(call, Mapping) else {}
-    blocks = model.get("variable_blocks") if isinstance(model, Mapping) else None
+    if isinstance(call, Mapping) and call.get("termination") != "optimal":
+        # (`lp_bounds` reports the LP value only from an LP solved to optimality; a bound
+        # linked to no call is `distplan verify`'s unlinked solver bound, rejected there)
+        return f"the linked call ended {call.get('termination')!r}: the LP's value is a bound only when the LP was solved to optimality"
+    extra = call.get("extra") if isinstance(call, Mapping) else None
+    model = extra.get("model") if isinstance(extra, Mapping) else None
+    model = model if isinstance(model, Mapping) else {}
+    if "variable_blocks" in model and not isinstance(model["variable_blocks"], Mapping):
+        return f"the linked call's variable_blocks {model['variable_blocks']!r} are no record of its LP's blocks"
+    blocks = model.get("variable_blocks")
     if isinstance(blocks, Mapping):  # (older records without blocks: the model name is checked alone)
         shapes = {b: (blocks.get(b) or {}).get("shape") if isinstance(blocks.get(b), Mapping) else None for b in ("start", "sct-x")}
         if shapes != {"start": [inst.n_ops], "sct-x": [inst.n_edges]}:
