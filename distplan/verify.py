@@ -72,6 +72,7 @@ from distplan.solvers.result import (
     RECORD_VERSION,
     RECORD_VERSION_KEY,
     Termination,
+    model_record,
     new_format_fields,
     relative_gap,
 )
@@ -172,7 +173,7 @@ def check_recorded_fields(doc: dict[str, Any], instance: Any = None) -> list[tup
             problems.append((f"solver_results[{k}].options", f"None, but every call of a result of record_version {version} records the options it was solved with (`RunContext.record_call` for the calls a formulation makes by itself)"))
         elif isinstance(call.get("options"), dict):  # (a call's options are `options_record`'s, as the run's: review rev21)
             problems.extend((f"solver_results[{k}].options.{name}", _dropped(version)) for name in OPTIONS_RECORD_FIELDS if name not in call["options"])
-        model = _model_record(call)
+        model = model_record(call)
         for want in declared:
             if want.name not in model and want.required(str(model.get("name")), call.get("termination")):
                 problems.append((f"solver_results[{k}].extra.model.{want.name}", _dropped(version) + f": {doc.get('formulation')} declares that {want.why}"))
@@ -422,13 +423,6 @@ def _closed_without_calls(doc: dict[str, Any]) -> bool:
     return False
 
 
-def _model_record(call: dict[str, Any]) -> dict[str, Any]:
-    """A solver call's model record (``extra.model``), empty when it keeps none."""
-    extra = call.get("extra")
-    model = extra.get("model") if isinstance(extra, dict) else None
-    return model if isinstance(model, dict) else {}
-
-
 #: relative slack of a linked bound over its call's bound converted (one rounding)
 CONVERSION_REL_TOLERANCE = 1e-12
 #: what a conversion may raise on an instance it cannot read (a result of another kind
@@ -456,9 +450,7 @@ def _check_linked_bound(doc: dict[str, Any], k: int, entry: dict[str, Any], inde
     known = bound_source(formulation, str(entry.get("source")))
     stated = known if known is not None and known.kind == "solver" else None
     if stated is not None and stated.models is not None:
-        extra = call.get("extra")
-        model = extra.get("model") if isinstance(extra, dict) else None
-        name = model.get("name") if isinstance(model, dict) else None
+        name = model_record(call).get("name")
         if not isinstance(name, str):
             problems.append((f"bounds[{k}].solver_call", f"names solver call {index}, which records no model (extra.model.name): nothing shows the call solved the program {formulation}'s bound {entry.get('source')!r} comes from"))
         elif not stated.model_matches(formulation, name):
@@ -470,11 +462,11 @@ def _check_linked_bound(doc: dict[str, Any], k: int, entry: dict[str, Any], inde
         how = ""
         if stated is not None and stated.conversion is not None:
             try:
-                allowed = None if instance is None else float(stated.convert(float(bound), instance, _model_record(call)))
+                allowed = None if instance is None else float(stated.convert(float(bound), instance, model_record(call)))
             except Unrecorded as exc:
                 if exc.loosest is None:
                     return [(f"bounds[{k}].solver_call", f"solver call {index}'s bound {bound!r} cannot be converted: {exc}")]
-                keeping = [j for j, c in enumerate(_calls(doc) or []) if isinstance(c, dict) and exc.field in _model_record(c)]
+                keeping = [j for j, c in enumerate(_calls(doc) or []) if isinstance(c, dict) and exc.field in model_record(c)]
                 if keeping:
                     return [(f"bounds[{k}].solver_call", f"solver call {index} records no extra.model.{exc.field}, which the result's solver call {keeping[0]} records: no older record, the field was dropped ({exc.why})")]
                 if (version := record_version(doc)) is not None:

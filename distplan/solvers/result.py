@@ -208,6 +208,15 @@ LOG_CAP_CHARS = 20_000
 LOG_TRUNCATION_MARKER = "\n[... distplan: {omitted} characters of this solver log omitted (the stored log keeps its first and last {keep}) ...]\n"
 
 
+def model_record(call: Any) -> dict[str, Any]:
+    """A stored solver call's model record (``extra.model`` of `SolverResult.to_dict`: the
+    model's name, sizes and its builder's notes), empty when it keeps none or ``call`` is
+    no record. What `distplan verify` and the formulations' premises read of a call."""
+    extra = call.get("extra") if isinstance(call, Mapping) else None
+    model = extra.get("model") if isinstance(extra, Mapping) else None
+    return model if isinstance(model, dict) else {}
+
+
 def capped_log(log: str, cap: int = LOG_CAP_CHARS) -> str:
     """``log`` when at most ``cap`` characters, else its first and last ``cap // 2`` with a
     marker saying how much was left out between them."""

@@ -79,7 +79,7 @@ from distplan.formulations.pipeline.timeindexed import build_ti_model, ti_size
 from distplan.formulations.registry import Bound, Outcome, RecordedModelField, RunContext, Unchecked, solver_free_bounds
 from distplan.modeling.model import InfeasibleByConstruction, Model
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
-from distplan.solvers.result import SolverResult, Termination
+from distplan.solvers.result import SolverResult, Termination, model_record
 
 
 @dataclass(frozen=True)
@@ -244,8 +244,7 @@ def below_incumbent_premise(inst: PipelineInstance, entry: Mapping[str, Any], ca
         return f"the bound {value!r} is above floor(U) + 1 = {most} (U = {exact_value(cap)}: the time-indexed model restricted to values <= U admits whole values <= floor(U) only)"
     if INFEASIBLE_CALL not in source:
         return empty_below(inst, cap)
-    records = [c for c in calls if isinstance(c, dict) and c.get("termination") == "infeasible"]
-    models = [c["extra"]["model"] for c in records if isinstance(c.get("extra"), dict) and isinstance(c["extra"].get("model"), dict)]
+    models = [model_record(c) for c in calls if isinstance(c, dict) and c.get("termination") == "infeasible"]
     solved = [m for m in models if str(m.get("name")).endswith("-time-indexed")]
     if not solved:
         return "no solver call of the run solved the time-indexed model and found it infeasible"

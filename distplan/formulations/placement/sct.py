@@ -57,7 +57,7 @@ from distplan.modeling.model import Model, linear_sum
 from distplan.models.graphs import edges_by
 from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import PlacementPlan, make_plan
-from distplan.solvers.result import SolverResult
+from distplan.solvers.result import SolverResult, model_record
 
 
 @dataclass(frozen=True)
@@ -306,9 +306,7 @@ def lp_bound_premise(inst: PlacementInstance, entry: Mapping[str, Any], calls: S
         # (`lp_bounds` reports the LP value only from an LP solved to optimality; a bound
         # linked to no call is `distplan verify`'s unlinked solver bound, rejected there)
         return f"the linked call ended {call.get('termination')!r}: the LP's value is a bound only when the LP was solved to optimality"
-    extra = call.get("extra") if isinstance(call, Mapping) else None
-    model = extra.get("model") if isinstance(extra, Mapping) else None
-    model = model if isinstance(model, Mapping) else {}
+    model = model_record(call)
     if "variable_blocks" in model and not isinstance(model["variable_blocks"], Mapping):
         return f"the linked call's variable_blocks {model['variable_blocks']!r} are no record of its LP's blocks"
     blocks = model.get("variable_blocks")
