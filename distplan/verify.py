@@ -172,12 +172,18 @@ def check_recorded_fields(doc: dict[str, Any], instance: Any = None) -> list[tup
         if version >= CALL_OPTIONS_SINCE and "options" in call and call["options"] is None:  # (missing, or not an object: `check_solver_calls`)
             problems.append((f"solver_results[{k}].options", f"None, but every call of a result of record_version {version} records the options it was solved with (`RunContext.record_call` for the calls a formulation makes by itself)"))
         elif isinstance(call.get("options"), dict):  # (a call's options are `options_record`'s, as the run's: review rev21)
-            problems.extend((f"solver_results[{k}].options.{name}", _dropped(version)) for name in OPTIONS_RECORD_FIELDS if name not in call["options"])
+            problems += _dropped_options(call["options"], f"solver_results[{k}].options", version)
         model = model_record(call)
         for want in declared:
             if want.name not in model and want.required(str(model.get("name")), call.get("termination")):
                 problems.append((f"solver_results[{k}].extra.model.{want.name}", _dropped(version) + f": {doc.get('formulation')} declares that {want.why}"))
     return problems
+
+
+def _dropped_options(options: dict[str, Any], where: str, version: int) -> list[tuple[str, str]]:
+    """The `solvers.result.OPTIONS_RECORD_FIELDS` keys a versioned result's options record
+    (the run's or a call's, at field ``where``) lacks, each a dropped field."""
+    return [(f"{where}.{name}", _dropped(version)) for name in OPTIONS_RECORD_FIELDS if name not in options]
 
 
 def _recorded_options(doc: dict[str, Any], version: int) -> list[tuple[str, str]]:
@@ -192,9 +198,9 @@ def _recorded_options(doc: dict[str, Any], version: int) -> list[tuple[str, str]
     options = doc["options"]
     if not isinstance(options, dict):
         return [("options", f"{options!r}, but a result of record_version {version} records its options as an object with {', '.join(OPTIONS_RECORD_FIELDS)}")]
-    missing = [name for name in OPTIONS_RECORD_FIELDS if name not in options]
+    missing = _dropped_options(options, "options", version)
     if missing:
-        return [(f"options.{name}", _dropped(version)) for name in missing]
+        return missing
     gap = options["mip_gap"]
     tolerance = doc.get("gap_tolerance")
     if isinstance(gap, bool) or not isinstance(gap, int | float | None) or tolerance != gap_tolerance(gap):

@@ -172,6 +172,12 @@ def audit_database(path: str | Path | Store, *, require_version: bool = False) -
             store.close()
 
 
+def _claims(run: dict[str, Any]) -> bool:
+    """Whether a run's columns claim something to check: a plan, a status other than
+    "none", a bound or an objective (a run that failed claims none of them)."""
+    return run.get("plan_json") is not None or run["status"] != "none" or run.get("bound") is not None or run.get("objective") is not None
+
+
 def _audit(store: Store, require_version: bool = False) -> Audit:
     audit = Audit()
     runs = store.runs()
@@ -193,13 +199,13 @@ def _audit(store: Store, require_version: bool = False) -> Audit:
         if run["termination"] == "plan_rejected":
             problems.append(("termination", f"solve rejected the plan: {run.get('error') or ''}".strip()))
         elif entry is None:
-            if run.get("plan_json") is not None or run["status"] != "none" or run.get("bound") is not None:
+            if _claims(run):
                 problems.append(("instance_hash", "the instance document is not stored; the result cannot be re-evaluated"))
         else:
             doc, stored = result_document(run)
             # (a run that failed stores no result, only its columns: a version is required of
             # what a run stored or claims, review rev21)
-            claims = stored is not None or run.get("plan_json") is not None or run["status"] != "none" or run.get("bound") is not None or run.get("objective") is not None
+            claims = stored is not None or _claims(run)
             try:
                 checked_notes: list[str] = []  # what verify could not check (as `distplan verify FILE` says)
                 problems.extend(check_result(doc, entry[0], checked_notes, require_version=require_version and claims))
