@@ -32,6 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from distplan.formulations.bandwidth.data import Program, bandwidth_scale
+from distplan.formulations.registry import RunContext
 from distplan.solvers.capture import captured_output, echo_to_stderr
 from distplan.solvers.result import SolutionStatus, SolverResult, Termination
 
@@ -265,6 +266,14 @@ class DirectSolver:
         self.time_limit = time_limit
         self.solver: Any = None
         self.build_seconds = time.perf_counter() - t0
+
+    def solve_in_run(self, ctx: RunContext, budget: float | None = None) -> Solved:
+        """`solve` within the run's time left, its record appended to the run's solver
+        results with the limit Clarabel was given (`clarabel_limit`: `RunContext.record_call`)."""
+        limit = ctx.remaining_time()
+        solved = self.solve(budget=budget, time_limit=limit)
+        ctx.record_call(solved.result, None if limit is None else clarabel_limit(limit))
+        return solved
 
     def solve(self, budget: float | None = None, time_limit: float | None = None) -> Solved:
         import clarabel

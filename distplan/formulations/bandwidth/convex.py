@@ -25,7 +25,7 @@ import numpy as np
 
 from distplan.errors import InputError, NoSolutionError
 from distplan.formulations.bandwidth.blocks import lowest_unused, max_bandwidths
-from distplan.formulations.bandwidth.conic import DirectSolver, clarabel_limit
+from distplan.formulations.bandwidth.conic import DirectSolver
 from distplan.formulations.bandwidth.data import Program, prepare, syntactically_bounded, unbounded_error
 from distplan.formulations.bandwidth.diagnose import no_solution, raise_if_infeasible, raise_if_starved
 from distplan.formulations.bandwidth.finish import Baseline, baselines, best_plan
@@ -80,9 +80,7 @@ def solve_min_time(ctx: RunContext, prog: Program, what: str, duals: list[Any] |
     conflicting constraints (`no_solution`) at once; the caller does it otherwise."""
     if direct(ctx):
         scale = time_scale(prog)
-        limit = ctx.remaining_time()
-        solved = DirectSolver(prog, time_scale=scale, verbose=ctx.options.verbose).solve(time_limit=limit)
-        ctx.record_call(solved.result, None if limit is None else clarabel_limit(limit))
+        solved = DirectSolver(prog, time_scale=scale, verbose=ctx.options.verbose).solve_in_run(ctx)
         if solved.bandwidth is None and diagnose:
             no_solution(ctx, prog, solved.result, what)
         if duals is not None:

@@ -25,7 +25,7 @@ import numpy as np
 
 from distplan.errors import NoSolutionError
 from distplan.formulations.bandwidth.blocks import lowest_unused, optimize_linear
-from distplan.formulations.bandwidth.conic import DirectSolver, clarabel_limit
+from distplan.formulations.bandwidth.conic import DirectSolver
 from distplan.formulations.bandwidth.convex import (
     continuous_program,
     direct,
@@ -228,10 +228,8 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
 
     # the cost range: cheapest feasible network, and the cost of a fastest allocation
     if direct(ctx):
-        limit = ctx.remaining_time()
         cheap = DirectSolver(prog, time_scale=max(float(prog.cost_per_gbps.max(initial=0.0)) * bandwidth_scale(prog), 1e-300),
-                             objective=prog.cost_per_gbps, verbose=ctx.options.verbose).solve(time_limit=limit)
-        ctx.record_call(cheap.result, None if limit is None else clarabel_limit(limit))
+                             objective=prog.cost_per_gbps, verbose=ctx.options.verbose).solve_in_run(ctx)
         res_min, b_min = cheap.result, cheap.bandwidth
     else:
         res_min, b_min = optimize_linear(ctx, prog, prog.cost_per_gbps, "min", name="min-cost")
@@ -300,9 +298,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
         def evaluate_at(c: float) -> _Point:
             nonlocal build
             if direct(ctx):
-                limit = ctx.remaining_time()
-                solved = budget_solver.solve(budget=c, time_limit=limit)
-                ctx.record_call(solved.result, None if limit is None else clarabel_limit(limit))
+                solved = budget_solver.solve_in_run(ctx, budget=c)
                 if solved.bandwidth is None:
                     return _Point(c=c, ok=False)
                 return point_from(c, solved.bandwidth, solved.duals)
