@@ -405,14 +405,18 @@ class RunContext:
             return None
         return max(0.0, self._deadline - time.perf_counter())
 
-    def _not_started(self, build_seconds: float) -> SolverResult | None:
-        """The record of a solver call made after the run's deadline: the solver is not
-        started (it would only be stopped, or killed a grace later), None while time is left."""
+    def not_started(self, build_seconds: float = 0.0, backend: tuple[str, str] | None = None) -> SolverResult | None:
+        """The record of a solver call made after the run's deadline, appended to the run's
+        solver results: the solver is not started (it would only be stopped, or killed a
+        grace later); None while time is left. ``backend``: (name, version) of a solver the
+        formulation calls by itself (a direct Clarabel solver, whose calls `record_call`
+        records), the run's backend when None."""
         if self._deadline is None or time.perf_counter() < self._deadline:
             return None
+        name, version = backend if backend is not None else (self.backend.name, self.backend.version())
         result = SolverResult(
-            backend=self.backend.name,
-            backend_version=self.backend.version(),
+            backend=name,
+            backend_version=version,
             termination=Termination.TIME_LIMIT,
             status=SolutionStatus.NONE,
             build_seconds=build_seconds,
@@ -424,7 +428,7 @@ class RunContext:
         return result
 
     def solve_model(self, model: Model, warm_start: np.ndarray | None = None, build_seconds: float = 0.0) -> SolverResult:
-        late = self._not_started(build_seconds)
+        late = self.not_started(build_seconds)
         if late is not None:
             return late
         t0 = time.perf_counter()
@@ -443,7 +447,7 @@ class RunContext:
         """One call of the run's backend on a model already in arrays (small programs built
         as arrays skip the modeling layer): the rest of the run's time as its limit;
         ``blocks`` names the values (``values_by_block``), ``stats`` describes the model."""
-        late = self._not_started(build_seconds)
+        late = self.not_started(build_seconds)
         if late is not None:
             return late
         remaining = self.remaining_time()
@@ -459,7 +463,7 @@ class RunContext:
         return result
 
     def solve_convex(self, problem: Any, build_seconds: float = 0.0) -> SolverResult:
-        late = self._not_started(build_seconds)
+        late = self.not_started(build_seconds)
         if late is not None:
             return late
         remaining = self.remaining_time()

@@ -269,7 +269,15 @@ class DirectSolver:
 
     def solve_in_run(self, ctx: RunContext, budget: float | None = None) -> Solved:
         """`solve` within the run's time left, its record appended to the run's solver
-        results with the limit Clarabel was given (`clarabel_limit`: `RunContext.record_call`)."""
+        results with the limit Clarabel was given (`clarabel_limit`: `RunContext.record_call`);
+        past the run's deadline Clarabel is not started, and the call is recorded so
+        (`RunContext.not_started`), with no bandwidth."""
+        import clarabel
+
+        late = ctx.not_started(self.build_seconds, ("clarabel-direct", clarabel.__version__))
+        if late is not None:  # (its build time is the record's, as `RunContext.solve_model` keeps it)
+            self.build_seconds = 0.0
+            return Solved(late, None, [])
         limit = ctx.remaining_time()
         solved = self.solve(budget=budget, time_limit=limit)
         ctx.record_call(solved.result, None if limit is None else clarabel_limit(limit))
@@ -284,15 +292,15 @@ class DirectSolver:
         if budget is not None:
             data.b[st.n_zero + st.n_nonneg - 1] = budget
         with captured_output() as printed:  # Clarabel prints its log on stdout
+            settings = clarabel.DefaultSettings()
+            settings.verbose = True
+            if limit is not None:
+                settings.time_limit = clarabel_limit(limit)
             if self.solver is None or not self.solver.is_data_update_allowed():
-                settings = clarabel.DefaultSettings()
-                settings.verbose = True
-                if limit is not None:
-                    settings.time_limit = clarabel_limit(limit)
                 P = sp.csc_matrix((st.n_vars, st.n_vars))
                 self.solver = clarabel.DefaultSolver(P, data.q, data.A, data.b, data.cones, settings)
-            else:
-                self.solver.update(b=data.b)
+            else:  # (this call's limit, not the first call's: the run has less time left now)
+                self.solver.update(b=data.b, settings=settings)
             t1 = time.perf_counter()
             sol = self.solver.solve()
         t2 = time.perf_counter()
