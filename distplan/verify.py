@@ -175,7 +175,7 @@ def check_recorded_fields(doc: dict[str, Any], instance: Any = None) -> list[tup
             problems += _dropped_options(call["options"], f"solver_results[{k}].options", version)
         model = model_record(call)
         for want in declared:
-            if want.name not in model and want.required(str(model.get("name")), call.get("termination")):
+            if want.name not in model and want.required(str(model.get("name")), call.get("termination"), version):
                 problems.append((f"solver_results[{k}].extra.model.{want.name}", _dropped(version) + f": {doc.get('formulation')} declares that {want.why}"))
     return problems
 

@@ -31,7 +31,7 @@ import distplan
 from distplan.formulations.pipeline import milp
 from distplan.formulations.registry import RecordedModelField, formulations
 from distplan.models.common import write_json
-from distplan.solvers.result import CALL_OPTIONS_SINCE, OPTIONS_RECORD_FIELDS, RECORD_VERSION_KEY
+from distplan.solvers.result import CALL_OPTIONS_SINCE, OPTIONS_RECORD_FIELDS, RECORD_VERSION, RECORD_VERSION_KEY
 from distplan.verify import check_result
 
 registry = importlib.import_module("distplan.formulations.registry")
@@ -55,9 +55,9 @@ def _declaring(monkeypatch: pytest.MonkeyPatch, kind: str, name: str, *fields: R
 def test_pipeline_milp_declares_value_at_most_where_it_writes_it() -> None:
     (form,) = [f for f in formulations("pipeline") if f.name == "pipeline_milp"]
     assert form.recorded_model_fields == (milp.VALUE_AT_MOST,)
-    assert milp.VALUE_AT_MOST.required("pipe-milp-time-indexed", "infeasible")
-    assert not milp.VALUE_AT_MOST.required("pipe-milp-time-indexed", "optimal")
-    assert not milp.VALUE_AT_MOST.required("pipe-milp", "infeasible")
+    assert milp.VALUE_AT_MOST.required("pipe-milp-time-indexed", "infeasible", RECORD_VERSION)
+    assert not milp.VALUE_AT_MOST.required("pipe-milp-time-indexed", "optimal", RECORD_VERSION)
+    assert not milp.VALUE_AT_MOST.required("pipe-milp", "infeasible", RECORD_VERSION)
 
 
 def test_verify_requires_what_the_registry_declares(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -78,6 +78,20 @@ def test_verify_requires_what_the_registry_declares(monkeypatch: pytest.MonkeyPa
         assert check_result(doc, inst) == []
     _declaring(monkeypatch, "sharding", "alpa_ilp")
     assert check_result(doc, inst) == []
+
+
+def test_a_field_declared_since_a_later_version_is_not_asked_of_older_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A field declared with ``since`` = the next record version (written from then on) is
+    not required of a result of the current version, which never wrote it; of a result of
+    that next version it is."""
+    inst, doc = _solved("gpt-2layer-2x2", "alpa_ilp")
+    later = RECORD_VERSION + 1
+    _declaring(monkeypatch, "sharding", "alpa_ilp", RecordedModelField("made_up_field", r"^alpa_ilp$", ("optimal",), "a test's declaration", since=later))
+    assert check_result(doc, inst) == []
+    monkeypatch.setattr(importlib.import_module("distplan.verify"), "RECORD_VERSION", later)  # (a verifier that knows it)
+    assert check_result(doc, inst) == []
+    newer = {**doc, RECORD_VERSION_KEY: later}
+    assert any(name.endswith("extra.model.made_up_field") for name, _ in check_result(newer, inst))
 
 
 def test_sct_lp_calls_keep_their_variable_blocks() -> None:

@@ -138,16 +138,20 @@ class RecordedModelField:
     verify` reports one without it as dropped. For the fields a check reads only when
     present (it falls back to slower or weaker evidence without them, as for an older
     record), so that dropping one cannot pass for an older record. ``why``: what writes it
-    and what reads it."""
+    and what reads it. ``since``: the first record version whose calls write it (a field
+    declared after results of that format were stored raises `RECORD_VERSION` and names
+    the new version here, so that the stored ones, which never wrote it, still verify)."""
 
     name: str
     models: str
     terminations: tuple[str, ...]
     why: str
+    since: int = 1
 
-    def required(self, model_name: str, termination: Any) -> bool:
-        """Whether a call of model ``model_name`` that ended ``termination`` writes it."""
-        return termination in self.terminations and re.search(self.models, model_name) is not None
+    def required(self, model_name: str, termination: Any, version: int) -> bool:
+        """Whether a call of model ``model_name`` that ended ``termination``, in a result of
+        record version ``version``, writes it."""
+        return version >= self.since and termination in self.terminations and re.search(self.models, model_name) is not None
 
 
 @dataclass(frozen=True)
