@@ -55,6 +55,7 @@ from distplan.formulations.registry import (
     BOUND_GRADES,
     BOUND_KINDS,
     BoundSource,
+    Formulation,
     RecordedModelField,
     Unchecked,
     Unrecorded,
@@ -64,6 +65,7 @@ from distplan.formulations.registry import (
     solver_free_match,
 )
 from distplan.instances import load_instance
+from distplan.kinds import KINDS
 from distplan.models.common import instance_digest, kind_spec, per_instance, read_json
 from distplan.solvers.result import (
     CALL_OPTIONS_SINCE,
@@ -135,15 +137,22 @@ def _dropped(version: int) -> str:
     return f"missing, but the result's record_version {version} always writes it: the field was dropped (only a result without a record_version is an older one)"
 
 
+def _formulation_of(doc: dict[str, Any], instance: Any) -> Formulation | None:
+    """The result's formulation, of ``instance``'s kind (the result's recorded ``kind``
+    without an instance); None when it is no formulation of that kind (`check_formulation`
+    says so), for the declarations verify reads from the registry."""
+    kind = getattr(instance, "kind", None) if instance is not None else doc.get("kind")
+    name = doc.get("formulation")
+    if not isinstance(kind, str) or kind not in KINDS or not isinstance(name, str):
+        return None
+    return next((f for f in formulations(kind) if f.name == name), None)
+
+
 def _declared_fields(doc: dict[str, Any], instance: Any) -> tuple[RecordedModelField, ...]:
     """The model-record fields the result's formulation declares its calls always write
-    (`registry.Formulation.recorded_model_fields`); none when the formulation is no
-    formulation of the instance's kind (`check_formulation` says so)."""
-    kind = getattr(instance, "kind", None)
-    name = doc.get("formulation")
-    if not isinstance(kind, str) or not isinstance(name, str):
-        return ()
-    return next((f.recorded_model_fields for f in formulations(kind) if f.name == name), ())
+    (`registry.Formulation.recorded_model_fields`)."""
+    form = _formulation_of(doc, instance)
+    return form.recorded_model_fields if form is not None else ()
 
 
 def check_recorded_fields(doc: dict[str, Any], instance: Any = None) -> list[tuple[str, str]]:
@@ -296,18 +305,9 @@ def check_claims(doc: dict[str, Any]) -> list[tuple[str, str]]:
 
 #: terminations a result has only when its last solver call had it (`distplan.solve` takes
 #: an exact run's termination from its last call; formulations override it only with
-#: optimal, time_limit or numerical, and heuristics always end "finished")
+#: optimal, time_limit or numerical, or one they declare, `registry.RunTermination`, and
+#: heuristics always end "finished")
 CALL_ONLY_TERMINATIONS = frozenset(TERMINATIONS) - {"optimal", "finished", "time_limit", "numerical"}
-#: terminations of the run itself that a formulation documents, (formulation, termination)
-#: -> (``info`` key, value): allowed whatever the last solver call ended when the result's
-#: ``info`` records that reason. libra_perf_lp's rounds cut by its ``max_rounds`` parameter
-#: end "iteration_limit" (`distplan.formulations.bandwidth.outer.run_termination`), though
-#: its last LP may have ended "optimal"; so does libra_perf_per_cost's search cut by its
-#: ``max_points`` (`distplan.formulations.bandwidth.per_cost`)
-RUN_TERMINATIONS: dict[tuple[str, str], tuple[str, str]] = {
-    ("libra_perf_lp", "iteration_limit"): ("stopped", "max_rounds"),
-    ("libra_perf_per_cost", "iteration_limit"): ("stopped", "max_points"),
-}
 #: a run ends "optimal" only when its last solver call proved optimality, or proved a model
 #: restricted below the incumbent infeasible (pipeline_milp), or it made no solver call
 OPTIMAL_LAST_CALL = frozenset({"optimal", "infeasible", "infeasible_or_unbounded"})
@@ -329,8 +329,8 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None, notes: list[st
       (`distplan.solve` hands its tolerance to every call; a raised one would turn an open
       gap into "optimal", a lower one only makes the status rule stricter);
     * the ``termination`` is one its calls allow (`CALL_ONLY_TERMINATIONS`,
-      `OPTIMAL_LAST_CALL`), or one of the run's own that its formulation documents and its
-      ``info`` records (`RUN_TERMINATIONS`);
+      `OPTIMAL_LAST_CALL`), or one of the run's own that its formulation declares and its
+      ``info`` records (`registry.RunTermination`, with or without solver calls);
     * a call's bound graded "safe" is a HiGHS LP's (no integer variables in the model it
       records): no code path makes a MIP's dual bound safe;
     * a listed bound that names the call that proved it (``solver_call``) is at most that
@@ -399,9 +399,9 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None, notes: list[st
     termination = doc.get("termination")
     if "solver_results" in doc and termination in TERMINATIONS:
         last = calls[-1].get("termination") if calls and isinstance(calls[-1], dict) else None
-        reason = RUN_TERMINATIONS.get((str(doc.get("formulation")), termination))
-        if reason is not None and calls and _info(doc).get(reason[0]) == reason[1]:
-            pass  # the run's own limit, which its info records
+        form = _formulation_of(doc, instance)
+        if form is not None and any(own.termination == termination and own.recorded(_info(doc)) for own in form.run_terminations):
+            pass  # the run's own budget, which its info records (`registry.RunTermination`)
         elif termination in CALL_ONLY_TERMINATIONS and termination != last:
             problems.append(("termination", f"{termination!r} but the last solver call ended {last!r}" if calls else f"{termination!r} but the run made no solver call"))
         elif termination == "optimal" and calls and last not in OPTIMAL_LAST_CALL and not _closed_without_calls(doc):

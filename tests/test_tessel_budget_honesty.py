@@ -3,8 +3,8 @@
 A search stopped by one of tessel's budgets (``search_time_limit``, ``proof_time_limit``,
 ``whole_search_states``, ``whole_search_time_limit``, ``phase_time_limit``, ...) used to
 leave the run "finished", as if every search had run to its end. Now ``info["cut_by"]``
-maps each cut search to the budget that cut it, the termination is TIME_LIMIT (never
-"finished" or "optimal"), the status is optimal only where a proven bound closes the gap,
+maps each cut search to the budget that cut it, the termination is TIME_LIMIT, or
+NODE_LIMIT when only placement and state budgets cut it (never "finished" or "optimal"), the status is optimal only where a proven bound closes the gap,
 and a bound never exceeds the objective. A run whose searches all finish within their
 budgets is reported as before.
 
@@ -84,11 +84,12 @@ def _solve(inst: PipelineInstance, **params: Any) -> distplan.Result:
     return res
 
 
-def _assert_honest_cut(res: distplan.Result, inst: PipelineInstance, cuts: dict[str, str]) -> None:
+def _assert_honest_cut(res: distplan.Result, inst: PipelineInstance, cuts: dict[str, str], ended: Termination = Termination.TIME_LIMIT) -> None:
     """The result reports the cuts ``cuts`` (search -> budget) among its own (none by a
-    run time limit it was not given), a limit termination, a status that only a closed
-    gap makes optimal, a bound at most the objective, and `distplan.verify` accepts it."""
-    assert res.termination is Termination.TIME_LIMIT
+    run time limit it was not given), the limit termination ``ended`` (NODE_LIMIT when
+    only placement or state budgets cut it), a status that only a closed gap makes optimal,
+    a bound at most the objective, and `distplan.verify` accepts it."""
+    assert res.termination is ended
     assert res.termination in LIMIT_TERMINATIONS and res.termination not in (Termination.FINISHED, Termination.OPTIMAL)
     recorded = res.plan.info.get("cut_by", {})
     assert res.info.get("cut_by") == recorded
@@ -118,7 +119,7 @@ def test_state_budget_just_enough_finishes_as_before_and_one_less_is_a_cut() -> 
         assert res.plan.info["period_proven_optimal"]
         assert "cut_by" not in res.plan.info
     res = _solve(inst, whole_search_states=V_STATES - 1)
-    _assert_honest_cut(res, inst, {"whole_search": "whole_search_states"})
+    _assert_honest_cut(res, inst, {"whole_search": "whole_search_states"}, Termination.NODE_LIMIT)
     record = res.plan.info["whole_search"]
     assert record["complete"] is False and record["cut_by"] == "whole_search_states"
     assert res.objective == V_OPTIMUM and res.bound is not None and res.bound < V_OPTIMUM
@@ -196,10 +197,10 @@ def test_flat_length_residue_search_cut_by_its_placement_cap(case: Any, needed: 
     worse."""
     inst = case()
     capped = _solve(inst, flat_residue_nodes=LOW_FLAT_NODES)
-    _assert_honest_cut(capped, inst, {"repetend_flat_length": "flat_residue_nodes"})
+    _assert_honest_cut(capped, inst, {"repetend_flat_length": "flat_residue_nodes"}, Termination.NODE_LIMIT)
     assert capped.plan.info["period_proven_optimal"]
     short = _solve(inst, flat_residue_nodes=needed - 1)
-    _assert_honest_cut(short, inst, {"repetend_flat_length": "flat_residue_nodes"})
+    _assert_honest_cut(short, inst, {"repetend_flat_length": "flat_residue_nodes"}, Termination.NODE_LIMIT)
     for enough in (_solve(inst, flat_residue_nodes=needed), _solve(inst)):
         assert enough.termination is Termination.FINISHED and "cut_by" not in enough.plan.info
         assert enough.plan.info["period_proven_optimal"]
@@ -212,7 +213,7 @@ def test_flat_length_residue_search_cut_by_residue_nodes_when_it_is_the_smaller(
     inst = _k4()
     for flat in (LOW_FLAT_NODES, 10 * K_FLAT_NODES):
         res = _solve(inst, residue_nodes=K_PERIOD_NODES + 500, flat_residue_nodes=flat)
-        _assert_honest_cut(res, inst, {"repetend_flat_length": "residue_nodes"})
+        _assert_honest_cut(res, inst, {"repetend_flat_length": "residue_nodes"}, Termination.NODE_LIMIT)
         assert res.plan.info["period_proven_optimal"]
 
 
@@ -243,7 +244,7 @@ def test_state_search_says_what_stopped_it(kwargs: dict[str, Any], cut_by: str) 
 
 
 def test_the_cli_summary_says_which_budget_cut_a_search(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    """``distplan solve`` prints what cut a run that ends time_limit with no time limit of
+    """``distplan solve`` prints what cut a run that ends at a limit with no time limit of
     its own (review rev20 M2); a run with no cut prints no such line."""
     from conftest import cli_run
 
@@ -252,6 +253,6 @@ def test_the_cli_summary_says_which_budget_cut_a_search(tmp_path: Any, capsys: p
     path = tmp_path / "v4.json"
     write_json(_v4().to_dict(), path)
     rc, out, _ = cli_run(["solve", str(path), "-f", "tessel", "--param", "whole_search_states=1"], capsys)
-    assert rc == 0 and "termination  time_limit" in out and "cut by       whole_search: whole_search_states" in out, out
+    assert rc == 0 and "termination  node_limit" in out and "cut by       whole_search: whole_search_states" in out, out
     rc, out, _ = cli_run(["solve", str(path), "-f", "tessel"], capsys)
     assert rc == 0 and "termination  finished" in out and "cut by" not in out, out

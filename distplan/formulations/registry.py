@@ -155,6 +155,28 @@ class RecordedModelField:
 
 
 @dataclass(frozen=True)
+class RunTermination:
+    """A termination of the run itself that a formulation declares (`Formulation.run_terminations`):
+    its own budget ended the run, whatever its last solver call ended, or with no call at
+    all. `distplan verify` accepts ``termination`` for the formulation's results whose
+    ``info[key]`` records one of ``reasons``: the value itself, or, for a mapping (tessel's
+    ``cut_by``: search -> budget), every value of a non-empty one. ``why``: what ends the
+    run so."""
+
+    termination: str
+    key: str
+    reasons: frozenset[str]
+    why: str
+
+    def recorded(self, info: Mapping[str, Any]) -> bool:
+        """Whether ``info`` (a result's) records one of the reasons."""
+        value = info.get(self.key)
+        if isinstance(value, Mapping):
+            return bool(value) and all(isinstance(v, str) and v in self.reasons for v in value.values())
+        return isinstance(value, str) and value in self.reasons
+
+
+@dataclass(frozen=True)
 class BoundSource:
     """A kind of bound a formulation reports that is not solver-free: the formulations that
     may report it (None: any), a pattern its ``source`` text matches (``re.search``), what
@@ -523,6 +545,9 @@ class Formulation:
     #: fields its solver calls' model records always keep (`RecordedModelField`), which
     #: `distplan verify` requires of a result that records its format version
     recorded_model_fields: tuple[RecordedModelField, ...] = ()
+    #: terminations of its runs' own (a budget of its parameters), allowed whatever its
+    #: last solver call ended when the result's ``info`` records why (`RunTermination`)
+    run_terminations: tuple[RunTermination, ...] = ()
 
     def is_exact(self, instance: Any) -> bool:
         """Whether an optimal solve of this program is an optimum of ``instance``."""

@@ -30,6 +30,7 @@ from distplan.formulations.bandwidth.convex import run_libra_perf
 from distplan.formulations.bandwidth.discrete import run_libra_discrete
 from distplan.formulations.bandwidth.outer import run_libra_perf_lp
 from distplan.formulations.bandwidth.per_cost import run_libra_perf_per_cost
+from distplan.formulations.bandwidth.stopping import POINTS_CUT, ROUNDS_CUT
 from distplan.formulations.registry import Formulation, register
 
 REFERENCE = "Won et al., LIBRA, ISPASS 2024 (arXiv 2109.11762); github.com/astra-sim/libra"
@@ -60,6 +61,7 @@ LIBRA_PERF_LP = register(
         params={"tolerance": 1e-7, "max_rounds": 500},
         above={"tolerance": 0.0},
         least={"max_rounds": 1},
+        run_terminations=(ROUNDS_CUT,),
     )
 )
 
@@ -76,6 +78,7 @@ LIBRA_PERF_PER_COST = register(
         params={"tolerance": 1e-6, "curve_points": 8, "max_points": 400},
         above={"tolerance": 0.0},
         least={"curve_points": 1, "max_points": 1},
+        run_terminations=(POINTS_CUT,),
     )
 )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from distplan.formulations.registry import RunTermination
 from distplan.solvers.result import LIMIT_TERMINATIONS, SolverResult, Termination
 
 
@@ -25,12 +26,19 @@ class Stop(StrEnum):
     FAILED = "failed"  # an LP returned no point (the first one, or a later one for another reason)
 
 
+#: libra_perf_lp's rounds cut by its ``max_rounds`` end "iteration_limit" (`run_termination`),
+#: though its last LP may have ended "optimal"
+ROUNDS_CUT = RunTermination(Termination.ITERATION_LIMIT.value, "stopped", frozenset({Stop.ROUNDS.value}), "its tangent-cut rounds stopped at max_rounds")
+#: libra_perf_per_cost's interval search cut by its ``max_points`` ends "iteration_limit"
+POINTS_CUT = RunTermination(Termination.ITERATION_LIMIT.value, "stopped", frozenset({Stop.POINTS.value}), "its interval search stopped at max_points")
+
+
 def run_termination(stop: Stop, last: SolverResult) -> Termination:
     """The run's termination: why the search stopped, not why its last solver call did.
 
     ``time_limit`` only when the run's own limit stopped it; ``iteration_limit`` when its
     ``max_rounds`` / ``max_points`` parameter did (``distplan verify`` accepts that for the
-    formulation when ``info["stopped"]`` says so: `distplan.verify.RUN_TERMINATIONS`);
+    formulation when ``info["stopped"]`` says so: `ROUNDS_CUT`, `POINTS_CUT`);
     ``finished`` when intervals too narrow to split ended it with the gap open. A solver
     call that ended at a limit of its own (OSQP's ``max_iter``: its point is still used,
     and the search ended by its own test) leaves the run "finished", with that call's

@@ -76,6 +76,7 @@ register(
             "proof_time_limit": 0.0,
         },
         choices={"phase_model": ("auto", "disjunctive", "time_indexed"), "period_proof": ("residue", "auto", "rate_milp")},
+        run_terminations=(tessel.NODE_BUDGETS_CUT,),
     )
 )
 

@@ -76,7 +76,7 @@ from distplan.formulations.pipeline.repetend import (
 )
 from distplan.formulations.pipeline.residue import residue_search
 from distplan.formulations.pipeline.seqsearch import improve, improve_from
-from distplan.formulations.registry import Bound, Outcome, RunContext
+from distplan.formulations.registry import Bound, Outcome, RunContext, RunTermination
 from distplan.models.pipeline import PipelineInstance, PipelinePlan, evaluate, make_plan
 from distplan.solvers.result import LIMIT_TERMINATIONS, Termination
 
@@ -255,17 +255,25 @@ def record_cut(info: dict[str, Any], search: str, budget: str) -> None:
     info.setdefault("cut_by", {}).setdefault(search, budget)
 
 
+#: tessel's budgets that count work (placements, states) rather than time: a run cut by
+#: these alone ends "node_limit" (`cut_termination`)
+COUNT_BUDGETS = frozenset({"residue_nodes", "flat_residue_nodes", "whole_search_states"})
+#: the run's own "node_limit", which `distplan verify` accepts whatever its last solver
+#: call ended (or with none: a residue search makes no call) when ``info["cut_by"]`` names
+#: only `COUNT_BUDGETS`
+NODE_BUDGETS_CUT = RunTermination(Termination.NODE_LIMIT.value, "cut_by", COUNT_BUDGETS, "searches cut by its placement or state budgets alone (residue_nodes, flat_residue_nodes, whole_search_states) end the run node_limit")
+
+
 def cut_termination(cuts: dict[str, str], timed_out: bool) -> Termination | None:
     """The run's termination for the searches its budgets cut (``cuts``: search -> budget,
-    `record_cut`) and whether its own deadline passed: TIME_LIMIT when either, else None
-    (no search was cut: the run ends as any heuristic's, "finished").
-
-    A state budget (``whole_search_states``) ends the run TIME_LIMIT too, not NODE_LIMIT:
-    `distplan.verify` accepts a run's own termination only as optimal, time_limit or
-    numerical (``CALL_ONLY_TERMINATIONS``) or one its ``RUN_TERMINATIONS`` documents, and
-    a NODE_LIMIT after a last solver call that ended otherwise would be rejected;
-    ``info["cut_by"]`` names the budget."""
-    return Termination.TIME_LIMIT if timed_out or cuts else None
+    `record_cut`) and whether its own deadline passed: TIME_LIMIT when the deadline passed
+    or a time budget cut a search; NODE_LIMIT when only its placement and state budgets
+    (`COUNT_BUDGETS`) did, so that a user raises those, not the time limit
+    (`NODE_BUDGETS_CUT`); else None (no search was cut: the run ends as any heuristic's,
+    "finished"). ``info["cut_by"]`` names the budgets."""
+    if timed_out or any(budget not in COUNT_BUDGETS for budget in cuts.values()):
+        return Termination.TIME_LIMIT
+    return Termination.NODE_LIMIT if cuts else None
 
 
 def _ls_deadline(ctx: RunContext) -> float | None:
