@@ -400,7 +400,7 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None, notes: list[st
     if "solver_results" in doc and termination in TERMINATIONS:
         last = calls[-1].get("termination") if calls and isinstance(calls[-1], dict) else None
         form = _formulation_of(doc, instance)
-        if form is not None and any(own.termination == termination and own.recorded(_info(doc)) for own in form.run_terminations):
+        if form is not None and any(own.termination == termination and own.recorded(_info(doc), len(calls)) for own in form.run_terminations):
             pass  # the run's own budget, which its info records (`registry.RunTermination`)
         elif termination in CALL_ONLY_TERMINATIONS and termination != last:
             problems.append(("termination", f"{termination!r} but the last solver call ended {last!r}" if calls else f"{termination!r} but the run made no solver call"))

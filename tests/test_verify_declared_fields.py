@@ -80,12 +80,21 @@ def test_verify_requires_what_the_registry_declares(monkeypatch: pytest.MonkeyPa
     assert check_result(doc, inst) == []
 
 
+@pytest.mark.parametrize("since", [0, RECORD_VERSION + 1])
+def test_a_field_is_declared_since_a_known_version(since: int) -> None:
+    """``since`` names a record version the code writes (review rev22: one beyond it
+    would silently never be required)."""
+    with pytest.raises(ValueError, match="is no record version"):
+        RecordedModelField("made_up_field", r"^alpa_ilp$", ("optimal",), "a test's declaration", since=since)
+
+
 def test_a_field_declared_since_a_later_version_is_not_asked_of_older_results(monkeypatch: pytest.MonkeyPatch) -> None:
     """A field declared with ``since`` = the next record version (written from then on) is
     not required of a result of the current version, which never wrote it; of a result of
     that next version it is."""
     inst, doc = _solved("gpt-2layer-2x2", "alpa_ilp")
     later = RECORD_VERSION + 1
+    monkeypatch.setattr(registry, "RECORD_VERSION", later)  # (a field declared with the version that writes it)
     _declaring(monkeypatch, "sharding", "alpa_ilp", RecordedModelField("made_up_field", r"^alpa_ilp$", ("optimal",), "a test's declaration", since=later))
     assert check_result(doc, inst) == []
     monkeypatch.setattr(importlib.import_module("distplan.verify"), "RECORD_VERSION", later)  # (a verifier that knows it)

@@ -78,10 +78,42 @@ def test_a_time_budget_cut_ends_time_limit() -> None:
 
 
 def test_run_termination_records() -> None:
-    own = RunTermination("node_limit", "cut_by", frozenset({"a", "b"}), "a test's")
-    assert own.recorded({"cut_by": "a"}) and own.recorded({"cut_by": {"s": "a", "t": "b"}})
-    for info in ({}, {"cut_by": "c"}, {"cut_by": {}}, {"cut_by": {"s": "a", "t": "c"}}, {"cut_by": {"s": 1}}, {"cut_by": ["a"]}, {"other": "a"}):
-        assert not own.recorded(info), info
+    own = RunTermination("node_limit", "cut_by", frozenset({"a", "b"}), "a test's", mapping=True, absent=frozenset({"stopped"}), needs_call=False)
+    assert own.recorded({"cut_by": {"s": "a", "t": "b"}}, 0) and own.recorded({"cut_by": {"s": "a"}}, 2)
+    for info in ({}, {"cut_by": "a"}, {"cut_by": {}}, {"cut_by": {"s": "a", "t": "c"}}, {"cut_by": {"s": 1}}, {"cut_by": ["a"]}, {"other": "a"}, {"cut_by": {"s": "a"}, "stopped": "time limit"}):
+        assert not own.recorded(info, 1), info
+    text = RunTermination("iteration_limit", "stopped", frozenset({"a"}), "a test's")
+    assert text.recorded({"stopped": "a"}, 1)
+    assert not text.recorded({"stopped": "a"}, 0)  # (needs a call)
+    assert not text.recorded({"stopped": {"x": "a"}}, 1)  # (a text, not a mapping)
+
+
+@pytest.mark.parametrize("termination", ["optimal", "infeasible", "finished", "time_limit", "no_such"])
+def test_a_run_termination_is_a_limit_of_the_runs_own(termination: str) -> None:
+    """Declaring "optimal" or "infeasible" would let verify skip what proves them; the run's
+    time limit needs no declaration."""
+    with pytest.raises(ValueError, match="not a limit of a run's own"):
+        RunTermination(termination, "k", frozenset({"a"}), "a test's")
+
+
+def test_tessel_node_limit_is_refused_beside_its_deadline_or_a_text_cut_by() -> None:
+    """Review rev22: a forged node_limit next to ``stopped`` (tessel's own deadline passed,
+    which ends it time_limit), or with ``cut_by`` a text, is a problem."""
+    inst, doc = _v4_capped()
+    for forge in ({"stopped": "time limit"}, {"cut_by": "whole_search_states"}):
+        forged = copy.deepcopy(doc)
+        forged["info"].update(forge)
+        assert _termination_problems(forged, inst), forge
+
+
+def test_libra_iteration_limit_needs_its_solver_calls() -> None:
+    """Review rev22: a libra run's rounds always make solver calls; an iteration_limit
+    with none recorded is a problem (tessel's residue searches make none: allowed there)."""
+    inst = load_instance("libra-gpt3-3d-total500")
+    doc = distplan.solve(inst, "libra_perf_lp", max_rounds=2).to_dict()
+    assert doc["termination"] == "iteration_limit" and check_result(doc, inst) == []
+    doc["solver_results"] = []
+    assert _termination_problems(doc, inst)
 
 
 def test_the_declarations_are_the_formulations_own() -> None:

@@ -35,7 +35,7 @@ from distplan.formulations.contract import ModelSpec, Policy
 from distplan.kinds import KINDS
 from distplan.modeling.model import Model, ModelArrays
 from distplan.solvers.base import Backend, SolveOptions
-from distplan.solvers.result import SolutionStatus, SolverResult, Termination, options_record
+from distplan.solvers.result import LIMIT_TERMINATIONS, RECORD_VERSION, SolutionStatus, SolverResult, Termination, options_record
 
 Program = Literal["lp", "milp", "convex", "algorithm"]
 
@@ -148,6 +148,10 @@ class RecordedModelField:
     why: str
     since: int = 1
 
+    def __post_init__(self) -> None:
+        if not 1 <= self.since <= RECORD_VERSION:
+            raise ValueError(f"RecordedModelField {self.name!r}: since {self.since!r} is no record version (1 to {RECORD_VERSION}: raise RECORD_VERSION with the field)")
+
     def required(self, model_name: str, termination: Any, version: int) -> bool:
         """Whether a call of model ``model_name`` that ended ``termination``, in a result of
         record version ``version``, writes it."""
@@ -157,22 +161,38 @@ class RecordedModelField:
 @dataclass(frozen=True)
 class RunTermination:
     """A termination of the run itself that a formulation declares (`Formulation.run_terminations`):
-    its own budget ended the run, whatever its last solver call ended, or with no call at
-    all. `distplan verify` accepts ``termination`` for the formulation's results whose
-    ``info[key]`` records one of ``reasons``: the value itself, or, for a mapping (tessel's
-    ``cut_by``: search -> budget), every value of a non-empty one. ``why``: what ends the
-    run so."""
+    its own budget ended the run, whatever its last solver call ended. `distplan verify`
+    accepts ``termination`` for the formulation's results whose ``info[key]`` records one
+    of ``reasons``: a text that is one, or, with ``mapping`` (tessel's ``cut_by``: search
+    -> budget), a non-empty mapping whose every value is one; no key of ``absent`` in
+    ``info`` (what records another end: tessel's ``stopped`` when its deadline passed);
+    and, with ``needs_call``, at least one solver call (libra's rounds always make one,
+    tessel's residue searches none). ``why``: what ends the run so. The termination is a
+    limit (`solvers.result.LIMIT_TERMINATIONS`) other than the run's time limit, which
+    any run may end with: never one that claims what a solver proved (optimal,
+    infeasible)."""
 
     termination: str
     key: str
     reasons: frozenset[str]
     why: str
+    mapping: bool = False
+    absent: frozenset[str] = frozenset()
+    needs_call: bool = True
 
-    def recorded(self, info: Mapping[str, Any]) -> bool:
-        """Whether ``info`` (a result's) records one of the reasons."""
+    def __post_init__(self) -> None:
+        allowed = {t.value for t in LIMIT_TERMINATIONS} - {Termination.TIME_LIMIT.value}
+        if self.termination not in allowed:
+            raise ValueError(f"RunTermination: {self.termination!r} is not a limit of a run's own ({', '.join(sorted(allowed))})")
+
+    def recorded(self, info: Mapping[str, Any], calls: int) -> bool:
+        """Whether ``info`` (a result's) records one of the reasons, for a result with
+        ``calls`` solver calls."""
+        if (self.needs_call and calls < 1) or any(k in info for k in self.absent):
+            return False
         value = info.get(self.key)
-        if isinstance(value, Mapping):
-            return bool(value) and all(isinstance(v, str) and v in self.reasons for v in value.values())
+        if self.mapping:
+            return isinstance(value, Mapping) and bool(value) and all(isinstance(v, str) and v in self.reasons for v in value.values())
         return isinstance(value, str) and value in self.reasons
 
 

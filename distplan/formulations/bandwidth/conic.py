@@ -255,7 +255,7 @@ class DirectSolver:
     """One Clarabel solver for a program shape; `solve` at a budget updates b only."""
 
     def __init__(self, prog: Program, *, time_scale: float, objective: np.ndarray | None = None,
-                 cost: np.ndarray | None = None, time_limit: float | None = None, verbose: bool = False) -> None:
+                 cost: np.ndarray | None = None, verbose: bool = False) -> None:
         """``verbose``: Clarabel's log also goes to stderr as it is written (it always goes
         to the result's log)."""
         t0 = time.perf_counter()
@@ -263,7 +263,6 @@ class DirectSolver:
         self.prog = prog
         self.st = structure(prog, linear=objective is not None, budget=cost is not None)
         self.data = fill(self.st, prog, time_scale=time_scale, objective=objective, cost=cost)
-        self.time_limit = time_limit
         self.solver: Any = None
         self.build_seconds = time.perf_counter() - t0
 
@@ -284,18 +283,20 @@ class DirectSolver:
         return solved
 
     def solve(self, budget: float | None = None, time_limit: float | None = None) -> Solved:
+        """One Clarabel solve at ``budget`` (the budget row's value; None: as built) within
+        ``time_limit`` (seconds, at least `LEAST_TIME_LIMIT`; None: none), the solver reused
+        from the last call when Clarabel allows a data update."""
         import clarabel
 
         t0 = time.perf_counter()
         st, data = self.st, self.data
-        limit = time_limit if time_limit is not None else self.time_limit
         if budget is not None:
             data.b[st.n_zero + st.n_nonneg - 1] = budget
         with captured_output() as printed:  # Clarabel prints its log on stdout
             settings = clarabel.DefaultSettings()
             settings.verbose = True
-            if limit is not None:
-                settings.time_limit = clarabel_limit(limit)
+            if time_limit is not None:
+                settings.time_limit = clarabel_limit(time_limit)
             if self.solver is None or not self.solver.is_data_update_allowed():
                 P = sp.csc_matrix((st.n_vars, st.n_vars))
                 self.solver = clarabel.DefaultSolver(P, data.q, data.A, data.b, data.cones, settings)

@@ -261,7 +261,15 @@ COUNT_BUDGETS = frozenset({"residue_nodes", "flat_residue_nodes", "whole_search_
 #: the run's own "node_limit", which `distplan verify` accepts whatever its last solver
 #: call ended (or with none: a residue search makes no call) when ``info["cut_by"]`` names
 #: only `COUNT_BUDGETS`
-NODE_BUDGETS_CUT = RunTermination(Termination.NODE_LIMIT.value, "cut_by", COUNT_BUDGETS, "searches cut by its placement or state budgets alone (residue_nodes, flat_residue_nodes, whole_search_states) end the run node_limit")
+NODE_BUDGETS_CUT = RunTermination(
+    Termination.NODE_LIMIT.value,
+    "cut_by",
+    COUNT_BUDGETS,
+    "searches cut by its placement or state budgets alone (residue_nodes, flat_residue_nodes, whole_search_states) end the run node_limit",
+    mapping=True,
+    absent=frozenset({"stopped"}),  # (its own deadline passed: time_limit, `_limited_fallback`)
+    needs_call=False,  # (a residue search makes none)
+)
 
 
 def cut_termination(cuts: dict[str, str], timed_out: bool) -> Termination | None:
@@ -418,7 +426,8 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     so far is returned with termination TIME_LIMIT (with none, `DeadlineReached`).
 
     A search that one of tessel's own budgets cut before it finished ends the run
-    TIME_LIMIT too (`cut_termination`), and ``info["cut_by"]`` maps each cut search to
+    TIME_LIMIT too, or NODE_LIMIT when only its placement and state budgets cut searches
+    (`cut_termination`), and ``info["cut_by"]`` maps each cut search to
     its budget (`record_cut`): ``repetend_search`` (its period left unproven:
     ``search_time_limit``, ``proof_time_limit``, ``candidate_probe_limit``),
     ``repetend_offsets`` and ``repetend_flat_length`` (the repetend's fewest offsets and
