@@ -245,6 +245,17 @@ class Solved:
 LEAST_TIME_LIMIT = 1e-3
 
 
+#: the backend name a direct Clarabel call records (`DirectSolver`), beside the library's version
+BACKEND = "clarabel-direct"
+
+
+def backend_identity() -> tuple[str, str]:
+    """(name, version) a direct Clarabel call records as its backend, solved or not started."""
+    import clarabel
+
+    return BACKEND, str(clarabel.__version__)
+
+
 def clarabel_limit(limit: float) -> float:
     """The time limit (seconds) `DirectSolver.solve` hands Clarabel for a call given
     ``limit`` (the run's time left), which the call's record keeps (`RunContext.record_call`)."""
@@ -271,9 +282,7 @@ class DirectSolver:
         results with the limit Clarabel was given (`clarabel_limit`: `RunContext.record_call`);
         past the run's deadline Clarabel is not started, and the call is recorded so
         (`RunContext.not_started`), with no bandwidth."""
-        import clarabel
-
-        late = ctx.not_started(self.build_seconds, ("clarabel-direct", clarabel.__version__))
+        late = ctx.not_started(self.build_seconds, backend_identity())
         if late is not None:  # (its build time is the record's, as `RunContext.solve_model` keeps it)
             self.build_seconds = 0.0
             return Solved(late, None, [])
@@ -308,6 +317,7 @@ class DirectSolver:
         if self.verbose:
             echo_to_stderr(printed.text)
         name = str(sol.status).split(".")[-1]
+        backend, version = backend_identity()
         termination = STATUS.get(name, Termination.UNKNOWN)
         x = np.asarray(sol.x, dtype=float)
         finite = x.size == st.n_vars and bool(np.all(np.isfinite(x)))
@@ -317,8 +327,8 @@ class DirectSolver:
         usable = ok or (name in USABLE and finite)
         scale = data.time_scale
         result = SolverResult(
-            backend="clarabel-direct",
-            backend_version=clarabel.__version__,
+            backend=backend,
+            backend_version=version,
             termination=termination,
             status=SolutionStatus.OPTIMAL if ok else (SolutionStatus.FEASIBLE if usable else SolutionStatus.NONE),
             objective=float(sol.obj_val) * scale if usable else None,

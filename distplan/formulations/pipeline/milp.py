@@ -250,7 +250,7 @@ def below_incumbent_premise(inst: PipelineInstance, entry: Mapping[str, Any], ca
         return "no solver call of the run solved the time-indexed model and found it infeasible"
     # the calls that say which values they admitted first; the model at U is rebuilt at
     # most once, and only for calls that do not say (read18: one rebuild per call before)
-    solved.sort(key=lambda m: "value_at_most" not in m)
+    solved.sort(key=lambda m: VALUE_AT_MOST.name not in m)
     rebuilt = functools.cache(lambda: rebuild_below(inst, cap))
     first: str | None = None
     unchecked: Unchecked | None = None
@@ -278,8 +278,8 @@ def call_proves(inst: PipelineInstance, model: Mapping[str, Any], cap: float, re
     (``rebuilt``: `rebuild_below` at ``cap``, computed once by the caller): a model
     restricted lower has fewer start times, a larger count is not the model at U. Where the
     rebuild cannot be made here, `registry.Unchecked` (verify notes what was not checked)."""
-    if "value_at_most" in model:
-        at_most = model["value_at_most"]
+    if VALUE_AT_MOST.name in model:
+        at_most = model[VALUE_AT_MOST.name]
         if not _real(at_most):
             return f"its infeasible time-indexed call records value_at_most {at_most!r}, not a finite real number: nothing says which values its model admitted"
         if proved_below(float(at_most)) < proved_below(cap):
@@ -470,7 +470,7 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         res.build_seconds += prep
         prep = 0.0
         if below and isinstance(res.extra.get("model"), dict):
-            res.extra["model"]["value_at_most"] = cap  # (what an infeasible call proves: `below_incumbent_premise`)
+            res.extra["model"][VALUE_AT_MOST.name] = cap  # (what an infeasible call proves: `below_incumbent_premise`)
         if below and res.termination is Termination.INFEASIBLE:
             below_infeasible = True
             bounds.append(Bound(cap + 1.0, f"pipeline_milp: no schedule of value <= {exact_value(cap)} ({INFEASIBLE_CALL}{res.backend})"))

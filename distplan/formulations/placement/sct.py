@@ -307,9 +307,9 @@ def lp_bound_premise(inst: PlacementInstance, entry: Mapping[str, Any], calls: S
         # linked to no call is `distplan verify`'s unlinked solver bound, rejected there)
         return f"the linked call ended {call.get('termination')!r}: the LP's value is a bound only when the LP was solved to optimality"
     model = model_record(call)
-    if "variable_blocks" in model and not isinstance(model["variable_blocks"], Mapping):
-        return f"the linked call's variable_blocks {model['variable_blocks']!r} are no record of its LP's blocks"
-    blocks = model.get("variable_blocks")
+    blocks = model.get(VARIABLE_BLOCKS.name)
+    if VARIABLE_BLOCKS.name in model and not isinstance(blocks, Mapping):
+        return f"the linked call's variable_blocks {blocks!r} are no record of its LP's blocks"
     if isinstance(blocks, Mapping):  # (older records without blocks: the model name is checked alone)
         shapes = {b: (blocks.get(b) or {}).get("shape") if isinstance(blocks.get(b), Mapping) else None for b in ("start", "sct-x")}
         if shapes != {"start": [inst.n_ops], "sct-x": [inst.n_edges]}:
