@@ -1,5 +1,5 @@
 """`RunContext.child`: a phase's context never outlives its run, unless the phase is
-given a grace (``at_least``, the bandwidth baselines' `finish.BASELINE_GRACE`)."""
+given a grace (``at_least``, the bandwidth baselines' `deadline.BASELINE_GRACE`)."""
 
 from __future__ import annotations
 

@@ -9,6 +9,15 @@ from __future__ import annotations
 
 import time
 
+#: seconds a run's classic schedules (its baselines, the incumbent it falls back on) get
+#: when its time limit has passed, or nearly, before they are computed: a cold import can
+#: use up a limit of 0.05-0.3 s before the formulation starts (a fresh ``distplan solve``
+#: counts the command's own loading). They cost milliseconds: libra's two closed forms
+#: 0.1 ms and <= 19 HiGHS LPs 25-50 ms on a bundled multi-row instance; tessel's classic
+#: pipeline schedules 1.5-3.5 ms on its V, X, M and K cases of 4 and 8 stages and 8 to 32
+#: micro-batches
+BASELINE_GRACE = 0.1
+
 
 class DeadlineReached(RuntimeError):
     """A phase of a run ran out of the run's time (the message names the phase)."""

@@ -28,7 +28,7 @@ import numpy as np
 from distplan.errors import InfeasibleError, InputError, NoSolutionError
 from distplan.formulations.bandwidth.data import Program
 from distplan.formulations.bandwidth.fill import baseline_weights, fair_allocation
-from distplan.formulations.deadline import DeadlineReached
+from distplan.formulations.deadline import BASELINE_GRACE, DeadlineReached
 from distplan.formulations.registry import RunContext
 from distplan.models.bandwidth_eval import evaluate
 from distplan.models.bandwidth_instance import BandwidthInstance
@@ -100,12 +100,6 @@ def accepted_or_repaired(inst: BandwidthInstance, prog: Program, B: np.ndarray,
         if c is not None:
             return how, cand, c
     return None
-
-
-#: seconds the baselines get when the run's time limit has passed, or nearly, before they
-#: are computed (a cold import can use up a 0.05 s limit before the formulation starts):
-#: two closed forms take 0.1 ms, the <= 19 HiGHS LPs of a bundled multi-row instance 25-50 ms
-BASELINE_GRACE = 0.1
 
 
 def _baseline_context(ctx: RunContext) -> RunContext:

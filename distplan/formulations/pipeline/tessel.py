@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import NoSolutionError
-from distplan.formulations.deadline import DeadlineReached, check, past
+from distplan.formulations.deadline import BASELINE_GRACE, DeadlineReached, check, past
 from distplan.formulations.pipeline import statesearch
 from distplan.formulations.pipeline.baselines import baseline_incumbent
 from distplan.formulations.pipeline.bounds import pipeline_bounds
@@ -417,7 +417,8 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     solver-free bound. ``info["completion"]`` names the winner.
 
     A time-limited run computes the classic schedules first (`_limited_fallback`: at
-    most a quarter of its time, milliseconds on ordinary instances), so that it never
+    most a quarter of its time, or `BASELINE_GRACE` when less is left; milliseconds on
+    ordinary instances), so that it never
     returns worse than them. The repetend search stops at the deadline; a search
     stopped by it returns that classic schedule (termination
     TIME_LIMIT), or, without one, `DeadlineReached` (no plan, never InfeasibleError: the
@@ -512,15 +513,16 @@ def _period_info(inst: PipelineInstance, period: float) -> dict[str, Any]:
 
 def _limited_fallback(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any]) -> tuple[str, PipelinePlan] | None:
     """A time-limited run's classic schedule, computed first (milliseconds on ordinary
-    instances; at most a quarter of the time left): the plan a run stopped by its limit
-    returns when the repetend search has none, and a completion candidate, so that a
+    instances; at most a quarter of the time left, or `BASELINE_GRACE` when that is less,
+    as when the limit passed while the command loaded): the plan a run stopped by its
+    limit returns when the repetend search has none, and a completion candidate, so that a
     limited tessel never returns worse than a baseline it could have computed in time.
     None without a limit (the completion lists the baselines then), with ``baselines``
     false, or when none applies or fits in that time."""
     remaining = ctx.remaining_time()
     if remaining is None or not params.get("baselines", True):
         return None
-    return baseline_incumbent(inst, time.perf_counter() + remaining / 4)
+    return baseline_incumbent(inst, time.perf_counter() + max(remaining / 4, BASELINE_GRACE))
 
 
 def _fallback_outcome(inst: PipelineInstance, ctx: RunContext, fallback: tuple[str, PipelinePlan], exc: Exception) -> Outcome:

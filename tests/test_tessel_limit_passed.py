@@ -1,0 +1,60 @@
+"""A tessel run whose time limit passed before it started (a fresh ``distplan solve``
+counts its own loading: 0.2-0.4 s here) still returns its classic schedule: the baselines
+get at least `deadline.BASELINE_GRACE`, as the bandwidth formulations' do. It raised
+NoSolutionError at every limit up to 0.3 s in a fresh command (the search and the
+fallback each got a quarter of no time)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import distplan
+from distplan.errors import NoSolutionError
+from distplan.formulations.deadline import BASELINE_GRACE
+from distplan.instances.pipelines import make_pipeline
+from distplan.solvers.result import Termination
+from distplan.verify import check_result
+
+
+def _v4x8():
+    """The issue's V shape: 4 stages, 8 micro-batches, B/W split, unlimited memory (its
+    optimum is 35 s, zb_h2's schedule)."""
+    return make_pipeline("v", 4, 8, forward_time=1.0, backward_time=2.0, weight_time=1.0)
+
+
+def test_limit_passed_before_the_run_returns_the_classic_schedule():
+    inst = _v4x8()
+    t0 = time.perf_counter()
+    res = distplan.solve(inst, "tessel", time_limit=0.05, started=t0 - 1.0)  # (1 s of "loading")
+    took = time.perf_counter() - t0
+    assert res.plan is not None and res.termination is Termination.TIME_LIMIT
+    assert res.info["completion"].startswith("baseline ")
+    assert res.info["cut_by"] == {"repetend_search": "time_limit"}
+    assert res.objective == pytest.approx(35.0)  # re-evaluated: the best classic schedule
+    assert check_result(res.to_dict(), inst, require_version=True) == []  # `distplan verify`
+    # the grace, the evaluation and the solver-free bounds (their own grace) and no more
+    assert took <= BASELINE_GRACE + 0.5, took
+
+
+def test_limit_passed_without_baselines_is_no_solution():
+    """The grace is the baselines': a run told not to compute them still has no plan."""
+    with pytest.raises(NoSolutionError, match="before the limit"):
+        distplan.solve(_v4x8(), "tessel", time_limit=0.05, started=time.perf_counter() - 1.0, baselines=False)
+
+
+def test_fresh_command_at_a_tiny_limit_returns_a_plan(tmp_path: Path):
+    """The user's case: a fresh ``distplan solve --time-limit 0.02 --json`` (the limit is
+    gone before the formulation starts), one JSON document with a plan, exit 0."""
+    path = tmp_path / "v4x8.json"
+    path.write_text(json.dumps(_v4x8().to_dict()))
+    proc = subprocess.run([sys.executable, "-m", "distplan", "solve", str(path), "--formulation", "tessel", "--time-limit", "0.02", "--json"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["termination"] == "time_limit" and doc["objective"] == pytest.approx(35.0)
+    assert doc["timings"]["wall_seconds"] <= 0.02 + 2.0  # the hard limit's allowance (`test_first_contact`)
