@@ -23,6 +23,13 @@ class DeadlineReached(RuntimeError):
     """A phase of a run ran out of the run's time (the message names the phase)."""
 
 
+def baseline_deadline(deadline: float | None) -> float | None:
+    """The deadline of a run's baselines (the plans it falls back on): the run's
+    ``deadline``, or `BASELINE_GRACE` seconds from now when that is later (None: no
+    limit)."""
+    return None if deadline is None else max(deadline, time.perf_counter() + BASELINE_GRACE)
+
+
 def past(deadline: float | None) -> bool:
     """Whether ``deadline`` (a ``time.perf_counter()`` value; None: never) has passed."""
     return deadline is not None and time.perf_counter() >= deadline

@@ -49,7 +49,7 @@ from typing import Any
 
 from distplan.errors import InfeasibleError, InputError, NoSolutionError
 from distplan.formulations.contract import ModelSpec
-from distplan.formulations.deadline import DeadlineReached, check, past
+from distplan.formulations.deadline import DeadlineReached, baseline_deadline, check, past
 from distplan.formulations.pipeline import statesearch
 from distplan.formulations.pipeline.barriers import stacked_plan, stacking
 from distplan.formulations.pipeline.baselines import baseline_incumbent, best_baseline
@@ -98,9 +98,10 @@ class WarmStart:
 def whole_problem(inst: PipelineInstance, energy_cuts: bool = True, deadline: float | None = None) -> tuple[OpProblem, WarmStart | None]:
     """Every (block, micro-batch) operation of the run, with the valid horizon (makespan) or
     span bound from the best baseline, and that baseline (the warm start; none when the
-    run's ``deadline`` passes first; then, without one, `DeadlineReached`)."""
+    run's ``deadline`` passes first, and `BASELINE_GRACE` from now too; then, without one,
+    `DeadlineReached`)."""
     check_capacity(inst)
-    best = baseline_incumbent(inst, deadline)
+    best = baseline_incumbent(inst, baseline_deadline(deadline))
     found = None if best is None else WarmStart.of(inst, *best)
     if found is None:
         check(deadline, "the whole-schedule problem")

@@ -39,7 +39,7 @@ import numpy as np
 
 from distplan.errors import InfeasibleError, NoSolutionError
 from distplan.formulations.contract import ModelSpec
-from distplan.formulations.deadline import BASELINE_GRACE, DeadlineReached, check, past
+from distplan.formulations.deadline import DeadlineReached, baseline_deadline, check, past
 from distplan.formulations.placement import relaxation
 from distplan.formulations.placement.descendants import precedence_load_rows, waiting_load_rows, window_load_rows
 from distplan.formulations.placement.forced import forced_bound
@@ -118,9 +118,7 @@ def heuristic_schedules(inst: PlacementInstance, ctx: RunContext | None = None, 
     placement_milp and placement_search do not return m-ETF's plan where m-TOPO's, the
     baseline ``baechi_topo``, is better."""
     found: list[tuple[Schedule, str]] = []
-    stop = ctx.deadline if ctx is not None else deadline
-    if stop is not None:
-        stop = max(stop, time.perf_counter() + BASELINE_GRACE)
+    stop = baseline_deadline(ctx.deadline if ctx is not None else deadline)
     makers: list[tuple[str, Callable[[], Schedule | None]]] = [
         ("m-ETF", lambda: list_schedule(inst)),
         ("m-TOPO", lambda: list_schedule(inst, assignment=topo_assignment(inst))),

@@ -1,8 +1,9 @@
-"""A tessel run whose time limit passed before it started (a fresh ``distplan solve``
-counts its own loading: 0.2-0.4 s here) still returns its classic schedule: the baselines
-get at least `deadline.BASELINE_GRACE`, as the bandwidth formulations' do. It raised
-NoSolutionError at every limit up to 0.3 s in a fresh command (the search and the
-fallback each got a quarter of no time)."""
+"""A tessel or pipeline_milp run whose time limit passed before it started (a fresh
+``distplan solve`` counts its own loading: 0.2-0.4 s here) still returns its classic
+schedule: the baselines get at least `deadline.BASELINE_GRACE`, as the bandwidth
+formulations' and the placement heuristics' do. Tessel raised NoSolutionError at every
+limit up to 0.3 s in a fresh command (the search and the fallback each got a quarter of
+no time), pipeline_milp on every bundled pipeline instance."""
 
 from __future__ import annotations
 
@@ -15,8 +16,9 @@ from pathlib import Path
 import pytest
 
 import distplan
-from distplan.errors import NoSolutionError
+from distplan.errors import DistplanError, NoSolutionError
 from distplan.formulations.deadline import BASELINE_GRACE
+from distplan.instances import load_instance
 from distplan.instances.pipelines import make_pipeline
 from distplan.solvers.result import Termination
 from distplan.verify import check_result
@@ -58,3 +60,27 @@ def test_fresh_command_at_a_tiny_limit_returns_a_plan(tmp_path: Path):
     doc = json.loads(proc.stdout)
     assert doc["termination"] == "time_limit" and doc["objective"] == pytest.approx(35.0)
     assert doc["timings"]["wall_seconds"] <= 0.02 + 2.0  # the hard limit's allowance (`test_first_contact`)
+
+
+def baseline_objectives(inst) -> dict[str, float]:
+    """The evaluated objective of every baseline formulation that applies to ``inst``."""
+    out = {}
+    for name in ("1f1b", "gpipe", "zb_h1", "zb_h2", "interleaved_1f1b", "zb_v", "v_min", "v_half", "v_zb"):
+        try:
+            out[name] = distplan.solve(inst, name).objective
+        except DistplanError:  # (does not apply, or does not fit the memory)
+            pass
+    assert out
+    return out
+
+
+@pytest.mark.parametrize("name", ["pipeline-tessel-vshape", "pipeline-zb-p4-m12-comm1", "pipeline-vshape-p8"])
+def test_pipeline_milp_with_its_limit_passed_returns_the_best_baseline(name: str):
+    """Its warm start, the best classic schedule (`baselines.baseline_incumbent`), is the
+    plan: no baseline formulation beats it."""
+    inst = load_instance(name)
+    best = min(baseline_objectives(inst).values())
+    res = distplan.solve(inst, "pipeline_milp", time_limit=0.05, started=time.perf_counter() - 1.0)
+    assert res.plan is not None and res.objective <= best
+    assert res.termination in (Termination.TIME_LIMIT, Termination.OPTIMAL)  # (optimal: it meets a proven bound)
+    assert check_result(res.to_dict(), inst, require_version=True) == []
