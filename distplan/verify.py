@@ -67,12 +67,14 @@ from distplan.formulations.registry import (
 from distplan.instances import load_instance
 from distplan.kinds import KINDS
 from distplan.models.common import instance_digest, kind_spec, per_instance, read_json
+from distplan.solvers.base import get_backend
 from distplan.solvers.result import (
     CALL_OPTIONS_SINCE,
     CALL_RECORD_FIELDS,
     OPTIONS_RECORD_FIELDS,
     RECORD_VERSION,
     RECORD_VERSION_KEY,
+    SOLVER_OPTIONS_SINCE,
     Termination,
     model_record,
     new_format_fields,
@@ -192,7 +194,7 @@ def check_recorded_fields(doc: dict[str, Any], instance: Any = None) -> list[tup
 def _dropped_options(options: dict[str, Any], where: str, version: int) -> list[tuple[str, str]]:
     """The `solvers.result.OPTIONS_RECORD_FIELDS` keys a versioned result's options record
     (the run's or a call's, at field ``where``) lacks, each a dropped field."""
-    return [(f"{where}.{name}", _dropped(version)) for name in OPTIONS_RECORD_FIELDS if name not in options]
+    return [(f"{where}.{name}", _dropped(version)) for name in OPTIONS_RECORD_FIELDS if name not in options and (name != "solver_options" or version >= SOLVER_OPTIONS_SINCE)]
 
 
 def _recorded_options(doc: dict[str, Any], version: int) -> list[tuple[str, str]]:
@@ -350,6 +352,8 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None, notes: list[st
     newer = new_format_fields(doc)
     if newer and "options" not in doc:
         problems.append(("options", f"missing, but the result has fields only results that record their options have ({', '.join(newer)}): it is no old result, and its gap_tolerance must be checked against the options it was solved with"))
+    if isinstance(run_options, dict):
+        problems += _reserved_options(run_options, doc.get("backend"), "options")
     if run_options is not None and not isinstance(run_options, dict):
         problems.append(("options", f"{run_options!r} is not a record of options"))
     elif isinstance(run_options, dict) and tolerance is not None:
@@ -365,6 +369,8 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None, notes: list[st
         options = call.get("options")
         if newer and "options" not in call:
             problems.append((f"solver_results[{k}].options", f"missing, but the result has fields only results that record their calls' options have ({', '.join(newer)})"))
+        if isinstance(options, dict):
+            problems += _reserved_options(options, call.get("backend"), f"solver_results[{k}].options")
         if options is not None and not isinstance(options, dict):
             problems.append((f"solver_results[{k}].options", f"{options!r} is not a record of options"))
         elif isinstance(options, dict) and tolerance is not None:
@@ -407,6 +413,28 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None, notes: list[st
         elif termination == "optimal" and calls and last not in OPTIMAL_LAST_CALL and not _closed_without_calls(doc):
             problems.append(("termination", f"'optimal' but the last solver call ended {last!r}: nothing in the record proved optimality"))
     return problems
+
+
+def _reserved_options(options: dict[str, Any], backend: Any, where: str) -> list[tuple[str, str]]:
+    """A raw solver option in an options record (``solver_options``) that distplan
+    reserves for ``backend`` (`distplan.solvers.reserved`: its own time limit and gap, an
+    objective cutoff): `distplan.solve` refuses them, so the record was written otherwise,
+    and the call's bound, "optimal" or "infeasible" is no proof. A backend this
+    installation does not know is not checked."""
+    raw = options.get("solver_options")
+    if raw is None:
+        return []
+    if not isinstance(raw, dict):
+        return [(f"{where}.solver_options", f"{raw!r} is not a record of solver options")]
+    try:
+        found = get_backend(str(backend)).reserved_fn
+    except DistplanError:
+        return []
+    reserved = found(raw) if raw and found is not None else None
+    if reserved is None:
+        return []
+    name, why, _ = reserved
+    return [(f"{where}.solver_options.{name}", f"reserved by distplan ({why}): distplan.solve refuses it, and a call given it proves nothing")]
 
 
 def _closed_without_calls(doc: dict[str, Any]) -> bool:

@@ -19,18 +19,20 @@ CHECKED = backend_params(lambda b: b.options_check_fn is not None)
 #: (pulp-highs, pyomo-highs, pulp-cbc and pyomo-cbc passed an unknown option on unchecked,
 #: and the solver ran without it: review rev16)
 OPTIONS: dict[str, tuple[str, Any, Any]] = {
-    "highs": ("mip_rel_gap", 0.01, "abc"),
-    "scip": ("limits/gap", 0.01, "abc"),
-    "pulp-highs": ("mip_rel_gap", 0.01, "abc"),
-    "pyomo-highs": ("mip_rel_gap", 0.01, "abc"),
-    "pulp-cbc": ("ratioGap", 0.01, "abc"),
-    "pyomo-cbc": ("ratioGap", 0.01, "abc"),
+    # (options that change no proof: the gaps, limits and cutoffs are distplan's own,
+    # `distplan.solvers.reserved`, test_solver_options_reserved.py)
+    "highs": ("mip_heuristic_effort", 0.1, "abc"),
+    "scip": ("presolving/maxrounds", -1, "abc"),
+    "pulp-highs": ("mip_heuristic_effort", 0.1, "abc"),
+    "pyomo-highs": ("mip_heuristic_effort", 0.1, "abc"),
+    "pulp-cbc": ("cuts", "on", "abc"),
+    "pyomo-cbc": ("cuts", "on", "abc"),
     # the cvxpy backends passed an unknown option on to an error in every call (SCIP,
     # Clarabel, SCS, OSQP; HiGHS too, whose MILP erred so that placement_milp returned
     # m-ETF's plan) or to nothing (SciPy): review rev16
-    "cvxpy-HIGHS": ("mip_rel_gap", 0.01, "abc"),
-    "cvxpy-SCIP": ("scip_params", {"limits/gap": 0.01}, {"limits/gap": "abc"}),
-    "cvxpy-SCIPY": ("scipy_options", {"mip_rel_gap": 0.01}, {"no_such_option": 1}),
+    "cvxpy-HIGHS": ("mip_heuristic_effort", 0.1, "abc"),
+    "cvxpy-SCIP": ("scip_params", {"presolving/maxrounds": -1}, {"presolving/maxrounds": "abc"}),
+    "cvxpy-SCIPY": ("scipy_options", {"presolve": True}, {"no_such_option": 1}),
     "cvxpy-CLARABEL": ("max_iter", 100, "abc"),
     "cvxpy-SCS": ("max_iters", 100000, "abc"),
     "cvxpy-OSQP": ("max_iter", 100000, "abc"),
@@ -71,7 +73,7 @@ def test_the_cli_exits_2_naming_the_option(capfd: pytest.CaptureFixture[str]) ->
 def test_cvxpy_highs_checks_the_options_under_highs_options_too(backend: str) -> None:
     with pytest.raises(InputError, match=r"^solver_options\.highs_options: cvxpy-HIGHS refuses .*'no_such_option'"):
         distplan.solve("placement-small-1", "placement_milp", backend=backend, solver_options={"highs_options": {"no_such_option": 1}})
-    res = distplan.solve("placement-small-1", "placement_milp", backend=backend, time_limit=30, solver_options={"highs_options": {"mip_rel_gap": 0.01}})
+    res = distplan.solve("placement-small-1", "placement_milp", backend=backend, time_limit=30, solver_options={"highs_options": {"mip_heuristic_effort": 0.1}})
     assert res.status.value == "optimal"
 
 

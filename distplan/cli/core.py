@@ -225,7 +225,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--fold", action="store_true", help="fold/coarsen the instance first")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="formulation parameter (repeatable)")
-    p.add_argument("--solver-option", action="append", metavar="KEY=VALUE", help="raw backend option, e.g. mip_max_nodes=0 (repeatable)")
+    p.add_argument("--solver-option", action="append", metavar="KEY=VALUE", help="raw backend option, e.g. mip_max_nodes=0 (repeatable); the time limit, the gap and objective cutoffs are refused: use --time-limit and --mip-gap")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_output(p, "--out", help="write the plan to this JSON file")
     add_output(p, "--result", help="write the whole result (plan, bounds, timings) to this JSON file")

@@ -71,13 +71,21 @@ class Backend:
     #: the first of raw solver options (name -> value) the solver refuses, as (name, why);
     #: None when it takes them all (backends without one pass options on unchecked)
     options_check_fn: Callable[[Mapping[str, Any]], tuple[str, str] | None] | None = None
+    #: the first of raw solver options that distplan reserves (`distplan.solvers.reserved`:
+    #: its own time limit and gap, objective cutoffs), as (name, why, what instead)
+    reserved_fn: Callable[[Mapping[str, Any]], tuple[str, str, str] | None] | None = None
 
     def available(self) -> bool:
         return _available(self.name, self.requires, self.availability_fn)
 
     def check_options(self, raw: Mapping[str, Any]) -> None:
         """An InputError naming the first raw solver option (``solver_options``, the CLI's
-        ``--solver-option``) this backend's solver refuses, before anything is solved."""
+        ``--solver-option``) that distplan reserves (`reserved_fn`) or this backend's solver
+        refuses, before anything is solved."""
+        reserved = self.reserved_fn(raw) if raw and self.reserved_fn is not None else None
+        if reserved is not None:
+            name, why, instead = reserved
+            raise InputError(f"solver_options.{name}", f"{name} is reserved by distplan: {why}", instead)
         if not raw or self.options_check_fn is None or not self.available():
             return
         with captured_output():

@@ -39,6 +39,7 @@ from distplan.modeling.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.capture import captured_output, echo_to_stderr
 from distplan.solvers.common import with_margin
+from distplan.solvers.reserved import cvxpy_reserved
 from distplan.solvers.result import INFEASIBLE_TERMINATIONS, SolutionStatus, SolverResult, Termination
 
 # OSQP's native library segfaults in ``setup`` when it is first loaded after PuLP (PuLP's
@@ -590,6 +591,7 @@ def _register_all() -> None:
                 program=f"cvxpy's {spec.name} solver (its Python package)",
                 solve_convex_fn=_make_solve_convex(spec, name),
                 options_check_fn=_highs_refused_option if spec.name == "HIGHS" else functools.partial(_tried_refused_option, spec),
+                reserved_fn=functools.partial(cvxpy_reserved, spec.name, spec.time_limit_key, spec.mip_gap_key),
             )
         )
 

@@ -27,6 +27,7 @@ from distplan.modeling.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.capture import echo_to_stderr
 from distplan.solvers.common import finish_result
+from distplan.solvers.reserved import highs_reserved
 from distplan.solvers.result import SolverResult, Termination, map_status
 from distplan.solvers.safe_bound import lp_safe_bound
 
@@ -274,5 +275,6 @@ BACKEND = register_backend(
         version_fn=highs_version,
         status_map=STATUS_MAP,
         options_check_fn=refused_option,
+        reserved_fn=highs_reserved,
     )
 )

@@ -37,6 +37,7 @@ from distplan.solvers.capture import LiveStderr, echo_to_stderr
 from distplan.solvers.common import error_result, fill_unmentioned, finish_result, objective_sign, primal_feasible
 from distplan.solvers.highs import ISOLATE_SIZE, highs_version, refused_option, use_threads
 from distplan.solvers.pulp_backend import cbc_path, cbc_refused_option, completed_search_bound, parse_cbc_log
+from distplan.solvers.reserved import cbc_reserved, glpk_reserved, highs_reserved
 from distplan.solvers.result import SolverResult, Termination, map_status
 
 #: pyomo.contrib.solver.common.results.TerminationCondition member name -> termination
@@ -454,6 +455,7 @@ PYOMO_HIGHS = register_backend(
         version_fn=_pyomo_highs_version,
         status_map=CONTRIB_STATUS_MAP,
         options_check_fn=refused_option,  # (its options go to HiGHS as they are)
+        reserved_fn=highs_reserved,
     )
 )
 
@@ -470,6 +472,7 @@ PYOMO_CBC = register_backend(
         availability_fn=_cbc_available,
         program="the CBC binary PuLP bundles",
         options_check_fn=cbc_refused_option,
+        reserved_fn=cbc_reserved,
     )
 )
 
@@ -485,5 +488,6 @@ PYOMO_GLPK = register_backend(
         status_map={**LEGACY_STATUS_MAP, **GLPK_LOG_MAP},
         availability_fn=lambda: shutil.which("glpsol") is not None,
         program="GLPK's glpsol on PATH (e.g. apt install glpk-utils)",
+        reserved_fn=glpk_reserved,
     )
 )

@@ -227,19 +227,36 @@ def capped_log(log: str, cap: int = LOG_CAP_CHARS) -> str:
 
 
 #: the keys of `options_record` (a result of `RECORD_VERSION` records every one of them)
-OPTIONS_RECORD_FIELDS = ("mip_gap", "time_limit", "threads", "seed", "lp_method")
+#: (``solver_options`` from `SOLVER_OPTIONS_SINCE`)
+OPTIONS_RECORD_FIELDS = ("mip_gap", "time_limit", "threads", "seed", "lp_method", "solver_options")
 
 
 def options_record(options: Any) -> dict[str, Any]:
     """What a solver call's record keeps of its `SolveOptions` (the gap and time limit it
-    was given, and the rest that changes an answer): `OPTIONS_RECORD_FIELDS`."""
+    was given, and the rest that changes an answer): `OPTIONS_RECORD_FIELDS`, the raw
+    solver options among them (``solver_options``, as JSON values: `distplan verify`
+    flags one that distplan reserves, `distplan.solvers.reserved`; records before
+    `SOLVER_OPTIONS_SINCE` lack it)."""
     return {
         "mip_gap": options.mip_gap,
         "time_limit": options.time_limit,
         "threads": options.threads,
         "seed": options.seed,
         "lp_method": options.lp_method,
+        "solver_options": _json_value(dict(getattr(options, "raw", None) or {})),
     }
+
+
+def _json_value(value: Any) -> Any:
+    """``value`` as JSON can hold it: mappings and sequences kept, numbers, text, booleans
+    and None as they are, anything else as its repr."""
+    if isinstance(value, Mapping):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_value(v) for v in value]
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    return repr(value)
 
 
 #: the format of the result record `distplan.solve` writes (``Result.to_dict``: the result's
@@ -249,10 +266,13 @@ def options_record(options: Any) -> dict[str, Any]:
 #: this, where a result without a version (written before) is only noted as older. Raise it
 #: whenever the record gains a field that verify relies on. Version 1: the result's and its
 #: calls' fields (`api.RESULT_RECORD_FIELDS`, `CALL_RECORD_FIELDS`); 2: every call's
-#: ``options`` is a record, never None (libra's direct Clarabel calls wrote None in 1).
-RECORD_VERSION = 2
+#: ``options`` is a record, never None (libra's direct Clarabel calls wrote None in 1); 3:
+#: every options record keeps the raw solver options (``solver_options``).
+RECORD_VERSION = 3
 #: the first version whose every call records its options (`RECORD_VERSION`)
 CALL_OPTIONS_SINCE = 2
+#: the first version whose options records keep the raw solver options (`options_record`)
+SOLVER_OPTIONS_SINCE = 3
 #: the key of `RECORD_VERSION` in a result's record
 RECORD_VERSION_KEY = "record_version"
 

@@ -23,6 +23,7 @@ from distplan.modeling.export import generic_name, write_mps
 from distplan.modeling.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.common import error_result, finish_result
+from distplan.solvers.reserved import scip_reserved
 from distplan.solvers.result import SolverResult, Termination, map_status
 
 #: the strings `pyscipopt.Model.getStatus()` returns (one per SCIP_STATUS member, lowercased,
@@ -182,5 +183,6 @@ BACKEND = register_backend(
         version_fn=_version,
         status_map=STATUS_MAP,
         options_check_fn=refused_option,
+        reserved_fn=scip_reserved,
     )
 )

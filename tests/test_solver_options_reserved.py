@@ -1,0 +1,123 @@
+"""Raw solver options that change what a result means are distplan's own and refused
+(`distplan.solvers.reserved`): the run's time limit and gap, and objective cutoffs. Review
+rev23: ``--solver-option objective_bound=0`` made pipeline_milp claim 109.5 s optimal, with
+a "proven" bound of 109.5 s, beside a 105.5 s plan, placement_milp claim a wrong optimum
+and alpa_ilp call a feasible instance infeasible; the option was not in the record, so
+`distplan verify` passed them."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from conftest import backend_params
+
+import distplan
+from distplan.errors import InputError
+from distplan.instances import load_instance
+from distplan.instances.pipelines import make_pipeline
+from distplan.solvers import reserved
+from distplan.solvers.base import get_backend
+from distplan.verify import check_result
+
+#: per backend: (a reserved option of each kind, an option it keeps) -- every backend that
+#: names reserved options has a row
+RESERVED: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = {
+    "highs": ([{"time_limit": 100.0}, {"mip_rel_gap": 0.5}, {"mip_abs_gap": 10.0}, {"objective_bound": 0.0}, {"objective_target": 0.0}], {"mip_heuristic_effort": 0.1}),
+    "pulp-highs": ([{"objective_bound": 0.0}, {"time_limit": 100.0}], {"mip_heuristic_effort": 0.1}),
+    "pyomo-highs": ([{"objective_bound": 0.0}, {"mip_rel_gap": 0.5}], {"mip_heuristic_effort": 0.1}),
+    "scip": ([{"limits/time": 100.0}, {"limits/gap": 0.5}, {"limits/primal": 0.0}, {"limits/dual": 0.0}], {"presolving/maxrounds": -1}),
+    "pulp-cbc": ([{"sec": 100}, {"ratio": 0.5}, {"allowableGap": 1.0}, {"cuto": 0.0}], {"cuts": "on"}),
+    "pyomo-cbc": ([{"-Seconds": 100}, {"ratioGap": 0.5}, {"cutoff": 0.0}], {"cuts": "on"}),
+    "pyomo-glpk": ([{"tmlim": 100}, {"mipgap": 0.5}], {}),
+    "cvxpy-HIGHS": ([{"objective_bound": 0.0}, {"highs_options": {"mip_rel_gap": 0.5}}, {"time_limit": 100.0}], {"mip_heuristic_effort": 0.1}),
+    "cvxpy-SCIP": ([{"scip_params": {"limits/primal": 0.0}}, {"scip_params": {"limits/time": 100.0}}], {"scip_params": {"presolving/maxrounds": -1}}),
+    "cvxpy-SCIPY": ([{"scipy_options": {"mip_rel_gap": 0.5}}, {"scipy_options": {"time_limit": 100.0}}], {"scipy_options": {"presolve": True}}),
+    "cvxpy-CLARABEL": ([{"time_limit": 100.0}], {"max_iter": 100}),
+    "cvxpy-SCS": ([{"time_limit_secs": 100.0}], {"max_iters": 100000}),
+    "cvxpy-OSQP": ([{"time_limit": 100.0}], {"max_iter": 100000}),
+    "cvxpy-CBC": ([{"maximumSeconds": 100}, {"allowableFractionGap": 0.5}], {"maximumNodes": 1000}),
+    "cvxpy-GLPK_MI": ([], {}),
+}
+
+
+def test_every_backend_with_reserved_options_is_covered() -> None:
+    from distplan.solvers.base import all_backends
+
+    named = {b.name for b in all_backends() if b.reserved_fn is not None and any(b.reserved_fn(raw) for raw in ({"time_limit": 1}, {"tmlim": 1}, {"sec": 1}, {"limits/time": 1}, {"time_limit_secs": 1}))}
+    assert named <= set(RESERVED), named - set(RESERVED)
+    assert get_backend("highs").reserved_fn is not None  # the embedded default
+
+
+@pytest.mark.parametrize("backend", sorted(RESERVED))
+def test_the_backends_tables(backend: str) -> None:
+    """The tables themselves (no solver needed): each reserved option is found, with why
+    and what to give instead; the kept option is not."""
+    fn = get_backend(backend).reserved_fn
+    assert fn is not None
+    refused, kept = RESERVED[backend]
+    for raw in refused:
+        got = fn(raw)
+        assert got is not None, raw
+        name, why, instead = got
+        assert name.split(".")[0] in raw and why and instead
+    assert fn(kept) is None
+
+
+def test_cbc_abbreviations_are_matched_as_cbc_matches_them() -> None:
+    """CBC takes any prefix of a name from its shortest (``sec``, ``ratio``, ``cuto``) in
+    any case; shorter ones are ambiguous to CBC itself (``se``, ``cut``: cutDepth)."""
+    for key in ("sec", "seco", "SECONDS", "-sec", "ratio", "ratioGap", "allow", "cuto", "cutoff", "timeM"):
+        assert reserved.cbc_reserved({key: 1}) is not None, key
+    for key in ("se", "rat", "allo", "cut", "cuts", "maxNodes", "increment", "inc"):
+        assert reserved.cbc_reserved({key: 1}) is None, key
+
+
+@pytest.mark.parametrize("backend", backend_params(lambda b: b.reserved_fn is not None and b.capabilities.milp))
+def test_a_reserved_option_is_refused_before_solving(backend: str) -> None:
+    refused, _ = RESERVED[backend]
+    for raw in refused:
+        with pytest.raises(InputError, match=r"^solver_options\.\S+: \S+ is reserved by distplan: "):
+            distplan.solve("placement-small-1", "placement_milp", backend=backend, solver_options=raw)
+
+
+def test_the_review_case_is_refused_and_the_cli_names_it(tmp_path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The reviewer's pipex.json: pipeline_milp claimed 109.5 s optimal; tessel has 105.5 s."""
+    inst = make_pipeline("x", 4, 12, memory_capacity=4.0, comm_delay=0.5)
+    with pytest.raises(InputError, match="objective_bound is reserved"):
+        distplan.solve(inst, "pipeline_milp", time_limit=5, solver_options={"objective_bound": 0})
+    from distplan.cli import main
+
+    path = tmp_path / "pipex.json"
+    path.write_text(json.dumps(inst.to_dict()))
+    assert main(["solve", str(path), "-f", "pipeline_milp", "--solver-option", "objective_bound=0", "--json"]) == 2
+    out, err = capfd.readouterr()
+    assert json.loads(out)["error"]["exit_code"] == 2 and "solver_options.objective_bound" in err
+
+
+def test_the_record_keeps_the_raw_options_and_verify_flags_a_reserved_one() -> None:
+    res = distplan.solve("placement-small-1", "placement_milp", time_limit=30, solver_options={"mip_heuristic_effort": 0.1})
+    doc = res.to_dict()
+    assert doc["options"]["solver_options"] == {"mip_heuristic_effort": 0.1}
+    calls = [k for k, c in enumerate(doc["solver_results"]) if c["backend"] == "highs"]
+    assert calls and all(doc["solver_results"][k]["options"]["solver_options"] == {"mip_heuristic_effort": 0.1} for k in calls)
+    inst = load_instance("placement-small-1")
+    assert check_result(doc, inst, require_version=True) == []
+    forged = copy.deepcopy(doc)
+    forged["solver_results"][calls[-1]]["options"]["solver_options"]["objective_bound"] = 0.0
+    problems = check_result(forged, inst)
+    assert any(where == f"solver_results[{calls[-1]}].options.solver_options.objective_bound" for where, _ in problems), problems
+
+
+def test_a_version_3_record_must_keep_its_raw_options_an_older_need_not() -> None:
+    from distplan.solvers.result import RECORD_VERSION_KEY, SOLVER_OPTIONS_SINCE
+
+    inst = load_instance("placement-small-1")
+    doc = distplan.solve(inst, "placement_milp", time_limit=30).to_dict()
+    assert doc[RECORD_VERSION_KEY] >= SOLVER_OPTIONS_SINCE == 3
+    dropped = copy.deepcopy(doc)
+    del dropped["solver_results"][-1]["options"]["solver_options"]
+    assert any(where == f"solver_results[{len(doc['solver_results']) - 1}].options.solver_options" for where, _ in check_result(dropped, inst)), "a dropped field passed"
+    assert check_result({**dropped, RECORD_VERSION_KEY: 2}, inst) == []  # (written before version 3)
