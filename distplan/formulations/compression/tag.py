@@ -70,7 +70,7 @@ from distplan.formulations.registry import Outcome, RunContext
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.compression_instance import CompressionInstance
 from distplan.models.compression_plan import CompressionPlan, make_plan
-from distplan.solvers.result import SolverResult
+from distplan.solvers.result import LIMIT_TERMINATIONS, SolverResult, Termination
 
 #: seconds charged per duplicated op in TAG's cost program: TAG's tie-break (alpha = 1 in
 #: its code units); one kernel launch here. It makes the minimal duplicated set the unique optimum.
@@ -411,7 +411,7 @@ def run_tag_cost(inst: CompressionInstance, ctx: RunContext) -> Outcome:
         return Outcome(plan=None, solver_results=list(ctx.solver_results), info=info)
     plan, _ = TAG_COST.decode_result(inst, res, index)
     info["tag_objective_of_plan"] = tag_objective(inst, _dup_of(inst, plan), alpha)
-    return Outcome(plan=plan, solver_results=list(ctx.solver_results), info=info)
+    return Outcome(plan=plan, solver_results=list(ctx.solver_results), info=info, termination=_limit_of(res))
 
 
 def tag_candidates(inst: CompressionInstance, ctx: RunContext) -> dict[str, np.ndarray]:
@@ -492,7 +492,14 @@ def run_tag_sfb(inst: CompressionInstance, ctx: RunContext) -> Outcome:
         "note": "bound over TAG's plans (all-reduce or sfb, channel in release order), not over the instance",
     }
     info["tag_objective_of_plan"] = tag_objective(inst, best_dup, DEFAULT_ALPHA)
-    return Outcome(plan=plan_from_duplicated(inst, best_dup), solver_results=list(ctx.solver_results), claimed_objective=best_seconds, info=info)
+    return Outcome(plan=plan_from_duplicated(inst, best_dup), solver_results=list(ctx.solver_results), claimed_objective=best_seconds, info=info, termination=_limit_of(res))
+
+
+def _limit_of(res: SolverResult) -> Termination | None:
+    """The limit that stopped the MILP (time, nodes, ...): the run's termination, which
+    otherwise reads "finished" (tag_sfb is exact over TAG's plans, not the instance's); None
+    when the MILP ended by itself (review rev23: a cut MILP's run said "finished")."""
+    return res.termination if res.termination in LIMIT_TERMINATIONS else None
 
 
 # -- the same program as a minimum s-t cut ---------------------------------------------------
