@@ -779,6 +779,8 @@ def verify_path(path: str | Path, instance: str | None = None, *, require_versio
     doc = read_json(p)
     if not isinstance(doc, dict) or "kind" not in doc:
         raise InputError(str(p), "not a result document", "write one with `distplan solve ... --result FILE`")
+    if "formulation" not in doc:  # (every result names its formulation; an instance file has a kind too)
+        raise InputError(str(p), f"not a result document: it has no formulation, and reads as a {doc.get('kind')} instance", "verify the result of a solve: `distplan solve INSTANCE -f FORMULATION --result FILE`, then `distplan verify FILE`")
     source = instance or _info(doc).get("source") or doc.get("instance")
     if not isinstance(source, str | Path):
         raise InputError(str(p), f"the result's instance {source!r} is not a name or a path", "pass --instance FILE")

@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from distplan.cli.args import check_outputs, out_of_memory, output_errors
 from distplan.errors import DistplanError, InputError
@@ -45,8 +45,24 @@ EXIT_CODES = """exit codes:
 with --json, a failure prints {"error": {...}} as its one JSON document"""
 
 
+class UsageError(InputError):
+    """A command line argparse refuses (an unknown option, a missing or malformed
+    argument): exit 2 like any bad input, and with ``--json`` an error document too."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose errors are raised (`UsageError`, after the usage on
+    stderr) instead of exiting, so that ``--json`` gets its error document (review rev23:
+    ``--time-limit abc --json`` printed nothing on stdout); its subcommands' parsers are
+    of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        raise UsageError(self.prog, message, f"see `{self.prog} --help`")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="distplan",
         description="Plan distributed deep-learning execution with optimization.",
         epilog=EXIT_CODES,
@@ -73,8 +89,19 @@ def _json_error(args: argparse.Namespace, exc: Exception, code: int) -> None:
     details = getattr(exc, "details", None)
     if details:
         doc["details"] = details
-    print_json({"error": doc}, sys.stdout)
-    sys.stdout.write("\n")
+    try:
+        print_json({"error": doc}, sys.stdout)
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (`distplan ... --json | true`): the exit code stands
+        _quiet_stdout()
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null once its reader has gone, so that the flush at exit
+    raises no second BrokenPipeError (Python's "Exception ignored" traceback)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -87,7 +114,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse printed the usage and its error (or the help)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        _json_error(argparse.Namespace(json="--json" in (sys.argv[1:] if argv is None else list(argv))), exc, exc.exit_code)
+        return exc.exit_code
+    except SystemExit as exc:  # argparse printed the help (or its version)
         return exc.code if isinstance(exc.code, int) else 2
     args.started = started
     if not getattr(args, "func", None):
@@ -111,8 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _json_error(args, exc, 2)
         return 2
     except BrokenPipeError:  # the reader went away (`distplan list | head`): stop quietly
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _quiet_stdout()
         return 141
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
