@@ -11,11 +11,15 @@ from distplan.formulations.bandwidth.data import prepare
 from distplan.formulations.bandwidth.diagnose import raise_if_infeasible
 from distplan.formulations.bandwidth.fill import baseline_weights, fair_allocation
 from distplan.formulations.bandwidth.finish import accepted_or_repaired
+from distplan.formulations.deadline import BASELINE_GRACE
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.models.bandwidth_instance import BandwidthInstance
 
 
-def _run(inst: BandwidthInstance, ctx: RunContext, proportional: bool) -> Outcome:
+def _run(inst: BandwidthInstance, run_ctx: RunContext, proportional: bool) -> Outcome:
+    # at least `BASELINE_GRACE` for its LPs, as the exact formulations give them (review
+    # rev23: a limit used up while the command loaded left none, exit 4 at 0.3 s)
+    ctx = run_ctx.child(None, at_least=BASELINE_GRACE, share_records=True)
     prog = prepare(inst)
     name = "proportional_to_traffic" if proportional else "equal_bw"
     reject_menus(prog, name)
