@@ -417,19 +417,20 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None, notes: list[st
 
 def _reserved_options(options: dict[str, Any], backend: Any, where: str) -> list[tuple[str, str]]:
     """A raw solver option in an options record (``solver_options``) that distplan
-    reserves for ``backend`` (`distplan.solvers.reserved`: its own time limit and gap, an
-    objective cutoff): `distplan.solve` refuses them, so the record was written otherwise,
-    and the call's bound, "optimal" or "infeasible" is no proof. A backend this
-    installation does not know is not checked."""
-    raw = options.get("solver_options")
-    if raw is None:
+    refuses for ``backend`` (`distplan.solvers.reserved`: its own time limit and gap, an
+    objective cutoff, any option not on the backend's accepted list): `distplan.solve`
+    refuses them, so the record was written otherwise, and the call's bound, "optimal" or
+    "infeasible" is no proof. Raw options given to a backend this distplan does not know
+    cannot be vetted: a problem too."""
+    if "solver_options" not in options:  # (an older record: `_dropped_options` flags a version-3 one)
         return []
+    raw = options["solver_options"]
     if not isinstance(raw, dict):
         return [(f"{where}.solver_options", f"{raw!r} is not a record of solver options")]
     try:
         found = get_backend(str(backend)).reserved_fn
     except DistplanError:
-        return []
+        return [(f"{where}.solver_options", f"{sorted(raw)} given to backend {backend!r}, which this distplan does not know: the options cannot be vetted")] if raw else []
     reserved = found(raw) if raw and found is not None else None
     if reserved is None:
         return []

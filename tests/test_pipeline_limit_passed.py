@@ -7,6 +7,7 @@ no time), pipeline_milp on every bundled pipeline instance."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -66,10 +67,8 @@ def baseline_objectives(inst) -> dict[str, float]:
     """The evaluated objective of every baseline formulation that applies to ``inst``."""
     out = {}
     for name in ("1f1b", "gpipe", "zb_h1", "zb_h2", "interleaved_1f1b", "zb_v", "v_min", "v_half", "v_zb"):
-        try:
+        with contextlib.suppress(DistplanError):  # (does not apply, or does not fit the memory)
             out[name] = distplan.solve(inst, name).objective
-        except DistplanError:  # (does not apply, or does not fit the memory)
-            pass
     assert out
     return out
 

@@ -54,7 +54,9 @@ def test_an_option_the_solver_refuses_is_an_input_error_naming_it(backend: str, 
     with pytest.raises(InputError, match=r"^solver_options\.no_such_option: "):
         distplan.solve("placement-small-1", formulation, backend=backend, solver_options={"no_such_option": 1})
     for wrong in (bad, [1, 2], {"a": 1}):  # a list reached highspy's binding as a TypeError (review rev9)
-        with pytest.raises(InputError, match=rf"^solver_options\.{name}: {backend} refuses "):
+        # (refused by the solver, or first by distplan: a nested key or a CBC value that is
+        # not on its accepted list, `distplan.solvers.reserved`)
+        with pytest.raises(InputError, match=rf"^solver_options\.{name}(\.\S+)?: ({backend} refuses|\S+ is refused by distplan)"):
             distplan.solve("placement-small-1", formulation, backend=backend, solver_options={name: wrong})
     res = distplan.solve("placement-small-1", formulation, backend=backend, time_limit=30, solver_options={name: good})
     assert res.check is not None and res.check.feasible
@@ -71,7 +73,7 @@ def test_the_cli_exits_2_naming_the_option(capfd: pytest.CaptureFixture[str]) ->
 
 @pytest.mark.parametrize("backend", [p for p in CHECKED if p.values[0] == "cvxpy-HIGHS"])  # type: ignore[attr-defined]
 def test_cvxpy_highs_checks_the_options_under_highs_options_too(backend: str) -> None:
-    with pytest.raises(InputError, match=r"^solver_options\.highs_options: cvxpy-HIGHS refuses .*'no_such_option'"):
+    with pytest.raises(InputError, match=r"^solver_options\.highs_options\.no_such_option: "):
         distplan.solve("placement-small-1", "placement_milp", backend=backend, solver_options={"highs_options": {"no_such_option": 1}})
     res = distplan.solve("placement-small-1", "placement_milp", backend=backend, time_limit=30, solver_options={"highs_options": {"mip_heuristic_effort": 0.1}})
     assert res.status.value == "optimal"

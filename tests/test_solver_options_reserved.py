@@ -40,6 +40,7 @@ RESERVED: dict[str, tuple[list[dict[str, Any]], dict[str, Any]]] = {
     "cvxpy-OSQP": ([{"time_limit": 100.0}], {"max_iter": 100000}),
     "cvxpy-CBC": ([{"maximumSeconds": 100}, {"allowableFractionGap": 0.5}], {"maximumNodes": 1000}),
     "cvxpy-GLPK_MI": ([], {}),
+    "cvxpy-ECOS": ([{"feastol": 1e-3}], {"max_iters": 100}),
 }
 
 
@@ -68,25 +69,49 @@ def test_the_backends_tables(backend: str) -> None:
 
 def test_cbc_abbreviations_are_matched_as_cbc_matches_them() -> None:
     """CBC takes any prefix of a name from its shortest (``sec``, ``ratio``, ``cuto``) in
-    any case; shorter ones are ambiguous to CBC itself (``se``, ``cut``: cutDepth)."""
+    any case: its time limit, gaps and cutoff are refused with their own reason under every
+    spelling."""
     for key in ("sec", "seco", "SECONDS", "-sec", "ratio", "ratioGap", "allow", "cuto", "cutoff", "timeM"):
-        assert reserved.cbc_reserved({key: 1}) is not None, key
-    for key in ("se", "rat", "allo", "cut", "cuts", "maxNodes", "increment", "inc"):
+        got = reserved.cbc_reserved({key: 1})
+        assert got is not None and got[1] != reserved.NOT_VETTED[0], key
+
+
+def test_cbc_takes_only_its_accepted_options_and_plain_values() -> None:
+    """Review rev23b: ``max`` (and ``direction=max``) made CBC maximise and report the
+    maximum as a proven minimum; ``inc``/``Increment`` escaped the backends' exact
+    ``increment`` check and gave a false bound; ``cutoff=0`` as a key and ``doH=-cutoff=0``
+    as a value smuggled a cutoff in."""
+    for key in ("cuts", "cutsOnOff", "maxN", "maxNodes", "maxSo", "heur", "randomSeed", "log", "increment"):
         assert reserved.cbc_reserved({key: 1}) is None, key
+    for key in ("max", "maximize", "Max", "direction", "inc", "Increment", "doH", "cutoff=0", "cuto=0", "se", "cut"):
+        assert reserved.cbc_reserved({key: 1}) is not None, key
+    for value in ("-cutoff=0", "-max", "1 -cutoff 0"):
+        assert reserved.cbc_reserved({"cuts": value}) is not None, value
+    assert reserved.cbc_reserved({"maxN": "-1"}) is None  # (a negative number is a value)
+
+
+def test_only_options_that_change_no_proof_are_accepted() -> None:
+    """Review rev23b: HiGHS's dual_feasibility_tolerance=1e5 "proved" 117.5 s beside a
+    105.5 s plan. Tolerances, and anything else not listed, are refused."""
+    for raw in ({"dual_feasibility_tolerance": 1e5}, {"primal_feasibility_tolerance": 1.0}, {"mip_feasibility_tolerance": 0.1}, {"solver": "pdlp"}):
+        assert reserved.highs_reserved(raw) is not None, raw
+    assert reserved.scip_reserved({"numerics/feastol": 1e-2}) is not None
+    assert reserved.scip_reserved({"constraints/linear/enable": False}) is not None
+    assert reserved.scip_reserved({"heuristics/rens/freq": -1}) is None
 
 
 @pytest.mark.parametrize("backend", backend_params(lambda b: b.reserved_fn is not None and b.capabilities.milp))
 def test_a_reserved_option_is_refused_before_solving(backend: str) -> None:
     refused, _ = RESERVED[backend]
     for raw in refused:
-        with pytest.raises(InputError, match=r"^solver_options\.\S+: \S+ is reserved by distplan: "):
+        with pytest.raises(InputError, match=r"^solver_options\.\S+: \S+ is refused by distplan: "):
             distplan.solve("placement-small-1", "placement_milp", backend=backend, solver_options=raw)
 
 
 def test_the_review_case_is_refused_and_the_cli_names_it(tmp_path, capfd: pytest.CaptureFixture[str]) -> None:
     """The reviewer's pipex.json: pipeline_milp claimed 109.5 s optimal; tessel has 105.5 s."""
     inst = make_pipeline("x", 4, 12, memory_capacity=4.0, comm_delay=0.5)
-    with pytest.raises(InputError, match="objective_bound is reserved"):
+    with pytest.raises(InputError, match="objective_bound is refused"):
         distplan.solve(inst, "pipeline_milp", time_limit=5, solver_options={"objective_bound": 0})
     from distplan.cli import main
 
@@ -121,3 +146,31 @@ def test_a_version_3_record_must_keep_its_raw_options_an_older_need_not() -> Non
     del dropped["solver_results"][-1]["options"]["solver_options"]
     assert any(where == f"solver_results[{len(doc['solver_results']) - 1}].options.solver_options" for where, _ in check_result(dropped, inst)), "a dropped field passed"
     assert check_result({**dropped, RECORD_VERSION_KEY: 2}, inst) == []  # (written before version 3)
+
+
+def test_verify_flags_null_raw_options_and_an_unknown_backend() -> None:
+    """Review rev23b: a version-3 record whose ``solver_options`` is null, or whose call
+    names a backend this distplan does not know beside raw options, passed."""
+    inst = load_instance("placement-small-1")
+    doc = distplan.solve(inst, "placement_milp", time_limit=30).to_dict()
+    last = len(doc["solver_results"]) - 1
+    nulled = copy.deepcopy(doc)
+    nulled["solver_results"][last]["options"]["solver_options"] = None
+    assert any(where == f"solver_results[{last}].options.solver_options" for where, _ in check_result(nulled, inst))
+    unknown = copy.deepcopy(doc)
+    unknown["solver_results"][last]["backend"] = "HiGHS"
+    unknown["solver_results"][last]["options"]["solver_options"] = {"objective_bound": 0}
+    assert any(where == f"solver_results[{last}].options.solver_options" for where, _ in check_result(unknown, inst))
+
+
+def test_raw_values_are_recorded_as_json_values() -> None:
+    """Review rev23b: an infinite value was written as a bare ``Infinity`` (no JSON), and a
+    numpy integer as the text ``'np.int64(1000)'``."""
+    import numpy as np
+
+    from distplan.solvers.base import SolveOptions
+    from distplan.solvers.result import options_record
+
+    record = options_record(SolveOptions(raw={"mip_max_nodes": np.int64(1000), "x": float("inf"), "n": {"y": np.float64(0.5)}}))
+    assert record["solver_options"] == {"mip_max_nodes": 1000, "x": "inf", "n": {"y": 0.5}}
+    json.dumps(record, allow_nan=False)

@@ -85,7 +85,7 @@ class Backend:
         reserved = self.reserved_fn(raw) if raw and self.reserved_fn is not None else None
         if reserved is not None:
             name, why, instead = reserved
-            raise InputError(f"solver_options.{name}", f"{name} is reserved by distplan: {why}", instead)
+            raise InputError(f"solver_options.{name}", f"{name} is refused by distplan: {why}", instead)
         if not raw or self.options_check_fn is None or not self.available():
             return
         with captured_output():

@@ -50,34 +50,83 @@ CBC: dict[str, tuple[int, tuple[str, str]]] = {
     "allowablegap": (5, GAP),
     "cutoff": (4, CUT),
 }
-
 #: cvxpy's CBC adapter's option names (it passes them to CyLP)
 CVXPY_CBC: dict[str, tuple[str, str]] = {"maximumSeconds": TIME, "allowableGap": GAP, "allowableFractionGap": GAP, "allowablePercentageGap": GAP}
 #: GLPK option names (through Pyomo)
 GLPK: dict[str, tuple[str, str]] = {"tmlim": TIME, "mipgap": GAP}
 
-#: a reserved option found among raw options: (its name, why, what to do instead)
+# -- what is accepted -------------------------------------------------------------------
+# A list of what may break a proof is never complete (review rev23b: CBC's ``max`` solved
+# the maximisation and reported it as a proven minimum, HiGHS's dual_feasibility_tolerance
+# "proved" 117.5 s beside a 105.5 s plan, ``doH=-cutoff=0`` smuggled a cutoff in as a
+# value): every other raw option is refused unless listed below, as one that cannot change
+# what a bound, an "optimal" or an "infeasible" proves: search effort, node and solution
+# limits (their terminations are limits, never "optimal"), presolve, heuristics, cuts,
+# branching, randomness and output. Tolerances are not among them.
+NOT_VETTED = ("distplan accepts only raw options that cannot change what a bound, 'optimal' or 'infeasible' proves", "use one of: {allowed}")
+
+HIGHS_ACCEPTED = frozenset({
+    "mip_max_nodes", "mip_max_leaves", "mip_max_stall_nodes", "mip_max_improving_sols", "mip_heuristic_effort",
+    "mip_detection_symmetry", "presolve", "parallel", "random_seed", "simplex_strategy", "simplex_scale_strategy",
+    "output_flag", "log_to_console",
+})
+#: SCIP parameter families (a name equal to one, or under one ending in "/")
+SCIP_ACCEPTED = ("limits/nodes", "limits/totalnodes", "limits/stallnodes", "limits/solutions", "limits/bestsol",
+                 "presolving/", "heuristics/", "separating/", "branching/", "randomization/", "display/")
+#: CBC command-line names, lower case, with the shortest prefix CBC takes for each;
+#: ``increment`` only as the backends read it (they then claim no completed search)
+CBC_ACCEPTED: dict[str, int] = {"cutsonoff": 4, "heuristicsonoff": 4, "preprocess": 6, "maxnodes": 4, "maxsolutions": 5,
+                                "presolve": 5, "randomseed": 7, "loglevel": 3}
+CBC_EXACT = frozenset({"increment"})
+GLPK_ACCEPTED: frozenset[str] = frozenset()
+#: per cvxpy solver: the top-level keys it accepts, and per nested key the ones under it
+CVXPY_ACCEPTED: dict[str, tuple[frozenset[str], dict[str, frozenset[str] | tuple[str, ...]]]] = {
+    "HIGHS": (HIGHS_ACCEPTED, {"highs_options": HIGHS_ACCEPTED}),
+    "SCIP": (frozenset(), {"scip_params": SCIP_ACCEPTED}),
+    "SCIPY": (frozenset(), {"scipy_options": frozenset({"presolve", "node_limit", "disp"})}),
+    "CBC": (frozenset({"maximumNodes", "maximumSolutions"}), {}),
+    "GLPK_MI": (frozenset(), {}),
+    "CLARABEL": (frozenset({"max_iter", "verbose"}), {}),
+    "SCS": (frozenset({"max_iters", "verbose", "acceleration_lookback"}), {}),
+    "OSQP": (frozenset({"max_iter", "verbose", "polish"}), {}),
+    "ECOS": (frozenset({"max_iters", "verbose"}), {}),
+}
+
+#: a refused option found among raw options: (its name, why, what to do instead)
 Reserved = tuple[str, str, str]
 
 
+def _not_vetted(key: str, allowed: str) -> Reserved:
+    why, instead = NOT_VETTED
+    return key, why, instead.format(allowed=allowed or "none (this backend takes no raw options)")
+
+
+def _scip_accepted(key: str) -> bool:
+    return any(key == fam or (fam.endswith("/") and key.startswith(fam)) for fam in SCIP_ACCEPTED)
+
+
 def highs_reserved(raw: Mapping[str, Any]) -> Reserved | None:
-    """The first of ``raw`` (HiGHS option name -> value) that distplan reserves."""
-    return _first(raw, HIGHS.get)
+    """The first of ``raw`` (HiGHS option name -> value) that distplan refuses: its own
+    time limit and gap, objective cutoffs, and every option not in `HIGHS_ACCEPTED`."""
+    return _first(raw, HIGHS.get) or _first_unlisted(raw, HIGHS_ACCEPTED.__contains__, ", ".join(sorted(HIGHS_ACCEPTED)))
 
 
 def scip_reserved(raw: Mapping[str, Any]) -> Reserved | None:
-    """The first of ``raw`` (SCIP parameter name -> value) that distplan reserves."""
-    return _first(raw, SCIP.get)
+    """The first of ``raw`` (SCIP parameter name -> value) that distplan refuses."""
+    return _first(raw, SCIP.get) or _first_unlisted(raw, _scip_accepted, ", ".join(SCIP_ACCEPTED))
 
 
 def glpk_reserved(raw: Mapping[str, Any]) -> Reserved | None:
-    """The first of ``raw`` (GLPK option name -> value) that distplan reserves."""
-    return _first(raw, GLPK.get)
+    """The first of ``raw`` (GLPK option name -> value) that distplan refuses."""
+    return _first(raw, GLPK.get) or _first_unlisted(raw, GLPK_ACCEPTED.__contains__, "")
 
 
 def cbc_reserved(raw: Mapping[str, Any]) -> Reserved | None:
     """The first of ``raw`` (CBC command-line name, with or without its ``-``, -> value)
-    that distplan reserves, under any abbreviation CBC takes for it."""
+    that distplan refuses, under any abbreviation CBC takes for it: its own time limit and
+    gap, the cutoff, every name not in `CBC_ACCEPTED`, a name that is not a plain word
+    (``cutoff=0``: CBC reads ``-name=value`` too) and a value CBC would read as a command
+    (``-cutoff=0`` after an action that takes none)."""
 
     def reason(key: str) -> tuple[str, str] | None:
         typed = key.lstrip("-").lower()
@@ -86,16 +135,34 @@ def cbc_reserved(raw: Mapping[str, Any]) -> Reserved | None:
                 return why
         return None
 
-    return _first(raw, reason)
+    def accepted(key: str) -> bool:
+        typed = key.lstrip("-")
+        if not typed.isalpha():
+            return False
+        if typed in CBC_EXACT:
+            return True
+        low = typed.lower()
+        return any(len(low) >= shortest and name.startswith(low) for name, shortest in CBC_ACCEPTED.items())
+
+    found = _first(raw, reason) or _first_unlisted(raw, accepted, ", ".join(sorted(CBC_ACCEPTED)) + ", increment")
+    if found is not None:
+        return found
+    for key, value in raw.items():
+        text = "" if value is None else str(value)
+        if text.split() != [text] and text != "" or (text.startswith("-") and not _is_number(text)):
+            return str(key), f"its value {text!r} is no plain number or word: CBC would read it as more of its command line", "give a plain value"
+    return None
 
 
 def cvxpy_reserved(solver: str, time_limit_key: tuple[str, ...] | None, mip_gap_key: tuple[str, ...] | None, raw: Mapping[str, Any]) -> Reserved | None:
-    """The first of ``raw`` (cvxpy's solver options for ``solver``) that distplan reserves:
+    """The first of ``raw`` (cvxpy's solver options for ``solver``) that distplan refuses:
     the keys it sets the run's time limit and gap with (``time_limit_key``,
-    ``mip_gap_key``, top level or nested), and HiGHS's and SCIP's own reserved names,
-    nested ones named ``outer.inner``, and the time and gap names of its CBC adapter."""
+    ``mip_gap_key``, top level or nested), HiGHS's and SCIP's own refused names, nested
+    ones named ``outer.inner``, the time and gap names of its CBC adapter, and every key not
+    in `CVXPY_ACCEPTED`."""
     own = {key: why for key, why in ((time_limit_key, TIME), (mip_gap_key, GAP)) if key is not None}
     names = {"HIGHS": HIGHS, "SCIP": SCIP, "CBC": CVXPY_CBC}.get(solver, {})
+    top, nested = CVXPY_ACCEPTED.get(solver, (frozenset(), {}))
     for key, value in raw.items():
         key = str(key)
         why = own.get((key,)) or names.get(key)
@@ -106,6 +173,26 @@ def cvxpy_reserved(solver: str, time_limit_key: tuple[str, ...] | None, mip_gap_
                 why = own.get((key, str(inner))) or (names.get(str(inner)) if key in ("highs_options", "scip_params") else None)
                 if why is not None:
                     return f"{key}.{inner}", *why
+                listed = nested.get(key)
+                if listed is not None and not (_scip_accepted(str(inner)) if listed is SCIP_ACCEPTED else str(inner) in listed):
+                    return _not_vetted(f"{key}.{inner}", ", ".join(sorted(listed)))
+        if key not in top and key not in nested:
+            return _not_vetted(key, ", ".join(sorted(top | set(nested))))
+    return None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _first_unlisted(raw: Mapping[str, Any], accepted: Callable[[str], bool], allowed: str) -> Reserved | None:
+    for key in raw:
+        if not accepted(str(key)):
+            return _not_vetted(str(key), allowed)
     return None
 
 

@@ -248,14 +248,19 @@ def options_record(options: Any) -> dict[str, Any]:
 
 
 def _json_value(value: Any) -> Any:
-    """``value`` as JSON can hold it: mappings and sequences kept, numbers, text, booleans
-    and None as they are, anything else as its repr."""
+    """``value`` as JSON can hold it: mappings and sequences kept, numbers (numpy's
+    included), text, booleans and None as they are, a non-finite number as its text
+    ("inf"), anything else as its repr."""
     if isinstance(value, Mapping):
         return {str(k): _json_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_json_value(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)  # ("inf", "nan": JSON has no such numbers)
     if value is None or isinstance(value, str | bool | int | float):
         return value
+    if isinstance(value, np.generic):
+        return _json_value(value.item())
     return repr(value)
 
 
