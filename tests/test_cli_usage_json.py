@@ -16,6 +16,7 @@ from conftest import cli_run
     ["solve", "placement-small-1", "-f", "placement_milp", "--time-limit", "abc", "--json"],
     ["solve", "placement-small-1", "--json"],  # (no --formulation)
     ["--json", "nosuchcommand"],
+    ["solve", "placement-small-1", "-f", "placement_milp", "--time-limit", "abc", "--jso"],  # (argparse's abbreviation)
 ])
 def test_a_refused_command_line_is_one_json_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = cli_run(argv, capsys)

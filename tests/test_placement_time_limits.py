@@ -38,19 +38,29 @@ def test_heuristics_past_the_deadline_return_their_plan_without_a_solve(monkeypa
 
 
 def test_past_the_deadline_no_phase_that_only_improves_starts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Once the heuristics' plan is in hand past the limit, the waist and module bounds
-    and the re-timing (0.15-0.4 s each on 12,000 ops) are not started, nor m-TOPO after
-    m-ETF; placement_search's re-timing neither."""
+    """Once the heuristics' plan is in hand past the limit (and past their grace,
+    `deadline.BASELINE_GRACE`), the waist and module bounds and the re-timing (0.15-0.4 s
+    each on 12,000 ops) are not started, nor m-ETF after m-TOPO (the first, the cheapest);
+    placement_search's re-timing neither."""
     from distplan.formulations.placement import search
 
-    monkeypatch.setattr(milp, "list_schedule", _slowed(milp.list_schedule, LIMIT + 0.1))
-    for name in ("waist_bound", "module_bound", "polished", "topo_assignment"):
+    schedules: list[int] = []
+    slow = _slowed(milp.list_schedule, LIMIT + 0.1)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        schedules.append(1)
+        return slow(*args, **kwargs)
+
+    monkeypatch.setattr(milp, "list_schedule", counted)
+    for name in ("waist_bound", "module_bound", "polished"):
         monkeypatch.setattr(milp, name, lambda *a, _n=name, **k: pytest.fail(f"{_n} started past the deadline"))
     monkeypatch.setattr(search, "polished", lambda *a, **k: pytest.fail("placement_search re-timed past the deadline"))
     for formulation in ("placement_milp", "placement_search"):
+        schedules.clear()
         res = distplan.solve("placement-small-1", formulation, time_limit=LIMIT)
         assert res.check is not None and res.check.feasible
         assert res.bound is not None and res.bound <= res.objective
+        assert len(schedules) == 1, f"{formulation}: {len(schedules)} list schedules (m-ETF after m-TOPO past the deadline)"
 
 
 def test_solver_free_bounds_stop_at_their_deadline() -> None:

@@ -97,6 +97,12 @@ def _json_error(args: argparse.Namespace, exc: Exception, code: int) -> None:
         _quiet_stdout()
 
 
+def _asks_for_json(argv: Sequence[str]) -> bool:
+    """Whether a command line argparse refused asked for ``--json``, as argparse reads it
+    (any unambiguous prefix from ``--js``: review rev23b, ``--jso``)."""
+    return any(len(token) >= 4 and "--json".startswith(token) for token in argv)
+
+
 def _quiet_stdout() -> None:
     """Point stdout at /dev/null once its reader has gone, so that the flush at exit
     raises no second BrokenPipeError (Python's "Exception ignored" traceback)."""
@@ -116,7 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        _json_error(argparse.Namespace(json="--json" in (sys.argv[1:] if argv is None else list(argv))), exc, exc.exit_code)
+        _json_error(argparse.Namespace(json=_asks_for_json(sys.argv[1:] if argv is None else list(argv))), exc, exc.exit_code)
         return exc.exit_code
     except SystemExit as exc:  # argparse printed the help (or its version)
         return exc.code if isinstance(exc.code, int) else 2

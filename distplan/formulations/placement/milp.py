@@ -119,10 +119,13 @@ def heuristic_schedules(inst: PlacementInstance, ctx: RunContext | None = None, 
     baseline ``baechi_topo``, is better."""
     found: list[tuple[Schedule, str]] = []
     stop = baseline_deadline(ctx.deadline if ctx is not None else deadline)
+    # the cheapest first, so that a grace after a passed limit covers as many as it can
+    # (on 13,188 ops m-TOPO takes 0.04 s, m-ETF 0.09-0.10 s: after m-ETF first, the grace
+    # was spent and m-TOPO's better plan never started, review rev23b)
     makers: list[tuple[str, Callable[[], Schedule | None]]] = [
-        ("m-ETF", lambda: list_schedule(inst)),
         ("m-TOPO", lambda: list_schedule(inst, assignment=topo_assignment(inst))),
         ("single device", lambda: single_device_schedule(inst)),
+        ("m-ETF", lambda: list_schedule(inst)),
     ]
     # the source of last resort, when the others place nothing (`packed_assignment`)
     makers.append(("memory packing", lambda: packed_schedule(inst) if not found else None))
@@ -143,7 +146,12 @@ def heuristic_schedules(inst: PlacementInstance, ctx: RunContext | None = None, 
             sched = evaluated_schedule(inst, plan)
             if sched is not None:
                 found.append((sched, name))
-    return sorted(found, key=lambda f: f[0].makespan)
+    # ties go to the heuristics in Baechi's order of preference, as before the reordering
+    return sorted(found, key=lambda f: (f[0].makespan, HEURISTIC_PREFERENCE.get(f[1], len(HEURISTIC_PREFERENCE))))
+
+
+#: the order in which equal makespans are preferred (m-SCT's plans after these)
+HEURISTIC_PREFERENCE = {"m-ETF": 0, "m-TOPO": 1, "single device": 2, "memory packing": 3}
 
 
 def _sct_plans(inst: PlacementInstance, ctx: RunContext) -> list[tuple[str, PlacementPlan]]:
