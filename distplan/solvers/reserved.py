@@ -1,4 +1,5 @@
-"""Raw solver options distplan keeps to itself: the ones that change what a result means.
+"""Which raw solver options distplan takes: only those that cannot change what a result
+proves.
 
 A run's time limit and gap tolerance are distplan's own (``time_limit=`` / ``--time-limit``,
 ``mip_gap=`` / ``--mip-gap``): the limit covers every phase of the run, both are recorded
@@ -9,9 +10,11 @@ show. An objective cutoff, target or stop prunes or ends the search by objective
 the solver's bound, its "optimal" and its "infeasible" stop being proofs (review rev23:
 HiGHS's ``objective_bound=0`` made pipeline_milp claim 109.5 s optimal, with a "proven"
 bound of 109.5 s, beside a 105.5 s plan, and alpa_ilp call a feasible instance infeasible;
-verify passed both). These options are refused before anything runs, with the argument to
-use instead. (CBC's ``increment`` is not among them: the CBC backends read it and then
-claim no completed search.)
+verify passed both). Those are refused with the argument to use instead (`HIGHS`, `SCIP`,
+`CBC`, ...); every other option must be on its backend's accepted list (`HIGHS_ACCEPTED`,
+...), since a list of what breaks a proof is never complete (review rev23b). CBC's
+``increment``, spelled so, is accepted: the CBC backends read it and then claim no
+completed search.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-#: why each kind of option is reserved, and what to do instead
+#: why each kind of option is refused, and what to do instead
 TIME = ("the run's time limit is distplan's own: it covers every phase and is recorded with every call", "give time_limit= (--time-limit) instead")
 GAP = ("the gap tolerance is distplan's own: it is recorded, and verify re-checks 'optimal' against it", "give mip_gap= (--mip-gap) instead")
 CUT = ("it prunes or stops the search by objective value, so the solver's bound, its 'optimal' and its 'infeasible' would no longer be proofs", "leave it out")
