@@ -160,6 +160,11 @@ def test_dtensor_named_errors(tp_case) -> None:
         emit(res, "dtensor", inst, modules={"l{i}.qkv": "layers.{i}.attn.qkv"})
     with pytest.raises(InputError, match=r"^modules\.l\{i\}\.fc9: no op of .* is named 'l\{i\}\.fc9'"):
         emit(res, "dtensor", inst, modules={"l{i}.fc1": "blocks.{i}.ff.w1", "l{i}.fc9": "blocks.{i}.ff.w9"})  # a misspelt op was ignored
+    # module names that are no text (review rev23c: 5 and True ended in a TypeError
+    # traceback, [3] and "" were written into the plan, "" naming the root module)
+    for bad in (5, True, [3], "", [], ["  "]):
+        with pytest.raises(InputError, match=r"^modules\.l0\.qkv: .* is not a module name"):
+            emit(res, "dtensor", inst, modules={"l0.qkv": bad})
     dp = distplan.solve(inst, formulation="data_parallel")
     with pytest.raises(InputError, match="data parallel"):
         emit(dp, "dtensor", inst)

@@ -105,6 +105,19 @@ def _templates(modules: Mapping[str, Any] | None) -> list[tuple[re.Pattern[str],
     return out
 
 
+def _check_modules(modules: Mapping[str, Any] | None) -> None:
+    """Each entry of ``modules`` maps an op name (or ``{i}`` template) to a module name, a
+    list of them, or None (no module): a non-empty text each (review rev23c: ``5`` ended
+    in a TypeError traceback, ``[3]`` and ``""`` were written into the plan, the empty name
+    targeting the root module)."""
+    for key, value in (modules or {}).items():
+        names = [value] if isinstance(value, str) else value if isinstance(value, list | tuple) else None
+        if value is None:
+            continue
+        if names is None or not names or any(not isinstance(n, str) or not n.strip() for n in names):
+            raise InputError(f"modules.{key}", f"{value!r} is not a module name (a non-empty text), a list of them, or null", 'map the op to its module\'s dotted name, e.g. "layers.0.attention.wq"')
+
+
 def _modules_of(name: str, table: list[tuple[re.Pattern[str], Any]]) -> list[str] | None:
     for pattern, value in table:
         m = pattern.match(name)
@@ -190,6 +203,7 @@ def dtensor_plan(inst: ShardingInstance, plan: ShardingPlan, modules: Mapping[st
         )
     tp = tp_axes[0]
     label = {op.name: chosen[op.name][tp] for op in inst.ops}
+    _check_modules(modules)
     table = _templates(modules)
     unmatched = [key for key in modules or {} if not any(_name_pattern(key).match(op.name) for op in inst.ops)]
     if unmatched:

@@ -13,8 +13,8 @@ bound of 109.5 s, beside a 105.5 s plan, and alpa_ilp call a feasible instance i
 verify passed both). Those are refused with the argument to use instead (`HIGHS`, `SCIP`,
 `CBC`, ...); every other option must be on its backend's accepted list (`HIGHS_ACCEPTED`,
 ...), since a list of what breaks a proof is never complete (review rev23b). CBC's
-``increment``, spelled so, is accepted: the CBC backends read it and then claim no
-completed search.
+``increment`` is refused with its cutoff: CBC ends "optimal" after skipping solutions
+better by less than it (review rev23c).
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ CBC: dict[str, tuple[int, tuple[str, str]]] = {
     "ratiogap": (5, GAP),
     "allowablegap": (5, GAP),
     "cutoff": (4, CUT),
+    "increment": (3, CUT),
 }
 #: cvxpy's CBC adapter's option names (it passes them to CyLP)
 CVXPY_CBC: dict[str, tuple[str, str]] = {"maximumSeconds": TIME, "allowableGap": GAP, "allowableFractionGap": GAP, "allowablePercentageGap": GAP}
@@ -76,11 +77,11 @@ HIGHS_ACCEPTED = frozenset({
 #: SCIP parameter families (a name equal to one, or under one ending in "/")
 SCIP_ACCEPTED = ("limits/nodes", "limits/totalnodes", "limits/stallnodes", "limits/solutions", "limits/bestsol",
                  "presolving/", "heuristics/", "separating/", "branching/", "randomization/", "display/")
-#: CBC command-line names, lower case, with the shortest prefix CBC takes for each;
-#: ``increment`` only as the backends read it (they then claim no completed search)
+#: CBC command-line names, lower case, with the shortest prefix CBC takes for each
+#: (``increment`` is refused with the cutoff: it skips solutions better by less than it,
+#: and CBC still ends "optimal", review rev23c)
 CBC_ACCEPTED: dict[str, int] = {"cutsonoff": 4, "heuristicsonoff": 4, "preprocess": 6, "maxnodes": 4, "maxsolutions": 5,
                                 "presolve": 5, "randomseed": 7, "loglevel": 3}
-CBC_EXACT = frozenset({"increment"})
 GLPK_ACCEPTED: frozenset[str] = frozenset()
 #: per cvxpy solver: the top-level keys it accepts, and per nested key the ones under it
 CVXPY_ACCEPTED: dict[str, tuple[frozenset[str], dict[str, frozenset[str] | tuple[str, ...]]]] = {
@@ -142,12 +143,10 @@ def cbc_reserved(raw: Mapping[str, Any]) -> Reserved | None:
         typed = key.lstrip("-")
         if not typed.isalpha():
             return False
-        if typed in CBC_EXACT:
-            return True
         low = typed.lower()
         return any(len(low) >= shortest and name.startswith(low) for name, shortest in CBC_ACCEPTED.items())
 
-    found = _first(raw, reason) or _first_unlisted(raw, accepted, ", ".join(sorted(CBC_ACCEPTED)) + ", increment")
+    found = _first(raw, reason) or _first_unlisted(raw, accepted, ", ".join(sorted(CBC_ACCEPTED)))
     if found is not None:
         return found
     for key, value in raw.items():

@@ -68,8 +68,11 @@ DIRECT = True
 
 
 def direct(ctx: RunContext) -> bool:
-    """Whether this run solves its conic programs by `conic.DirectSolver`."""
-    return DIRECT and ctx.backend.name == "cvxpy-CLARABEL"
+    """Whether this run solves its conic programs by `conic.DirectSolver`: on
+    cvxpy-CLARABEL without raw solver options, which cvxpy hands to Clarabel and the
+    direct path would leave unused (review rev23c: ``max_iter=1`` was ignored, and the
+    call's record named a backend verify cannot vet the options of)."""
+    return DIRECT and ctx.backend.name == "cvxpy-CLARABEL" and not ctx.options.raw
 
 
 def solve_min_time(ctx: RunContext, prog: Program, what: str, duals: list[Any] | None = None,
