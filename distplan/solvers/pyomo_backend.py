@@ -37,7 +37,7 @@ from distplan.solvers.capture import LiveStderr, echo_to_stderr
 from distplan.solvers.common import error_result, fill_unmentioned, finish_result, objective_sign, primal_feasible
 from distplan.solvers.highs import ISOLATE_SIZE, highs_version, refused_option, use_threads
 from distplan.solvers.pulp_backend import cbc_path, cbc_refused_option, completed_search_bound, parse_cbc_log
-from distplan.solvers.reserved import cbc_reserved, glpk_reserved, highs_reserved
+from distplan.solvers.reserved import cbc_reserved, glpk_reserved, highs_adapter_reserved
 from distplan.solvers.result import SolverResult, Termination, map_status
 
 #: pyomo.contrib.solver.common.results.TerminationCondition member name -> termination
@@ -455,7 +455,7 @@ PYOMO_HIGHS = register_backend(
         version_fn=_pyomo_highs_version,
         status_map=CONTRIB_STATUS_MAP,
         options_check_fn=refused_option,  # (its options go to HiGHS as they are)
-        reserved_fn=highs_reserved,
+        reserved_fn=highs_adapter_reserved,
     )
 )
 

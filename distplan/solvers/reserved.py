@@ -74,6 +74,12 @@ HIGHS_ACCEPTED = frozenset({
     "mip_detection_symmetry", "presolve", "parallel", "random_seed", "simplex_strategy", "simplex_scale_strategy",
     "output_flag", "log_to_console",
 })
+#: HiGHS's node and solution limits: taken on the native ``highs`` backend only, whose
+#: record maps them (`highs.node_limit`); through PuLP, Pyomo and cvxpy a stop on them was
+#: recorded as a time or iteration limit, once with a "feasible" objective of 0 and no
+#: solution (review rev23c)
+HIGHS_LIMITS = frozenset({"mip_max_nodes", "mip_max_leaves", "mip_max_stall_nodes", "mip_max_improving_sols"})
+HIGHS_ADAPTER_ACCEPTED = HIGHS_ACCEPTED - HIGHS_LIMITS
 #: SCIP parameter families (a name equal to one, or under one ending in "/")
 SCIP_ACCEPTED = ("limits/nodes", "limits/totalnodes", "limits/stallnodes", "limits/solutions", "limits/bestsol",
                  "presolving/", "heuristics/", "separating/", "branching/", "randomization/", "display/")
@@ -85,7 +91,7 @@ CBC_ACCEPTED: dict[str, int] = {"cutsonoff": 4, "heuristicsonoff": 4, "preproces
 GLPK_ACCEPTED: frozenset[str] = frozenset()
 #: per cvxpy solver: the top-level keys it accepts, and per nested key the ones under it
 CVXPY_ACCEPTED: dict[str, tuple[frozenset[str], dict[str, frozenset[str] | tuple[str, ...]]]] = {
-    "HIGHS": (HIGHS_ACCEPTED, {"highs_options": HIGHS_ACCEPTED}),
+    "HIGHS": (HIGHS_ADAPTER_ACCEPTED, {"highs_options": HIGHS_ADAPTER_ACCEPTED}),
     "SCIP": (frozenset(), {"scip_params": SCIP_ACCEPTED}),
     "SCIPY": (frozenset(), {"scipy_options": frozenset({"presolve", "node_limit", "disp"})}),
     "CBC": (frozenset({"maximumNodes", "maximumSolutions"}), {}),
@@ -113,6 +119,12 @@ def highs_reserved(raw: Mapping[str, Any]) -> Reserved | None:
     """The first of ``raw`` (HiGHS option name -> value) that distplan refuses: its own
     time limit and gap, objective cutoffs, and every option not in `HIGHS_ACCEPTED`."""
     return _first(raw, HIGHS.get) or _first_unlisted(raw, HIGHS_ACCEPTED.__contains__, ", ".join(sorted(HIGHS_ACCEPTED)))
+
+
+def highs_adapter_reserved(raw: Mapping[str, Any]) -> Reserved | None:
+    """`highs_reserved` for HiGHS through PuLP or Pyomo: its limits are refused too
+    (`HIGHS_LIMITS`)."""
+    return _first(raw, HIGHS.get) or _first_unlisted(raw, HIGHS_ADAPTER_ACCEPTED.__contains__, ", ".join(sorted(HIGHS_ADAPTER_ACCEPTED)))
 
 
 def scip_reserved(raw: Mapping[str, Any]) -> Reserved | None:
