@@ -193,6 +193,9 @@ def solve(
         raise InternalError(f"{type(exc).__name__} in {formulation!r}: {exc}") from exc
 
 
+#: the largest seed a solve takes (the solvers' seeds are 32-bit signed integers)
+MAX_SEED = 2**31 - 1
+
 #: the most solver threads a solve may ask for, at least: HiGHS makes its worker threads
 #: before its time limit starts (3,000 took 10 s at a 1 s limit, 100,000 aborted the
 #: process: review rev16)
@@ -224,6 +227,10 @@ def _options(
         raise InputError("mip_gap", f"must be a relative gap in [0, 1), got {mip_gap!r}", f"give e.g. mip_gap={DEFAULT_GAP_TOLERANCE}")
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= max_threads()):
         raise InputError("threads", f"must be a whole number from 1 to {max_threads()}, got {threads!r}", "give e.g. threads=1, or None for the solver's default")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED):
+        # (review rev23c: "x" and -1 ended as internal errors in a backend, 1.5 and True
+        # were recorded as given)
+        raise InputError("seed", f"must be a whole number from 0 to {MAX_SEED}, got {seed!r}", "give e.g. seed=1, or None for the solvers' own")
     if solver_options is not None and not isinstance(solver_options, dict):
         raise InputError("solver_options", f"must be a dict of backend options, got {type(solver_options).__name__}")
     return SolveOptions(
