@@ -44,7 +44,7 @@ from distplan.solvers.capture import echo_to_stderr
 from distplan.solvers.common import error_result, fill_unmentioned, finish_result, objective_sign
 from distplan.solvers.highs import ISOLATE_SIZE, highs_version, node_limit, refused_option, use_threads
 from distplan.solvers.highs import STATUS_MAP as HIGHS_STATUS_MAP
-from distplan.solvers.reserved import cbc_reserved, highs_adapter_reserved
+from distplan.solvers.reserved import cbc_reserved, highs_reserved
 from distplan.solvers.result import SolverResult, Termination, map_status
 
 # -- status vocabulary -------------------------------------------------------------------
@@ -566,6 +566,6 @@ PULP_HIGHS = register_backend(
         version_fn=_pulp_highs_version,
         status_map=PULP_HIGHS_STATUS_MAP,
         options_check_fn=refused_option,  # (its options go to HiGHS as they are)
-        reserved_fn=highs_adapter_reserved,
+        reserved_fn=highs_reserved,  # (its record maps HiGHS's limits as the native backend's: `highs.node_limit`)
     )
 )

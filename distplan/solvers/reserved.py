@@ -74,10 +74,10 @@ HIGHS_ACCEPTED = frozenset({
     "mip_detection_symmetry", "presolve", "parallel", "random_seed", "simplex_strategy", "simplex_scale_strategy",
     "output_flag", "log_to_console",
 })
-#: HiGHS's node and solution limits: taken on the native ``highs`` backend only, whose
-#: record maps them (`highs.node_limit`); through PuLP, Pyomo and cvxpy a stop on them was
-#: recorded as a time or iteration limit, once with a "feasible" objective of 0 and no
-#: solution (review rev23c)
+#: HiGHS's node and solution limits: taken on the backends whose record maps them
+#: (`highs.node_limit`: ``highs``, ``pulp-highs``); through Pyomo and cvxpy a stop on them
+#: was recorded as a time or iteration limit, once with a "feasible" objective of 0 and
+#: no solution (review rev23c)
 HIGHS_LIMITS = frozenset({"mip_max_nodes", "mip_max_leaves", "mip_max_stall_nodes", "mip_max_improving_sols"})
 HIGHS_ADAPTER_ACCEPTED = HIGHS_ACCEPTED - HIGHS_LIMITS
 #: SCIP parameter families (a name equal to one, or under one ending in "/")
@@ -122,7 +122,7 @@ def highs_reserved(raw: Mapping[str, Any]) -> Reserved | None:
 
 
 def highs_adapter_reserved(raw: Mapping[str, Any]) -> Reserved | None:
-    """`highs_reserved` for HiGHS through PuLP or Pyomo: its limits are refused too
+    """`highs_reserved` for HiGHS through Pyomo: its limits are refused too
     (`HIGHS_LIMITS`)."""
     return _first(raw, HIGHS.get) or _first_unlisted(raw, HIGHS_ADAPTER_ACCEPTED.__contains__, ", ".join(sorted(HIGHS_ADAPTER_ACCEPTED)))
 
