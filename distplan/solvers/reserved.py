@@ -145,18 +145,10 @@ def cbc_reserved(raw: Mapping[str, Any]) -> Reserved | None:
     (``-cutoff=0`` after an action that takes none)."""
 
     def reason(key: str) -> tuple[str, str] | None:
-        typed = key.lstrip("-").lower()
-        for name, (shortest, why) in CBC.items():
-            if len(typed) >= shortest and name.startswith(typed):
-                return why
-        return None
+        return next((why for name, (shortest, why) in CBC.items() if _cbc_names(key, name, shortest)), None)
 
     def accepted(key: str) -> bool:
-        typed = key.lstrip("-")
-        if not typed.isalpha():
-            return False
-        low = typed.lower()
-        return any(len(low) >= shortest and name.startswith(low) for name, shortest in CBC_ACCEPTED.items())
+        return key.lstrip("-").isalpha() and any(_cbc_names(key, name, shortest) for name, shortest in CBC_ACCEPTED.items())
 
     found = _first(raw, reason) or _first_unlisted(raw, accepted, ", ".join(sorted(CBC_ACCEPTED)))
     if found is not None:
@@ -193,6 +185,13 @@ def cvxpy_reserved(solver: str, time_limit_key: tuple[str, ...] | None, mip_gap_
         if key not in top and key not in nested:
             return _not_vetted(key, ", ".join(sorted(top | set(nested))))
     return None
+
+
+def _cbc_names(key: str, name: str, shortest: int) -> bool:
+    """Whether CBC reads ``key`` (with or without its ``-``, any case) as its parameter
+    ``name`` (lower case), which it takes from its first ``shortest`` letters on."""
+    typed = key.lstrip("-").lower()
+    return len(typed) >= shortest and name.startswith(typed)
 
 
 def _is_number(text: str) -> bool:

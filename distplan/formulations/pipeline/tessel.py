@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import NoSolutionError
-from distplan.formulations.deadline import BASELINE_GRACE, DeadlineReached, check, past
+from distplan.formulations.deadline import DeadlineReached, baseline_deadline, check, past
 from distplan.formulations.pipeline import statesearch
 from distplan.formulations.pipeline.baselines import baseline_incumbent
 from distplan.formulations.pipeline.bounds import pipeline_bounds
@@ -522,7 +522,7 @@ def _limited_fallback(inst: PipelineInstance, ctx: RunContext, params: dict[str,
     remaining = ctx.remaining_time()
     if remaining is None or not params.get("baselines", True):
         return None
-    return baseline_incumbent(inst, time.perf_counter() + max(remaining / 4, BASELINE_GRACE))
+    return baseline_incumbent(inst, baseline_deadline(time.perf_counter() + remaining / 4))
 
 
 def _fallback_outcome(inst: PipelineInstance, ctx: RunContext, fallback: tuple[str, PipelinePlan], exc: Exception) -> Outcome:
