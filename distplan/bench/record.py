@@ -106,10 +106,10 @@ def execute_run(spec: dict[str, Any]) -> Record:
         rec.update(termination="no_solution", error=str(exc))
     except PlanCheckError as exc:
         rec.update(termination="plan_rejected", verdict="rejected", error=str(exc))
+    except BackendError as exc:  # before InputError, which it is a kind of
+        rec.update(termination="backend_error", error=str(exc))
     except InputError as exc:
         rec.update(termination="input_error", error=str(exc))
-    except BackendError as exc:
-        rec.update(termination="backend_error", error=str(exc))
     except MemoryError:
         rec.update(termination="out_of_memory", error="MemoryError: " + traceback.format_exc()[-LOG_TAIL_CHARS:])
     except Exception as exc:

@@ -20,7 +20,6 @@ from typing import Any, NoReturn
 from distplan.cli.args import check_outputs, out_of_memory, output_errors
 from distplan.errors import DistplanError, InputError
 from distplan.models.common import print_json
-from distplan.solvers.base import BackendError
 
 COMMAND_MODULES = (
     "distplan.cli.core",
@@ -143,10 +142,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         _json_error(args, error, error.exit_code)
         return error.exit_code
-    except BackendError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        _json_error(args, exc, 2)
-        return 2
     except BrokenPipeError:  # the reader went away (`distplan list | head`): stop quietly
         _quiet_stdout()
         return 141

@@ -20,10 +20,16 @@ from distplan.solvers.options import SolveOptions
 from distplan.solvers.result import SolutionStatus, SolverResult, Termination
 
 
-class BackendError(DistplanError, RuntimeError):
-    """A backend cannot take a model, or is not installed (bad input: exit 2)."""
+class BackendError(InputError, RuntimeError):
+    """A backend cannot take a model, or is not installed: bad input (exit 2), so an
+    ``except InputError`` (or ``ValueError``) catches it with every other bad input. Its
+    ``path`` is ``backend``; the message is the problem and the fix, unprefixed."""
 
-    exit_code = 2
+    def __init__(self, message: str):
+        self.path = "backend"
+        self.problem = message
+        self.fix = None
+        DistplanError.__init__(self, message)
 
 
 @dataclass(frozen=True)
