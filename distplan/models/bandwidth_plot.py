@@ -55,11 +55,20 @@ def _nearest(curve: Sequence[Mapping[str, Any]], point: Mapping[str, Any]) -> Ma
     return min(curve, key=lambda p: abs(p["cost_usd"] - point["cost_usd"]))
 
 
-def plot_pareto(result_or_curve: Any, path: str | Path, *, extra: Mapping[str, Mapping[str, float]] | None = None) -> Path:
+def plot_pareto(
+    result_or_curve: Any,
+    path: str | Path,
+    *,
+    extra: Mapping[str, Mapping[str, float]] | None = None,
+    points: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Path:
     """Draw the Pareto curve with the marked points and their bandwidth bars into ``path``.
 
     ``extra`` adds allocations to the bar chart (label -> {dimension: bytes/s}), e.g. the
-    ``equal_bw`` plan. Returns the path written (PNG, PDF or SVG by suffix).
+    ``equal_bw`` plan. ``points`` adds allocations marked on the curve as well as in the
+    bars (label -> {"time_seconds": s, "cost_usd": USD, "bandwidth": {dimension: bytes/s}},
+    as the bandwidth evaluator's details give them). Returns the path written (PNG, PDF or
+    SVG by suffix).
     """
     import matplotlib
 
@@ -67,11 +76,12 @@ def plot_pareto(result_or_curve: Any, path: str | Path, *, extra: Mapping[str, M
     import matplotlib.pyplot as plt
 
     curve, marks, title = _curve_of(result_or_curve)
+    marks = {**marks, **(points or {})}
     pts = sorted(curve, key=lambda p: p["cost_usd"])
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
     ax.plot([p["cost_usd"] / 1e6 for p in pts], [p["time_seconds"] * 1e3 for p in pts], "-o", ms=3, color="0.35", label="T*(cost)")
     colors = ["tab:blue", "tab:red", "tab:green", "tab:purple", "tab:orange"]
-    for (label, p), color in zip(marks.items(), colors, strict=False):
+    for (label, p), color in zip(marks.items(), colors + ["tab:gray"] * len(marks), strict=False):
         ax.plot([p["cost_usd"] / 1e6], [p["time_seconds"] * 1e3], "*", ms=14, color=color, label=label)
     ax.set_xlabel("network cost (million USD)")
     ax.set_ylabel("training time per iteration (ms)")
@@ -83,7 +93,7 @@ def plot_pareto(result_or_curve: Any, path: str | Path, *, extra: Mapping[str, M
         bars.update(extra)
     dims: list[str] = list(next(iter(bars.values())).keys()) if bars else []
     width = 0.8 / max(len(bars), 1)
-    for j, ((label, bw), color) in enumerate(zip(bars.items(), colors + ["tab:gray"] * 8, strict=False)):
+    for j, ((label, bw), color) in enumerate(zip(bars.items(), colors + ["tab:gray"] * len(bars), strict=False)):
         xs = [i + (j - (len(bars) - 1) / 2) * width for i in range(len(dims))]
         bx.bar(xs, [bw[d] / _GB for d in dims], width=width, color=color, label=label)
     bx.set_xticks(range(len(dims)))
