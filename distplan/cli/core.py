@@ -11,12 +11,13 @@ from typing import Any
 from distplan.api import Result, solve
 from distplan.cli.args import add_output
 from distplan.cli.output import say_wrote
+from distplan.cli.plan_file import read_plan_file
 from distplan.cli.progress import Progress
 from distplan.errors import InputError
 from distplan.formulations.registry import formulations, get_formulation, solver_free_bounds
 from distplan.instances import bundled, instance_from_dict, load_document, load_instance
 from distplan.modeling.export import MODEL_SUFFIXES, write_model
-from distplan.models.common import instance_digest, kind_spec, known_kinds, print_json, read_json, write_json
+from distplan.models.common import instance_digest, kind_spec, known_kinds, print_json, write_json
 from distplan.solvers.base import all_backends
 
 
@@ -175,7 +176,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance)
     spec = kind_spec(inst.kind)
-    plan = spec.read_plan(inst, read_json(args.plan))
+    plan = read_plan_file(inst, args.plan)
     check = spec.evaluate(inst, plan)
     if args.json:
         print_json(check.to_dict(), sys.stdout)

@@ -13,8 +13,10 @@ from typing import Any
 
 from distplan.cli.args import add_output, positive_int
 from distplan.cli.output import say_wrote
+from distplan.cli.plan_file import warn_other_instance
 from distplan.emit import TARGETS, emit
 from distplan.errors import InputError
+from distplan.instances import load_instance
 from distplan.models.common import read_json
 
 
@@ -47,7 +49,11 @@ def cmd_emit(args: argparse.Namespace) -> int:
         if args.target != "megatron":
             raise InputError("--num-layers", "the layer count is for --target megatron")
         options["num_layers"] = args.num_layers
-    text = emit(doc, args.target, args.instance, **options)
+    inst = None
+    if args.instance is not None:
+        inst = load_instance(args.instance)
+        warn_other_instance(inst, doc, args.plan)
+    text = emit(doc, args.target, inst, **options)
     if args.output:
         with open(args.output, "w") as fh:
             fh.write(text)

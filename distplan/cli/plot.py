@@ -12,10 +12,11 @@ from typing import Any
 from distplan.api import solve
 from distplan.cli.args import add_output
 from distplan.cli.output import say_wrote
+from distplan.cli.plan_file import read_plan_file
 from distplan.errors import InputError, NoSolutionError
 from distplan.instances import load_instance
 from distplan.kinds import KINDS
-from distplan.models.common import kind_spec, read_json
+from distplan.models.common import kind_spec
 from distplan.solvers.result import LIMIT_TERMINATIONS
 
 #: chart file suffixes (formats matplotlib writes by suffix; JPEG, TIFF and WebP through Pillow)
@@ -56,7 +57,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         return _plot_pareto(inst, args)
     draw = plotter(inst.kind)
     if args.plan:
-        plan = kind_spec(inst.kind).read_plan(inst, read_json(args.plan))
+        plan = read_plan_file(inst, args.plan)
     else:
         plan = solve(inst, formulation=args.formulation, backend=args.backend, time_limit=args.time_limit, fold=args.fold).plan
     out = draw(inst, plan, args.out)
@@ -92,7 +93,7 @@ def _plot_pareto(inst: Any, args: argparse.Namespace) -> int:
     points: dict[str, dict[str, Any]] = {}
     left = args.time_limit
     if args.plan:
-        points[Path(args.plan).name] = _evaluated_point(inst, kind_spec(inst.kind).read_plan(inst, read_json(args.plan)))
+        points[Path(args.plan).name] = _evaluated_point(inst, read_plan_file(inst, args.plan))
     elif args.formulation and args.formulation != PARETO_FORMULATION:
         started = time.monotonic()
         res = solve(inst, formulation=args.formulation, backend=args.backend, time_limit=args.time_limit, fold=args.fold)
