@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -285,6 +286,9 @@ def _solve(
     run_seconds = time.perf_counter() - t_run
     solver_results = outcome.solver_results or ctx.solver_results
     last = solver_results[-1] if solver_results else None
+    if options.raw and not solver_results:
+        # e.g. `--solver-option presolve=off` on m-ETF: said, not silently dropped
+        warnings.warn(f"{form.name} made no solver call here, so solver_options {sorted(options.raw)} had no effect", UserWarning, stacklevel=3)
     # exact programs report their solver's termination; heuristics (even LP-based) "finished"
     termination = last.termination if (last is not None and form.is_exact(target)) else Termination.FINISHED
     if outcome.termination is not None:

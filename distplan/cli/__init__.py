@@ -14,6 +14,7 @@ import importlib.util
 import os
 import sys
 import time
+import warnings
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -109,10 +110,26 @@ def _quiet_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
+def _warning_line(message: Warning | str, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None) -> None:
+    """A warning as the command's other status lines are: ``warning: ...`` on stderr,
+    without Python's file, line and source."""
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The command. Called with no ``argv`` it is the process's entry point, and a time
     limit counts from when distplan began to load (imports and reading the instance
-    included); called with an ``argv`` (from Python) it counts from this call."""
+    included); called with an ``argv`` (from Python) it counts from this call. Warnings
+    print as ``warning: ...`` lines on stderr."""
+    shown = warnings.showwarning
+    warnings.showwarning = _warning_line
+    try:
+        return _run(argv)
+    finally:
+        warnings.showwarning = shown
+
+
+def _run(argv: Sequence[str] | None) -> int:
     import distplan
 
     started = distplan.LOADED_AT if argv is None else time.perf_counter()
