@@ -121,6 +121,7 @@ BAD_ARGS = [
     ("emit layers 0", ["emit", "plan.json", "--target", "megatron", "--num-layers", "0"], "argument --num-layers: 0 is not a whole number >= 1"),
     ("solver option", ["solve", "placement-small-1", "-f", "placement_milp", "--solver-option", "noeq"], "--solver-option: 'noeq' is not KEY=VALUE"),
     ("list kind", ["list", "--kind", "nope"], "--kind: unknown kind 'nope'"),
+    ("list backends kind", ["list", "backends", "--kind", "placement"], "--kind: backends are not per kind"),
     ("directory instance", ["solve", "{tmp}", "-f", "baechi_etf"], "{tmp}: is a directory, not an instance file"),
 ]
 

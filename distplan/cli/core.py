@@ -111,6 +111,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     what = args.what
     if args.kind is not None and args.kind not in known_kinds():
         raise InputError("--kind", f"unknown kind {args.kind!r}", f"use one of: {', '.join(known_kinds())}")
+    if args.kind is not None and what == "backends":
+        raise InputError("--kind", "backends are not per kind (a formulation's program says which it takes: see `distplan list formulations`)", "leave out --kind, or list formulations or instances")
     if what in (None, "formulations"):
         print("formulations:")
         for f in sorted(formulations(args.kind), key=lambda f: (f.kind, f.name)):
@@ -235,7 +237,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
     p = sub.add_parser("list", help="list formulations, backends and bundled instances")
     p.add_argument("what", nargs="?", choices=["formulations", "backends", "instances"])
-    p.add_argument("--kind", default=None)
+    p.add_argument("--kind", default=None, help="only the formulations and instances of this kind")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("inspect", help="sizes, totals and solver-free bounds of an instance")
