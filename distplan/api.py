@@ -186,6 +186,8 @@ def solve(
     time limit earlier, e.g. to when a command began, so that loading counts too.
     """
     options = _options(time_limit, mip_gap, threads, seed, verbose, solver_options)
+    if not isinstance(fold, bool):  # ("no" would fold)
+        raise InputError("fold", f"must be True or False, got {fold!r}")
     try:
         return _solve(instance, formulation, backend, options, fold, params, started)
     except DistplanError:
@@ -232,6 +234,8 @@ def _options(
         # (review rev23c: "x" and -1 ended as internal errors in a backend, 1.5 and True
         # were recorded as given)
         raise InputError("seed", f"must be a whole number from 0 to {MAX_SEED}, got {seed!r}", "give e.g. seed=1, or None for the solvers' own")
+    if not isinstance(verbose, bool):
+        raise InputError("verbose", f"must be True or False, got {verbose!r}")
     if solver_options is not None and not isinstance(solver_options, dict):
         raise InputError("solver_options", f"must be a dict of backend options, got {type(solver_options).__name__}")
     return SolveOptions(

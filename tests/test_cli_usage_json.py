@@ -28,7 +28,7 @@ def test_a_refused_command_line_is_one_json_error(argv: list[str], capsys: pytes
 
 def test_without_json_a_refused_command_line_prints_nothing_on_stdout(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = cli_run(["solve", "placement-small-1", "-f", "placement_milp", "--time-limit", "abc"], capsys)
-    assert rc == 2 and out == "" and "invalid float value: 'abc'" in err
+    assert rc == 2 and out == "" and "argument --time-limit: 'abc' is not a number" in err
 
 
 def test_help_still_exits_0(capsys: pytest.CaptureFixture[str]) -> None:

@@ -87,6 +87,14 @@ def nonneg_float(text: str) -> float:
     return _real(text, positive=False)
 
 
+def relative_gap(text: str) -> float:
+    """argparse type: a relative gap in [0, 1) (``--mip-gap``)."""
+    value = _real(text, positive=False)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a relative gap in [0, 1)")
+    return value
+
+
 # -- output paths ----------------------------------------------------------------------------
 
 

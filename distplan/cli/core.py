@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from distplan.api import Result, solve
-from distplan.cli.args import add_output
+from distplan.api import Result, max_threads, solve
+from distplan.cli.args import add_output, positive_float, positive_int_at_most, relative_gap
 from distplan.cli.output import say_wrote
 from distplan.cli.plan_file import read_plan_file
 from distplan.cli.progress import Progress
@@ -217,15 +217,15 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("instance", help="instance file (.json / .json.gz) or bundled name")
     p.add_argument("--formulation", "-f", required=True)
     p.add_argument("--backend", "-b", default=None, help="solver backend (default: the formulation's, HiGHS)")
-    p.add_argument("--time-limit", type=float, default=None, help="seconds")
+    p.add_argument("--time-limit", type=positive_float, default=None, help="seconds")
     p.add_argument(
         "--mip-gap",
-        type=float,
+        type=relative_gap,
         default=None,
         help="relative gap under which a plan counts as optimal (default 1e-4); proven bounds are rounded down "
         "by a small margin (up to ~1e-9 relative, more for solvers' absolute tolerances), so 0 never shows optimal",
     )
-    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--threads", type=positive_int_at_most(max_threads()), default=None, help=f"solver threads (at most {max_threads()})")
     p.add_argument("--fold", action="store_true", help="fold/coarsen the instance first")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="formulation parameter (repeatable)")
     p.add_argument("--solver-option", action="append", metavar="KEY=VALUE", help="raw backend option, e.g. mip_max_nodes=0 (repeatable); the time limit, the gap and objective cutoffs are refused: use --time-limit and --mip-gap")

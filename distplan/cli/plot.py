@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from distplan.api import solve
-from distplan.cli.args import add_output
+from distplan.cli.args import add_output, positive_float
 from distplan.cli.output import say_wrote
 from distplan.cli.plan_file import read_plan_file
 from distplan.errors import InputError, NoSolutionError
@@ -126,7 +126,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("plan", nargs="?", help="plan JSON (from `solve --out`) to draw as it is; or use --formulation. Bandwidth: marked on the Pareto curve (optional)")
     p.add_argument("--formulation", "-f", default=None)
     p.add_argument("--backend", "-b", default=None)
-    p.add_argument("--time-limit", type=float, default=None)
+    p.add_argument("--time-limit", type=positive_float, default=None, help="seconds, for the whole command")
     p.add_argument("--fold", action="store_true")
     add_output(p, "--out", "-o", required=True, suffixes=CHART_SUFFIXES, help="output PNG (or PDF, SVG: by suffix)")
     p.set_defaults(func=cmd_plot)
