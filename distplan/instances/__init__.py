@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from distplan.errors import InputError
-from distplan.models.common import instance_from_dict, read_json
+from distplan.models.common import broken_link, instance_from_dict, read_json
 
 __all__ = ["bundled", "bundled_path", "gpt2_xl", "gpt3_175b", "load_document", "load_instance", "transformer"]
 
@@ -41,12 +41,17 @@ def bundled_path(name: str) -> Path:
 
 
 def _instance_file(path_or_name: str | Path) -> Path:
-    """The file of a path or a bundled name; a directory is named as one."""
+    """The file of a path or a bundled name. A directory and a broken symbolic link are
+    named as such; another existing path that is not a regular file (a pipe, as bash's
+    ``<(gunzip -c x.json.gz)`` gives) is read as a file."""
     p = Path(path_or_name)
-    if p.is_file():
-        return p
     if p.is_dir():
         raise InputError(str(p), "is a directory, not an instance file", "name a .json or .json.gz file, or a bundled instance listed by `distplan list instances`")
+    if p.exists():
+        return p
+    link = broken_link(p)
+    if link is not None:
+        raise link
     return bundled_path(str(path_or_name))
 
 

@@ -17,7 +17,7 @@ from typing import IO, Any, Protocol
 
 from distplan.errors import InputError
 from distplan.kinds import KINDS
-from distplan.models.schema import check_known_fields, long_integer_text, unknown_field_problem
+from distplan.models.schema import check_known_fields, long_integer_text, refuse_plan_or_result, unknown_field_problem
 
 FORMAT = "distplan/1"
 
@@ -164,6 +164,18 @@ def copy_json(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
+def broken_link(path: Path) -> InputError | None:
+    """The error for ``path`` when it is a symbolic link to nothing (it reads as missing)."""
+    if path.is_symlink() and not path.exists():
+        return InputError(str(path), f"is a broken symbolic link (to {str(path.readlink())!r}, which does not exist)", "point it at the file, or name the file itself")
+    return None
+
+
+def missing_file(path: Path) -> InputError:
+    """The error for a file that is not there: a broken link is named as one."""
+    return broken_link(path) or InputError(str(path), "no such file", "check the path")
+
+
 def read_json(path: str | Path) -> Any:
     """The JSON document in a ``.json`` or gzip-compressed ``.json.gz`` file. Every way a
     file can fail to be one (missing, unreadable, corrupt gzip, binary, not UTF-8, bad
@@ -178,7 +190,7 @@ def read_json(path: str | Path) -> Any:
     except RecursionError:  # (review rev16: 100,000 nested arrays gave a traceback)
         raise InputError(str(p), "not readable JSON: nested too deeply", "write a distplan/1 document, whose values nest a few levels") from None
     except FileNotFoundError:
-        raise InputError(str(p), "no such file", "check the path") from None
+        raise missing_file(p) from None
     except IsADirectoryError:
         raise InputError(str(p), "is a directory, not a JSON file", "name a .json or .json.gz file") from None
     except PermissionError:
@@ -265,6 +277,7 @@ def instance_from_dict(data: Mapping[str, Any]) -> Any:
     and the closest known field."""
     if not isinstance(data, Mapping):
         raise InputError("", "an instance must be a JSON object", 'start with {"format": "distplan/1", "kind": ...}')
+    refuse_plan_or_result(data)
     fmt = data.get("format")
     if fmt != FORMAT:
         raise InputError("format", f"expected {FORMAT!r}, got {fmt!r}", f'add "format": "{FORMAT}"')

@@ -249,9 +249,23 @@ def schema_errors(value: Any, schema: dict[str, Any], path: str = "") -> list[st
     return errs
 
 
+def refuse_plan_or_result(data: Mapping[str, Any]) -> None:
+    """A plan or result document given where an instance is expected is named as such,
+    with the instance it names (it read as an unknown kind or a missing format)."""
+    kind = data.get("kind")
+    named = data.get("instance")
+    fix = f"give the instance it was made for, {named!r}" if isinstance(named, str) and named else "give the instance it was made for"
+    if isinstance(kind, str) and kind.endswith("-plan") and kind.removesuffix("-plan") in KINDS:
+        raise InputError("kind", f"a {kind.removesuffix('-plan')} plan (written by `distplan solve --out`), not an instance", fix)
+    if "format" not in data and "formulation" in data and ("plan" in data or "termination" in data):
+        raise InputError("", "a result document (written by `distplan solve --result`), not an instance", fix)
+
+
 def validate_document(doc: Any) -> None:
     """Raise InputError with the first violations (JSON path first) if the document does
     not match its kind's schema."""
+    if isinstance(doc, dict):
+        refuse_plan_or_result(doc)
     kind = doc.get("kind") if isinstance(doc, dict) else None
     errs = schema_errors(doc, schema_for(None))
     if not errs and kind is not None:
