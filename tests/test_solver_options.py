@@ -85,3 +85,16 @@ def test_a_milp_only_option_is_taken_by_a_solver_that_takes_milps(backend: str) 
     ``linprog`` does not know: the trial on an LP alone refused it (review rev17 read D1)."""
     res = distplan.solve("placement-small-1", "placement_milp", backend=backend, time_limit=30, solver_options={"scipy_options": {"node_limit": 100000}})
     assert res.status.value == "optimal"
+
+
+@pytest.mark.parametrize("backend", backend_params(lambda b: b.name == "cvxpy-SCIP"))
+def test_cli_writes_a_nested_table_as_its_help_shows(backend: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--solver-option scip_params='{"limits/nodes": 100}'` (the help's example) reaches
+    the solver as a table, and the record keeps it."""
+    import json as json_module
+
+    from tests.conftest import cli_run
+
+    rc, out, err = cli_run(["solve", "placement-small-2", "-f", "placement_milp", "-b", backend, "--solver-option", 'scip_params={"limits/nodes": 100}', "--json"], capsys)
+    assert rc == 0, err
+    assert json_module.loads(out)["options"]["solver_options"] == {"scip_params": {"limits/nodes": 100}}

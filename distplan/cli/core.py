@@ -228,7 +228,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--threads", type=positive_int_at_most(max_threads()), default=None, help=f"solver threads (at most {max_threads()})")
     p.add_argument("--fold", action="store_true", help="fold/coarsen the instance first")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="formulation parameter (repeatable)")
-    p.add_argument("--solver-option", action="append", metavar="KEY=VALUE", help="raw backend option, e.g. mip_max_nodes=0 (repeatable); the time limit, the gap and objective cutoffs are refused: use --time-limit and --mip-gap")
+    p.add_argument("--solver-option", action="append", metavar="KEY=VALUE", help="raw backend option, e.g. mip_max_nodes=0 (repeatable; a VALUE that reads as JSON is taken as JSON, so a cvxpy solver's nested table is written scip_params='{\"limits/nodes\": 100}'); the time limit, the gap and objective cutoffs are refused: use --time-limit and --mip-gap")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     add_output(p, "--out", help="write the plan to this JSON file")
     add_output(p, "--result", help="write the whole result (plan, bounds, timings) to this JSON file")
