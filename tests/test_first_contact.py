@@ -339,3 +339,21 @@ def test_json_of_an_infeasible_plan_is_strict_json(tmp_path: Path, capfd: pytest
 
     out = json.loads(capfd.readouterr().out, parse_constant=refuse)
     assert out["feasible"] is False and out["objective"] is None
+
+
+@pytest.mark.parametrize("name", ["doc.json", "doc.json.gz"])
+def test_files_written_are_strict_json(tmp_path: Path, name: str) -> None:
+    """`write_json` (``--out``, ``--result``, ``make -o``) writes non-finite numbers as null,
+    as ``--json`` does: a solver call's -inf bound was a bare ``-Infinity`` in a result."""
+    import numpy as np
+
+    from distplan.models.common import read_json, write_json
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"{constant} is not JSON")
+
+    path = tmp_path / name
+    write_json({"bound": float("-inf"), "calls": [{"objective": np.float64("inf"), "gap": float("nan")}], "x": np.array([1.0, np.inf])}, path)
+    text = gzip.decompress(path.read_bytes()).decode() if name.endswith(".gz") else path.read_text()
+    assert json.loads(text, parse_constant=refuse) == {"bound": None, "calls": [{"objective": None, "gap": None}], "x": [1.0, None]}
+    assert read_json(path)["bound"] is None

@@ -264,10 +264,14 @@ def print_json(data: Any, stream: IO[str], default: Callable[[Any], Any] = json_
 
 
 def write_json(data: Any, path: str | Path) -> None:
+    """``data`` as one strict JSON document in ``path`` (gzip-compressed for ``.gz``):
+    non-finite numbers as null, as `print_json` writes them, so a ``--result`` file and
+    the ``--json`` document of one solve are the same JSON (a solver call's -inf bound
+    was a bare ``-Infinity``, which strict readers refuse)."""
     p = Path(path)
     opener = gzip.open if p.suffix == ".gz" else open
     with opener(p, "wt") as fh:  # type: ignore[operator]
-        json.dump(data, fh, indent=1 if p.suffix != ".gz" else None, default=json_default)
+        json.dump(without_non_finite(data), fh, indent=1 if p.suffix != ".gz" else None, default=json_default, allow_nan=False)
         fh.write("\n")
 
 
