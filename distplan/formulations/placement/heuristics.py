@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from distplan.errors import InfeasibleError, NoSolutionError
+from distplan.formulations.deadline import baseline_deadline
 from distplan.formulations.placement.listsched import Schedule, list_schedule, topological_positions
 from distplan.formulations.placement.listsched_data import StaticLists, gc_paused, static_lists
 from distplan.formulations.registry import Outcome, RunContext
@@ -164,16 +165,20 @@ def packed_schedule(inst: PlacementInstance) -> Schedule:
 
 
 def run_topo(inst: PlacementInstance, ctx: RunContext) -> Outcome:
-    """m-TOPO's assignment, timed by the list scheduler (the instance's lists built once)."""
+    """m-TOPO's assignment, timed by the list scheduler (the instance's lists built once).
+    The list scheduler stops at the run's deadline, or `BASELINE_GRACE` from the start
+    when that is later (`baseline_deadline`: a baseline's plan after a cold start)."""
     with gc_paused():  # the lists are freed before the collector resumes
-        return outcome_of(inst, _topo_schedule(inst, bool(ctx.param("uniform", True))))
+        return outcome_of(inst, _topo_schedule(inst, bool(ctx.param("uniform", True)), baseline_deadline(ctx.deadline)))
 
 
-def _topo_schedule(inst: PlacementInstance, uniform: bool) -> Schedule:
+def _topo_schedule(inst: PlacementInstance, uniform: bool, deadline: float | None = None) -> Schedule:
     st = static_lists(inst, with_members=False)
     topo = topological_positions(inst, st.ids)  # the same int objects as the lists'
-    return list_schedule(inst, assignment=topo_assignment(inst, uniform=uniform, topo=topo, static=st), topo=topo, static=st)
+    return list_schedule(inst, assignment=topo_assignment(inst, uniform=uniform, topo=topo, static=st), topo=topo, static=st, deadline=deadline)
 
 
 def run_etf(inst: PlacementInstance, ctx: RunContext) -> Outcome:
-    return outcome_of(inst, list_schedule(inst))
+    """m-ETF's plan; the list scheduler stops at the run's deadline, with the baselines'
+    grace (`run_topo`)."""
+    return outcome_of(inst, list_schedule(inst, deadline=baseline_deadline(ctx.deadline)))

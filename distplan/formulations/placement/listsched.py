@@ -55,6 +55,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from distplan.formulations.deadline import check as check_deadline
 from distplan.formulations.placement.listsched_data import (
     MemoryTimeline,
     StaticLists,
@@ -116,9 +117,12 @@ def list_schedule(
     assignment: np.ndarray | None = None,
     topo: tuple[list[int], list[int]] | None = None,
     static: StaticLists | None = None,
+    deadline: float | None = None,
 ) -> Schedule:
     """Schedule every op (start times in seconds); raises NoSolutionError naming the op and
-    the memory shortfall (bytes) where it stops (a greedy stop: other plans may fit).
+    the memory shortfall (bytes) where it stops (a greedy stop: other plans may fit), and
+    `DeadlineReached` when ``deadline`` (a ``time.perf_counter()`` value) passes first
+    (checked every `DEADLINE_EVERY` placements: m-ETF takes 0.09 s on 13,188 ops).
 
     ``favorite[i]`` is op i's favorite child (a successor of i, or -1 for none; an op is the
     favorite of at most one op, as m-SCT's rounding makes them); ``assignment`` fixes the
@@ -128,7 +132,11 @@ def list_schedule(
     (`gc_paused`).
     """
     with gc_paused():
-        return _list_schedule(inst, favorite, assignment, topo, static)
+        return _list_schedule(inst, favorite, assignment, topo, static, deadline)
+
+
+#: placements between two looks at the deadline (a power of two, less one: a mask)
+DEADLINE_EVERY = 255
 
 
 def _list_schedule(
@@ -137,7 +145,9 @@ def _list_schedule(
     assignment: np.ndarray | None,
     topo: tuple[list[int], list[int]] | None,
     static: StaticLists | None,
+    deadline: float | None,
 ) -> Schedule:
+    check_deadline(deadline, "the list scheduler")
     n, nd = inst.n_ops, inst.n_devices
     fav = None if favorite is None else check_favorites(inst, favorite)
     heappush, heappop, heapify, heapreplace = heapq.heappush, heapq.heappop, heapq.heapify, heapq.heapreplace
@@ -715,6 +725,8 @@ def _list_schedule(
         if bs <= due and bp < n:
             place(order[bp], bd, bs)
             placed += 1
+            if deadline is not None and not placed & DEADLINE_EVERY:
+                check_deadline(deadline, f"the list scheduler ({placed} of {n} ops placed)")
             stale = True
             kept = (_INF, n, nd)
             ev = dev_free[bd]

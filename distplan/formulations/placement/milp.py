@@ -122,10 +122,12 @@ def heuristic_schedules(inst: PlacementInstance, ctx: RunContext | None = None, 
     # the cheapest first, so that a grace after a passed limit covers as many as it can
     # (on 13,188 ops m-TOPO takes 0.04 s, m-ETF 0.09-0.10 s: after m-ETF first, the grace
     # was spent and m-TOPO's better plan never started, review rev23b)
+    # once a plan is in hand the list scheduler itself stops at ``stop`` (m-ETF, 0.09 s on
+    # 13,188 ops, ran to its end)
     makers: list[tuple[str, Callable[[], Schedule | None]]] = [
-        ("m-TOPO", lambda: list_schedule(inst, assignment=topo_assignment(inst))),
+        ("m-TOPO", lambda: list_schedule(inst, assignment=topo_assignment(inst), deadline=stop if found else None)),
         ("single device", lambda: single_device_schedule(inst)),
-        ("m-ETF", lambda: list_schedule(inst)),
+        ("m-ETF", lambda: list_schedule(inst, deadline=stop if found else None)),
     ]
     # the source of last resort, when the others place nothing (`packed_assignment`)
     makers.append(("memory packing", lambda: packed_schedule(inst) if not found else None))
@@ -136,6 +138,8 @@ def heuristic_schedules(inst: PlacementInstance, ctx: RunContext | None = None, 
             s = make()
         except (InfeasibleError, NoSolutionError):  # single device: proven for its one plan; the others stop
             continue
+        except DeadlineReached:  # (only with a plan in hand)
+            break
         if s is None:
             continue
         sched = evaluated_schedule(inst, make_plan(inst, s.device, s.start))
