@@ -8,7 +8,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from distplan.errors import DistplanError, InfeasibleError, InputError, InternalError, NoSolutionError, PlanCheckError
 from distplan.formulations.deadline import DeadlineReached
@@ -270,7 +270,10 @@ def _solve(
     t_fold = time.perf_counter()
     if fold:
         folder = get_folder(inst.kind)
-        folding = folder(inst, params)
+        try:
+            folding = folder(inst, params)
+        except InfeasibleError as exc:  # (a coarsening's merged op that fits no device, say)
+            _not_proven_by_folding(inst, spec, form.name, exc)
         target = folding.instance
         if form.bound_only and not folding.exact:
             # a folding that is not exact restricts the problem (placement's coarsening
@@ -287,6 +290,10 @@ def _solve(
         outcome = form.run(target, ctx)
     except DeadlineReached as exc:  # a phase gave up with nothing to return
         raise NoSolutionError(f"{inst.name}: {form.name} found no solution before the limit ({exc})") from None
+    except InfeasibleError as exc:
+        if folding is None or folding.exact:
+            raise
+        _not_proven_by_folding(inst, spec, form.name, exc)
     run_seconds = time.perf_counter() - t_run
     solver_results = outcome.solver_results or ctx.solver_results
     last = solver_results[-1] if solver_results else None
@@ -306,7 +313,10 @@ def _solve(
 
     if outcome.plan is None:
         if last is not None and last.termination in INFEASIBLE_TERMINATIONS:
-            raise InfeasibleError(f"{inst.name}: {form.name} found the problem infeasible ({last.raw_status})")
+            infeasible = InfeasibleError(f"{inst.name}: {form.name} found the problem infeasible ({last.raw_status})")
+            if folding is not None and not folding.exact:
+                _not_proven_by_folding(inst, spec, form.name, infeasible)
+            raise infeasible
         limits = [t for t in (outcome.termination, last.termination if last is not None else None) if t in LIMIT_TERMINATIONS]
         if limits:
             raise NoSolutionError(f"{inst.name}: {form.name} found no solution before the limit ({limits[0].value})")
@@ -384,6 +394,22 @@ def _solve(
         bound_grade=best.grade if best else None,
         options=options_record(options),
     )
+
+
+def _not_proven_by_folding(inst: Any, spec: Any, formulation: str, exc: InfeasibleError) -> NoReturn:
+    """The end of a run that found no plan on a folding that is not exact: the folding
+    restricts the problem (placement's coarsening merges ops), so its infeasibility proves
+    nothing of the instance (review rev24 D1: ``placement_milp --fold`` said "infeasible",
+    exit 3, on an instance with a 21.7 ms plan). The kind's own check of the instance
+    (`KindSpec.check_plan_exists`) still proves infeasibility where it can; else
+    `NoSolutionError` (exit 4)."""
+    if spec.check_plan_exists is not None:
+        spec.check_plan_exists(inst)
+    raise NoSolutionError(
+        f"{inst.name}: {formulation} found no plan on the folded instance ({exc}); the folding restricts the problem "
+        "(it is not exact), so this does not prove the instance infeasible (solve without --fold)",
+        exc.details,
+    ) from None
 
 
 def _bound_only_result(

@@ -134,12 +134,14 @@ def test_random_dags_milp_optimal_and_heuristics_consistent(d: dict[str, Any]) -
         assert res.objective >= exact.objective * (1 - 1e-6), name
         assert res.bound <= res.objective * (1 + 1e-9), name
         assert res.info["claimed_objective"] == pytest.approx(res.objective, rel=1e-9), name
-    try:
-        folded = distplan.solve(inst, "baechi_etf", fold=True)
-    except (InfeasibleError, NoSolutionError):
-        return  # coarsening restricts plans, and m-ETF is greedy; under memory pressure either may lose all of them
-    assert folded.check.feasible
-    assert folded.objective >= exact.objective * (1 - 1e-6)
+    for name in ("baechi_etf", "placement_milp"):
+        try:
+            folded = distplan.solve(inst, name, fold=True, time_limit=60)
+        except NoSolutionError as exc:  # coarsening restricts plans (and m-ETF is greedy): never "infeasible" (review rev24 D1)
+            assert "does not prove" in str(exc), name
+            continue
+        assert folded.check.feasible
+        assert folded.objective >= exact.objective * (1 - 1e-6)
 
 
 # -- memory --------------------------------------------------------------------------------
