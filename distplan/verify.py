@@ -61,6 +61,7 @@ from distplan.formulations.registry import (
     Unrecorded,
     bound_source,
     formulations,
+    get_formulation,
     solver_free_bounds,
     solver_free_match,
 )
@@ -610,8 +611,11 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
       solver call records (`_unmet_premise`);
     * any other bound must be a kind the formulation reports (`registry.BOUND_SOURCES`):
       its own proof (a state search, a DP, a Lagrangian dual), at most the grade that kind
-      has, or a solver call's dual bound. These cannot be re-proven here (that would take
-      the solve again). A solver call's bound without its ``solver_call`` (results written
+      has, or a solver call's dual bound. A proof whose value is its own certificate is
+      proven again on ``instance`` (`registry.BoundSource.recheck`: the destructive
+      placement bound re-tests its trial makespan), and one that fails is a problem; the
+      others cannot be re-proven here (that would take the solve again), and ``notes``
+      says so where the result's bound rests on one. A solver call's bound without its ``solver_call`` (results written
       before bounds were linked, or a link removed) is not evidence: when the result's
       bound rests on it (it is at least the result's bound, and no bound verify backs
       reaches that) it is a problem whatever the status (a "feasible" claim states its bound
@@ -639,6 +643,8 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
             problems.append(("bound", f"{bound!r} but a listed bound is larger ({max(values)!r}): the result's bound is the largest proven"))
     free = _solver_free_bounds(instance)
     supported: list[float] = []  # the listed bounds verify backs
+    checked: list[float] = []  # of those, the ones verify proved again or cross-checked (not a proof taken as stated)
+    unproven: list[tuple[int, float, str]] = []  # a formulation's own proofs verify cannot redo
     unlinked: list[tuple[int, float, str]] = []  # solver bounds without their call
     for k, entry in entries:
         value, source = _value(entry), str(entry.get("source"))
@@ -656,6 +662,7 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
                 problems.append(unmet)
             elif value is not None:
                 supported.append(value)
+                checked.append(value)
             continue
         recomputed = solver_free_match(source, formulation, free)
         if recomputed is not None and stated_kind not in (None, "solver_free"):
@@ -668,6 +675,7 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
                 problems.append((f"bounds[{k}].grade", f"{entry.get('grade')!r} ({source}) but solver-free bounds are 'safe'"))
             else:
                 supported.append(value)
+                checked.append(value)
             continue
         known = bound_source(formulation, source)
         if known is None:
@@ -686,13 +694,31 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
             problems.append(unmet)
             continue
         if known.kind == "proof":
-            if value is not None:
+            if value is None:
+                continue
+            if known.recheck is None:
                 supported.append(value)
+                if known.premise is None:  # (a premise checked above is what proves it: an infeasible call's record)
+                    unproven.append((k, value, source))
+                else:
+                    checked.append(value)
+            elif (why := known.unproven(instance, value)) is not None:
+                problems.append((f"bounds[{k}].value", f"{value!r} ({source}) is not proven again on the instance ({known.recheck}): {why}"))
+            else:
+                supported.append(value)
+                checked.append(value)
         elif entry.get("grade") == "safe":
             problems.append((f"bounds[{k}].grade", f"'safe' but {source!r} is a solver call's bound linked to no call: only a linked HiGHS LP bound can be safe"))
         elif value is not None:
             unlinked.append((k, value, source))
     backed = max(supported, default=-math.inf)
+    reached = max(checked, default=-math.inf)
+    for k, value, source in unproven:
+        if finite_bound and isinstance(bound, int | float) and value >= bound and reached < bound:
+            notes.append(
+                f"bounds[{k}] ({source!r}): {formulation}'s own proof, which verify cannot redo (it would take the solve again); "
+                f"the result's bound {bound!r} and its status rest on it (the bounds verify checks reach {reached!r})"
+            )
     for k, value, source in unlinked:
         if finite_bound and isinstance(bound, int | float) and value >= bound and backed < bound:
             reach = "none of the bounds verify can check backs it" if backed == -math.inf else f"the bounds verify can check reach {backed!r}"
@@ -709,6 +735,9 @@ def check_formulation(doc: dict[str, Any], instance: Any) -> list[tuple[str, str
     known = sorted(f.name for f in formulations(instance.kind))
     if not isinstance(name, str) or name not in known:
         return [("formulation", f"{name!r} is no {instance.kind} formulation (the registry's: {', '.join(known) or '(none)'}): its bounds cannot be checked against what a formulation reports")]
+    if doc.get("plan") is not None and get_formulation(instance.kind, name).bound_only:
+        # (review rev24 D3: a placement_milp result relabelled placement_bounds passed)
+        return [("formulation", f"{name!r} proves bounds only and makes no plan, but the result holds one: it is another formulation's result")]
     return []
 
 

@@ -127,6 +127,10 @@ def same_units(call_bound: float, instance: Any, model: Mapping[str, Any]) -> fl
 #: None when it holds, else why not (text)
 Premise = Callable[[Any, Mapping[str, Any], Sequence[Any]], "str | None"]
 
+#: a proof's re-check (`BoundSource.recheck`): ``recheck(instance, value)``, None when the
+#: instance alone proves again that no plan is better than ``value``, else why not (text)
+Recheck = Callable[[Any, float], "str | None"]
+
 
 @dataclass(frozen=True)
 class RecordedModelField:
@@ -223,6 +227,13 @@ class BoundSource:
     None`` that re-checks it (None: it holds; else why not), which `distplan verify`
     applies to the instance and the stored record.
 
+    A proof whose value is its own certificate names its ``recheck``: ``"module:function"``,
+    the function (`Recheck`) ``(instance, value) -> str | None`` that proves again, from the
+    instance alone, that no plan is better than ``value`` (None: proven; else why not), as
+    a destructive bound re-tests the one trial makespan it reports. `distplan verify`
+    applies it to every such bound; a proof without one is not re-proven, and verify notes
+    it where the result's bound rests on it.
+
     ``formulations`` None: every formulation declared with `from_blocks`
     (`Formulation.declared`) that states no solver source of its own here; ``{formulation}``
     in ``pattern`` and ``models`` stands for the formulation's name (escaped)."""
@@ -234,6 +245,7 @@ class BoundSource:
     conversion: str | None = None
     models: str | None = None
     premise: str | None = None
+    recheck: str | None = None
 
     def matches(self, formulation: str, source: str) -> bool:
         if self.formulations is None:
@@ -265,6 +277,13 @@ class BoundSource:
         fn: Premise = _named(self.premise)
         return fn(instance, entry, calls)
 
+    def unproven(self, instance: Any, value: float) -> str | None:
+        """Why ``value`` is not proven again from ``instance`` by the source's ``recheck``
+        (None: it is; the source must name one)."""
+        assert self.recheck is not None
+        fn: Recheck = _named(self.recheck)
+        return fn(instance, value)
+
 
 @functools.cache
 def _named(name: str) -> Any:
@@ -295,7 +314,7 @@ BOUND_SOURCES: tuple[BoundSource, ...] = (
     # waists and the last stint over them. Those two rest on module windows' MILPs, whose
     # calls are not recorded (`placement.milp.child_dual_bound`): grade "solver" unless
     # their source says no window went to a solver (`placement.segments.module_bound`)
-    BoundSource(_PLACEMENT_PROVERS, r"^forced co-location \+ one-machine bound", "proof", "safe"),
+    BoundSource(_PLACEMENT_PROVERS, r"^forced co-location \+ one-machine bound", "proof", "safe", recheck="distplan.formulations.placement.forced:recheck"),
     BoundSource(_PLACEMENT_PROVERS, r"^series composition over waist ops", "proof", "safe"),
     BoundSource(_PLACEMENT_PROVERS, r"^series composition over cut waists with each module's optimum: \d+ waists, 0 of \d+ modules solved(?!, )", "proof", "safe"),
     BoundSource(_PLACEMENT_PROVERS, r"^series composition over cut waists", "proof", "solver"),
