@@ -72,6 +72,7 @@ from distplan.solvers.base import get_backend
 from distplan.solvers.result import (
     CALL_OPTIONS_SINCE,
     CALL_RECORD_FIELDS,
+    CERTIFICATES_SINCE,
     OPTIONS_RECORD_FIELDS,
     RECORD_VERSION,
     RECORD_VERSION_KEY,
@@ -702,11 +703,23 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
                     unproven.append((k, value, source))
                 else:
                     checked.append(value)
-            elif (why := known.unproven(instance, value)) is not None:
-                problems.append((f"bounds[{k}].value", f"{value!r} ({source}) is not proven again on the instance ({known.recheck}): {why}"))
             else:
-                supported.append(value)
-                checked.append(value)
+                try:
+                    why = known.unproven(instance, entry)
+                except Unchecked as exc:  # no certificate kept
+                    if (version := record_version(doc)) is not None and version >= CERTIFICATES_SINCE:
+                        problems.append((f"bounds[{k}].certificate", f"{source!r}: {exc.why}, but the result's record_version {version} keeps every certificate: it was dropped"))
+                    else:
+                        supported.append(value)
+                        unproven.append((k, value, source))
+                    continue
+                except _UNREADABLE as exc:
+                    why = f"it cannot be re-checked on the instance read ({type(exc).__name__}: {exc})"
+                if why is not None:
+                    problems.append((f"bounds[{k}].value", f"{value!r} ({source}) is not proven again on the instance ({known.recheck}): {why}"))
+                else:
+                    supported.append(value)
+                    checked.append(value)
         elif entry.get("grade") == "safe":
             problems.append((f"bounds[{k}].grade", f"'safe' but {source!r} is a solver call's bound linked to no call: only a linked HiGHS LP bound can be safe"))
         elif value is not None:

@@ -6,6 +6,7 @@ A result relabelled with a bound-only formulation but holding a plan is rejected
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -14,8 +15,10 @@ from test_fold_not_infeasible import MERGED_TOO_BIG
 from test_placement import small_dags
 
 import distplan
+from distplan.formulations.bandwidth import safe
 from distplan.formulations.placement import forced
 from distplan.models.common import instance_from_dict
+from distplan.solvers.result import CERTIFICATES_SINCE
 from distplan.verify import check_result
 
 FORCED = "forced co-location + one-machine bound"
@@ -50,8 +53,8 @@ def test_honest_forced_bounds_pass_on_a_bundled_instance() -> None:
     res = distplan.solve(inst, "placement_search", time_limit=20)
     doc = res.to_dict()
     value = doc["bounds"][_forced_entry(doc)]["value"]
-    assert forced.recheck(inst, value) is None
-    assert forced.recheck(inst, value * 1.5) is not None, "the recheck can fail"
+    assert forced.recheck(inst, {"value": value}) is None
+    assert forced.recheck(inst, {"value": value * 1.5}) is not None, "the recheck can fail"
     assert check_result(doc, inst, require_version=True) == []
 
 
@@ -62,16 +65,87 @@ def test_every_forced_bound_placement_search_reports_is_proven_again(d: dict[str
     res = distplan.solve(inst, "placement_search", time_limit=20)
     for entry in res.to_dict()["bounds"]:
         if entry["source"].startswith(FORCED):
-            assert forced.recheck(inst, entry["value"]) is None, entry
+            assert forced.recheck(inst, entry) is None, entry
 
 
 def test_a_proof_verify_cannot_redo_is_noted_where_the_bound_rests_on_it() -> None:
-    inst = distplan.load_instance("libra-gpt3-4d-multi")
-    res = distplan.solve(inst, "libra_perf", time_limit=30)
-    assert res.bound_source is not None and "Lagrangian dual bound" in res.bound_source
+    inst = distplan.load_instance("gpt-24layer-2x4")
+    res = distplan.solve(inst, "tap", time_limit=30)
+    assert res.bound_source is not None and "exhaustive Pareto dynamic program" in res.bound_source
     notes: list[str] = []
     assert check_result(res.to_dict(), inst, notes, require_version=True) == []
     assert any("own proof, which verify cannot redo" in n and "rest on it" in n for n in notes), notes
+
+
+# -- libra's Lagrangian bounds: re-evaluated at their recorded multipliers --------------------
+
+LAGRANGIAN = "Lagrangian dual bound"
+
+
+def _lagrangian(doc: dict[str, Any]) -> int:
+    return next(k for k, b in enumerate(doc["bounds"]) if LAGRANGIAN in b["source"])
+
+
+@pytest.fixture(scope="module", params=[("libra-gpt3-4d-multi", f) for f in ("libra_perf", "libra_perf_lp", "libra_discrete")] + [("libra-dlrm-3d-total500", "libra_perf")], ids=lambda p: f"{p[0]}-{p[1]}")
+def lagrangian_result(request: pytest.FixtureRequest) -> tuple[Any, dict[str, Any]]:
+    name, formulation = request.param
+    inst = distplan.load_instance(name)
+    doc = json.loads(json.dumps(distplan.solve(inst, formulation, time_limit=30).to_dict()))
+    return inst, doc
+
+
+def test_honest_lagrangian_bounds_are_proven_again(lagrangian_result: tuple[Any, dict[str, Any]]) -> None:
+    inst, doc = lagrangian_result
+    entry = doc["bounds"][_lagrangian(doc)]
+    assert set(entry["certificate"]) == {"lambda", "mu"}
+    assert safe.recheck(inst, entry) is None
+    notes: list[str] = []
+    assert check_result(doc, inst, notes, require_version=True) == []
+    assert not any("cannot redo" in n for n in notes), notes
+
+
+@pytest.mark.parametrize(
+    ("forge", "field", "named"),
+    [
+        ("raise", "value", "the dual function at its multipliers gives"),
+        ("zero lambda", "value", "the dual function at its multipliers gives"),
+        ("short mu", "value", "shapes"),
+        ("drop", "certificate", "keeps no certificate"),
+    ],
+)
+def test_forged_lagrangian_bounds_are_caught(lagrangian_result: tuple[Any, dict[str, Any]], forge: str, field: str, named: str) -> None:
+    inst, doc = lagrangian_result
+    doc = copy.deepcopy(doc)
+    k = _lagrangian(doc)
+    entry = doc["bounds"][k]
+    if forge == "raise":
+        entry["value"] = doc["objective"] * (1 + 1e-12) if doc["objective"] > entry["value"] * (1 + 1e-9) else entry["value"] * (1 + 1e-6)
+    elif forge == "zero lambda":  # other multipliers: a weaker dual value than the one stated
+        entry["certificate"]["lambda"] = [[0.0] * len(row) for row in entry["certificate"]["lambda"]]
+        entry["certificate"]["mu"] = [0.0] * len(entry["certificate"]["mu"])
+    elif forge == "short mu":
+        entry["certificate"]["mu"] = entry["certificate"]["mu"][:-1]
+    else:
+        del entry["certificate"]
+    problems = check_result(doc, inst, require_version=True)
+    assert any(name == f"bounds[{k}].{field}" and named in text for name, text in problems), problems
+
+
+@pytest.mark.parametrize("version", [None, CERTIFICATES_SINCE - 1])
+def test_an_older_record_without_certificates_is_noted(lagrangian_result: tuple[Any, dict[str, Any]], version: int | None) -> None:
+    """A result written before bounds kept their certificates (no record_version, or one
+    before `CERTIFICATES_SINCE`) is read as an older one: the bound is noted as not
+    re-proven, not rejected."""
+    inst, doc = lagrangian_result
+    doc = copy.deepcopy(doc)
+    del doc["bounds"][_lagrangian(doc)]["certificate"]
+    if version is None:
+        del doc["record_version"]
+    else:
+        doc["record_version"] = version
+    notes: list[str] = []
+    assert not [p for p in check_result(doc, inst, notes) if "certificate" in p[0]]
+    assert any("cannot redo" in n for n in notes) or doc["bound"] != doc["bounds"][_lagrangian(doc)]["value"], notes
 
 
 def test_a_plan_under_a_bound_only_formulation_is_rejected() -> None:

@@ -68,6 +68,9 @@ class Bound:
     #: Lagrangian dual; `BOUND_SOURCES` says which formulation may claim it, at what grade);
     #: None until `distplan.solve` classifies it (`classify_bound`)
     kind: str | None = None
+    #: what proves it again from the instance (JSON data), for a proof whose source names
+    #: a ``recheck`` (`BoundSource`): libra's Lagrangian multipliers, say
+    certificate: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"value": self.value, "source": self.source, "grade": self.grade}
@@ -75,6 +78,8 @@ class Bound:
             out["kind"] = self.kind
         if self.solver_call is not None:
             out["solver_call"] = self.solver_call
+        if self.certificate is not None:
+            out["certificate"] = self.certificate
         return out
 
 
@@ -127,9 +132,11 @@ def same_units(call_bound: float, instance: Any, model: Mapping[str, Any]) -> fl
 #: None when it holds, else why not (text)
 Premise = Callable[[Any, Mapping[str, Any], Sequence[Any]], "str | None"]
 
-#: a proof's re-check (`BoundSource.recheck`): ``recheck(instance, value)``, None when the
-#: instance alone proves again that no plan is better than ``value``, else why not (text)
-Recheck = Callable[[Any, float], "str | None"]
+#: a proof's re-check (`BoundSource.recheck`): ``recheck(instance, entry)``, None when the
+#: instance (and the bound's stored ``certificate``) proves again that no plan is better
+#: than the bound ``entry``'s value, else why not (text); `Unchecked` when the entry keeps
+#: no certificate (a result written before bounds kept them)
+Recheck = Callable[[Any, Mapping[str, Any]], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -227,12 +234,13 @@ class BoundSource:
     None`` that re-checks it (None: it holds; else why not), which `distplan verify`
     applies to the instance and the stored record.
 
-    A proof whose value is its own certificate names its ``recheck``: ``"module:function"``,
-    the function (`Recheck`) ``(instance, value) -> str | None`` that proves again, from the
-    instance alone, that no plan is better than ``value`` (None: proven; else why not), as
-    a destructive bound re-tests the one trial makespan it reports. `distplan verify`
-    applies it to every such bound; a proof without one is not re-proven, and verify notes
-    it where the result's bound rests on it.
+    A proof that can be checked again names its ``recheck``: ``"module:function"``, the
+    function (`Recheck`) ``(instance, entry) -> str | None`` that proves again, from the
+    instance and the bound's stored ``certificate``, that no plan is better than its value
+    (None: proven; else why not), as a destructive bound re-tests the one trial makespan
+    it reports and a Lagrangian bound re-evaluates its dual function at its multipliers.
+    `distplan verify` applies it to every such bound; a proof without one is not re-proven,
+    and verify notes it where the result's bound rests on it.
 
     ``formulations`` None: every formulation declared with `from_blocks`
     (`Formulation.declared`) that states no solver source of its own here; ``{formulation}``
@@ -277,12 +285,12 @@ class BoundSource:
         fn: Premise = _named(self.premise)
         return fn(instance, entry, calls)
 
-    def unproven(self, instance: Any, value: float) -> str | None:
-        """Why ``value`` is not proven again from ``instance`` by the source's ``recheck``
-        (None: it is; the source must name one)."""
+    def unproven(self, instance: Any, entry: Mapping[str, Any]) -> str | None:
+        """Why the bound ``entry`` is not proven again from ``instance`` by the source's
+        ``recheck`` (None: it is; the source must name one)."""
         assert self.recheck is not None
         fn: Recheck = _named(self.recheck)
-        return fn(instance, value)
+        return fn(instance, entry)
 
 
 @functools.cache
@@ -308,7 +316,7 @@ BOUND_SOURCES: tuple[BoundSource, ...] = (
     # which the record must hold) or empty by construction (which verify rebuilds)
     BoundSource(("pipeline_milp",), r"^pipeline_milp: no schedule of value <= ", "proof", "solver", premise="distplan.formulations.pipeline.milp:below_incumbent_premise"),
     BoundSource(("libra_perf_per_cost",), r"^libra_perf_per_cost interval branch-and-bound over the cost budget", "proof", "safe"),
-    BoundSource(_LIBRA, r"Lagrangian dual bound \(exact: rounding error bounded\)", "proof", "safe"),
+    BoundSource(_LIBRA, r"Lagrangian dual bound \(exact: rounding error bounded\)", "proof", "safe", recheck="distplan.formulations.bandwidth.safe:recheck"),
     # placement's combinatorial bounds, cut short by their share of the time limit: forced
     # co-location + one machine, series composition over waist ops (no solver), over cut
     # waists and the last stint over them. Those two rest on module windows' MILPs, whose

@@ -272,12 +272,16 @@ def _json_value(value: Any) -> Any:
 #: whenever the record gains a field that verify relies on. Version 1: the result's and its
 #: calls' fields (`api.RESULT_RECORD_FIELDS`, `CALL_RECORD_FIELDS`); 2: every call's
 #: ``options`` is a record, never None (libra's direct Clarabel calls wrote None in 1); 3:
-#: every options record keeps the raw solver options (``solver_options``).
-RECORD_VERSION = 3
+#: every options record keeps the raw solver options (``solver_options``); 4: every bound
+#: whose proof re-checks from a certificate keeps it (``certificate``: libra's Lagrangian
+#: multipliers, `registry.BoundSource.recheck`).
+RECORD_VERSION = 4
 #: the first version whose every call records its options (`RECORD_VERSION`)
 CALL_OPTIONS_SINCE = 2
 #: the first version whose options records keep the raw solver options (`options_record`)
 SOLVER_OPTIONS_SINCE = 3
+#: the first version whose bounds keep their certificates (`RECORD_VERSION`)
+CERTIFICATES_SINCE = 4
 #: the key of `RECORD_VERSION` in a result's record
 RECORD_VERSION_KEY = "record_version"
 

@@ -196,8 +196,10 @@ def safe_outcome_bound(prog: Program, B: np.ndarray, name: str, info: dict[str, 
         v, h = safe_time_bound(prog, other, duals)
         if v > value:
             value, how = v, h
+    certificate = how.pop("certificate", None)  # (in the bound's record, not the info)
     info["safe_bound"] = how
     info["relative_gap"] = (claimed - value) / claimed if claimed > 0 and math.isfinite(value) else math.inf
     if not math.isfinite(value):
         return [], claimed
-    return [Bound(value, f"{name} Lagrangian dual bound (exact: rounding error bounded)", grade="safe")], claimed
+    assert isinstance(certificate, dict)
+    return [Bound(value, f"{name} Lagrangian dual bound (exact: rounding error bounded)", grade="safe", certificate=certificate)], claimed

@@ -238,7 +238,7 @@ def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
         cont = run_libra_perf_lp(inst, ctx.child({"tolerance": 1e-7, "max_rounds": 500}))
         ctx.solver_results.extend(cont.solver_results)
         info["continuous_relaxation"] = {k: cont.info[k] for k in ("relative_gap", "upper_bound_seconds") if k in cont.info}
-        bounds.extend(Bound(b.value, "libra_discrete continuous relaxation: " + b.source, grade=b.grade) for b in cont.bounds)
+        bounds.extend(Bound(b.value, "libra_discrete continuous relaxation: " + b.source, grade=b.grade, certificate=b.certificate) for b in cont.bounds)
     claimed = prog.compute_seconds + result.objective if (exact and result.objective is not None) else None
     return Outcome(
         plan=menu_plan(prog, Bv),

@@ -39,12 +39,16 @@ multiplier). `budget_line` returns (G, nu) rounded outward (G down, nu up).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 from scipy.optimize import lsq_linear
 
-from distplan.formulations.bandwidth.data import Program, Row
+from distplan.formulations.bandwidth.data import Program, Row, prepare
+from distplan.formulations.registry import Unchecked
+from distplan.models.bandwidth_instance import BandwidthInstance
 from distplan.models.bandwidth_records import GB, TOLERANCE
 
 #: relative margin for the floating-point derivation of the program and the evaluator's rounding
@@ -344,18 +348,55 @@ def safe_time_bound(prog: Program, B: np.ndarray, candidates: list[tuple[np.ndar
     (a solver's duals), then KKT multipliers fitted at allocation ``B`` (GB/s) unless a
     candidate is already within ``enough`` (relative) of B's time; the best bound, and how."""
     best, how = -math.inf, "none"
+    at: tuple[np.ndarray, np.ndarray] | None = None
     n_rows = len(prog.rows)
     for lam, mu in candidates or []:
-        value = lagrangian_bound(prog, lam, np.asarray(mu, dtype=float)[:n_rows])
+        mu_rows = np.asarray(mu, dtype=float)[:n_rows]
+        value = lagrangian_bound(prog, lam, mu_rows)
         if value > best:
-            best, how = value, "solver multipliers"
+            best, how, at = value, "solver multipliers", (np.asarray(lam, dtype=float), mu_rows)
     time_b = prog.compute_seconds + prog.comm_time(B)
     if not (best >= time_b * (1 - enough)):
         lam, mu = kkt_multipliers(prog, B)
         value = lagrangian_bound(prog, lam, mu)
         if value > best:
-            best, how = value, "KKT multipliers fitted at the allocation"
-    return best, {"method": f"Lagrangian dual function at {how}, floating point with a rounding-error bound", "data_margin": DATA_MARGIN}
+            best, how, at = value, "KKT multipliers fitted at the allocation", (np.asarray(lam, dtype=float), np.asarray(mu, dtype=float))
+    info: dict[str, object] = {"method": f"Lagrangian dual function at {how}, floating point with a rounding-error bound", "data_margin": DATA_MARGIN}
+    if at is not None:
+        info["certificate"] = multipliers_certificate(*at)
+    return best, info
+
+
+def multipliers_certificate(lam: np.ndarray, mu: np.ndarray) -> dict[str, list[Any]]:
+    """The certificate of a Lagrangian bound (`lagrangian_bound`): its multipliers, one per
+    time term and dimension (``lambda``, K lists of D) and one per instance row (``mu``),
+    as JSON lists."""
+    return {"lambda": np.asarray(lam, dtype=float).tolist(), "mu": np.asarray(mu, dtype=float).ravel().tolist()}
+
+
+def recheck(inst: BandwidthInstance, entry: Mapping[str, Any]) -> str | None:
+    """`BoundSource.recheck` of libra's Lagrangian bounds: None when the dual function at the
+    bound's recorded multipliers (its ``certificate``), evaluated on the instance's own
+    program (`data.prepare`), is at least the bound's value, else why not. Any multipliers
+    give a bound valid in exact arithmetic (`lagrangian_bound` enforces their signs and
+    bounds the rounding), so the value is proven again whatever produced them.
+    `Unchecked` when the entry keeps no certificate (a result written before bounds kept
+    them)."""
+    cert = entry.get("certificate")
+    if cert is None:
+        raise Unchecked("the bound keeps no certificate (its Lagrangian multipliers)")
+    if not isinstance(cert, Mapping) or not isinstance(cert.get("lambda"), list) or not isinstance(cert.get("mu"), list):
+        return "its certificate is not {'lambda': [...], 'mu': [...]}"
+    prog = prepare(inst)
+    try:
+        lam, mu = np.asarray(cert["lambda"], dtype=float), np.asarray(cert["mu"], dtype=float)
+    except (TypeError, ValueError):
+        return "its certificate's multipliers are not numbers"
+    if lam.shape != prog.terms.shape or mu.shape != (len(prog.rows),) or not (np.isfinite(lam).all() and np.isfinite(mu).all()):
+        return f"its certificate's multipliers have shapes {lam.shape} and {mu.shape}, where the instance's program takes {prog.terms.shape} (time terms x dimensions) and ({len(prog.rows)},) (rows), all finite"
+    value = float(entry["value"])
+    dual = lagrangian_bound(prog, lam, mu)
+    return None if value <= dual else f"the dual function at its multipliers gives {dual!r} s, less than {value!r}"
 
 
 def budget_line(prog: Program, B: np.ndarray, cost: np.ndarray, budget: float) -> tuple[float, float] | None:

@@ -40,6 +40,8 @@ from __future__ import annotations
 
 import heapq
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -252,17 +254,19 @@ def forced_bound(inst: PlacementInstance, upper: float, deadline: float | None =
     return Bound(round_down(proven), f"{SOURCE}: {reason}", "safe")
 
 
-def recheck(inst: PlacementInstance, value: float) -> str | None:
+def recheck(inst: PlacementInstance, entry: Mapping[str, Any]) -> str | None:
     """`BoundSource.recheck` of `forced_bound`: None when the rules prove again, on the
-    instance, that no plan has a makespan below ``value`` (seconds), else why not. The
+    instance, that no plan has a makespan below the bound ``entry``'s value (seconds), else
+    why not. The
     bound is the trial makespan the bisection proved infeasible, rounded down, and the
     rules only strengthen as the trial makespan falls (and with every candidate path
     traced: verify sets no deadline), so a bound the formulation proved passes; a raised
     one fails when the rules find no reason at it. One trial: its data take 0.5 s on
     12,000 ops."""
+    value = float(entry["value"])
     if inst.n_ops == 0:
         return "an instance without ops has no makespan to bound"
-    why = infeasible_at(_full_data(inst), float(value))
+    why = infeasible_at(_full_data(inst), value)
     return None if why else f"the rules find no reason why no plan finishes by {value!r} s"
 
 
