@@ -25,7 +25,11 @@ verifier trusts no stored claim; for each result it
   their grade, and a bound that holds only under a premise (a precondition of the
   instance, an infeasible call of the run) only where the formulation's own check of it
   passes (`registry.BoundSource.premise`).
-  A bound a solve proved is not re-proven: that would take the solve again.
+  A proof that can be checked again is proven again from the instance
+  (`registry.BoundSource.recheck`: placement's destructive bound at its trial makespan,
+  libra's Lagrangian bounds at the multipliers they record as their ``certificate``);
+  another bound a solve proved is not re-proven (that would take the solve again), and
+  the notes say where the result's bound rests on such a proof.
 
 A result that records its format (``record_version``, `solvers.result.RECORD_VERSION`)
 has every field that version writes: one missing (a field the checks above would read, or
