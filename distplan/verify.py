@@ -26,8 +26,9 @@ verifier trusts no stored claim; for each result it
   instance, an infeasible call of the run) only where the formulation's own check of it
   passes (`registry.BoundSource.premise`).
   A proof that can be checked again is proven again from the instance
-  (`registry.BoundSource.recheck`: placement's destructive bound at its trial makespan,
-  libra's Lagrangian bounds at the multipliers they record as their ``certificate``);
+  (`registry.BoundSource.recheck`: placement's destructive bound at its trial makespan and
+  its series composition over waist ops from its waists and segment bounds, libra's
+  Lagrangian bounds at the multipliers they record as their ``certificate``);
   another bound a solve proved is not re-proven (that would take the solve again), and
   the notes say where the result's bound rests on such a proof.
 

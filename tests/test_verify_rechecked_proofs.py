@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from typing import Any
 
 import pytest
@@ -16,8 +17,8 @@ from test_placement import small_dags
 
 import distplan
 from distplan.formulations.bandwidth import safe
-from distplan.formulations.placement import forced
-from distplan.models.common import instance_from_dict
+from distplan.formulations.placement import forced, waist
+from distplan.models.common import instance_from_dict, json_default
 from distplan.solvers.result import CERTIFICATES_SINCE
 from distplan.verify import check_result
 
@@ -154,3 +155,71 @@ def test_a_plan_under_a_bound_only_formulation_is_rejected() -> None:
     doc["formulation"] = "placement_bounds"
     problems = check_result(doc, inst)
     assert problems and problems[0][0] == "formulation" and "proves bounds only and makes no plan" in problems[0][1]
+
+
+# -- placement's series composition over waist ops: re-composed from its waists and segments ---
+
+WAIST = "series composition over waist ops"
+
+
+@pytest.fixture(scope="module")
+def waist_result() -> tuple[Any, dict[str, Any]]:
+    """gpt2-small-infer-pcie-t4x4: its bound (0.1075 s) is the composition over 3 waists."""
+    inst = distplan.load_instance("gpt2-small-infer-pcie-t4x4")
+    doc = json.loads(json.dumps(distplan.solve(inst, "placement_bounds", time_limit=10).to_dict(), default=json_default))
+    return inst, doc
+
+
+def _waist(doc: dict[str, Any]) -> int:
+    return next(k for k, b in enumerate(doc["bounds"]) if b["source"].startswith(WAIST))
+
+
+def test_honest_waist_bounds_are_proven_again(waist_result: tuple[Any, dict[str, Any]]) -> None:
+    inst, doc = waist_result
+    entry = doc["bounds"][_waist(doc)]
+    assert doc["bound"] == entry["value"] and len(entry["certificate"]["waists"]) >= 2
+    assert waist.recheck(inst, entry) is None
+    assert check_result(doc, inst, require_version=True) == []
+
+
+@pytest.mark.parametrize(
+    ("forge", "field", "named"),
+    [
+        ("raise", "value", "compose to"),
+        ("segment", "value", "is not bounded by"),
+        ("reverse", "value", "does not follow the waist before it"),
+        ("unknown op", "value", "no op of the instance"),
+        ("drop", "certificate", "keeps no certificate"),
+    ],
+)
+def test_forged_waist_bounds_are_caught(waist_result: tuple[Any, dict[str, Any]], forge: str, field: str, named: str) -> None:
+    inst, doc = waist_result
+    doc = copy.deepcopy(doc)
+    k = _waist(doc)
+    entry = doc["bounds"][k]
+    cert = entry["certificate"]
+    if forge == "raise":  # by 4 units in the last place: the recheck composes the very same sum
+        value = entry["value"]
+        for _ in range(4):
+            value = math.nextafter(value, math.inf)
+        entry["value"] = doc["bound"] = value
+        doc["gap"] = abs(doc["objective"] - value) / max(abs(doc["objective"]), 1e-9) if doc["objective"] is not None else None
+    elif forge == "segment":  # one segment's bound doubled
+        cert["segments"][1] *= 2
+    elif forge == "reverse":
+        cert["waists"] = cert["waists"][::-1]
+    elif forge == "unknown op":
+        cert["waists"][0] = "no-such-op"
+    else:
+        del entry["certificate"]
+    problems = check_result(doc, inst, require_version=True)
+    assert any(name == f"bounds[{k}].{field}" and named in text for name, text in problems), problems
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_dags())
+def test_every_waist_bound_is_proven_again(d: dict[str, Any]) -> None:
+    inst = instance_from_dict(d)
+    for entry in distplan.solve(inst, "placement_bounds", time_limit=20).to_dict()["bounds"]:
+        if entry["source"].startswith(WAIST):
+            assert waist.recheck(inst, json.loads(json.dumps(entry))) is None, entry

@@ -323,7 +323,7 @@ BOUND_SOURCES: tuple[BoundSource, ...] = (
     # calls are not recorded (`placement.milp.child_dual_bound`): grade "solver" unless
     # their source says no window went to a solver (`placement.segments.module_bound`)
     BoundSource(_PLACEMENT_PROVERS, r"^forced co-location \+ one-machine bound", "proof", "safe", recheck="distplan.formulations.placement.forced:recheck"),
-    BoundSource(_PLACEMENT_PROVERS, r"^series composition over waist ops", "proof", "safe"),
+    BoundSource(_PLACEMENT_PROVERS, r"^series composition over waist ops", "proof", "safe", recheck="distplan.formulations.placement.waist:recheck"),
     BoundSource(_PLACEMENT_PROVERS, r"^series composition over cut waists with each module's optimum: \d+ waists, 0 of \d+ modules solved(?!, )", "proof", "safe"),
     BoundSource(_PLACEMENT_PROVERS, r"^series composition over cut waists", "proof", "solver"),
     BoundSource(_PLACEMENT_PROVERS, r"^last-stint bound over cut waists .*: \d+ waists, 0 windows solved, ", "proof", "safe"),

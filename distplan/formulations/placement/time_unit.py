@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from typing import Any
 
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.models.placement_instance import PlacementInstance
@@ -46,6 +47,19 @@ def scaled(inst: PlacementInstance, k: float) -> PlacementInstance:
     return dataclasses.replace(inst, time=inst.time * k, latency=inst.latency * k, bandwidth=inst.bandwidth / k)
 
 
+#: the fields of the placement proofs' certificates that count seconds (`waist.waist_bound`'s
+#: segment bounds); the others are unit-free (op names)
+CERTIFICATE_SECONDS = ("segments",)
+
+
+def certificate_in_seconds(certificate: dict[str, Any] | None, k: float) -> dict[str, Any] | None:
+    """A bound's certificate from the scaled model mapped back to the instance's seconds
+    (its `CERTIFICATE_SECONDS` fields divided by ``k``, exactly: a power of two)."""
+    if certificate is None:
+        return None
+    return {key: [v / k for v in value] if key in CERTIFICATE_SECONDS else value for key, value in certificate.items()}
+
+
 def in_time_unit(run: Callable[[PlacementInstance, RunContext], Outcome]) -> Callable[[PlacementInstance, RunContext], Outcome]:
     """``run`` on the instance scaled by `time_factor` (itself when the factor is 1), its
     plan, bounds and claimed objective mapped back to the instance's seconds;
@@ -61,7 +75,10 @@ def in_time_unit(run: Callable[[PlacementInstance, RunContext], Outcome]) -> Cal
             plan = make_plan(inst, plan.device, None if plan.start is None else plan.start / k)
         note = f" (times scaled by 2^{round(math.log2(k))} in the model)"
         # (a solver call's bound keeps its call: `relaxation.dual_bound_seconds` is this map)
-        bounds = [Bound(b.value / k, b.source + note, b.grade, solver_record=b.solver_record, kind=b.kind) for b in out.bounds]
+        bounds = [
+            Bound(b.value / k, b.source + note, b.grade, solver_record=b.solver_record, kind=b.kind, certificate=certificate_in_seconds(b.certificate, k))
+            for b in out.bounds
+        ]
         claimed = None if out.claimed_objective is None else out.claimed_objective / k
         return dataclasses.replace(out, plan=plan, bounds=bounds, claimed_objective=claimed, info={**out.info, "time_scale": k})
 

@@ -30,16 +30,19 @@ into consecutive segments. Seconds throughout.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
 from distplan.formulations.placement.bounds import critical_path
 from distplan.formulations.placement.forced import forced_bound
+from distplan.formulations.placement.forced import recheck as forced_recheck
 from distplan.formulations.placement.listsched_data import successors
 from distplan.formulations.placement.relaxation import heads_tails
-from distplan.formulations.registry import Bound, round_down
+from distplan.formulations.registry import Bound, Unchecked, round_down
 from distplan.models.placement_instance import PlacementInstance
 
 SOURCE = "series composition over waist ops (segment bounds added along a chain)"
@@ -132,7 +135,7 @@ def composed_bound(inst: PlacementInstance, chain: list[int], deadline: float | 
     return value
 
 
-def best_composition(inst: PlacementInstance, chain: list[int], deadline: float | None = None) -> tuple[float, list[int]]:
+def best_composition(inst: PlacementInstance, chain: list[int], deadline: float | None = None, parts: list[float] | None = None) -> tuple[float, list[int]]:
     """The best series composition over sub-chains of ``chain`` (ops each a descendant of
     the one before): every segment between two of its waists (or the start or the end) is
     bounded by `segment_bound`, the shortest first, until ``deadline`` (a
@@ -167,6 +170,8 @@ def best_composition(inst: PlacementInstance, chain: list[int], deadline: float 
         share = None if deadline is None else time.perf_counter() + max(0.0, deadline - time.perf_counter()) / left
         seg[(i, j)] = segment_bound(inst.induced(ops_between(i, j)), share)
     value, path = longest_composition(seg, p[chain])
+    if parts is not None:  # the segments' bounds along the path, in order (`waist_bound`'s certificate)
+        parts.extend(seg[(i, j)] for i, j in zip(path[:-1], path[1:]))
     return value, [chain[i - 1] for i in path[1:-1]]
 
 
@@ -206,7 +211,71 @@ def waist_bound(
         return None
     if len(chain) > max_waists:
         chain = [chain[i] for i in np.unique(np.linspace(0, len(chain) - 1, max_waists).round().astype(np.int64)).tolist()]
-    value, used = best_composition(inst, chain, deadline)
+    parts: list[float] = []
+    value, used = best_composition(inst, chain, deadline, parts)
     if value <= critical_path(inst):
         return None
-    return Bound(round_down(value), f"{SOURCE}: {len(used)} waist{'' if len(used) == 1 else 's'}", "safe")
+    certificate = {"waists": [str(inst.op_names[v]) for v in used], "segments": [float(v) for v in parts]}
+    return Bound(round_down(value), f"{SOURCE}: {len(used)} waist{'' if len(used) == 1 else 's'}", "safe", certificate=certificate)
+
+
+def composition_value(waist_times: list[float], segments: list[float]) -> float:
+    """The series composition's value (seconds) along a path of waists, summed as
+    `longest_composition` sums it: segment 0, then each waist's time and the segment after
+    it (the same floating-point operations, so a recheck gets the same number)."""
+    value = 0.0
+    for k, part in enumerate(segments):
+        value = value + (waist_times[k - 1] if k > 0 else 0.0) + part
+    return value
+
+
+def recheck(inst: PlacementInstance, entry: Mapping[str, Any]) -> str | None:
+    """`BoundSource.recheck` of `waist_bound`: None when its certificate (the waists used,
+    in order, and each segment's bound) proves the bound again on the instance, else why
+    not. Each waist must follow the one before; each segment (the ops after one waist and
+    before the next, `best_composition`) must be bounded by at least its recorded value:
+    by its critical path or its work over the devices, or by the forced co-location +
+    one-machine rules at that value (`forced.recheck`, on the segment's sub-instance); and
+    the composition of those values (`composition_value`), rounded down, must reach the
+    bound. `Unchecked` when the entry keeps no certificate."""
+    cert = entry.get("certificate")
+    if cert is None:
+        raise Unchecked("the bound keeps no certificate (its waists and segment bounds)")
+    if not isinstance(cert, Mapping) or not isinstance(cert.get("waists"), list) or not isinstance(cert.get("segments"), list):
+        return "its certificate is not {'waists': [...], 'segments': [...]}"
+    index = {name: k for k, name in enumerate(inst.op_names)}
+    names, parts = cert["waists"], cert["segments"]
+    if any(not isinstance(nm, str) or nm not in index for nm in names):
+        return "its certificate names a waist that is no op of the instance"
+    if len(parts) != len(names) + 1 or any(isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) for v in parts):
+        return f"its certificate has {len(parts)} segment bounds for {len(names)} waists (one more than the waists, finite numbers)"
+    n = inst.n_ops
+    succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
+    chain = [index[nm] for nm in names]
+    before = np.ones(n, dtype=bool)
+    segments: list[np.ndarray] = []
+    for v in chain:
+        if not before[v]:
+            return f"waist {inst.op_names[v]!r} does not follow the waist before it"
+        segments.append(before & reachable(n, pred, v))
+        before = reachable(n, succ, v)
+    segments.append(before)
+    for k, (seg, part) in enumerate(zip(segments, parts, strict=True)):
+        sub = inst.induced(seg)
+        if sub.n_ops == 0:
+            if part > 0:
+                return f"segment {k} has no ops, and a bound of {part!r} s"
+            continue
+        if part > _easy_bound(sub) and forced_recheck(sub, {"value": float(part)}) is not None:
+            return f"segment {k} ({sub.n_ops} ops) is not bounded by {part!r} s"
+    p = inst.time.min(axis=1)
+    value = round_down(composition_value([float(p[v]) for v in chain], [float(v) for v in parts]))
+    stated = float(entry["value"])
+    return None if stated <= value else f"its waists and segment bounds compose to {value!r} s, less than {stated!r}"
+
+
+def _easy_bound(sub: PlacementInstance) -> float:
+    """`segment_bound`'s critical path and work over the devices (seconds), as it computes them."""
+    p = sub.time.min(axis=1)
+    r, q = heads_tails(sub, p)
+    return max(float((r + p + q).max()), float(p.sum()) / sub.n_devices)
