@@ -274,7 +274,7 @@ def _json_value(value: Any) -> Any:
 #: ``options`` is a record, never None (libra's direct Clarabel calls wrote None in 1); 3:
 #: every options record keeps the raw solver options (``solver_options``); 4: every bound
 #: whose proof re-checks from a certificate keeps it (``certificate``: libra's Lagrangian
-#: multipliers, `registry.BoundSource.recheck`).
+#: multipliers, placement's waists and segment bounds, `registry.BoundSource.recheck`).
 RECORD_VERSION = 4
 #: the first version whose every call records its options (`RECORD_VERSION`)
 CALL_OPTIONS_SINCE = 2
