@@ -78,6 +78,10 @@ SCALE = relaxation.SCALE
 MILP_WAIT_NONZEROS = 0
 #: pairs with a disjunction at most (the others' order is left free: a relaxation)
 MAX_PAIRS = 60_000
+#: the most rows of the per-pair precedence block (edges x ordered device pairs, when link
+#: speeds differ) a model builds: 5.8 million (llama3-70b coarsened, 64 GPUs) took 25 s to
+#: build, 9x a 3 s limit (review rev24b D2); the bundled instances need at most 117,612
+PAIRWISE_MAX_ROWS = 250_000
 #: seconds the memory repair may take when the run has no time limit (it stops earlier at
 #: a plan that fits, or when its restarts stop lowering the excess)
 REPAIR_SECONDS = 10.0
@@ -166,10 +170,12 @@ def _sct_plans(inst: PlacementInstance, ctx: RunContext) -> list[tuple[str, Plac
     sct = get_formulation("placement", "baechi_sct")
     out: list[tuple[str, PlacementPlan]] = []
     for folded in (False, True):
+        if past(ctx.deadline):  # (the heuristics' plans are in hand: m-SCT's are extra)
+            break
         sub = ctx.child({**sct.params})  # never past the run's deadline
         try:
             if folded:
-                folding = coarsen(inst, {})
+                folding = coarsen(inst, {}, deadline=ctx.deadline)
                 res = sct.run(folding.instance, sub)
                 plan = folding.unfold(res.plan) if res.plan is not None else None
             else:
@@ -177,6 +183,8 @@ def _sct_plans(inst: PlacementInstance, ctx: RunContext) -> list[tuple[str, Plac
                 plan = res.plan
         except (InfeasibleError, NoSolutionError):
             continue
+        except DeadlineReached:
+            break
         if plan is not None:
             out.append(("m-SCT (coarsened)" if folded else "m-SCT", plan))
     return out
@@ -295,7 +303,12 @@ def precedence_with_communication(model: Model, inst: PlacementInstance, index: 
     incumbent's (the model stays exact for the optimum below H, and a relaxation). A delay
     far above H (a slow link: 1e9 microseconds beside millisecond ops) had put
     coefficients in the rows that led HiGHS to call the model infeasible below a worse
-    incumbent, which the run then reported as optimal (review rev12 D1)."""
+    incumbent, which the run then reported as optimal (review rev12 D1).
+
+    When link speeds differ, each ordered device pair's delay gets its row
+    (`_pairwise_precedence`) up to `PAIRWISE_MAX_ROWS` rows; beyond, only the smallest
+    delay on a cut edge is modelled, a relaxation: its dual bound holds, and its plans are
+    timed by the evaluator, so the run is optimal only where that bound closes the gap."""
     if inst.n_edges == 0:
         return
     x, s, dur = model["assign"], model["start"], model.expression("duration")
@@ -311,6 +324,23 @@ def precedence_with_communication(model: Model, inst: PlacementInstance, index: 
         model.add_constraints("different-device-link", z[:, None] - x[src] + x[dst] >= 0)
         model.add_constraints("precedence", s[src] + dur[src] + c * z - s[dst] <= 0)
         return
+    # past PAIRWISE_MAX_ROWS, the smallest delay on a cut edge only (below): a relaxation,
+    # whose dual bound still holds and whose plans the evaluator times
+    if inst.n_edges * int(off.sum()) <= PAIRWISE_MAX_ROWS:
+        _pairwise_precedence(model, inst, index, off)
+    # and the smallest delay on a cut edge, with z_e >= x[i, d] - x[j, d]: weaker for a
+    # plan, stronger in the LP relaxation (the pairwise rows vanish for fractional x)
+    cmin = np.minimum(inst.min_delay() * SCALE, index.horizon)
+    z = model.add_vars("different-device", inst.n_edges, lb=0.0, ub=1.0)
+    model.add_constraints("different-device-link", z[:, None] - x[src] + x[dst] >= 0)
+    model.add_constraints("precedence", s[src] + dur[src] + cmin * z - s[dst] <= 0)
+
+
+def _pairwise_precedence(model: Model, inst: PlacementInstance, index: MilpIndex, off: np.ndarray) -> None:
+    """s_j >= s_i + duration_i + delay(a, b) when i sits on a and j on b, for every ordered
+    pair of devices (edges x m(m - 1) rows; `PAIRWISE_MAX_ROWS`)."""
+    x, s, dur = model["assign"], model["start"], model.expression("duration")
+    src, dst = inst.src, inst.dst
     pairs = np.argwhere(off)
     a, b = pairs[:, 0], pairs[:, 1]
     delay = np.minimum((inst.latency[a, b][None, :] + inst.edge_bytes[:, None] / inst.bandwidth[a, b][None, :]) * SCALE, index.horizon)  # (E, P)
@@ -322,12 +352,6 @@ def precedence_with_communication(model: Model, inst: PlacementInstance, index: 
         "precedence-pairwise",
         s[src[ee]] + dur[src[ee]] - s[dst[ee]] + dl * (x[src[ee], a[pp]] + x[dst[ee], b[pp]]) <= dl,
     )
-    # and the smallest delay on a cut edge, with z_e >= x[i, d] - x[j, d]: weaker for a
-    # plan, stronger in the LP relaxation (the pairwise rows vanish for fractional x)
-    cmin = np.minimum(inst.min_delay() * SCALE, index.horizon)
-    z = model.add_vars("different-device", inst.n_edges, lb=0.0, ub=1.0)
-    model.add_constraints("different-device-link", z[:, None] - x[src] + x[dst] >= 0)
-    model.add_constraints("precedence", s[src] + dur[src] + cmin * z - s[dst] <= 0)
 
 
 def no_overlap(model: Model, inst: PlacementInstance, index: MilpIndex) -> None:
