@@ -247,10 +247,11 @@ def run_tap_shared(instance: ShardingInstance, ctx: RunContext) -> Outcome:
     t3 = time.perf_counter()
     plan = unfold_plan(sk, fold, ShardingPlan(graph.plan(choice))) if choice is not None else None
     info["unfold_seconds"] = time.perf_counter() - t3
-    if res is not None and res.termination in LIMIT_TERMINATIONS:
+    stopped = Termination.TIME_LIMIT if "stopped" in info else None  # (the model's build ran out of time)
+    if stopped is not None or (res is not None and res.termination in LIMIT_TERMINATIONS):
         plan = expert_if_better(instance, plan, info, "tap")
     if plan is None:
-        return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info)
+        return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info, termination=stopped)
     if ctx.param("certify", True) and res is not None:
         t4 = time.perf_counter()
         relaxed, _ = build_folded_cost_graph(sk, fold, tables, boundary_edges=False)
@@ -276,6 +277,7 @@ def run_tap_shared(instance: ShardingInstance, ctx: RunContext) -> Outcome:
         claimed_objective=info.get("objective_seconds"),
         proven_optimal=False,
         info=info,
+        termination=stopped,
     )
 
 
