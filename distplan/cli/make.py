@@ -21,6 +21,10 @@ from distplan.instances.generators import MAX_DEVICES, MAX_OPS
 from distplan.models.common import instance_from_dict, write_json
 from distplan.models.pipeline import MAX_MICRO_BATCHES
 
+#: the pipeline shapes `make pipeline --shape` takes (`instances.pipelines.SHAPES`, not
+#: imported here: a test holds the two equal)
+PIPELINE_SHAPES = "v, x, m, k, nn, interleaved, v2"
+
 #: most axes a sharding mesh has (the schema's mesh.shape)
 MAX_MESH_AXES = 3
 #: most transformer layers (`make sharding`; the deepest real models have about 130)
@@ -243,8 +247,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_output(p, "-o", "--output", required=True)
     p.set_defaults(func=cmd_make_sharding)
 
-    p = kinds.add_parser("pipeline", help="a pipeline placement (v, x, m, k, nn, interleaved, zb) for repetend scheduling")
-    p.add_argument("--shape", default=None, help="v, x, m, k, nn, interleaved, v2 (with --model: v or interleaved, default v)")
+    p = kinds.add_parser("pipeline", help=f"a pipeline placement ({PIPELINE_SHAPES}) for repetend scheduling")
+    p.add_argument("--shape", default=None, help=f"{PIPELINE_SHAPES} (with --model: v or interleaved, default v)")
     p.add_argument("--model", default=None, help="zoo model (e.g. llama3-8b, gpt2-xl): block times and memory from its layer costs")
     p.add_argument("--cluster", default=None, help="with --model: catalogue cluster whose first devices run the stages (default h100-sxm)")
     p.add_argument("--batch", type=positive_int_at_most(MAX_BATCH), default=None, help=f"with --model: sequences per micro-batch (at most {MAX_BATCH})")
