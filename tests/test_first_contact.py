@@ -357,3 +357,35 @@ def test_files_written_are_strict_json(tmp_path: Path, name: str) -> None:
     text = gzip.decompress(path.read_bytes()).decode() if name.endswith(".gz") else path.read_text()
     assert json.loads(text, parse_constant=refuse) == {"bound": None, "calls": [{"objective": None, "gap": None}], "x": [1.0, None]}
     assert read_json(path)["bound"] is None
+
+
+def test_verbose_solve_keeps_its_progress_in_whole_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--verbose`` streams the solver log to stderr: the progress of a long solve is then
+    written as whole lines even on a terminal (review rev24b: a verbose tap run printed
+    nothing at all), never a line kept up to date that the log would overwrite."""
+    import io
+    import time
+
+    from distplan.cli import progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(progress, "QUIET_SECONDS", 0.05)
+    monkeypatch.setattr(progress, "LINE_EVERY_SECONDS", 0.05)
+    tty = Terminal()
+    with progress.Progress("solving x", stream=tty, lines=True):
+        time.sleep(0.3)
+    text = tty.getvalue()
+    assert "\r" not in text and text.splitlines()[-1].startswith("solving x: done in ")
+    seen: list[bool] = []
+    real = progress.Progress.__init__
+
+    def spy(self: Any, label: str, enabled: bool = True, stream: Any = None, lines: bool = False) -> None:
+        seen.append(enabled and lines)
+        real(self, label, enabled, stream, lines)
+
+    monkeypatch.setattr(progress.Progress, "__init__", spy)
+    assert main(["solve", "placement-small-2", "-f", "baechi_etf", "--verbose"]) == 0
+    assert seen == [True], "a verbose solve keeps its progress, in lines"

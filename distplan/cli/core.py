@@ -72,7 +72,7 @@ def print_result(res: Result, instance: Any) -> None:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance)
-    with Progress(f"solving {inst.name} with {args.formulation}", enabled=not args.verbose):
+    with Progress(f"solving {inst.name} with {args.formulation}", lines=args.verbose):
         res = _solve_args(inst, args)
     # a file as an absolute path, so `emit` / `verify` find it from any folder; a bundled name as is
     source = str(Path(args.instance).resolve()) if Path(args.instance).is_file() else str(args.instance)

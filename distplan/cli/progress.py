@@ -22,11 +22,13 @@ class Progress:
     ``LINE_EVERY_SECONDS`` and a closing line with the total time.
     """
 
-    def __init__(self, label: str, enabled: bool = True, stream: TextIO | None = None):
+    def __init__(self, label: str, enabled: bool = True, stream: TextIO | None = None, lines: bool = False):
+        """``lines``: whole lines even on a terminal (beside a solver log that ``--verbose``
+        streams to the same stderr, which a line kept up to date would overwrite)."""
         self.label = label
         self.enabled = enabled
         self.stream = stream if stream is not None else sys.stderr
-        self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._tty = not lines and bool(getattr(self.stream, "isatty", lambda: False)())
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="distplan-progress")
         self._shown = False
