@@ -194,7 +194,15 @@ class PipelineInstance(JsonDocument):
         Running micro-batches one after another reaches exactly this peak, so no capacity
         below it admits a schedule whenever every order keeps the device's memory prefix
         non-negative (true for the usual forward-then-backward blocks).
+
+        Computed once per instance (copies returned): every classic schedule checks it,
+        and its exhaustive search took seconds on 64 stages (review rev24b).
         """
+        need, exact = self._minimum_memory
+        return need.copy(), exact.copy()
+
+    @cached_property
+    def _minimum_memory(self) -> tuple[np.ndarray, np.ndarray]:
         need = np.zeros(self.n_devices)
         exact = np.ones(self.n_devices, dtype=bool)
         for d in range(self.n_devices):
