@@ -66,9 +66,7 @@ def segment_bound(sub: PlacementInstance, deadline: float | None = None) -> floa
     to its single-device time, until ``deadline``, a ``time.perf_counter()`` value)."""
     if sub.n_ops == 0:
         return 0.0
-    p = sub.time.min(axis=1)
-    r, q = heads_tails(sub, p)
-    best = max(float((r + p + q).max()), float(p.sum()) / sub.n_devices)
+    best = easy_segment_bound(sub)
     upper = float(sub.time.sum(axis=0).min())
     if sub.n_devices > 1 and sub.n_edges and upper > best:
         b = forced_bound(sub, upper, deadline=deadline)
@@ -110,14 +108,12 @@ def waist_chain(inst: PlacementInstance, unrelated_share: float = 0.01, candidat
     return chain
 
 
-def composed_bound(inst: PlacementInstance, chain: list[int], deadline: float | None = None) -> float:
-    """The series composition (module docstring, seconds) over ``chain``, ops each a
-    descendant of the one before (ValueError otherwise), each segment bounded by
-    `segment_bound` within an equal share of the time to ``deadline`` (a
-    ``time.perf_counter()`` value). Not rounded."""
+def chain_segments(inst: PlacementInstance, chain: list[int]) -> list[np.ndarray]:
+    """The segments of ``chain`` (ops each a descendant of the one before; ValueError
+    otherwise), as op masks: the ancestors of the first waist, the ops between each waist
+    and the next, and the descendants of the last."""
     n = inst.n_ops
     succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
-    p = inst.time.min(axis=1)
     segments: list[np.ndarray] = []
     before = np.ones(n, dtype=bool)  # descendants of the previous waist (all ops at first)
     for v in chain:
@@ -126,6 +122,16 @@ def composed_bound(inst: PlacementInstance, chain: list[int], deadline: float | 
         segments.append(before & reachable(n, pred, v))
         before = reachable(n, succ, v)
     segments.append(before)
+    return segments
+
+
+def composed_bound(inst: PlacementInstance, chain: list[int], deadline: float | None = None) -> float:
+    """The series composition (module docstring, seconds) over ``chain``, ops each a
+    descendant of the one before (ValueError otherwise), each segment bounded by
+    `segment_bound` within an equal share of the time to ``deadline`` (a
+    ``time.perf_counter()`` value). Not rounded."""
+    p = inst.time.min(axis=1)
+    segments = chain_segments(inst, chain)
     value = float(p[chain].sum())
     for k, seg in enumerate(segments):
         share = None
@@ -249,24 +255,18 @@ def recheck(inst: PlacementInstance, entry: Mapping[str, Any]) -> str | None:
         return "its certificate names a waist that is no op of the instance"
     if len(parts) != len(names) + 1 or any(isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) for v in parts):
         return f"its certificate has {len(parts)} segment bounds for {len(names)} waists (one more than the waists, finite numbers)"
-    n = inst.n_ops
-    succ, pred = successors(n, inst.src, inst.dst), successors(n, inst.dst, inst.src)
     chain = [index[nm] for nm in names]
-    before = np.ones(n, dtype=bool)
-    segments: list[np.ndarray] = []
-    for v in chain:
-        if not before[v]:
-            return f"waist {inst.op_names[v]!r} does not follow the waist before it"
-        segments.append(before & reachable(n, pred, v))
-        before = reachable(n, succ, v)
-    segments.append(before)
+    try:
+        segments = chain_segments(inst, chain)
+    except ValueError as exc:
+        return f"its waists are no chain: {exc}"
     for k, (seg, part) in enumerate(zip(segments, parts, strict=True)):
         sub = inst.induced(seg)
         if sub.n_ops == 0:
             if part > 0:
                 return f"segment {k} has no ops, and a bound of {part!r} s"
             continue
-        if part > _easy_bound(sub) and forced_recheck(sub, {"value": float(part)}) is not None:
+        if part > easy_segment_bound(sub) and forced_recheck(sub, {"value": float(part)}) is not None:
             return f"segment {k} ({sub.n_ops} ops) is not bounded by {part!r} s"
     p = inst.time.min(axis=1)
     value = round_down(composition_value([float(p[v]) for v in chain], [float(v) for v in parts]))
@@ -274,8 +274,9 @@ def recheck(inst: PlacementInstance, entry: Mapping[str, Any]) -> str | None:
     return None if stated <= value else f"its waists and segment bounds compose to {value!r} s, less than {stated!r}"
 
 
-def _easy_bound(sub: PlacementInstance) -> float:
-    """`segment_bound`'s critical path and work over the devices (seconds), as it computes them."""
+def easy_segment_bound(sub: PlacementInstance) -> float:
+    """The better of the critical path and the work over the devices of a (non-empty)
+    sub-instance (seconds): `segment_bound` before its forced rules."""
     p = sub.time.min(axis=1)
     r, q = heads_tails(sub, p)
     return max(float((r + p + q).max()), float(p.sum()) / sub.n_devices)
