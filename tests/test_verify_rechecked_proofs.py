@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -105,31 +106,50 @@ def test_honest_lagrangian_bounds_are_proven_again(lagrangian_result: tuple[Any,
     assert not any("cannot redo" in n for n in notes), notes
 
 
-@pytest.mark.parametrize(
-    ("forge", "field", "named"),
-    [
-        ("raise", "value", "the dual function at its multipliers gives"),
-        ("zero lambda", "value", "the dual function at its multipliers gives"),
-        ("short mu", "value", "shapes"),
-        ("drop", "certificate", "keeps no certificate"),
-    ],
-)
-def test_forged_lagrangian_bounds_are_caught(lagrangian_result: tuple[Any, dict[str, Any]], forge: str, field: str, named: str) -> None:
-    inst, doc = lagrangian_result
+#: the arguments of a forgery case: how the bound is changed, the problem's field and text
+FORGERY = ("forge", "field", "named")
+
+
+def _assert_forgery_caught(result: tuple[Any, dict[str, Any]], locate: Callable[[dict[str, Any]], int], forge: Callable[[dict[str, Any], dict[str, Any]], None], field: str, named: str) -> None:
+    """Verify names ``bounds[k].field`` (with ``named`` in its text) on a copy of the result
+    whose bound ``locate`` finds is changed by ``forge(doc, entry)``."""
+    inst, doc = result
     doc = copy.deepcopy(doc)
-    k = _lagrangian(doc)
-    entry = doc["bounds"][k]
-    if forge == "raise":
-        entry["value"] = doc["objective"] * (1 + 1e-12) if doc["objective"] > entry["value"] * (1 + 1e-9) else entry["value"] * (1 + 1e-6)
-    elif forge == "zero lambda":  # other multipliers: a weaker dual value than the one stated
-        entry["certificate"]["lambda"] = [[0.0] * len(row) for row in entry["certificate"]["lambda"]]
-        entry["certificate"]["mu"] = [0.0] * len(entry["certificate"]["mu"])
-    elif forge == "short mu":
-        entry["certificate"]["mu"] = entry["certificate"]["mu"][:-1]
-    else:
-        del entry["certificate"]
+    k = locate(doc)
+    forge(doc, doc["bounds"][k])
     problems = check_result(doc, inst, require_version=True)
     assert any(name == f"bounds[{k}].{field}" and named in text for name, text in problems), problems
+
+
+def _drop_certificate(doc: dict[str, Any], entry: dict[str, Any]) -> None:
+    del entry["certificate"]
+
+
+def _raise_lagrangian(doc: dict[str, Any], entry: dict[str, Any]) -> None:
+    entry["value"] = doc["objective"] * (1 + 1e-12) if doc["objective"] > entry["value"] * (1 + 1e-9) else entry["value"] * (1 + 1e-6)
+
+
+def _zero_multipliers(doc: dict[str, Any], entry: dict[str, Any]) -> None:
+    """Other multipliers: a weaker dual value than the one stated."""
+    entry["certificate"]["lambda"] = [[0.0] * len(row) for row in entry["certificate"]["lambda"]]
+    entry["certificate"]["mu"] = [0.0] * len(entry["certificate"]["mu"])
+
+
+def _short_mu(doc: dict[str, Any], entry: dict[str, Any]) -> None:
+    entry["certificate"]["mu"] = entry["certificate"]["mu"][:-1]
+
+
+LAGRANGIAN_FORGERIES = [
+    pytest.param(_raise_lagrangian, "value", "the dual function at its multipliers gives", id="raise"),
+    pytest.param(_zero_multipliers, "value", "the dual function at its multipliers gives", id="zero lambda"),
+    pytest.param(_short_mu, "value", "shapes", id="short mu"),
+    pytest.param(_drop_certificate, "certificate", "keeps no certificate", id="drop"),
+]
+
+
+@pytest.mark.parametrize(FORGERY, LAGRANGIAN_FORGERIES)
+def test_forged_lagrangian_bounds_are_caught(lagrangian_result: tuple[Any, dict[str, Any]], forge: Any, field: str, named: str) -> None:
+    _assert_forgery_caught(lagrangian_result, _lagrangian, forge, field, named)
 
 
 @pytest.mark.parametrize("version", [None, CERTIFICATES_SINCE - 1])
@@ -182,38 +202,39 @@ def test_honest_waist_bounds_are_proven_again(waist_result: tuple[Any, dict[str,
     assert check_result(doc, inst, require_version=True) == []
 
 
-@pytest.mark.parametrize(
-    ("forge", "field", "named"),
-    [
-        ("raise", "value", "compose to"),
-        ("segment", "value", "is not bounded by"),
-        ("reverse", "value", "does not follow the waist before it"),
-        ("unknown op", "value", "no op of the instance"),
-        ("drop", "certificate", "keeps no certificate"),
-    ],
-)
-def test_forged_waist_bounds_are_caught(waist_result: tuple[Any, dict[str, Any]], forge: str, field: str, named: str) -> None:
-    inst, doc = waist_result
-    doc = copy.deepcopy(doc)
-    k = _waist(doc)
-    entry = doc["bounds"][k]
-    cert = entry["certificate"]
-    if forge == "raise":  # by 4 units in the last place: the recheck composes the very same sum
-        value = entry["value"]
-        for _ in range(4):
-            value = math.nextafter(value, math.inf)
-        entry["value"] = doc["bound"] = value
-        doc["gap"] = abs(doc["objective"] - value) / max(abs(doc["objective"]), 1e-9) if doc["objective"] is not None else None
-    elif forge == "segment":  # one segment's bound doubled
-        cert["segments"][1] *= 2
-    elif forge == "reverse":
-        cert["waists"] = cert["waists"][::-1]
-    elif forge == "unknown op":
-        cert["waists"][0] = "no-such-op"
-    else:
-        del entry["certificate"]
-    problems = check_result(doc, inst, require_version=True)
-    assert any(name == f"bounds[{k}].{field}" and named in text for name, text in problems), problems
+def _raise_waist(doc: dict[str, Any], entry: dict[str, Any]) -> None:
+    """By 4 units in the last place: the recheck composes the very same sum."""
+    value = entry["value"]
+    for _ in range(4):
+        value = math.nextafter(value, math.inf)
+    entry["value"] = doc["bound"] = value
+    doc["gap"] = abs(doc["objective"] - value) / max(abs(doc["objective"]), 1e-9) if doc["objective"] is not None else None
+
+
+def _double_a_segment(doc: dict[str, Any], entry: dict[str, Any]) -> None:
+    entry["certificate"]["segments"][1] *= 2
+
+
+def _reverse_waists(doc: dict[str, Any], entry: dict[str, Any]) -> None:
+    entry["certificate"]["waists"] = entry["certificate"]["waists"][::-1]
+
+
+def _unknown_waist(doc: dict[str, Any], entry: dict[str, Any]) -> None:
+    entry["certificate"]["waists"][0] = "no-such-op"
+
+
+WAIST_FORGERIES = [
+    pytest.param(_raise_waist, "value", "compose to", id="raise"),
+    pytest.param(_double_a_segment, "value", "is not bounded by", id="segment"),
+    pytest.param(_reverse_waists, "value", "does not follow the waist before it", id="reverse"),
+    pytest.param(_unknown_waist, "value", "no op of the instance", id="unknown op"),
+    pytest.param(_drop_certificate, "certificate", "keeps no certificate", id="drop"),
+]
+
+
+@pytest.mark.parametrize(FORGERY, WAIST_FORGERIES)
+def test_forged_waist_bounds_are_caught(waist_result: tuple[Any, dict[str, Any]], forge: Any, field: str, named: str) -> None:
+    _assert_forgery_caught(waist_result, _waist, forge, field, named)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
