@@ -617,11 +617,11 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
       solver call records (`_unmet_premise`);
     * any other bound must be a kind the formulation reports (`registry.BOUND_SOURCES`):
       its own proof (a state search, a DP, a Lagrangian dual), at most the grade that kind
-      has, or a solver call's dual bound. A proof whose value is its own certificate is
-      proven again on ``instance`` (`registry.BoundSource.recheck`: the destructive
-      placement bound re-tests its trial makespan), and one that fails is a problem; the
-      others cannot be re-proven here (that would take the solve again), and ``notes``
-      says so where the result's bound rests on one. A solver call's bound without its ``solver_call`` (results written
+      has, or a solver call's dual bound. A proof that can be checked again is proven again
+      on ``instance`` (`registry.BoundSource.recheck`, from the bound's ``certificate``
+      where it keeps one), and one that fails is a problem; the others cannot be
+      re-proven here (that would take the solve again), and ``notes`` says so where the
+      result's bound rests on one. A solver call's bound without its ``solver_call`` (results written
       before bounds were linked, or a link removed) is not evidence: when the result's
       bound rests on it (it is at least the result's bound, and no bound verify backs
       reaches that) it is a problem whatever the status (a "feasible" claim states its bound
@@ -735,7 +735,8 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
         if finite_bound and isinstance(bound, int | float) and value >= bound and reached < bound:
             notes.append(
                 f"bounds[{k}] ({source!r}): {formulation}'s own proof, which verify cannot redo (it would take the solve again); "
-                f"the result's bound {bound!r} and its status rest on it (the bounds verify checks reach {reached!r})"
+                f"the result's bound {bound!r} and its status rest on it ("
+                + ("no bound verify checks backs it)" if reached == -math.inf else f"the bounds verify checks reach {reached!r})")
             )
     for k, value, source in unlinked:
         if finite_bound and isinstance(bound, int | float) and value >= bound and backed < bound:
