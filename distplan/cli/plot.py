@@ -59,7 +59,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     if args.plan:
         plan = read_plan_file(inst, args.plan)
     else:
-        plan = solve(inst, formulation=args.formulation, backend=args.backend, time_limit=args.time_limit, fold=args.fold).plan
+        plan = solve(inst, formulation=args.formulation, backend=args.backend, time_limit=args.time_limit, fold=args.fold, started=_started(args)).plan
     out = draw(inst, plan, args.out)
     say_wrote(f"wrote {out}")
     return 0
@@ -91,24 +91,27 @@ def _plot_pareto(inst: Any, args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise InputError("plot", f"charts need matplotlib ({exc})", "pip install 'distplan[plot]'") from None
     points: dict[str, dict[str, Any]] = {}
-    left = args.time_limit
+    started = _started(args)  # both solves count from the command's start: one limit for the whole command
     if args.plan:
         points[Path(args.plan).name] = _evaluated_point(inst, read_plan_file(inst, args.plan))
     elif args.formulation and args.formulation != PARETO_FORMULATION:
-        started = time.monotonic()
-        res = solve(inst, formulation=args.formulation, backend=args.backend, time_limit=args.time_limit, fold=args.fold)
+        res = solve(inst, formulation=args.formulation, backend=args.backend, time_limit=args.time_limit, fold=args.fold, started=started)
         points[args.formulation] = _evaluated_point(inst, res.plan)
-        if args.time_limit is not None:
-            left = args.time_limit - (time.monotonic() - started)
-            if left <= 0:
-                raise NoSolutionError(f"{args.formulation} used the whole --time-limit ({args.time_limit:g} s), leaving none for the Pareto curve of {PARETO_FORMULATION} (raise --time-limit)")
-    curve = solve(inst, formulation=PARETO_FORMULATION, backend=args.backend, time_limit=left, fold=args.fold)
+        if args.time_limit is not None and time.perf_counter() - started >= args.time_limit:
+            raise NoSolutionError(f"{args.formulation} used the whole --time-limit ({args.time_limit:g} s), leaving none for the Pareto curve of {PARETO_FORMULATION} (raise --time-limit)")
+    curve = solve(inst, formulation=PARETO_FORMULATION, backend=args.backend, time_limit=args.time_limit, fold=args.fold, started=started)
     if not curve.info.get("pareto") and curve.termination in LIMIT_TERMINATIONS:
         given = "" if args.time_limit is None else f"; {args.time_limit:g} s was given for the whole command"
         raise NoSolutionError(f"{PARETO_FORMULATION} stopped at its {curve.termination} before it traced the Pareto curve (raise --time-limit{given})")
     out = plot_pareto(curve, args.out, points=points)
     say_wrote(f"wrote {out}")
     return 0
+
+
+def _started(args: argparse.Namespace) -> float:
+    """When the command began (``time.perf_counter()``, `cli.main`), the start of its limit."""
+    started = getattr(args, "started", None)
+    return time.perf_counter() if started is None else float(started)
 
 
 def _evaluated_point(inst: Any, plan: Any) -> dict[str, Any]:
