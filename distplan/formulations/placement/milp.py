@@ -318,18 +318,15 @@ def precedence_with_communication(model: Model, inst: PlacementInstance, index: 
     if m == 1:
         model.add_constraints("precedence", s[src] + dur[src] - s[dst] <= 0)
         return
-    if np.ptp(inst.bandwidth[off]) == 0 and np.ptp(inst.latency[off]) == 0:
-        c = np.minimum(inst.max_delay() * SCALE, index.horizon)
-        z = model.add_vars("different-device", inst.n_edges, lb=0.0, ub=1.0)
-        model.add_constraints("different-device-link", z[:, None] - x[src] + x[dst] >= 0)
-        model.add_constraints("precedence", s[src] + dur[src] + c * z - s[dst] <= 0)
-        return
-    # past PAIRWISE_MAX_ROWS, the smallest delay on a cut edge only (below): a relaxation,
-    # whose dual bound still holds and whose plans the evaluator times
-    if inst.n_edges * int(off.sum()) <= PAIRWISE_MAX_ROWS:
+    uniform = np.ptp(inst.bandwidth[off]) == 0 and np.ptp(inst.latency[off]) == 0
+    # links of different speeds: each pair's delay, up to PAIRWISE_MAX_ROWS rows (past it,
+    # the smallest delay on a cut edge only, below: a relaxation, whose dual bound still
+    # holds and whose plans the evaluator times)
+    if not uniform and inst.n_edges * int(off.sum()) <= PAIRWISE_MAX_ROWS:
         _pairwise_precedence(model, inst, index, off)
-    # and the smallest delay on a cut edge, with z_e >= x[i, d] - x[j, d]: weaker for a
-    # plan, stronger in the LP relaxation (the pairwise rows vanish for fractional x)
+    # the delay on a cut edge (the smallest; with uniform links, the one delay), with
+    # z_e >= x[i, d] - x[j, d]: with different links weaker for a plan, stronger in the LP
+    # relaxation (the pairwise rows vanish for fractional x)
     cmin = np.minimum(inst.min_delay() * SCALE, index.horizon)
     z = model.add_vars("different-device", inst.n_edges, lb=0.0, ub=1.0)
     model.add_constraints("different-device-link", z[:, None] - x[src] + x[dst] >= 0)
