@@ -54,8 +54,10 @@ TIME_TOL = 1e-7
 #: relative tolerance of the memory check: a device's memory prefix is within its
 #: capacity when at most `capacity_limit` (``capacity + MEMORY_TOLERANCE x max(1, |capacity|)``)
 MEMORY_TOLERANCE = 1e-9
-#: largest number of blocks on one device for the exact minimum-memory enumeration
-EXACT_MEMORY_BLOCKS = 16
+#: most down-closed block sets (dependency-consistent prefixes of one device's blocks) the
+#: exact minimum-memory search visits on one device before it settles for an upper estimate
+#: (2**16: an antichain of 16 blocks, or a chain of any length)
+MAX_MEMORY_PREFIXES = 1 << 16
 #: the most micro-batches an instance may give: schedules are (blocks x micro-batches)
 #: arrays of start times, and baselines and evaluator walk every micro-batch
 MAX_MICRO_BATCHES = 10**6
@@ -205,16 +207,24 @@ class PipelineInstance(JsonDocument):
     def _minimum_memory(self) -> tuple[np.ndarray, np.ndarray]:
         need = np.zeros(self.n_devices)
         exact = np.ones(self.n_devices, dtype=bool)
+        searched: dict[tuple[bytes, tuple[int, ...]], float | None] = {}
         for d in range(self.n_devices):
             blocks = np.flatnonzero(self.device_mask[:, d])
             if blocks.size == 0:
                 continue
-            if blocks.size > EXACT_MEMORY_BLOCKS:
+            mem = self.memory[blocks]
+            reach = self.reach[np.ix_(blocks, blocks)]
+            preds = tuple(int(sum(1 << i for i in np.flatnonzero(reach[:, j]))) for j in range(blocks.size))
+            key = (mem.tobytes(), preds)
+            if key not in searched:  # devices of one stage shape share the search
+                searched[key] = _min_peak(mem, preds)
+            peak = searched[key]
+            if peak is None:
                 order = [b for b in self.topo_order.tolist() if self.device_mask[b, d]]
                 need[d] = max(0.0, float(np.max(np.cumsum(self.memory[order]))))
                 exact[d] = False
-                continue
-            need[d] = _min_peak(blocks, self.memory[blocks], self.reach[np.ix_(blocks, blocks)])
+            else:
+                need[d] = peak
         return need, exact
 
     # -- I/O ------------------------------------------------------------------------------
@@ -275,29 +285,38 @@ def capacity_limit(cap: float) -> float:
     return cap + MEMORY_TOLERANCE * max(1.0, abs(cap))
 
 
-def _min_peak(blocks: np.ndarray, mem: np.ndarray, reach: np.ndarray) -> float:
-    """Least peak prefix sum over the linear extensions of a small partial order (DP over
-    down-closed subsets)."""
-    k = blocks.size
-    pred_mask = [sum(1 << i for i in range(k) if reach[i, j]) for j in range(k)]
-    full = (1 << k) - 1
-    total = np.zeros(1 << k)
-    for s in range(1, 1 << k):
-        low = (s & -s).bit_length() - 1
-        total[s] = total[s & (s - 1)] + mem[low]
-    best = np.full(1 << k, np.inf)
-    best[0] = 0.0
-    for s in range(1 << k):
-        if not math.isfinite(best[s]):
-            continue
-        for j in range(k):
-            if s >> j & 1 or (pred_mask[j] & s) != pred_mask[j]:
-                continue
-            t = s | (1 << j)
-            val = max(best[s], total[t])
-            if val < best[t]:
-                best[t] = val
-    return max(0.0, float(best[full]))
+def _min_peak(mem: np.ndarray, preds: tuple[int, ...]) -> float | None:
+    """Least peak prefix sum of ``mem`` over the linear extensions of a partial order (block
+    ``j`` after every block in the bit set ``preds[j]``), or None when the order has more than
+    `MAX_MEMORY_PREFIXES` down-closed sets.
+
+    A DP over the down-closed sets, grown one block at a time from the empty set: only sets
+    an order can reach are visited, so a chain of any length costs its length, and an
+    antichain of k blocks 2**k.
+    """
+    k = len(preds)
+    values = [float(x) for x in mem]
+    # down-closed set -> (its memory total, least peak of an order reaching it)
+    level: dict[int, tuple[float, float]] = {0: (0.0, 0.0)}
+    visited = 1
+    for _ in range(k):
+        following: dict[int, tuple[float, float]] = {}
+        for placed, (total, peak) in level.items():
+            for j in range(k):
+                if placed >> j & 1 or preds[j] & placed != preds[j]:
+                    continue
+                grown = placed | 1 << j
+                grown_total = total + values[j]
+                grown_peak = max(peak, grown_total)
+                seen = following.get(grown)
+                if seen is None or grown_peak < seen[1]:
+                    following[grown] = (grown_total, grown_peak)
+        visited += len(following)
+        if visited > MAX_MEMORY_PREFIXES:
+            return None
+        level = following
+    (_, peak), = level.values()
+    return max(0.0, peak)
 
 
 def _parse(data: Mapping[str, Any]) -> PipelineInstance:
