@@ -395,13 +395,14 @@ def retime_span(model: Model, inst: PipelineInstance, index: RetimeIndex) -> Non
 RETIME = ModelSpec("retime", prepare_retime, (retime_starts, retime_span))
 
 
-def retime(inst: PipelineInstance, orders: Orders, ctx: RunContext | None = None) -> np.ndarray:
+def retime(inst: PipelineInstance, orders: Orders, ctx: RunContext | None = None, deadline: float | None = None) -> np.ndarray:
     """Start times (B, N) optimal for the instance objective given the device sequences.
 
     Makespan: the earliest starts. Longest device span: an LP over the start times with
     the sequences fixed (solved on the context's backend); without a context, earliest.
+    `DeadlineReached` past ``deadline`` (`asap`'s checks: large runs only).
     """
-    start = asap(inst, orders)
+    start = asap(inst, orders, deadline=deadline)
     if inst.objective != "device_span" or ctx is None:
         return start
     model, index = RETIME.build(inst, {"orders": orders, "horizon": float((start + inst.duration[:, None]).max())}, name=f"{inst.name}-retime")
@@ -414,7 +415,7 @@ def retime(inst: PipelineInstance, orders: Orders, ctx: RunContext | None = None
     lp = np.asarray(res.values_by_block["start"], dtype=float)
     # snap to the exact longest-path times of the LP's own tight arcs: keep LP times, but
     # re-run the earliest-start pass from them as release times so every arc holds exactly.
-    return asap(inst, orders, release=lp)
+    return asap(inst, orders, release=lp, deadline=deadline)
 
 
 def greedy(

@@ -391,6 +391,7 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     if str(params.get("warm_start", "tessel")) == "tessel" and not (found is not None and meets_free_bound(found.value)) and not past(deadline):
         found = _with_tessel(inst, ctx, found, prob)
     incumbent = found.plan.start.reshape(-1) if found is not None else None
+    incumbent_plan = None if found is None else found.plan  # (until a solver call beats it)
     best_value = schedule_objective(inst, incumbent) if incumbent is not None else math.inf
     prep = time.perf_counter() - t0
     requested = str(params.get("model", "auto"))
@@ -417,11 +418,12 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
         # memory 5 proves 145 in ~5.5 s, where the big-M model's bound stays at the
         # solver-free one (mshape N = 16: 100 after 60 s)
         remaining = ctx.remaining_time()
-        deadline = None if remaining is None else time.perf_counter() + 0.7 * remaining
-        plan, out = statesearch.prove_makespan(inst, best_value, deadline)
+        search_deadline = None if remaining is None else time.perf_counter() + 0.7 * remaining
+        plan, out = statesearch.prove_makespan(inst, best_value, search_deadline)
         info["state_search"] = {"complete": out.complete, "states": out.states, **out.info}
         if plan is not None and out.value is not None and out.value < best_value:
             incumbent, best_value, found = plan.start.reshape(-1), out.value, WarmStart("state search", plan, out.value)
+            incumbent_plan = plan
         # (its bounds hold for exact integral durations only: `statesearch.bound_is_exact`;
         # durations within 1e-12 of integers are searched rounded, for a plan)
         proves = statesearch.bound_is_exact(inst)
@@ -482,7 +484,7 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
             bounds.append(Bound(value, f"pipeline_milp dual bound ({stage}, {res.backend})", solver_record=res))
         info["model"][stage] = {"operations": prob.n, "implied_precedences": int(mdata.get("implied_arcs", 0)), "termination": res.termination.value, **_size(res)}
         if start is not None and schedule_objective(inst, start) < best_value and memory_fits(inst, orders_from_starts(inst, start.reshape(inst.n_blocks, inst.micro_batches))):
-            incumbent, best_value = start, schedule_objective(inst, start)
+            incumbent, best_value, incumbent_plan = start, schedule_objective(inst, start), None
         top = max((b.value for b in bounds), default=-math.inf)
         if top >= best_value * (1 - 1e-6) - 1e-9:
             break
@@ -490,11 +492,18 @@ def run_pipeline_milp(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     if found is not None:
         info["warm_start"] = found.name
     bounds.sort(key=lambda b: -b.value)
-    ended = Termination.TIME_LIMIT if timed_out else None
     if incumbent is None:
-        return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info, termination=ended)
+        return Outcome(plan=None, bounds=bounds, solver_results=list(ctx.solver_results), info=info, termination=Termination.TIME_LIMIT if timed_out else None)
     orders = orders_from_starts(inst, incumbent.reshape(inst.n_blocks, inst.micro_batches))
-    exact = retime(inst, orders, ctx)
+    try:
+        # a solver's times are retimed exactly whatever the hour (its model was small
+        # enough to solve); a warm start's are already a checked plan, kept as they are
+        # once the run's limit passes (524,288 operations: 0.46 s, review rev25)
+        exact = retime(inst, orders, ctx, deadline=None if incumbent_plan is None else ctx.deadline)
+    except DeadlineReached:
+        assert incumbent_plan is not None
+        exact, timed_out = incumbent_plan.start, True
+    ended = Termination.TIME_LIMIT if timed_out else None
     if res is not None:  # the last MILP's record is the run's last (its termination is the run's)
         ctx.solver_results.remove(res)
         ctx.solver_results.append(res)
