@@ -258,9 +258,20 @@ def without_non_finite(obj: Any) -> Any:
     return obj
 
 
+def strict_json(data: Any, default: Callable[[Any], Any] = json_default, indent: int | None = None) -> str:
+    """``data`` as one strict JSON document: non-finite numbers as null (RFC 8259 has no
+    Infinity or NaN). Encoded at once by the C encoder when every number is finite (a
+    524,288-operation plan: 0.11 s, where walking it first took 0.09 s more and streaming
+    it 0.26 s, review rev25); only a document holding a non-finite number is walked."""
+    try:
+        return json.dumps(data, default=default, allow_nan=False, indent=indent)
+    except ValueError:  # an Infinity or NaN somewhere
+        return json.dumps(without_non_finite(data), default=default, allow_nan=False, indent=indent)
+
+
 def print_json(data: Any, stream: IO[str], default: Callable[[Any], Any] = json_default, indent: int | None = None) -> None:
     """One strict JSON document on ``stream`` (``--json``): non-finite numbers as null."""
-    json.dump(without_non_finite(data), stream, default=default, allow_nan=False, indent=indent)
+    stream.write(strict_json(data, default, indent))
 
 
 def write_json(data: Any, path: str | Path) -> None:
@@ -269,10 +280,10 @@ def write_json(data: Any, path: str | Path) -> None:
     the ``--json`` document of one solve are the same JSON (a solver call's -inf bound
     was a bare ``-Infinity``, which strict readers refuse)."""
     p = Path(path)
+    text = strict_json(data, indent=1 if p.suffix != ".gz" else None) + "\n"
     opener = gzip.open if p.suffix == ".gz" else open
     with opener(p, "wt") as fh:  # type: ignore[operator]
-        json.dump(without_non_finite(data), fh, indent=1 if p.suffix != ".gz" else None, default=json_default, allow_nan=False)
-        fh.write("\n")
+        fh.write(text)
 
 
 def instance_from_dict(data: Mapping[str, Any]) -> Any:
