@@ -325,6 +325,7 @@ def prepare_alpa(instance: Any, params: Mapping[str, Any]) -> AlpaIndex:
     flat_node = np.repeat(np.arange(g.num_nodes), sizes)
     cost = flat_cost.copy()
     deadline = params.get("deadline")
+    check(deadline, "the alpa_ilp model's preparation")  # (the cost graph can take the limit)
     ent = _edge_entries(g, sizes)  # (1.1 s on 40,965 ops: the phases check the deadline between them)
     check(deadline, "the alpa_ilp model's preparation")
     free = sizes > 1
