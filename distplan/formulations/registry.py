@@ -824,7 +824,7 @@ def register_folder(kind: str, folder: Callable[[Any, dict[str, Any]], Folding])
 def get_folder(kind: str) -> Callable[[Any, dict[str, Any]], Folding]:
     _load(kind)
     if kind not in _FOLDERS:
-        raise InputError("fold", f"no folding is defined for {kind} instances", "solve without fold=True")
+        raise InputError("fold", f"no folding is defined for {kind} instances", "solve without --fold (Python: without fold=True)")
     return _FOLDERS[kind]
 
 

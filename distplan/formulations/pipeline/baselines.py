@@ -293,7 +293,7 @@ def interleaved_orders(inst: PipelineInstance, deadline: float | None = None) ->
     if len(counts) != 1 or next(iter(counts))[0] != next(iter(counts))[1] or next(iter(counts))[0] < 1:
         raise InputError(
             "schedule", f"{inst.name}: interleaved 1F1B needs the same number of forward and backward chunks on every device",
-            "build the instance with make_pipeline('interleaved', ...)",
+            "build the instance with `distplan make pipeline --shape interleaved` (Python: make_pipeline('interleaved', ...))",
         )
     v = next(iter(counts))[0]
     first_depth = np.array([units.depth[units.blocks[d][F][0]] for d in range(p)])
@@ -340,7 +340,7 @@ def interleaved_1f1b(inst: PipelineInstance, deadline: float | None = None) -> t
 def _need_split(inst: PipelineInstance, name: str) -> None:
     if not np.any(inst.role_code == W):
         raise InputError(
-            "schedule", f"{inst.name}: {name} needs backward blocks split into B and W", "build with make_pipeline(..., weight_time=...)"
+            "schedule", f"{inst.name}: {name} needs backward blocks split into B and W", "build with `distplan make pipeline --weight-time W` (Python: make_pipeline(..., weight_time=W))"
         )
 
 

@@ -63,7 +63,7 @@ class VLayout:
 
 def v_layout(inst: PipelineInstance) -> VLayout:
     """The V placement's blocks per device, or an `InputError` naming what differs."""
-    fix = "build the instance with make_pipeline('v2', ...)"
+    fix = "build the instance with `distplan make pipeline --shape v2` (Python: make_pipeline('v2', ...))"
     p = inst.n_devices
     if np.any(inst.device_mask.sum(axis=1) != 1):
         raise InputError("schedule", f"{inst.name}: V-shape schedules need every block on one device", fix)
@@ -96,7 +96,7 @@ def v_layout(inst: PipelineInstance) -> VLayout:
 
 def _need_split(inst: PipelineInstance, lay: VLayout, name: str) -> None:
     if not lay.split:
-        raise InputError("schedule", f"{inst.name}: {name} needs backward blocks split into B and W", "build with make_pipeline('v2', ..., weight_time=...)")
+        raise InputError("schedule", f"{inst.name}: {name} needs backward blocks split into B and W", "build with `distplan make pipeline --shape v2 --weight-time W` (Python: make_pipeline('v2', ..., weight_time=W))")
 
 
 # -- ZB-V (handcrafted) ---------------------------------------------------------------------

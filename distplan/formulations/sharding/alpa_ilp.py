@@ -242,7 +242,7 @@ class FoldedSharding:
 def unfolded(instance: Any, formulation: str) -> ShardingInstance:
     """The instance itself; InputError for a folded one (only alpa_ilp takes those)."""
     if isinstance(instance, FoldedSharding):
-        raise InputError("fold", f"{formulation} does not take a folded instance", "solve without fold=True (tap folds by itself), or use alpa_ilp")
+        raise InputError("fold", f"{formulation} does not take a folded instance", "solve without --fold (Python: without fold=True; tap folds by itself), or use alpa_ilp")
     return instance
 
 
