@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from distplan.solvers.options import run_grace
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -68,7 +70,7 @@ def run(instance: str, formulation: str, limit: float) -> dict[str, object]:
         capture_output=True, text=True, cwd=ROOT, check=False,
     )
     process = time.perf_counter() - t0
-    grace = max(2.0, 0.1 * limit)
+    grace = run_grace(limit)
     row: dict[str, object] = {"instance": Path(instance).stem if os.sep in instance else instance, "formulation": formulation,
                               "limit": limit, "grace": grace, "process_s": process, "exit": proc.returncode}
     if proc.returncode == 0:

@@ -74,6 +74,7 @@ from distplan.instances import load_instance
 from distplan.kinds import KINDS
 from distplan.models.common import instance_digest, kind_spec, per_instance, read_json
 from distplan.solvers.base import get_backend
+from distplan.solvers.options import run_grace
 from distplan.solvers.result import (
     CALL_OPTIONS_SINCE,
     CALL_RECORD_FIELDS,
@@ -802,6 +803,21 @@ def check_result(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
     return problems
 
 
+def overrun_note(doc: dict[str, Any]) -> str | None:
+    """What a result's recorded wall time (``timings.wall_seconds``) says of its time limit
+    (``options.time_limit``), when it ran past it: a note, not a problem (the plan and its
+    bounds are checked on their own), saying whether it stayed within `run_grace`."""
+    limit = (doc.get("options") or {}).get("time_limit")
+    wall = (doc.get("timings") or {}).get("wall_seconds")
+    if not isinstance(limit, int | float) or not isinstance(wall, int | float) or isinstance(limit, bool) or isinstance(wall, bool):
+        return None
+    if not math.isfinite(wall) or wall <= limit:
+        return None
+    grace = run_grace(limit)
+    where = "within" if wall <= limit + grace else "beyond"
+    return f"the run took {wall:.3f} s, {wall - limit:.3f} s past its time limit of {limit:g} s ({where} the {grace:g} s a solve may run past its limit)"
+
+
 def verify_result(doc: dict[str, Any], instance: Any, report: VerifyReport, label: str = "", *, require_version: bool = False) -> None:
     """Append to ``report`` every problem `check_result` finds, as ``TAG: FIELD: message``."""
     report.checked += 1
@@ -811,6 +827,9 @@ def verify_result(doc: dict[str, Any], instance: Any, report: VerifyReport, labe
     report.note_once(*notes)
     report.problems.extend(f"{tag}: {name}: {message}" for name, message in problems)
     report.note_once(*unchecked(doc))
+    overrun = overrun_note(doc)
+    if overrun is not None:
+        report.notes.append(f"{tag}: {overrun}")
     if not problems and doc.get("objective") is not None:
         tol, recorded = recorded_tolerance(doc)
         report.notes.append(

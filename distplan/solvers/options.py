@@ -6,6 +6,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 
+def run_grace(time_limit: float) -> float:
+    """Seconds a whole solve may run past its ``time_limit`` (seconds): max(2 s, 10 %).
+    `SolveOptions.kill_grace` is half of it; `distplan verify` notes a recorded wall time
+    beyond it, and ``benchmarks/bench_time_limits.py`` checks every formulation against it."""
+    return max(2.0, 0.1 * float(time_limit))
+
+
 @dataclass(frozen=True)
 class SolveOptions:
     """Options every backend understands. Times in seconds; mip_gap relative."""
@@ -28,7 +35,7 @@ class SolveOptions:
 
     def kill_grace(self) -> float:
         """Seconds past ``time_limit`` after which a solver that has not stopped by itself is
-        killed: ``grace`` if set, else max(1 s, 5% of the limit). Half of the max(2 s, 10%)
+        killed: ``grace`` if set, else max(1 s, 5% of the limit). Half of the `run_grace`
         that a whole `distplan.solve` may run past its limit, so reading the result,
         decoding and evaluating the plan fit in the other half."""
         if self.grace is not None:
