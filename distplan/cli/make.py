@@ -19,7 +19,7 @@ from distplan.cli.output import say_wrote, wrote_line
 from distplan.errors import InputError
 from distplan.instances.generators import MAX_DEVICES, MAX_OPS
 from distplan.models.common import instance_from_dict, write_json
-from distplan.models.pipeline import MAX_MICRO_BATCHES
+from distplan.models.pipeline import MAX_MICRO_BATCHES, PipelineInstance
 
 #: the pipeline shapes `make pipeline --shape` takes (`instances.pipelines.SHAPES`, not
 #: imported here: a test holds the two equal)
@@ -174,8 +174,7 @@ def cmd_make_pipeline(args: argparse.Namespace) -> int:
             memory_capacity=args.memory,
             name=args.name,
         )
-        inst.to_json(args.output)
-        say_wrote(wrote_line(args.output, inst.summary()))
+        _write_pipeline(inst, args.output)
         return 0
     if args.shape is None:
         raise InputError("--shape", "needed unless --model is given", "give --shape v (or x, m, k, nn, interleaved, v2), or --model llama3-8b")
@@ -192,9 +191,21 @@ def cmd_make_pipeline(args: argparse.Namespace) -> int:
         mode=args.mode,
         name=args.name,
     )
-    inst.to_json(args.output)
-    say_wrote(wrote_line(args.output, inst.summary()))
+    _write_pipeline(inst, args.output)
     return 0
+
+
+def _write_pipeline(inst: PipelineInstance, output: str) -> None:
+    """Write ``inst`` unless it has more operations than any pipeline formulation plans
+    (`check_size`: an instance every solve refused was written, review rev24b)."""
+    from distplan.formulations.pipeline.common import check_size  # (the formulations load on need)
+
+    try:
+        check_size(inst)
+    except InputError as exc:
+        raise InputError("--micro-batches", exc.problem, exc.fix) from None
+    inst.to_json(output)
+    say_wrote(wrote_line(output, inst.summary()))
 
 
 def cmd_make_random(args: argparse.Namespace) -> int:
