@@ -22,6 +22,7 @@ reported in seconds.
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -439,10 +440,11 @@ def edge_product_block(model: Model, instance: Any, index: AlpaIndex) -> None:
 
 
 def memory_shortfall(g: CostGraph) -> tuple[float, float, list[tuple[float, str]]]:
-    """(least memory per device over all plans, budget, largest per-node minimums), bytes."""
+    """(least memory per device over all plans, budget, the three largest per-node
+    minimums with their op names, equal ones in graph order), bytes."""
     least = [float(np.min(m[~forbidden(c)])) if m.size else 0.0 for m, c in zip(g.node_memory, g.node_cost)]
-    names = [g.instance.ops[ops[0]].name + (f" (x{int(k)} copies)" if k > 1 else "") for ops, k in zip(g.node_ops, g.multiplicity)]
-    top = sorted(zip(least, names), reverse=True)[:3]
+    largest = heapq.nsmallest(3, range(len(least)), key=lambda k: (-least[k], k))
+    top = [(least[k], g.instance.ops[g.node_ops[k][0]].name + (f" (x{int(g.multiplicity[k])} copies)" if g.multiplicity[k] > 1 else "")) for k in largest]
     return float(sum(least)), g.memory_budget, top
 
 
