@@ -607,6 +607,23 @@ def test_pipeline_from_model_block_times() -> None:
         pipeline_from_model("gpt2-small", 8, 4, "h100-sxm", shape="interleaved", chunks=2)
 
 
+def test_pipeline_from_model_on_the_v_placement() -> None:
+    """``shape="v2"``: 2p stages, device d holding stages d and 2p - 1 - d, the same
+    model time as the plain pipeline in twice the stages; the V schedules take it (they
+    took only `make_pipeline`'s toy costs, review rev24b)."""
+    v2 = pipeline_from_model("gpt2-small", 3, 6, "h100-sxm", shape="v2", dtype="fp16", split_backward=True)
+    plain = pipeline_from_model("gpt2-small", 3, 6, "h100-sxm", dtype="fp16", split_backward=True)
+    blocks = {b.name: b for b in v2.blocks}
+    assert len(blocks) == 3 * 6 and v2.name == "gpt2-small-v2-zb-p3-n6"
+    assert [blocks[f"F{j}"].devices for j in range(6)] == [(v2.devices[d],) for d in (0, 1, 2, 2, 1, 0)]
+    assert sum(b.duration for b in v2.blocks) == pytest.approx(sum(b.duration for b in plain.blocks))
+    for formulation in ("v_half", "v_zb", "zb_v"):
+        res = distplan.solve(v2.with_(memory_capacity=None), formulation=formulation)
+        assert res.check is not None and res.check.feasible, formulation
+    with pytest.raises(InputError, match="v, interleaved and v2"):
+        pipeline_from_model("gpt2-small", 3, 6, "h100-sxm", shape="x")
+
+
 def test_make_llama_instances_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from distplan.cli import main
 

@@ -259,7 +259,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=cmd_make_sharding)
 
     p = kinds.add_parser("pipeline", help=f"a pipeline placement ({PIPELINE_SHAPES}) for repetend scheduling")
-    p.add_argument("--shape", default=None, help=f"{PIPELINE_SHAPES} (with --model: v or interleaved, default v)")
+    p.add_argument("--shape", default=None, help=f"{PIPELINE_SHAPES} (with --model: v, interleaved or v2, default v)")
     p.add_argument("--model", default=None, help="zoo model (e.g. llama3-8b, gpt2-xl): block times and memory from its layer costs")
     p.add_argument("--cluster", default=None, help="with --model: catalogue cluster whose first devices run the stages (default h100-sxm)")
     p.add_argument("--batch", type=positive_int_at_most(MAX_BATCH), default=None, help=f"with --model: sequences per micro-batch (at most {MAX_BATCH})")

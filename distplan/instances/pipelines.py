@@ -294,16 +294,18 @@ def pipeline_from_model(
     device's capacity is its memory (or ``memory_capacity`` bytes) less the weights,
     gradients and Adam state of its stages (2 + 2 + 12 bytes per parameter). ``comm_delay``
     is the largest stage-boundary transfer: activation bytes / pair bandwidth + latency.
-    ``shape``: ``v`` (one stage per device) or ``interleaved`` (``chunks`` stages per device,
-    stage j on device j mod stages). The optimizer step after the flush is not a block.
+    ``shape``: ``v`` (one stage per device), ``interleaved`` (``chunks`` stages per device,
+    stage j on device j mod stages) or ``v2`` (2 x ``stages`` stages, device d holding
+    stages d and 2 x stages - 1 - d: the V placement of ZB-V and the V-schedules). The
+    optimizer step after the flush is not a block.
     """
     from distplan.instances.zoo import MODELS, model_graph
     from distplan.instances.zoo_llama import LLAMA_MODELS
     from distplan.models.catalogue import cluster as catalogue_cluster
 
     kind = SHAPES.get(shape.lower())
-    if kind not in ("v", "interleaved"):
-        raise InputError("shape", f"a pipeline from a model is built for shapes v and interleaved, not {shape!r}")
+    if kind not in ("v", "interleaved", "v2"):
+        raise InputError("shape", f"a pipeline from a model is built for shapes v, interleaved and v2, not {shape!r}")
     if not isinstance(stages, int) or stages < 1:
         raise InputError("stages", f"expected a positive integer, got {stages!r}")
     if not isinstance(micro_batches, int) or micro_batches < 1:
@@ -317,7 +319,7 @@ def pipeline_from_model(
         raise InputError("stages", f"{stages} stages need {stages} devices, {spec.name!r} has {spec.n_devices}")
     options: dict[str, Any] = {"micro_batches": 1, "granularity": "module"} if model in LLAMA_MODELS else {}
     graph = model_graph(model, batch, seq, dtype, **options).training("adam")
-    n_stages = stages * (chunks if kind == "interleaved" else 1)
+    n_stages = stages * (chunks if kind == "interleaved" else 2 if kind == "v2" else 1)
     index = graph.index
     layer_of = np.full(len(graph.ops), -1, dtype=np.int64)
     seen_layer = False
@@ -339,7 +341,8 @@ def pipeline_from_model(
     stage = np.empty(len(graph.ops), dtype=np.int64)
     for k, op in enumerate(graph.ops):
         stage[k] = fwd_stage[k] if op.phase == "forward" else fwd_stage[index[op.info["forward"]]]
-    device_of_stage = [j % stages for j in range(n_stages)]
+    # (v2: down the devices and back up, device d holding stages d and 2 stages - 1 - d)
+    device_of_stage = [j if j < stages else 2 * stages - 1 - j for j in range(n_stages)] if kind == "v2" else [j % stages for j in range(n_stages)]
     types = spec.device_types[:stages]
     per_type = graph.times(sorted(set(types)))
     fwd = np.zeros(n_stages)
@@ -389,7 +392,8 @@ def pipeline_from_model(
         prev = bld.add(f"B{j}", "B", bwd[j], [device_of_stage[j]], -share, [prev])
         if split_backward:
             bld.add(f"W{j}", "W", wgt[j], [device_of_stage[j]], -(act[j] - share), [prev])
-    label = f"{model}-{'interleaved' + str(chunks) if kind == 'interleaved' else 'v'}{'-zb' if split_backward else ''}-p{stages}-n{micro_batches}"
+    placement = "interleaved" + str(chunks) if kind == "interleaved" else kind
+    label = f"{model}-{placement}{'-zb' if split_backward else ''}-p{stages}-n{micro_batches}"
     data: dict[str, Any] = {
         "format": "distplan/1",
         "kind": "pipeline",
