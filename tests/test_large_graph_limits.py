@@ -58,3 +58,29 @@ def test_alpa_ilp_build_stops_at_the_limit() -> None:
     assert res.termination.value == "time_limit" and res.status.value == "feasible"
     assert res.plan is not None and res.check.feasible
     assert check_result(res.to_dict(), inst, require_version=True) == []
+
+
+def test_search_skips_its_forced_bound_past_the_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """placement_search gave its forced co-location bound a share of the time from its
+    start even when the start plans had used it all (p70: 0.27 s past a 3 s limit)."""
+    from distplan.formulations.placement import search
+
+    real = search.heuristic_schedules
+    calls: list[float | None] = []
+
+    def slow_starts(inst, ctx):  # type: ignore[no-untyped-def]
+        out = real(inst, ctx)
+        while ctx.deadline is not None and time.perf_counter() < ctx.deadline:
+            time.sleep(0.01)
+        return out
+
+    def counted(inst, makespan, deadline=None):  # type: ignore[no-untyped-def]
+        calls.append(deadline)
+        return None
+
+    monkeypatch.setattr(search, "heuristic_schedules", slow_starts)
+    monkeypatch.setattr(search, "forced_bound", counted)
+    inst = distplan.load_instance("placement-small-5")
+    res = distplan.solve(inst, "placement_search", time_limit=0.3)
+    assert calls == [] and res.plan is not None
+    assert check_result(res.to_dict(), inst, require_version=True) == []
