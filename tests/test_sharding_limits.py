@@ -53,7 +53,9 @@ def test_stopped_early_never_loses_to_an_expert_plan(big: tuple[ShardingInstance
     res = distplan.solve(inst, formulation, backend=backend, time_limit=0.01, **params)
     assert res.objective <= expert  # zero tolerance: the same evaluator's seconds
     if res.status.value != "optimal":
-        assert res.termination.value == "time_limit"
+        # (killed: the solver process outlived the limit and its kill grace, as CBC does
+        # on a loaded machine; the run ends with its last call's termination)
+        assert res.termination.value in ("time_limit", "killed")
         assert res.info.get("incumbent", formulation) in (formulation, *EXPERTS)
     assert res.bound is None or res.bound <= res.objective
 
