@@ -60,7 +60,9 @@ def test_a_long_chain_is_exact_and_a_wide_antichain_is_an_estimate() -> None:
     assert pipeline._min_peak(np.array([2.0, -2.0] * 8), (0,) * 16) == 0.0  # 2**16: searched (frees first)
 
 
-def test_devices_of_one_stage_shape_share_the_search(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def searches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry per search `_min_peak` runs."""
     calls: list[int] = []
     real = pipeline._min_peak
 
@@ -69,21 +71,19 @@ def test_devices_of_one_stage_shape_share_the_search(monkeypatch: pytest.MonkeyP
         return real(*args, **kwargs)
 
     monkeypatch.setattr(pipeline, "_min_peak", counted)
+    return calls
+
+
+def test_devices_of_one_stage_shape_share_the_search(searches: list[int]) -> None:
+    calls = searches
     inst = make_pipeline("interleaved", 16, 32, chunks=4)
     need, exact = inst.minimum_memory()
     assert exact.all() and len(calls) < inst.n_devices
     assert len(set(need.tolist())) <= len(calls)
 
 
-def test_computed_once_and_copied(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[int] = []
-    real = pipeline._min_peak
-
-    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(pipeline, "_min_peak", counted)
+def test_computed_once_and_copied(searches: list[int]) -> None:
+    calls = searches
     inst = distplan.load_instance("pipeline-tessel-vshape")
     need, exact = inst.minimum_memory()
     first = len(calls)
