@@ -156,6 +156,8 @@ def cmd_make_pipeline(args: argparse.Namespace) -> int:
     from distplan.instances.pipelines import SHAPES, make_pipeline, pipeline_from_model
 
     interleaved = SHAPES.get(str(args.shape or "v").lower()) == "interleaved"
+    _refuse_ignored(args, interleaved)
+    args.chunks = 2 if args.chunks is None else args.chunks
     if interleaved and args.stages * args.chunks > MAX_VIRTUAL_STAGES:
         raise InputError(
             "--chunks", f"{args.stages} stages x {args.chunks} chunks are {args.stages * args.chunks} pipeline stages, more than the largest taken, {MAX_VIRTUAL_STAGES}", "give fewer stages or chunks"
@@ -182,17 +184,43 @@ def cmd_make_pipeline(args: argparse.Namespace) -> int:
         args.shape,
         args.stages,
         args.micro_batches,
-        forward_time=args.forward_time,
-        backward_time=args.backward_time,
+        forward_time=TOY_DEFAULTS["forward_time"] if args.forward_time is None else args.forward_time,
+        backward_time=TOY_DEFAULTS["backward_time"] if args.backward_time is None else args.backward_time,
         weight_time=args.weight_time,
         chunks=args.chunks,
         memory_capacity=args.memory,
-        comm_delay=args.comm_delay,
-        mode=args.mode,
+        comm_delay=TOY_DEFAULTS["comm_delay"] if args.comm_delay is None else args.comm_delay,
+        mode=TOY_DEFAULTS["mode"] if args.mode is None else args.mode,
         name=args.name,
     )
     _write_pipeline(inst, args.output)
     return 0
+
+
+#: `make pipeline` options of the model-free shapes (their defaults) and of ``--model``
+TOY_DEFAULTS: dict[str, Any] = {"forward_time": 1.0, "backward_time": 3.0, "weight_time": None, "comm_delay": 0.0, "mode": "training"}
+MODEL_OPTIONS = ("cluster", "batch", "seq", "split_backward")
+
+
+def _refuse_ignored(args: argparse.Namespace, interleaved: bool) -> None:
+    """`InputError` naming an option the asked pipeline would ignore: block times with
+    ``--model`` (they come from its layer costs), model options without it, ``--chunks``
+    on a shape other than interleaved (they were silently dropped)."""
+
+    def flag(name: str) -> str:
+        return "--" + name.replace("_", "-")
+
+    given = [name for name in (*TOY_DEFAULTS, *MODEL_OPTIONS) if getattr(args, name) not in (None, False)]
+    if args.model is not None:
+        toy = [name for name in given if name in TOY_DEFAULTS]
+        if toy:
+            raise InputError(flag(toy[0]), "has no effect with --model (block times, memory and delays come from the model's layer costs)", f"leave out {', '.join(flag(n) for n in toy)}")
+    else:
+        model = [name for name in given if name in MODEL_OPTIONS]
+        if model:
+            raise InputError(flag(model[0]), "applies only with --model", f"give --model (e.g. llama3-8b), or leave out {', '.join(flag(n) for n in model)}")
+    if args.chunks is not None and not interleaved:
+        raise InputError("--chunks", "only the interleaved shape has a number of chunks per device (v2 has 2)", "give --shape interleaved, or leave out --chunks")
 
 
 def _write_pipeline(inst: PipelineInstance, output: str) -> None:
@@ -267,13 +295,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--split-backward", action="store_true", help="with --model: zero-bubble B/W split of the backward blocks")
     p.add_argument("--stages", type=positive_int_at_most(MAX_STAGES), required=True, help=f"at most {MAX_STAGES}")
     p.add_argument("--micro-batches", type=positive_int_at_most(MAX_MICRO_BATCHES), required=True, help=f"at most {MAX_MICRO_BATCHES}")
-    p.add_argument("--forward-time", type=positive_float, default=1.0, help="seconds per forward block")
-    p.add_argument("--backward-time", type=positive_float, default=3.0, help="seconds per backward block (B + W unless split)")
-    p.add_argument("--weight-time", type=positive_float, default=None, help="seconds of the W part (zero-bubble B/W split)")
-    p.add_argument("--chunks", type=positive_int_at_most(MAX_CHUNKS), default=2, help=f"virtual chunks per device (interleaved; at most {MAX_CHUNKS}, and stages x chunks at most {MAX_VIRTUAL_STAGES})")
+    p.add_argument("--forward-time", type=positive_float, default=None, help="seconds per forward block (default 1; not with --model)")
+    p.add_argument("--backward-time", type=positive_float, default=None, help="seconds per backward block, B + W unless split (default 3; not with --model)")
+    p.add_argument("--weight-time", type=positive_float, default=None, help="seconds of the W part (zero-bubble B/W split; not with --model: --split-backward)")
+    p.add_argument("--chunks", type=positive_int_at_most(MAX_CHUNKS), default=None, help=f"virtual chunks per device (interleaved only, default 2; at most {MAX_CHUNKS}, and stages x chunks at most {MAX_VIRTUAL_STAGES})")
     p.add_argument("--memory", type=positive_float, default=None, help="memory capacity per device (the blocks' units; with --model bytes, default the device's)")
-    p.add_argument("--comm-delay", type=nonneg_float, default=0.0, help="seconds between blocks on different devices")
-    p.add_argument("--mode", default="training", choices=["training", "inference"])
+    p.add_argument("--comm-delay", type=nonneg_float, default=None, help="seconds between blocks on different devices (default 0; not with --model)")
+    p.add_argument("--mode", default=None, choices=["training", "inference"], help="default training (not with --model)")
     p.add_argument("--name", default=None)
     add_output(p, "-o", "--output", required=True)
     p.set_defaults(func=cmd_make_pipeline)
