@@ -74,13 +74,17 @@ def _mesh(text: str) -> int | tuple[int, ...]:
 def cmd_make_sharding(args: argparse.Namespace) -> int:
     from distplan.instances.transformer import PRESETS, preset, transformer
 
+    family = "llama" if args.model in _llama_models() else "transformer" if args.model == "transformer" else "preset" if args.model in PRESETS else None
+    if family is None:
+        raise InputError("--model", f"unknown model {args.model!r}", f"use one of: transformer, {', '.join([*PRESETS, *_llama_models()])}")
+    _refuse_ignored_sharding(args, family)
     mesh = _mesh(args.mesh)
     axes = 1 if isinstance(mesh, int) else len(mesh)
     bandwidth = _floats("--bandwidth-gbs", args.bandwidth_gbs, axes, positive=True)
     latency = _floats("--latency-us", args.latency_us, axes, positive=False)
     kw: dict[str, Any] = {
         "mesh": mesh,
-        "device": args.device,
+        "device": args.device or "A100-80GB",
         "bandwidth": None if bandwidth is None else tuple(b * 1e9 for b in bandwidth),
         "latency": None if latency is None else tuple(x * 1e-6 for x in latency),
         "memory": None if args.memory_gb is None else args.memory_gb * 1e9,
@@ -88,22 +92,45 @@ def cmd_make_sharding(args: argparse.Namespace) -> int:
         "sequence_split": args.sequence_split,
         "name": args.name,
     }
-    if args.model in _llama_models():
+    if family == "llama":
         inst = _make_llama_sharding(args, kw)
-    elif args.model == "transformer":
+    elif family == "transformer":
         missing = [f for f in ("layers", "hidden", "heads", "seq") if getattr(args, f) is None]
         if missing:
             raise InputError(f"--{missing[0]}", "needed for --model transformer", "give --layers --hidden --heads --seq")
-        inst = transformer(args.layers, args.hidden, args.heads, args.seq, args.batch, args.vocab, ffn=args.ffn, **kw)
-    elif args.model in PRESETS:
+        inst = transformer(args.layers, args.hidden, args.heads, args.seq, args.batch, DEFAULT_VOCAB if args.vocab is None else args.vocab, ffn=args.ffn, **kw)
+    else:
         extra = {k: getattr(args, k) for k in ("layers", "seq") if getattr(args, k) is not None}
         inst = preset(args.model, batch=args.batch, **kw, **extra)
-    else:
-        raise InputError("--model", f"unknown model {args.model!r}", f"use one of: transformer, {', '.join([*PRESETS, *_llama_models()])}")
     instance_from_dict(inst.to_dict())  # what is written must load: --mesh 10000000 wrote a file no command read
     inst.to_json(args.output)
     say_wrote(sharding_summary(args.output, inst))
     return 0
+
+
+#: `make sharding --vocab`'s default for ``--model transformer`` (GPT-2's vocabulary)
+DEFAULT_VOCAB = 50257
+#: the `make sharding` options each model family does not read
+SHARDING_OPTIONS_IGNORED = {
+    "transformer": ("cluster", "no_flash"),
+    "preset": ("hidden", "heads", "vocab", "ffn", "cluster", "no_flash"),
+    "llama": ("hidden", "heads", "vocab", "ffn", "device", "flash"),
+}
+
+
+def _refuse_ignored_sharding(args: argparse.Namespace, family: str) -> None:
+    """`InputError` naming an option the model family does not read (``--hidden`` with a
+    Llama model, ``--cluster`` with a GPT: they were dropped silently, review rev25)."""
+    given = [name for name in SHARDING_OPTIONS_IGNORED[family] if getattr(args, name) not in (None, False)]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        why = {
+            "device": "the device is the --cluster's",
+            "flash": "flash attention is the Llama models' default (--no-flash turns it off)",
+            "cluster": "only Llama models take a cluster; give --device, --bandwidth-gbs, --latency-us",
+            "no_flash": "flash attention is off unless --flash",
+        }.get(given[0], "the model's shape is its own")
+        raise InputError(flag, f"has no effect with --model {args.model} ({why})", f"leave out {', '.join('--' + n.replace('_', '-') for n in given)}")
 
 
 def _llama_models() -> list[str]:
@@ -272,10 +299,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--heads", type=positive_int, default=None)
     p.add_argument("--seq", type=positive_int_at_most(MAX_SEQ), default=None, help=f"at most {MAX_SEQ}")
     p.add_argument("--batch", type=positive_int_at_most(MAX_BATCH), default=8, help=f"at most {MAX_BATCH}")
-    p.add_argument("--vocab", type=positive_int, default=50257)
+    p.add_argument("--vocab", type=positive_int, default=None, help=f"vocabulary size (--model transformer; default {DEFAULT_VOCAB})")
     p.add_argument("--ffn", type=positive_int, default=None, help="FFN width (default 4 x hidden)")
     p.add_argument("--mesh", default="8", help="mesh shape: 8 or 2x4")
-    p.add_argument("--device", default="A100-80GB")
+    p.add_argument("--device", default=None, help="mesh device (default A100-80GB; Llama models: the --cluster's)")
     p.add_argument("--memory-gb", type=positive_float, default=None, help="memory per device (default: the device's)")
     p.add_argument("--bandwidth-gbs", default=None, help="bandwidth per mesh axis, GB/s, e.g. 240,25")
     p.add_argument("--latency-us", default=None, help="latency per mesh axis, microseconds, e.g. 2,10")
