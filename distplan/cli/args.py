@@ -113,6 +113,13 @@ class Output:
 OUTPUTS = "_outputs"
 
 
+def given_flags(args: argparse.Namespace, names: Sequence[str]) -> list[str]:
+    """The flags (``--time-limit``) of the options among ``names`` (``time_limit``) that the
+    command line gave: a value other than None and False (every such option's default),
+    in ``names``' order. What a command refuses when they would be ignored."""
+    return ["--" + name.replace("_", "-") for name in names if getattr(args, name) not in (None, False)]
+
+
 def add_output(
     parser: argparse.ArgumentParser, *flags: str, directory: bool = False, suffixes: Sequence[str] | None = None, **kwargs: Any
 ) -> argparse.Action:

@@ -13,7 +13,15 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from distplan.cli.args import add_output, nonneg_float, nonneg_int, positive_float, positive_int, positive_int_at_most
+from distplan.cli.args import (
+    add_output,
+    given_flags,
+    nonneg_float,
+    nonneg_int,
+    positive_float,
+    positive_int,
+    positive_int_at_most,
+)
 from distplan.cli.importers import add_make_placement, cmd_make_placement
 from distplan.cli.output import say_wrote, wrote_line
 from distplan.errors import InputError
@@ -121,16 +129,15 @@ SHARDING_OPTIONS_IGNORED = {
 def _refuse_ignored_sharding(args: argparse.Namespace, family: str) -> None:
     """`InputError` naming an option the model family does not read (``--hidden`` with a
     Llama model, ``--cluster`` with a GPT: they were dropped silently, review rev25)."""
-    given = [name for name in SHARDING_OPTIONS_IGNORED[family] if getattr(args, name) not in (None, False)]
+    given = given_flags(args, SHARDING_OPTIONS_IGNORED[family])
     if given:
-        flag = "--" + given[0].replace("_", "-")
         why = {
-            "device": "the device is the --cluster's",
-            "flash": "flash attention is the Llama models' default (--no-flash turns it off)",
-            "cluster": "only Llama models take a cluster; give --device, --bandwidth-gbs, --latency-us",
-            "no_flash": "flash attention is off unless --flash",
+            "--device": "the device is the --cluster's",
+            "--flash": "flash attention is the Llama models' default (--no-flash turns it off)",
+            "--cluster": "only Llama models take a cluster; give --device, --bandwidth-gbs, --latency-us",
+            "--no-flash": "flash attention is off unless --flash",
         }.get(given[0], "the model's shape is its own")
-        raise InputError(flag, f"has no effect with --model {args.model} ({why})", f"leave out {', '.join('--' + n.replace('_', '-') for n in given)}")
+        raise InputError(given[0], f"has no effect with --model {args.model} ({why})", f"leave out {', '.join(given)}")
 
 
 def _llama_models() -> list[str]:
@@ -233,19 +240,14 @@ def _refuse_ignored(args: argparse.Namespace, interleaved: bool) -> None:
     """`InputError` naming an option the asked pipeline would ignore: block times with
     ``--model`` (they come from its layer costs), model options without it, ``--chunks``
     on a shape other than interleaved (they were silently dropped)."""
-
-    def flag(name: str) -> str:
-        return "--" + name.replace("_", "-")
-
-    given = [name for name in (*TOY_DEFAULTS, *MODEL_OPTIONS) if getattr(args, name) not in (None, False)]
     if args.model is not None:
-        toy = [name for name in given if name in TOY_DEFAULTS]
+        toy = given_flags(args, tuple(TOY_DEFAULTS))
         if toy:
-            raise InputError(flag(toy[0]), "has no effect with --model (block times, memory and delays come from the model's layer costs)", f"leave out {', '.join(flag(n) for n in toy)}")
+            raise InputError(toy[0], "has no effect with --model (block times, memory and delays come from the model's layer costs)", f"leave out {', '.join(toy)}")
     else:
-        model = [name for name in given if name in MODEL_OPTIONS]
+        model = given_flags(args, MODEL_OPTIONS)
         if model:
-            raise InputError(flag(model[0]), "applies only with --model", f"give --model (e.g. llama3-8b), or leave out {', '.join(flag(n) for n in model)}")
+            raise InputError(model[0], "applies only with --model", f"give --model (e.g. llama3-8b), or leave out {', '.join(model)}")
     if args.chunks is not None and not interleaved:
         raise InputError("--chunks", "only the interleaved shape has a number of chunks per device (v2 has 2)", "give --shape interleaved, or leave out --chunks")
 

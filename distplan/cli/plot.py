@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from distplan.api import solve
-from distplan.cli.args import add_output, positive_float
+from distplan.cli.args import add_output, given_flags, positive_float
 from distplan.cli.output import say_wrote
 from distplan.cli.plan_file import read_plan_file
 from distplan.errors import InputError, NoSolutionError
@@ -75,7 +75,7 @@ def _check_sources(args: argparse.Namespace, kind: str) -> None:
         return
     if not args.plan:
         raise InputError("plot", "nothing to plot", "give a PLAN.json or --formulation F")
-    used = [flag for flag, value in (("--backend", args.backend), ("--time-limit", args.time_limit), ("--fold", args.fold)) if value]
+    used = given_flags(args, ("backend", "time_limit", "fold"))
     if used:
         raise InputError("plot", f"{', '.join(used)} {'applies' if len(used) == 1 else 'apply'} only when solving, and a PLAN.json is drawn as it is", "leave them out, or give --formulation F instead of the plan")
 
