@@ -106,3 +106,42 @@ def test_pipeline_milp_keeps_its_warm_start_when_the_retiming_passes_the_limit(m
     assert res.plan is not None and res.objective == pytest.approx(35.0)
     assert res.termination in (Termination.TIME_LIMIT, Termination.OPTIMAL)
     assert check_result(res.to_dict(), inst, require_version=True) == []
+
+
+def test_tessel_first_classic_schedule_may_take_more_than_its_share(monkeypatch: pytest.MonkeyPatch):
+    """A limited tessel gives its classic schedules a quarter of its time; on 528k
+    operations (interleaved, 64 stages, N = 512) the first, gpipe, takes ~0.5 s, more than
+    that quarter at a 1 s limit, and the run returned no plan (the repetend search needing
+    longer still). Above `CHEAP_OPS` operations (here made 0) the first schedule that
+    applies now runs on to the run's deadline; the others keep the quarter. Here gpipe is
+    made to take 0.4 s of a 1 s limit and the repetend search to run out of time."""
+    from distplan.formulations.deadline import DeadlineReached, check
+    from distplan.formulations.pipeline import baselines, tessel
+
+    got: dict[str, float | None] = {}
+
+    def slow_gpipe(inst, deadline):  # type: ignore[no-untyped-def]
+        got["gpipe"] = deadline
+        time.sleep(0.4)
+        check(deadline, "the gpipe schedule")
+        return baselines.gpipe(inst, deadline)
+
+    def one_f_one_b(inst, deadline):  # type: ignore[no-untyped-def]
+        got["1f1b"] = deadline
+        return baselines.one_f_one_b(inst, deadline)
+
+    def search_out_of_time(inst, ctx, params):  # type: ignore[no-untyped-def]
+        raise DeadlineReached("the repetend search ran out of time")
+
+    monkeypatch.setattr(baselines, "SCHEDULES", {"gpipe": slow_gpipe, "1f1b": one_f_one_b})
+    monkeypatch.setattr(tessel, "_budgeted_search", search_out_of_time)
+    monkeypatch.setattr(tessel, "CHEAP_OPS", 0)
+    inst = _v4x8()
+    t0 = time.perf_counter()
+    res = distplan.solve(inst, "tessel", time_limit=1.0)
+    assert res.plan is not None and res.termination is Termination.TIME_LIMIT
+    assert res.info["completion"] in ("baseline gpipe", "baseline 1f1b")
+    assert got["gpipe"] is not None and got["1f1b"] is not None
+    assert got["gpipe"] >= t0 + 0.9  # the run's deadline
+    assert got["1f1b"] <= t0 + 0.5  # the quarter (from after gpipe's start)
+    assert check_result(res.to_dict(), inst, require_version=True) == []

@@ -482,12 +482,15 @@ def best_baseline(inst: PipelineInstance, deadline: float | None = None) -> tupl
     return _least(found)
 
 
-def _collect(inst: PipelineInstance, deadline: float | None, found: list[tuple[float, str, PipelinePlan]]) -> None:
+def _collect(inst: PipelineInstance, deadline: float | None, found: list[tuple[float, str, PipelinePlan]], first_deadline: float | None = None) -> None:
     """Append (objective, name, plan) of every classic schedule that fits in memory to
-    ``found``, in `SCHEDULES` order (those done stay when `DeadlineReached` stops it)."""
+    ``found``, in `SCHEDULES` order (those done stay when `DeadlineReached` stops it).
+    ``first_deadline``: the deadline of the schedules tried while ``found`` is empty,
+    when later than ``deadline`` (the first plan may take longer than the others get)."""
     for name in SCHEDULES:
         try:
-            plan = baseline_plan(inst, name, deadline)
+            later = first_deadline is not None and deadline is not None and first_deadline > deadline
+            plan = baseline_plan(inst, name, first_deadline if later and not found else deadline)
         except (InfeasibleError, InputError):
             continue
         chk = evaluate(inst, plan)
@@ -504,14 +507,17 @@ def _least(found: list[tuple[float, str, PipelinePlan]]) -> tuple[str, PipelineP
     return None if best is None else (best[1], best[2])
 
 
-def baseline_incumbent(inst: PipelineInstance, deadline: float | None) -> tuple[str, PipelinePlan] | None:
+def baseline_incumbent(inst: PipelineInstance, deadline: float | None, first_deadline: float | None = None) -> tuple[str, PipelinePlan] | None:
     """`best_baseline` as an optional incumbent: when ``deadline`` passes first, the best
-    of the schedules done by then (None without any)."""
-    if past(deadline):
+    of the schedules done by then (None without any). ``first_deadline`` (later than
+    ``deadline``): until one schedule is done, the schedules run on to it, so that a run
+    that gave its baselines a share of its time still has a plan when the first classic
+    schedule takes longer than that share (as on 528k operations)."""
+    if past(deadline) and past(first_deadline):
         return None
     found: list[tuple[float, str, PipelinePlan]] = []
     with contextlib.suppress(DeadlineReached):  # the schedules done by then stay
-        _collect(inst, deadline, found)
+        _collect(inst, deadline, found, first_deadline)
     return _least(found)
 
 

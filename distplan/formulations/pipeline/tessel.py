@@ -417,8 +417,8 @@ def run_tessel(inst: PipelineInstance, ctx: RunContext) -> Outcome:
     solver-free bound. ``info["completion"]`` names the winner.
 
     A time-limited run computes the classic schedules first (`_limited_fallback`: at
-    most a quarter of its time, or `BASELINE_GRACE` when less is left; milliseconds on
-    ordinary instances), so that it never
+    most a quarter of its time, or `BASELINE_GRACE` when less is left, on large runs the
+    first of them up to the run's deadline; milliseconds on ordinary instances), so that it never
     returns worse than them. The repetend search stops at the deadline; a search
     stopped by it returns that classic schedule (termination
     TIME_LIMIT), or, without one, `DeadlineReached` (no plan, never InfeasibleError: the
@@ -514,7 +514,8 @@ def _period_info(inst: PipelineInstance, period: float) -> dict[str, Any]:
 def _limited_fallback(inst: PipelineInstance, ctx: RunContext, params: dict[str, Any]) -> tuple[str, PipelinePlan] | None:
     """A time-limited run's classic schedule, computed first (milliseconds on ordinary
     instances; at most a quarter of the time left, or `BASELINE_GRACE` when that is less,
-    as when the limit passed while the command loaded): the plan a run stopped by its
+    as when the limit passed while the command loaded; above `CHEAP_OPS` operations the
+    first schedule that applies may run on to the run's deadline): the plan a run stopped by its
     limit returns when the repetend search has none, and a completion candidate, so that a
     limited tessel never returns worse than a baseline it could have computed in time.
     None without a limit (the completion lists the baselines then), with ``baselines``
@@ -522,7 +523,13 @@ def _limited_fallback(inst: PipelineInstance, ctx: RunContext, params: dict[str,
     remaining = ctx.remaining_time()
     if remaining is None or not params.get("baselines", True):
         return None
-    return baseline_incumbent(inst, baseline_deadline(time.perf_counter() + remaining / 4))
+    # above `CHEAP_OPS` operations any plan takes at least an earliest-start pass over
+    # all of them, as a classic schedule does, so the first schedule that applies runs on
+    # to the run's deadline: with the quarter only, gpipe (0.5 s on 528k operations) did
+    # not finish at a 1 s limit and the run returned no plan, the repetend search and its
+    # unrolling needing longer still; on smaller runs the search keeps its share
+    big = inst.n_blocks * inst.micro_batches > CHEAP_OPS
+    return baseline_incumbent(inst, baseline_deadline(time.perf_counter() + remaining / 4), baseline_deadline(ctx.deadline) if big else None)
 
 
 def _fallback_outcome(inst: PipelineInstance, ctx: RunContext, fallback: tuple[str, PipelinePlan], exc: Exception) -> Outcome:
