@@ -482,6 +482,46 @@ def test_node_limited_minimization_brackets_the_known_optimum(name: str) -> None
         assert res.objective >= 7.0 - 1e-6
 
 
+#: raw options that stop a backend's search after one node with its heuristics off
+FIRST_NODE_OPTIONS: dict[str, dict[str, object]] = {
+    "highs": {"mip_max_nodes": 1, "mip_heuristic_effort": 0.0},
+    "pulp-highs": {"mip_max_nodes": 1, "mip_heuristic_effort": 0.0},
+    "pyomo-highs": {"mip_max_nodes": 1, "mip_heuristic_effort": 0.0},
+    "cvxpy-HIGHS": {"highs_options": {"mip_max_nodes": 1, "mip_heuristic_effort": 0.0}},
+    "pulp-cbc": {"maxNodes": 1},
+    "pyomo-cbc": {"maxNodes": 1},
+    "scip": {"limits/nodes": 1},
+}
+
+
+@pytest.mark.parametrize("name", [p for p in MILP_BACKENDS if p.id in FIRST_NODE_OPTIONS])  # type: ignore[attr-defined]
+def test_a_search_stopped_before_a_feasible_point_returns_no_values(name: str) -> None:
+    """Pure feasibility of the planted market split (a x = d, x binary), stopped after one
+    node: a backend that found no feasible point says so (status none, no values, no
+    objective) and one that found some returns a feasible one. cvxpy 1.9 unpacks HiGHS's
+    column values at a limit even when HiGHS holds none; they were read as a plan (x = 0,
+    "feasible" at objective 0; alpa_ilp stopped at its limit: a plan 7 times over the
+    memory budget, a PlanCheckError instead of "no solution")."""
+    rng = np.random.default_rng(11)
+    a = rng.integers(0, 100, size=(4, 40)).astype(float)
+    d = a @ rng.integers(0, 2, size=40).astype(float)
+    mod = Model("split-feasibility")
+    x = mod.add_vars("x", 40, vtype="binary")
+    mod.add_constraints("split", (x.expr()[None, :] * a).sum(axis=1) == d)
+    mod.minimize(x.sum())
+    arrays = mod.to_arrays()
+    res = get_backend(name).solve(arrays, SolveOptions(time_limit=20.0, raw=FIRST_NODE_OPTIONS[name]))
+    assert res.status is not SolutionStatus.OPTIMAL or res.termination is Termination.OPTIMAL
+    if res.status is SolutionStatus.NONE:
+        assert res.objective is None and res.values is None, (res.termination, res.objective)
+        assert res.termination in LIMIT_TERMINATIONS, (res.termination, res.raw_status)
+        if name == "cvxpy-HIGHS":  # HiGHS's own status, read through cvxpy (its name, in cvxpy 1.9)
+            assert res.termination is Termination.NODE_LIMIT, (res.termination, res.raw_status)
+    else:
+        assert res.values is not None
+        assert np.allclose(a @ res.values, d, atol=1e-6), (res.termination, res.raw_status)
+
+
 def _sleeping_solve(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
     """A 'solver' that starts a long-running binary and waits for it (a CBC stuck in preprocessing)."""
     proc = subprocess.Popen(["sleep", "60"])

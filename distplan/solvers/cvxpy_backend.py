@@ -288,7 +288,10 @@ def _refine(spec: SolverSpec, raw: Any) -> Termination | None:
         if spec.name == "HIGHS":
             from distplan.solvers.highs import STATUS_MAP as HIGHS_STATUS
 
-            return HIGHS_STATUS.get(raw["model_status"])
+            # (cvxpy 1.9 keeps the status's name, "kTimeLimit"; earlier ones the enum)
+            status = raw["model_status"]
+            name = status if isinstance(status, str) else getattr(status, "name", None)
+            return {getattr(k, "name", None): v for k, v in HIGHS_STATUS.items()}.get(name)
         if spec.name == "SCIPY":
             code, text = int(raw.status), str(raw.message).lower()
             if code == 1:  # "Iteration or time limit reached"
@@ -303,6 +306,20 @@ def _refine(spec: SolverSpec, raw: Any) -> Termination | None:
     except (AttributeError, KeyError, TypeError, ValueError):
         return None
     return None
+
+
+def _no_incumbent(spec: SolverSpec, raw: Any) -> bool:
+    """Whether the solver says it holds no feasible point, whatever values cvxpy unpacked:
+    cvxpy 1.9 counts HiGHS's time limit (``user_limit``) as a solution present and unpacks
+    its column values even when HiGHS found none (``primal_solution_status`` below 2,
+    `kSolutionStatusFeasible`), values no plan may be decoded from (a 32-layer alpa_ilp
+    stopped at 1-3 s: a plan 7 times over the memory budget, a `PlanCheckError`)."""
+    if spec.name != "HIGHS":
+        return False
+    try:
+        return int(raw["info"].primal_solution_status) < 2
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return False
 
 
 def _is_mip(problem: Any) -> bool:
@@ -358,6 +375,11 @@ def _run(spec: SolverSpec, problem: Any, options: SolveOptions, backend_name: st
     refined = _refine(spec, raw)
     if refined is not None:
         termination = refined
+        if spec.name == "HIGHS" and isinstance(raw, dict) and "info" in raw:  # its node limits read "solution limit"
+            from distplan.solvers.highs import node_limit
+
+            highs_raw = options.raw.get("highs_options")
+            termination = node_limit(termination, options.with_(raw=dict(highs_raw) if isinstance(highs_raw, dict) else {}), int(getattr(raw["info"], "mip_node_count", 0)))
     elif cvx_status == "user_limit":
         timed_out = options.time_limit is not None and (t2 - t1) >= 0.9 * options.time_limit
         if not timed_out and (raw_status in spec.iteration_limit_statuses or options.time_limit is None):
@@ -373,7 +395,7 @@ def _run(spec: SolverSpec, problem: Any, options: SolveOptions, backend_name: st
     if cvx_status not in ("solver_error",):
         problem.unpack(solution)
         problem._solver_stats = SolverStats.from_dict(solution.attr, chain.solver.name())
-    has_values = cvx_status in ("optimal", "optimal_inaccurate", "user_limit") and all(
+    has_values = cvx_status in ("optimal", "optimal_inaccurate", "user_limit") and not _no_incumbent(spec, raw) and all(
         v.value is not None for v in problem.variables()
     )
     if termination is Termination.OPTIMAL and has_values:
