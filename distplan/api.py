@@ -20,6 +20,7 @@ from distplan.solvers.result import (
     LIMIT_TERMINATIONS,
     RECORD_VERSION,
     RECORD_VERSION_KEY,
+    TIME_TERMINATIONS,
     SolutionStatus,
     SolverResult,
     Termination,
@@ -300,8 +301,15 @@ def _solve(
     if options.raw and not solver_results:
         # e.g. `--solver-option presolve=off` on m-ETF: said, not silently dropped
         warnings.warn(f"{form.name} made no solver call here, so solver_options {sorted(options.raw)} had no effect", UserWarning, stacklevel=3)
-    # exact programs report their solver's termination; heuristics (even LP-based) "finished"
-    termination = last.termination if (last is not None and form.is_exact(target)) else Termination.FINISHED
+    # exact programs report their solver's termination; heuristics (even LP-based) and
+    # programs not exact on this instance "finished", unless a solver call of theirs was
+    # cut by time (its limit or the kill after it): then they did not run to completion
+    if last is not None and form.is_exact(target):
+        termination = last.termination
+    elif any(r.termination in TIME_TERMINATIONS for r in solver_results):
+        termination = Termination.TIME_LIMIT
+    else:
+        termination = Termination.FINISHED
     if outcome.termination is not None:
         termination = outcome.termination
 

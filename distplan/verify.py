@@ -316,7 +316,7 @@ def check_claims(doc: dict[str, Any]) -> list[tuple[str, str]]:
 #: terminations a result has only when its last solver call had it (`distplan.solve` takes
 #: an exact run's termination from its last call; formulations override it only with
 #: optimal, time_limit or numerical, or one they declare, `registry.RunTermination`, and
-#: heuristics always end "finished")
+#: heuristics end "finished", or "time_limit" when time cut them or a solver call of theirs)
 CALL_ONLY_TERMINATIONS = frozenset(TERMINATIONS) - {"optimal", "finished", "time_limit", "numerical"}
 #: a run ends "optimal" only when its last solver call proved optimality, or proved a model
 #: restricted below the incumbent infeasible (pipeline_milp), or it made no solver call

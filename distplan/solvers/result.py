@@ -44,6 +44,10 @@ class SolutionStatus(StrEnum):
 #: Terminations that say the model has no feasible point.
 INFEASIBLE_TERMINATIONS = frozenset({Termination.INFEASIBLE, Termination.INFEASIBLE_OR_UNBOUNDED})
 
+#: Terminations that mean "time ran out": the solver's time limit, or its process killed
+#: after the limit and its grace.
+TIME_TERMINATIONS = frozenset({Termination.TIME_LIMIT, Termination.KILLED})
+
 #: Terminations that mean "a limit stopped the search".
 LIMIT_TERMINATIONS = frozenset(
     {

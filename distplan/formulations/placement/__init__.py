@@ -144,6 +144,7 @@ register(
         description="the Baechi heuristics' plans improved by critical-chain local search over device assignments",
         program="algorithm",
         run=_memory_checked(search.run_search),
+        run_terminations=(search.EVALS_CUT,),
         reference=BAECHI + "; Kwok & Ahmad, ACM Computing Surveys 31(4) 1999; Wu, Shu & Gu, IEEE TPDS 15(4) 2004",
         params={"default_time_limit": 30.0, "max_evals": None, "forced_share": 0.1, "cluster_share": None},
         examples={"max_evals": 10_000, "cluster_share": 0.2},

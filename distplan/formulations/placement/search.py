@@ -10,7 +10,10 @@ model only. The search runs from
 the best one until it stops improving, then from the next ones with other seeds while time
 is left; the best schedule found, re-timed longest tail first when that ends earlier
 (`tailsched`), is the plan (the api re-evaluates it with the independent evaluator). The forced co-location bound (`forced`) gets a share of the time first, up to
-the best heuristic's makespan. Times in seconds.
+the best heuristic's makespan. The run ends ``time_limit`` when its time (the run's
+limit, else ``default_time_limit``) stopped the search, ``iteration_limit`` when
+``max_evals`` did (`EVALS_CUT`), and ``finished`` when it reached a local optimum or a
+proven bound. Times in seconds.
 """
 
 from __future__ import annotations
@@ -30,10 +33,11 @@ from distplan.formulations.placement.listsched import Schedule, evaluated_schedu
 from distplan.formulations.placement.milp import heuristic_schedules
 from distplan.formulations.placement.repair import repaired_schedule
 from distplan.formulations.placement.tailsched import polished
-from distplan.formulations.registry import Outcome, RunContext
+from distplan.formulations.registry import Outcome, RunContext, RunTermination
 from distplan.models.placement_evaluate import evaluate
 from distplan.models.placement_instance import PlacementInstance
 from distplan.models.placement_plan import PlacementPlan, make_plan
+from distplan.solvers.result import Termination
 
 
 def search_deadline(ctx: RunContext, default: float) -> float:
@@ -69,6 +73,12 @@ def improved_schedule(
     info["search_starts_used"] = min(len(starts), k + 1) if starts else 0
     info["search_evaluations_total"] = evals
     return best, origin, info
+
+
+def evals_total(info: dict[str, object]) -> int:
+    """Schedules the local search evaluated, from all its starts (`improved_schedule`)."""
+    total = info.get("search_evaluations_total", 0)
+    return total if isinstance(total, int) else 0
 
 
 def packed_start(inst: PlacementInstance, deadline: float, seed: int = 0) -> list[tuple[Schedule, str]]:
@@ -131,6 +141,11 @@ def _labelled(name: str, why: str) -> str:
 def _without_name(inst: PlacementInstance, message: str) -> str:
     prefix = f"{inst.name}: "
     return message[len(prefix):] if message.startswith(prefix) else message
+
+
+#: the run's own end when ``max_evals`` stopped its local search (`distplan verify` accepts
+#: iteration_limit for placement_search when ``info["search_cut"]`` says so)
+EVALS_CUT = RunTermination(Termination.ITERATION_LIMIT.value, "search_cut", frozenset({"max_evals"}), "its local search stopped at max_evals", needs_call=False)
 
 
 def run_search(inst: PlacementInstance, ctx: RunContext) -> Outcome:
@@ -197,4 +212,11 @@ def run_search(inst: PlacementInstance, ctx: RunContext) -> Outcome:
     info.update(layer_info)
     info["plan_from"] = origin
     info["heuristic_makespan"] = float(starts[0][0].makespan)
-    return Outcome(plan=plan, bounds=bounds, solver_results=list(ctx.solver_results), claimed_objective=claimed, info={k: (v.item() if isinstance(v, np.generic) else v) for k, v in info.items()})
+    # a search cut by its time (the run's limit, else ``default_time_limit``) or by
+    # ``max_evals`` did not run to completion (a local optimum or the bound reached did)
+    termination = None
+    if past(stop):
+        termination, info["search_cut"] = Termination.TIME_LIMIT, "time_limit"
+    elif max_evals is not None and evals_total(info) >= int(max_evals):
+        termination, info["search_cut"] = Termination.ITERATION_LIMIT, "max_evals"
+    return Outcome(plan=plan, bounds=bounds, solver_results=list(ctx.solver_results), claimed_objective=claimed, info={k: (v.item() if isinstance(v, np.generic) else v) for k, v in info.items()}, termination=termination)
