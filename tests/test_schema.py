@@ -211,6 +211,9 @@ def _edge_forms() -> list[tuple[str, str, Callable[[dict[str, Any]], None]]]:
         del d["blocks"][0]["role"], d["blocks"][0]["memory"], d["blocks"][0]["deps"]
         d["blocks"][1]["deps"] = [{"block": "F0", "delay": 0.0}]
         d["blocks"][2]["memory"] = -3.5
+        # (each device's blocks still sum to 0: F0 without memory, F2 freeing first)
+        for k, memory in ((10, 0.0), (11, 0.0), (6, 1.75), (7, 1.75)):
+            d["blocks"][k]["memory"] = memory
 
     def pipeline_unlimited(d: dict[str, Any]) -> None:
         d["memory_capacity"] = None

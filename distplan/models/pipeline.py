@@ -440,7 +440,31 @@ def _parse(data: Mapping[str, Any]) -> PipelineInstance:
     if cycle is not None:
         path = " -> ".join(names[v] for v in [*cycle, cycle[0]])
         raise InputError(f"blocks[{cycle[0]}].deps", f"dependency cycle: {path}", "remove one of these dependencies")
+    check_net_memory(inst)
     return inst
+
+
+def check_net_memory(inst: PipelineInstance) -> None:
+    """Raise an `InputError` when a micro-batch frees more memory on a device than its
+    blocks there allocate (their memory deltas sum below 0, beyond rounding): every
+    micro-batch would leave the device with less than it started with, so that a schedule
+    of N of them could count memory it never had (review rev26: B blocks freeing 5 bytes
+    each after F blocks allocating 1; `pipeline_milp` called an impossible schedule
+    optimal within a capacity of 1). What a micro-batch allocates and keeps (a sum above
+    0) stays allowed: the evaluator and the capacity check count it as held at the end."""
+    net = inst.memory @ inst.device_mask
+    scale = np.abs(inst.memory) @ inst.device_mask
+    bad = np.flatnonzero(net < -1e-9 * (1.0 + scale))
+    if bad.size:
+        d = int(bad[0])
+        on = np.flatnonzero(inst.device_mask[:, d])
+        k = int(on[np.argmin(inst.memory[on])])  # the block that frees most there
+        raise InputError(
+            f"blocks[{k}].memory",
+            f"a micro-batch frees more memory than it allocates on device {inst.devices[d]}: its blocks there sum to {net[d]:.6g} bytes "
+            f"(block {inst.blocks[k].name!r} frees {-inst.memory[k]:.6g})",
+            "make each device's memory deltas of one micro-batch sum to 0 (what the forward blocks allocate, the backward blocks free) or more",
+        )
 
 
 # -- plans ---------------------------------------------------------------------------------

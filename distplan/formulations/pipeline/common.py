@@ -24,7 +24,7 @@ from distplan.formulations.deadline import check
 from distplan.formulations.registry import RunContext
 from distplan.modeling.model import Model
 from distplan.modeling.scheduling import precedence_with_lag
-from distplan.models.pipeline import MEMORY_TOLERANCE, PipelineInstance, capacity_limit
+from distplan.models.pipeline import MEMORY_TOLERANCE, PipelineInstance, capacity_limit, check_net_memory
 
 Orders = list[list[int]]
 
@@ -301,7 +301,10 @@ def check_capacity(inst: PipelineInstance) -> None:
     micro-batches leave held at the end (N times the net memory of the device's blocks,
     when blocks allocate more than they free: every schedule's last prefix), beyond what
     the evaluator accepts (`proof_capacity`: a capacity 4e-10 below a block's memory,
-    which the evaluator accepts, was called too small, review rev16 D3)."""
+    which the evaluator accepts, was called too small, review rev16 D3). First, an
+    `InputError` when a micro-batch frees more than it allocates on a device
+    (`check_net_memory`: an instance built in Python is not read through its loader)."""
+    check_net_memory(inst)
     need, exact = inst.minimum_memory()
     held = inst.micro_batches * (inst.device_mask.T.astype(float) @ inst.memory)
     least = np.maximum(np.where(exact, need, 0.0), held)
