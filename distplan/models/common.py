@@ -40,7 +40,9 @@ class Check:
     objective_unit: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"feasible": self.feasible, "objective": self.objective, "violations": self.violations, "details": self.details}
+        """JSON-ready: numpy arrays and numbers in ``details`` (the placement evaluator's
+        start times) as lists and Python numbers (`json_ready`)."""
+        return {"feasible": self.feasible, "objective": json_ready(self.objective), "violations": self.violations, "details": json_ready(self.details)}
 
 
 class JsonDocument:
@@ -225,6 +227,24 @@ def json_default(obj: Any) -> Any:
     if isinstance(obj, Path):
         return str(obj)
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
+
+
+def json_ready(data: Any) -> Any:
+    """``data`` with every numpy array and number, enum and path inside its dicts, lists
+    and tuples replaced as `json_default` encodes them (arrays by ``tolist``, at C speed);
+    containers with nothing to replace are returned as they are."""
+    if isinstance(data, dict):
+        out = {k: json_ready(v) for k, v in data.items()}
+        return data if all(out[k] is data[k] for k in data) else out
+    if isinstance(data, list | tuple):
+        items = [json_ready(v) for v in data]
+        return data if all(a is b for a, b in zip(items, data)) else items
+    if data is None or isinstance(data, str | bool | int | float) and not hasattr(data, "dtype"):
+        return data
+    try:
+        return json_default(data)
+    except TypeError:
+        return data
 
 
 def canonical_json(data: Any) -> str:
