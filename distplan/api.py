@@ -189,6 +189,8 @@ def solve(
     options = _options(time_limit, mip_gap, threads, seed, verbose, solver_options)
     if not isinstance(fold, bool):  # ("no" would fold)
         raise InputError("fold", f"must be True or False, got {fold!r}")
+    if started is not None and (isinstance(started, bool) or not isinstance(started, int | float) or not math.isfinite(started)):
+        raise InputError("started", f"expected a time.perf_counter() value (seconds), got {started!r}", "pass time.perf_counter() from when the run began, or leave it out")
     try:
         return _solve(instance, formulation, backend, options, fold, params, started)
     except DistplanError:

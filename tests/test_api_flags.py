@@ -20,6 +20,19 @@ def test_flags_must_be_booleans(flag: str, value: Any) -> None:
         distplan.solve("placement-small-2", "baechi_etf", **{flag: value})
 
 
+@pytest.mark.parametrize("value", ["x", True, float("nan"), float("inf"), [1.0]])
+def test_started_must_be_a_clock_value(value: Any) -> None:
+    """Review rev26: ``started="x"`` escaped as an InternalError (a TypeError comparing it)."""
+    with pytest.raises(InputError, match=r"^started: expected a time.perf_counter\(\) value"):
+        distplan.solve("placement-small-2", "baechi_etf", time_limit=1, started=value)
+
+
+def test_started_takes_a_clock_value() -> None:
+    import time
+
+    assert distplan.solve("placement-small-2", "baechi_etf", time_limit=5, started=time.perf_counter()).plan is not None
+
+
 @pytest.mark.parametrize("flag", ["fold", "verbose"])
 def test_booleans_are_taken(flag: str) -> None:
     assert distplan.solve("placement-small-2", "baechi_etf", **{flag: False}).plan is not None
