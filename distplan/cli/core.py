@@ -223,7 +223,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=relative_gap,
         default=None,
         help="relative gap under which a plan counts as optimal (default 1e-4); proven bounds are rounded down "
-        "by a small margin (up to ~1e-9 relative, more for solvers' absolute tolerances), so 0 never shows optimal",
+        "by a small margin (up to ~1e-9 relative, more for solvers' absolute tolerances), so at 0 a plan shows optimal "
+        "only when a bound meets it exactly (a bound rounded up on integral data, or a finished exhaustive search); "
+        "the termination stays the solver's own word (optimal within its tolerances)",
     )
     p.add_argument("--threads", type=positive_int_at_most(max_threads()), default=None, help=f"solver threads (at most {max_threads()})")
     p.add_argument("--fold", action="store_true", help="fold/coarsen the instance first")
