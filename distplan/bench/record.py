@@ -9,15 +9,21 @@ from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
+
+from distplan.solvers.result import LIMIT_TERMINATIONS as _SOLVER_LIMIT_TERMINATIONS
 
 from .store import canonical_json
 
-#: terminations that mean the run produced no usable answer
-FAILED_TERMINATIONS = frozenset(
-    {"killed", "crashed", "out_of_memory", "no_solution", "plan_rejected", "input_error", "backend_error", "error"}
-)
+#: terminations of a run that errored: it produced no usable answer (`run_outcome` "failed")
+ERROR_TERMINATIONS = frozenset({"crashed", "out_of_memory", "plan_rejected", "input_error", "backend_error", "error"})
+#: terminations that mean a limit stopped the run (`run_outcome` "limit"), with or without a
+#: plan: the solver's limits (`distplan.solvers.result.LIMIT_TERMINATIONS`, ``killed``
+#: included: a solver or run process killed after its time limit + grace), and
+#: ``no_solution`` of an exact or bound-only formulation (its solver stopped without a plan;
+#: a heuristic's ``no_solution`` is a failure: it could not place every op)
+LIMIT_TERMINATIONS = frozenset({t.value for t in _SOLVER_LIMIT_TERMINATIONS} | {"no_solution"})
 #: how much of a failed run's stderr is kept (characters)
 LOG_TAIL_CHARS = 4000
 Record = dict[str, Any]
@@ -123,10 +129,47 @@ def warm_set(specs: Sequence[dict[str, Any]]) -> tuple[list[str], list[str]]:
     return sorted({s["kind"] for s in specs}), sorted({s["backend"] for s in specs})
 
 
-def is_success(rec: Record) -> bool:
-    """A run that produced an answer: an accepted plan, a proof of infeasibility, or bounds."""
-    if rec.get("termination") in FAILED_TERMINATIONS:
+def run_outcome(rec: Record) -> str:
+    """How a run ended, the one classification of the progress line and the report (its
+    *limit* and *failed* columns and its "Failed runs" section):
+
+    * ``"failed"``: the run errored (`ERROR_TERMINATIONS`: crashed, out of memory, plan
+      rejected, input, backend or other error) or ended without an answer: a heuristic's
+      ``infeasible`` or ``no_solution`` (no proof, no plan), a bound-only run without a bound,
+      a run that ended with a rejected plan or no solution;
+    * ``"limit"``: a limit stopped it (`LIMIT_TERMINATIONS`), with or without a plan: a run
+      whose solver hit its time limit, or was killed after its time limit + grace, and
+      returned an accepted plan is a time-limited run with a plan, never a failure;
+    * ``"ok"``: it ended on its own with an answer: an accepted plan, a proof of
+      infeasibility from an exact formulation, or a bound of a bound-only one.
+
+    Whether an answer is also *solved* (proven optimal, ...) is `is_solved`'s to say.
+    """
+    term = rec.get("termination")
+    heuristic = not rec.get("exact") and not rec.get("bound_only")
+    if term in ERROR_TERMINATIONS:
+        return "failed"
+    if term in LIMIT_TERMINATIONS:
+        return "failed" if term == "no_solution" and heuristic else "limit"
+    if term == "infeasible":
+        return "ok" if rec.get("exact") else "failed"  # a proof from an exact program; a heuristic merely failed
+    if rec.get("bound_only"):
+        return "ok" if rec.get("bound") is not None else "failed"
+    if rec.get("verdict") == "accepted":
+        return "ok"
+    # a rejected plan, or no solution at all; a solution the evaluator was not asked about
+    # (no verdict: a record without that column) is not held against the run
+    return "ok" if rec.get("verdict") is None and rec.get("status") not in (None, "none") else "failed"
+
+
+def is_solved(rec: Record, wrong: Collection[str] = ()) -> bool:
+    """A solved run (the report's *solved*; ``wrong``: the run keys the audit flags): not
+    failed (`run_outcome`) nor flagged, and proven optimal or infeasible (an exact
+    formulation), with a bound (a bound-only one), or with an accepted plan (a heuristic)."""
+    if rec.get("run_key") in wrong or run_outcome(rec) == "failed":
         return False
-    if rec.get("termination") == "infeasible":
-        return bool(rec.get("exact"))  # a proof from an exact program; a heuristic merely failed
-    return rec.get("verdict") == "accepted" or bool(rec.get("bound_only"))
+    if rec.get("bound_only"):
+        return rec.get("bound") is not None
+    if rec.get("exact"):
+        return rec.get("status") == "optimal" or rec.get("termination") == "infeasible"
+    return rec.get("verdict") == "accepted"

@@ -9,9 +9,12 @@ averaged; the shifted geometric mean over instances uses a shift of 10 s:
 ``exp(mean(log(t + 10))) - 10``. The mean open gap is over every run of an exact formulation
 that ended without proving optimality or infeasibility, whatever stopped it (a limit, a
 folded model whose bound does not carry over, a failure): its stored gap, 100 % for a run
-without both a plan and a bound or one the audit flags. A run killed at its time limit
-counts under "limit", not also under "failed". Wrong answers are the runs the audit flags
-(`distplan.bench.verify`).
+without both a plan and a bound or one the audit flags. *Limit* and *failed* (the table's
+columns, the "Failed runs" section, and the progress line of ``bench run``) are
+`distplan.bench.record.run_outcome`'s: a run a limit stopped (its time limit, or killed
+after its time limit + grace), with an accepted plan or without one, counts under "limit",
+never under "failed"; a failed run errored or ended without an answer. Wrong answers are
+the runs the audit flags (`distplan.bench.verify`).
 
 Backends are compared on the same instances (Mittelmann, Gleixner et al.): the SGM of a
 formulation run on several backends is over the instances every one of them has runs for
@@ -52,12 +55,11 @@ from typing import Any
 
 from distplan.errors import InputError
 
-from .record import FAILED_TERMINATIONS
+from .record import is_solved, run_outcome
 from .store import EXPORT_FIELDS, Store, open_existing
 from .verify import Audit, audit_database, label_of
 
 SHIFT_SECONDS = 10.0
-LIMIT_TERMINATIONS = frozenset({"time_limit", "killed", "no_solution", "node_limit", "iteration_limit", "solution_limit", "interrupted"})
 
 
 def shifted_geometric_mean(values: Sequence[float], shift: float = SHIFT_SECONDS) -> float:
@@ -65,16 +67,6 @@ def shifted_geometric_mean(values: Sequence[float], shift: float = SHIFT_SECONDS
     if not values:
         return math.nan
     return math.exp(sum(math.log(v + shift) for v in values) / len(values)) - shift
-
-
-def is_solved(run: dict[str, Any], wrong: set[str]) -> bool:
-    if run["run_key"] in wrong or run["termination"] in FAILED_TERMINATIONS:
-        return False
-    if run.get("bound_only"):
-        return run.get("bound") is not None
-    if run.get("exact"):
-        return run["status"] == "optimal" or run["termination"] == "infeasible"
-    return run.get("verdict") == "accepted"
 
 
 def run_time(run: dict[str, Any], wrong: set[str]) -> float:
@@ -179,8 +171,8 @@ def summary_rows(runs: list[dict[str, Any]], audit: Audit) -> list[dict[str, Any
                 "all_solved_instances": len(sets["all_solved"]) if several else None,
                 "solved": sum(1 for r in group if is_solved(r, wrong)),
                 "feasible": sum(1 for r in group if r.get("verdict") == "accepted"),
-                "limit": sum(1 for r in group if r["termination"] in LIMIT_TERMINATIONS),
-                "failed": sum(1 for r in group if r["termination"] in FAILED_TERMINATIONS and r["termination"] not in LIMIT_TERMINATIONS),
+                "limit": sum(1 for r in group if run_outcome(r) == "limit"),
+                "failed": sum(1 for r in group if run_outcome(r) == "failed"),
                 "wrong": sum(1 for r in group if r["run_key"] in wrong),
                 "gap_tolerances": sorted({float(t) for r in group if isinstance(t := recorded(r, "gap_tolerance"), int | float)}),
                 "bound_grades": {g: sum(1 for r in group if recorded(r, "bound_grade") == g) for g in ("safe", "solver") if any(recorded(r, "bound_grade") == g for r in group)},
@@ -611,22 +603,33 @@ def write_report(db: str | Path, out_dir: str | Path | None = None, figures: boo
         lines.append("")
     lines.extend(_guarantee_section(audit))
 
-    failures = [r for r in runs if r["termination"] in FAILED_TERMINATIONS]
-    lines.append("## Failed runs")
-    lines.append("")
-    if failures:
-        lines.extend(
-            _table(
-                ["instance", "formulation", "backend", "termination", "error (first line)"],
-                [[r["instance"], label_of(r), r["backend"], r["termination"], (r.get("error") or "").splitlines()[0][:160].replace("|", "/") if r.get("error") else "-"] for r in failures],
-            )
-        )
-    else:
-        lines.append("None.")
-    lines.append("")
+    lines.extend(_failed_section(runs))
     path = _into(out, "report.md", db)
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _failed_section(runs: list[dict[str, Any]]) -> list[str]:
+    """The runs counted under *failed* (`run_outcome`), with the first line of their error;
+    then, when there are any, the runs a limit stopped without a plan (counted under
+    *limit*: a solver or run process killed after its time limit + grace, ...), whose error
+    says why."""
+
+    def rows(rs: list[dict[str, Any]]) -> list[list[str]]:
+        return [[r["instance"], label_of(r), r["backend"], r["termination"], (r.get("error") or "").splitlines()[0][:160].replace("|", "/") if r.get("error") else "-"] for r in rs]
+
+    header = ["instance", "formulation", "backend", "termination", "error (first line)"]
+    failures = [r for r in runs if run_outcome(r) == "failed"]
+    lines = ["## Failed runs", ""]
+    lines.extend(_table(header, rows(failures)) if failures else ["None."])
+    lines.append("")
+    stopped = [r for r in runs if run_outcome(r) == "limit" and not r.get("bound_only") and r.get("verdict") != "accepted"]
+    if stopped:
+        lines.append("Stopped by a limit without a plan (counted under *limit*, not failed):")
+        lines.append("")
+        lines.extend(_table(header, rows(stopped)))
+        lines.append("")
+    return lines
 
 
 def _outcome(r: dict[str, Any], wrong: set[str]) -> tuple[str, float | None]:
@@ -637,7 +640,7 @@ def _outcome(r: dict[str, Any], wrong: set[str]) -> tuple[str, float | None]:
         return "opt", None
     if r.get("bound_only"):
         return "bound", None
-    if r.get("verdict") == "accepted" and r["termination"] in LIMIT_TERMINATIONS:
+    if r.get("verdict") == "accepted" and run_outcome(r) == "limit":
         return "lim", r.get("gap")
     if r.get("verdict") == "accepted" and r.get("exact") and r["status"] != "optimal":
         return "open", r.get("gap")

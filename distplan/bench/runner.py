@@ -8,7 +8,7 @@ database, `distplan.bench.store.Store.claim`) right before it starts it and rene
 leases with a heartbeat thread, so no run executes twice; runs another driver holds are
 taken up again when that driver stores them (then skipped) or its leases expire (it died),
 or at once when it is known to have died on this machine (`distplan.bench.liveness`).
-A failed run (killed, crashed, ...: see `distplan.bench.forkserver`) never stops the
+A run that crashes or is killed (see `distplan.bench.forkserver`) never stops the
 campaign. `Progress` draws the progress bar on stderr. Times are seconds.
 """
 
@@ -25,7 +25,7 @@ from typing import IO, Any
 
 from .forkserver import ForkServer, run_spec
 from .liveness import driver_name, is_dead
-from .record import Record, is_success, warm_set
+from .record import Record, is_solved, run_outcome, warm_set
 from .store import Store
 
 #: a lease lasts this long (seconds) without a heartbeat; heartbeats come every quarter of it
@@ -36,10 +36,14 @@ LEASE_SECONDS = 60.0
 
 
 class Progress:
-    """A progress bar with ETA and live solved/failed counts, on stderr.
+    """A progress bar with ETA and live solved/limit/failed counts, on stderr.
 
-    On a terminal it redraws one line; otherwise it prints a line at most every
-    ``interval`` seconds (and at the end).
+    The counts are the report's (`distplan.bench.report`): *solved* by
+    `distplan.bench.record.is_solved`, *limit* and *failed* by
+    `distplan.bench.record.run_outcome` (a run killed after its time limit + grace counts
+    under limit, ``killed`` saying how many of those, never under failed). On a terminal
+    it redraws one line; otherwise it prints a line at most every ``interval`` seconds
+    (and at the end).
     """
 
     def __init__(self, total: int, already: int = 0, stream: IO[str] | None = None, enabled: bool = True, interval: float = 5.0):
@@ -49,7 +53,8 @@ class Progress:
         self.enabled = enabled
         self.interval = interval
         self.done = 0
-        self.ok = 0
+        self.solved = 0
+        self.limit = 0
         self.failed = 0
         self.killed = 0
         self.t0 = time.perf_counter()
@@ -59,12 +64,13 @@ class Progress:
 
     def add(self, rec: Record) -> None:
         self.done += 1
-        if is_success(rec):
-            self.ok += 1
-        else:
+        self.solved += is_solved(rec)
+        outcome = run_outcome(rec)
+        if outcome == "limit":
+            self.limit += 1
+            self.killed += rec.get("termination") == "killed"
+        elif outcome == "failed":
             self.failed += 1
-            if rec.get("termination") == "killed":
-                self.killed += 1
         self._draw(final=False)
 
     def line(self) -> str:
@@ -76,8 +82,8 @@ class Progress:
         eta_s = "--" if math.isnan(eta) else _clock(eta)
         prior = f" (+{self.already} stored before)" if self.already else ""
         return (
-            f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total}{prior}  solved {self.ok}  failed {self.failed}"
-            f" (killed {self.killed})  elapsed {_clock(elapsed)}  ETA {eta_s}"
+            f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total}{prior}  solved {self.solved}"
+            f"  limit {self.limit} (killed {self.killed})  failed {self.failed}  elapsed {_clock(elapsed)}  ETA {eta_s}"
         )
 
     def _draw(self, final: bool) -> None:
