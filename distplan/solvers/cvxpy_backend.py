@@ -286,12 +286,11 @@ def _refine(spec: SolverSpec, raw: Any) -> Termination | None:
         if spec.name == "SCIP":
             return _SCIP_STATUS.get(str(raw.get("scip_status") or raw.get("status")))
         if spec.name == "HIGHS":
-            from distplan.solvers.highs import STATUS_MAP as HIGHS_STATUS
+            from distplan.solvers.highs import STATUS_BY_NAME
 
             # (cvxpy 1.9 keeps the status's name, "kTimeLimit"; earlier ones the enum)
             status = raw["model_status"]
-            name = status if isinstance(status, str) else getattr(status, "name", None)
-            return {getattr(k, "name", None): v for k, v in HIGHS_STATUS.items()}.get(name)
+            return STATUS_BY_NAME.get(status if isinstance(status, str) else getattr(status, "name", ""))
         if spec.name == "SCIPY":
             code, text = int(raw.status), str(raw.message).lower()
             if code == 1:  # "Iteration or time limit reached"
@@ -314,12 +313,11 @@ def _no_incumbent(spec: SolverSpec, raw: Any) -> bool:
     its column values even when HiGHS found none (``primal_solution_status`` below 2,
     `kSolutionStatusFeasible`), values no plan may be decoded from (a 32-layer alpa_ilp
     stopped at 1-3 s: a plan 7 times over the memory budget, a `PlanCheckError`)."""
-    if spec.name != "HIGHS":
+    if spec.name != "HIGHS" or not isinstance(raw, dict) or "info" not in raw:
         return False
-    try:
-        return int(raw["info"].primal_solution_status) < 2
-    except (AttributeError, KeyError, TypeError, ValueError):
-        return False
+    from distplan.solvers.highs import holds_solution
+
+    return not holds_solution(raw["info"])
 
 
 def _is_mip(problem: Any) -> bool:

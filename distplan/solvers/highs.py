@@ -55,6 +55,14 @@ STATUS_MAP: dict[object, Termination] = {
 }
 if hasattr(_S, "kHighsInterrupt"):  # highspy >= 1.12
     STATUS_MAP[_S.kHighsInterrupt] = Termination.INTERRUPTED
+#: `STATUS_MAP` by the statuses' names ("kTimeLimit"), as cvxpy 1.9 hands them on
+STATUS_BY_NAME: dict[str, Termination] = {status.name: term for status, term in STATUS_MAP.items()}  # type: ignore[attr-defined]
+
+
+def holds_solution(info: object) -> bool:
+    """Whether HiGHS's ``info`` says it holds a feasible point (``primal_solution_status``
+    is `kSolutionStatusFeasible`): its column values mean nothing otherwise."""
+    return int(getattr(info, "primal_solution_status", 0)) == int(highspy.SolutionStatus.kSolutionStatusFeasible)
 
 
 #: A pure LP with at most this many columns + rows is solved without presolve: on such
@@ -218,7 +226,7 @@ def solve(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | N
     raw = h.getModelStatus()
     info = h.getInfo()
     sign = -1.0 if arrays.sense == "max" else 1.0
-    values = np.asarray(h.getSolution().col_value, dtype=float) if info.primal_solution_status == 2 else None
+    values = np.asarray(h.getSolution().col_value, dtype=float) if holds_solution(info) else None
     bound_min: float | None = None  # of min sign * c @ x without the offset HiGHS was given
     if arrays.is_mip and np.isfinite(info.mip_dual_bound):
         bound_min = float(info.mip_dual_bound) - sign * float(arrays.offset)

@@ -42,7 +42,7 @@ from distplan.modeling.model import ModelArrays
 from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_backend
 from distplan.solvers.capture import echo_to_stderr
 from distplan.solvers.common import error_result, fill_unmentioned, finish_result, objective_sign
-from distplan.solvers.highs import ISOLATE_SIZE, highs_version, node_limit, refused_option, use_threads
+from distplan.solvers.highs import ISOLATE_SIZE, highs_version, holds_solution, node_limit, refused_option, use_threads
 from distplan.solvers.highs import STATUS_MAP as HIGHS_STATUS_MAP
 from distplan.solvers.reserved import cbc_reserved, highs_reserved
 from distplan.solvers.result import SolverResult, Termination, map_status
@@ -513,7 +513,7 @@ def solve_pulp_highs(arrays: ModelArrays, options: SolveOptions, warm_start: np.
     # HiGHS's own status names the exact limit PuLP folds into ("Optimal", "Solution Found")
     termination = node_limit(PULP_HIGHS_STATUS_MAP.get(raw, PULP_STATUS_MAP.get(pair, Termination.UNKNOWN)), options, int(info.mip_node_count))
     values = None
-    if info.primal_solution_status == 2 or arrays.num_vars == 0:
+    if holds_solution(info) or arrays.num_vars == 0:
         values = fill_unmentioned(np.array([np.nan if v.varValue is None else float(v.varValue) for v in xs]), arrays)
     bound_min: float | None = None
     # PuLP drops variables no row mentions, so HiGHS may have been handed an LP: then its

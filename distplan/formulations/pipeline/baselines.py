@@ -487,9 +487,9 @@ def _collect(inst: PipelineInstance, deadline: float | None, found: list[tuple[f
     ``found``, in `SCHEDULES` order (those done stay when `DeadlineReached` stops it).
     ``first_deadline``: the deadline of the schedules tried while ``found`` is empty,
     when later than ``deadline`` (the first plan may take longer than the others get)."""
+    later = first_deadline is not None and deadline is not None and first_deadline > deadline
     for name in SCHEDULES:
         try:
-            later = first_deadline is not None and deadline is not None and first_deadline > deadline
             plan = baseline_plan(inst, name, first_deadline if later and not found else deadline)
         except (InfeasibleError, InputError):
             continue
