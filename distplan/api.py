@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 from distplan.errors import DistplanError, InfeasibleError, InputError, InternalError, NoSolutionError, PlanCheckError
 from distplan.formulations.deadline import DeadlineReached
 from distplan.formulations.registry import Bound, RunContext, bound_source, get_folder, get_formulation, solver_free_match
-from distplan.models.common import Check, kind_spec
+from distplan.models.common import Check, kind_spec, without_non_finite
 from distplan.solvers.base import BackendError, SolveOptions, get_backend
 from distplan.solvers.result import (
     INFEASIBLE_TERMINATIONS,
@@ -117,8 +117,10 @@ class Result:
     def to_dict(self) -> dict[str, Any]:
         """The result's record (JSON-ready: ``distplan solve --result`` and ``--json``, a
         benchmark run's ``result_json``), headed by its format's ``record_version``
-        (`solvers.result.RECORD_VERSION`), which `distplan verify` reads."""
-        return {
+        (`solvers.result.RECORD_VERSION`), which `distplan verify` reads. Strict JSON
+        (RFC 8259): an infinite or NaN number outside the plan (a solver call's -inf bound,
+        a search's missing bound) is None, as ``--json`` and ``--result`` write it."""
+        record = {
             RECORD_VERSION_KEY: RECORD_VERSION,
             "instance": self.instance,
             "kind": self.kind,
@@ -140,9 +142,12 @@ class Result:
             "timings": self.timings,
             "check": self.check.to_dict() if self.check else None,
             "solver_results": [r.to_dict() for r in self.solver_results],
-            "plan": self.plan.to_dict() if self.plan is not None else None,
+            "plan": None,
             "info": self.info,
         }
+        record = without_non_finite(record)  # (the plan's numbers are finite: evaluated)
+        record["plan"] = self.plan.to_dict() if self.plan is not None else None
+        return record
 
 
 def _load(instance: Any) -> Any:

@@ -1,11 +1,15 @@
-"""`Result.to_dict()` is JSON-ready as documented, for every kind (review rev26: a placement
+"""`Result.to_dict()` is strict JSON as documented, for every kind (review rev26: a placement
 result's ``check.details.start`` was a numpy array, so ``json.dumps(res.to_dict())`` raised
-TypeError; the CLI's ``--json`` encoded it, a Python caller could not)."""
+TypeError; the CLI's ``--json`` encoded it, a Python caller could not; audit of session 27:
+libra_perf_lp stopped before its first LP round left ``info.lp_lower_bound_seconds`` at
+-inf, which ``json.dumps(..., allow_nan=False)`` refuses and strict readers cannot parse)."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
+import math
 
 import numpy as np
 import pytest
@@ -30,8 +34,26 @@ CASES = [
 @pytest.mark.parametrize(("instance", "formulation"), CASES)
 def test_json_dumps_takes_the_record_as_it_is(instance: str, formulation: str) -> None:
     record = distplan.solve(instance, formulation, time_limit=30).to_dict()
-    again = json.loads(json.dumps(record))
+    again = json.loads(json.dumps(record, allow_nan=False))
     assert again["objective"] == record["objective"] and again["formulation"] == formulation
+
+
+def test_a_cut_loop_stopped_before_its_first_round_records_no_lp_bound() -> None:
+    res = distplan.solve("libra-gpt3-4d-multi", "libra_perf_lp", time_limit=1e-6)
+    assert res.info["stopped"] == "time_limit" and res.info["lp_lower_bound_seconds"] is None and res.info["lp_relative_gap"] is None
+    record = json.loads(json.dumps(res.to_dict(), allow_nan=False))
+    assert record["bound"] is not None and record["bound"] <= record["objective"]
+
+
+def test_non_finite_numbers_outside_the_plan_are_null() -> None:
+    res = distplan.solve("placement-small-1", "placement_milp", time_limit=30)
+    call = dataclasses.replace(res.solver_results[0], bound=-math.inf, objective=math.nan)
+    odd = dataclasses.replace(res, info={**res.info, "gap_seen": math.inf}, solver_results=[call])
+    record = odd.to_dict()
+    json.dumps(record, allow_nan=False)
+    assert record["info"]["gap_seen"] is None
+    assert record["solver_results"][0]["bound"] is None and record["solver_results"][0]["objective"] is None
+    assert record["plan"] == res.plan.to_dict() and record["objective"] == res.objective
 
 
 class Colour(enum.Enum):

@@ -227,9 +227,10 @@ def run_libra_perf_lp(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
         "stopped": stop.value,
         "cuts": int(sum(b.stop - b.start for n, b in model.con_blocks.items() if n.startswith("cuts-"))),
         # the LP relaxation's bound holds within the LP solver's tolerances: information
-        "lp_lower_bound_seconds": lower,
-        "upper_bound_seconds": upper,
-        "lp_relative_gap": (upper - lower) / upper if math.isfinite(lower) and upper > 0 else math.inf,
+        # (None before the first LP round ends: no bound yet, e.g. at a limit of 1e-6 s)
+        "lp_lower_bound_seconds": lower if math.isfinite(lower) else None,
+        "upper_bound_seconds": upper if math.isfinite(upper) else None,
+        "lp_relative_gap": (upper - lower) / upper if math.isfinite(lower) and math.isfinite(upper) and upper > 0 else None,
         "tolerance": tol,
         "warnings": list(prog.warnings),
     }
