@@ -341,7 +341,7 @@ def _claimed(doc: Doc, detail: str) -> int:
 
 @pytest.mark.parametrize("backend", backend_params(takes_milp))
 def test_f14_a_proof_without_its_infeasible_call_exits_1(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    inst, doc = solved(distplan.load_instance("pipeline-tessel-kshape"), "pipeline_milp", backend, model="time_indexed", time_limit=2)
+    inst, doc = solved(distplan.load_instance("pipeline-tessel-kshape"), "pipeline_milp", backend, model="time_indexed", time_limit=0.5)
     assert check_result(doc, inst) == [] and not _no_schedule(doc)  # no proof: its time-indexed model timed out
     k = _claimed(doc, f"time-indexed model infeasible, {backend}")
     rc, out = _verify(doc, inst, tmp_path, capsys)
@@ -350,7 +350,7 @@ def test_f14_a_proof_without_its_infeasible_call_exits_1(backend: str, tmp_path:
 
 @pytest.mark.parametrize("backend", backend_params(takes_milp))
 def test_f14_a_proof_relabelled_as_infeasible_by_construction_exits_1(backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    inst, doc = solved(distplan.load_instance("pipeline-tessel-kshape"), "pipeline_milp", backend, model="time_indexed", time_limit=2)
+    inst, doc = solved(distplan.load_instance("pipeline-tessel-kshape"), "pipeline_milp", backend, model="time_indexed", time_limit=0.5)
     k = _claimed(doc, "constraint block 'one-at-a-time' row 1: no variables: the model is infeasible by construction")
     rc, out = _verify(doc, inst, tmp_path, capsys)
     assert rc == 1 and f"bounds[{k}].source: " in out and "is not infeasible by construction" in out, out
