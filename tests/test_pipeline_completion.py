@@ -3,6 +3,8 @@ and the choice among repetends of the least period."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -277,3 +279,40 @@ def test_forward_backward_of_a_classic_schedule_nnshape() -> None:
     check = evaluate(inst, res.plan)
     assert check.feasible and check.objective == pytest.approx(res.objective)
     assert res.objective <= 76.0 + 1e-9
+
+
+class _CountedSearch(SequenceSearch):
+    """A search that counts its evaluations and takes ``pause`` seconds over each."""
+
+    def __init__(self, prob: OpProblem, pause: float = 0.0) -> None:
+        super().__init__(prob)
+        self.calls, self.pause = 0, pause
+
+    def heads(self, seqs: list[list[int]]) -> list[float] | None:
+        self.calls += 1
+        time.sleep(self.pause)
+        return super().heads(seqs)
+
+
+def test_a_step_of_the_local_search_keeps_to_its_evaluation_budget() -> None:
+    """One step (steepest descent: every critical reversal tried) stops at ``max_evals``:
+    a step of a 6,867-operation warm-up tried 2,800 reversals on a budget of 20."""
+    prob, start = _phase("warmup")
+    free = _CountedSearch(prob)
+    improve(prob, start, first_improvement=False, max_evals=10**6, stall=1, search=free)
+    assert free.calls > 6  # (one step tries more than the budget below)
+    kept = _CountedSearch(prob)
+    s, value = improve(prob, start, first_improvement=False, max_evals=5, search=kept)
+    assert kept.calls <= 1 + 5  # the start's evaluation, then the budget
+    _assert_valid(prob, kept, s, value)
+
+
+def test_a_step_of_the_local_search_stops_at_the_deadline() -> None:
+    """The deadline holds within a step: a run of 8 s went on 28 s past it, on one step."""
+    prob, start = _phase("warmup")
+    slow = _CountedSearch(prob, pause=0.05)
+    assert slow.closure_in_time()
+    t0 = time.perf_counter()
+    s, value = improve(prob, start, first_improvement=False, max_evals=10**6, stall=10**6, deadline=t0 + 0.2, search=slow)
+    assert time.perf_counter() - t0 < 0.2 + 0.2  # one evaluation past it, with room for a busy machine
+    _assert_valid(prob, slow, s, value)
