@@ -258,6 +258,8 @@ def _formulation_for(entry: FormulationEntry, kind: str, k: int) -> Formulation 
 def load_campaign(path: str | Path) -> Campaign:
     """Read and validate a campaign file; instances are resolved (generated, hashed) here."""
     p = Path(path)
+    if p.is_dir():
+        raise InputError(str(p), "a folder, not a campaign file", "give the path of a .toml campaign")
     if not p.is_file():
         raise InputError(str(p), "no such campaign file", "give the path of a .toml campaign")
     try:
@@ -413,11 +415,11 @@ def _from_string(item: str, base: Path, path: str) -> list[tuple[str, dict[str, 
         out = []
         for nm in names:
             out.extend(_bundled(nm, path))
-        out.extend(_file(str(f), base, path) for f in files)
+        out.extend(_file_at(f, path) for f in files)
         return out
     p = Path(item) if Path(item).is_absolute() else base / item
     if p.is_file():
-        return [_file(str(p), base, path)]
+        return [_file_at(p, path)]
     return _bundled(item, path)
 
 
@@ -429,7 +431,13 @@ def _bundled(name: str, path: str) -> list[tuple[str, dict[str, Any], str]]:
 
 
 def _file(item: str, base: Path, path: str) -> tuple[str, dict[str, Any], str]:
-    p = Path(item) if Path(item).is_absolute() else base / item
+    """The instance in file ``item`` (a path relative to the campaign file's folder ``base``)."""
+    return _file_at(Path(item) if Path(item).is_absolute() else base / item, path)
+
+
+def _file_at(p: Path, path: str) -> tuple[str, dict[str, Any], str]:
+    """The instance in file ``p`` (already joined to the campaign's folder: joined again, a
+    campaign given as ``bc/rel.toml`` looked for ``bc/bc/good.json``)."""
     if not p.is_file():
         raise InputError(path, f"no such instance file {str(p)!r}", "give a path relative to the campaign file")
     doc = load_document(p)
