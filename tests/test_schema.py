@@ -26,7 +26,7 @@ from distplan.errors import InputError
 from distplan.instances import bundled, load_document
 from distplan.instances.pipelines import make_pipeline, tessel_case, zero_bubble_case
 from distplan.models import bandwidth_records, compression_records, pipeline, sharding_costs
-from distplan.models.common import MAX_BYTES, MAX_RATE, MAX_SECONDS, MIN_RATE, instance_from_dict
+from distplan.models.common import MAX_BYTES, MAX_PRICE, MAX_RATE, MAX_SECONDS, MIN_RATE, instance_from_dict
 from distplan.models.compression_parse import MAX_RATIO
 from distplan.models.pipeline import MAX_MICRO_BATCHES
 from distplan.models.schema import schema_errors, schema_for, validate_document
@@ -374,6 +374,7 @@ LIMITS: list[tuple[str, list[Any], str, float, Any]] = [
     ("bandwidth", ["workload", "layers", 0, "collectives", 0, "bytes"], "maximum", MAX_BYTES, 1e300),
     ("bandwidth", ["constraints", "total_bandwidth", "value"], "minimum", MIN_RATE, 1e-300),
     ("bandwidth", ["constraints", "total_bandwidth", "value"], "maximum", MAX_RATE, 1e300),
+    ("bandwidth", ["network", "dimensions", 0, "price_link"], "maximum", MAX_PRICE, 1e300),
 ]
 
 

@@ -23,7 +23,7 @@ from distplan.models.bandwidth_records import (
     Layer,
     LinearConstraint,
 )
-from distplan.models.common import FORMAT, MAX_BYTES, MAX_RATE, MAX_SECONDS, MIN_RATE, name_list, need, number
+from distplan.models.common import FORMAT, MAX_BYTES, MAX_PRICE, MAX_RATE, MAX_SECONDS, MIN_RATE, name_list, need, number
 
 
 def _opt_number(data: Mapping[str, Any], key: str, path: str, default: float, **kw: Any) -> float:
@@ -39,9 +39,9 @@ def _parse_dimension(item: Any, path: str) -> Dimension:
     block = need(item, "block", path)
     if block not in BLOCKS:
         raise InputError(f"{path}.block", f"unknown building block {block!r}", f"use one of: {', '.join(BLOCKS)}")
-    price_link = number(need(item, "price_link", path), f"{path}.price_link")
-    price_switch = _opt_number(item, "price_switch", path, 0.0)
-    price_nic = _opt_number(item, "price_nic", path, 0.0)
+    price_link = number(need(item, "price_link", path), f"{path}.price_link", at_most=MAX_PRICE, unit="USD per byte/s")
+    price_switch = _opt_number(item, "price_switch", path, 0.0, at_most=MAX_PRICE, unit="USD per byte/s")
+    price_nic = _opt_number(item, "price_nic", path, 0.0, at_most=MAX_PRICE, unit="USD per byte/s")
     if block != "switch" and (price_switch or price_nic):
         raise InputError(
             f"{path}.price_switch" if price_switch else f"{path}.price_nic",

@@ -348,6 +348,10 @@ MAX_BYTES = 1e18
 MIN_RATE = 1.0
 #: the greatest bandwidth an instance may give (bytes/second): an exabyte per second
 MAX_RATE = 1e18
+#: the greatest price an instance may give (USD per byte/second: 1e9 USD per GB/s, 1e8
+#: times LIBRA's link prices): at 1e200 a network's cost overflowed (objective 3.2e212,
+#: "overflow encountered in dot"), at 1e300 it became NaN and the run ended with no plan
+MAX_PRICE = 1.0
 
 
 def number(
