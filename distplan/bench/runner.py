@@ -23,6 +23,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import IO, Any
 
+from distplan.errors import InputError
+
 from .forkserver import ForkServer, run_spec
 from .liveness import driver_name, is_dead
 from .record import Record, is_solved, run_outcome, warm_set
@@ -241,7 +243,15 @@ def run_campaign(
     """Expand ``campaign``, skip the runs already in ``db``, run the rest and store each
     record as it finishes. Returns counts: planned, skipped (stored before), stored,
     by_others (stored meanwhile by another driver on the same database), duplicates (a
-    record whose key was already there: never counted twice), notes."""
+    record whose key was already there: never counted twice), notes. The executor's
+    arguments are checked before ``db`` is touched (a dask run without its scheduler left
+    a campaign recorded with no run, which `distplan verify` reported as interrupted)."""
+    if executor not in ("local", "dask"):
+        raise InputError("--executor", f"unknown executor {executor!r}", "use local or dask")
+    if executor == "dask" and client is None and not scheduler:
+        raise InputError("--scheduler", "the dask executor needs the scheduler's address", "give --scheduler tcp://HOST:PORT")
+    if executor != "dask" and scheduler:
+        raise InputError("--scheduler", "a scheduler's address is for --executor dask only", "add --executor dask, or drop --scheduler")
     specs = campaign.runs()
     with Store(db) as store:
         for inst in campaign.instances:
@@ -279,10 +289,6 @@ def run_campaign(
                     not_run = _run_dask_claimed(run_dask, todo, on_record, claim, leases.release, scheduler=scheduler, client=client)
                     if not_run:
                         campaign.notes.append(f"{len(not_run)} run(s) failed on the cluster and were not recorded (run the campaign again to retry them); first: {not_run[0][1]}")
-                else:
-                    from distplan.errors import InputError
-
-                    raise InputError("--executor", f"unknown executor {executor!r}", "use local or dask")
             others |= leases.others()
             others -= leases.taken_over
         if leases.taken_over:
