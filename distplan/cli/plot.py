@@ -101,7 +101,7 @@ def _plot_pareto(inst: Any, args: argparse.Namespace) -> int:
             raise NoSolutionError(f"{args.formulation} used the whole --time-limit ({args.time_limit:g} s), leaving none for the Pareto curve of {PARETO_FORMULATION} (raise --time-limit)")
     curve = solve(inst, formulation=PARETO_FORMULATION, backend=args.backend, time_limit=args.time_limit, fold=args.fold, started=started)
     if not curve.info.get("pareto") and curve.termination in LIMIT_TERMINATIONS:
-        given = "" if args.time_limit is None else f"; {args.time_limit:g} s was given for the whole command"
+        given = "" if args.time_limit is None else f"; {args.time_limit:g} s was given for the command's solves"
         raise NoSolutionError(f"{PARETO_FORMULATION} stopped at its {curve.termination} before it traced the Pareto curve (raise --time-limit{given})")
     out = plot_pareto(curve, args.out, points=points)
     say_wrote(f"wrote {out}")
@@ -129,7 +129,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("plan", nargs="?", help="plan JSON (from `solve --out`) to draw as it is; or use --formulation. Bandwidth: marked on the Pareto curve (optional)")
     p.add_argument("--formulation", "-f", default=None)
     p.add_argument("--backend", "-b", default=None)
-    p.add_argument("--time-limit", type=positive_float, default=None, help="seconds, for the whole command")
+    p.add_argument("--time-limit", type=positive_float, default=None, help="seconds for the command's solves, counted from its start (one limit for both solves of a bandwidth chart); drawing the chart comes after, unlimited")
     p.add_argument("--fold", action="store_true")
     add_output(p, "--out", "-o", required=True, suffixes=CHART_SUFFIXES, help="output PNG (or PDF, SVG: by suffix)")
     p.set_defaults(func=cmd_plot)
