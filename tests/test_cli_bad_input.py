@@ -271,3 +271,11 @@ def test_an_argparse_error_is_exit_2_from_main(capsys: pytest.CaptureFixture[str
     rc, out, err = cli_run(["solve"], capsys)
     assert rc == 2 and "the following arguments are required" in err
     assert cli_run(["--help"], capsys)[0] == 0
+
+
+@pytest.mark.parametrize("flag", [["--device", "T4"], ["--n-devices", "3"]])
+def test_import_torch_refuses_device_flags_its_cluster_would_override(flag: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Audit of session 27: with --cluster dgx1, --device T4 and --n-devices 3 were dropped
+    without a word (8 V100s and V100 times). Checked before the model file is read."""
+    rc, out, err = cli_run(["import-torch", "model.py:make", "--input-shape", "8,128", "--cluster", "dgx1", *flag, "-o", str(tmp_path / "g.json")], capsys)
+    assert_named_error(rc, out, err, f"{flag[0]}: --cluster dgx1 sets the devices")

@@ -237,3 +237,16 @@ def test_cli_import_torch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "--op-time" in capsys.readouterr().err
     assert main(["import-torch", f"{src}:Odd", "--input-shape", "8,16", "--op-time", "fft_rfft=1e-4", "-o", str(out)]) == 0
     assert main(["import-torch", f"{src}:nothing", "--input-shape", "8,16", "-o", str(out)]) == 2
+
+
+@pytest.mark.parametrize("key", ["aten.fft_rfft.default", "aten.fft_rfft", "fft_rfft"])
+def test_a_time_given_by_any_of_an_ops_names_is_taken(key: str) -> None:
+    doc = import_torch(Spectral(), (2, 16), op_times={key: 2.5e-4})
+    assert any(op["type"] == "aten.fft_rfft.default" and op["time"] == 2.5e-4 for op in doc["graph"]["ops"])
+
+
+def test_a_time_for_an_op_the_export_lacks_is_an_error() -> None:
+    """Audit of session 27: ``--op-time aten.addmm=1`` on a model whose export has
+    aten.linear (no addmm) was dropped without a word."""
+    with pytest.raises(InputError, match=r"op_times\['aten.addmm'\]: names no op of the exported model"):
+        import_torch(Spectral(), (2, 16), op_times={"aten.fft_rfft.default": 2.5e-4, "aten.addmm": 1.0})

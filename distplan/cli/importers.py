@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from distplan.cli.args import add_output, positive_int
+from distplan.cli.args import add_output, given_flags, positive_int
 from distplan.cli.output import say_wrote
 from distplan.cli.progress import Progress
 from distplan.errors import InputError
@@ -113,6 +113,8 @@ def cmd_import_torch(args: argparse.Namespace) -> int:
     from distplan.instances.torch_export import require_torch
     from distplan.instances.torch_import import import_torch
 
+    if args.cluster is not None and (ignored := given_flags(args, ("device", "n_devices"))):
+        raise InputError(ignored[0], f"--cluster {args.cluster} sets the devices and their times", f"drop {ignored[0]}, or drop --cluster")
     require_torch()  # before loading the model file, whose own `import torch` would fail less helpfully
     factory = _load_factory(args.factory)
     shapes = [_shape(s) for s in args.input_shape]
@@ -121,11 +123,11 @@ def cmd_import_torch(args: argparse.Namespace) -> int:
         doc = import_torch(
             factory,
             shapes if len(shapes) > 1 else shapes[0],
-            device=args.device,
+            device=args.device or "V100",
             measure=args.measure,
             backward=not args.no_backward,
             cluster=args.cluster,
-            n_devices=args.n_devices,
+            n_devices=args.n_devices or 4,
             memory_limit=_size(args.memory_limit),
             input_dtypes=args.input_dtype,
             precision=args.precision,
@@ -210,9 +212,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("import-torch", help="export a PyTorch model (torch.export) into a placement instance")
     p.add_argument("factory", metavar="MODULE:FACTORY", help="module (or file.py) and a function / nn.Module class building the model")
     p.add_argument("--input-shape", action="append", required=True, help="shape of one input, e.g. 8,128 (repeat for several inputs)")
-    p.add_argument("--device", default="V100", help="catalogue device for roofline times (default V100)")
+    p.add_argument("--device", default=None, help="catalogue device for roofline times (default V100; not with --cluster, whose devices set them)")
     p.add_argument("--cluster", default=None, help="catalogue cluster (default: --n-devices of --device on PCIe 3.0)")
-    p.add_argument("--n-devices", type=positive_int, default=4)
+    p.add_argument("--n-devices", type=positive_int, default=None, help="devices of the default cluster (default 4; not with --cluster)")
     p.add_argument("--memory-limit", default=None, help="cap every device at this size (bytes, or e.g. 4GiB)")
     p.add_argument("--measure", action="store_true", help="time each op on this CPU with the torch profiler (median of 3 runs after a warm-up)")
     p.add_argument("--no-backward", action="store_true", help="forward pass only (inference)")

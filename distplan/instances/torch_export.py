@@ -462,9 +462,14 @@ def normalise_shapes(input_shapes: Any) -> list[list[int]]:
     return shapes
 
 
-def lookup_time(op_times: Mapping[str, float], full: str, base: str) -> float | None:
+def lookup_time(op_times: Mapping[str, float], full: str, base: str, matched: set[str] | None = None) -> float | None:
+    """The time (seconds per call) ``op_times`` gives the op ``full`` (``aten.linear.default``),
+    by its full name, its name without the overload (``aten.linear``) or its base name
+    (``linear``); the key used is added to ``matched``."""
     for key in (full, full.rsplit(".", 1)[0], base):
         if key in op_times:
+            if matched is not None:
+                matched.add(key)
             return float(op_times[key])
     return None
 

@@ -92,6 +92,7 @@ def graph_from_export(
     edge from the op that made the tensor."""
     require_torch()
     op_times = dict(op_times or {})
+    matched: set[str] = set()  # the keys of op_times some op took
     gm = ep.graph_module
     graph = gm.graph
     specs = {s.arg.name: s for s in ep.graph_signature.input_specs if hasattr(s.arg, "name")}
@@ -193,7 +194,7 @@ def graph_from_export(
         full, base = op_key(n.target)
         val = value(n)
         tensor_args = [a for a in tree_flatten((n.args, n.kwargs))[0] if isinstance(a, torch.fx.Node)]
-        fixed = lookup_time(op_times, full, base)
+        fixed = lookup_time(op_times, full, base, matched)
         zero_cost = fixed is None and (
             base in META_OPS
             or full == "getitem"
@@ -284,6 +285,9 @@ def graph_from_export(
             g.colocate_ops([shares, name], g.colocate.get(g.index[shares], shares))
     if not g.ops:
         raise InputError(f"module {label}", "the exported graph has no compute ops", "export a model that computes something")
+    unmatched = [key for key in op_times if key not in matched]
+    if unmatched:  # (a time that names no op of the export would be dropped without a word)
+        raise InputError(f"op_times[{unmatched[0]!r}]", "names no op of the exported model", "name it as the export does: aten.linear.default, aten.linear or linear (CLI: --op-time linear=SECONDS)")
     return g, fused
 
 
