@@ -32,7 +32,7 @@ from conftest import assert_named_error, cli_run
 
 import distplan
 from distplan.errors import InfeasibleError, InputError, NoSolutionError
-from distplan.formulations.registry import get_formulation
+from distplan.formulations.registry import formulations, get_formulation
 from distplan.models.placement_instance import PlacementInstance, check_total_memory
 
 BASE: dict[str, Any] = {
@@ -193,10 +193,16 @@ def test_a_theta_in_range_still_runs_m_sct() -> None:
 
 # -- D5: total memory ---------------------------------------------------------------------------
 
-PLAN_MAKERS = ["single_device", "baechi_topo", "baechi_etf", "baechi_sct", "placement_search", "placement_milp"]
+#: every placement formulation: those that prove bounds only too (placement_bounds reported
+#: status none with a finite bound, exit 0, audit of session 27)
+ALL_PLACEMENT = sorted(f.name for f in formulations("placement"))
 
 
-@pytest.mark.parametrize("formulation", PLAN_MAKERS)
+def test_every_placement_formulation_is_checked() -> None:
+    assert {"single_device", "baechi_topo", "baechi_etf", "baechi_sct", "placement_search", "placement_milp", "placement_bounds"} <= set(ALL_PLACEMENT)
+
+
+@pytest.mark.parametrize("formulation", ALL_PLACEMENT)
 def test_total_memory_above_total_capacity_is_infeasible_under_the_simple_model(formulation: str) -> None:
     doc = _doc(_set("cluster.devices", [{"name": "gpu0", "memory": 35}, {"name": "gpu1", "memory": 20}]))  # 60 bytes of ops, 55 room
     inst = PlacementInstance.from_dict(doc)  # a well-formed document: infeasible, found when solved

@@ -31,7 +31,7 @@ from distplan.models.placement_instance import PlacementInstance, check_total_me
 BAECHI = "Jeon et al., Baechi: Fast Device Placement of Machine Learning Graphs, SoCC 2020 (arXiv 2301.08695)"
 
 def _memory_checked(run: Callable[[PlacementInstance, RunContext], Outcome], heuristic: str | None = None) -> Callable[[PlacementInstance, RunContext], Outcome]:
-    """``run`` after `check_total_memory`: a formulation that makes plans reports an
+    """``run`` after `check_total_memory`: a formulation (plans or bounds) reports an
     instance whose ops hold more bytes to the end than all devices together as infeasible
     (exit 3, by how much) before it searches (m-ETF had named the op it could not place;
     the MILP said its solver found the problem infeasible). A ``heuristic`` that stops
@@ -199,7 +199,9 @@ register(
         name="placement_bounds",
         description="lower bounds only: forced co-location + one machine, segment bounds added over waist ops, assignment relaxation (cut edges on paths, loads, memory, channels), critical path, work / devices",
         program="milp",
-        run=in_time_unit(_run_bounds),
+        # (an instance whose ops hold more than all devices is infeasible here too, exit 3:
+        # it reported status none with a finite bound, the only placement formulation that did)
+        run=_memory_checked(in_time_unit(_run_bounds)),
         bound_only=True,
         reference="Venugopalan & Sinnen, IEEE TPDS 26(1) 2015 (assignment part); Baptiste, Le Pape & Nuijten 2001 (energetic reasoning); Klein & Scholl, EJOR 112(2) 1999 (destructive bounds); Carlier, EJOR 11(1) 1982; Möhring 1989 (series decomposition)",
         params={"relaxation_time_limit": 30.0, "forced_share": 0.3, "waist_share": 0.2, "order_nonzeros": MAX_NONZEROS, "wait_nonzeros": WAIT_NONZEROS, "window_nonzeros": WINDOW_NONZEROS},
