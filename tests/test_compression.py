@@ -553,6 +553,27 @@ def test_measure_codecs_cli(tmp_path: Any) -> None:
     assert cli_main(["solve", str(out), "-f", "codec_select", "--time-limit", "10"]) == 0
 
 
+def test_measure_codecs_shows_progress(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A long measurement says on stderr that it runs (audit of session 27: 19 s at 5e7
+    elements printed nothing until 'wrote'); stdout keeps only the table."""
+    import time
+
+    from distplan.cli import codecs, progress
+
+    real = codecs.measure_instance
+
+    def slow(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.3)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(codecs, "measure_instance", slow)
+    monkeypatch.setattr(progress, "QUIET_SECONDS", 0.05)
+    monkeypatch.setattr(progress, "LINE_EVERY_SECONDS", 0.05)
+    assert cli_main(["measure-codecs", "compression-mlp-small", "-o", str(tmp_path / "m.json"), "--elements", "4096", "--repeat", "1", "--codecs", "lz4"]) == 0
+    out, err = capsys.readouterr()
+    assert "measuring 1 codecs on compression-mlp-small: done in " in err and "measuring" not in out
+
+
 def test_plan_file_round_trip(tmp_path: Any, bundled: dict[str, CompressionInstance]) -> None:
     inst = bundled["vgg16"]
     res = solve(inst, "tag_sfb_maxflow")

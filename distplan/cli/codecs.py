@@ -7,6 +7,7 @@ import argparse
 
 from distplan.cli.args import add_output, nonneg_int, positive_int
 from distplan.cli.output import say_wrote
+from distplan.cli.progress import Progress
 from distplan.errors import InputError
 from distplan.instances import load_document
 from distplan.instances.codec_measure import DEFAULT_CODECS, CodecSpec, measure_instance
@@ -26,7 +27,8 @@ def cmd_measure_codecs(args: argparse.Namespace) -> int:
             if w not in known:
                 raise InputError("--codecs", f"unknown codec {w!r}", f"use some of: {', '.join(known)}")
         specs = tuple(known[w] for w in wanted)
-    out = measure_instance(doc, specs, elements=args.elements, repeat=args.repeat, seed=args.seed)
+    with Progress(f"measuring {len(specs)} codecs on {args.instance}"):  # (19 s at 5e7 elements, silent until its end)
+        out = measure_instance(doc, specs, elements=args.elements, repeat=args.repeat, seed=args.seed)
     instance_from_dict(out)  # the result must still be a valid instance
     write_json(out, args.out)
     for c in out["codecs"]:
