@@ -63,6 +63,15 @@ def test_a_report_directory_that_is_a_file_is_named(tmp_path: Path, capsys: pyte
     assert_named_error(rc, out, err, "--out: cannot write to", "exists and is not a directory")
 
 
+@pytest.mark.parametrize("flag", [["--out", "rr"], ["--no-figures"]])
+def test_a_json_report_refuses_the_options_of_a_written_one(flag: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Audit of session 27: `bench report DB --json --out rr` dropped --out without a word."""
+    db = tmp_path / "quick.db"
+    db.write_bytes(b"")
+    rc, out, err = cli_run(["bench", "report", str(db), "--json", *[f if f != "rr" else str(tmp_path / "rr") for f in flag]], capsys)
+    assert_named_error(rc, out, err, f"{flag[0]}: --json prints the report's tables on stdout")
+
+
 @pytest.mark.parametrize(
     "argv",
     [

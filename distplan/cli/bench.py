@@ -16,7 +16,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from distplan.cli.args import add_output
+from distplan.cli.args import add_output, given_flags
 from distplan.cli.output import say_wrote
 from distplan.errors import InputError
 from distplan.models.common import print_json
@@ -71,6 +71,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from distplan.bench.report import summary_json, write_report
 
     if args.json:
+        if ignored := given_flags(args, ("out", "no_figures")):  # (--out was dropped without a word)
+            raise InputError(ignored[0], "--json prints the report's tables on stdout and writes no report", f"drop {ignored[0]}, or drop --json")
         print_json(summary_json(args.db), sys.stdout, default=str, indent=1)
         sys.stdout.write("\n")
         return 0
