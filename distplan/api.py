@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 from distplan.errors import DistplanError, InfeasibleError, InputError, InternalError, NoSolutionError, PlanCheckError
 from distplan.formulations.deadline import DeadlineReached
 from distplan.formulations.registry import Bound, RunContext, bound_source, get_folder, get_formulation, solver_free_match
-from distplan.models.common import Check, kind_spec, without_non_finite
+from distplan.models.common import Check, json_ready, kind_spec
 from distplan.solvers.base import BackendError, SolveOptions, get_backend
 from distplan.solvers.result import (
     INFEASIBLE_TERMINATIONS,
@@ -145,7 +145,7 @@ class Result:
             "plan": None,
             "info": self.info,
         }
-        record = without_non_finite(record)  # (the plan's numbers are finite: evaluated)
+        record = json_ready(record)  # (the plan's numbers are finite: evaluated)
         record["plan"] = self.plan.to_dict() if self.plan is not None else None
         return record
 

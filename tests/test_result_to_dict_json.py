@@ -68,3 +68,13 @@ def test_json_ready_replaces_numpy_inside_containers_only_where_needed() -> None
     assert got == {"a": [0, 1, 2], "b": [1.5, {"c": 2, "d": True}], "e": "red"}
     assert type(got["b"][0]) is float and type(got["b"][1]["c"]) is int and type(got["b"][1]["d"]) is bool
     json.dumps(got)
+
+
+def test_json_ready_makes_non_finite_numbers_null_wherever_they_are() -> None:
+    """One walker (`json_ready`) for numpy values and non-finite numbers: `Result.to_dict`,
+    `Check.to_dict` and `strict_json` all use it."""
+    got = json_ready({"a": math.inf, "b": np.float64(-math.inf), "c": np.array([1.0, math.nan]), "d": (math.nan, 2), "e": np.array([1.0, 2.0])})
+    assert got == {"a": None, "b": None, "c": [1.0, None], "d": [None, 2], "e": [1.0, 2.0]}
+    json.dumps(got, allow_nan=False)
+    finite = {"a": 1.5, "b": [2, 3.0]}
+    assert json_ready(finite) is finite

@@ -40,8 +40,8 @@ class Check:
     objective_unit: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: numpy arrays and numbers in ``details`` (the placement evaluator's
-        start times) as lists and Python numbers (`json_ready`)."""
+        """Strict JSON (`json_ready`): numpy arrays and numbers in ``details`` (the placement
+        evaluator's start times) as lists and Python numbers, non-finite numbers as None."""
         return {"feasible": self.feasible, "objective": json_ready(self.objective), "violations": self.violations, "details": json_ready(self.details)}
 
 
@@ -230,16 +230,25 @@ def json_default(obj: Any) -> Any:
 
 
 def json_ready(data: Any) -> Any:
-    """``data`` with every numpy array and number, enum and path inside its dicts, lists
-    and tuples replaced as `json_default` encodes them (arrays by ``tolist``, at C speed);
-    containers with nothing to replace are returned as they are."""
-    if isinstance(data, dict):
+    """``data`` as strict JSON (RFC 8259) takes it: every numpy array and number, enum and
+    path inside its dicts, lists and tuples as `json_default` encodes them (arrays by
+    ``tolist``, at C speed), and every infinite or NaN number as None (an infeasible plan's
+    objective, a solver call's -inf bound); containers with nothing to replace are returned
+    as they are."""
+    import numpy as np
+
+    if isinstance(data, Mapping):
         out = {k: json_ready(v) for k, v in data.items()}
-        return data if all(out[k] is data[k] for k in data) else out
+        return data if isinstance(data, dict) and all(out[k] is data[k] for k in data) else out
     if isinstance(data, list | tuple):
         items = [json_ready(v) for v in data]
         return data if all(a is b for a, b in zip(items, data)) else items
-    if data is None or isinstance(data, str | bool | int | float) and not hasattr(data, "dtype"):
+    if isinstance(data, np.ndarray):
+        return data.tolist() if data.dtype.kind not in "fc" or np.isfinite(data).all() else json_ready(data.tolist())
+    if isinstance(data, float | np.floating):
+        v = float(data)
+        return (data if type(data) is float else v) if math.isfinite(v) else None
+    if data is None or isinstance(data, str | bool | int) and not hasattr(data, "dtype"):
         return data
     try:
         return json_default(data)
@@ -262,22 +271,6 @@ def instance_digest(document: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(content).encode()).hexdigest()[:16]
 
 
-def without_non_finite(obj: Any) -> Any:
-    """``obj`` with every infinite or NaN number (an infeasible plan's objective, say)
-    replaced by None, so that it is strict JSON (RFC 8259 has no Infinity or NaN)."""
-    import numpy as np
-
-    if isinstance(obj, float | np.floating):
-        return float(obj) if math.isfinite(obj) else None
-    if isinstance(obj, Mapping):
-        return {k: without_non_finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [without_non_finite(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return without_non_finite(obj.tolist())
-    return obj
-
-
 def strict_json(data: Any, default: Callable[[Any], Any] = json_default, indent: int | None = None) -> str:
     """``data`` as one strict JSON document: non-finite numbers as null (RFC 8259 has no
     Infinity or NaN). Encoded at once by the C encoder when every number is finite (a
@@ -286,7 +279,7 @@ def strict_json(data: Any, default: Callable[[Any], Any] = json_default, indent:
     try:
         return json.dumps(data, default=default, allow_nan=False, indent=indent)
     except ValueError:  # an Infinity or NaN somewhere
-        return json.dumps(without_non_finite(data), default=default, allow_nan=False, indent=indent)
+        return json.dumps(json_ready(data), default=default, allow_nan=False, indent=indent)
 
 
 def print_json(data: Any, stream: IO[str], default: Callable[[Any], Any] = json_default, indent: int | None = None) -> None:
