@@ -188,9 +188,9 @@ def improve_from(prob: OpProblem, starts: list[np.ndarray], deadline: float | No
     best: tuple[np.ndarray, float, int] | None = None
     for i, start in enumerate(starts):
         start = np.asarray(start, dtype=float)
-        if i > 0 and deadline is not None and time.perf_counter() > deadline:
-            break  # (the first start's result stands)
         if i > 0:
+            if deadline is not None and time.perf_counter() > deadline:
+                break  # (the first start's result stands)
             seqs = _sequences(prob, ss, start)
             if ss.heads(seqs) is None or not all(ss.memory_ok(seqs[d], d) for d in range(ss.nd)):
                 continue
