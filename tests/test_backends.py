@@ -888,10 +888,47 @@ def _presolve_trap() -> ModelArrays:
     )
 
 
+def _preprocessing_trap() -> ModelArrays:
+    """Found by the random-MILP test above: max x1 + x3 with x0 in [0, 0] and x1 in [0, 2]
+    integer, x2, x3 in [-2, 3]; 3 x1 - x2 - x3 >= -0.5, x2 + x3 >= 0.5, and an empty row.
+    Feasible: (0, 2, 0, 3) with value 5, the optimum. CBC 2.10.3's preprocessing calls it
+    "Integer infeasible"; without preprocessing CBC finds 5."""
+    A = np.array([[0, 3, -1, -1], [0, 0, 1, 1], [0, 0, 0, 0]], dtype=float)
+    return ModelArrays(
+        name="preprocessing-trap",
+        c=np.array([0.0, 1.0, 0.0, 1.0]),
+        offset=0.0,
+        A=sp.csr_matrix(A),
+        row_lo=np.array([-0.5, 0.5, -np.inf]),
+        row_hi=np.array([np.inf, np.inf, 0.0]),
+        col_lo=np.array([0.0, 0.0, -2.0, -2.0]),
+        col_hi=np.array([0.0, 2.0, 3.0, 3.0]),
+        integrality=np.array([1, 1, 0, 0], dtype=np.int8),
+        sense="max",
+        var_blocks=[("xi", 2, False), ("xc", 2, False)],
+        con_blocks=[("r0", 1), ("r1", 1), ("r2", 1)],
+    )
+
+
+@pytest.mark.parametrize("trap, optimum", [(_presolve_trap, 2.0), (_preprocessing_trap, 5.0)], ids=["presolve", "cbc-preprocessing"])
 @pytest.mark.parametrize("name", backend_params(takes_milp))
-def test_a_feasible_milp_that_a_presolve_calls_infeasible(name: str) -> None:
-    """cvxpy-SCIPY's infeasible MILPs are checked again without presolve, the second verdict
-    standing; every MILP backend finds the optimum 2."""
-    res = get_backend(name).solve(_presolve_trap(), EXACT)
+def test_a_feasible_milp_that_a_presolve_calls_infeasible(name: str, trap: Callable[[], ModelArrays], optimum: float) -> None:
+    """cvxpy-SCIPY's infeasible MILPs are checked again without presolve, and the CBC
+    backends' without preprocessing, the second verdict standing; every MILP backend finds
+    the optimum of both traps."""
+    res = get_backend(name).solve(trap(), EXACT)
     assert res.termination is Termination.OPTIMAL, (name, res.termination, res.raw_status)
-    assert res.objective == pytest.approx(2.0, abs=1e-6)
+    assert res.objective == pytest.approx(optimum, abs=1e-6)
+
+
+@pytest.mark.parametrize("name", ["pulp-cbc", "pyomo-cbc"])
+def test_a_cbc_infeasible_verdict_is_kept_when_the_user_set_preprocessing(name: str) -> None:
+    """The recheck is skipped when ``raw`` sets preprocessing (any abbreviation CBC takes):
+    then the user's setting decides, and the log holds one run."""
+    backend = get_backend(name)
+    if not backend.available():
+        pytest.skip(f"{name} is not available here")
+    default = backend.solve(_preprocessing_trap(), EXACT)
+    assert "with preprocessing" in default.extra.get("preprocess_recheck", ""), default.extra
+    chosen = backend.solve(_preprocessing_trap(), EXACT.with_(raw={"preproc": "on"}))
+    assert "preprocess_recheck" not in chosen.extra, chosen.extra

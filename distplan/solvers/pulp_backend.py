@@ -29,7 +29,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import version as package_version
 from typing import Any
@@ -44,7 +44,7 @@ from distplan.solvers.capture import echo_to_stderr
 from distplan.solvers.common import error_result, fill_unmentioned, finish_result, objective_sign
 from distplan.solvers.highs import ISOLATE_SIZE, highs_version, holds_solution, node_limit, refused_option, use_threads
 from distplan.solvers.highs import STATUS_MAP as HIGHS_STATUS_MAP
-from distplan.solvers.reserved import cbc_reserved, highs_reserved
+from distplan.solvers.reserved import cbc_reserved, cbc_sets, highs_reserved
 from distplan.solvers.result import SolverResult, Termination, map_status
 
 # -- status vocabulary -------------------------------------------------------------------
@@ -341,10 +341,42 @@ def run_logged(args: list[str], log_path: str, verbose: bool) -> int:
         return proc.wait()
 
 
+def recheck_without_preprocessing(
+    solve_once: Callable[[ModelArrays, SolveOptions, np.ndarray | None], SolverResult],
+    arrays: ModelArrays,
+    options: SolveOptions,
+    warm_start: np.ndarray | None,
+) -> SolverResult:
+    """Solve with CBC; a MILP it calls infeasible is solved again with its preprocessing
+    off (in the time left), and that second verdict stands.
+
+    CBC 2.10.3's preprocessing calls a feasible MILP "Integer infeasible": max x1 + x3 with
+    x0 in [0, 0] and x1 in [0, 2] integer, x2, x3 in [-2, 3]; 3 x1 - x2 - x3 >= -0.5 and
+    x2 + x3 >= 0.5 (plus a row with no coefficients); (0, 2, 0, 3) meets them with value 5,
+    which HiGHS, SCIP and CBC without preprocessing find. A preprocessing setting given in
+    ``options.raw`` is the user's, and its verdict is not second-guessed."""
+    started = time.perf_counter()
+    first = solve_once(arrays, options, warm_start)
+    if not (arrays.is_mip and first.termination is Termination.INFEASIBLE) or cbc_sets(options.raw, "preprocess"):
+        return first
+    spent = time.perf_counter() - started
+    limit = None if options.time_limit is None else max(options.time_limit - spent, 0.01)
+    again = solve_once(arrays, options.with_(raw={**options.raw, "preprocess": "off"}, time_limit=limit), warm_start)
+    again.handover_seconds += first.handover_seconds
+    again.solve_seconds += first.solve_seconds
+    again.log = f"{first.log}\n--- solved again with preprocessing off (the first run said infeasible) ---\n{again.log}"
+    again.extra["preprocess_recheck"] = f"{first.termination.value} with preprocessing, {again.termination.value} without"
+    return again
+
+
 # -- pulp-cbc ----------------------------------------------------------------------------
 
 
 def solve_cbc(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
+    return recheck_without_preprocessing(_solve_cbc_once, arrays, options, warm_start)
+
+
+def _solve_cbc_once(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
     t0 = time.perf_counter()
     version = _cbc_version()
     workdir = tempfile.mkdtemp(prefix="distplan-cbc-")

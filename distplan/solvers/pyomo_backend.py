@@ -36,7 +36,13 @@ from distplan.solvers.base import Backend, Capabilities, SolveOptions, register_
 from distplan.solvers.capture import LiveStderr, echo_to_stderr
 from distplan.solvers.common import error_result, fill_unmentioned, finish_result, objective_sign, primal_feasible
 from distplan.solvers.highs import ISOLATE_SIZE, highs_version, refused_option, use_threads
-from distplan.solvers.pulp_backend import cbc_path, cbc_refused_option, completed_search_bound, parse_cbc_log
+from distplan.solvers.pulp_backend import (
+    cbc_path,
+    cbc_refused_option,
+    completed_search_bound,
+    parse_cbc_log,
+    recheck_without_preprocessing,
+)
 from distplan.solvers.reserved import cbc_reserved, glpk_reserved, highs_adapter_reserved
 from distplan.solvers.result import SolverResult, Termination, map_status
 
@@ -432,7 +438,7 @@ def _solve_shell(
 
 
 def solve_pyomo_cbc(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:
-    return _solve_shell("cbc", arrays, options, warm_start)
+    return recheck_without_preprocessing(functools.partial(_solve_shell, "cbc"), arrays, options, warm_start)
 
 
 def solve_pyomo_glpk(arrays: ModelArrays, options: SolveOptions, warm_start: np.ndarray | None) -> SolverResult:

@@ -187,6 +187,12 @@ def cvxpy_reserved(solver: str, time_limit_key: tuple[str, ...] | None, mip_gap_
     return None
 
 
+def cbc_sets(raw: Mapping[str, Any], name: str) -> bool:
+    """Whether ``raw`` sets CBC's parameter ``name`` (one of `CBC_ACCEPTED`), under any
+    abbreviation CBC takes for it."""
+    return any(_cbc_names(str(key), name, CBC_ACCEPTED[name]) for key in raw)
+
+
 def _cbc_names(key: str, name: str, shortest: int) -> bool:
     """Whether CBC reads ``key`` (with or without its ``-``, any case) as its parameter
     ``name`` (lower case), which it takes from its first ``shortest`` letters on."""
