@@ -371,9 +371,11 @@ def _solve_shell(
             kwargs["warmstart"] = True
         results = opt.solve(model, **kwargs)
     except Exception as exc:  # Pyomo raises ApplicationError etc. on solver failures
-        with open(log_path, errors="replace") as fh:
-            log = fh.read()
-        os.unlink(log_path)
+        log = ""
+        if os.path.exists(log_path):  # (Pyomo removes it when the solver crashed: CBC's SIGSEGV)
+            with open(log_path, errors="replace") as fh:
+                log = fh.read()
+            os.unlink(log_path)
         return error_result(backend, version, f"{type(exc).__name__}: {exc}", log, time.perf_counter() - t1)
     t2 = time.perf_counter()
     with open(log_path, errors="replace") as fh:
