@@ -141,9 +141,10 @@ def test_tessel_first_classic_schedule_may_take_more_than_its_share(monkeypatch:
     res = distplan.solve(inst, "tessel", time_limit=3.0)
     assert res.plan is not None and res.termination is Termination.TIME_LIMIT
     assert res.info["completion"] in ("baseline gpipe", "baseline 1f1b")
-    assert got["gpipe"] is not None and got["1f1b"] is not None
-    assert got["gpipe"] >= t0 + 2.9  # the run's deadline
-    assert got["1f1b"] <= t0 + 0.8  # the quarter (0.75 s: more than the baselines' grace)
+    assert got["gpipe"] is not None and got["gpipe"] >= t0 + 2.9  # the run's deadline
+    # the others keep the quarter (0.75 s: more than the baselines' grace), which passed
+    # while gpipe ran: 1f1b is not started (before, it started and stopped at its check)
+    assert "1f1b" not in got
     assert check_result(res.to_dict(), inst, require_version=True) == []
 
 

@@ -406,7 +406,8 @@ def zb_h2(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.nda
     fwd_mem = np.array([inst.memory[(inst.role_code == F) & inst.device_mask[:, d]].clip(min=0).sum() for d in range(inst.n_devices)])
     limit = np.minimum(inst.capacity, (2 * p - 1) * fwd_mem)
     rank = {F: 1, B: 0, W: 2}
-    start = greedy(inst, lambda b, m: (rank[int(inst.role_code[b])], m, b), limit, deadline=deadline)
+    rank_of = [rank[r] for r in inst.role_code.tolist()]
+    start = greedy(inst, lambda b, m: (rank_of[b], m, b), limit, deadline=deadline)
     orders = _orders_of(inst, start)
     return asap(inst, orders, deadline=deadline), {"schedule": "zb_h2"}
 
@@ -482,15 +483,27 @@ def best_baseline(inst: PipelineInstance, deadline: float | None = None) -> tupl
     return _least(found)
 
 
+#: the order `_collect` computes the classic schedules in: gpipe first, the cheapest (one
+#: order, one earliest-start pass; it fails at once where memory is short), so that a run
+#: stopped early still has a plan; then the ones usually shortest (zero-bubble and V
+#: schedules; each raises at once where it does not apply), so that a run whose deadline
+#: stops the list keeps the best it could have had in that time (a 64-stage,
+#: 2000-micro-batch pipeline at a 10 s limit kept gpipe, 10252, where zb_h1 gives 10189 and
+#: zb_h2 10126: they came last)
+COMPUTE_ORDER: tuple[str, ...] = ("gpipe", "v_zb", "zb_v", "v_half", "v_min", "zb_h2", "zb_h1", "interleaved_1f1b", "1f1b")
+
+
 def _collect(inst: PipelineInstance, deadline: float | None, found: list[tuple[float, str, PipelinePlan]], first_deadline: float | None = None) -> None:
     """Append (objective, name, plan) of every classic schedule that fits in memory to
-    ``found``, in `SCHEDULES` order (those done stay when `DeadlineReached` stops it).
+    ``found``, in `COMPUTE_ORDER` (those done stay when `DeadlineReached` stops it).
     ``first_deadline``: the deadline of the schedules tried while ``found`` is empty,
     when later than ``deadline`` (the first plan may take longer than the others get)."""
     later = first_deadline is not None and deadline is not None and first_deadline > deadline
-    for name in SCHEDULES:
+    for name in sorted(SCHEDULES, key=lambda name: COMPUTE_ORDER.index(name) if name in COMPUTE_ORDER else len(COMPUTE_ORDER)):
+        until = first_deadline if later and not found else deadline
+        check(until, "the classic schedules")  # (one that does not apply raises before its own check)
         try:
-            plan = baseline_plan(inst, name, first_deadline if later and not found else deadline)
+            plan = baseline_plan(inst, name, until)
         except (InfeasibleError, InputError):
             continue
         chk = evaluate(inst, plan)
@@ -499,12 +512,14 @@ def _collect(inst: PipelineInstance, deadline: float | None, found: list[tuple[f
 
 
 def _least(found: list[tuple[float, str, PipelinePlan]]) -> tuple[str, PipelinePlan] | None:
-    """The first of the least objective (within 1e-12) of `_collect`'s schedules."""
-    best: tuple[float, str, PipelinePlan] | None = None
-    for item in found:
-        if best is None or item[0] < best[0] - 1e-12:
-            best = item
-    return None if best is None else (best[1], best[2])
+    """Of `_collect`'s schedules, the least objective; among those within 1e-12 of it, the
+    first in `SCHEDULES` order."""
+    if not found:
+        return None
+    least = min(item[0] for item in found)
+    rank = {name: k for k, name in enumerate(SCHEDULES)}
+    _, name, plan = min((item for item in found if item[0] <= least + 1e-12), key=lambda item: rank[item[1]])
+    return name, plan
 
 
 def baseline_incumbent(inst: PipelineInstance, deadline: float | None, first_deadline: float | None = None) -> tuple[str, PipelinePlan] | None:

@@ -66,18 +66,6 @@ def predecessor_lists(inst: PipelineInstance) -> list[list[tuple[int, float]]]:
     return preds
 
 
-def ready_time(preds: list[tuple[int, float]], start: np.ndarray, duration: np.ndarray, micro: int) -> float | None:
-    """When a block's micro-batch ``micro`` may start (seconds), from the (B, N) starts of
-    its predecessors' same micro-batch; None while one of them has not started."""
-    ready = 0.0
-    for a, g in preds:
-        s = start[a, micro]
-        if np.isnan(s):
-            return None
-        ready = max(ready, float(s) + float(duration[a]) + g)
-    return ready
-
-
 def block_depth(inst: PipelineInstance) -> np.ndarray:
     """(B,) earliest start (seconds) of each block when one micro-batch runs alone with
     unlimited devices: the longest dependency path (durations + delays) to the block."""
@@ -426,7 +414,7 @@ def greedy(
     priority: Callable[[int, int], tuple],
     limit: np.ndarray,
     *,
-    reserve: Callable[[int, int, np.ndarray], float] | None = None,
+    reserve: Callable[[int, int, list[int]], float] | None = None,
     tol: float = 1e-12,
     what: str = "the greedy schedule",
     deadline: float | None = None,
@@ -441,12 +429,13 @@ def greedy(
     if np.any(inst.device_mask.sum(axis=1) != 1):
         raise InputError("schedule", f"{inst.name}: this greedy schedule needs every block on one device", "use 1f1b")
     dev_of = inst.device_mask.argmax(axis=1)
+    # plain lists, not numpy scalars: each event reads them a few times per block
     preds = predecessor_lists(inst)
-    start = np.full((nb, n), np.nan)
-    nxt = np.zeros(nb, dtype=np.int64)
-    free_at = np.zeros(inst.n_devices)
-    mem = np.zeros(inst.n_devices)
-    dur = inst.duration
+    start: list[list[float | None]] = [[None] * n for _ in range(nb)]
+    nxt = [0] * nb
+    free_at = [0.0] * inst.n_devices
+    mem = [0.0] * inst.n_devices
+    dur, need_mem, cap = inst.duration.tolist(), inst.memory.tolist(), np.asarray(limit, dtype=float).tolist()
     on_dev = [np.flatnonzero(dev_of == d).tolist() for d in range(inst.n_devices)]
     events = [0.0]
     done = 0
@@ -465,28 +454,32 @@ def greedy(
                 continue
             best = None
             for b in on_dev[d]:
-                m = int(nxt[b])
+                m = nxt[b]
                 if m >= n:
                     continue
-                ready = ready_time(preds[b], start, dur, m)
-                if ready is None:
-                    continue
-                if ready > t + 1e-12:
-                    heapq.heappush(events, ready)
-                    continue
-                if inst.memory[b] > 0:
-                    need = mem[d] + inst.memory[b] + (reserve(d, b, nxt) if reserve is not None else 0.0)
-                    if need > limit[d] + tol:
+                ready = 0.0  # the latest end (plus lag) of its predecessors' micro-batch m
+                for a, g in preds[b]:
+                    s_a = start[a][m]
+                    if s_a is None:
+                        break
+                    ready = max(ready, s_a + dur[a] + g)
+                else:
+                    if ready > t + 1e-12:
+                        heapq.heappush(events, ready)
                         continue
-                key = priority(b, m)
-                if best is None or key < best[0]:
-                    best = (key, b, m)
+                    if need_mem[b] > 0:
+                        need = mem[d] + need_mem[b] + (reserve(d, b, nxt) if reserve is not None else 0.0)
+                        if need > cap[d] + tol:
+                            continue
+                    key = priority(b, m)
+                    if best is None or key < best[0]:
+                        best = (key, b, m)
             if best is not None:
                 _, b, m = best
-                start[b, m] = t
+                start[b][m] = t
                 nxt[b] += 1
-                mem[d] += inst.memory[b]
+                mem[d] += need_mem[b]
                 free_at[d] = t + dur[b]
                 heapq.heappush(events, free_at[d])
                 done += 1
-    return start
+    return np.array(start, dtype=float)

@@ -275,12 +275,13 @@ def v_zb_start(inst: PipelineInstance, deadline: float | None = None) -> np.ndar
         chunk[lay.f[d, 1]] = chunk[lay.b[d, 1]] = chunk[lay.w[d, 1]] = 1
     f0_of = {int(lay.f[d, 0]): (d, int(lay.f[d, 1])) for d in range(p)}
 
-    def reserve(d: int, blk: int, nxt: np.ndarray) -> float:
+    def reserve(d: int, blk: int, nxt: list[int]) -> float:
         """A chunk-0 forward keeps room for the chunk-1 forwards of the micro-batches in flight."""
         if blk not in f0_of:
             return 0.0
         f1 = f0_of[blk][1]
-        owed = int(nxt[blk]) + 1 - int(nxt[f1])
+        owed = nxt[blk] + 1 - nxt[f1]
         return owed * max(float(inst.memory[f1]), 0.0)
 
-    return greedy(inst, lambda b, m: (int(cls[b]), m, -int(chunk[b])), limit, reserve=reserve, tol=1e-9, what="the V-ZB greedy", deadline=deadline)
+    cls_of, chunk_of = cls.tolist(), chunk.tolist()
+    return greedy(inst, lambda b, m: (cls_of[b], m, -chunk_of[b]), limit, reserve=reserve, tol=1e-9, what="the V-ZB greedy", deadline=deadline)
