@@ -932,3 +932,24 @@ def test_a_cbc_infeasible_verdict_is_kept_when_the_user_set_preprocessing(name: 
     assert "with preprocessing" in default.extra.get("preprocess_recheck", ""), default.extra
     chosen = backend.solve(_preprocessing_trap(), EXACT.with_(raw={"preproc": "on"}))
     assert "preprocess_recheck" not in chosen.extra, chosen.extra
+
+
+@pytest.mark.parametrize("name", ["pulp-cbc", "pyomo-cbc"])
+def test_which_cbc_infeasible_verdicts_are_checked_again(name: str) -> None:
+    """One given on the continuous relaxation (x integer, 2 <= x <= 1 as rows) is not
+    solved again: preprocessing never ran. 2 x = 3 (x integer) has a feasible relaxation
+    and is; CBC 2.10.3 crashes without preprocessing there, so the verdict stands,
+    marked unconfirmed."""
+    backend = get_backend(name)
+    if not backend.available():
+        pytest.skip(f"{name} is not available here")
+    lp_infeasible = Model("lp-infeasible")
+    x = lp_infeasible.add_vars("x", 1, ub=10, vtype="integer")
+    lp_infeasible.add_constraints("low", x[0] >= 2)
+    lp_infeasible.add_constraints("high", x[0] <= 1)
+    lp_infeasible.minimize(x.sum())
+    res = backend.solve(lp_infeasible.to_arrays(), EXACT)
+    assert res.termination is Termination.INFEASIBLE and "preprocess_recheck" not in res.extra, (res.termination, res.extra)
+    res = backend.solve(milp_infeasible().to_arrays(), EXACT)
+    assert res.termination is Termination.INFEASIBLE, (res.termination, res.message)
+    assert res.extra.get("preprocess_recheck", "").startswith("infeasible with preprocessing, unconfirmed"), res.extra

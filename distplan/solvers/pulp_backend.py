@@ -341,6 +341,10 @@ def run_logged(args: list[str], log_path: str, verbose: bool) -> int:
         return proc.wait()
 
 
+#: what CBC prints once the continuous relaxation is solved, before its preprocessing runs
+CBC_LP_SOLVED = "Continuous objective value is"
+
+
 def recheck_without_preprocessing(
     solve_once: Callable[[ModelArrays, SolveOptions, np.ndarray | None], SolverResult],
     arrays: ModelArrays,
@@ -354,7 +358,8 @@ def recheck_without_preprocessing(
     x0 in [0, 0] and x1 in [0, 2] integer, x2, x3 in [-2, 3]; 3 x1 - x2 - x3 >= -0.5 and
     x2 + x3 >= 0.5 (plus a row with no coefficients); (0, 2, 0, 3) meets them with value 5,
     which HiGHS, SCIP and CBC without preprocessing find. A preprocessing setting given in
-    ``options.raw`` is the user's, and its verdict is not second-guessed.
+    ``options.raw`` is the user's, and its verdict is not second-guessed; neither is one
+    given before preprocessing, on the continuous relaxation (no `CBC_LP_SOLVED` line).
 
     Without preprocessing the same CBC crashes (SIGSEGV) on MILPs that are infeasible
     (2 x = 3, x integer): when the second run fails so, the first verdict stands, marked
@@ -362,6 +367,8 @@ def recheck_without_preprocessing(
     started = time.perf_counter()
     first = solve_once(arrays, options, warm_start)
     if not (arrays.is_mip and first.termination is Termination.INFEASIBLE) or cbc_sets(options.raw, "preprocess"):
+        return first
+    if CBC_LP_SOLVED not in first.log:  # the continuous relaxation was infeasible: preprocessing never ran
         return first
     spent = time.perf_counter() - started
     limit = None if options.time_limit is None else max(options.time_limit - spent, 0.01)
