@@ -159,6 +159,19 @@ def test_a_number_beyond_the_float_range_is_named(tmp_path: Path, capsys: pytest
     assert_named_error(rc, out, err, f"{path}: not readable JSON")
 
 
+def test_a_long_integer_in_range_of_a_double_is_named_by_its_magnitude(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """10**300 micro-batches: "1e+300", not its 301 digits; a short integer as written."""
+    rc, out, err = cli_run(["make", "pipeline", "--shape", "v", "--stages", "2", "--micro-batches", "2", "-o", str(tmp_path / "p.json")], capsys)
+    assert rc == 0, err
+    doc = json.loads((tmp_path / "p.json").read_text())
+    for value, named in ((10**300, "1e+300 micro-batches is beyond"), (-(10**300), "-1e+300 must be > 0"), (1_000_001, "1000001 micro-batches is beyond")):
+        doc["micro_batches"] = value
+        (tmp_path / "p.json").write_text(json.dumps(doc))
+        rc, out, err = cli_run(["solve", str(tmp_path / "p.json"), "-f", "1f1b"], capsys)  # (validate: the schema's message)
+        assert_named_error(rc, out, err, f"micro_batches: {named}")
+        assert len(err) < 300, err
+
+
 def test_export_reads_the_suffix_in_any_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "m.MPS"
     rc, out, err = cli_run(["export", "placement-small-1", "-f", "placement_milp", "--to", str(path)], capsys)
