@@ -323,7 +323,7 @@ def _solve(
     if form.bound_only:
         free_deadline = None if ctx.deadline is None else max(ctx.deadline, time.perf_counter() + SOLVER_FREE_GRACE)
         return _bound_only_result(
-            inst, form.name, be.name, be.version(), outcome.bounds, spec, time.perf_counter() - t_start, solver_results, free_deadline, options, None if folding is None else folding.stats
+            inst, form.name, be.name, be.version(), outcome.bounds, spec, time.perf_counter() - t_start, solver_results, free_deadline, options, None if folding is None else folding.stats, termination
         )
 
     if outcome.plan is None:
@@ -439,10 +439,12 @@ def _bound_only_result(
     deadline: float | None = None,
     options: SolveOptions | None = None,
     folding_stats: dict[str, Any] | None = None,
+    termination: Termination = Termination.FINISHED,
 ) -> Result:
     """The result of a formulation that proves bounds only (no plan): its bounds and the
     solver-free ones, linked to their calls, with the gap tolerance and options of the run
-    (`distplan verify` checks them against the calls' records, as for any result)."""
+    (`distplan verify` checks them against the calls' records, as for any result), and its
+    ``termination`` (`time_limit` when time cut a solver call of it: it did not finish)."""
     from distplan.formulations.registry import solver_free_bounds
 
     # the costlier solver-free bounds stop at ``deadline``, as after a plan (review rev16 D3:
@@ -458,7 +460,7 @@ def _bound_only_result(
         formulation=formulation,
         backend=backend,
         backend_version=version,
-        termination=Termination.FINISHED,
+        termination=termination,
         status=SolutionStatus.NONE,
         objective=None,
         bound=best.value if best else None,

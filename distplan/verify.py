@@ -83,6 +83,7 @@ from distplan.solvers.result import (
     RECORD_VERSION,
     RECORD_VERSION_KEY,
     SOLVER_OPTIONS_SINCE,
+    TIME_TERMINATIONS,
     Termination,
     model_record,
     new_format_fields,
@@ -251,7 +252,7 @@ def _info(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 #: fields of a result and the JSON types they may have (besides null)
-FIELD_TYPES: dict[str, tuple[type, ...]] = {"info": (dict,), "bounds": (list,), "timings": (dict,), "solver_results": (list,), "plan": (dict,)}
+FIELD_TYPES: dict[str, tuple[type, ...]] = {"info": (dict,), "bounds": (list,), "timings": (dict,), "solver_results": (list,), "plan": (dict,), "check": (dict,)}
 
 
 def check_claims(doc: dict[str, Any]) -> list[tuple[str, str]]:
@@ -262,6 +263,10 @@ def check_claims(doc: dict[str, Any]) -> list[tuple[str, str]]:
             problems.append((key, f"a JSON {type(doc[key]).__name__}, not {' or '.join('an object' if t is dict else 'a list' for t in types)}"))
             if key in ("bounds", "solver_results", "plan"):
                 return problems
+    timings = doc.get("timings")
+    for key, seconds in (timings.items() if isinstance(timings, dict) else ()):
+        if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds) or seconds < 0):
+            problems.append((f"timings.{key}", f"{seconds!r} is not a number of seconds (finite, >= 0)"))
     objective = _number(doc, "objective", problems)
     bound = _number(doc, "bound", problems)
     tol_value = doc.get("gap_tolerance")
@@ -387,6 +392,7 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None, notes: list[st
                 problems.append((f"solver_results[{k}].options.mip_gap", f"{gap!r} is not a relative gap"))
             elif gap is not None and tolerance > float(gap):
                 problems.append(("gap_tolerance", f"{tolerance:g} but solver call {k} ({call.get('backend')}) was solved with mip_gap {gap!r}: the tolerance is raised above the one the run used"))
+        problems += _call_bound_side(call, k)
         if call.get("bound_grade") == "safe":
             model = (call.get("extra") or {}).get("model") if isinstance(call.get("extra"), dict) else None
             integers = None
@@ -420,7 +426,27 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None, notes: list[st
             problems.append(("termination", f"{termination!r} but the last solver call ended {last!r}" if calls else f"{termination!r} but the run made no solver call"))
         elif termination == "optimal" and calls and last not in OPTIMAL_LAST_CALL and not _closed_without_calls(doc):
             problems.append(("termination", f"'optimal' but the last solver call ended {last!r}: nothing in the record proved optimality"))
+        elif termination == "finished":
+            timed = next((k for k, c in enumerate(calls) if isinstance(c, dict) and c.get("termination") in {t.value for t in TIME_TERMINATIONS}), None)
+            if timed is not None:
+                problems.append(("termination", f"'finished' but solver call {timed} ended {calls[timed]['termination']!r}: time cut the run short (it ends 'time_limit')"))
     return problems
+
+
+def _call_bound_side(call: dict[str, Any], k: int) -> list[tuple[str, str]]:
+    """A call's bound on the wrong side of its own objective (above it in a minimization,
+    below it in a maximization: the sense its model record states; zero tolerance, as
+    every reported bound carries its margin already)."""
+    model = call.get("extra", {}).get("model") if isinstance(call.get("extra"), dict) else None
+    sense = model.get("sense") if isinstance(model, dict) else None
+    objective: Any = call.get("objective")
+    bound: Any = call.get("bound")
+    if sense not in ("min", "max") or not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in (objective, bound)):
+        return []
+    if (bound > objective) if sense == "min" else (bound < objective):
+        side = "above" if sense == "min" else "below"
+        return [(f"solver_results[{k}].bound", f"{bound!r} is {side} the call's own objective {objective!r} in a {'minimization' if sense == 'min' else 'maximization'}: no bound of it")]
+    return []
 
 
 def _reserved_options(options: dict[str, Any], backend: Any, where: str) -> list[tuple[str, str]]:
@@ -800,6 +826,20 @@ def check_result(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
     objective = doc.get("objective")
     if isinstance(objective, int | float) and not math.isclose(check.objective, objective, rel_tol=OBJECTIVE_REL_TOLERANCE, abs_tol=1e-15):
         problems.append(("objective", f"stored objective {objective!r} but the evaluator computes {check.objective!r}"))
+    return problems + _stored_check_problems(doc.get("check"), check)
+
+
+def _stored_check_problems(stored: Any, fresh: Any) -> list[tuple[str, str]]:
+    """The result's recorded evaluator verdict (``check``) against the fresh one: its
+    ``feasible`` and ``objective`` must be what the evaluator says of the plan now."""
+    if not isinstance(stored, dict):
+        return []
+    problems: list[tuple[str, str]] = []
+    if "feasible" in stored and stored["feasible"] is not fresh.feasible:
+        problems.append(("check.feasible", f"records {stored['feasible']!r}, but the evaluator finds the plan {'feasible' if fresh.feasible else 'infeasible'}"))
+    value = stored.get("objective")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not math.isclose(fresh.objective, value, rel_tol=OBJECTIVE_REL_TOLERANCE, abs_tol=1e-15)):
+        problems.append(("check.objective", f"records {value!r}, but the evaluator computes {fresh.objective!r}"))
     return problems
 
 
@@ -807,8 +847,9 @@ def overrun_note(doc: dict[str, Any]) -> str | None:
     """What a result's recorded wall time (``timings.wall_seconds``) says of its time limit
     (``options.time_limit``), when it ran past it: a note, not a problem (the plan and its
     bounds are checked on their own), saying whether it stayed within `run_grace`."""
-    limit = (doc.get("options") or {}).get("time_limit")
-    wall = (doc.get("timings") or {}).get("wall_seconds")
+    options, timings = doc.get("options"), doc.get("timings")
+    limit = options.get("time_limit") if isinstance(options, dict) else None
+    wall = timings.get("wall_seconds") if isinstance(timings, dict) else None
     if not isinstance(limit, int | float) or not isinstance(wall, int | float) or isinstance(limit, bool) or isinstance(wall, bool):
         return None
     if not math.isfinite(wall) or wall <= limit:

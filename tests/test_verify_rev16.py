@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -153,8 +154,10 @@ def test_a_raised_bound_is_held_to_the_stated_conversion_whatever_the_call_keeps
     call = bad["solver_results"][bad["bounds"][0]["solver_call"]]
     call["extra"]["bound_conversion"] = {"scale": bad["objective"] / call["bound"], "offset": 0.0}
     assert "bounds[0].value" in _fields(check_result(bad, inst))
-    call["bound"] *= bad["objective"] / doc["bound"]  # the documented limit
+    call["bound"] = call["objective"]  # the documented limit: raised up to its own objective
     assert check_result(bad, inst) == []
+    call["bound"] = math.nextafter(call["objective"], math.inf)  # above it: the call's record says so
+    assert _fields(check_result(bad, inst)) == {f"solver_results[{bad['bounds'][0]['solver_call']}].bound"}
 
 
 def test_a_fabricated_entry_linked_to_a_real_call_is_rejected(alpa: tuple[Doc, Any]) -> None:

@@ -549,6 +549,7 @@ class Model:
         binary = (integ == 1) & (lo >= 0) & (hi <= 1)
         return {
             "name": self.name,
+            "sense": self.sense,
             "variables": self.num_vars,
             "binaries": int(binary.sum()),
             "integers": int(((integ == 1) & ~binary).sum()),

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from distplan.errors import NoSolutionError
+from distplan.errors import InfeasibleError, NoSolutionError
 from distplan.formulations.contract import Policy, time_limit_parameter
 from distplan.formulations.deadline import past
 from distplan.formulations.placement import forced, heuristics, milp, relaxation, sct, search, waist
@@ -27,6 +27,7 @@ from distplan.formulations.registry import (
     register_folder,
 )
 from distplan.models.placement_instance import PlacementInstance, check_total_memory
+from distplan.solvers.result import INFEASIBLE_TERMINATIONS
 
 BAECHI = "Jeon et al., Baechi: Fast Device Placement of Machine Learning Graphs, SoCC 2020 (arXiv 2301.08695)"
 
@@ -189,6 +190,13 @@ def _run_bounds(inst: PlacementInstance, ctx: RunContext) -> Outcome:
     rem = ctx.remaining_time()
     if not past(end):
         bounds += relaxation.relaxation_bounds(inst, ctx, rest if rem is None else min(rest, rem))
+    refuted = [r for r in ctx.solver_results if r.termination in INFEASIBLE_TERMINATIONS]
+    if refuted and sched is None:
+        # the relaxation holds every placement (memory charged as the MILP charges it, no
+        # more than any placement holds): none fits, as placement_milp says (exit 3; it
+        # reported a finite bound, status none). With a heuristic plan in hand the verdict
+        # contradicts it (numerics) and is not used, as in placement_milp
+        raise InfeasibleError(milp.memory_infeasible_text(inst, "the assignment relaxation"), details={"proven_by": f"the assignment relaxation ({refuted[0].backend})"})
     best = [max(bounds, key=lambda b: b.value)] if bounds else []  # the strongest
     return Outcome(plan=None, bounds=best, solver_results=list(ctx.solver_results))
 
