@@ -6,6 +6,7 @@ line of a command that writes a file goes to stderr."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -170,6 +171,68 @@ def test_a_long_integer_in_range_of_a_double_is_named_by_its_magnitude(tmp_path:
         rc, out, err = cli_run(["solve", str(tmp_path / "p.json"), "-f", "1f1b"], capsys)  # (validate: the schema's message)
         assert_named_error(rc, out, err, f"micro_batches: {named}")
         assert len(err) < 300, err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("argv, option", [
+    (["solve", "placement-small-1", "-f", "baechi_etf", "--out", "/dev/full"], "--out"),
+    (["solve", "placement-small-1", "-f", "baechi_etf", "--json", "--result", "/dev/full"], "--result"),
+    (["make", "random", "--ops", "10", "-o", "/dev/full"], "-o/--output"),
+], ids=["out", "result-json", "make"])
+def test_a_write_that_fails_midway_is_a_named_error(argv: list[str], option: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """/dev/full opens but refuses every write (ENOSPC, an OSError naming no file): a
+    traceback and exit 1 before; now the option and the reason, exit 2 (and one JSON
+    document under --json)."""
+    rc, out, err = cli_run(argv, capsys)
+    assert_named_error(rc, out, err, f"{option}: cannot write /dev/full: no space left on the device")
+    if "--json" in argv:
+        assert json.loads(out)["error"]["exit_code"] == 2
+
+
+def test_an_output_that_is_another_output_or_the_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--out X --result X`` kept only the result, and ``solve t.json --out t.json``
+    replaced the instance with its plan: both refused before the solve (exit 2), nothing
+    written; distinct paths still work."""
+    same = tmp_path / "same.json"
+    rc, out, err = cli_run(["solve", "placement-small-1", "-f", "baechi_etf", "--out", str(same), "--result", str(tmp_path / "." / "same.json")], capsys)
+    assert_named_error(rc, out, err, "--result: cannot write", "--out writes the same file")
+    assert not same.exists()
+    inst = tmp_path / "t.json"
+    rc, out, err = cli_run(["make", "pipeline", "--shape", "v", "--stages", "2", "--micro-batches", "2", "-o", str(inst)], capsys)
+    assert rc == 0, err
+    before = inst.read_text()
+    rc, out, err = cli_run(["solve", str(inst), "-f", "1f1b", "--out", str(inst)], capsys)
+    assert_named_error(rc, out, err, f"--out: cannot write {inst}: it is the file the command reads")
+    assert inst.read_text() == before
+    rc, out, err = cli_run(["solve", str(inst), "-f", "1f1b", "--out", str(tmp_path / "plan.json"), "--result", str(tmp_path / "result.json")], capsys)
+    assert rc == 0 and (tmp_path / "plan.json").exists() and (tmp_path / "result.json").exists(), err
+
+
+@pytest.mark.parametrize("name", ["placement-small-1", "gpt-2layer-2x2", "pipeline-vshape-p8", "compression-mlp-small", "libra-dlrm-3d-total500"])
+def test_a_document_without_its_name_is_refused_by_solve_as_by_validate(name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The schema requires ``name``: placement and compression documents without one were
+    solved as "unnamed" while ``validate`` refused them."""
+    from distplan.instances import load_document
+
+    doc = json.loads(json.dumps(dict(load_document(name))))
+    del doc["name"]
+    path = tmp_path / "noname.json"
+    path.write_text(json.dumps(doc))
+    for argv in (["validate", str(path)], ["inspect", str(path)]):
+        rc, out, err = cli_run(argv, capsys)
+        assert_named_error(rc, out, err, "name: missing")
+
+
+def test_a_key_given_twice_in_an_object_is_a_named_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Python's JSON reader keeps the last of two equal keys silently: an instance named
+    twice ran as the second name. Now the file and the key are named (exit 2)."""
+    from distplan.instances import load_document
+
+    text = json.dumps(dict(load_document("placement-small-1")))
+    path = tmp_path / "dup.json"
+    path.write_text(text.replace('"name": "placement-small-1"', '"name": "placement-small-1", "name": "other"', 1))
+    rc, out, err = cli_run(["solve", str(path), "-f", "baechi_etf"], capsys)
+    assert_named_error(rc, out, err, f"{path}: an object gives the key 'name' twice")
 
 
 def test_export_reads_the_suffix_in_any_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

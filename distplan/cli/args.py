@@ -176,9 +176,26 @@ def check_output(out: Output, path: Path) -> None:
 
 
 def check_outputs(args: argparse.Namespace) -> None:
-    """Check every output of a parsed command before the command does any work."""
-    for out, path in outputs_of(args):
+    """Check every output of a parsed command before the command does any work: each can
+    be written, no two are one file (``--out X --result X`` kept only the last), and none
+    is a file the command reads (``solve t.json --out t.json`` replaced the instance with
+    its plan)."""
+    outputs = outputs_of(args)
+    for out, path in outputs:
         check_output(out, path)
+    written: dict[str, str] = {}
+    for out, path in outputs:
+        key = os.path.realpath(path)
+        if key in written:
+            raise InputError(out.option, f"cannot write {path}: {written[key]} writes the same file", "give each output a path of its own")
+        written[key] = out.option
+    dests = {out.dest for out in getattr(args, OUTPUTS, None) or ()}
+    for name, value in vars(args).items():
+        if name in dests or not isinstance(value, str) or not os.path.isfile(value):
+            continue
+        for out, path in outputs:
+            if path.exists() and os.path.samefile(value, path):
+                raise InputError(out.option, f"cannot write {path}: it is the file the command reads ({value})", "write the output to another path")
 
 
 _REASONS = {

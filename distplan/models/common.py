@@ -178,6 +178,27 @@ def missing_file(path: Path) -> InputError:
     return broken_link(path) or InputError(str(path), "no such file", "check the path")
 
 
+class _DuplicateKey(Exception):
+    """A JSON object with a key twice (`_unique_keys`)."""
+
+    def __init__(self, key: str, keys: list[str]) -> None:
+        super().__init__(key)
+        self.key, self.keys = key, keys
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.load``'s object hook: the object, unless a key comes twice (the standard
+    reader keeps the last silently: ``"name": "a", "name": "b"`` read as b)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key, list(obj))
+            seen.add(key)
+    return obj
+
+
 def read_json(path: str | Path) -> Any:
     """The JSON document in a ``.json`` or gzip-compressed ``.json.gz`` file. Every way a
     file can fail to be one (missing, unreadable, corrupt gzip, binary, not UTF-8, bad
@@ -186,7 +207,10 @@ def read_json(path: str | Path) -> Any:
     opener = gzip.open if p.suffix == ".gz" else open
     try:
         with opener(p, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
-            return json.load(fh)
+            return json.load(fh, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        shown = ", ".join(repr(k) for k in exc.keys[:6]) + (", ..." if len(exc.keys) > 6 else "")
+        raise InputError(str(p), f"an object gives the key {exc.key!r} twice (the object with keys {shown})", "give each key once") from None
     except json.JSONDecodeError as exc:
         raise InputError(str(p), f"not valid JSON: {exc}", "fix the syntax at that line/column") from None
     except RecursionError:  # (review rev16: 100,000 nested arrays gave a traceback)
@@ -295,8 +319,13 @@ def write_json(data: Any, path: str | Path) -> None:
     p = Path(path)
     text = strict_json(data, indent=1 if p.suffix != ".gz" else None) + "\n"
     opener = gzip.open if p.suffix == ".gz" else open
-    with opener(p, "wt") as fh:  # type: ignore[operator]
-        fh.write(text)
+    try:
+        with opener(p, "wt") as fh:  # type: ignore[operator]
+            fh.write(text)
+    except OSError as exc:
+        if exc.filename is None:  # a failed write names no file (ENOSPC on /dev/full): this one
+            raise OSError(exc.errno, exc.strerror, str(p)) from exc
+        raise
 
 
 def instance_from_dict(data: Mapping[str, Any]) -> Any:

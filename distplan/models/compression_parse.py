@@ -61,7 +61,7 @@ def _rate_table(value: Any, path: str, types: set[str], what: str) -> dict[str, 
 
 def parse_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     """The validated fields of a compression document."""
-    name = _str(data.get("name", "unnamed"), "name")
+    name = _str(need(data, "name", ""), "name")
     description = data.get("description", "")
     if not isinstance(description, str):
         raise InputError("description", "expected a string")

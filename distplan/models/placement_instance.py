@@ -236,7 +236,7 @@ class PlacementInstance(JsonDocument):
 
 
 def _parse(data: Mapping[str, Any]) -> PlacementInstance:
-    name = data.get("name", "unnamed")
+    name = need(data, "name", "")  # (required, as the schema says: `validate` and `solve` agree)
     if not isinstance(name, str):
         raise InputError("name", f"expected a string, got {name!r}")
     cluster = need(data, "cluster", "")
