@@ -323,7 +323,8 @@ def _solve(
     if form.bound_only:
         free_deadline = None if ctx.deadline is None else max(ctx.deadline, time.perf_counter() + SOLVER_FREE_GRACE)
         return _bound_only_result(
-            inst, form.name, be.name, be.version(), outcome.bounds, spec, time.perf_counter() - t_start, solver_results, free_deadline, options, None if folding is None else folding.stats, termination
+            inst, form.name, be.name, be.version(), outcome.bounds, spec, time.perf_counter() - t_start, solver_results, free_deadline, options, None if folding is None else folding.stats, termination,
+            source=str(instance) if isinstance(instance, str | Path) else None,
         )
 
     if outcome.plan is None:
@@ -440,6 +441,7 @@ def _bound_only_result(
     options: SolveOptions | None = None,
     folding_stats: dict[str, Any] | None = None,
     termination: Termination = Termination.FINISHED,
+    source: str | None = None,
 ) -> Result:
     """The result of a formulation that proves bounds only (no plan): its bounds and the
     solver-free ones, linked to their calls, with the gap tolerance and options of the run
@@ -473,7 +475,7 @@ def _bound_only_result(
         objective_name=spec.objective_name,
         objective_unit=spec.objective_unit,
         bound_grade=best.grade if best else None,
-        info={} if folding_stats is None else {"folding": folding_stats},
+        info={**({} if folding_stats is None else {"folding": folding_stats}), **({} if source is None else {"source": source})},
         gap_tolerance=DEFAULT_GAP_TOLERANCE if options is None or options.mip_gap is None else float(options.mip_gap),
         options=None if options is None else options_record(options),
     )

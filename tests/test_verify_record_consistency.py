@@ -105,3 +105,37 @@ def test_placement_bounds_whose_relaxation_proves_no_placement_fits_exits_3() ->
         with pytest.raises(InfeasibleError, match="no placement fits the devices' memory") as exc:
             distplan.solve(inst, formulation)
         assert exc.value.exit_code == 3
+
+
+def test_a_bounds_only_result_from_a_file_records_its_source(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """``distplan verify FILE`` finds the instance through ``info.source``: placement_bounds
+    recorded none, and verify exited 2 ("no file and no bundled instance named ...")."""
+    from distplan.cli import main
+    from distplan.instances import load_document
+    from distplan.models.common import write_json
+
+    path = tmp_path / "inst.json"
+    write_json({**dict(load_document("placement-small-3")), "name": "renamed-here"}, path)
+    r = distplan.solve(str(path), "placement_bounds")
+    assert r.info["source"] == str(path)
+    write_json(r.to_dict(), tmp_path / "result.json")
+    assert main(["verify", str(tmp_path / "result.json")]) == 0, capsys.readouterr()
+
+
+@pytest.mark.parametrize("formulation", ["libra_perf", "libra_perf_lp"])
+def test_a_bandwidth_result_without_time_terms_verifies_clean(formulation: str) -> None:
+    """A workload whose layers carry no collective is a valid instance with no time terms:
+    its certificate's (0, D) multipliers came back from JSON as shape (0,), and verify
+    called the honest bound unproven."""
+    import json
+
+    from distplan.instances import load_document
+
+    doc = json.loads(json.dumps(dict(load_document("libra-dlrm-3d-total500"))))
+    doc["workload"]["layers"] = [layer for layer in doc["workload"]["layers"] if not layer["collectives"]][:2]
+    assert doc["workload"]["layers"]
+    inst = instance_from_dict(doc)
+    with pytest.warns(UserWarning):  # (the dimensions carry no traffic)
+        r = distplan.solve(inst, formulation)
+    record = json.loads(json.dumps(r.to_dict()))
+    assert r.status.value == "optimal" and check_result(record, inst) == []

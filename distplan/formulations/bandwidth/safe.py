@@ -392,6 +392,8 @@ def recheck(inst: BandwidthInstance, entry: Mapping[str, Any]) -> str | None:
         lam, mu = np.asarray(cert["lambda"], dtype=float), np.asarray(cert["mu"], dtype=float)
     except (TypeError, ValueError):
         return "its certificate's multipliers are not numbers"
+    if lam.size == 0 and prog.terms.size == 0:
+        lam = lam.reshape(prog.terms.shape)  # no time terms: JSON keeps [] of a (0, D) array
     if lam.shape != prog.terms.shape or mu.shape != (len(prog.rows),) or not (np.isfinite(lam).all() and np.isfinite(mu).all()):
         return f"its certificate's multipliers have shapes {lam.shape} and {mu.shape}, where the instance's program takes {prog.terms.shape} (time terms x dimensions) and ({len(prog.rows)},) (rows), all finite"
     value = float(entry["value"])
