@@ -75,9 +75,9 @@ LIBRA_PERF_PER_COST = register(
         exact=True,
         reference=REFERENCE,
         default_backend="cvxpy-CLARABEL",
-        params={"tolerance": 1e-6, "curve_points": 8, "max_points": 400},
+        params={"tolerance": 1e-6, "curve_points": 8, "max_points": 400, "stall_points": 50},
         above={"tolerance": 0.0},
-        least={"curve_points": 1, "max_points": 1},
+        least={"curve_points": 1, "max_points": 1, "stall_points": 0},
         run_terminations=(POINTS_CUT,),
     )
 )

@@ -21,6 +21,7 @@ class Stop(StrEnum):
     ROUNDS = "max_rounds"  # libra_perf_lp's ``max_rounds`` parameter
     POINTS = "max_points"  # libra_perf_per_cost's ``max_points`` parameter
     NARROW = "narrow"  # libra_perf_per_cost: intervals too narrow to split, the gap still open
+    STALLED = "stalled"  # libra_perf_per_cost: its bound rose by less than tolerance / 10 over ``stall_points`` evaluations
     DEADLINE = "time_limit"  # the run's time limit
     NUMERICAL = "numerical"  # a relaxation called infeasible after feasible rounds
     FAILED = "failed"  # an LP returned no point (the first one, or a later one for another reason)
@@ -39,7 +40,8 @@ def run_termination(stop: Stop, last: SolverResult) -> Termination:
     ``time_limit`` only when the run's own limit stopped it; ``iteration_limit`` when its
     ``max_rounds`` / ``max_points`` parameter did (``distplan verify`` accepts that for the
     formulation when ``info["stopped"]`` says so: `ROUNDS_CUT`, `POINTS_CUT`);
-    ``finished`` when intervals too narrow to split ended it with the gap open. A solver
+    ``finished`` when intervals too narrow to split, or a bound that stopped rising, ended
+    it with the gap open. A solver
     call that ended at a limit of its own (OSQP's ``max_iter``: its point is still used,
     and the search ended by its own test) leaves the run "finished", with that call's
     record saying which limit; otherwise the run ends as its last call did, which
@@ -52,6 +54,6 @@ def run_termination(stop: Stop, last: SolverResult) -> Termination:
         return Termination.ITERATION_LIMIT
     if stop is Stop.NUMERICAL:
         return Termination.NUMERICAL
-    if stop is Stop.NARROW or (stop is Stop.CLOSED and last.termination in LIMIT_TERMINATIONS):
+    if stop in (Stop.NARROW, Stop.STALLED) or (stop is Stop.CLOSED and last.termination in LIMIT_TERMINATIONS):
         return Termination.FINISHED
     return last.termination
