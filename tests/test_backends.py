@@ -23,7 +23,7 @@ import highspy
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import backend_names, backend_params, takes_lp, takes_milp
+from conftest import backend_names, backend_params, skip_unless_available, takes_lp, takes_milp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -921,28 +921,28 @@ def test_a_feasible_milp_that_a_presolve_calls_infeasible(name: str, trap: Calla
     assert res.objective == pytest.approx(optimum, abs=1e-6)
 
 
-@pytest.mark.parametrize("name", ["pulp-cbc", "pyomo-cbc"])
+#: the backends that run CBC (its preprocessing recheck), skipped where not installed
+CBC_BACKENDS = [pytest.param(name, id=name, marks=skip_unless_available(name)) for name in ("pulp-cbc", "pyomo-cbc")]
+
+
+@pytest.mark.parametrize("name", CBC_BACKENDS)
 def test_a_cbc_infeasible_verdict_is_kept_when_the_user_set_preprocessing(name: str) -> None:
     """The recheck is skipped when ``raw`` sets preprocessing (any abbreviation CBC takes):
     then the user's setting decides, and the log holds one run."""
     backend = get_backend(name)
-    if not backend.available():
-        pytest.skip(f"{name} is not available here")
     default = backend.solve(_preprocessing_trap(), EXACT)
     assert "with preprocessing" in default.extra.get("preprocess_recheck", ""), default.extra
     chosen = backend.solve(_preprocessing_trap(), EXACT.with_(raw={"preproc": "on"}))
     assert "preprocess_recheck" not in chosen.extra, chosen.extra
 
 
-@pytest.mark.parametrize("name", ["pulp-cbc", "pyomo-cbc"])
+@pytest.mark.parametrize("name", CBC_BACKENDS)
 def test_which_cbc_infeasible_verdicts_are_checked_again(name: str) -> None:
     """One given on the continuous relaxation (x integer, 2 <= x <= 1 as rows) is not
     solved again: preprocessing never ran. 2 x = 3 (x integer) has a feasible relaxation
     and is; CBC 2.10.3 crashes without preprocessing there, so the verdict stands,
     marked unconfirmed."""
     backend = get_backend(name)
-    if not backend.available():
-        pytest.skip(f"{name} is not available here")
     lp_infeasible = Model("lp-infeasible")
     x = lp_infeasible.add_vars("x", 1, ub=10, vtype="integer")
     lp_infeasible.add_constraints("low", x[0] >= 2)
