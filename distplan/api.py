@@ -150,6 +150,12 @@ class Result:
         return record
 
 
+def _source(instance: Any) -> str | None:
+    """The file or bundled name an instance was given as (``info["source"]``, where
+    ``distplan verify`` finds it), None for an instance object."""
+    return str(instance) if isinstance(instance, str | Path) else None
+
+
 def _load(instance: Any) -> Any:
     if isinstance(instance, str | Path):
         from distplan.instances import load_instance
@@ -324,7 +330,7 @@ def _solve(
         free_deadline = None if ctx.deadline is None else max(ctx.deadline, time.perf_counter() + SOLVER_FREE_GRACE)
         return _bound_only_result(
             inst, form.name, be.name, be.version(), outcome.bounds, spec, time.perf_counter() - t_start, solver_results, free_deadline, options, None if folding is None else folding.stats, termination,
-            source=str(instance) if isinstance(instance, str | Path) else None,
+            source=_source(instance),
         )
 
     if outcome.plan is None:
@@ -381,8 +387,8 @@ def _solve(
         "wall_seconds": time.perf_counter() - t_start,
     }
     info = dict(outcome.info)
-    if isinstance(instance, str | Path):
-        info["source"] = str(instance)
+    if _source(instance) is not None:
+        info["source"] = _source(instance)
     if outcome.claimed_objective is not None and folding is None:
         info["claimed_objective"] = outcome.claimed_objective
     if folding is not None:

@@ -437,8 +437,7 @@ def _call_bound_side(call: dict[str, Any], k: int) -> list[tuple[str, str]]:
     """A call's bound on the wrong side of its own objective (above it in a minimization,
     below it in a maximization: the sense its model record states; zero tolerance, as
     every reported bound carries its margin already)."""
-    model = call.get("extra", {}).get("model") if isinstance(call.get("extra"), dict) else None
-    sense = model.get("sense") if isinstance(model, dict) else None
+    sense = model_record(call).get("sense")
     objective: Any = call.get("objective")
     bound: Any = call.get("bound")
     if sense not in ("min", "max") or not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in (objective, bound)):

@@ -332,7 +332,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
         timed_out = False  # the search stopped at the run's time limit
         floor = math.inf  # bounds of intervals too narrow to split further
         popped = None
-        # the search's gap (best plan less lower bound) after each evaluation: one that
+        # the search's gap (best plan less lower bound) before each evaluation: one that
         # closed by less than tolerance / 10 of the best over the last ``stall_points``
         # stops it (the 4-D "multi" LIBRA instances sat at a gap of 1.47e-6 from about 20
         # evaluations to 4,000; the bound comes from lines fitted within the solver's
@@ -344,6 +344,11 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
             popped = heapq.heappop(heap)
             if popped.lower >= best.product * (1 - tol):
                 certified = True
+                heapq.heappush(heap, popped)
+                break
+            gaps.append(best.product - min(popped.lower, floor))
+            if stall_points > 0 and len(gaps) == gaps.maxlen and gaps[0] - gaps[-1] <= 0.1 * tol * best.product:
+                stalled = True
                 heapq.heappush(heap, popped)
                 break
             remaining = ctx.remaining_time()
@@ -366,11 +371,6 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
             left_for_right = p if p.ok else popped.left
             push(a, m, popped.left, right_for_left)
             push(m, b, left_for_right, popped.right)
-            incumbent = best_of(points).product
-            gaps.append(incumbent - min(heap[0].lower, floor))
-            if stall_points > 0 and len(gaps) == gaps.maxlen and gaps[0] - gaps[-1] <= 0.1 * tol * incumbent:
-                stalled = True
-                break
         best = best_of(points)
         open_lower = min([iv.lower for iv in heap] + [floor])
         bound_value = min(open_lower, best.product)
