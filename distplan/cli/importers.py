@@ -2,7 +2,8 @@
 
 ``distplan import-torch MODULE:FACTORY --input-shape 8,128 --device V100 -o graph.json``
 exports a PyTorch model (MODULE may be a dotted module or a ``.py`` file; FACTORY a function
-or an ``nn.Module`` class called without arguments). ``distplan make placement --model
+or an ``nn.Module`` class called without arguments; a factory may instead return a
+``torch.export`` ExportedProgram, whose dynamic dims ``--input-shape`` sizes). ``distplan make placement --model
 gpt2-xl --cluster dgx1 -o inst.json`` combines a zoo model and a catalogue cluster.
 ``distplan catalogue`` lists devices, clusters and zoo models.
 """
@@ -210,7 +211,7 @@ def add_make_placement(make_sub: argparse._SubParsersAction) -> None:  # type: i
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("import-torch", help="export a PyTorch model (torch.export) into a placement instance")
-    p.add_argument("factory", metavar="MODULE:FACTORY", help="module (or file.py) and a function / nn.Module class building the model")
+    p.add_argument("factory", metavar="MODULE:FACTORY", help="module (or file.py) and a function / nn.Module class building the model (or a function returning its torch.export ExportedProgram)")
     p.add_argument("--input-shape", action="append", required=True, help="shape of one input, e.g. 8,128 (repeat for several inputs)")
     p.add_argument("--device", default=None, help="catalogue device for roofline times (default V100; not with --cluster, whose devices set them)")
     p.add_argument("--cluster", default=None, help="catalogue cluster (default: --n-devices of --device on PCIe 3.0)")

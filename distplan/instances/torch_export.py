@@ -149,35 +149,62 @@ class FlopInterpreter(torch.fx.Interpreter if torch is not None else object):  #
     def _run_node(self, n: Any) -> Any:
         if n.op != "call_function":
             return super().run_node(n)
+        full = op_key(n.target)[0]
+        val = n.meta.get("val")
+        path = module_path(n)
+        where = f"module {path} ({module_type(n)})" if path else "the top-level module"
+        if data_dependent(val):  # x[mask], nonzero, unique: the meta kernel may run, the size stays unknown
+            raise _data_dependent_error(n, full, where, "its traced size is a symbol of the data")
         args, kwargs = self.fetch_args_kwargs_from_env(n)
         args = tree_map(to_meta, args)
         kwargs = {k: (torch.device("meta") if k == "device" and v is not None else tree_map(to_meta, v)) for k, v in kwargs.items()}
+        mixed_dtypes(n, full, where, args)
         before = self.counter.get_total_flops()
         try:
             out = n.target(*args, **kwargs)
         except Exception as exc:  # no shape-only kernel: a data-dependent output shape, or an op without a meta kernel
-            full = op_key(n.target)[0]
-            val = n.meta.get("val")
-            path = module_path(n)
-            where = f"module {path} ({module_type(n)})" if path else "the top-level module"
-            if data_dependent(val):
+            if not any(isinstance(t, torch.Tensor) for t in tree_flatten(val)[0]):
                 raise InputError(
                     f"graph node {n.name}",
-                    f"op {full} in {where} has an output shape that depends on the tensor values ({first_line(exc)[:160]}); "
-                    "the shape-only cost pass cannot size it or the ops after it (--op-time gives a time, not a shape)",
-                    "keep shapes a function of the input shapes, e.g. torch.where(mask, x, 0) instead of x[mask], topk instead of nonzero",
-                ) from None
-            if not isinstance(val, torch.Tensor):
-                raise InputError(
-                    f"graph node {n.name}",
-                    f"op {full} in {where} cannot run on shape-only tensors ({first_line(exc)})",
-                    f"give it a time per call in seconds with --op-time {full}=SECONDS (Python: op_times=...), or use measure=True",
+                    f"op {full} in {where} cannot run on shape-only tensors ({first_line(exc)}) and its export recorded no output shape",
+                    "use measure=True (CLI: --measure), or rewrite the op so that torch.export records its output",
                 ) from None
             out = concrete(val, self.binding)  # the exported output's shape; no FLOPs counted: its time must come from op_times / measure
             self.flops[n.name] = 0.0
             return out
-        self.flops[n.name] = float(self.counter.get_total_flops() - before)
+        try:
+            self.flops[n.name] = float(self.counter.get_total_flops() - before)
+        except Exception as exc:  # FLOPs that are a symbol of the data (torch's data-dependent guard)
+            raise _data_dependent_error(n, full, where, first_line(exc)[:160]) from None
         return out
+
+
+def _data_dependent_error(n: Any, full: str, where: str, detail: str) -> InputError:
+    return InputError(
+        f"graph node {n.name}",
+        f"op {full} in {where} has an output shape that depends on the tensor values ({detail}); "
+        "the shape-only cost pass cannot size it or the ops after it (--op-time gives a time, not a shape)",
+        "keep shapes a function of the input shapes, e.g. torch.where(mask, x, 0) instead of x[mask], topk instead of nonzero",
+    )
+
+
+#: ATen ops whose CPU and CUDA kernels refuse operands of different dtypes ("mat1 and mat2 must
+#: have the same dtype"); their meta kernels do not check, so a shape-only trace would cost a
+#: model that cannot run (an int64 input into nn.Linear)
+SAME_DTYPE_OPS = _names("mm addmm bmm baddbmm matmul linear conv1d conv2d conv3d convolution _convolution conv_transpose1d conv_transpose2d conv_transpose3d")
+
+
+def mixed_dtypes(n: Any, full: str, where: str, args: Sequence[Any]) -> None:
+    """Refuses a matrix product or convolution whose tensor operands differ in dtype."""
+    if op_key(n.target)[1] not in SAME_DTYPE_OPS:
+        return
+    dtypes = sorted({str(a.dtype).replace("torch.", "") for a in args if isinstance(a, torch.Tensor)})
+    if len(dtypes) > 1:
+        raise InputError(
+            f"graph node {n.name}",
+            f"op {full} in {where} takes operands of dtypes {' and '.join(dtypes)}; it runs only on one dtype",
+            "give the inputs the model's dtype (--input-dtype, Python: input_dtypes=...)",
+        )
 
 
 def data_dependent(value: Any) -> bool:
@@ -543,8 +570,10 @@ def export_module(
                     module = module_or_factory()
             except Exception:  # a factory that cannot run on meta (loads files, ...) builds real weights
                 module = call_factory(module_or_factory)
+        if isinstance(module, torch.export.ExportedProgram):  # a program the user exported (dynamic shapes, own tracing)
+            return module, None, [], "ExportedProgram"
         if not isinstance(module, torch.nn.Module):
-            raise InputError("module", f"the factory returned {type(module).__name__}, not a torch.nn.Module", "return the model from the factory")
+            raise InputError("module", f"the factory returned {type(module).__name__}, not a torch.nn.Module or a torch.export.ExportedProgram", "return the model (or its ExportedProgram) from the factory")
     else:
         raise InputError("module", f"{module_or_factory!r} is neither a torch.nn.Module nor a factory", "pass a module or a zero-argument function returning one")
     label = type(module).__qualname__
@@ -588,10 +617,16 @@ def export_module(
         else:
             hint = (
                 "make forward() traceable: no Python branches on tensor values, no unsupported outputs "
-                "(return tensors or tuples/dicts of tensors); or export it yourself and pass the ExportedProgram"
+                "(return tensors or tuples/dicts of tensors); or export it yourself (torch.export.export) and pass the ExportedProgram, or return it from the factory"
             )
         raise InputError(f"module {label}", f"torch.export cannot trace it ({type(exc).__name__}: {first[:300]})", hint) from exc
     return ep, module, inputs, label
+
+
+def program_inputs(ep: Any) -> list[Any]:
+    """The traced values of an ExportedProgram's user inputs (tensors), in order."""
+    user = set(ep.graph_signature.user_inputs)
+    return [n.meta["val"] for n in ep.graph.nodes if n.op == "placeholder" and n.name in user and isinstance(n.meta.get("val"), torch.Tensor)]
 
 
 def measure_seconds(ep: Any, inputs: Sequence[Any], repeats: int) -> dict[str, float]:
@@ -618,7 +653,15 @@ def measure_seconds(ep: Any, inputs: Sequence[Any], repeats: int) -> dict[str, f
     interp = _ProfiledInterpreter(gm)
     runs: dict[str, list[float]] = {}
     with torch.no_grad():
-        interp.run(*args)  # warm-up
+        try:
+            interp.run(*args)  # warm-up
+        except Exception as exc:  # the model cannot run on these inputs (a dtype or value the shape-only trace let through)
+            dtypes = ", ".join(str(t.dtype).replace("torch.", "") for t in inputs if isinstance(t, torch.Tensor))
+            raise InputError(
+                "measure",
+                f"the model fails on real inputs of dtype {dtypes} ({type(exc).__name__}: {first_line(exc)[:200]})",
+                "give inputs it can run on (--input-dtype, --input-shape), or drop --measure",
+            ) from None
         for _ in range(max(1, repeats)):
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
                 interp.run(*args)

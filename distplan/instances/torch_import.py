@@ -49,6 +49,7 @@ from distplan.instances.torch_export import (
     module_type,
     normalise_shapes,
     op_key,
+    program_inputs,
     require_torch,
     symbolic_arithmetic,
     tensor_bytes,
@@ -381,7 +382,7 @@ def import_torch(
     cl = cl.with_memory_limit(memory_limit)
     ep, module, inputs, label = export_module(module_or_factory, input_shapes, measure=measure, input_dtypes=input_dtypes, precision=precision, training=backward)
     t_export = time.perf_counter() - t0
-    is_program = isinstance(module_or_factory, torch.export.ExportedProgram)
+    is_program = module is None  # an ExportedProgram, given or returned by the factory
     shapes = normalise_shapes(input_shapes) if is_program else None  # sizes a dynamic program's dims, checks a static one's
     graph, fused = graph_from_export(ep, module, inputs, label=label, measure=measure, repeats=repeats, op_times=op_times, input_shapes=shapes)
     fwd_flops = graph.total_flops("forward")
@@ -409,7 +410,7 @@ def import_torch(
         "generator_version": GENERATOR_VERSION,
         "time_source": "measured on this CPU (torch profiler)" if measure else f"roofline of the catalogue devices ({', '.join(cl.type_names())})",
         "totals": {"forward_flops": fwd_flops, "param_bytes": params, "frozen_param_bytes": frozen, "forward_ops": n_forward},
-        "input_dtypes": [str(t.dtype).replace("torch.", "") for t in inputs],
+        "input_dtypes": [str(t.dtype).replace("torch.", "") for t in (inputs or program_inputs(ep))],
         "linear_modules": linear_modules(module) if module is not None else [],
         "fused": fused,
         "import_seconds": {"export": t_export, "total": time.perf_counter() - t0},
