@@ -12,10 +12,13 @@ Run: python examples/run_dtensor_plan.py [--out plan_tp.py]
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import distplan
 from distplan.emit.torch_check import GPTShape, run_dtensor_plan
+from distplan.errors import InputError
+from distplan.instances.torch_export import require_torch
 from distplan.instances.transformer import transformer
 
 
@@ -23,6 +26,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description="run a distplan sharding plan with DTensor")
     ap.add_argument("--out", default=None, help="also write the emitted module here")
     args = ap.parse_args()
+    try:  # before any solving: the plans run in torch.distributed
+        require_torch()
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     shape = GPTShape(vocab=256, seq=8, layers=2, hidden=32, heads=4, ffn=64, batch=2)
     inst = transformer(shape.layers, shape.hidden, shape.heads, shape.seq, shape.batch, shape.vocab, ffn=shape.ffn, mesh=2)
     res = distplan.solve(inst, formulation="megatron")

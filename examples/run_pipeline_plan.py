@@ -20,18 +20,26 @@ Run: python examples/run_pipeline_plan.py [--out DIR]
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 import distplan
 from distplan.emit.torch_check import PipelineJob, run_pipeline_schedules
+from distplan.errors import InputError
 from distplan.instances.pipelines import make_pipeline
+from distplan.instances.torch_export import require_torch
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description="run distplan pipeline plans in torch.distributed.pipelining")
     ap.add_argument("--out", default=None, help="also write the CSV files to this folder")
     args = ap.parse_args()
+    try:  # before any solving: the plans run in torch.distributed
+        require_torch()
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     cases = [
         (make_pipeline("v", 4, 8), ["1f1b", "tessel"]),
         (make_pipeline("v", 4, 8, forward_time=1.0, backward_time=1.0, weight_time=1.0), ["zb_h1", "zb_h2", "tessel", "pipeline_milp"]),

@@ -208,14 +208,28 @@ def test_plan_excess_is_what_the_evaluator_rejects() -> None:
 
 def test_a_shortfall_of_bytes_is_named_in_bytes() -> None:
     """The evaluator's message for HiGHS's plan 467 bytes over said "0.000 GB missing"."""
-    from distplan.models.sharding import ShardingPlan, evaluate, missing_text
+    from distplan.models.sharding import ShardingPlan, bytes_text, evaluate
 
     inst = gpt(1e15)
     plan = ShardingPlan(distplan.solve(inst, "tap").plan.strategies)
     memory = evaluate(inst, plan).details["memory_bytes"]
     over = evaluate(inst.with_memory(memory - 467.0), plan)
     assert not over.feasible and over.violations[-1].endswith("(467 bytes missing)")
-    assert missing_text(2.5e9) == "2.500 GB" and missing_text(999_999.0) == "999,999 bytes"
+    assert bytes_text(2.5e9) == "2.500 GB" and bytes_text(999_999.0) == "999,999 bytes"
+
+
+@pytest.mark.parametrize("formulation", ["alpa_ilp", "tap", "megatron"])
+def test_a_budget_of_kilobytes_is_named_in_bytes(formulation: str) -> None:
+    """A 250 kB budget under a 293 kB need said "needs at least 0.000 GB ... its budget is
+    0.000 GB" (review rev29): the need, the budget and the largest needs are in bytes too."""
+    from distplan.errors import InfeasibleError
+    from distplan.instances.transformer import transformer
+
+    inst = transformer(2, 32, 4, 8, 2, 256, ffn=64, mesh=2, memory=2.5e5)
+    with pytest.raises(InfeasibleError) as got:
+        distplan.solve(inst, formulation)
+    text = str(got.value)
+    assert "0.000 GB" not in text and "250,000 bytes" in text and "bytes missing" in text, text
 
 
 @pytest.mark.parametrize("backend", backend_params(takes_milp))

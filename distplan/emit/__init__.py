@@ -28,11 +28,13 @@ TARGETS = ("torch-pipelining", "dtensor", "megatron")
 
 def _instance_of(plan: Any, instance: Any) -> Any:
     from distplan.instances import load_instance
+    from distplan.models.common import refuse_instance
 
     if instance is not None:
         return load_instance(instance) if isinstance(instance, str | Path) else instance
     source = None
     if isinstance(plan, Mapping):
+        refuse_instance(plan)
         source = (plan.get("info") or {}).get("source") if isinstance(plan.get("info"), Mapping) else None
         source = plan.get("source") or source or plan.get("instance")
     else:

@@ -131,6 +131,13 @@ def _modules_of(name: str, table: list[tuple[re.Pattern[str], Any]]) -> list[str
     return [name]
 
 
+def chosen_labels(inst: ShardingInstance, plan: ShardingPlan) -> dict[str, tuple[str | None, ...]]:
+    """Each op's split label per mesh axis; a split along an axis of size 1 splits nothing
+    and reads as replicated (a plan on mesh 2x1 is the plan of mesh 2)."""
+    ndim = len(inst.mesh.shape)
+    return {op.name: tuple(lab if inst.mesh.shape[a] > 1 else None for a, lab in enumerate(parse_strategy(plan.strategies[op.name], ndim))) for op in inst.ops}
+
+
 def data_parallel_problem(inst: ShardingInstance, plan: ShardingPlan, chosen: Mapping[str, Sequence[str | None]], axes: Sequence[int]) -> str | None:
     """Why mesh axes ``axes`` are not data parallelism (None when they are): every op that
     can split the batch must split it on each of these axes of size > 1 (an op left
@@ -182,8 +189,7 @@ def dtensor_plan(inst: ShardingInstance, plan: ShardingPlan, modules: Mapping[st
     check = evaluate(inst, plan)
     if not check.feasible:
         raise InputError("plan", f"the evaluator rejects the plan: {check.violations[0]}", "emit a feasible plan (see `distplan evaluate`)")
-    ndim = len(inst.mesh.shape)
-    chosen = {op.name: parse_strategy(plan.strategies[op.name], ndim) for op in inst.ops}
+    chosen = chosen_labels(inst, plan)
     batch = inst.training.batch_dim
     seq = "s" if "s" in inst.dims else None
     tp_axes = sorted({a for st in chosen.values() for a, lab in enumerate(st) if lab is not None and lab != batch})
@@ -359,7 +365,7 @@ def dtensor_plan(inst: ShardingInstance, plan: ShardingPlan, modules: Mapping[st
     facts = {
         "tp_axis": tp,
         "tp_size": inst.mesh.shape[tp],
-        "dp_axes": [a for a in range(ndim) if a != tp],
+        "dp_axes": [a for a in range(len(inst.mesh.shape)) if a != tp],
         "loss_parallel": loss_parallel,
         "ops": {name: st.kind for name, st in styles.items()},
         "seq_inputs": [op.name for op in inst.ops if op.type == "input" and seq is not None and label[op.name] == seq],
@@ -381,8 +387,7 @@ def _style_text(st: _Style) -> str:
 def dtensor_module(inst: ShardingInstance, plan: ShardingPlan, modules: Mapping[str, Any] | None = None) -> str:
     """The text of a Python module defining ``parallelize_plan`` (see the module docstring)."""
     by_module, facts = dtensor_plan(inst, plan, modules)
-    ndim = len(inst.mesh.shape)
-    chosen = {op.name: parse_strategy(plan.strategies[op.name], ndim) for op in inst.ops}
+    chosen = chosen_labels(inst, plan)
     # the text tells DDP/FSDP to run the other axes: only a plan that splits the batch on
     # them is that (a replicated axis was written up as "split the batch only"; review rev16 D1)
     problem = data_parallel_problem(inst, plan, chosen, facts["dp_axes"])

@@ -61,6 +61,14 @@ class Instance(Protocol):
     def summary(self) -> dict[str, Any]: ...
 
 
+def refuse_instance(data: Mapping[str, Any]) -> None:
+    """An instance document given where a plan or result is expected is named as such
+    (it has a ``format`` and an instance kind; plans and results have neither)."""
+    kind = data.get("kind")
+    if "format" in data and isinstance(kind, str) and kind in KINDS:
+        raise InputError("plan", f"a {kind} instance (format {data['format']!r}), not a plan", "solve it first (`distplan solve FILE -f FORMULATION --out PLAN.json`) and give the plan")
+
+
 @dataclass(frozen=True)
 class KindSpec:
     """A problem kind: how to read its instances and plans and how to judge a plan."""
@@ -89,6 +97,7 @@ class KindSpec:
         times recomputed) gave another plan's verdict."""
         if not isinstance(data, Mapping):
             raise InputError("plan", f"expected an object, got {type(data).__name__}")
+        refuse_instance(data)
         if data.get("kind") == self.kind and "plan" in data and data["plan"] is None:
             raise InputError("plan", "the result holds no plan (a bound-only or failed run)", "give a result with a plan, or the plan file of `distplan solve --out`")
         if data.get("kind") in (None, self.kind) and isinstance(data.get("plan"), Mapping):  # a result document

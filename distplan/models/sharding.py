@@ -79,9 +79,9 @@ def bytes_over(memory: float, budget: float) -> float:
     return memory - budget if memory > accepted_bytes(budget) else 0.0
 
 
-def missing_text(nbytes: float) -> str:
-    """A memory shortfall for a message: GB with 3 decimals from 1 MB, bytes below (a
-    shortfall of a few hundred bytes printed as "0.000 GB" says nothing)."""
+def bytes_text(nbytes: float) -> str:
+    """Bytes for a message (a need, a budget, a shortfall): GB with 3 decimals from 1 MB,
+    bytes below (a few hundred bytes printed as "0.000 GB" say nothing)."""
     return f"{nbytes / GB:.3f} GB" if nbytes >= 1e6 else f"{nbytes:,.0f} bytes"
 
 
@@ -609,8 +609,8 @@ def evaluate(inst: ShardingInstance, plan: ShardingPlan) -> Check:
         violations.append("a resharding needs an all-to-all, which this mesh does not allow (mesh.all_to_all false)")
     if bytes_over(memory, budget):
         violations.append(
-            f"memory: every device needs {memory / GB:.3f} GB at {TIGHTEST_POINT}, "
-            f"the budget is {budget / GB:.3f} GB ({missing_text(memory - budget)} missing)"
+            f"memory: every device needs {bytes_text(memory)} at {TIGHTEST_POINT}, "
+            f"the budget is {bytes_text(budget)} ({bytes_text(memory - budget)} missing)"
         )
     details = {
         "compute_seconds": compute,

@@ -39,7 +39,7 @@ from distplan.formulations.sharding.costgraph import CostGraph, build_cost_graph
 from distplan.formulations.sharding.expert_plans import expert_if_better
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.common import per_instance
-from distplan.models.sharding import GB, TIGHTEST_POINT, ShardingInstance, ShardingPlan, accepted_bytes, missing_text
+from distplan.models.sharding import TIGHTEST_POINT, ShardingInstance, ShardingPlan, accepted_bytes, bytes_text
 from distplan.solvers.result import INFEASIBLE_TERMINATIONS, SolverResult, Termination
 
 #: objective coefficients are microseconds
@@ -454,14 +454,14 @@ def memory_shortfall_error(g: CostGraph, least: float, top: list[tuple[float, st
     bytes and op name) when given."""
     inst, budget = g.instance, g.memory_budget
     mesh = "x".join(str(x) for x in inst.mesh.shape)
-    largest = f". Largest needs: {', '.join(f'{n} {m / GB:.3f} GB' for m, n in top)}" if top else ""
+    largest = f". Largest needs: {', '.join(f'{n} {bytes_text(m)}' for m, n in top)}" if top else ""
     # (the budget is the instance's mesh.memory when it sets one, not the device's memory)
     source = "mesh.memory" if inst.mesh.memory is not None else f"the {inst.mesh.device}'s memory"
     return InfeasibleError(
         f"{g.name}: memory: device 0 of the {inst.mesh.num_devices}-device {mesh} mesh of {inst.mesh.device} "
-        f"(every device holds an equal shard) needs at least {least / GB:.3f} GB at {TIGHTEST_POINT}, "
-        f"even with the most memory-saving strategy of every op; its budget is {budget / GB:.3f} GB ({source}): "
-        f"{missing_text(least - budget)} missing{largest}",
+        f"(every device holds an equal shard) needs at least {bytes_text(least)} at {TIGHTEST_POINT}, "
+        f"even with the most memory-saving strategy of every op; its budget is {bytes_text(budget)} ({source}): "
+        f"{bytes_text(least - budget)} missing{largest}",
         details={"device": 0, "point": "end of forward", "needed_bytes": least, "budget_bytes": budget, "missing_bytes": least - budget},
     )
 

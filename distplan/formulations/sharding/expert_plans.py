@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from distplan.errors import InfeasibleError, InputError
-from distplan.models.sharding import GB, TIGHTEST_POINT, ShardingInstance, ShardingPlan, bytes_over, evaluate, missing_text
+from distplan.models.sharding import TIGHTEST_POINT, ShardingInstance, ShardingPlan, bytes_over, bytes_text, evaluate
 from distplan.models.sharding_costs import (
     CostContext,
     OpSemantics,
@@ -91,8 +91,8 @@ def check_fits(inst: ShardingInstance, plan: ShardingPlan, name: str) -> None:
     budget = inst.memory_budget
     if memory is not None and bytes_over(memory, budget):
         raise InfeasibleError(
-            f"{inst.name}: the {name} plan needs {memory / GB:.3f} GB on every device at {TIGHTEST_POINT}; "
-            f"the budget is {budget / GB:.3f} GB ({missing_text(memory - budget)} missing)",
+            f"{inst.name}: the {name} plan needs {bytes_text(memory)} on every device at {TIGHTEST_POINT}; "
+            f"the budget is {bytes_text(budget)} ({bytes_text(memory - budget)} missing)",
             details={"needed_bytes": memory, "budget_bytes": budget, "missing_bytes": memory - budget},
         )
 
