@@ -300,7 +300,12 @@ def _named(name: str) -> Any:
     return getattr(importlib.import_module(module), function)
 
 
+#: the placement formulations that report each proof: all three the forced co-location bound;
+#: placement_milp and placement_bounds the waist composition and the assignment relaxation;
+#: placement_milp alone its cut-waist compositions and its own dual bound (a result relabelled
+#: with another of them keeps bounds that formulation never reports: review rev29 D1)
 _PLACEMENT_PROVERS = ("placement_milp", "placement_search", "placement_bounds")
+_WAIST_PROVERS = ("placement_milp", "placement_bounds")
 _LIBRA = ("libra_perf", "libra_perf_lp", "libra_perf_per_cost", "libra_discrete")
 #: the conversions formulations state for their solver calls' bounds (`BoundSource.conversion`)
 _PLACEMENT_SECONDS = "distplan.formulations.placement.relaxation:dual_bound_seconds"
@@ -323,18 +328,18 @@ BOUND_SOURCES: tuple[BoundSource, ...] = (
     # calls are not recorded (`placement.milp.child_dual_bound`): grade "solver" unless
     # their source says no window went to a solver (`placement.segments.module_bound`)
     BoundSource(_PLACEMENT_PROVERS, r"^forced co-location \+ one-machine bound", "proof", "safe", recheck="distplan.formulations.placement.forced:recheck"),
-    BoundSource(_PLACEMENT_PROVERS, r"^series composition over waist ops", "proof", "safe", recheck="distplan.formulations.placement.waist:recheck"),
-    BoundSource(_PLACEMENT_PROVERS, r"^series composition over cut waists with each module's optimum: \d+ waists, 0 of \d+ modules solved(?!, )", "proof", "safe"),
-    BoundSource(_PLACEMENT_PROVERS, r"^series composition over cut waists", "proof", "solver"),
-    BoundSource(_PLACEMENT_PROVERS, r"^last-stint bound over cut waists .*: \d+ waists, 0 windows solved, ", "proof", "safe"),
-    BoundSource(_PLACEMENT_PROVERS, r"^last-stint bound over cut waists", "proof", "solver"),
+    BoundSource(_WAIST_PROVERS, r"^series composition over waist ops", "proof", "safe", recheck="distplan.formulations.placement.waist:recheck"),
+    BoundSource(("placement_milp",), r"^series composition over cut waists with each module's optimum: \d+ waists, 0 of \d+ modules solved(?!, )", "proof", "safe"),
+    BoundSource(("placement_milp",), r"^series composition over cut waists", "proof", "solver"),
+    BoundSource(("placement_milp",), r"^last-stint bound over cut waists .*: \d+ waists, 0 windows solved, ", "proof", "safe"),
+    BoundSource(("placement_milp",), r"^last-stint bound over cut waists", "proof", "solver"),
     BoundSource(("tap",), r"^tap: exhaustive Pareto dynamic program over the folded walk \(no solver\)", "proof", "solver"),
     # (the one plan: only where every op has a single strategy, which verify re-checks)
     BoundSource(("alpa_ilp", "tap"), r"^(alpa_ilp|tap): the one plan's cost \(every op has a single strategy\)", "proof", "safe", premise="distplan.formulations.sharding.alpa_ilp:single_plan_premise"),
     # solver calls' bounds, each with the conversion its formulation states and the models
     # (`extra.model.name` of the linked call) it comes from
-    BoundSource(_PLACEMENT_PROVERS, r"^placement_milp dual bound \(", "solver", "safe", _PLACEMENT_SECONDS, r"^placement_milp$"),
-    BoundSource(_PLACEMENT_PROVERS, r"^assignment relaxation.* dual bound \(", "solver", "safe", _PLACEMENT_SECONDS, r"-assignment-relaxation$"),
+    BoundSource(("placement_milp",), r"^placement_milp dual bound \(", "solver", "safe", _PLACEMENT_SECONDS, r"^placement_milp$"),
+    BoundSource(_WAIST_PROVERS, r"^assignment relaxation.* dual bound \(", "solver", "safe", _PLACEMENT_SECONDS, r"-assignment-relaxation$"),
     BoundSource(("alpa_ilp",), r"^alpa_ilp dual bound \(", "solver", "safe", _SHARDING_SECONDS, r"^alpa_ilp(_lp)?$"),
     BoundSource(("tap",), r"^tap: LP of the folded problem", "solver", "safe", _SHARDING_SECONDS, r"^tap_bound$"),
     BoundSource(("tap",), r"^tap: dual bound of the folded walk program", "solver", "safe", _SHARDING_SECONDS, r"^tap(_lp)?$"),

@@ -247,6 +247,8 @@ LEAST_TIME_LIMIT = 1e-3
 
 #: the backend name a direct Clarabel call records (`DirectSolver`), beside the library's version
 BACKEND = "clarabel-direct"
+#: the backend whose runs make direct Clarabel calls in place of cvxpy's (`convex.direct`)
+STANDS_IN_FOR = "cvxpy-CLARABEL"
 
 
 def backend_identity() -> tuple[str, str]:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from distplan.errors import InputError, NoSolutionError
+from distplan.formulations.bandwidth import conic
 from distplan.formulations.bandwidth.blocks import lowest_unused, max_bandwidths
 from distplan.formulations.bandwidth.conic import DirectSolver
 from distplan.formulations.bandwidth.data import Program, prepare, syntactically_bounded, unbounded_error
@@ -72,7 +73,7 @@ def direct(ctx: RunContext) -> bool:
     cvxpy-CLARABEL without raw solver options, which cvxpy hands to Clarabel and the
     direct path would leave unused (review rev23c: ``max_iter=1`` was ignored, and the
     call's record named a backend verify cannot vet the options of)."""
-    return DIRECT and ctx.backend.name == "cvxpy-CLARABEL" and not ctx.options.raw
+    return DIRECT and ctx.backend.name == conic.STANDS_IN_FOR and not ctx.options.raw
 
 
 def solve_min_time(ctx: RunContext, prog: Program, what: str, duals: list[Any] | None = None,
