@@ -27,6 +27,11 @@ instead of once per backend), ``fold``, and ``solver_options`` (a table per back
 of raw options). A formulation table may also override ``time_limit``, ``grace`` and
 ``memory_limit`` for its runs and carry a ``label``.
 
+Every entry is listed once: a formulation entry giving the same runs as an earlier one,
+a repeated seed or backend, and an instance named twice (by content, also through two
+patterns or two grid points) are named errors at the later entry (review D5: they ran
+twice under one key, or were dropped silently).
+
 Sizes are bounded: at most `MAX_REPETITIONS` repetitions, `MAX_GRID` grid points per
 generator entry and `MAX_RUNS` runs in all, checked before any run is built (a campaign of
 ``repetitions = 1000000000`` was killed for memory by ``bench run --dry-run``, review rev16
@@ -42,6 +47,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import inspect
 import itertools
 import math
 import re
@@ -52,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from distplan.errors import InputError
-from distplan.formulations.registry import Formulation, get_formulation
+from distplan.formulations.registry import Formulation, get_folder, get_formulation
 from distplan.instances import bundled, load_document
 from distplan.models.common import import_object, instance_digest, instance_from_dict, kind_spec
 from distplan.solvers.base import Backend, BackendError, get_backend
@@ -147,7 +153,13 @@ class Campaign:
                 raise InputError(f"backends[{k}]", str(exc), "name a backend listed by `distplan list backends`") from None
             if not be.available():
                 if not self.skip_unavailable:
-                    raise InputError(f"backends[{k}]", f"backend {b!r} is not installed here", f"pip install 'distplan[{be.extra}]', or set skip_unavailable = true")
+                    try:  # the backend's own account of what is missing (`Backend.check_can_take`)
+                        be.check_can_take(None)
+                        missing = f"backend {b!r} is not installed here"
+                    except BackendError as exc:
+                        missing = str(exc)
+                    # (it said pip install 'distplan[None]' for backends without an extra)
+                    raise InputError(f"backends[{k}]", missing, "install what it names, or set skip_unavailable = true")
                 self.notes.append(f"skipped backend {b}: not installed here")
                 continue
             backends.append(be)
@@ -161,10 +173,18 @@ class Campaign:
                     continue
                 used_entries.add(k)
                 cells.append((inst, entry, form, self._backends_for(form, backends)))
-        unused = [self.formulations[k].label for k in range(len(self.formulations)) if k not in used_entries]
+        unused = [k for k in range(len(self.formulations)) if k not in used_entries]
         if unused and self.instances:
+            k = unused[0]  # named by its index, as every other entry error is (review D9)
             kinds = sorted({i.kind for i in self.instances})
-            raise InputError("formulations", f"{', '.join(unused)} exist for none of the campaign's instance kinds ({', '.join(kinds)})", "list formulations with `distplan list formulations`")
+            also = "".join(f"; nor does formulations[{j}], {self.formulations[j].label}" for j in unused[1:])
+            raise InputError(
+                f"formulations[{k}]",
+                f"{self.formulations[k].label} exists for none of the campaign's instance kinds ({', '.join(kinds)}){also}",
+                "list formulations with `distplan list formulations`",
+            )
+        if self.options.get("fold"):
+            self._check_fold()
         total = sum(len(chosen) for *_, chosen in cells) * len(self.seeds) * self.repetitions
         if total > MAX_RUNS:  # counted before any spec is built
             raise InputError(
@@ -179,6 +199,16 @@ class Campaign:
                     for rep in range(self.repetitions):
                         specs.append(self._spec(inst, entry, form, be.name, versions.get(be.name) or get_backend(be.name).version(), seed, rep))
         return specs
+
+    def _check_fold(self) -> None:
+        """``fold = true`` needs a folding for every instance kind of the campaign: the
+        registry's own check (`get_folder`, which ``distplan solve --fold`` uses), made once
+        here instead of failing every run of the kind with input_error."""
+        for inst in self.instances:
+            try:
+                get_folder(inst.kind)
+            except InputError as exc:
+                raise InputError("fold", f"{exc.problem} ({inst.name}, {inst.source})", "set fold = false, or leave those instances out") from None
 
     def _backends_for(self, form: Formulation, backends: list[Backend]) -> list[Backend]:
         if form.program == "algorithm" and self.algorithms_once:
@@ -297,11 +327,13 @@ def parse_campaign(data: Mapping[str, Any], base: Path | None = None, source: st
     if not isinstance(seeds_raw, list) or not seeds_raw:
         raise InputError("seeds", f"expected a non-empty list of integers, got {seeds_raw!r}", "write e.g. seeds = [0, 1, 2]")
     seeds = [_int(s, f"seeds[{k}]", minimum=0) for k, s in enumerate(seeds_raw)]
+    _no_duplicates(seeds, "seeds")
     repetitions = _int(data.get("repetitions", 1), "repetitions", minimum=1, maximum=MAX_REPETITIONS)
     formulations = _formulations(data.get("formulations"))
     backends_raw = data.get("backends", ["highs"])
     if not isinstance(backends_raw, list) or not backends_raw or not all(isinstance(b, str) for b in backends_raw):
         raise InputError("backends", f"expected a non-empty list of backend names, got {backends_raw!r}", 'write e.g. backends = ["highs", "pulp-cbc"]')
+    _no_duplicates(backends_raw, "backends")
     solver_options = data.get("solver_options", {}) or {}
     if not isinstance(solver_options, Mapping) or not all(isinstance(v, Mapping) for v in solver_options.values()):
         raise InputError("solver_options", "expected a table of tables keyed by backend name", 'write e.g. [solver_options.highs] then presolve = "off"')
@@ -357,40 +389,79 @@ def _formulations(raw: Any) -> list[FormulationEntry]:
         label = item.get("label") or (item["name"] if not named else f"{item['name']}[{','.join(f'{a}={b}' for a, b in sorted(named.items()))}]")
         kind = item.get("kind")
         out.append(FormulationEntry(name=item["name"], params=dict(params), label=str(label), options=opts, kind=kind))
+    _no_duplicate_formulations(out)
     return out
 
 
+def _no_duplicate_formulations(entries: list[FormulationEntry]) -> None:
+    """No two entries give the same runs: the same formulation with the same parameters and
+    options on overlapping kinds (review D5: ``["baechi_etf", "baechi_etf"]`` planned every
+    run twice under one key, and ``bench run`` then reported the second copy as "stored
+    meanwhile by another driver")."""
+    for k, entry in enumerate(entries):
+        for j in range(k):
+            other = entries[j]
+            same = other.name == entry.name and canonical_json(other.params) == canonical_json(entry.params) and canonical_json(other.options) == canonical_json(entry.options)
+            if same and (other.kind is None or entry.kind is None or other.kind == entry.kind):
+                raise InputError(
+                    f"formulations[{k}]",
+                    f"duplicate {entry.label!r}: formulations[{j}] already gives the same runs (same formulation, parameters and options)",
+                    "list each formulation once; to run it again, use seeds or repetitions",
+                )
+
+
+def _no_duplicates(values: list[Any], path: str) -> None:
+    """A named error at the first list item equal to an earlier one (``seeds[1]: duplicate
+    0``): a repeated seed or backend planned each of its runs twice under one key."""
+    seen: dict[Any, int] = {}
+    for k, value in enumerate(values):
+        if value in seen:
+            raise InputError(f"{path}[{k}]", f"duplicate {value!r} ({path}[{seen[value]}] names it already)", f"list each of the {path} once")
+        seen[value] = k
+
+
 def resolve_instances(raw: Any, base: Path) -> list[InstanceEntry]:
-    """Instance entries -> documents with content hashes (duplicates by content dropped)."""
+    """Instance entries -> documents with content hashes.
+
+    The same instance (by content hash) named twice is a named error at the entry that
+    names it again (review D5: it was dropped silently, so a campaign ran fewer instances
+    than its author listed), also when two patterns match it or two grid points of a
+    generator give it."""
     if not isinstance(raw, list) or not raw:
         raise InputError("instances", "expected a non-empty list", 'write e.g. instances = ["placement-small-*"]')
-    found: list[tuple[str, dict[str, Any], str]] = []
+    found: list[tuple[str, dict[str, Any], str, str]] = []  # (name, document, source, entry path)
     for k, item in enumerate(raw):
         path = f"instances[{k}]"
         if isinstance(item, str):
-            found.extend(_from_string(item, base, path))
+            found.extend((*got, path) for got in _from_string(item, base, path))
         elif isinstance(item, Mapping):
             if "generator" in item:
-                found.extend(_from_generator(item, path))
+                found.extend((*got, path) for got in _from_generator(item, path))
             elif "bundled" in item:
                 listed = item["bundled"] if isinstance(item["bundled"], list) else [item["bundled"]]
                 for j, nm in enumerate(listed):
-                    found.extend(_bundled(str(nm), f"{path}.bundled[{j}]"))
+                    found.extend((*got, f"{path}.bundled[{j}]") for got in _bundled(str(nm), f"{path}.bundled[{j}]"))
             elif "file" in item:
                 files = item["file"] if isinstance(item["file"], list) else [item["file"]]
                 for j, f in enumerate(files):
-                    found.append(_file(str(f), base, f"{path}.file[{j}]"))
+                    found.append((*_file(str(f), base, f"{path}.file[{j}]"), f"{path}.file[{j}]"))
             else:
                 raise InputError(path, "an instance table needs one of: generator, bundled, file", '{generator = "random_layered_dag", n_ops = [20, 40]}')
         else:
             raise InputError(path, f"expected a name, a path or a table, got {item!r}")
     out: list[InstanceEntry] = []
-    by_hash: dict[str, InstanceEntry] = {}
+    by_hash: dict[str, tuple[InstanceEntry, str]] = {}
     names: dict[str, str] = {}
-    for name, doc, source in found:
+    for name, doc, source, path in found:
         h = instance_hash(doc)
         if h in by_hash:
-            continue
+            first, first_path = by_hash[h]
+            where = "this entry" if first_path == path else first_path
+            raise InputError(
+                path,
+                f"duplicate instance: {source} is the same instance as {first.source} of {where} (same content, hash {h})",
+                "list each instance once",
+            )
         if name in names and names[name] != h:
             name = f"{name}-{h[:6]}"  # two different instances with one name: keep both apart
             doc = {**doc, "name": name}
@@ -401,7 +472,7 @@ def resolve_instances(raw: Any, base: Path) -> list[InstanceEntry]:
         except InputError as exc:
             raise InputError(f"{source}: {exc.path}", exc.problem, exc.fix) from None
         entry = InstanceEntry(name=name, kind=str(kind), instance_hash=h, document=doc, source=source)
-        by_hash[h] = entry
+        by_hash[h] = (entry, path)
         out.append(entry)
     return out
 
@@ -459,9 +530,14 @@ def _from_generator(item: Mapping[str, Any], path: str) -> list[tuple[str, dict[
             fn = import_object(gen_name)
         except (ImportError, AttributeError) as exc:
             raise InputError(f"{path}.generator", f"cannot import {gen_name!r}: {exc}", "write module:function") from None
+        except Exception as exc:  # the module itself fails while imported: its error, named, not a traceback
+            raise InputError(f"{path}.generator", f"importing {gen_name!r} raised {type(exc).__name__}: {exc}", "fix the generator's module") from None
+        if not callable(fn):
+            raise InputError(f"{path}.generator", f"{gen_name!r} is a {type(fn).__name__}, not a function", "write module:function, the function returning a distplan/1 document")
     else:
         raise InputError(f"{path}.generator", f"unknown generator {gen_name!r}", f"use one of: {', '.join(GENERATORS)} or module:function")
     keys = [k for k in item if k != "generator"]
+    _check_generator_params(fn, gen_name, keys, path)
     axes = [item[k] if isinstance(item[k], list) else [item[k]] for k in keys]
     points = math.prod(len(axis) for axis in axes)
     if points > MAX_GRID:
@@ -475,8 +551,20 @@ def _from_generator(item: Mapping[str, Any], path: str) -> list[tuple[str, dict[
         except InputError as exc:
             raise InputError(f"{path}.{exc.path}", exc.problem, exc.fix) from None
         except TypeError as exc:
-            raise InputError(path, f"generator {gen_name!r} rejects the parameters {params}: {exc}", "use the generator's parameter names") from None
-        kind_spec(str(doc.get("kind")))
+            raise InputError(path, f"generator {gen_name!r} rejects the parameters {params}: {exc}", "give each parameter a value of the type the generator takes") from None
+        except Exception as exc:  # a custom generator's own failure (review D6: a traceback, exit 1)
+            raise InputError(f"{path}.generator", f"generator {gen_name!r} raised {type(exc).__name__} with the parameters {params}: {exc}", "fix the generator or its parameters") from None
+        if not isinstance(doc, Mapping):  # (an int gave AttributeError: 'int' object has no attribute 'get')
+            raise InputError(
+                f"{path}.generator",
+                f"generator {gen_name!r} returned {_brief(doc)} with the parameters {params}, not a distplan/1 instance document",
+                "return the document as a dict (an instance object's to_dict())",
+            )
+        doc = dict(doc)
+        try:
+            kind_spec(str(doc.get("kind")))
+        except InputError as exc:
+            raise InputError(f"{path}.generator", f"generator {gen_name!r} returned a document with a bad {exc.path}: {exc.problem}", exc.fix) from None
         label = ",".join(f"{k}={v}" for k, v in params.items())
         out.append((str(doc.get("name", gen_name)), doc, f"generator:{gen_name}({label})"))
     # grid points the generator names alike get the varying parameters its name lacks
@@ -493,6 +581,33 @@ def _from_generator(item: Mapping[str, Any], path: str) -> list[tuple[str, dict[
                 doc = {**doc, "name": name}
         renamed.append((name, doc, source))
     return renamed
+
+
+def _check_generator_params(fn: Any, gen_name: str, keys: list[str], path: str) -> None:
+    """Every key of a generator entry is a parameter of the generator, and every parameter
+    it requires is given: the error names the key (``instances[0].n_opz``), not only the
+    entry, before any grid point is generated. A generator whose signature Python cannot
+    read, or that takes ``**kwargs``, is left to say so itself when called."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    params = sig.parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    named = [n for n, p in params.items() if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+    for key in keys:
+        if key not in named:
+            raise InputError(f"{path}.{key}", f"generator {gen_name!r} has no parameter {key!r}", f"its parameters: {', '.join(named) or '(none)'}")
+    for name in named:
+        if params[name].default is inspect.Parameter.empty and name not in keys:
+            raise InputError(f"{path}.{name}", f"generator {gen_name!r} needs this parameter", f"add {name} = ... to the entry")
+
+
+def _brief(value: Any) -> str:
+    """A value's type and a short repr of it, for messages."""
+    text = repr(value)
+    return f"{type(value).__name__} {text[:60] + '...' if len(text) > 60 else text}"
 
 
 # -- small validators --------------------------------------------------------------------------

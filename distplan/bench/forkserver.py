@@ -74,7 +74,12 @@ def run_process_main(spec_path: str, result_path: str, scratch: str | None = Non
     """Body of a run process: limits, test hooks, `execute_run`, the record to a file.
 
     ``scratch``: the run's temp folder (inside the campaign's, which the driver and its
-    reaper remove): every temporary file of the run and its solvers goes there."""
+    reaper remove): every temporary file of the run and its solvers goes there.
+
+    The run's time limit starts here, at the process's start, as the driver's wall clock
+    (limit + grace) does: reading the spec and loading the instance count against it,
+    as they do for ``distplan solve`` (`execute_run`'s ``started``)."""
+    started = time.perf_counter()
     if scratch:
         os.makedirs(scratch, exist_ok=True)
         tempfile.tempdir = scratch
@@ -111,7 +116,7 @@ def run_process_main(spec_path: str, result_path: str, scratch: str | None = Non
     if code is not None:
         print(f"test hook: exiting with code {code}", file=sys.stderr, flush=True)
         os._exit(int(code))
-    record = execute_run(spec)
+    record = execute_run(spec, started=started)
     tmp = result_path + ".tmp"
     Path(tmp).write_text(canonical_json(record))
     os.replace(tmp, result_path)

@@ -55,12 +55,18 @@ def base_record(spec: dict[str, Any]) -> Record:
     }
 
 
-def execute_run(spec: dict[str, Any]) -> Record:
+def execute_run(spec: dict[str, Any], started: float | None = None) -> Record:
     """Solve one run in this process and return its record (never raises for a bad run).
 
     The plan has been re-checked by the kind's evaluator inside ``distplan.solve``; the
     record's ``verdict`` is "accepted" then, "rejected" when ``solve`` raised
     `PlanCheckError`, and None when there is no plan.
+
+    ``started`` (a ``time.perf_counter()`` value, default now) is when the run began: it
+    goes to ``distplan.solve`` as its ``started``, so the time limit covers reading the
+    spec and loading the instance as well as solving, as for ``distplan solve`` (review
+    D3: a 200,000-op instance loaded for seconds outside the limit, and the run was killed
+    at limit + grace before it returned the plan it had). ``wall_seconds`` counts from it.
     """
     from distplan.api import solve
     from distplan.errors import InfeasibleError, InputError, NoSolutionError, PlanCheckError
@@ -69,7 +75,7 @@ def execute_run(spec: dict[str, Any]) -> Record:
 
     rec = base_record(spec)
     opts = spec.get("options", {})
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() if started is None else min(started, time.perf_counter())
     try:
         inst = instance_from_dict(spec["document"])
         res = solve(
@@ -82,6 +88,7 @@ def execute_run(spec: dict[str, Any]) -> Record:
             threads=opts.get("threads"),
             seed=spec.get("seed"),
             solver_options=opts.get("solver_options"),
+            started=t0,  # the limit covers loading too (see above)
             **spec.get("params", {}),
         )
         doc = res.to_dict()

@@ -3,7 +3,8 @@
 Conventions (Mittelmann's benchmarks, MIPLIB): a run of an exact formulation is *solved*
 when it ends with a proven optimum (or a proof of infeasibility) and the audit found
 nothing wrong with it; a heuristic run is solved when its plan passed the evaluator.
-Times are ``wall_seconds`` of ``distplan.solve`` (build + solve + evaluation), seconds;
+Times are ``wall_seconds`` of ``distplan.solve`` (from the run process's start: loading the
+instance + build + solve + evaluation, what the run's time limit covers), seconds;
 unsolved runs count at the time limit. Per instance, runs over seeds and repetitions are
 averaged; the shifted geometric mean over instances uses a shift of 10 s:
 ``exp(mean(log(t + 10))) - 10``. The mean open gap is over every run of an exact formulation
@@ -57,7 +58,7 @@ from distplan.errors import InputError
 
 from .record import is_solved, run_outcome
 from .store import EXPORT_FIELDS, Store, open_existing
-from .verify import Audit, audit_database, label_of
+from .verify import QUALITY_PER_INSTANCE, Audit, audit_database, label_of
 
 SHIFT_SECONDS = 10.0
 
@@ -359,9 +360,9 @@ def plot_time_to_target(data: dict[tuple[str, str], tuple[list[float], int]], pa
 
 def plot_quality(audit: Audit, path: Path) -> None:
     plt = _pyplot()
-    groups: dict[str, list[float]] = defaultdict(list)
-    for q in audit.quality:
-        groups[f"{q.label} / {q.backend}"].append(q.ratio)
+    # one point per instance (`Audit.quality_per_instance`), not per run: repetitions of
+    # an instance are not more instances
+    groups: dict[str, list[float]] = {f"{label} / {backend}": list(by.values()) for (label, backend), by in audit.quality_per_instance().items()}
     names = sorted(groups)
     fig, ax = plt.subplots(figsize=(7.0, 0.6 * len(names) + 1.6))
     data = [groups[n] for n in names]
@@ -591,9 +592,17 @@ def write_report(db: str | Path, out_dir: str | Path | None = None, figures: boo
     lines.append("")
     qs = audit.quality_summary()
     if qs:
-        lines.append("Objective / best certified lower bound of the instance (1 = proven optimal).")
+        lines.append(
+            f"Objective / best certified lower bound of the instance (1 = proven optimal); an instance run several times (seeds, repetitions) "
+            f"counts once, its ratio the {QUALITY_PER_INSTANCE}; min, median and max are over instances."
+        )
         lines.append("")
-        lines.extend(_table(["heuristic", "backend", "instances", "min", "median", "max"], [[q["formulation"], q["backend"], str(q["instances"]), _up(q["min"], 4), _up(q["median"], 4), _up(q["max"], 4)] for q in qs]))
+        lines.extend(
+            _table(
+                ["heuristic", "backend", "instances", "runs", "min", "median", "max"],
+                [[q["formulation"], q["backend"], str(q["instances"]), str(q["runs"]), _up(q["min"], 4), _up(q["median"], 4), _up(q["max"], 4)] for q in qs],
+            )
+        )
         lines.append("")
         if any(f[1] == "heuristic-quality.png" for f in figures_made):
             lines.append("![Heuristic quality](heuristic-quality.png)")
