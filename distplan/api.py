@@ -11,8 +11,17 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from distplan.errors import DistplanError, InfeasibleError, InputError, InternalError, NoSolutionError, PlanCheckError
+from distplan.formulations.contract import ContractError
 from distplan.formulations.deadline import DeadlineReached
-from distplan.formulations.registry import Bound, RunContext, bound_source, get_folder, get_formulation, solver_free_match
+from distplan.formulations.registry import (
+    Bound,
+    RunContext,
+    bound_source,
+    check_fold,
+    get_folder,
+    get_formulation,
+    solver_free_match,
+)
 from distplan.models.common import Check, json_ready, kind_spec
 from distplan.solvers.base import BackendError, SolveOptions, get_backend
 from distplan.solvers.result import (
@@ -283,17 +292,15 @@ def _solve(
     folding = None
     t_fold = time.perf_counter()
     if fold:
+        check_fold(form, inst.kind)  # (a bound-only formulation on a folding not declared exact)
         folder = get_folder(inst.kind)
         try:
             folding = folder(inst, params)
         except InfeasibleError as exc:  # (a coarsening's merged op that fits no device, say)
             _not_proven_by_folding(inst, spec, form.name, exc)
         target = folding.instance
-        if form.bound_only and not folding.exact:
-            # a folding that is not exact restricts the problem (placement's coarsening
-            # merges ops): bounds proven on it do not hold for the instance (review rev17
-            # H2: 41.9 ms "proven" on inception-v3-dgx1-2-tight, which has a plan of 32.9 ms)
-            raise InputError("fold", f"{form.name} proves bounds, and the {inst.kind} folding is not exact (it restricts the problem): its bounds would not hold for the instance", "solve without --fold")
+        if form.bound_only and not folding.exact:  # a folder declared exact that made an inexact folding
+            raise ContractError(f"{inst.kind}: its folder is declared exact, but its folding of {inst.name} is not")
     fold_seconds = time.perf_counter() - t_fold
 
     run_params = {**form.params, **params}

@@ -134,6 +134,14 @@ def test_fold_on_a_kind_without_folding_is_refused_up_front(tmp_path: Path) -> N
     assert err.path == "fold" and "pipeline" in err.problem
 
 
+def test_fold_with_a_bound_only_formulation_is_refused_up_front(tmp_path: Path) -> None:
+    # (registry.check_fold, which `distplan solve --fold` asks first: placement's folding is
+    # not exact, so bounds proven on it would not hold; every run was stored as input_error)
+    err = _errors({"formulations": ["baechi_etf", "placement_bounds"], "fold": True, "instances": ["placement-small-1"]}, tmp_path)
+    assert err.path == "fold" and "placement_bounds proves bounds" in err.problem
+    assert len(parse_campaign({"formulations": ["baechi_etf", "placement_bounds"], "fold": False, "instances": ["placement-small-1"]}, base=tmp_path).runs()) == 2
+
+
 def test_an_unavailable_backend_says_what_is_missing(tmp_path: Path) -> None:
     missing = [b for b in all_backends() if not b.available() and b.capabilities.milp]
     if not missing:

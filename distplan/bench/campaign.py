@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from distplan.errors import InputError
-from distplan.formulations.registry import Formulation, get_folder, get_formulation
+from distplan.formulations.registry import Formulation, check_fold, get_formulation
 from distplan.instances import bundled, load_document
 from distplan.models.common import import_object, instance_digest, instance_from_dict, kind_spec
 from distplan.solvers.base import Backend, BackendError, get_backend
@@ -184,7 +184,7 @@ class Campaign:
                 "list formulations with `distplan list formulations`",
             )
         if self.options.get("fold"):
-            self._check_fold()
+            self._check_fold(cells)
         total = sum(len(chosen) for *_, chosen in cells) * len(self.seeds) * self.repetitions
         if total > MAX_RUNS:  # counted before any spec is built
             raise InputError(
@@ -200,15 +200,16 @@ class Campaign:
                         specs.append(self._spec(inst, entry, form, be.name, versions.get(be.name) or get_backend(be.name).version(), seed, rep))
         return specs
 
-    def _check_fold(self) -> None:
-        """``fold = true`` needs a folding for every instance kind of the campaign: the
-        registry's own check (`get_folder`, which ``distplan solve --fold`` uses), made once
-        here instead of failing every run of the kind with input_error."""
-        for inst in self.instances:
+    def _check_fold(self, cells: list[tuple[InstanceEntry, FormulationEntry, Formulation, list[Backend]]]) -> None:
+        """``fold = true`` needs every formulation to run folded on its instances' kind: the
+        registry's own check (`check_fold`, which ``distplan solve --fold`` asks first: a
+        folding for the kind, and one declared exact for a bound-only formulation), made
+        once here instead of failing every such run with input_error."""
+        for inst, _, form, _ in cells:
             try:
-                get_folder(inst.kind)
+                check_fold(form, inst.kind)
             except InputError as exc:
-                raise InputError("fold", f"{exc.problem} ({inst.name}, {inst.source})", "set fold = false, or leave those instances out") from None
+                raise InputError("fold", f"{exc.problem} ({inst.name}, {inst.source})", "set fold = false, or leave those instances or formulations out") from None
 
     def _backends_for(self, form: Formulation, backends: list[Backend]) -> list[Backend]:
         if form.program == "algorithm" and self.algorithms_once:

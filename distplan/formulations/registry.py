@@ -818,12 +818,29 @@ class Folding:
 
 
 _FOLDERS: dict[str, Callable[[Any, dict[str, Any]], Folding]] = {}
+_EXACT_FOLDERS: set[str] = set()
 _BOUNDS: dict[str, Callable[[Any, float | None], list[Bound]]] = {}
 
 
-def register_folder(kind: str, folder: Callable[[Any, dict[str, Any]], Folding]) -> None:
-    """Declare how instances of a kind are folded by ``solve(..., fold=True)``."""
+def register_folder(kind: str, folder: Callable[[Any, dict[str, Any]], Folding], *, exact: bool = False) -> None:
+    """Declare how instances of a kind are folded by ``solve(..., fold=True)``. ``exact``:
+    every folding it makes is exact (`Folding.exact`), so that bounds proven on it hold for
+    the instance; a folder that may restrict the problem declares False."""
     _FOLDERS[kind] = folder
+    if exact:
+        _EXACT_FOLDERS.add(kind)
+
+
+def check_fold(formulation: Formulation, kind: str) -> None:
+    """An `InputError` (path ``fold``) when ``formulation`` cannot run folded on ``kind``:
+    no folding is defined for the kind, or the formulation proves bounds and the kind's
+    folding is not declared exact (bounds proven on a restricted problem would not hold for
+    the instance: review rev17 H2, 41.9 ms "proven" on inception-v3-dgx1-2-tight, which has
+    a plan of 32.9 ms). Known before any folding runs: ``distplan solve --fold`` and
+    campaigns with ``fold = true`` both ask it first."""
+    get_folder(kind)
+    if formulation.bound_only and kind not in _EXACT_FOLDERS:
+        raise InputError("fold", f"{formulation.name} proves bounds, and the {kind} folding is not exact (it restricts the problem): its bounds would not hold for the instance", "solve without --fold")
 
 
 def get_folder(kind: str) -> Callable[[Any, dict[str, Any]], Folding]:
