@@ -204,9 +204,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     from distplan.cli.bench import verify_target
 
-    report = verify_target(args.path, args.instance, require_version=args.require_version)
-    for line in report.lines():
-        print(line)
+    with Progress(f"verifying {args.path}"):  # a campaign database of many runs takes seconds
+        report = verify_target(args.path, args.instance, require_version=args.require_version)
+    if args.json:
+        print_json({"ok": report.ok, "checked": report.checked, "problems": report.problems, "notes": report.notes}, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        for line in report.lines():
+            print(line)
     return 0 if report.ok else 1
 
 
@@ -275,4 +280,5 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("path", help="result JSON written by `solve --result`, or a benchmark database")
     p.add_argument("--instance", default=None, help="instance for a result file (default: the name stored in it)")
     p.add_argument("--require-version", action="store_true", help="accept only results that record their format version (record_version): one without is a problem, not an older record whose missing fields are only noted")
+    p.add_argument("--json", action="store_true", help="print one JSON object: ok, checked, problems, notes (the exit code is the same)")
     p.set_defaults(func=cmd_verify)
