@@ -232,3 +232,14 @@ def test_time_before_the_solve_counts_against_the_limit(tmp_path: Path) -> None:
         (rec,) = store.runs()
     assert rec["termination"] == "time_limit"
     assert rec["wall_seconds"] >= 1.5  # the record's time counts from the run's start
+
+
+def test_findings_are_filed_under_the_claim_they_concern() -> None:
+    # (a forged termination read "plan rejected"; a bound that is none of the listed ones
+    # read "bound above own objective")
+    from distplan.bench.verify import _category
+
+    assert _category("termination", "'optimal' but its last solver call ended time_limit") == "termination claim"
+    assert _category("bound", "0.5 is none of the listed bounds") == "bound claim"
+    assert _category("bound", "proven bound 2.0 exceeds the objective 1.0 (a bound above a feasible plan is impossible)") == "bound above own objective"
+    assert _category("plan", "the evaluator rejects the plan: x") == "infeasible plan"
