@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -82,3 +83,12 @@ def assert_named_error(rc: int, out: str, err: str, *named: str) -> None:
     assert "Traceback" not in err and (out == "" or json.loads(out)["error"]["exit_code"] == 2), (out, err)
     for text in named:
         assert text in err, err
+
+
+def torch_model_file(tmp_path_factory: pytest.TempPathFactory, name: str, text: str) -> Path:
+    """A module of torch models written to a fresh folder (``<name>_models.py``), for
+    ``import-torch MODULE:FACTORY``; the test is skipped where torch is not installed."""
+    pytest.importorskip("torch")
+    path = tmp_path_factory.mktemp(name) / f"{name}_models.py"
+    path.write_text(text)
+    return path

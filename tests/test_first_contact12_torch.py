@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_named_error, cli_run
+from tests.conftest import assert_named_error, cli_run, torch_model_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -99,10 +99,7 @@ class Drop(nn.Module):
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("torch")
-    path = tmp_path_factory.mktemp("fc12") / "fc12_models.py"
-    path.write_text(MODELS)
-    return path
+    return torch_model_file(tmp_path_factory, "fc12", MODELS)
 
 
 def test_data_dependent_shapes_are_a_named_error(models: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import assert_named_error, cli_run
+from tests.conftest import assert_named_error, cli_run, torch_model_file
 
 MODELS = '''
 import torch
@@ -74,10 +74,7 @@ def exported():
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("torch")
-    path = tmp_path_factory.mktemp("rev29") / "rev29_models.py"
-    path.write_text(MODELS)
-    return path
+    return torch_model_file(tmp_path_factory, "rev29", MODELS)
 
 
 @pytest.mark.parametrize("model", ["MaskAfterLinear", "MaskThenLinear"])
