@@ -13,11 +13,15 @@ import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from distplan.errors import InputError
 from distplan.kinds import KINDS
 from distplan.models.schema import check_known_fields, long_integer_text, refuse_plan_or_result, unknown_field_problem
+
+if TYPE_CHECKING:
+    import numpy as np
+
 
 FORMAT = "distplan/1"
 
@@ -413,6 +417,25 @@ def number(
     if v > at_most:
         raise InputError(path, f"{shown} {unit} is beyond the largest value taken, {at_most:g} {unit}".replace("  ", " "), "give a value in range")
     return v
+
+
+def plain_numbers(values: list[Any], at_most: float) -> np.ndarray | None:
+    """``values`` as a float array when every one is a plain int or float (not a bool) in
+    [0, ``at_most``]: what `number` accepts with ``nonneg`` and ``at_most``, checked at
+    once for a large list (a 200,000-op placement's 800,000 op numbers: 1.6 s one by one).
+    None when any is not: the caller then checks them one by one with `number`, which
+    names the first bad one by its path."""
+    import numpy as np
+
+    if not {type(v) for v in values} <= {int, float}:
+        return None
+    try:
+        arr = np.array(values, dtype=float)
+    except OverflowError:  # an integer beyond the float range
+        return None
+    if arr.size and not (np.isfinite(arr).all() and arr.min() >= 0 and arr.max() <= at_most):
+        return None
+    return arr
 
 
 def name_list(items: Any, path: str, what: str) -> list[str]:
