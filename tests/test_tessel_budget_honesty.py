@@ -154,11 +154,14 @@ def test_repetend_proof_cut_by_its_time_budget() -> None:
 
 
 def test_repetend_search_cut_by_search_time_limit() -> None:
-    """``search_time_limit`` of 0.5 s with probes of no time: the rate MILP gets what is
-    left of the 0.5 s (it needs more than 0.8 s), so the search returns its repetend
-    unproven, cut by ``search_time_limit`` (the smaller of it and ``proof_time_limit``)."""
+    """``search_time_limit`` of 1.5 s with probes of no time: the rate MILP gets what is
+    left of the 1.5 s (it does not prove the period in 3 s), so the search returns its
+    repetend unproven, cut by ``search_time_limit`` (the smaller of it and a
+    ``proof_time_limit`` of 30 s). (0.5 s was too little on a busy host: the heuristics
+    found no repetend in it, the search ran again without the budget, and the proof's
+    1 s cut it, review rev29.)"""
     inst = _nn4()
-    res = _solve(inst, search_time_limit=0.5, probe_time_limit=0.0)
+    res = _solve(inst, search_time_limit=1.5, probe_time_limit=0.0, proof_time_limit=30.0)
     _assert_honest_cut(res, inst, {"repetend_search": "search_time_limit"})
     assert res.plan.info["period_proven_optimal"] is False
 
