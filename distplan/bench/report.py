@@ -593,7 +593,8 @@ def write_report(db: str | Path, out_dir: str | Path | None = None, figures: boo
     qs = audit.quality_summary()
     if qs:
         lines.append(
-            f"Objective / best certified lower bound of the instance (1 = proven optimal); an instance run several times (seeds, repetitions) "
+            f"Objective / best certified lower bound of the instance, rounded up (1 = the bound meets the plan; a plan proven optimal within its gap "
+            f"tolerance, 1e-4 by default, may read 1.0001 or 1.0002: bounds are rounded down for safety); an instance run several times (seeds, repetitions) "
             f"counts once, its ratio the {QUALITY_PER_INSTANCE}; min, median and max are over instances."
         )
         lines.append("")
