@@ -5,6 +5,7 @@ process's time limit not counting the instance's loading (D3)."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -20,7 +21,6 @@ from distplan.bench.store import Store
 from distplan.bench.verify import Audit, QualityRow, verify_database
 from distplan.cli import main
 from distplan.errors import InputError
-from distplan.solvers.base import all_backends
 
 GENERATORS = '''
 def boom(n):
@@ -142,15 +142,31 @@ def test_fold_with_a_bound_only_formulation_is_refused_up_front(tmp_path: Path) 
     assert len(parse_campaign({"formulations": ["baechi_etf", "placement_bounds"], "fold": False, "instances": ["placement-small-1"]}, base=tmp_path).runs()) == 2
 
 
-def test_an_unavailable_backend_says_what_is_missing(tmp_path: Path) -> None:
-    missing = [b for b in all_backends() if not b.available() and b.capabilities.milp]
-    if not missing:
-        pytest.skip("every MILP backend is installed here")
-    backend = next((b for b in missing if b.extra is None), missing[0])
-    err = _errors({"formulations": ["placement_milp"], "backends": [backend.name], "skip_unavailable": False, "instances": ["placement-small-1"]}, tmp_path)
-    assert err.path == "backends[0]"
-    assert "distplan[None]" not in f"{err.problem} {err.fix}"  # review D9: pip install 'distplan[None]'
-    assert "not available here:" in err.problem  # the backend's own account (Backend.check_can_take)
+@pytest.mark.parametrize(("modules_installed", "said"), [(True, "pulp is installed, the CBC program is not"), (False, "pip install 'distplan[pulp]'")])
+def test_an_unavailable_backend_says_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], modules_installed: bool, said: str) -> None:
+    """pulp-cbc made unavailable here (its solver program missing, or its modules too): the
+    campaign, check_can_take and ``distplan list`` all say what is missing
+    (`Backend.missing`); a campaign said pip install 'distplan[None]' (review D9), and the
+    list advised installing an extra that was installed."""
+    import dataclasses
+    import importlib.util
+
+    from distplan.solvers import base
+
+    cbc = dataclasses.replace(base.get_backend("pulp-cbc"), availability_fn=lambda: False, program="the CBC program", requires=("pulp",), extra="pulp")
+    monkeypatch.setitem(base._REGISTRY, "pulp-cbc", cbc)
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: (find_spec(name, *a) if modules_installed else None) if name == "pulp" else find_spec(name, *a))
+    assert cbc.missing() == said
+    with pytest.raises(base.BackendError, match=re.escape(f"not available here: {said}")):
+        cbc.check_can_take()
+    err = _errors({"formulations": ["placement_milp"], "backends": ["pulp-cbc"], "skip_unavailable": False, "instances": ["placement-small-1"]}, tmp_path)
+    assert err.path == "backends[0]" and said in err.problem
+    assert "distplan[None]" not in f"{err.problem} {err.fix}"
+    capsys.readouterr()
+    assert main(["list", "backends"]) == 0
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["pulp-cbc"]]
+    assert f"not installed ({said})" in line
 
 
 # -- D8: heuristic quality per instance ----------------------------------------------------------------

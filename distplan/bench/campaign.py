@@ -153,13 +153,9 @@ class Campaign:
                 raise InputError(f"backends[{k}]", str(exc), "name a backend listed by `distplan list backends`") from None
             if not be.available():
                 if not self.skip_unavailable:
-                    try:  # the backend's own account of what is missing (`Backend.check_can_take`)
-                        be.check_can_take(None)
-                        missing = f"backend {b!r} is not installed here"
-                    except BackendError as exc:
-                        missing = str(exc)
-                    # (it said pip install 'distplan[None]' for backends without an extra)
-                    raise InputError(f"backends[{k}]", missing, "install what it names, or set skip_unavailable = true")
+                    # the backend's own account of what is missing (it said pip install
+                    # 'distplan[None]' for backends without an extra)
+                    raise InputError(f"backends[{k}]", f"backend {b!r} is not available here: {be.missing()}", "install what it names, or set skip_unavailable = true")
                 self.notes.append(f"skipped backend {b}: not installed here")
                 continue
             backends.append(be)

@@ -129,7 +129,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         print("backends:")
         for b in all_backends():
             caps = ",".join(k for k, v in vars(b.capabilities).items() if v is True)
-            state = b.version() if b.available() else f"not installed (pip install 'distplan[{b.extra}]')" if b.extra else "not installed"
+            missing = b.missing()
+            state = b.version() if missing is None else f"not installed ({missing})"
             print(f"  {b.name:<16} {state:<28} {caps}")
     if what in (None, "instances"):
         print("instances:")

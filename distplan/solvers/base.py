@@ -107,12 +107,20 @@ class Backend:
             return "not installed"
         return _version(self.name, self.version_fn)
 
+    def missing(self) -> str | None:
+        """What is missing to run it here (None when it is available): the solver program
+        when its modules are installed, else the pip extra (or the modules) that install it.
+        `check_can_take`, campaigns (``skip_unavailable = false``) and ``distplan list``
+        say it."""
+        if self.available():
+            return None
+        if self.program and all(importlib.util.find_spec(m) is not None for m in self.requires):
+            return f"{', '.join(self.requires)} {'is' if len(self.requires) == 1 else 'are'} installed, {self.program} is not"
+        return f"pip install 'distplan[{self.extra}]'" if self.extra else f"install {', '.join(self.requires)}"
+
     def check_can_take(self, arrays: ModelArrays | None = None, convex: bool = False) -> None:
-        if not self.available():
-            if self.program and all(importlib.util.find_spec(m) is not None for m in self.requires):
-                hint = f"{', '.join(self.requires)} {'is' if len(self.requires) == 1 else 'are'} installed, {self.program} is not"
-            else:
-                hint = f"pip install 'distplan[{self.extra}]'" if self.extra else f"install {', '.join(self.requires)}"
+        hint = self.missing()
+        if hint is not None:
             raise BackendError(f"backend {self.name!r} is not available here: {hint}")
         if convex and not self.capabilities.convex:
             raise BackendError(
