@@ -28,7 +28,7 @@ TARGETS = ("torch-pipelining", "dtensor", "megatron")
 
 def _instance_of(plan: Any, instance: Any) -> Any:
     from distplan.instances import load_instance
-    from distplan.models.common import refuse_instance
+    from distplan.models.schema import refuse_instance
 
     if instance is not None:
         return load_instance(instance) if isinstance(instance, str | Path) else instance

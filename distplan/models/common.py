@@ -17,7 +17,13 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from distplan.errors import InputError
 from distplan.kinds import KINDS
-from distplan.models.schema import check_known_fields, long_integer_text, refuse_plan_or_result, unknown_field_problem
+from distplan.models.schema import (
+    check_known_fields,
+    long_integer_text,
+    refuse_instance,
+    refuse_plan_or_result,
+    unknown_field_problem,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -63,14 +69,6 @@ class Instance(Protocol):
     def to_dict(self) -> dict[str, Any]: ...
 
     def summary(self) -> dict[str, Any]: ...
-
-
-def refuse_instance(data: Mapping[str, Any]) -> None:
-    """An instance document given where a plan or result is expected is named as such
-    (it has a ``format`` and an instance kind; plans and results have neither)."""
-    kind = data.get("kind")
-    if "format" in data and isinstance(kind, str) and kind in KINDS:
-        raise InputError("plan", f"a {kind} instance (format {data['format']!r}), not a plan", "solve it first (`distplan solve FILE -f FORMULATION --out PLAN.json`) and give the plan")
 
 
 @dataclass(frozen=True)

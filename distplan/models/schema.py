@@ -261,6 +261,15 @@ def refuse_plan_or_result(data: Mapping[str, Any]) -> None:
         raise InputError("", "a result document (written by `distplan solve --result`), not an instance", fix)
 
 
+def refuse_instance(data: Mapping[str, Any]) -> None:
+    """An instance document given where a plan or result is expected is named as such (it
+    has a ``format`` and an instance kind; plans and results have neither): the mirror of
+    `refuse_plan_or_result`."""
+    kind = data.get("kind")
+    if "format" in data and isinstance(kind, str) and kind in KINDS:
+        raise InputError("plan", f"a {kind} instance (format {data['format']!r}), not a plan", "solve it first (`distplan solve FILE -f FORMULATION --out PLAN.json`) and give the plan")
+
+
 def validate_document(doc: Any) -> None:
     """Raise InputError with the first violations (JSON path first) if the document does
     not match its kind's schema."""
