@@ -80,6 +80,7 @@ from distplan.solvers.result import (
     CALL_OPTIONS_SINCE,
     CALL_RECORD_FIELDS,
     CERTIFICATES_SINCE,
+    MODEL_NAMES_SINCE,
     OPTIONS_RECORD_FIELDS,
     RECORD_VERSION,
     RECORD_VERSION_KEY,
@@ -379,6 +380,44 @@ def check_backend(doc: dict[str, Any]) -> list[tuple[str, str]]:
     if versions and version not in versions:
         return [("backend_version", f"{version!r}, but the calls by {backend} record {', '.join(sorted(map(repr, versions)))}")]
     return []
+
+
+def check_call_models(doc: dict[str, Any], instance: Any, notes: list[str] | None = None) -> list[tuple[str, str]]:
+    """Every solver call of the result solved a program its formulation declares
+    (`registry.Formulation.solves`, read by the model name a call records,
+    ``extra.model.name``): a formulation that makes no solver call has none, and a call
+    of another program is another formulation's, as in a result relabelled with a
+    heuristic's name or alpa_ilp's relabelled tap (review rev29 D2). A call without a
+    model name is a problem from `MODEL_NAMES_SINCE` on; in an older record, ``notes``
+    says it was not checked. Nothing is checked for a formulation that declares nothing
+    (a variant a user declared with a driver)."""
+    form = _formulation_of(doc, instance)
+    calls = _calls(doc) or []
+    if form is None or form.solves is None or not calls:
+        return []
+    if not form.solves:
+        return [("solver_results", f"{len(calls)} solver call(s), but {form.name} makes none (it solves no program): the calls, and what they proved, are another formulation's")]
+    version = record_version(doc)
+    problems: list[tuple[str, str]] = []
+    unnamed: list[int] = []
+    foreign: list[tuple[int, str]] = []
+    for k, call in enumerate(calls):
+        if not isinstance(call, dict):
+            continue  # (`check_solver_calls` names it)
+        name = model_record(call).get("name")
+        if not isinstance(name, str):
+            if version is not None and version >= MODEL_NAMES_SINCE:
+                problems.append((f"solver_results[{k}].extra.model.name", f"{_dropped(version)}: without it nothing shows the call solved a program of {form.name}'s"))
+            else:
+                unnamed.append(k)
+        elif form.undeclared_models([name]):
+            foreign.append((k, name))
+    if foreign:
+        (k, name), more = foreign[0], f" (and {len(foreign) - 1} more of the result's calls)" if len(foreign) > 1 else ""
+        problems.append((f"solver_results[{k}].extra.model.name", f"{name!r}{more}, but {form.name} solves only programs whose names match {', '.join(form.solves)}: the call is another formulation's"))
+    if unnamed and notes is not None:
+        notes.append(f"solver call(s) {', '.join(map(str, unnamed))} record no model name (written before record_version {MODEL_NAMES_SINCE}): which program they solved is not checked")
+    return problems
 
 
 def check_solver_calls(doc: dict[str, Any], instance: Any = None, notes: list[str] | None = None) -> list[tuple[str, str]]:
@@ -855,7 +894,7 @@ def check_result(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
     problems = (check_required_version(doc) if require_version else []) + check_claims(doc) + check_recorded_fields(doc, instance) + check_formulation(doc, instance)
     if any(name == "formulation" for name, _ in problems):
         return problems  # its bounds and calls are no formulation's of this kind: nothing to check them against
-    problems += check_backend(doc) + check_solver_calls(doc, instance, notes) + check_instance(doc, instance) + check_bounds(doc, instance, notes)
+    problems += check_backend(doc) + check_call_models(doc, instance, notes) + check_solver_calls(doc, instance, notes) + check_instance(doc, instance) + check_bounds(doc, instance, notes)
     plan = doc.get("plan")
     if plan is None:
         return problems

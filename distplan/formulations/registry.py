@@ -456,13 +456,16 @@ class RunContext:
     def param(self, key: str, default: Any) -> Any:
         return self.params.get(key, default)
 
-    def record_call(self, result: SolverResult, time_limit: float | None) -> SolverResult:
+    def record_call(self, result: SolverResult, time_limit: float | None, model: dict[str, Any] | None = None) -> SolverResult:
         """Append the record of a solver call the formulation made by itself (not by
         `solve_model`, `solve_arrays` or `solve_convex`: a direct Clarabel solver, say),
         with the run's options at the ``time_limit`` it gave the call (seconds; None: none),
         as those calls record theirs (a result that records its format keeps every call's
-        options: `distplan verify`)."""
+        options: `distplan verify`), and ``model``, the record of the model it solved (its
+        name at least: `Formulation.solves`)."""
         result.options = options_record(self.options if time_limit is None else self.options.with_(time_limit=time_limit))
+        if model is not None:
+            result.extra.setdefault("model", model)
         self.solver_results.append(result)
         return result
 
@@ -483,13 +486,18 @@ class RunContext:
             return None
         return max(0.0, self._deadline - time.perf_counter())
 
-    def not_started(self, build_seconds: float = 0.0, backend: tuple[str, str] | None = None) -> SolverResult | None:
+    def past_deadline(self) -> bool:
+        """Whether the run's time limit has passed (never without one)."""
+        return self._deadline is not None and time.perf_counter() >= self._deadline
+
+    def not_started(self, build_seconds: float = 0.0, backend: tuple[str, str] | None = None, model: dict[str, Any] | None = None) -> SolverResult | None:
         """The record of a solver call made after the run's deadline, appended to the run's
         solver results: the solver is not started (it would only be stopped, or killed a
         grace later); None while time is left. ``backend``: (name, version) of a solver the
         formulation calls by itself (a direct Clarabel solver, whose calls `record_call`
-        records), the run's backend when None."""
-        if self._deadline is None or time.perf_counter() < self._deadline:
+        records), the run's backend when None. ``model``: the record of the model it would
+        have solved (``extra.model``, its name at least: `Formulation.solves`)."""
+        if not self.past_deadline():
             return None
         name, version = backend if backend is not None else (self.backend.name, self.backend.version())
         result = SolverResult(
@@ -502,11 +510,13 @@ class RunContext:
             message="the run's time limit had passed before this solve: the solver was not started",
             options=options_record(self.options),
         )
+        if model is not None:
+            result.extra["model"] = model
         self.solver_results.append(result)
         return result
 
     def solve_model(self, model: Model, warm_start: np.ndarray | None = None, build_seconds: float = 0.0) -> SolverResult:
-        late = self.not_started(build_seconds)
+        late = self.not_started(build_seconds, model=model.stats() if self.past_deadline() else None)
         if late is not None:
             return late
         t0 = time.perf_counter()
@@ -525,7 +535,7 @@ class RunContext:
         """One call of the run's backend on a model already in arrays (small programs built
         as arrays skip the modeling layer): the rest of the run's time as its limit;
         ``blocks`` names the values (``values_by_block``), ``stats`` describes the model."""
-        late = self.not_started(build_seconds)
+        late = self.not_started(build_seconds, model=stats)
         if late is not None:
             return late
         remaining = self.remaining_time()
@@ -540,8 +550,12 @@ class RunContext:
         self.solver_results.append(result)
         return result
 
-    def solve_convex(self, problem: Any, build_seconds: float = 0.0) -> SolverResult:
-        late = self.not_started(build_seconds)
+    def solve_convex(self, problem: Any, name: str, build_seconds: float = 0.0) -> SolverResult:
+        """One call of the run's (convex) backend on a cvxpy problem named ``name`` (its
+        record's ``extra.model``: `convex_model_record`), with the rest of the run's time as
+        its limit."""
+        model = convex_model_record(name)
+        late = self.not_started(build_seconds, model=model)
         if late is not None:
             return late
         remaining = self.remaining_time()
@@ -549,10 +563,19 @@ class RunContext:
         result = self.backend.solve_convex(problem, opts)
         result.options = options_record(opts)
         result.build_seconds += build_seconds
+        result.extra.setdefault("model", model)
         self.solver_results.append(result)
         return result
 
 
+def convex_model_record(name: str) -> dict[str, Any]:
+    """The model record (a solver call's ``extra.model``) of a convex program handed to a
+    solver as a cvxpy problem or directly (`RunContext.solve_convex`, `RunContext.record_call`):
+    its name (`Formulation.solves`). No sense: a conic solver's bound is its dual objective,
+    which may pass the primal one by the solver's tolerance (no proof rests on it: libra's
+    bounds are proven from its multipliers, `bandwidth.safe`), so `distplan verify` does not
+    hold it to the side a MILP's bound, with its margin, keeps."""
+    return {"name": name}
 
 
 @dataclass(frozen=True)
@@ -600,6 +623,20 @@ class Formulation:
     #: terminations of its runs' own (a budget of its parameters), allowed whatever its
     #: last solver call ended when the result's ``info`` records why (`RunTermination`)
     run_terminations: tuple[RunTermination, ...] = ()
+    #: the programs its solver calls solve: regular expressions, one of which each call's
+    #: model name (``extra.model.name``) matches in full; () for a formulation that makes no
+    #: solver call; None: not declared (nothing is held to it). `distplan.solve` holds each
+    #: run to it (a `ContractError`: a programming error), and `distplan verify` each
+    #: result, so that a result relabelled with a formulation that solves other programs
+    #: (a MILP's plan credited to a heuristic, alpa_ilp's to tap) is caught
+    solves: tuple[str, ...] | None = None
+
+    def undeclared_models(self, names: Sequence[str | None]) -> list[str | None]:
+        """Of the model names of a run's solver calls (None: a call that records none), those
+        `solves` does not declare (none when it declares nothing: None)."""
+        if self.solves is None:
+            return []
+        return [n for n in names if n is None or not any(re.fullmatch(p, n) for p in self.solves)]
 
     def is_exact(self, instance: Any) -> bool:
         """Whether an optimal solve of this program is an optimum of ``instance``."""
@@ -695,6 +732,7 @@ def from_blocks(
     most: dict[str, float] | None = None,
     above: dict[str, float] | None = None,
     recorded_model_fields: tuple[RecordedModelField, ...] = (),
+    solves: tuple[str, ...] | None = None,
 ) -> Formulation:
     """Declare a model-based formulation from its `ModelSpec`.
 
@@ -705,7 +743,9 @@ def from_blocks(
     declared run when a formulation needs a step around it (solving on a contracted graph,
     say) and calls ``run`` for the solve itself. ``least``, ``most`` and ``above`` are the
     parameters' ranges (`Formulation.check_params`); ``recorded_model_fields``, what its
-    calls' model records always keep (`Formulation.recorded_model_fields`).
+    calls' model records always keep (`Formulation.recorded_model_fields`); ``solves``,
+    the programs its calls solve (`Formulation.solves`): by default, without a ``driver``,
+    its one model (named ``name``), and with one, not declared.
     """
     if spec.decode is None:
         raise ValueError(f"{name}: a formulation declared from blocks needs a decoder in its spec")
@@ -756,6 +796,7 @@ def from_blocks(
         above=dict(above or {}),
         declared=True,
         recorded_model_fields=recorded_model_fields,
+        solves=solves if solves is not None or driver is not None else (re.escape(name),),
     )
 
 

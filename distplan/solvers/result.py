@@ -278,14 +278,19 @@ def _json_value(value: Any) -> Any:
 #: ``options`` is a record, never None (libra's direct Clarabel calls wrote None in 1); 3:
 #: every options record keeps the raw solver options (``solver_options``); 4: every bound
 #: whose proof re-checks from a certificate keeps it (``certificate``: libra's Lagrangian
-#: multipliers, placement's waists and segment bounds, `registry.BoundSource.recheck`).
-RECORD_VERSION = 4
+#: multipliers, placement's waists and segment bounds, `registry.BoundSource.recheck`); 5:
+#: every call records the name of the program it solved (``extra.model.name``: the conic
+#: programs' calls recorded none in 4), which its formulation declares
+#: (`registry.Formulation.solves`).
+RECORD_VERSION = 5
 #: the first version whose every call records its options (`RECORD_VERSION`)
 CALL_OPTIONS_SINCE = 2
 #: the first version whose options records keep the raw solver options (`options_record`)
 SOLVER_OPTIONS_SINCE = 3
 #: the first version whose bounds keep their certificates (`RECORD_VERSION`)
 CERTIFICATES_SINCE = 4
+#: the first version whose every call records its model's name (`RECORD_VERSION`)
+MODEL_NAMES_SINCE = 5
 #: the key of `RECORD_VERSION` in a result's record
 RECORD_VERSION_KEY = "record_version"
 

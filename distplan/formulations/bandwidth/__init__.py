@@ -31,7 +31,13 @@ from distplan.formulations.bandwidth.discrete import run_libra_discrete
 from distplan.formulations.bandwidth.outer import run_libra_perf_lp
 from distplan.formulations.bandwidth.per_cost import run_libra_perf_per_cost
 from distplan.formulations.bandwidth.stopping import POINTS_CUT, ROUNDS_CUT
+from distplan.formulations.bandwidth.time_program import BUDGET_PROGRAM, TIME_PROGRAM
 from distplan.formulations.registry import Formulation, register
+
+#: the LPs every bandwidth formulation may solve (`Formulation.solves`): the baselines' fair
+#: filling (`fill`), the largest bandwidth per dimension and the least unused one (`blocks`),
+#: and the diagnosis of a program without a solution (`diagnose`)
+AUXILIARY = ("fill-level", "fill-rest", "fill-room(-.+)?", "max-bandwidth-.+", "lowest-unused", "bandwidth-lp", "bandwidth-feasibility", "bandwidth-relax-one")
 
 REFERENCE = "Won et al., LIBRA, ISPASS 2024 (arXiv 2109.11762); github.com/astra-sim/libra"
 
@@ -39,6 +45,7 @@ LIBRA_PERF = register(
     Formulation(
         kind="bandwidth",
         name="libra_perf",
+        solves=AUXILIARY + (TIME_PROGRAM,),
         description="minimum training time: convex SOC program (epigraph of traffic * inv_pos(B))",
         program="convex",
         run=run_libra_perf,
@@ -52,6 +59,7 @@ LIBRA_PERF_LP = register(
     Formulation(
         kind="bandwidth",
         name="libra_perf_lp",
+        solves=AUXILIARY + ("libra_perf_lp",),
         description="minimum training time by LPs with tangent cuts of 1/B until the certified gap <= tolerance",
         program="lp",
         run=run_libra_perf_lp,
@@ -69,6 +77,7 @@ LIBRA_PERF_PER_COST = register(
     Formulation(
         kind="bandwidth",
         name="libra_perf_per_cost",
+        solves=AUXILIARY + (TIME_PROGRAM, BUDGET_PROGRAM, "min-cost"),
         description="global minimum of time x cost: certified branch-and-bound over the cost budget (convex per point), Pareto curve",
         program="convex",
         run=run_libra_perf_per_cost,
@@ -86,6 +95,7 @@ LIBRA_DISCRETE = register(
     Formulation(
         kind="bandwidth",
         name="libra_discrete",
+        solves=AUXILIARY + ("libra_discrete", "libra_perf_lp"),
         description="minimum training time when each dimension picks a link speed from a menu (exact MILP over the menus; bound from the instance's menus or the continuous relaxation)",
         program="milp",
         run=run_libra_discrete,
@@ -102,6 +112,7 @@ EQUAL_BW = register(
     Formulation(
         kind="bandwidth",
         name="equal_bw",
+        solves=AUXILIARY,
         description="baseline: equal bandwidth per dimension (max-min fair under the constraints)",
         program="algorithm",
         run=run_equal_bw,
@@ -115,6 +126,7 @@ PROPORTIONAL = register(
     Formulation(
         kind="bandwidth",
         name="proportional_to_traffic",
+        solves=AUXILIARY,
         description="baseline: bandwidth proportional to the bytes each dimension carries (weighted max-min fair)",
         program="algorithm",
         run=run_proportional,

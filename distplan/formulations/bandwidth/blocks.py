@@ -89,7 +89,7 @@ def optimize_linear(
     c = np.asarray(objective, dtype=float)
     if ctx.backend.capabilities.convex:
         lb, ub = linear_bounds(prog, fixed, at_least)
-        return _optimize_linear_cvxpy(ctx, prog, c, sense, lb, ub)
+        return _optimize_linear_cvxpy(ctx, prog, c, sense, lb, ub, name)
     if direct_lp(ctx):
         index = prepare_linear(prog, {"objective": c, "sense": sense, "fixed": fixed, "at_least": at_least})
         result = solve_direct(ctx, index, index.objective, sense, name)
@@ -215,9 +215,9 @@ def _linear_problem(prog: Program, lo: np.ndarray, hi: np.ndarray, ub: np.ndarra
 
 
 def _optimize_linear_cvxpy(
-    ctx: RunContext, prog: Program, c: np.ndarray, sense: str, lb: np.ndarray, ub: np.ndarray
+    ctx: RunContext, prog: Program, c: np.ndarray, sense: str, lb: np.ndarray, ub: np.ndarray, name: str
 ) -> tuple[SolverResult, np.ndarray | None]:
-    """The LP as a parametrized cvxpy problem, scaled so that x and the objective are O(1)."""
+    """The LP named ``name`` as a parametrized cvxpy problem, scaled so that x and the objective are O(1)."""
     t0 = time.perf_counter()
     A, lo, hi = prog.rows_matrix()
     lp = _linear_problem(prog, lo, hi, ub, sense)
@@ -232,7 +232,7 @@ def _optimize_linear_cvxpy(
         if idx.size:
             p[f"A_{tag}"].value = A[idx]
             p[f"b_{tag}"].value = rhs[idx] / sigma
-    result = ctx.solve_convex(lp.problem, build_seconds=time.perf_counter() - t0)
+    result = ctx.solve_convex(lp.problem, name, build_seconds=time.perf_counter() - t0)
     for attr in ("objective", "bound"):
         value = getattr(result, attr)
         if value is not None:

@@ -32,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from distplan.formulations.bandwidth.data import Program, bandwidth_scale
-from distplan.formulations.registry import RunContext
+from distplan.formulations.registry import RunContext, convex_model_record
 from distplan.solvers.capture import captured_output, echo_to_stderr
 from distplan.solvers.result import SolutionStatus, SolverResult, Termination
 
@@ -267,11 +267,13 @@ def clarabel_limit(limit: float) -> float:
 class DirectSolver:
     """One Clarabel solver for a program shape; `solve` at a budget updates b only."""
 
-    def __init__(self, prog: Program, *, time_scale: float, objective: np.ndarray | None = None,
+    def __init__(self, prog: Program, *, name: str, time_scale: float, objective: np.ndarray | None = None,
                  cost: np.ndarray | None = None, verbose: bool = False) -> None:
-        """``verbose``: Clarabel's log also goes to stderr as it is written (it always goes
+        """``name``: the program's name in its calls' records (``extra.model.name``);
+        ``verbose``: Clarabel's log also goes to stderr as it is written (it always goes
         to the result's log)."""
         t0 = time.perf_counter()
+        self.name = name
         self.verbose = verbose
         self.prog = prog
         self.st = structure(prog, linear=objective is not None, budget=cost is not None)
@@ -284,13 +286,13 @@ class DirectSolver:
         results with the limit Clarabel was given (`clarabel_limit`: `RunContext.record_call`);
         past the run's deadline Clarabel is not started, and the call is recorded so
         (`RunContext.not_started`), with no bandwidth."""
-        late = ctx.not_started(self.build_seconds, backend_identity())
+        late = ctx.not_started(self.build_seconds, backend_identity(), convex_model_record(self.name))
         if late is not None:  # (its build time is the record's, as `RunContext.solve_model` keeps it)
             self.build_seconds = 0.0
             return Solved(late, None, [])
         limit = ctx.remaining_time()
         solved = self.solve(budget=budget, time_limit=limit)
-        ctx.record_call(solved.result, None if limit is None else clarabel_limit(limit))
+        ctx.record_call(solved.result, None if limit is None else clarabel_limit(limit), convex_model_record(self.name))
         return solved
 
     def solve(self, budget: float | None = None, time_limit: float | None = None) -> Solved:

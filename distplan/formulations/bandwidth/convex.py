@@ -31,7 +31,7 @@ from distplan.formulations.bandwidth.data import Program, prepare, syntactically
 from distplan.formulations.bandwidth.diagnose import no_solution, raise_if_infeasible, raise_if_starved
 from distplan.formulations.bandwidth.finish import Baseline, baselines, best_plan
 from distplan.formulations.bandwidth.safe import safe_time_bound
-from distplan.formulations.bandwidth.time_program import build_time_problem, time_scale
+from distplan.formulations.bandwidth.time_program import TIME_PROGRAM, build_time_problem, time_scale
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.models.bandwidth_instance import BandwidthInstance
 from distplan.solvers.result import SolverResult, Termination
@@ -84,7 +84,7 @@ def solve_min_time(ctx: RunContext, prog: Program, what: str, duals: list[Any] |
     conflicting constraints (`no_solution`) at once; the caller does it otherwise."""
     if direct(ctx):
         scale = time_scale(prog)
-        solved = DirectSolver(prog, time_scale=scale, verbose=ctx.options.verbose).solve_in_run(ctx)
+        solved = DirectSolver(prog, name=TIME_PROGRAM, time_scale=scale, verbose=ctx.options.verbose).solve_in_run(ctx)
         if solved.bandwidth is None and diagnose:
             no_solution(ctx, prog, solved.result, what)
         if duals is not None:
@@ -95,7 +95,7 @@ def solve_min_time(ctx: RunContext, prog: Program, what: str, duals: list[Any] |
     scale = time_scale(prog)
     tp.load(prog, time_scale=scale)
     build = time.perf_counter() - t0
-    result = ctx.solve_convex(tp.problem, build_seconds=build)
+    result = ctx.solve_convex(tp.problem, TIME_PROGRAM, build_seconds=build)
     unscale(result, scale)
     if not result.has_solution:
         if diagnose:

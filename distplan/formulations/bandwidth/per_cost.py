@@ -38,7 +38,7 @@ from distplan.formulations.bandwidth.diagnose import no_solution
 from distplan.formulations.bandwidth.finish import Baseline, baselines
 from distplan.formulations.bandwidth.safe import budget_line, line_from_multipliers, safe_min_linear, safe_time_bound
 from distplan.formulations.bandwidth.stopping import Stop, run_termination
-from distplan.formulations.bandwidth.time_program import TimeProblem, build_time_problem, time_scale
+from distplan.formulations.bandwidth.time_program import BUDGET_PROGRAM, TimeProblem, build_time_problem, time_scale
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.models.bandwidth_eval import evaluate
 from distplan.models.bandwidth_instance import BandwidthInstance
@@ -230,7 +230,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
 
     # the cost range: cheapest feasible network, and the cost of a fastest allocation
     if direct(ctx):
-        cheap = DirectSolver(prog, time_scale=max(float(prog.cost_per_gbps.max(initial=0.0)) * bandwidth_scale(prog), 1e-300),
+        cheap = DirectSolver(prog, name="min-cost", time_scale=max(float(prog.cost_per_gbps.max(initial=0.0)) * bandwidth_scale(prog), 1e-300),
                              objective=prog.cost_per_gbps, verbose=ctx.options.verbose).solve_in_run(ctx)
         res_min, b_min = cheap.result, cheap.bandwidth
     else:
@@ -290,7 +290,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
         t0 = time.perf_counter()
         tscale = time_scale(prog)
         if direct(ctx):
-            budget_solver = DirectSolver(prog, time_scale=tscale, cost=cost_norm, verbose=ctx.options.verbose)
+            budget_solver = DirectSolver(prog, name=BUDGET_PROGRAM, time_scale=tscale, cost=cost_norm, verbose=ctx.options.verbose)
         else:
             tp = build_time_problem(prog, with_budget=True)
             tp.load(prog, time_scale=tscale, cost_scale=scale)
@@ -305,7 +305,7 @@ def run_libra_perf_per_cost(inst: BandwidthInstance, ctx: RunContext) -> Outcome
                     return _Point(c=c, ok=False)
                 return point_from(c, solved.bandwidth, solved.duals)
             tp.budget.value = c
-            res = ctx.solve_convex(tp.problem, build_seconds=build)
+            res = ctx.solve_convex(tp.problem, BUDGET_PROGRAM, build_seconds=build)
             unscale(res, tscale)
             build = 0.0
             B = tp.bandwidth_gbps()

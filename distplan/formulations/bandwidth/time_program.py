@@ -19,6 +19,12 @@ import numpy as np
 
 from distplan.formulations.bandwidth.data import Program, bandwidth_scale
 
+#: the names of the conic programs in their solver calls' records (``extra.model.name``,
+#: `registry.Formulation.solves`): the time program, and the time program at a cost budget
+#: (``with_budget``), whether cvxpy or `conic.DirectSolver` hands them to the solver
+TIME_PROGRAM = "libra-time-program"
+BUDGET_PROGRAM = "libra-budget-program"
+
 
 def _padded(k: int) -> int:
     """Number of term slots compiled for k terms (powers of two, so shapes are shared)."""

@@ -20,6 +20,7 @@ register(
     Formulation(
         kind="compression",
         name="tag_sfb",
+        solves=("tag_sfb", "tag_sfb_lp"),
         description="TAG's SFB selection as a MILP of the evaluated iteration time (channel in release order); objective=tag_cost: TAG's own cost program",
         program="milp",
         run=tag.run_tag_sfb,
@@ -36,6 +37,7 @@ register(
     Formulation(
         kind="compression",
         name="tag_sfb_maxflow",
+        solves=(),
         description="TAG's cost program as minimum s-t cuts (networkx) over prices of redundant compute; the cut of least evaluated iteration time",
         program="algorithm",
         run=tag.run_tag_sfb_maxflow,
@@ -49,6 +51,7 @@ register(
     Formulation(
         kind="compression",
         name="codec_select",
+        solves=("codec_select",),
         description="scheduling MILP: per gradient all-reduce / SFB / sparse-index / entropy codec, channel order, overlap",
         program="milp",
         run=select.run_codec_select,
@@ -69,6 +72,7 @@ register(
     Formulation(
         kind="compression",
         name="allreduce_all",
+        solves=(),
         description="every gradient by ring all-reduce (the baseline)",
         program="algorithm",
         run=baselines.run_allreduce_all,
@@ -78,6 +82,7 @@ register(
     Formulation(
         kind="compression",
         name="sfb_poseidon_rule",
+        solves=(),
         description="Poseidon's rule: SFB whenever batch < M*N/(M+N) for an MxN weight",
         program="algorithm",
         run=baselines.run_poseidon,
@@ -88,6 +93,7 @@ register(
     Formulation(
         kind="compression",
         name="greedy_by_saving",
+        solves=(),
         description="per gradient the method with the largest serial saving, by decreasing saving, while memory fits",
         program="algorithm",
         run=baselines.run_greedy,

@@ -25,13 +25,20 @@ _BASELINES = {
     "v_zb": ("V-ZB on the V placement: B first, then forwards within 1F1B's memory, W filling the bubbles", QI),
 }
 
+#: the programs pipeline_milp and tessel solve (`Formulation.solves`; each warm-starts or
+#: finishes with the other's): the whole schedule's operation MILP and its parts (warm-up,
+#: cool-down), disjunctive or time-indexed (`opmodel`, `timeindexed`), a fixed order's
+#: retiming LP (`common.retime`), and Tessel's repetend MILPs (`repetend`)
+PIPELINE_MODELS = (".+-(milp|warmup|cooldown)(-time-indexed)?", ".+-retime", "tessel-(probe|flat|repetend)")
+
 for _name, (_desc, _ref) in _BASELINES.items():
-    register(Formulation(kind="pipeline", name=_name, description=_desc, program="algorithm", run=baselines.make_run(_name), reference=_ref))
+    register(Formulation(kind="pipeline", name=_name, description=_desc, program="algorithm", run=baselines.make_run(_name), reference=_ref, solves=()))
 
 register(
     Formulation(
         kind="pipeline",
         name="pipeline_milp",
+        solves=PIPELINE_MODELS,
         description="exact whole-schedule MILP: order binaries for unrelated same-device pairs, memory prefix sums, warm start",
         program="milp",
         run=milp.run_pipeline_milp,
@@ -50,6 +57,7 @@ register(
     Formulation(
         kind="pipeline",
         name="tessel",
+        solves=PIPELINE_MODELS,
         description="repetend (modulo schedule) of least period by an exact residue search (MILP fallback), unrolled to N, warm-up/cool-down by local search (MILPs opt-in)",
         program="milp",
         run=tessel.run_tessel,

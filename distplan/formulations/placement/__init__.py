@@ -66,6 +66,7 @@ register(
     Formulation(
         kind="placement",
         name="single_device",
+        solves=(),
         description="every op on the one device that fits everything and finishes first (the baseline)",
         program="algorithm",
         run=_memory_checked(heuristics.run_single_device),
@@ -75,6 +76,7 @@ register(
     Formulation(
         kind="placement",
         name="baechi_topo",
+        solves=(),
         description="m-TOPO: topological order fills devices one after another (real memory limit checked)",
         program="algorithm",
         run=_memory_checked(heuristics.run_topo, "m-TOPO"),
@@ -86,6 +88,7 @@ register(
     Formulation(
         kind="placement",
         name="baechi_etf",
+        solves=(),
         description="m-ETF: memory-aware earliest-task-first list scheduling",
         program="algorithm",
         run=_memory_checked(heuristics.run_etf, "m-ETF"),
@@ -110,6 +113,7 @@ register(
         least={"theta": 0.0, "barrier_above_edges": 0, "lp_max_edges": 0},
         most={"theta": 1.0},
         recorded_model_fields=(sct.VARIABLE_BLOCKS,),
+        solves=("baechi_sct", sct.CONTRACTED_MODEL),
     )
 )
 
@@ -123,6 +127,7 @@ register(
     Formulation(
         kind="placement",
         name="placement_milp",
+        solves=("placement_milp", ".+-window", ".+-joined", relaxation.RELAXATION_MODEL),
         description="MILP: assignment, start times, disjunctive no-overlap, memory, relaxation rows; warm-started from the best Baechi heuristic",
         program="milp",
         run=_memory_checked(milp.run),
@@ -142,6 +147,7 @@ register(
     Formulation(
         kind="placement",
         name="placement_search",
+        solves=(),
         description="the Baechi heuristics' plans improved by critical-chain local search over device assignments",
         program="algorithm",
         run=_memory_checked(search.run_search),
@@ -205,6 +211,7 @@ register(
     Formulation(
         kind="placement",
         name="placement_bounds",
+        solves=(relaxation.RELAXATION_MODEL,),
         description="lower bounds only: forced co-location + one machine, segment bounds added over waist ops, assignment relaxation (cut edges on paths, loads, memory, channels), critical path, work / devices",
         program="milp",
         # (an instance whose ops hold more than all devices is infeasible here too, exit 3:

@@ -352,6 +352,9 @@ def minimize_makespan(model: Model, inst: PlacementInstance, index: AssignIndex)
 
 
 #: the assignment relaxation (module docstring), time in microseconds
+#: the name of the relaxation's model in its calls' records, after the instance's
+#: (`registry.Formulation.solves`)
+RELAXATION_MODEL = ".+-assignment-relaxation"
 RELAXATION = ModelSpec(
     "assignment-relaxation", prepare_relaxation, (assignment, heads, memory_capacity, load_rows, cut_paths, precedence_loads, waiting_loads, channel_loads, symmetry, minimize_makespan)
 )
@@ -527,7 +530,7 @@ def solve_bound(inst: PlacementInstance, ctx: RunContext, time_limit: float | No
     sub = ctx.child(time_limit=time_limit, share_records=True)
     # the build stops at the call's deadline (`DeadlineReached`): a build of 2 s on 27,000
     # ops had run after a limit of 0.05 s had passed (review rev16 D3)
-    model, index = RELAXATION.build(inst, {**kw, "deadline": sub.deadline}, name=f"{inst.name}-assignment-relaxation")
+    model, index = RELAXATION.build(inst, {**kw, "deadline": sub.deadline}, name=f"{inst.name}-{RELAXATION.name}")
     build_s = time.perf_counter() - t0
     if not kw.get("integral", True) and sub.options.lp_method == "auto":
         sub.options = sub.options.with_(lp_method="barrier")  # degenerate for simplex (GNMT: 14 s vs > 60 s)

@@ -715,6 +715,7 @@ def run_alpa_ilp(instance: ShardingInstance | FoldedSharding, ctx: RunContext) -
 ALPA_ILP = Formulation(
     kind="sharding",
     name="alpa_ilp",
+    solves=("alpa_ilp", "alpa_ilp_lp", "alpa_ilp_folded", "alpa_ilp_folded_lp"),
     description="Alpa's intra-op sharding ILP: one-hot strategy per op, linearized edge products, memory row",
     program="milp",
     run=run_alpa_ilp,

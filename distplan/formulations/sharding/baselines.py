@@ -30,6 +30,7 @@ def run_megatron(instance: ShardingInstance, ctx: RunContext) -> Outcome:
 DATA_PARALLEL = Formulation(
     kind="sharding",
     name="data_parallel",
+    solves=(),
     description="baseline: split the batch over the mesh, replicate every weight",
     program="algorithm",
     run=run_data_parallel,
@@ -38,6 +39,7 @@ DATA_PARALLEL = Formulation(
 MEGATRON = Formulation(
     kind="sharding",
     name="megatron",
+    solves=(),
     description="baseline: Megatron-LM tensor parallelism (column/row MLP, head-split attention, vocab-parallel)",
     program="algorithm",
     run=run_megatron,

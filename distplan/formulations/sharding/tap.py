@@ -297,6 +297,7 @@ def fold_sharding(inst: ShardingInstance, params: dict[str, Any]) -> Folding:
 TAP = Formulation(
     kind="sharding",
     name="tap",
+    solves=("tap", "tap_lp", "tap_bound"),
     description="TAP folding made exact: repeated layers as integer counts of copies on a walk over boundary states (memory summed over counts)",
     program="milp",
     run=run_tap,
