@@ -9,7 +9,8 @@
    campaign's ``mip_gap`` (or the default); ``run_key`` must be the hash of the run's
    identity columns, ``instance_hash`` that of the stored instance document,
    ``time_limit`` the one in ``options_json``, ``exact``/``program``/``bound_only`` the
-   formulation's, ``verdict`` what the evaluator says of the plan. An edited
+   formulation's, ``verdict`` what the evaluator says of the plan; a run that stored a
+   result has no ``error`` text (a failed run stores its error and no result). An edited
    ``result_json`` thus disagrees with the columns or with the recomputation below.
 2. **Re-evaluation and the optimality rule.** Every stored result is checked through
    `distplan.verify.check_result` against the instance document kept in the database:
@@ -365,6 +366,9 @@ def audit_columns(run: dict[str, Any], document_hash: str | None) -> list[tuple[
             problems.append((column, f"{v!r} is not a non-negative number"))
     if not run.get("result_json"):
         return problems
+    if run.get("error") not in (None, ""):  # (a run that fails stores its error and no result: `record.execute_run`)
+        text = str(run["error"]).splitlines()[0][:200]
+        problems.append(("error", f"{text!r}, but the run stored a result (termination {run.get('termination')!r}): a run that returns a result records no error"))
     try:
         result = json.loads(run["result_json"])
     except ValueError as exc:
