@@ -234,6 +234,21 @@ def test_dtensor_plan_runs(tp_case) -> None:
     assert abs(report.loss - report.reference_loss) <= TOL
 
 
+def test_dtensor_plan_runs_only_at_its_tensor_parallel_degree(tp_case) -> None:
+    """A plan made for TP_SIZE 2 is refused on 4 processes (or 1) before any starts: a
+    named error, not a run of a plan at a degree its costs were not made for."""
+    pytest.importorskip("torch")
+    from distplan.emit.torch_check import GPTShape, run_dtensor_plan
+
+    inst, res = tp_case
+    text = emit(res, "dtensor", inst)
+    assert "TP_SIZE = 2" in text
+    with pytest.raises(InputError, match="tensor-parallel degree of 2 .*4 processes"):
+        run_dtensor_plan(text, GPTShape(vocab=256, seq=8, layers=1, hidden=32, heads=4, ffn=64, batch=2), world=4)
+    with pytest.raises(InputError, match="world=2"):
+        run_dtensor_plan(text, world=1)
+
+
 def _sequence_parallel(ops: int = 5) -> ShardingInstance:
     """A sequence-parallel block: input x, layernorm, two linears around an activation
     (its first ``ops`` ops)."""

@@ -374,9 +374,17 @@ def run_dtensor_plan(
     """Apply an emitted ``parallelize_plan`` to the `gpt_class` model (or ``factory()``, a
     token-id model of ``shape.vocab``, e.g. ``examples/llama_style.py``'s) on ``world`` CPU
     gloo processes (one ``tp`` mesh axis); compare logits, cross-entropy loss and every
-    parameter gradient with the unsharded model (largest absolute differences)."""
+    parameter gradient with the unsharded model (largest absolute differences). A module
+    that states the tensor-parallel degree it was made for (``TP_SIZE``, as `emit.dtensor`
+    writes it) runs on that many processes only: an `InputError` otherwise (its costs and
+    memory were planned for that degree)."""
     _torch()
     importlib.import_module("torch.distributed.tensor.parallel")  # imported once, before the fork
+    namespace: dict[str, Any] = {}
+    exec(compile(module_text, "<emitted parallelize_plan>", "exec"), namespace)  # (the workers run it again)
+    made_for = namespace.get("TP_SIZE")
+    if made_for is not None and made_for != world:
+        raise InputError("world", f"the plan was made for a tensor-parallel degree of {made_for} (TP_SIZE), but it would run on {world} processes", f"run it with world={made_for}, or plan for {world} devices")
     shape = shape or GPTShape()
     got = _launch(_dtensor_worker, world, (module_text, shape, seed, factory), world, timeout)
     model = _gpt(shape, seed, factory)
