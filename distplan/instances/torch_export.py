@@ -16,6 +16,7 @@ import inspect
 import itertools
 import logging
 import operator
+import re
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -270,7 +271,23 @@ def _range_text(ep: Any, expr: Any) -> str:
     vr = (getattr(ep, "range_constraints", None) or {}).get(expr)
     if vr is None:
         return ""
-    return f", {vr.lower}..{vr.upper}"
+    return f", {_bound_text(vr.lower)}..{_bound_text(vr.upper)}"
+
+
+def _bound_text(bound: Any) -> str:
+    """A range bound of a dynamic dim as a user reads it: torch's unbounded ``int_oo`` as inf."""
+    text = str(bound)
+    return {"int_oo": "inf", "-int_oo": "-inf", "oo": "inf", "-oo": "-inf"}.get(text, text)
+
+
+#: what a symbol in a dynamic dim's text is (torch names them s0, s77, ...; an exported
+#: program keeps no torch.export.Dim names to say instead)
+SYMBOLS_HINT = "s<n> are torch's symbols for the program's dynamic dims (an ExportedProgram keeps no torch.export.Dim names)"
+
+
+def _with_symbols_hint(hint: str, message: str) -> str:
+    """``hint``, and what torch's symbols are when ``message`` shows one."""
+    return f"{hint}; {SYMBOLS_HINT}" if re.search(r"\bs\d+\b", message) else hint
 
 
 def input_binding(ep: Any, user_inputs: Sequence[tuple[str, Any]], shapes: Sequence[Sequence[int]] | None) -> dict[Any, int]:
@@ -294,7 +311,7 @@ def input_binding(ep: Any, user_inputs: Sequence[tuple[str, Any]], shapes: Seque
                     raise InputError(
                         "ExportedProgram",
                         f"input {describe(name, k, d)} is dynamic and has no example size",
-                        "give input_shapes (CLI: --input-shape) to size the dynamic dims",
+                        f"give input_shapes (CLI: --input-shape) to size the dynamic dims; {SYMBOLS_HINT}",
                     )
                 example[-1].append(int(hint))
         shapes = example
@@ -314,7 +331,8 @@ def input_binding(ep: Any, user_inputs: Sequence[tuple[str, Any]], shapes: Seque
             if isinstance(d, int):
                 if d != want:
                     hint = "export with a dynamic dim (torch.export.Dim) to import it at another size" if not dyn else f"the dynamic dims are {', '.join(describe(*x) for x in dyn)}"
-                    raise InputError(f"input_shapes for {name}", f"dim {k} is {want}, but the program was exported with the static size {d} ({exported})", hint)
+                    message = f"dim {k} is {want}, but the program was exported with the static size {d} ({exported})"
+                    raise InputError(f"input_shapes for {name}", message, _with_symbols_hint(hint, message + hint))
                 continue
             expr = _expr(d)
             if expr is not None and expr.is_Symbol:
@@ -322,7 +340,7 @@ def input_binding(ep: Any, user_inputs: Sequence[tuple[str, Any]], shapes: Seque
                     raise InputError(
                         f"input_shapes for {name}",
                         f"dim {k} is {want}, but it is the dynamic dim {expr}, already sized {binding[expr]} by another input",
-                        "give equal sizes for the dims the program ties together",
+                        f"give equal sizes for the dims the program ties together; {SYMBOLS_HINT}",
                     )
                 binding[expr] = int(want)
             else:
@@ -342,7 +360,8 @@ def input_binding(ep: Any, user_inputs: Sequence[tuple[str, Any]], shapes: Seque
             want = shapes[[n for n, _ in user_inputs].index(name)][k]
             got = _evaluate(d, binding)
             if not isinstance(got, int) or got != want:  # (a SymInt compared would specialise the program)
-                raise InputError(f"input_shapes for {name}", f"dim {k} is {want}, which the dynamic dim {describe(name, k, d)} cannot take", "give a size the exported program allows")
+                message = f"dim {k} is {want}, which the dynamic dim {describe(name, k, d)} cannot take"
+                raise InputError(f"input_shapes for {name}", message, _with_symbols_hint("give a size the exported program allows", message))
     for expr, vr in (getattr(ep, "range_constraints", None) or {}).items():
         if not expr.free_symbols or not all(s in binding for s in expr.free_symbols):
             continue
@@ -353,7 +372,8 @@ def input_binding(ep: Any, user_inputs: Sequence[tuple[str, Any]], shapes: Seque
             outside = False
         if outside:
             where = ", ".join(describe(n, k, d) for n, k, d in dyn if _expr(d) == expr or expr.free_symbols & _expr(d).free_symbols) or str(expr)
-            raise InputError("input_shapes", f"{expr} = {got} is outside the range {vr.lower}..{vr.upper} the program was exported for ({where})", "give sizes in the exported range, or export with a wider torch.export.Dim")
+            message = f"{expr} = {got} is outside the range {_bound_text(vr.lower)}..{_bound_text(vr.upper)} the program was exported for ({where})"
+            raise InputError("input_shapes", message, _with_symbols_hint("give sizes in the exported range, or export with a wider torch.export.Dim", message))
     return binding
 
 
