@@ -133,11 +133,16 @@ def add_output(
 
 
 def outputs_of(args: argparse.Namespace) -> list[tuple[Output, Path]]:
-    """The outputs the parsed command line names (an omitted optional output is none)."""
+    """The outputs the parsed command line names (an omitted optional output is none). A
+    file output given with a trailing separator (``--to e.mps/``) names a directory: an
+    `InputError` (``Path`` would drop the separator, and the writer refuse it later)."""
     found = []
     for out in getattr(args, OUTPUTS, None) or ():
         value = getattr(args, out.dest, None)
         if value is not None:
+            text = str(value)
+            if not out.directory and text.endswith(("/", os.sep)):
+                raise InputError(out.option, f"cannot write {text}: the trailing {text[-1]!r} makes it a directory", f"name a file: {text.rstrip('/' + os.sep) or text}")
             found.append((out, Path(value)))
     return found
 
@@ -164,7 +169,7 @@ def check_output(out: Output, path: Path) -> None:
             raise InputError(out.option, f"cannot write to {path}: permission denied in {parent}", "choose a directory you can write to")
         return
     if path.is_dir():
-        raise InputError(out.option, f"cannot write {path}: it is a directory", "name a file inside it, e.g. " + str(path / "out.json"))
+        raise InputError(out.option, f"cannot write {path}: it is a directory", "name a file inside it, e.g. " + str(path / ("out" + (out.suffixes[0] if out.suffixes else ".json"))))
     parent = path.absolute().parent
     if not parent.exists():
         raise InputError(out.option, f"cannot write {path}: directory {parent} does not exist", "create it first or choose another path")

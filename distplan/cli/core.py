@@ -179,7 +179,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     with Progress(f"writing {args.to}"):
         write_model(model.to_arrays(), args.to)
     st = model.stats()
-    say_wrote(f"wrote {args.to}: {st['variables']} variables ({st['binaries']} binary), {st['rows']} rows, {st['nonzeros']} nonzeros")
+    say_wrote(f"wrote {args.to}: {st['variables']} variables ({st['binaries']} binary, {st['integers']} general integer), {st['rows']} rows, {st['nonzeros']} nonzeros")
     return 0
 
 

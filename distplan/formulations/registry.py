@@ -630,6 +630,10 @@ class Formulation:
     #: result, so that a result relabelled with a formulation that solves other programs
     #: (a MILP's plan credited to a heuristic, alpa_ilp's to tap) is caught
     solves: tuple[str, ...] | None = None
+    #: parameters that choose the program a run solves, each with the values for which that
+    #: program is ``spec``'s (what `build`, and so ``distplan export``, writes): another
+    #: value is refused there rather than written as a program the run would not solve
+    spec_params: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
     def undeclared_models(self, names: Sequence[str | None]) -> list[str | None]:
         """Of the model names of a run's solver calls (None: a call that records none), those
@@ -682,6 +686,10 @@ class Formulation:
         if self.spec is None:
             what = "is an algorithm, not a model" if self.program == "algorithm" else "builds its models as it runs: there is no one model to export"
             raise InputError("formulation", f"{self.name!r} {what}", "export a model-based formulation")
+        for key, values in self.spec_params.items():
+            value = (params or {}).get(key, self.params.get(key))
+            if value not in values:
+                raise InputError(f"params.{key}", f"{key}={value!r} makes {self.name} solve another program than the one export writes ({self.spec.name}, for {key} = {' or '.join(map(repr, values))})", "export without it, or solve with --result to see the programs the run solves")
         return self.spec.build(instance, params or {}, name=self.name)
 
 

@@ -15,9 +15,29 @@ def _safe(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "_[]." else "_" for ch in name)
 
 
-def _names(arrays: ModelArrays) -> tuple[list[str], list[str]]:
-    cols = [_safe(n) for n in arrays.col_names] or [f"x{j}" for j in range(arrays.num_vars)]
-    rows = [_safe(n) for n in arrays.row_names] or [f"r{i}" for i in range(arrays.num_rows)]
+def _one_to_one(names: list[str], prefix: str, reserved: str, *, lp: bool = False) -> list[str]:
+    """File names a reader maps back one to one: the block names made safe (`_safe`; for
+    LP without brackets), or generic names (`generic_name`) for all of them when two would
+    be one name (``x_1`` and ``x[1]``, ``a-b`` and ``a_b``), one would be empty or the
+    objective's name ``reserved``, or (LP) one starts with a digit or a dot, which LP
+    readers do not take as a name."""
+    safe = [_safe(n) for n in names]
+    if lp:
+        safe = [s.replace("[", "_").replace("]", "") for s in safe]
+    unique = len(set(s.lower() for s in safe)) == len(safe) and reserved.lower() not in {s.lower() for s in safe}
+    readable = all(s and not (lp and (s[0].isdigit() or s[0] == ".")) for s in safe)
+    return safe if unique and readable else [generic_name(prefix, k) for k in range(len(names))]
+
+
+def _names(arrays: ModelArrays, *, lp: bool = False) -> tuple[list[str], list[str]]:
+    """Column and row names for a file (`_one_to_one`); an LP's two-sided rows are written
+    as ``<row>_lo`` and ``<row>_hi``, so its row names are checked with those too."""
+    cols = _one_to_one(arrays.col_names, "C", "obj", lp=lp)
+    rows = _one_to_one(arrays.row_names, "R", "obj", lp=lp)
+    if lp:
+        labels = rows + [f"{r}_{side}" for r in rows for side in ("lo", "hi")]
+        if len({x.lower() for x in labels}) != len(labels):
+            rows = [generic_name("R", k) for k in range(len(rows))]
     return cols, rows
 
 
@@ -47,7 +67,7 @@ def write_mps(arrays: ModelArrays, path: str, *, generic_names: bool = False, mi
     if generic_names:
         cols = [generic_name("C", j) for j in range(n)]
     else:
-        cols = [_safe(x) for x in arrays.col_names]
+        cols, all_rows = _names(arrays)
     lo_r, hi_r = arrays.row_lo, arrays.row_hi
     keep = np.flatnonzero(np.isfinite(lo_r) | np.isfinite(hi_r))
     A = arrays.A[keep].tocsc() if keep.size < arrays.num_rows else arrays.A.tocsc()
@@ -59,8 +79,7 @@ def write_mps(arrays: ModelArrays, path: str, *, generic_names: bool = False, mi
     if generic_names:
         row_names = [generic_name("R", i) for i in keep.tolist()]
     else:
-        all_rows = arrays.row_names
-        row_names = [_safe(all_rows[i]) for i in keep.tolist()]
+        row_names = [all_rows[i] for i in keep.tolist()]
     out: list[str] = [f"NAME {_safe(arrays.name) or 'distplan'}"]
     if not minimize and arrays.sense == "max":
         out += ["OBJSENSE", "    MAX"]
@@ -128,9 +147,7 @@ def write_mps(arrays: ModelArrays, path: str, *, generic_names: bool = False, mi
 
 def write_lp(arrays: ModelArrays, path: str) -> None:
     """CPLEX LP format; two-sided rows are written as two rows."""
-    cols, rows = _names(arrays)
-    cols = [c.replace("[", "_").replace("]", "") for c in cols]
-    rows = [r.replace("[", "_").replace("]", "") for r in rows]
+    cols, rows = _names(arrays, lp=True)
     A = arrays.A.tocsr()
 
     def terms(idx: np.ndarray, vals: np.ndarray) -> str:

@@ -31,7 +31,32 @@ class ModelError(ValueError):
 
 
 class InfeasibleByConstruction(ModelError):
-    """A constraint row without variables whose bounds exclude 0: no solution exists."""
+    """A constraint row without variables whose bounds exclude 0, or one that asks for an
+    infinite side (``expr >= inf``): no solution exists."""
+
+
+#: solvers read a magnitude of 1e20 or more as infinite (HiGHS's default
+#: ``infinite_bound`` and ``infinite_cost``; CBC's and SCIP's infinity too), so such a
+#: coefficient or right-hand side would silently drop or change a row: the model refuses it
+HUGE = 1e20
+#: HiGHS ignores constraint coefficients of this magnitude or more (its
+#: ``large_matrix_value``: ``1e15 * y <= 3e15`` solved as if the row were absent), so the
+#: model refuses them
+LARGEST_COEFFICIENT = 1e15
+
+
+def _first_bad(values: np.ndarray, limit: float = HUGE) -> int | None:
+    """The first entry that is no finite number below ``limit`` in magnitude (None: none)."""
+    bad = ~(np.abs(values) < limit)  # (NaN compares False: bad too)
+    return int(np.flatnonzero(bad)[0]) if bad.any() else None
+
+
+def _check_bounds(what: str, lo: np.ndarray, hi: np.ndarray) -> None:
+    """Variable bounds: no NaN, lb <= ub, no lb of +inf and no ub of -inf."""
+    if np.any(np.isnan(lo)) or np.any(np.isnan(hi)) or np.any(lo > hi):
+        raise ModelError(f"{what}: bounds are NaN or lb > ub")
+    if np.any(lo == np.inf) or np.any(hi == -np.inf):
+        raise ModelError(f"{what}: a lower bound of +inf or an upper bound of -inf leaves the variable no value")
 
 
 def _csr(matrix: sp.spmatrix | sp.sparray) -> sp.csr_matrix:
@@ -50,12 +75,16 @@ class LinExpr:
     """An array of affine expressions: ``A @ x + const`` reshaped to ``shape``.
 
     `A` is a CSR matrix with one row per element (row-major order of ``shape``) and one
-    column per model variable known when the expression was made.
+    column per model variable known when the expression was made. ``owner``: the model
+    whose variables it holds (None for a constant or one built from column numbers,
+    `linear_sum`); an expression that mixes two models' variables is a `ModelError`, and a
+    model takes no expression of another's (`Model.add_constraints`).
     """
 
     __array_ufunc__ = None  # numpy defers `ndarray * LinExpr` to us
 
-    def __init__(self, A: sp.spmatrix | sp.sparray, const: np.ndarray, shape: tuple[int, ...]):
+    def __init__(self, A: sp.spmatrix | sp.sparray, const: np.ndarray, shape: tuple[int, ...], owner: Model | None = None):
+        self.owner = owner
         self.A = _csr(A)
         self.const = np.asarray(const, dtype=float).reshape(-1)
         self.shape = tuple(int(s) for s in shape)
@@ -91,7 +120,7 @@ class LinExpr:
         if shape == self.shape:
             return self
         rows = np.broadcast_to(np.arange(self.size).reshape(self.shape), shape).reshape(-1)
-        return LinExpr(self.A[rows], self.const[rows], shape)
+        return LinExpr(self.A[rows], self.const[rows], shape, self.owner)
 
     def __add__(self, other: object) -> LinExpr:
         if isinstance(other, Variable):
@@ -100,16 +129,16 @@ class LinExpr:
             shape = np.broadcast_shapes(self.shape, other.shape)
             a, b = self._broadcast_to(shape), other._broadcast_to(shape)
             n = max(a.ncols, b.ncols)
-            return LinExpr(_as_rows(a.A, n) + _as_rows(b.A, n), a.const + b.const, shape)
+            return LinExpr(_as_rows(a.A, n) + _as_rows(b.A, n), a.const + b.const, shape, _owner(self.owner, other.owner))
         arr = np.asarray(other, dtype=float)
         shape = np.broadcast_shapes(self.shape, arr.shape)
         a = self._broadcast_to(shape)
-        return LinExpr(a.A, a.const + np.broadcast_to(arr, shape).reshape(-1), shape)
+        return LinExpr(a.A, a.const + np.broadcast_to(arr, shape).reshape(-1), shape, self.owner)
 
     __radd__ = __add__
 
     def __neg__(self) -> LinExpr:
-        return LinExpr(-self.A, -self.const, self.shape)
+        return LinExpr(-self.A, -self.const, self.shape, self.owner)
 
     def __sub__(self, other: object) -> LinExpr:
         return self + (-_to_expr(other) if isinstance(other, LinExpr | Variable) else -np.asarray(other, dtype=float))
@@ -124,7 +153,7 @@ class LinExpr:
         shape = np.broadcast_shapes(self.shape, arr.shape)
         a = self._broadcast_to(shape)
         scale = np.broadcast_to(arr, shape).reshape(-1)
-        return LinExpr(sp.diags(scale) @ a.A, a.const * scale, shape)
+        return LinExpr(sp.diags(scale) @ a.A, a.const * scale, shape, self.owner)
 
     __rmul__ = __mul__
 
@@ -136,17 +165,17 @@ class LinExpr:
         rows = np.arange(self.size).reshape(self.shape)[index]
         rows = np.asarray(rows)
         flat = rows.reshape(-1)
-        return LinExpr(self.A[flat], self.const[flat], rows.shape)
+        return LinExpr(self.A[flat], self.const[flat], rows.shape, self.owner)
 
     def reshape(self, *shape: int) -> LinExpr:
         new = np.empty(self.shape).reshape(shape).shape
-        return LinExpr(self.A, self.const, new)
+        return LinExpr(self.A, self.const, new, self.owner)
 
     def sum(self, axis: int | None = None) -> LinExpr:
         """Sum all elements (axis None) or along one axis."""
         if axis is None:
             ones = sp.csr_matrix(np.ones((1, self.size)))
-            return LinExpr(ones @ self.A, np.array([self.const.sum()]), ())
+            return LinExpr(ones @ self.A, np.array([self.const.sum()]), (), self.owner)
         ax = axis % len(self.shape)
         out_shape = self.shape[:ax] + self.shape[ax + 1 :]
         keep = np.delete(np.indices(self.shape).reshape(len(self.shape), -1), ax, axis=0)
@@ -160,7 +189,7 @@ class LinExpr:
             raise ModelError(f"group_sum: {groups.size} group ids for {self.size} elements")
         n = int(ngroups if ngroups is not None else (groups.max() + 1 if groups.size else 0))
         G = sp.csr_matrix((np.ones(self.size), (groups, np.arange(self.size))), shape=(n, self.size))
-        return LinExpr(G @ self.A, G @ self.const, (n,))
+        return LinExpr(G @ self.A, G @ self.const, (n,), self.owner)
 
     # -- constraints ----------------------------------------------------------------------
     def __le__(self, other: object) -> ConstraintSpec:  # type: ignore[override]
@@ -173,6 +202,16 @@ class LinExpr:
         return ConstraintSpec.make(self, "==", other)
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _owner(a: Model | None, b: Model | None) -> Model | None:
+    """The model whose variables an expression combining two of them holds; a `ModelError`
+    when they hold variables of two models (their columns would be read as one's)."""
+    if a is None or a is b:
+        return b
+    if b is None:
+        return a
+    raise ModelError(f"an expression mixes variables of model {a.name!r} and model {b.name!r}: a model takes its own variables only")
 
 
 def _to_expr(obj: object) -> LinExpr:
@@ -191,7 +230,10 @@ def concat(exprs: Iterable[LinExpr | Variable]) -> LinExpr:
     n = max(p.ncols for p in parts)
     A = sp.vstack([_as_rows(p.A, n) for p in parts], format="csr")
     const = np.concatenate([p.const for p in parts])
-    return LinExpr(A, const, (const.size,))
+    owner = None
+    for p in parts:
+        owner = _owner(owner, p.owner)
+    return LinExpr(A, const, (const.size,), owner)
 
 
 def linear_sum(cols: np.ndarray, coeffs: np.ndarray, rows: np.ndarray, nrows: int, ncols: int) -> LinExpr:
@@ -222,7 +264,7 @@ class Variable:
         cols = self.index.reshape(-1)
         n = cols.size
         A = sp.csr_matrix((np.ones(n), cols, np.arange(n + 1)), shape=(n, self.model.num_vars))
-        return LinExpr(A, np.zeros(n), self.shape)
+        return LinExpr(A, np.zeros(n), self.shape, self.model)
 
     def __getitem__(self, index: Any) -> Variable:
         sub = np.asarray(self.index[index])
@@ -279,6 +321,8 @@ class ConstraintSpec:
     A: sp.csr_matrix
     lo: np.ndarray
     hi: np.ndarray
+    #: the model whose variables its rows hold (`LinExpr.owner`)
+    owner: Model | None = None
 
     @staticmethod
     def make(lhs: LinExpr, sense: Sense, rhs: object) -> ConstraintSpec:
@@ -297,7 +341,7 @@ class ConstraintSpec:
             lo, hi = b, np.full(b.size, np.inf)
         else:
             lo, hi = b, b.copy()
-        return ConstraintSpec(diff.A, lo, hi)
+        return ConstraintSpec(diff.A, lo, hi, diff.owner)
 
 
 @dataclass
@@ -400,6 +444,8 @@ class Model:
         """Add a block of variables of the given shape (bounds broadcast to it)."""
         if name in self.var_blocks:
             raise ModelError(f"variable block {name!r} already exists")
+        if not isinstance(name, str) or not name:
+            raise ModelError(f"variable block name {name!r}: give a non-empty name (solution values and exports are by name)")
         shp = (shape,) if isinstance(shape, int) else tuple(shape)
         n = math.prod(shp)
         lo = np.broadcast_to(np.asarray(lb, dtype=float), shp).reshape(-1).copy()
@@ -407,8 +453,7 @@ class Model:
         if vtype == "binary":
             lo = np.maximum(lo, 0.0)
             hi = np.minimum(hi, 1.0)
-        if np.any(np.isnan(lo)) or np.any(np.isnan(hi)) or np.any(lo > hi):
-            raise ModelError(f"variable block {name!r}: bounds are NaN or lb > ub")
+        _check_bounds(f"variable block {name!r}", lo, hi)
         self._lb.append(lo)
         self._ub.append(hi)
         self._int.append(np.full(n, 0 if vtype == "continuous" else 1, dtype=np.int8))
@@ -433,6 +478,7 @@ class Model:
         if name in self.expressions:
             raise ModelError(f"expression {name!r} already exists")
         e = _to_expr(expr)
+        self._check_own(f"expression {name!r}", e.owner, e.ncols)
         self.expressions[name] = e
         return e
 
@@ -444,13 +490,21 @@ class Model:
         return e
 
     def set_bounds(self, var: Variable, lb: ArrayLike | None = None, ub: ArrayLike | None = None) -> None:
-        """Tighten or fix bounds of (a slice of) a variable block."""
+        """Tighten or fix bounds of (a slice of) a variable block, held to what `add_vars`
+        holds them to (a binary block's within [0, 1])."""
+        if var.model is not self:
+            raise ModelError(f"set_bounds: variable block {var.name!r} belongs to model {var.model.name!r}, not {self.name!r}")
         lo, hi = self.col_bounds()
         cols = var.index.reshape(-1)
+        new_lo, new_hi = lo[cols].copy(), hi[cols].copy()
         if lb is not None:
-            lo[cols] = np.broadcast_to(np.asarray(lb, float), var.shape).reshape(-1)
+            new_lo = np.broadcast_to(np.asarray(lb, float), var.shape).reshape(-1)
         if ub is not None:
-            hi[cols] = np.broadcast_to(np.asarray(ub, float), var.shape).reshape(-1)
+            new_hi = np.broadcast_to(np.asarray(ub, float), var.shape).reshape(-1)
+        _check_bounds(f"set_bounds of variable block {var.name!r}", new_lo, new_hi)
+        if self.var_blocks[var.name].vtype == "binary" and (np.any(new_lo < 0) or np.any(new_hi > 1)):
+            raise ModelError(f"set_bounds of variable block {var.name!r}: a binary variable's bounds lie within [0, 1]")
+        lo[cols], hi[cols] = new_lo, new_hi
         self._lb, self._ub = [lo], [hi]
 
     def col_bounds(self) -> tuple[np.ndarray, np.ndarray]:
@@ -465,10 +519,16 @@ class Model:
             raise ModelError(f"constraint block {name!r} already exists")
         if not isinstance(spec, ConstraintSpec):
             raise ModelError(f"constraint block {name!r}: expected `expr <= / >= / == rhs`")
+        self._check_own(f"constraint block {name!r}", spec.owner, spec.A.shape[1])
         A = _csr(spec.A)
         A.sum_duplicates()
         A.eliminate_zeros()
         n = A.shape[0]
+        lo, hi = np.asarray(spec.lo, float), np.asarray(spec.hi, float)
+        self._check_numbers(name, A, lo, hi)
+        # a side past HUGE in the row's open direction is open, as every solver reads it
+        # (and cvxpy's solvers fail on 1e300 rather than read it so)
+        lo, hi = np.where(lo <= -HUGE, -np.inf, lo), np.where(hi >= HUGE, np.inf, hi)
         empty = np.diff(A.indptr) == 0
         if np.any(empty & ((spec.lo > 1e-9) | (spec.hi < -1e-9))):
             bad = int(np.flatnonzero(empty & ((spec.lo > 1e-9) | (spec.hi < -1e-9)))[0])
@@ -478,7 +538,7 @@ class Model:
             )
         info = ConBlockInfo(name, self.num_rows, self.num_rows + n, int(A.nnz))
         self.con_blocks[name] = info
-        self._con_specs.append(ConstraintSpec(A, np.asarray(spec.lo, float), np.asarray(spec.hi, float)))
+        self._con_specs.append(ConstraintSpec(A, lo, hi))
         self.num_rows += n
         return info
 
@@ -493,8 +553,48 @@ class Model:
         e = _to_expr(expr)
         if e.size != 1:
             e = e.sum()
+        self._check_own("the objective", e.owner, e.ncols)
+        A = _csr(e.A)
+        bad = _first_bad(A.data)
+        if bad is not None:
+            raise ModelError(f"the objective: coefficient {float(A.data[bad]):g} of column {int(A.indices[bad])} is no finite number below {HUGE:g} in magnitude (solvers read 1e20 and more as infinite; NaN has no order)")
+        if _first_bad(e.const) is not None:
+            raise ModelError(f"the objective: constant {float(e.const.sum())!r} is no finite number below {HUGE:g} in magnitude")
         self.objective = e
         self.sense = sense
+
+    # -- checks -----------------------------------------------------------------------------
+    def _check_own(self, what: str, owner: Model | None, ncols: int) -> None:
+        """An expression of this model's variables: none of another model's (`LinExpr.owner`)
+        and no column beyond the ones it has."""
+        if owner is not None and owner is not self:
+            raise ModelError(f"{what} of model {self.name!r} holds variables of model {owner.name!r}: a model takes its own variables only")
+        if ncols > self.num_vars:
+            raise ModelError(f"{what} of model {self.name!r} refers to column {ncols - 1}, but the model has {self.num_vars} variables (an expression of another model's variables?)")
+
+    def _check_numbers(self, name: str, A: sp.csr_matrix, lo: np.ndarray, hi: np.ndarray) -> None:
+        """Rows a solver reads as written: finite coefficients below `LARGEST_COEFFICIENT`, no NaN side, no
+        lower side of `HUGE` or more and no upper side of -`HUGE` or less (solvers would drop
+        the row); a side of the wrong infinity (``expr >= inf``) is infeasible by
+        construction."""
+        bad = _first_bad(A.data, LARGEST_COEFFICIENT)
+        if bad is not None:
+            row = int(np.searchsorted(A.indptr, bad, side="right") - 1)
+            raise ModelError(f"constraint block {name!r} row {row}: coefficient {float(A.data[bad]):g} of column {int(A.indices[bad])} is no finite number below {LARGEST_COEFFICIENT:g} in magnitude (HiGHS ignores larger ones, and solvers read 1e20 as infinite; rescale the row)")
+        if np.any(np.isnan(lo)) or np.any(np.isnan(hi)):
+            row = int(np.flatnonzero(np.isnan(lo) | np.isnan(hi))[0])
+            raise ModelError(f"constraint block {name!r} row {row}: a NaN side has no meaning")
+        wrong = (lo == np.inf) | (hi == -np.inf)
+        if wrong.any():
+            row = int(np.flatnonzero(wrong)[0])
+            raise InfeasibleByConstruction(f"constraint block {name!r} row {row}: needs {float(lo[row])!r} <= expression <= {float(hi[row])!r}, which no finite value meets: the model is infeasible by construction")
+        # a side past HUGE in the row's open direction (expr <= 1e300: a budget that never
+        # binds) is read as open, as every solver reads it; one past it in the other
+        # direction (expr >= 1e20) would be read as open too, which is the opposite
+        huge = (lo >= HUGE) | (hi <= -HUGE)
+        if huge.any():
+            row = int(np.flatnonzero(huge)[0])
+            raise ModelError(f"constraint block {name!r} row {row}: needs {float(lo[row])!r} <= expression <= {float(hi[row])!r}, a side of {HUGE:g} or more in magnitude that solvers read as infinite, dropping the row (rescale the row)")
 
     # -- assembly -------------------------------------------------------------------------
     def to_arrays(self) -> ModelArrays:
@@ -537,7 +637,9 @@ class Model:
         lo, hi = self.col_bounds()
         x = np.where(np.isfinite(lo), lo, np.minimum(0.0, hi))
         for name, vals in values.items():
-            b = self.var_blocks[name]
+            b = self.var_blocks.get(name)
+            if b is None:
+                raise ModelError(f"model {self.name!r} has no variable block {name!r} to give values (it has: {', '.join(self.var_blocks) or 'none'}): a warm start for blocks the model leaves out?")
             x[b.start : b.stop] = np.broadcast_to(np.asarray(vals, dtype=float), b.shape).reshape(-1)
         return x
 

@@ -29,6 +29,7 @@ register(
         spec=tag.TAG_ITERATION,
         params={"objective": "iteration", "alpha": tag.DEFAULT_ALPHA, "relaxation": False},
         choices={"objective": tag.OBJECTIVES},
+        spec_params={"objective": ("iteration",)},
         #: alpha is seconds charged per duplicated op: a negative one rewards duplication
         least={"alpha": 0.0},
     )

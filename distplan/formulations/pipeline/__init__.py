@@ -50,6 +50,7 @@ register(
         above={"default_time_limit": 0.0},
         choices={"model": ("auto", "disjunctive", "time_indexed"), "warm_start": ("tessel", "baselines")},
         recorded_model_fields=(milp.VALUE_AT_MOST,),
+        spec_params={"model": ("auto", "disjunctive")},
     )
 )
 
