@@ -2,6 +2,8 @@
 
     python benchmarks/bench_time_limits.py                 # the four cases of issues 17 and 20, --time-limit 20
     python benchmarks/bench_time_limits.py --all --limit 5 # every formulation on its kind's largest bundled instance
+    python benchmarks/bench_time_limits.py --large --limit 2   # every formulation on the large instances of review rev30
+                                                               # (20k-360k ops; ~15 min, up to ~3 GB per process)
 
 Each case runs as its own ``distplan solve ... --json`` process (so a solver that ignores its
 limit cannot hide behind this one). Reported per case: the limit, the grace
@@ -63,6 +65,66 @@ def all_cases() -> list[tuple[str, str]]:
     return [(inst, f.name) for kind, inst in largest.items() for f in distplan.formulations(kind)]
 
 
+def _make(tmp: str, name: str, *args: str) -> str:
+    """``distplan make ARGS`` into ``tmp/name.json.gz``."""
+    path = os.path.join(tmp, f"{name}.json.gz")
+    subprocess.run([sys.executable, "-m", "distplan", "make", *args, "-o", path], check=True, capture_output=True, cwd=ROOT)
+    return path
+
+
+def _replicated(tmp: str, bundled: str, copies: int, name: str) -> str:
+    """A bundled compression or bandwidth instance made ``copies`` times larger (those kinds
+    have no generator): its ops, edges and gradients, or its workload's layers, repeated
+    under prefixed names; a compression cluster's memory raised so that the copies fit."""
+    import copy
+    import gzip
+
+    from distplan.instances import load_document
+
+    doc = load_document(bundled)
+    out = copy.deepcopy(doc)
+    out["name"] = name
+    if "workload" in doc:
+        out["workload"]["layers"] = [{**layer, "name": f"r{k}.{layer['name']}"} for k in range(copies) for layer in doc["workload"]["layers"]]
+    else:
+        g = doc["graph"]
+        out["graph"]["ops"] = [{**o, "name": f"r{k}.{o['name']}"} for k in range(copies) for o in g["ops"]]
+        out["graph"]["edges"] = [{**e, "src": f"r{k}.{e['src']}", "dst": f"r{k}.{e['dst']}"} for k in range(copies) for e in g["edges"]]
+        out["graph"]["gradients"] = [
+            {**x, "name": f"r{k}.{x['name']}", "op": f"r{k}.{x['op']}", **({"update": f"r{k}.{x['update']}"} if x.get("update") else {})} for k in range(copies) for x in g["gradients"]
+        ]
+        for dev in out["cluster"]["devices"]:
+            dev["memory_bytes"] = 1e15
+    path = os.path.join(tmp, f"{name}.json.gz")
+    with gzip.open(path, "wt") as fh:
+        json.dump(out, fh)
+    return path
+
+
+def large_cases(tmp: str) -> list[tuple[str, str]]:
+    """Every formulation on large instances of each kind (review rev30, whose audit found
+    phases that ran 2-40x past a 2 s limit on them)."""
+    import distplan
+
+    files = {
+        "placement": [
+            _make(tmp, "random-layered-100k", "random", "--generator", "layered", "--ops", "100000", "--devices", "16", "--seed", "2"),
+            _make(tmp, "random-chain-160k", "random", "--generator", "chain", "--ops", "20000", "--devices", "4", "--seed", "4"),
+        ],
+        "sharding": [
+            _make(tmp, "gpt-512L-2x4x8", "sharding", "--model", "transformer", "--layers", "512", "--hidden", "8192", "--heads", "64", "--seq", "4096", "--batch", "16", "--mesh", "2x4x8", "--sequence-split", "--memory-gb", "1000"),
+            _make(tmp, "gpt-1024L-4x4x4", "sharding", "--model", "transformer", "--layers", "1024", "--hidden", "8192", "--heads", "64", "--seq", "4096", "--batch", "4", "--mesh", "4x4x4", "--sequence-split", "--memory-gb", "2000"),
+        ],
+        "pipeline": [
+            _make(tmp, "interleaved-256x16-n1000", "pipeline", "--shape", "interleaved", "--stages", "256", "--chunks", "16", "--micro-batches", "1000"),
+            _make(tmp, "v2-128-n4096", "pipeline", "--shape", "v2", "--stages", "128", "--micro-batches", "4096", "--weight-time", "1"),
+        ],
+        "compression": [_replicated(tmp, "compression-bert-large", 20, "compression-bert-large-x20"), _replicated(tmp, "compression-bert-large", 80, "compression-bert-large-x80")],
+        "bandwidth": [_replicated(tmp, "libra-gpt3-4d-multi", 20000, "libra-gpt3-4d-multi-x20000"), _replicated(tmp, "libra-msft1t-3d-total500", 5000, "libra-msft1t-3d-x5000")],
+    }
+    return [(path, f.name) for kind, paths in files.items() for path in paths for f in distplan.formulations(kind)]
+
+
 def run(instance: str, formulation: str, limit: float) -> dict[str, object]:
     t0 = time.perf_counter()
     proc = subprocess.run(
@@ -86,10 +148,13 @@ def run(instance: str, formulation: str, limit: float) -> dict[str, object]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--all", action="store_true", help="every formulation on its kind's largest bundled instance")
+    parser.add_argument("--large", action="store_true", help="every formulation on large generated instances of each kind (review rev30)")
     parser.add_argument("--limit", type=float, default=20.0, help="seconds (default 20)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        cases = all_cases() if args.all else issue_cases(tmp)
+        if args.large:
+            print("  making the large instances ...", file=sys.stderr)
+        cases = large_cases(tmp) if args.large else all_cases() if args.all else issue_cases(tmp)
         print(f"{'instance':<26} {'formulation':<22} {'limit':>5} {'grace':>5} {'solve s':>8} {'process s':>9}  {'termination':<12} {'status':<9} ok")
         bad = 0
         for instance, formulation in cases:

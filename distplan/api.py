@@ -326,8 +326,11 @@ def _solve(
         warnings.warn(f"{form.name} made no solver call here, so solver_options {sorted(options.raw)} had no effect", UserWarning, stacklevel=3)
     # exact programs report their solver's termination; heuristics (even LP-based) and
     # programs not exact on this instance "finished", unless a solver call of theirs was
-    # cut by time (its limit or the kill after it): then they did not run to completion
-    if last is not None and form.is_exact(target):
+    # cut by time (its limit or the kill after it): then they did not run to completion. A
+    # program solved on a folding that is not exact is no exact program of the instance: its
+    # solver's "optimal" is the folded restriction's (review rev30 D10: alpa_ilp --fold
+    # ended "optimal" 29.7 % above tap's plan)
+    if last is not None and form.is_exact(target) and (folding is None or folding.exact):
         termination = last.termination
     elif any(r.termination in TIME_TERMINATIONS for r in solver_results):
         termination = Termination.TIME_LIMIT
@@ -340,7 +343,7 @@ def _solve(
         free_deadline = None if ctx.deadline is None else max(ctx.deadline, time.perf_counter() + SOLVER_FREE_GRACE)
         return _bound_only_result(
             inst, form.name, be.name, be.version(), outcome.bounds, spec, time.perf_counter() - t_start, solver_results, free_deadline, options, None if folding is None else folding.stats, termination,
-            source=_source(instance),
+            source=_source(instance), info=outcome.info,
         )
 
     if outcome.plan is None:
@@ -458,11 +461,13 @@ def _bound_only_result(
     folding_stats: dict[str, Any] | None = None,
     termination: Termination = Termination.FINISHED,
     source: str | None = None,
+    info: dict[str, Any] | None = None,
 ) -> Result:
     """The result of a formulation that proves bounds only (no plan): its bounds and the
     solver-free ones, linked to their calls, with the gap tolerance and options of the run
-    (`distplan verify` checks them against the calls' records, as for any result), and its
-    ``termination`` (`time_limit` when time cut a solver call of it: it did not finish)."""
+    (`distplan verify` checks them against the calls' records, as for any result), its
+    ``termination`` (`time_limit` when time cut a solver call of it, or left one unsolved:
+    it did not finish) and the run's ``info`` (why it stopped)."""
     from distplan.formulations.registry import solver_free_bounds
 
     # the costlier solver-free bounds stop at ``deadline``, as after a plan (review rev16 D3:
@@ -491,7 +496,7 @@ def _bound_only_result(
         objective_name=spec.objective_name,
         objective_unit=spec.objective_unit,
         bound_grade=best.grade if best else None,
-        info={**({} if folding_stats is None else {"folding": folding_stats}), **({} if source is None else {"source": source})},
+        info={**(info or {}), **({} if folding_stats is None else {"folding": folding_stats}), **({} if source is None else {"source": source})},
         gap_tolerance=DEFAULT_GAP_TOLERANCE if options is None or options.mip_gap is None else float(options.mip_gap),
         options=None if options is None else options_record(options),
     )

@@ -42,6 +42,7 @@ from distplan.formulations.compression.costs import CostData, cost_data, memory_
 from distplan.formulations.compression.schedule import Choice, SelectIndex, least_schedule, select_index
 from distplan.formulations.compression.tag import run_tag_sfb
 from distplan.formulations.contract import ModelSpec
+from distplan.formulations.deadline import DeadlineReached, check
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.modeling.model import LinExpr, Model, linear_sum
 from distplan.modeling.scheduling import ordered_rows
@@ -63,17 +64,24 @@ class CodecIndex:
     #: first-come-first-served)
     free: np.ndarray
     window: int | None
+    #: the run's deadline (a ``time.perf_counter()`` value; None: none): the build stops past
+    #: it before each block (`contract.ModelSpec.build_from`)
+    deadline: float | None = None
 
 
 def prepare_codec_select(inst: CompressionInstance, params: Mapping[str, Any]) -> CodecIndex:
     """Cost and index arrays, and the gradient pairs; ``_upper`` (s) is an iteration time some
-    plan reaches (the horizon and time unit), ``window`` the ordering window."""
+    plan reaches (the horizon and time unit), ``window`` the ordering window, ``deadline``
+    the run's (`DeadlineReached` past it)."""
+    deadline = params.get("deadline")
+    check(deadline, "the codec_select model's preparation")
     cd = cost_data(inst)
     si = select_index(inst, cd, params.get("_upper"))
     window = params.get("window")
     ia, ib = np.triu_indices(cd.n_gradients, k=1)
     free = np.ones(ia.size, dtype=bool) if window is None else (ib - ia) <= int(window)
-    return CodecIndex(cd, si, si.rank[ia], si.rank[ib], free, None if window is None else int(window))
+    check(deadline, "the codec_select model's preparation")
+    return CodecIndex(cd, si, si.rank[ia], si.rank[ib], free, None if window is None else int(window), None if deadline is None else float(deadline))
 
 
 def _dup_time_triplets(inst: CompressionInstance, cd: CostData, si: SelectIndex, pairs: np.ndarray, upto: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -318,6 +326,7 @@ def select_order(model: Model, inst: CompressionInstance, index: CodecIndex) -> 
         order (first come, first served)."""
         if pair_ids.size == 0:
             return
+        check(index.deadline, "the codec_select model's build")  # (each stream's rows: seconds on 3M pairs)
         ra, rb = ra[pair_ids], rb[pair_ids]
         fr = free[pair_ids]
         fx = np.flatnonzero(~fr)
@@ -431,7 +440,11 @@ def run_codec_select(inst: CompressionInstance, ctx: RunContext) -> Outcome:
     start_name = min(scored, key=lambda n: scored[n][0])
     upper = scored[start_name][0] * (1 + 1e-6) + 1e-12
     t0 = time.perf_counter()
-    model, index = CODEC_SELECT.build(inst, {"window": window, "_upper": upper})
+    try:
+        model, index = CODEC_SELECT.build(inst, {"window": window, "_upper": upper, "deadline": ctx.deadline})
+    except DeadlineReached as exc:  # the heuristics' best plan, as a run the limit cut (review rev30 D2)
+        info_cut: dict[str, Any] = {"candidates": {n: v[0] for n, v in scored.items()}, "improvement_changes": changes, "window": window, "chosen": start_name, "stopped": str(exc)}
+        return Outcome(plan=choice_to_plan(inst, scored[start_name][1]), solver_results=list(ctx.solver_results), claimed_objective=scored[start_name][0], info=info_cut, termination=Termination.TIME_LIMIT)
     build = time.perf_counter() - t0
     start = warm_vector(model, inst, index, scored[start_name][1])
     saved = ctx.options

@@ -428,17 +428,17 @@ def _ordered(inst: PipelineInstance, name: str, orders: Orders, deadlock: str | 
 
 def zb_v(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
     """ZB-V on the V placement (Qi et al. 2024, arXiv 2401.10241 v2; `vshape.zb_v_orders`)."""
-    return _ordered(inst, "zb_v", vshape.zb_v_orders(inst), deadline=deadline)
+    return _ordered(inst, "zb_v", vshape.zb_v_orders(inst, deadline), deadline=deadline)
 
 
 def v_min(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
     """V-Min building block (Qi et al., NeurIPS 2024; `vshape.building_block_orders`)."""
-    return _ordered(inst, "v_min", vshape.building_block_orders(inst, "v_min"), deadline=deadline)
+    return _ordered(inst, "v_min", vshape.building_block_orders(inst, "v_min", deadline), deadline=deadline)
 
 
 def v_half(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:
     """V-Half building block (Qi et al., NeurIPS 2024; `vshape.building_block_orders`)."""
-    return _ordered(inst, "v_half", vshape.building_block_orders(inst, "v_half"), deadline=deadline)
+    return _ordered(inst, "v_half", vshape.building_block_orders(inst, "v_half", deadline), deadline=deadline)
 
 
 def v_zb(inst: PipelineInstance, deadline: float | None = None) -> tuple[np.ndarray, dict]:

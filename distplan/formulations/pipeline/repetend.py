@@ -181,7 +181,7 @@ def prepare_repetend(inst: PipelineInstance, params: Mapping[str, Any]) -> Repet
     t_lb = float(max(work.max(), cy.dur.max()))
     _, _, lag = inst.edges
     t_ub = max(float(unfold * (inst.duration.sum() + lag.sum())), t_lb)
-    dist = longest(cy)
+    dist = longest(cy, _build_deadline(params))
     crit = float(np.max(block_depth(inst) + inst.duration))
     k = params.get("offsets")
     k = int(k) if k is not None else int(min(max(2, math.ceil(crit / t_lb) + 2), 2 * inst.n_blocks + 2))

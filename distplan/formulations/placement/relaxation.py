@@ -546,7 +546,7 @@ def solve_bound(inst: PlacementInstance, ctx: RunContext, time_limit: float | No
 
 
 def relaxation_bounds(
-    inst: PlacementInstance, ctx: RunContext, time_limit: float | None = None, lp_first_above: int = 1500, assignments: list[np.ndarray] | None = None
+    inst: PlacementInstance, ctx: RunContext, time_limit: float | None = None, lp_first_above: int = 1500, assignments: list[np.ndarray] | None = None, cut: list[str] | None = None
 ) -> list[Bound]:
     """The best proven bound of the assignment relaxation within ``time_limit`` seconds
     (none when the solver proves none). Above ``lp_first_above`` ops the LP relaxation is
@@ -555,7 +555,8 @@ def relaxation_bounds(
     ancestor and descendant, the waiting and the window rows (`descendants`) of the MILP;
     the LP goes without them (with fractional assignments a device's share of
     the descendants is about 1/m of them, and they doubled the LP's nonzeros on
-    gnmt-v2-4gpu-channels)."""
+    gnmt-v2-4gpu-channels). ``cut`` collects why time left a relaxation unsolved (its
+    build cut, or too little time to start it): the caller's run did not complete."""
     if inst.n_devices == 1:
         return []
     t0 = time.perf_counter()
@@ -565,19 +566,25 @@ def relaxation_bounds(
     if inst.n_ops > lp_first_above:
         try:
             b, _ = solve_bound(inst, ctx, None if time_limit is None else 0.5 * time_limit, integral=False, order_nonzeros=0, wait_nonzeros=0, window_nonzeros=0)
-        except DeadlineReached:  # its build ran out of time: no bound from it
+        except DeadlineReached as exc:  # its build ran out of time: no bound from it
             b = None
+            if cut is not None:
+                cut.append(f"the LP relaxation: {exc}")
         if b is not None:
             found.append(b)
     rest = None if time_limit is None else time_limit - (time.perf_counter() - t0)
     if (rest is None or rest > 0.5) and not past(ctx.deadline):
         try:
             b, result = solve_bound(inst, ctx, rest, order_nonzeros=nz, **wait)
-        except DeadlineReached:
+        except DeadlineReached as exc:
             b, result = None, None
+            if cut is not None:
+                cut.append(f"the assignment relaxation: {exc}")
         if b is not None:
             found.append(b)
         if assignments is not None and result is not None and result.has_solution and "assign" in result.values_by_block:
             assignments.append(np.argmax(result.values_by_block["assign"], axis=1).astype(np.int64))
+    elif cut is not None:
+        cut.append(f"the assignment relaxation: {max(rest or 0.0, 0.0):.3g} s left, too little to start it")
     return [max(found, key=lambda b: b.value)] if found else []
 

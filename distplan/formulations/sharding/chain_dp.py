@@ -1306,7 +1306,7 @@ def solve_by_dp(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: Any,
     cores: list[CopyCore] = []
     if not chain.arcs:
         try:
-            chain.arcs = segment_fronts(chain, sk, tables, cores, max_rows=max_rows)
+            chain.arcs = segment_fronts(chain, sk, tables, cores, max_rows=max_rows, deadline=deadline)
         except TooLarge:  # (the caller unfolds the chain; the memory-free plan may still do)
             chain.arcs_too_large = max_rows >= MAX_ARC_ROWS  # (the caller's limit: no second try)
             return memory_free()[0] if binds else None

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from distplan.formulations.deadline import check
 from distplan.formulations.sharding.chainfold import Chain
 from distplan.formulations.sharding.costgraph import CostTables, Skeleton
 
@@ -97,11 +98,13 @@ def _pairs(a: _Table, b: _Table, common: list[int], dom: np.ndarray, max_rows: f
     return ra, ob[lo[ra] + np.arange(ra.size) - start[ra]]
 
 
-def _join(a: _Table, b: _Table, dom: np.ndarray, max_rows: float = np.inf) -> _Table:
+def _join(a: _Table, b: _Table, dom: np.ndarray, max_rows: float = np.inf, deadline: float | None = None) -> _Table:
     """The rows of ``a`` and ``b`` that agree on their common variables, paired: rows of
     ``a`` in order, each with its matching rows of ``b`` in order (assignments merged,
-    seconds and bytes added); more than ``max_rows`` pairs raise `TooLarge`. Pairs found by
+    seconds and bytes added); more than ``max_rows`` pairs raise `TooLarge`, a join begun
+    past ``deadline`` (a ``time.perf_counter()`` value) `DeadlineReached`. Pairs found by
     a dense table of agreement up to `SMALL_JOIN` pairs of rows, by a sort above."""
+    check(deadline, "tap's Pareto tables")
     common = [x for x in a.live if x in b.live]
     if a.cost.size * b.cost.size <= SMALL_JOIN:
         ra, rb = _pairs_small(a, b, common)
@@ -230,7 +233,7 @@ def finite_mask(cost: np.ndarray) -> np.ndarray:
     return np.isfinite(cost)
 
 
-def _eliminate(pool: list[_Table], kept: list[int], dom: np.ndarray, *, slack: float = np.inf, max_rows: float = np.inf, lam: float = 0.0, wslack: float = np.inf) -> _Table:
+def _eliminate(pool: list[_Table], kept: list[int], dom: np.ndarray, *, slack: float = np.inf, max_rows: float = np.inf, lam: float = 0.0, wslack: float = np.inf, deadline: float | None = None) -> _Table:
     """Eliminate every variable of the pool not in ``kept`` (`_reduce`), then join what is
     left and keep the Pareto rows per assignment of ``kept``.
 
@@ -242,10 +245,10 @@ def _eliminate(pool: list[_Table], kept: list[int], dom: np.ndarray, *, slack: f
     prune = _pruner(slack, lam, wslack)
     if len(pool) == 1:  # (one table: its Pareto rows per assignment of ``kept`` at once)
         return _pareto(prune(pool[0]), kept, dom)
-    rest = sorted(_reduce(pool, kept, dom, prune, max_rows), key=lambda t: t.cost.size)
+    rest = sorted(_reduce(pool, kept, dom, prune, max_rows, deadline), key=lambda t: t.cost.size)
     joined = rest[0]
     for t in rest[1:]:
-        joined = prune(_join(joined, t, dom, max_rows))
+        joined = prune(_join(joined, t, dom, max_rows, deadline))
     return _pareto(joined, kept, dom)
 
 
@@ -266,7 +269,7 @@ def _pruner(slack: float, lam: float, wslack: float) -> Callable[[_Table], _Tabl
     return prune
 
 
-def _reduce(pool: list[_Table], kept: list[int], dom: np.ndarray, prune: Callable[[_Table], _Table] | None = None, max_rows: float = np.inf) -> list[_Table]:
+def _reduce(pool: list[_Table], kept: list[int], dom: np.ndarray, prune: Callable[[_Table], _Table] | None = None, max_rows: float = np.inf, deadline: float | None = None) -> list[_Table]:
     """Eliminate every variable of the pool not in ``kept`` (smallest resulting table
     first: the product of the domains of its scope; ties by variable), keeping per
     assignment of the remaining variables the Pareto rows (each join filtered by
@@ -306,7 +309,7 @@ def _reduce(pool: list[_Table], kept: list[int], dom: np.ndarray, prune: Callabl
         mine.sort(key=lambda t: t.cost.size)
         joined = mine[0]
         for t in mine[1:]:
-            joined = prune(_join(joined, t, dom, max_rows))
+            joined = prune(_join(joined, t, dom, max_rows, deadline))
         new = _pareto(joined, [y for y in joined.live if y != x], dom)
         tables[next_id] = new
         for y in new.live:
@@ -411,7 +414,7 @@ def _copy_factors(chain: Chain, sk: Skeleton, tables: CostTables) -> tuple[np.nd
 JOINED_PARETO = 4096
 
 
-def _front_by_state(core: list[_Table], links: list[tuple[int, np.ndarray]], P: int, out: list[int], dom: np.ndarray, out_sizes: np.ndarray, max_rows: float) -> _Table:
+def _front_by_state(core: list[_Table], links: list[tuple[int, np.ndarray]], P: int, out: list[int], dom: np.ndarray, out_sizes: np.ndarray, max_rows: float, deadline: float | None = None) -> _Table:
     """A copy's Pareto rows per (previous state P, strategies of the out positions) from
     its `CopyCore` tables: those joined into one (its Pareto rows per assignment of the
     interface first when large: `JOINED_PARETO`), then every row with every previous
@@ -423,7 +426,7 @@ def _front_by_state(core: list[_Table], links: list[tuple[int, np.ndarray]], P: 
     ordered = sorted(core, key=lambda t: t.cost.size)
     joined = ordered[0]
     for t in ordered[1:]:
-        joined = _join(joined, t, dom, max_rows)
+        joined = _join(joined, t, dom, max_rows, deadline)
     states = int(math.prod(out_sizes.tolist()))
     if states * joined.cost.size > JOINED_PARETO:
         joined = _pareto(joined, sorted(joined.live), dom)
@@ -488,7 +491,7 @@ def _factor(V: int, live: list[int], cols: list[np.ndarray], cost: np.ndarray, m
 MAX_ARC_ROWS = 1_000_000
 
 
-def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables, core_out: list[CopyCore] | None = None, max_rows: float = MAX_ARC_ROWS) -> dict[str, np.ndarray]:
+def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables, core_out: list[CopyCore] | None = None, max_rows: float = MAX_ARC_ROWS, deadline: float | None = None) -> dict[str, np.ndarray]:
     """Walk arcs of a chain: the Pareto-optimal copies in (seconds per iteration, bytes per
     device) per (state of the previous copy, state of this copy), exactly.
 
@@ -508,7 +511,8 @@ def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables, core_out: lis
     Combined state ids: the boundary states first, then the values of j. Returned arrays:
     ``prev``, ``cur`` (state ids), ``first`` (arc leaves a boundary state), ``cost``
     (seconds), ``memory`` (bytes), ``strategy`` (per position, -1 where the arc's half
-    does not decide it). `TooLarge` when a table would exceed ``max_rows`` rows."""
+    does not decide it). `TooLarge` when a table would exceed ``max_rows`` rows;
+    `DeadlineReached` past ``deadline`` (a ``time.perf_counter()`` value)."""
     n = chain.positions
     P = n
     S = chain.num_states
@@ -524,13 +528,13 @@ def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables, core_out: lis
 
     if sep is None:
         interface = sorted(set(out) | {b for a, b in pairs if a == P})
-        core.tables = _reduce(node_f + internal_f, interface, dom, max_rows=max_rows)
+        core.tables = _reduce(node_f + internal_f, interface, dom, max_rows=max_rows, deadline=deadline)
         if core_out is not None:
             core_out.append(core)
         try:
-            front = _front_by_state(core.tables, by_state, P, out, dom, chain.out_sizes, max_rows)
+            front = _front_by_state(core.tables, by_state, P, out, dom, chain.out_sizes, max_rows, deadline)
         except TooLarge:  # (the core's tables joined whole: elimination may keep fewer rows)
-            front = _eliminate(core.tables + [factors[n]] + link_f, [P] + out, dom, max_rows=max_rows)
+            front = _eliminate(core.tables + [factors[n]] + link_f, [P] + out, dom, max_rows=max_rows, deadline=deadline)
         prev, cur, first = front.asg[:, P], encode_out(front), np.ones(front.cost.size, dtype=bool)
         cost, mem, strat = front.cost, front.mem, front.asg[:, :n]
         chain.num_walk_states = S
@@ -538,8 +542,8 @@ def segment_fronts(chain: Chain, sk: Skeleton, tables: CostTables, core_out: lis
         j, side = sep
         one = [t for t in factors if set(t.live) <= side | {P, j}]
         two = [t for t in factors if t not in one]
-        h1 = _eliminate(one, [P, j], dom, max_rows=max_rows)
-        h2 = _eliminate(two + [_factor(V, [j], [np.arange(dom[j])], np.zeros(dom[j]), np.zeros(dom[j]))], [j] + out, dom, max_rows=max_rows)
+        h1 = _eliminate(one, [P, j], dom, max_rows=max_rows, deadline=deadline)
+        h2 = _eliminate(two + [_factor(V, [j], [np.arange(dom[j])], np.zeros(dom[j]), np.zeros(dom[j]))], [j] + out, dom, max_rows=max_rows, deadline=deadline)
         prev = np.concatenate([h1.asg[:, P], S + h2.asg[:, j]])
         cur = np.concatenate([S + h1.asg[:, j], encode_out(h2)])
         first = np.concatenate([np.ones(h1.cost.size, dtype=bool), np.zeros(h2.cost.size, dtype=bool)])

@@ -402,7 +402,7 @@ def solve_program(sk: Skeleton, chains: list[Chain], tables: CostTables, ctx: An
             t0 = time.perf_counter()
             model, index = CHAIN_PROGRAM.build(
                 graph,
-                {"chains": chains, "origin": origin, "virtual": virtual, "relax": relax, "cuts": list(cuts), "memory_row": memory_row, "memory_scale": memory_scale, "memory_limit": memory_limit},
+                {"chains": chains, "origin": origin, "virtual": virtual, "relax": relax, "cuts": list(cuts), "memory_row": memory_row, "memory_scale": memory_scale, "memory_limit": memory_limit, "deadline": ctx.deadline},
                 name="tap_lp" if relax else "tap",
             )
             if model.num_vars == 0:  # every op has a single strategy: nothing to decide

@@ -161,26 +161,27 @@ def run_tap(instance: ShardingInstance, ctx: RunContext) -> Outcome:
     sk, fold, tables, chains, chain_info, (fold_s, chain_s) = find_walk_chains(instance, ctx.params, blocks=bool(ctx.param("dp", True)))
     t2 = time.perf_counter()
     sol = None
-    if ctx.param("dp", True):
-        try:
-            sol = solve_by_dp(sk, chains, tables, ctx, max_rows=float(ctx.param("dp_max_rows", DP_MAX_ROWS)))
-        except DeadlineReached:
-            info_cut: dict[str, Any] = {"fold_seconds": fold_s, "chain_seconds": chain_s}
-            fallback = expert_if_better(instance, None, info_cut, "tap")
-            return Outcome(plan=fallback, bounds=[], info=info_cut, claimed_objective=info_cut.get("objective_seconds"), termination=Termination.TIME_LIMIT)
-    method = "dp" if sol is not None else "milp"
+    method = "dp"
     unfolded_chains = 0
-    if sol is None:
-        for ch in list(chains):
-            if not ch.arcs:
-                try:
-                    if ch.arcs_too_large:  # (the dynamic program found them too large at this limit)
-                        raise TooLarge("the chain's Pareto arcs")
-                    ch.arcs = segment_fronts(ch, sk, tables)
-                except TooLarge:  # its Pareto arcs would not fit in memory: its copies stay unfolded
-                    chains.remove(ch)
-                    unfolded_chains += 1
-        sol = solve_chains(sk, chains, tables, ctx, lp_first=bool(ctx.param("lp_first", True)), build_seconds=time.perf_counter() - t0)
+    try:
+        if ctx.param("dp", True):
+            sol = solve_by_dp(sk, chains, tables, ctx, max_rows=float(ctx.param("dp_max_rows", DP_MAX_ROWS)))
+        if sol is None:
+            method = "milp"
+            for ch in list(chains):
+                if not ch.arcs:
+                    try:
+                        if ch.arcs_too_large:  # (the dynamic program found them too large at this limit)
+                            raise TooLarge("the chain's Pareto arcs")
+                        ch.arcs = segment_fronts(ch, sk, tables, deadline=ctx.deadline)
+                    except TooLarge:  # its Pareto arcs would not fit in memory: its copies stay unfolded
+                        chains.remove(ch)
+                        unfolded_chains += 1
+            sol = solve_chains(sk, chains, tables, ctx, lp_first=bool(ctx.param("lp_first", True)), build_seconds=time.perf_counter() - t0)
+    except DeadlineReached as exc:  # the limit cut the DP, the Pareto arcs or the program's build
+        info_cut: dict[str, Any] = {"fold_seconds": fold_s, "chain_seconds": chain_s, "method": method, "stopped": str(exc)}
+        fallback = expert_if_better(instance, None, info_cut, "tap")
+        return Outcome(plan=fallback, bounds=[], info=info_cut, claimed_objective=info_cut.get("objective_seconds"), termination=Termination.TIME_LIMIT)
     info: dict[str, Any] = {
         "fold_seconds": fold_s,
         "chain_seconds": chain_s,
