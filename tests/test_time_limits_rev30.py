@@ -187,3 +187,14 @@ def test_libra_bound_is_at_least_the_compute_time() -> None:
     res = distplan.solve(inst, "libra_perf", time_limit=0.02)
     assert res.bound is not None and res.bound >= compute * (1 - 1e-6)
     verified(res, "libra-msft1t-3d-total500")
+
+
+def test_fold_with_a_formulation_that_cannot_fold_is_refused_before_the_file_loads(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--fold`` that the formulation cannot take is named before the instance is read (it
+    was refused after 4 s of loading a 100,000-op file): here the file does not even exist."""
+    from tests.conftest import assert_named_error, cli_run
+
+    for formulation in ("placement_bounds", "tessel"):
+        rc, out, err = cli_run(["solve", str(tmp_path / "absent.json"), "-f", formulation, "--fold"], capsys)
+        assert_named_error(rc, out, err, "fold")
+        assert "absent.json" not in err

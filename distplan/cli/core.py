@@ -14,7 +14,7 @@ from distplan.cli.output import say_wrote
 from distplan.cli.plan_file import read_plan_file
 from distplan.cli.progress import Progress
 from distplan.errors import InputError
-from distplan.formulations.registry import formulations, get_formulation, solver_free_bounds
+from distplan.formulations.registry import check_fold, formulations, get_formulation, solver_free_bounds
 from distplan.instances import bundled, instance_from_dict, load_document, load_instance
 from distplan.modeling.export import MODEL_SUFFIXES, write_model
 from distplan.models.common import instance_digest, kind_spec, known_kinds, print_json, write_json
@@ -74,6 +74,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     # progress covers the whole command: a 200,000-op instance loads for seconds and its
     # result takes a second to write, both silent before (review rev29 D9)
     with Progress(f"solving {args.instance} with {args.formulation}", lines=args.verbose):
+        if args.fold:  # refused before a large file loads (review rev30 D11: 4 s on 100,000 ops)
+            named = [f for f in formulations() if f.name == args.formulation]
+            if len(named) == 1:  # (formulation names are unique across kinds)
+                check_fold(named[0], named[0].kind)
         inst = load_instance(args.instance)
         # what `distplan verify` checks the instance against, hashed before the solve so that
         # the time limit covers it as it covers loading (review rev29 D4: 1 s on a
