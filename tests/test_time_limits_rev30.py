@@ -198,3 +198,13 @@ def test_fold_with_a_formulation_that_cannot_fold_is_refused_before_the_file_loa
         rc, out, err = cli_run(["solve", str(tmp_path / "absent.json"), "-f", formulation, "--fold"], capsys)
         assert_named_error(rc, out, err, "fold")
         assert "absent.json" not in err
+
+
+def test_codec_select_past_its_limit_starts_no_further_candidate() -> None:
+    """At a limit that has passed once all-reduce's plan is made, no other candidate starts
+    (greedy, TAG's MILP and the minimum-channel choice took 10 s on 46,080 ops at a 2 s
+    limit): that plan, termination time_limit."""
+    res = distplan.solve("compression-bert-large", "codec_select", time_limit=1e-4)
+    assert res.termination.value == "time_limit" and res.plan is not None
+    assert set(res.info["candidates"]) <= {"allreduce_all", "improved"}
+    verified(res, "compression-bert-large")
