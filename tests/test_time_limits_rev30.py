@@ -208,3 +208,12 @@ def test_codec_select_past_its_limit_starts_no_further_candidate() -> None:
     assert res.termination.value == "time_limit" and res.plan is not None
     assert set(res.info["candidates"]) <= {"allreduce_all", "improved"}
     verified(res, "compression-bert-large")
+
+
+def test_tag_sfb_past_its_limit_starts_no_further_candidate() -> None:
+    """Past the limit, Poseidon's rule and the greedy plan (seconds each on 46,080 ops) are
+    not started: TAG's own cut and all-reduce stay the candidates."""
+    res = distplan.solve("compression-bert-large", "tag_sfb", time_limit=1e-4)
+    assert res.termination.value == "time_limit" and res.plan is not None
+    assert set(res.info["candidates"]) == {"allreduce_all", "tag_cost"}
+    verified(res, "compression-bert-large")

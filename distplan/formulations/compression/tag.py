@@ -418,7 +418,9 @@ def run_tag_cost(inst: CompressionInstance, ctx: RunContext) -> Outcome:
 def tag_candidates(inst: CompressionInstance, ctx: RunContext) -> dict[str, np.ndarray]:
     """Duplicated sets of TAG plans known without the iteration MILP: nothing (all-reduce),
     TAG's cost optimum (its minimum cut, or its MILP when memory can bind), Poseidon's rule
-    (when it fits in memory) and the sfb part of the greedy baseline."""
+    (when it fits in memory) and the sfb part of the greedy baseline; the last two only
+    while the run's deadline has not passed (each takes seconds on 46,080 ops: review
+    rev30)."""
     from distplan.formulations.compression.baselines import greedy_plan, poseidon_plan
 
     out: dict[str, np.ndarray] = {"allreduce_all": np.zeros(inst.n_ops, dtype=bool)}
@@ -429,9 +431,11 @@ def tag_candidates(inst: CompressionInstance, ctx: RunContext) -> dict[str, np.n
             out["tag_cost"] = _dup_of(inst, cost.plan)
     else:
         out["tag_cost"], _, _ = min_cut_duplicated(inst, DEFAULT_ALPHA)
-    with contextlib.suppress(InfeasibleError):  # the rule may overflow memory
-        out["sfb_poseidon_rule"] = _dup_of(inst, poseidon_plan(inst))
-    out["greedy_by_saving"] = _dup_of(inst, greedy_plan(inst))
+    if not past(ctx.deadline):
+        with contextlib.suppress(InfeasibleError):  # the rule may overflow memory
+            out["sfb_poseidon_rule"] = _dup_of(inst, poseidon_plan(inst))
+    if not past(ctx.deadline):
+        out["greedy_by_saving"] = _dup_of(inst, greedy_plan(inst))
     return {name: prune_dangling(inst, dup) for name, dup in out.items()}
 
 
