@@ -317,7 +317,7 @@ def _solve(
         _not_proven_by_folding(inst, spec, form.name, exc)
     run_seconds = time.perf_counter() - t_run
     solver_results = outcome.solver_results or ctx.solver_results
-    undeclared = form.undeclared_models([r.extra.get("model", {}).get("name") for r in solver_results])
+    undeclared = form.undeclared_models([r.model_name for r in solver_results])
     if undeclared:  # (a programming error: verify would reject the result as another formulation's)
         raise ContractError(f"{form.name}: a solver call solved model {undeclared[0]!r}, which its declaration (Formulation.solves: {', '.join(form.solves or ())}) does not name")
     last = solver_results[-1] if solver_results else None

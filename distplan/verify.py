@@ -172,7 +172,8 @@ def check_recorded_fields(doc: dict[str, Any], instance: Any = None) -> list[tup
     """For a result that records its format version (`record_version`): every field that
     version always writes is there (`api.RESULT_RECORD_FIELDS`; each solver call's
     `solvers.result.CALL_RECORD_FIELDS`, its ``options`` not None from version
-    `solvers.result.CALL_OPTIONS_SINCE`; the model-record fields
+    `solvers.result.CALL_OPTIONS_SINCE`, its model's name from
+    `solvers.result.MODEL_NAMES_SINCE`; the model-record fields
     the formulation declares for its calls, `registry.RecordedModelField`, read from the
     registry for ``instance``'s kind). A missing one was dropped: a problem naming it. None
     for a result without a version (an older one: `unchecked` notes what it lacks). The
@@ -196,6 +197,8 @@ def check_recorded_fields(doc: dict[str, Any], instance: Any = None) -> list[tup
         elif isinstance(call.get("options"), dict):  # (a call's options are `options_record`'s, as the run's: review rev21)
             problems += _dropped_options(call["options"], f"solver_results[{k}].options", version)
         model = model_record(call)
+        if version >= MODEL_NAMES_SINCE and not isinstance(model.get("name"), str):
+            problems.append((f"solver_results[{k}].extra.model.name", _dropped(version) + ": without it nothing shows which program the call solved (`registry.Formulation.solves`)"))
         for want in declared:
             if want.name not in model and want.required(str(model.get("name")), call.get("termination"), version):
                 problems.append((f"solver_results[{k}].extra.model.{want.name}", _dropped(version) + f": {doc.get('formulation')} declares that {want.why}"))
@@ -388,9 +391,9 @@ def check_call_models(doc: dict[str, Any], instance: Any, notes: list[str] | Non
     ``extra.model.name``): a formulation that makes no solver call has none, and a call
     of another program is another formulation's, as in a result relabelled with a
     heuristic's name or alpa_ilp's relabelled tap (review rev29 D2). A call without a
-    model name is a problem from `MODEL_NAMES_SINCE` on; in an older record, ``notes``
-    says it was not checked. Nothing is checked for a formulation that declares nothing
-    (a variant a user declared with a driver)."""
+    model name is `check_recorded_fields`' problem from `MODEL_NAMES_SINCE` on; in an
+    older record, ``notes`` says it was not checked. Nothing is checked for a formulation
+    that declares nothing (a variant a user declared with a driver)."""
     form = _formulation_of(doc, instance)
     calls = _calls(doc) or []
     if form is None or form.solves is None or not calls:
@@ -406,9 +409,7 @@ def check_call_models(doc: dict[str, Any], instance: Any, notes: list[str] | Non
             continue  # (`check_solver_calls` names it)
         name = model_record(call).get("name")
         if not isinstance(name, str):
-            if version is not None and version >= MODEL_NAMES_SINCE:
-                problems.append((f"solver_results[{k}].extra.model.name", f"{_dropped(version)}: without it nothing shows the call solved a program of {form.name}'s"))
-            else:
+            if version is None or version < MODEL_NAMES_SINCE:  # (dropped from a newer one: `check_recorded_fields`)
                 unnamed.append(k)
         elif form.undeclared_models([name]):
             foreign.append((k, name))

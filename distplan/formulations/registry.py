@@ -32,6 +32,7 @@ import numpy as np
 
 from distplan.errors import InputError
 from distplan.formulations.contract import ModelSpec, Policy
+from distplan.formulations.deadline import past
 from distplan.kinds import KINDS
 from distplan.modeling.model import Model, ModelArrays
 from distplan.solvers.base import Backend, SolveOptions
@@ -486,10 +487,6 @@ class RunContext:
             return None
         return max(0.0, self._deadline - time.perf_counter())
 
-    def past_deadline(self) -> bool:
-        """Whether the run's time limit has passed (never without one)."""
-        return self._deadline is not None and time.perf_counter() >= self._deadline
-
     def not_started(self, build_seconds: float = 0.0, backend: tuple[str, str] | None = None, model: dict[str, Any] | None = None) -> SolverResult | None:
         """The record of a solver call made after the run's deadline, appended to the run's
         solver results: the solver is not started (it would only be stopped, or killed a
@@ -497,7 +494,7 @@ class RunContext:
         formulation calls by itself (a direct Clarabel solver, whose calls `record_call`
         records), the run's backend when None. ``model``: the record of the model it would
         have solved (``extra.model``, its name at least: `Formulation.solves`)."""
-        if not self.past_deadline():
+        if not past(self._deadline):
             return None
         name, version = backend if backend is not None else (self.backend.name, self.backend.version())
         result = SolverResult(
@@ -516,7 +513,7 @@ class RunContext:
         return result
 
     def solve_model(self, model: Model, warm_start: np.ndarray | None = None, build_seconds: float = 0.0) -> SolverResult:
-        late = self.not_started(build_seconds, model=model.stats() if self.past_deadline() else None)
+        late = self.not_started(build_seconds, model=model.stats() if past(self._deadline) else None)
         if late is not None:
             return late
         t0 = time.perf_counter()

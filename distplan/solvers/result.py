@@ -120,6 +120,14 @@ class SolverResult:
     def has_solution(self) -> bool:
         return self.status is not SolutionStatus.NONE
 
+    @property
+    def model_name(self) -> str | None:
+        """The name of the model this call solved (``extra.model.name``: its record, as
+        `model_record` reads a stored call's); None when it records none."""
+        model = self.extra.get("model")
+        name = model.get("name") if isinstance(model, dict) else None
+        return name if isinstance(name, str) else None
+
     def to_dict(self, with_values: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
             "backend": self.backend,
