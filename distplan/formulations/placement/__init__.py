@@ -195,10 +195,7 @@ def _run_bounds(inst: PlacementInstance, ctx: RunContext) -> Outcome:
     rest = max(0.0, limit - (time.perf_counter() - t0))
     rem = ctx.remaining_time()
     cut: list[str] = []
-    if not past(end):
-        bounds += relaxation.relaxation_bounds(inst, ctx, rest if rem is None else min(rest, rem), cut=cut)
-    elif inst.n_devices > 1:
-        cut.append("the assignment relaxation: the limit passed before it")
+    bounds += relaxation.relaxation_bounds(inst, ctx, rest if rem is None else min(rest, rem), cut=cut)
     refuted = [r for r in ctx.solver_results if r.termination in INFEASIBLE_TERMINATIONS]
     if refuted and sched is None:
         # the relaxation holds every placement (memory charged as the MILP charges it, no

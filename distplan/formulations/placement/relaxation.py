@@ -40,6 +40,7 @@ feasibility tolerance (see `SAFETY`).
 from __future__ import annotations
 
 import copy
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -352,12 +353,12 @@ def minimize_makespan(model: Model, inst: PlacementInstance, index: AssignIndex)
 
 
 #: the assignment relaxation (module docstring), time in microseconds
-#: the name of the relaxation's model in its calls' records, after the instance's
-#: (`registry.Formulation.solves`)
-RELAXATION_MODEL = ".+-assignment-relaxation"
 RELAXATION = ModelSpec(
     "assignment-relaxation", prepare_relaxation, (assignment, heads, memory_capacity, load_rows, cut_paths, precedence_loads, waiting_loads, channel_loads, symmetry, minimize_makespan)
 )
+#: the names of the relaxation's models in their calls' records (`solve_bound`: after the
+#: instance's), as `registry.Formulation.solves` declares them
+RELAXATION_MODEL = f".+-{re.escape(RELAXATION.name)}"
 
 
 def energetic_rows(model: Model, inst: PlacementInstance, x: Any, w: Any, r: np.ndarray, q: np.ndarray, thresholds: int, deadline: float | None = None) -> None:
@@ -555,9 +556,14 @@ def relaxation_bounds(
     ancestor and descendant, the waiting and the window rows (`descendants`) of the MILP;
     the LP goes without them (with fractional assignments a device's share of
     the descendants is about 1/m of them, and they doubled the LP's nonzeros on
-    gnmt-v2-4gpu-channels). ``cut`` collects why time left a relaxation unsolved (its
-    build cut, or too little time to start it): the caller's run did not complete."""
+    gnmt-v2-4gpu-channels). ``cut`` collects why time left a relaxation unsolved (the
+    run's limit passed before it, its build cut, or too little time to start it): the
+    caller's run did not complete."""
     if inst.n_devices == 1:
+        return []
+    if past(ctx.deadline):
+        if cut is not None:
+            cut.append("the assignment relaxation: the limit passed before it")
         return []
     t0 = time.perf_counter()
     nz = int(ctx.param("order_nonzeros", MAX_NONZEROS))
