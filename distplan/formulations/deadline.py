@@ -8,6 +8,10 @@ A deadline is a ``time.perf_counter()`` value, or None for no limit (`RunContext
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 #: seconds a run's classic schedules (its baselines, the incumbent it falls back on) get
 #: when its time limit has passed, or nearly, before they are computed: a cold import can
@@ -42,3 +46,17 @@ def check(deadline: float | None, phase: str) -> None:
     """Raise `DeadlineReached` naming ``phase`` when ``deadline`` has passed."""
     if past(deadline):
         raise DeadlineReached(f"{phase} ran out of time")
+
+
+def made_in_time(deadline: float | None, makers: Iterable[tuple[str, Callable[[], T | None]]]) -> dict[str, T]:
+    """The named results of ``makers`` (those that are not None), made in order; none is
+    started once ``deadline`` has passed (a run's optional candidates: each of its
+    heuristics takes seconds on a large instance, and the run keeps what it has)."""
+    out: dict[str, T] = {}
+    for name, make in makers:
+        if past(deadline):
+            break
+        made = make()
+        if made is not None:
+            out[name] = made
+    return out

@@ -58,6 +58,14 @@ def poseidon_plan(inst: CompressionInstance) -> CompressionPlan:
     return make_plan(inst, dup, methods)
 
 
+def poseidon_if_fits(inst: CompressionInstance) -> CompressionPlan | None:
+    """`poseidon_plan`, or None when the rule overflows memory (no candidate then)."""
+    try:
+        return poseidon_plan(inst)
+    except InfeasibleError:
+        return None
+
+
 def greedy_plan(inst: CompressionInstance) -> CompressionPlan:
     """Per gradient the method with the largest serial saving over all-reduce; gradients by
     decreasing saving; sfb only while memory fits."""

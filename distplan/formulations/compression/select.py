@@ -26,7 +26,6 @@ then the dual bound holds only for that restricted program and is not reported.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -35,14 +34,13 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from distplan.errors import InfeasibleError
-from distplan.formulations.compression.baselines import allreduce_plan, greedy_plan, poseidon_plan, without_gradients
+from distplan.formulations.compression.baselines import allreduce_plan, greedy_plan, poseidon_if_fits, without_gradients
 from distplan.formulations.compression.choices import choice_from_plan, choice_to_plan, improve_choice, min_channel_choice
 from distplan.formulations.compression.costs import CostData, cost_data, memory_can_bind, memory_terms
 from distplan.formulations.compression.schedule import Choice, SelectIndex, least_schedule, select_index
 from distplan.formulations.compression.tag import run_tag_sfb
 from distplan.formulations.contract import ModelSpec
-from distplan.formulations.deadline import DeadlineReached, check, past
+from distplan.formulations.deadline import DeadlineReached, check, made_in_time, past
 from distplan.formulations.registry import Bound, Outcome, RunContext
 from distplan.modeling.model import LinExpr, Model, linear_sum
 from distplan.modeling.scheduling import ordered_rows
@@ -420,15 +418,12 @@ def run_codec_select(inst: CompressionInstance, ctx: RunContext) -> Outcome:
         return trivial
     window = ctx.param("window", None)
     candidates: dict[str, CompressionPlan] = {"allreduce_all": allreduce_plan(inst)}
-    if not past(ctx.deadline):
-        candidates["greedy_by_saving"] = greedy_plan(inst)
-    # the best TAG plan (its iteration MILP): codec_select is never worse than tag_sfb
-    tag_out = run_tag_sfb(inst, ctx.child({"objective": "iteration"})) if not past(ctx.deadline) else None
-    if tag_out is not None and tag_out.plan is not None:
-        candidates["tag_sfb"] = tag_out.plan
-    if not past(ctx.deadline):
-        with contextlib.suppress(InfeasibleError):  # when the rule overflows memory it is no candidate
-            candidates["sfb_poseidon_rule"] = poseidon_plan(inst)
+    candidates |= made_in_time(ctx.deadline, [
+        ("greedy_by_saving", lambda: greedy_plan(inst)),
+        # the best TAG plan (its iteration MILP): codec_select is never worse than tag_sfb
+        ("tag_sfb", lambda: run_tag_sfb(inst, ctx.child({"objective": "iteration"})).plan),
+        ("sfb_poseidon_rule", lambda: poseidon_if_fits(inst)),
+    ])
     sched_si = select_index(inst, cost_data(inst))
     scored = {}
     for name, plan in candidates.items():

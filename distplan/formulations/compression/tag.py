@@ -45,7 +45,6 @@ price 1 among them) and keeps the cut whose plan the evaluator's schedule times 
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,7 +53,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from distplan.errors import InfeasibleError, InputError
+from distplan.errors import InputError
 from distplan.formulations.compression.baselines import without_gradients
 from distplan.formulations.compression.costs import (
     CostData,
@@ -66,7 +65,7 @@ from distplan.formulations.compression.costs import (
 )
 from distplan.formulations.compression.schedule import Choice, SelectIndex, least_schedule, select_index
 from distplan.formulations.contract import ContractError, ModelSpec
-from distplan.formulations.deadline import past
+from distplan.formulations.deadline import made_in_time, past
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.compression_instance import CompressionInstance
@@ -421,7 +420,7 @@ def tag_candidates(inst: CompressionInstance, ctx: RunContext) -> dict[str, np.n
     (when it fits in memory) and the sfb part of the greedy baseline; the last two only
     while the run's deadline has not passed (each takes seconds on 46,080 ops: review
     rev30)."""
-    from distplan.formulations.compression.baselines import greedy_plan, poseidon_plan
+    from distplan.formulations.compression.baselines import greedy_plan, poseidon_if_fits
 
     out: dict[str, np.ndarray] = {"allreduce_all": np.zeros(inst.n_ops, dtype=bool)}
     if memory_can_bind(inst).any():
@@ -431,11 +430,8 @@ def tag_candidates(inst: CompressionInstance, ctx: RunContext) -> dict[str, np.n
             out["tag_cost"] = _dup_of(inst, cost.plan)
     else:
         out["tag_cost"], _, _ = min_cut_duplicated(inst, DEFAULT_ALPHA)
-    if not past(ctx.deadline):
-        with contextlib.suppress(InfeasibleError):  # the rule may overflow memory
-            out["sfb_poseidon_rule"] = _dup_of(inst, poseidon_plan(inst))
-    if not past(ctx.deadline):
-        out["greedy_by_saving"] = _dup_of(inst, greedy_plan(inst))
+    plans = made_in_time(ctx.deadline, [("sfb_poseidon_rule", lambda: poseidon_if_fits(inst)), ("greedy_by_saving", lambda: greedy_plan(inst))])
+    out |= {name: _dup_of(inst, plan) for name, plan in plans.items()}
     return {name: prune_dangling(inst, dup) for name, dup in out.items()}
 
 
