@@ -15,16 +15,21 @@ def _safe(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "_[]." else "_" for ch in name)
 
 
-def _one_to_one(names: list[str], prefix: str, reserved: str, *, lp: bool = False) -> list[str]:
+#: the objective's name in a file (MPS ``OBJ``, LP ``obj``: no column or row may take it)
+OBJECTIVE_NAME = "obj"
+
+
+def _one_to_one(names: list[str], prefix: str, *, lp: bool = False) -> list[str]:
     """File names a reader maps back one to one: the block names made safe (`_safe`; for
     LP without brackets), or generic names (`generic_name`) for all of them when two would
-    be one name (``x_1`` and ``x[1]``, ``a-b`` and ``a_b``), one would be empty or the
-    objective's name ``reserved``, or (LP) one starts with a digit or a dot, which LP
-    readers do not take as a name."""
+    be one name (``x_1`` and ``x[1]``, ``a-b`` and ``a_b``; case aside), one would be empty
+    or `OBJECTIVE_NAME`, or (LP) one starts with a digit or a dot, which LP readers do not
+    take as a name."""
     safe = [_safe(n) for n in names]
     if lp:
         safe = [s.replace("[", "_").replace("]", "") for s in safe]
-    unique = len(set(s.lower() for s in safe)) == len(safe) and reserved.lower() not in {s.lower() for s in safe}
+    lowered = {s.lower() for s in safe}
+    unique = len(lowered) == len(safe) and OBJECTIVE_NAME not in lowered
     readable = all(s and not (lp and (s[0].isdigit() or s[0] == ".")) for s in safe)
     return safe if unique and readable else [generic_name(prefix, k) for k in range(len(names))]
 
@@ -32,8 +37,8 @@ def _one_to_one(names: list[str], prefix: str, reserved: str, *, lp: bool = Fals
 def _names(arrays: ModelArrays, *, lp: bool = False) -> tuple[list[str], list[str]]:
     """Column and row names for a file (`_one_to_one`); an LP's two-sided rows are written
     as ``<row>_lo`` and ``<row>_hi``, so its row names are checked with those too."""
-    cols = _one_to_one(arrays.col_names, "C", "obj", lp=lp)
-    rows = _one_to_one(arrays.row_names, "R", "obj", lp=lp)
+    cols = _one_to_one(arrays.col_names, "C", lp=lp)
+    rows = _one_to_one(arrays.row_names, "R", lp=lp)
     if lp:
         labels = rows + [f"{r}_{side}" for r in rows for side in ("lo", "hi")]
         if len({x.lower() for x in labels}) != len(labels):
@@ -83,7 +88,7 @@ def write_mps(arrays: ModelArrays, path: str, *, generic_names: bool = False, mi
     out: list[str] = [f"NAME {_safe(arrays.name) or 'distplan'}"]
     if not minimize and arrays.sense == "max":
         out += ["OBJSENSE", "    MAX"]
-    out += ["ROWS", " N OBJ"]
+    out += ["ROWS", f" N {OBJECTIVE_NAME.upper()}"]
     out.extend(f" {k} {r}" for k, r in zip(kinds.tolist(), row_names))
     out.append("COLUMNS")
     # entries: objective first within each column, then rows in order
@@ -94,7 +99,7 @@ def write_mps(arrays: ModelArrays, path: str, *, generic_names: bool = False, mi
     ent_val = np.concatenate([c[obj_cols], A.data])
     order = np.argsort(ent_col, kind="stable")
     ent_col, ent_row, ent_val = ent_col[order], ent_row[order], ent_val[order]
-    names_by_pos = ["OBJ", *row_names]
+    names_by_pos = [OBJECTIVE_NAME.upper(), *row_names]
     lines = [f"    {cols[j]} {names_by_pos[r + 1]} {v}" for j, r, v in zip(ent_col.tolist(), ent_row.tolist(), mps_number_strings(ent_val))]
     integ = arrays.integrality.astype(bool)
     if integ.any():
@@ -112,7 +117,7 @@ def write_mps(arrays: ModelArrays, path: str, *, generic_names: bool = False, mi
         out.extend(lines)
     out.append("RHS")
     if not minimize and arrays.offset:
-        out.append(f"    RHS OBJ {-arrays.offset!r}")
+        out.append(f"    RHS {OBJECTIVE_NAME.upper()} {-arrays.offset!r}")
     rhs = np.where(eq | ~has_hi, lo_k, hi_k)
     nz = np.flatnonzero(rhs != 0)
     out.extend(f"    RHS {row_names[i]} {v}" for i, v in zip(nz.tolist(), mps_number_strings(rhs[nz])))
@@ -156,7 +161,7 @@ def write_lp(arrays: ModelArrays, path: str) -> None:
         return " ".join(f"{'+' if v >= 0 else '-'} {_num(abs(v))} {cols[j]}" for j, v in zip(idx, vals))
 
     nz = np.flatnonzero(arrays.c)
-    obj = " obj: " + terms(nz, arrays.c[nz])
+    obj = f" {OBJECTIVE_NAME}: " + terms(nz, arrays.c[nz])
     if arrays.offset:
         obj += f" {'+' if arrays.offset > 0 else '-'} {_num(abs(arrays.offset))}"
     out = ["\\ " + arrays.name, "Maximize" if arrays.sense == "max" else "Minimize", obj]
