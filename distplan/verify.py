@@ -73,7 +73,7 @@ from distplan.formulations.registry import (
 )
 from distplan.instances import load_instance
 from distplan.kinds import KINDS
-from distplan.models.common import instance_digest, kind_spec, per_instance, read_json
+from distplan.models.common import digest_of, kind_spec, per_instance, read_json
 from distplan.solvers.base import get_backend
 from distplan.solvers.options import run_grace
 from distplan.solvers.result import (
@@ -675,7 +675,7 @@ def check_instance(doc: dict[str, Any], instance: Any) -> list[tuple[str, str]]:
     if kind is not None and kind != instance.kind:
         problems.append(("kind", f"the result is a {kind} result, the instance read is a {instance.kind} instance"))
     digest = _info(doc).get("instance_digest")
-    if digest is not None and digest != instance_digest(instance.to_dict()):
+    if digest is not None and digest != digest_of(instance):
         problems.append(("info.instance_digest", f"the instance read ({instance.name!r}) is not the one solved: its content digest differs from the recorded {digest!r}"))
     return problems
 

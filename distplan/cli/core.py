@@ -17,7 +17,7 @@ from distplan.errors import InputError
 from distplan.formulations.registry import check_fold, formulations, get_formulation, solver_free_bounds
 from distplan.instances import bundled, instance_from_dict, load_document, load_instance
 from distplan.modeling.export import MODEL_SUFFIXES, write_model
-from distplan.models.common import instance_digest, kind_spec, known_kinds, print_json, write_json
+from distplan.models.common import digest_of, kind_spec, known_kinds, print_json, write_json
 from distplan.solvers.base import all_backends
 
 
@@ -82,7 +82,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         # what `distplan verify` checks the instance against, hashed before the solve so that
         # the time limit covers it as it covers loading (review rev29 D4: 1 s on a
         # 200,000-op instance, after the solve had used the whole limit)
-        digest = instance_digest(inst.to_dict())
+        digest = digest_of(inst)
         res = _solve_args(inst, args)
         # a file as an absolute path, so `emit` / `verify` find it from any folder; a bundled name as is
         source = str(Path(args.instance).resolve()) if Path(args.instance).is_file() else str(args.instance)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
+import gc
 import gzip
 import importlib
 import importlib.util
 import json
 import math
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
@@ -210,6 +212,26 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Cyclic garbage collection off while a document is read or checked: JSON values hold
+    no cycles, so a collection then only walks every object read so far, again and again
+    (a 360,000-layer bandwidth workload: 1.9 of its 3.8 s of checks, and 1.2 of 3.2 s of
+    reading). Collection resumes afterwards, as it was (nested uses keep it off), with
+    the objects made meanwhile moved to the oldest generation (`gc.freeze` then
+    `gc.unfreeze`: two list splices), as a first young collection would have walked them
+    all at once (0.7 s)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.freeze()
+            gc.unfreeze()
+            gc.enable()
+
+
 def read_json(path: str | Path) -> Any:
     """The JSON document in a ``.json`` or gzip-compressed ``.json.gz`` file. Every way a
     file can fail to be one (missing, unreadable, corrupt gzip, binary, not UTF-8, bad
@@ -217,7 +239,7 @@ def read_json(path: str | Path) -> Any:
     p = Path(path)
     opener = gzip.open if p.suffix == ".gz" else open
     try:
-        with opener(p, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+        with opener(p, "rt", encoding="utf-8") as fh, gc_paused():  # type: ignore[operator]
             return json.load(fh, object_pairs_hook=_unique_keys)
     except _DuplicateKey as exc:
         shown = ", ".join(repr(k) for k in exc.keys[:6]) + (", ..." if len(exc.keys) > 6 else "")
@@ -306,6 +328,14 @@ def instance_digest(document: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(content).encode()).hexdigest()[:16]
 
 
+def digest_of(instance: Any) -> str:
+    """`instance_digest` of an instance's document (`to_dict`), made with the cyclic
+    garbage collector paused (`gc_paused`: a 360,000-layer workload's document took 2.2 s
+    to make with it running, 0.3 s without)."""
+    with gc_paused():
+        return instance_digest(instance.to_dict())
+
+
 def strict_json(data: Any, default: Callable[[Any], Any] = json_default, indent: int | None = None) -> str:
     """``data`` as one strict JSON document: non-finite numbers as null (RFC 8259 has no
     Infinity or NaN). Encoded at once by the C encoder when every number is finite (a
@@ -356,8 +386,9 @@ def instance_from_dict(data: Mapping[str, Any]) -> Any:
 
     # the loaders skip fields they do not read: a misspelled one (every op's "memroy") read
     # as absent, 0 bytes (review rev16 D4); the schema lists every field of every object
-    check_known_fields(data)
-    return spec.from_dict(data)
+    with gc_paused():
+        check_known_fields(data)
+        return spec.from_dict(data)
 
 
 # -- small validation helpers shared by every kind -----------------------------------------
@@ -441,6 +472,11 @@ def name_list(items: Any, path: str, what: str) -> list[str]:
     """Names of a list of objects, each with a unique non-empty "name"."""
     if not isinstance(items, list):
         raise InputError(path, f"expected a list of {what}")
+    if {type(item) for item in items} <= {dict}:  # (plain objects: the names checked at once)
+        plain = [item.get("name") for item in items]
+        if {type(nm) for nm in plain} <= {str} and len(unique := set(plain)) == len(plain) and "" not in unique:
+            return plain
+    # (else one by one, which names the first missing, empty or repeated name)
     names: list[str] = []
     seen: dict[str, int] = {}
     for k, item in enumerate(items):
