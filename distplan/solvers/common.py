@@ -148,6 +148,13 @@ def finish_result(
         bound = None
     extra = dict(extra or {})
     bound = with_margin(arrays, bound, extra, values if bound_from_point else None)
+    if bound is not None and objective is not None and (bound < objective if arrays.sense == "max" else bound > objective):
+        # the point's objective, c @ x of values read at the solver's printing precision
+        # (CBC's solution file: 8 significant digits, 5294535.4 for 5294535.44525662), can
+        # pass the proven bound: the bound is put at that objective, below the proven bound
+        # and so a bound too, and a call's bound never passes its own objective
+        extra["bound_lowered_to_objective"] = bound
+        bound = objective
     return SolverResult(
         bound_grade="solver" if bound is not None else None,
         backend=backend,
