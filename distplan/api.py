@@ -279,6 +279,8 @@ def _solve(
     spec = kind_spec(inst.kind)
     form = get_formulation(inst.kind, formulation)
     form.check_params(params)
+    if backend is not None and not str(backend).strip():  # ("" read as no backend: the default, silently)
+        raise InputError("backend", "the backend's name is empty", "name one listed by `distplan list backends`, or leave it out for the formulation's default")
     be = get_backend(backend or form.default_backend)
     if form.program == "convex":
         be.check_can_take(None, convex=True)
@@ -369,6 +371,12 @@ def _solve(
             f"{inst.name}: formulation {form.name!r} returned a plan the evaluator rejects: "
             + "; ".join(check.violations[:5])
         )
+    if termination in INFEASIBLE_TERMINATIONS:
+        # a plan the evaluator accepts refutes the solver's "infeasible" (SciPy's HiGHS on
+        # pipeline_milp's disjunctive model with blocks of 1e9 s, review rev31): numerical
+        # trouble, not a verdict on the instance
+        outcome.info.setdefault("numerical", f"the last solver call ended {termination.value!r}, but the plan returned is feasible")
+        termination = Termination.NUMERICAL
 
     bounds = list(outcome.bounds) if (folding is None or folding.exact) else []
     from distplan.formulations.registry import solver_free_bounds

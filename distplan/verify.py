@@ -354,6 +354,10 @@ CALL_ONLY_TERMINATIONS = frozenset(TERMINATIONS) - {"optimal", "finished", "time
 #: a run ends "optimal" only when its last solver call proved optimality, or proved a model
 #: restricted below the incumbent infeasible (pipeline_milp), or it made no solver call
 OPTIMAL_LAST_CALL = frozenset({"optimal", "infeasible", "infeasible_or_unbounded"})
+#: ``info.stopped`` of a run whose search ended by its own test (`bandwidth.stopping.Stop.CLOSED`);
+#: any other value there records a run stopped short (its limit, its rounds, a failed
+#: call), which never ends "optimal"
+STOPPED_CLOSED = "closed"
 #: the only solver calls whose bound is graded "safe": HiGHS LPs, whose dual point
 #: `distplan.solvers.safe_bound` repairs (a MIP's dual bound holds within tolerances only)
 SAFE_BOUND_BACKENDS = ("highs",)
@@ -430,7 +434,10 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None, notes: list[st
       gap into "optimal", a lower one only makes the status rule stricter);
     * the ``termination`` is one its calls allow (`CALL_ONLY_TERMINATIONS`,
       `OPTIMAL_LAST_CALL`), or one of the run's own that its formulation declares and its
-      ``info`` records (`registry.RunTermination`, with or without solver calls);
+      ``info`` records (`registry.RunTermination`, with or without solver calls); and
+      "optimal" only from an exact program of the instance, not after ``info.stopped``
+      records a run stopped short (`STOPPED_CLOSED`), and without solver calls only with a
+      bound of its own that closes the gap (`_closed_without_calls`);
     * a call's bound graded "safe" is a HiGHS LP's (no integer variables in the model it
       records): no code path makes a MIP's dual bound safe;
     * a listed bound that names the call that proved it (``solver_call``) is at most that
@@ -507,6 +514,14 @@ def check_solver_calls(doc: dict[str, Any], instance: Any = None, notes: list[st
         form = _formulation_of(doc, instance)
         if form is not None and any(own.termination == termination and own.recorded(_info(doc), len(calls)) for own in form.run_terminations):
             pass  # the run's own budget, which its info records (`registry.RunTermination`)
+        elif termination in ("infeasible", "infeasible_or_unbounded") and doc.get("plan") is not None:
+            problems.append(("termination", f"{termination!r} but the result gives a plan: a plan the evaluator accepts refutes it (`distplan.solve` ends such a run 'numerical')"))
+        elif termination == "optimal" and form is not None and not (form.is_exact(instance) if instance is not None else form.exact):
+            problems.append(("termination", f"'optimal' but {form.name} is no exact program{' of this instance' if form.exact else ''}: its runs end 'finished' or 'time_limit' (only an exact program's solver or own proof ends a run 'optimal')"))
+        elif termination == "optimal" and _info(doc).get("stopped", STOPPED_CLOSED) != STOPPED_CLOSED:
+            problems.append(("termination", f"'optimal' but info.stopped records that the run was stopped short ({_info(doc)['stopped']!r})"))
+        elif termination == "optimal" and not calls and not _closed_without_calls(doc):
+            problems.append(("termination", "'optimal' but the run made no solver call, and no bound of its own (a proof or a solver-free bound) closes the gap within the recorded tolerance: nothing in the record proved optimality"))
         elif termination in CALL_ONLY_TERMINATIONS and termination != last:
             problems.append(("termination", f"{termination!r} but the last solver call ended {last!r}" if calls else f"{termination!r} but the run made no solver call"))
         elif termination == "optimal" and calls and last not in OPTIMAL_LAST_CALL and not _closed_without_calls(doc):
