@@ -17,6 +17,9 @@ T``, ``rate = 1 / T``) every constraint is linear, with no big-M (Hanen & Munier
 * the flat schedule spans at most K periods: ``theta_b + d_b rate <= K``;
 * maximize the rate (minimize T); then, T fixed, minimize the flat length.
 
+(The model counts time in units of the period's resource bound, `RepetendIndex.unit`:
+its rate is ``unit / T`` and its durations ``d / unit``, so that the rate stays near 1.)
+
 The search: modulo scheduling (Rau 1994; for integral data with limited-discrepancy
 backtracking) gives an incumbent for K from the critical path doubling up to what memory
 allows (Tessel's repetends hold at most that many micro-batches), stopping at the resource
@@ -105,7 +108,11 @@ class RepetendIndex:
     micro-batch may span), the longest paths ``dist`` between blocks, the pairs of blocks
     sharing a device with the range of their winding numbers, the ``anchor`` block (the one
     root, or -1), and the mode: ``fixed_period`` None maximizes the rate; a fixed period
-    minimizes the flat length, or (``feasibility``) only asks for a repetend."""
+    minimizes the flat length, or (``feasibility``) only asks for a repetend. ``unit``:
+    the seconds of the model's time unit (the period's resource bound ``t_lb``): the model
+    counts durations in it and its rate is ``unit / T``, near 1 at any scale of the data
+    (in 1/seconds, blocks of 1e9 s made the rate 7e-11, below CBC's and SCIP's
+    feasibility tolerances: they returned a rate of 0, review rev31 D4)."""
 
     cyclic: Cyclic
     t_lb: float
@@ -122,6 +129,7 @@ class RepetendIndex:
     feasibility: bool
     #: the run's deadline (a ``time.perf_counter()`` value; None: none): the build checks it
     deadline: float | None = None
+    unit: float = 1.0
 
 
 def _build_deadline(params: Mapping[str, Any]) -> float | None:
@@ -211,27 +219,27 @@ def prepare_repetend(inst: PipelineInstance, params: Mapping[str, Any]) -> Repet
     q_lo[before] = 1
     return RepetendIndex(
         cy, t_lb, t_ub, k, dist, ia, ib, q_lo, q_hi, int(roots[0]) if roots.size == 1 else -1, heuristic,
-        None if fixed is None else float(fixed), bool(params.get("_feasibility", False)), _build_deadline(params),
+        None if fixed is None else float(fixed), bool(params.get("_feasibility", False)), _build_deadline(params), t_lb if t_lb > 0 else 1.0,
     )
 
 
 def rep_variables(model: Model, inst: PipelineInstance, index: RepetendIndex) -> None:
-    """theta = flat start / period (periods), rho = 1 / period (1/seconds)."""
+    """theta = flat start / period (periods), rate = unit / period (``index.unit``)."""
     cy = index.cyclic
     hi = np.full(cy.n, float(index.offsets))
     if index.anchor >= 0:
         hi[index.anchor] = 0.0
     model.add_vars("theta", cy.n, lb=0.0, ub=hi)
-    model.add_vars("rate", 1, lb=1.0 / index.t_ub, ub=1.0 / index.t_lb)
+    model.add_vars("rate", 1, lb=index.unit / index.t_ub, ub=index.unit / index.t_lb)
 
 
 def rep_dependencies(model: Model, inst: PipelineInstance, index: RepetendIndex) -> None:
     """Dependencies and the flat span (at most `offsets` periods), in period units."""
     cy = index.cyclic
     theta, rate = model["theta"], model["rate"]
-    cyclic_precedence(model, theta, rate, cy.src, cy.dst, cy.gap, "flat-dependencies")
+    cyclic_precedence(model, theta, rate, cy.src, cy.dst, cy.gap / index.unit, "flat-dependencies")
     zero = np.zeros(cy.n, dtype=np.int64)
-    model.add_constraints("flat-length", theta + rate[zero] * cy.dur <= float(index.offsets))
+    model.add_constraints("flat-length", theta + rate[zero] * (cy.dur / index.unit) <= float(index.offsets))
     if cy.unfold > 1:  # identical copies keep their order (symmetry)
         nb = inst.n_blocks
         first = int(inst.topo_order[0])
@@ -244,7 +252,8 @@ def rep_no_overlap(model: Model, inst: PipelineInstance, index: RepetendIndex) -
     their consistency on every triple of blocks of one device."""
     cy = index.cyclic
     a, b = index.pair_a, index.pair_b
-    wind = cyclic_no_overlap(model, model["theta"], model["rate"], a, b, cy.dur[a], cy.dur[b], index.q_lo, index.q_hi, "modulo")
+    dur = cy.dur / index.unit
+    wind = cyclic_no_overlap(model, model["theta"], model["rate"], a, b, dur[a], dur[b], index.q_lo, index.q_hi, "modulo")
     check(index.deadline, "the repetend model's build")
     pair_of = -np.ones((cy.n, cy.n), dtype=np.int64)
     pair_of[a, b] = np.arange(a.size)
@@ -309,7 +318,7 @@ def rep_objective(model: Model, inst: PipelineInstance, index: RepetendIndex) ->
         return
     cy = index.cyclic
     length = model.add_vars("flat-length", (), lb=0.0)
-    model.add_constraints("flat-length-epigraph", model["theta"] + model["rate"][np.zeros(cy.n, dtype=np.int64)] * cy.dur - length <= 0.0)
+    model.add_constraints("flat-length-epigraph", model["theta"] + model["rate"][np.zeros(cy.n, dtype=np.int64)] * (cy.dur / index.unit) - length <= 0.0)
     model.minimize(length)
 
 
@@ -402,7 +411,7 @@ def _warm(model: Model, index: RepetendIndex, sigma: np.ndarray, period: float) 
     cy = index.cyclic
     a, b = index.pair_a, index.pair_b
     q = np.ceil((sigma[a] + cy.dur[a] - sigma[b]) / period - 1e-9)
-    vals: dict[str, Any] = {"theta": sigma / period, "rate": [1.0 / period], "modulo-wind": q}
+    vals: dict[str, Any] = {"theta": sigma / period, "rate": [index.unit / period], "modulo-wind": q}
     if "flat-length" in model.var_blocks:
         vals["flat-length"] = float(np.max((sigma + cy.dur) / period))
     return model.vector(vals)
@@ -679,7 +688,7 @@ def _search_once(
     res = ctx.solve_model(model, warm_start=warm, build_seconds=build_seconds)
     cut = budget if res.termination in LIMIT_TERMINATIONS else None
     if res.values is None and heur and res.termination.value not in ("infeasible", "infeasible_or_unbounded"):
-        bound = None if res.bound is None or res.bound <= 0 else 1.0 / res.bound  # rate bound: a period bound
+        bound = None if res.bound is None or res.bound <= 0 else data.unit / res.bound  # rate bound: a period bound
         return np.asarray(heur[0]), float(heur[1]), bound, False, int(data.offsets), data, cut
     if res.values is None:
         if res.termination.value in ("infeasible", "infeasible_or_unbounded"):
@@ -690,11 +699,11 @@ def _search_once(
         if res.termination is Termination.TIME_LIMIT:  # stopped by its limit: nothing is proven
             raise DeadlineReached(f"the repetend search ({res.termination.value})")
         raise NoSolutionError(f"{inst.name}: the repetend search found no solution ({res.termination.value})")
-    period = 1.0 / float(res.values_by_block["rate"][0])
+    period = data.unit / float(res.values_by_block["rate"][0])
     if exact and abs(period - round(period)) < 1e-6:
         period = float(round(period))
     sigma = np.asarray(res.values_by_block["theta"], dtype=float) * period
-    bound = None if res.bound is None or res.bound <= 0 else 1.0 / res.bound
+    bound = None if res.bound is None or res.bound <= 0 else data.unit / res.bound
     if bound is not None and bound < period and exact:
         # no repetend period lies strictly between the largest candidate below the
         # incumbent and the incumbent (`candidate_periods_below`): a bound above that
