@@ -607,6 +607,9 @@ class Formulation:
     #: a value numeric parameters must exceed, for those that take none equal to it (e.g. 0
     #: for a time limit in seconds)
     above: dict[str, float] = field(default_factory=dict)
+    #: a value numeric parameters must stay under, for those that take none equal to it
+    #: (e.g. 1 for a relative tolerance: at 1 every plan is within it)
+    below: dict[str, float] = field(default_factory=dict)
     #: for a parameter whose default is None ("decide for me"), a value of the type it takes
     examples: dict[str, Any] = field(default_factory=dict)
     #: the values a text parameter takes, when it names one of a few (a model, an objective)
@@ -651,8 +654,8 @@ class Formulation:
         for a list one or more items of its first item's type; a default of None takes None
         or a value of its ``examples`` type (anything when it has none); None is taken where
         ``nullable`` names the parameter; at least its ``least`` value, at most its ``most``
-        value and more than its ``above`` value where those name it, and one of its
-        ``choices`` where those name it."""
+        value, more than its ``above`` value and less than its ``below`` value where those
+        name it, and one of its ``choices`` where those name it."""
         for name, value in params.items():
             if name not in self.params:
                 raise InputError(f"params.{name}", f"formulation {self.name!r} has no parameter {name!r}", f"its parameters: {', '.join(sorted(self.params)) or '(none)'}")
@@ -668,7 +671,7 @@ class Formulation:
 
     def _range_error(self, name: str, typed: Any, value: Any) -> str | None:
         """The bound of a numeric parameter's declared range (``above``, ``least``,
-        ``most``) that ``value`` breaks, in words; None when it is in range."""
+        ``most``, ``below``) that ``value`` breaks, in words; None when it is in range."""
         what = "a whole number" if isinstance(typed, int) and not isinstance(typed, bool) else "a number"
         if name in self.above and not value > self.above[name]:
             return f"{what} > {self.above[name]:g}"
@@ -676,6 +679,8 @@ class Formulation:
             return f"{what} >= {self.least[name]:g}"
         if name in self.most and value > self.most[name]:
             return f"{what} <= {self.most[name]:g}"
+        if name in self.below and not value < self.below[name]:
+            return f"{what} < {self.below[name]:g}"
         return None
 
     def build(self, instance: Any, params: dict[str, Any] | None = None) -> tuple[Model, Any]:

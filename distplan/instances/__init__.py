@@ -43,7 +43,10 @@ def bundled_path(name: str) -> Path:
 def _instance_file(path_or_name: str | Path) -> Path:
     """The file of a path or a bundled name. A directory and a broken symbolic link are
     named as such; another existing path that is not a regular file (a pipe, as bash's
-    ``<(gunzip -c x.json.gz)`` gives) is read as a file."""
+    ``<(gunzip -c x.json.gz)`` gives) is read as a file. An empty name is named as such
+    (``Path("")`` is the current directory: it read as "is a directory")."""
+    if not str(path_or_name).strip():
+        raise InputError("instance", "the instance's name or path is empty", "name a .json or .json.gz file, or a bundled instance listed by `distplan list instances`")
     p = Path(path_or_name)
     if p.is_dir():
         raise InputError(str(p), "is a directory, not an instance file", "name a .json or .json.gz file, or a bundled instance listed by `distplan list instances`")

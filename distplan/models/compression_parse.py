@@ -82,6 +82,8 @@ def parse_fields(data: Mapping[str, Any]) -> dict[str, Any]:
             raise InputError(f"{path}.type", exc.problem, exc.fix) from None
         mem = number(d["memory_bytes"], f"{path}.memory_bytes", positive=True, at_most=MAX_BYTES, unit="bytes") if "memory_bytes" in d else float(spec.memory_bytes)
         reserved = number(d.get("reserved_bytes", 0.0), f"{path}.reserved_bytes", at_most=MAX_BYTES, unit="bytes")
+        if reserved > mem:  # (review rev31 audit C: reported as a plan that needs the bytes)
+            raise InputError(f"{path}.reserved_bytes", f"{reserved:g} bytes reserved, but the device holds {mem:g}", "reserve at most the device's memory_bytes")
         node = _str(d.get("node", dev_names[k]), f"{path}.node")
         devices.append(Device(dev_names[k], dtype, node, mem, reserved))
     types = {d.type for d in devices}
@@ -104,6 +106,8 @@ def parse_fields(data: Mapping[str, Any]) -> dict[str, Any]:
     graph = need(data, "graph", "")
     raw_ops = need(graph, "ops", "graph")
     op_names = name_list(raw_ops, "graph.ops", "ops")
+    if not op_names:  # (review rev31 audit C: bounds and every formulation failed with an IndexError)
+        raise InputError("graph.ops", "the op list is empty", "list at least one op")
     op_pos = {nm: i for i, nm in enumerate(op_names)}
     dev_set = set(dev_names)
     ops: list[Op] = []

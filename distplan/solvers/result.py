@@ -289,8 +289,10 @@ def _json_value(value: Any) -> Any:
 #: multipliers, placement's waists and segment bounds, `registry.BoundSource.recheck`); 5:
 #: every call records the name of the program it solved (``extra.model.name``: the conic
 #: programs' calls recorded none in 4), which its formulation declares
-#: (`registry.Formulation.solves`).
-RECORD_VERSION = 5
+#: (`registry.Formulation.solves`); 6: libra_discrete's menu MILP counts its objective in a
+#: unit of its own, which its calls record (``extra.model.objective_unit_seconds``:
+#: `bandwidth.discrete.OBJECTIVE_UNIT`; in 5 it counted seconds).
+RECORD_VERSION = 6
 #: the first version whose every call records its options (`RECORD_VERSION`)
 CALL_OPTIONS_SINCE = 2
 #: the first version whose options records keep the raw solver options (`options_record`)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from distplan.formulations.bandwidth.baselines import run_equal_bw, run_proportional
 from distplan.formulations.bandwidth.convex import run_libra_perf
-from distplan.formulations.bandwidth.discrete import run_libra_discrete
+from distplan.formulations.bandwidth.discrete import OBJECTIVE_UNIT, run_libra_discrete
 from distplan.formulations.bandwidth.outer import run_libra_perf_lp
 from distplan.formulations.bandwidth.per_cost import run_libra_perf_per_cost
 from distplan.formulations.bandwidth.stopping import POINTS_CUT, ROUNDS_CUT
@@ -68,6 +68,7 @@ LIBRA_PERF_LP = register(
         default_backend="highs",
         params={"tolerance": 1e-7, "max_rounds": 500},
         above={"tolerance": 0.0},
+        below={"tolerance": 1.0},
         least={"max_rounds": 1},
         run_terminations=(ROUNDS_CUT,),
     )
@@ -86,6 +87,7 @@ LIBRA_PERF_PER_COST = register(
         default_backend="cvxpy-CLARABEL",
         params={"tolerance": 1e-6, "curve_points": 8, "max_points": 400, "stall_points": 50},
         above={"tolerance": 0.0},
+        below={"tolerance": 1.0},
         least={"curve_points": 1, "max_points": 1, "stall_points": 0},
         run_terminations=(POINTS_CUT,),
     )
@@ -105,6 +107,7 @@ LIBRA_DISCRETE = register(
         params={"step": 12.5, "max_options": 400},
         above={"step": 0.0},
         least={"max_options": 1},
+        recorded_model_fields=(OBJECTIVE_UNIT,),
     )
 )
 

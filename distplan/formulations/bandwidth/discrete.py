@@ -8,6 +8,11 @@ an exact MILP (no approximation of 1/B):
     s.t.      t_k >= u_kd * sum_j z_dj / b_dj,   B_d = sum_j b_dj z_dj,   sum_j z_dj = 1
               instance rows on B
 
+(The MILP counts time in `objective_unit_seconds`, so that its costs are at most 1: in
+seconds they were 3e-8 to 7e-7 on LIBRA's DLRM, below HiGHS's dual feasibility tolerance,
+and HiGHS ended "optimal" 0.3 % above a plan SCIP found, with a bound above it too,
+review rev31 audit C.)
+
 Menus come from the instance (``bandwidth_options``, then the MILP optimum is the
 instance optimum and its dual bound is reported: its rows and bounds are then widened to
 what the evaluator accepts, `safe.accepted_rows`, and a plan the evaluator rejects is solved
@@ -35,7 +40,7 @@ from distplan.formulations.bandwidth.rows import BandwidthIndex, bandwidth_block
 from distplan.formulations.bandwidth.safe import accepted_bounds, accepted_rows
 from distplan.formulations.contract import ModelSpec
 from distplan.formulations.deadline import DeadlineReached
-from distplan.formulations.registry import Bound, Outcome, RunContext
+from distplan.formulations.registry import Bound, Outcome, RecordedModelField, RunContext
 from distplan.modeling.model import Model, linear_sum
 from distplan.models.bandwidth_eval import evaluate
 from distplan.models.bandwidth_instance import BandwidthInstance
@@ -109,13 +114,24 @@ class MenuIndex(BandwidthIndex):
     (s/GB) is the unit of the term times, 1 / (1000 sigma), so they are ~1e3 and the solver's
     absolute feasibility tolerance (~1e-6) is ~1e-9 of the time. The bandwidth variable is
     x = B / ``sigma`` (bounds and rows in that unit), so a menu of 2e-6 GB/s options is O(1)
-    to the solver, not below its tolerance."""
+    to the solver, not below its tolerance. ``objective_unit``: the seconds of one unit of
+    the objective (`objective_unit_seconds`)."""
 
     sizes: np.ndarray
     owner: np.ndarray
     speeds: np.ndarray
     t_unit: float
     sigma: float
+    objective_unit: float
+
+
+def objective_unit_seconds(prog: Program) -> float:
+    """The seconds of one unit of the menu MILP's objective: ``t_unit`` (1 / (1000 sigma)
+    s/GB, sigma = `bandwidth_scale`) times the largest weight (GB), so that every cost
+    (a weight over the largest) is at most 1. Derived from the instance alone, so `distplan
+    verify` derives it again (`dual_bound_seconds`)."""
+    largest = float(prog.weights.max()) if prog.weights.size else 0.0
+    return (largest if largest > 0 else 1.0) / (1e3 * bandwidth_scale(prog))
 
 
 def prepare_menus(prog: Program, params: Mapping[str, Any]) -> MenuIndex:
@@ -130,7 +146,7 @@ def prepare_menus(prog: Program, params: Mapping[str, Any]) -> MenuIndex:
         rows = scale_rows(accepted_rows(prog), sigma)
     else:
         low, high, rows = prog.lb, prog.ub, solver_rows(prog, sigma)
-    return MenuIndex(low / sigma, high / sigma, rows, sizes, owner, np.concatenate(menu), 1.0 / (1e3 * sigma), sigma)
+    return MenuIndex(low / sigma, high / sigma, rows, sizes, owner, np.concatenate(menu), 1.0 / (1e3 * sigma), sigma, objective_unit_seconds(prog))
 
 
 def menu_choice(model: Model, prog: Program, index: MenuIndex) -> None:
@@ -142,9 +158,11 @@ def menu_choice(model: Model, prog: Program, index: MenuIndex) -> None:
 
 
 def menu_time(model: Model, prog: Program, index: MenuIndex) -> None:
-    """t_k >= u_kd / b_j z_j summed over d's options, for every (k, d) with u_kd > 0;
-    min sum_k w_k t_k (units of ``t_unit``)."""
+    """t_k >= u_kd / b_j z_j summed over d's options, for every (k, d) with u_kd > 0 (t in
+    units of ``t_unit``); min sum_k w_k t_k in units of ``objective_unit`` seconds, which
+    the model's record notes (``objective_unit_seconds``, `OBJECTIVE_UNIT`)."""
     z = model["choice"]
+    model.notes[OBJECTIVE_UNIT.name] = float(index.objective_unit)
     if not prog.used.any():
         model.minimize(0.0 * z.sum())
         return
@@ -158,20 +176,38 @@ def menu_time(model: Model, prog: Program, index: MenuIndex) -> None:
         coef_parts.append(-prog.terms[k, d] / index.speeds[opts] / index.t_unit)
     expr = linear_sum(np.concatenate(col_parts), np.concatenate(coef_parts), np.concatenate(row_parts), kk.size, model.num_vars)
     model.add_constraints("term_time", expr >= 0.0)
-    model.minimize((t * (prog.weights * index.t_unit)).sum())
+    model.minimize((t * (prog.weights * (index.t_unit / index.objective_unit))).sum())
 
 
 #: LIBRA's minimum training time over link-speed menus, exact as a MILP
 DISCRETE = ModelSpec("libra_discrete", prepare_menus, (bandwidth_block, menu_choice, rows_block, menu_time))
 
 
+#: the seconds of one unit of the menu MILP's objective, in its calls' model records from
+#: record version 6 on (before, the MILP counted seconds)
+OBJECTIVE_UNIT = RecordedModelField(
+    "objective_unit_seconds", r"^libra_discrete$", tuple(t.value for t in Termination),
+    "every call of the menu MILP records the seconds of its objective's unit (`menu_time`; `dual_bound_seconds` reads it)", since=6,
+)
+
+
 def dual_bound_seconds(call_bound: float, inst: BandwidthInstance, model: Mapping[str, Any]) -> float:
     """The iteration seconds of ``inst`` that a dual bound of the menu MILP proves: the
-    MILP counts communication seconds, so its bound plus the compute seconds, which no
-    choice of bandwidth changes (`data.prepare`). libra_discrete's stated conversion of its
-    solver calls' bounds (`registry.BOUND_SOURCES`). ``model``: the call's model record
-    (`registry.Conversion`'s contract), unused: the MILP counts seconds."""
-    return prepare(inst).compute_seconds + call_bound
+    MILP counts communication time in units of ``objective_unit_seconds`` (its model
+    record's; a record without it, written before record version 6, counted seconds), so
+    its bound times the unit, plus the compute seconds, which no choice of bandwidth
+    changes (`data.prepare`). The recorded unit must be the one the instance gives
+    (`objective_unit_seconds`, derived again here: a ValueError otherwise).
+    libra_discrete's stated conversion of its solver calls' bounds
+    (`registry.BOUND_SOURCES`); ``model``: the call's model record (`registry.Conversion`'s
+    contract)."""
+    prog = prepare(inst)
+    unit = model.get(OBJECTIVE_UNIT.name)
+    if unit is None:
+        return prog.compute_seconds + call_bound
+    if unit != objective_unit_seconds(prog):
+        raise ValueError(f"{OBJECTIVE_UNIT.name} {unit!r} but the menu MILP of this instance counts {objective_unit_seconds(prog)!r} s a unit")
+    return prog.compute_seconds + call_bound * unit
 
 
 def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
@@ -239,7 +275,7 @@ def run_libra_discrete(inst: BandwidthInstance, ctx: RunContext) -> Outcome:
         ctx.solver_results.extend(cont.solver_results)
         info["continuous_relaxation"] = {k: cont.info[k] for k in ("relative_gap", "upper_bound_seconds") if k in cont.info}
         bounds.extend(Bound(b.value, "libra_discrete continuous relaxation: " + b.source, grade=b.grade, certificate=b.certificate) for b in cont.bounds)
-    claimed = prog.compute_seconds + result.objective if (exact and result.objective is not None) else None
+    claimed = prog.compute_seconds + result.objective * index.objective_unit if (exact and result.objective is not None) else None
     return Outcome(
         plan=menu_plan(prog, Bv),
         bounds=bounds,
