@@ -106,6 +106,10 @@ class VerifyReport:
     checked: int = 0
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the results whose bound and status rest on a formulation's own proof that verify
+    #: cannot redo (`UnredoneProof`): a claim verify holds to its record but cannot prove
+    #: again; ``distplan verify --strict`` counts each a problem
+    unredone: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -118,8 +122,22 @@ class VerifyReport:
     def lines(self) -> list[str]:
         out = [*self.notes]
         out.extend(f"PROBLEM {p}" for p in self.problems)
-        out.append(f"{self.checked} result(s) checked, {len(self.problems)} problem(s)")
+        rest = f", {len(self.unredone)} resting on a proof verify cannot redo (--strict counts them problems)" if self.unredone else ""
+        out.append(f"{self.checked} result(s) checked, {len(self.problems)} problem(s){rest}")
         return out
+
+    def strictly(self) -> VerifyReport:
+        """The report with every result that rests on a proof verify cannot redo counted a
+        problem (``distplan verify --strict``)."""
+        problems = self.problems + [f"{u} (--strict: a proof verify cannot redo)" for u in self.unredone]
+        return VerifyReport(self.checked, problems, list(self.notes), list(self.unredone))
+
+
+class UnredoneProof(str):
+    """A note (`check_bounds`) that a result's bound and status rest on its formulation's
+    own proof, which verify cannot redo (it would take the solve again): `verify_result`
+    lists the result in `VerifyReport.unredone`."""
+
 
 
 def record_version(doc: dict[str, Any]) -> int | None:
@@ -859,11 +877,11 @@ def check_bounds(doc: dict[str, Any], instance: Any, notes: list[str] | None = N
     reached = max(checked, default=-math.inf)
     for k, value, source in unproven:
         if finite_bound and isinstance(bound, int | float) and value >= bound and reached < bound:
-            notes.append(
+            notes.append(UnredoneProof(
                 f"bounds[{k}] ({source!r}): {formulation}'s own proof, which verify cannot redo (it would take the solve again); "
                 f"the result's bound {bound!r} and its status rest on it ("
                 + ("no bound verify checks backs it)" if reached == -math.inf else f"the bounds verify checks reach {reached!r})")
-            )
+            ))
     for k, value, source in unlinked:
         if finite_bound and isinstance(bound, int | float) and value >= bound and backed < bound:
             reach = "none of the bounds verify can check backs it" if backed == -math.inf else f"the bounds verify can check reach {backed!r}"
@@ -966,6 +984,8 @@ def verify_result(doc: dict[str, Any], instance: Any, report: VerifyReport, labe
     problems = check_result(doc, instance, notes, require_version=require_version)
     report.note_once(*notes)
     report.problems.extend(f"{tag}: {name}: {message}" for name, message in problems)
+    unredone = [n for n in notes if isinstance(n, UnredoneProof)]
+    report.unredone.extend(f"{tag}: {n}" for n in unredone)
     report.note_once(*unchecked(doc))
     overrun = overrun_note(doc)
     if overrun is not None:
@@ -975,6 +995,7 @@ def verify_result(doc: dict[str, Any], instance: Any, report: VerifyReport, labe
         report.notes.append(
             f"ok {tag}: objective {doc['objective']:.9g} re-evaluated, status {doc.get('status')} under gap_tolerance {tol:g}"
             + ("" if recorded else " (default: the result records none)")
+            + ("; its bound and status rest on a proof verify cannot redo" if unredone else "")
         )
 
 

@@ -53,7 +53,7 @@ from distplan.api import DEFAULT_GAP_TOLERANCE
 from distplan.errors import DistplanError
 from distplan.formulations.registry import get_formulation
 from distplan.models.common import instance_from_dict
-from distplan.verify import VerifyReport, check_result, unchecked
+from distplan.verify import UnredoneProof, VerifyReport, check_result, unchecked
 
 from .campaign import instance_hash, latest_campaigns, run_key, stored_runs
 from .guarantees import GuaranteeCheck, InstanceFacts, checks_for
@@ -125,6 +125,8 @@ class Audit:
     guarantees: list[GuaranteeCheck] = field(default_factory=list)
     best_bound: dict[str, float] = field(default_factory=dict)
     best_objective: dict[str, float] = field(default_factory=dict)
+    #: the runs whose bound and status rest on a proof verify cannot redo (`UnredoneProof`)
+    unredone: list[str] = field(default_factory=list)
 
     def wrong_runs(self) -> set[str]:
         return {f.run_key for f in self.findings}
@@ -242,6 +244,7 @@ def _audit(store: Store, require_version: bool = False) -> Audit:
                 checked_notes: list[str] = []  # what verify could not check (as `distplan verify FILE` says)
                 problems.extend(check_result(doc, entry[0], checked_notes, require_version=require_version and claims))
                 audit.notes.extend(n for n in dict.fromkeys(checked_notes + unchecked(doc)) if n not in audit.notes)
+                audit.unredone.extend(f"{tag}: {n}" for n in checked_notes if isinstance(n, UnredoneProof))
                 if stored is not None and any(not _same(doc.get(k), stored.get(k)) for k in ("objective", "bound", "gap", "status")):
                     # the columns and result_json disagree: check result_json on its own too
                     problems.extend((f"result_json.{name}", message) for name, message in check_result(stored, entry[0], require_version=require_version))
@@ -466,7 +469,7 @@ def verify_database(path: str | Path, *, require_version: bool = False) -> Verif
     """``distplan verify DB``: every problem of the audit, plus a summary in the notes
     (``require_version``: `audit_database`'s)."""
     audit = audit_database(path, require_version=require_version)
-    report = VerifyReport(checked=audit.checked)
+    report = VerifyReport(checked=audit.checked, unredone=list(audit.unredone))
     report.notes.extend(audit.notes)
     report.notes.append(f"{audit.reevaluated} stored plan(s) re-evaluated with the independent evaluator")
     instances = len({*audit.best_bound, *audit.best_objective})
