@@ -83,3 +83,20 @@ def test_an_empty_backend_name_is_named(capsys: pytest.CaptureFixture[str]) -> N
     assert_named_error(rc, out, err, "backend", "empty")
     with pytest.raises(InputError, match="^backend: "):
         distplan.solve("placement-small-1", "baechi_etf", backend=" ")
+
+
+def test_a_mesh_of_more_devices_than_a_mesh_may_have_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    """A 10^5 x 10^5 x 10^5 mesh (10^15 devices) was made, read and solved."""
+    from distplan.models.sharding import MAX_MESH_DEVICES
+
+    rc, out, err = cli_run(["make", "sharding", "--model", "transformer", "--layers", "2", "--hidden", "1024", "--heads", "16", "--seq", "512", "--batch", "8", "--mesh", "100000x100000x100000", "-o", "x.json"], capsys)
+    assert_named_error(rc, out, err, "--mesh", str(MAX_MESH_DEVICES))
+    doc = copy.deepcopy(dict(load_document("gpt-2layer-2x2")))
+    doc["mesh"]["shape"] = [1024, 1024, 2]
+    doc["mesh"]["bandwidth"] = doc["mesh"]["bandwidth"][:1] * 3
+    doc["mesh"]["latency"] = doc["mesh"]["latency"][:1] * 3
+    with pytest.raises(InputError, match="beyond the 1048576 a mesh may have") as exc:
+        instance_from_dict(doc)
+    assert exc.value.path == "mesh.shape"
+    doc["mesh"]["shape"] = [1024, 1024, 1]  # (exactly the most: read)
+    instance_from_dict(doc)

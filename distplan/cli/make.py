@@ -28,6 +28,7 @@ from distplan.errors import InputError
 from distplan.instances.generators import MAX_DEVICES, MAX_OPS
 from distplan.models.common import instance_from_dict, write_json
 from distplan.models.pipeline import MAX_MICRO_BATCHES, PipelineInstance
+from distplan.models.sharding import MAX_MESH_DEVICES
 
 #: the pipeline shapes `make pipeline --shape` takes (`instances.pipelines.SHAPES`, not
 #: imported here: a test holds the two equal)
@@ -76,6 +77,8 @@ def _mesh(text: str) -> int | tuple[int, ...]:
         raise InputError("--mesh", f"{text!r} has an axis of {min(parts)} devices", "every axis needs at least 1 device, e.g. 8 or 2x4")
     if len(parts) > MAX_MESH_AXES:
         raise InputError("--mesh", f"{text!r} has {len(parts)} axes", f"a mesh has 1 to {MAX_MESH_AXES} axes, e.g. 8, 2x4 or 2x2x2")
+    if math.prod(parts) > MAX_MESH_DEVICES:
+        raise InputError("--mesh", f"{text!r} has {math.prod(parts)} devices, beyond the {MAX_MESH_DEVICES} a mesh may have", "give a smaller mesh")
     return parts[0] if len(parts) == 1 else parts
 
 

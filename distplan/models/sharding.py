@@ -144,6 +144,10 @@ def _str_list(value: Any, path: str) -> tuple[str, ...]:
 MAX_DIM = 2**53
 #: devices along one mesh axis
 MAX_AXIS = 2**20
+#: devices a mesh has at most in all (1,048,576: ten times the largest clusters built); the
+#: axes' product was unbounded, and a 10^5 x 10^5 x 10^5 mesh of 10^15 devices was made,
+#: read and solved (review rev31 audit C)
+MAX_MESH_DEVICES = 2**20
 #: bytes/second of a mesh axis are at least `MIN_RATE` (with it the all-gather of the
 #: largest tensor taken, 8e30 bytes, is ~1e31 s: every sum of such times stays a finite
 #: float; at 1e-300 it overflowed); latencies are at most `MAX_SECONDS`
@@ -301,6 +305,8 @@ class ShardingInstance(JsonDocument):
         if not isinstance(shape_raw, list) or not 1 <= len(shape_raw) <= 3:
             raise InputError("mesh.shape", f"expected 1 to 3 axis sizes, got {shape_raw!r}", "e.g. [8] or [2, 4]")
         shape = tuple(int(number(v, f"mesh.shape[{k}]", positive=True, integer=True, at_most=MAX_AXIS, unit="devices")) for k, v in enumerate(shape_raw))
+        if math.prod(shape) > MAX_MESH_DEVICES:
+            raise InputError("mesh.shape", f"{' x '.join(map(str, shape))} = {math.prod(shape)} devices, beyond the {MAX_MESH_DEVICES} a mesh may have", "give a smaller mesh")
         bandwidth = _number_list(need(m, "bandwidth", "mesh"), "mesh.bandwidth", len(shape), at_least=MIN_RATE, unit="bytes/s")
         latency = _number_list(need(m, "latency", "mesh"), "mesh.latency", len(shape), positive=False, at_most=MAX_SECONDS, unit="s")
         dev = need(m, "device", "mesh")
