@@ -43,7 +43,9 @@ EXIT_CODES = """exit codes:
      or (evaluate) the plan given breaks a constraint; the message names where
   4  no plan found and nothing proves that none exists (the time limit, or a heuristic
      that stops)
-with --json, a failure prints {"error": {...}} as its one JSON document"""
+with --json, a failure prints {"error": {...}} as its one JSON document; evaluate's
+verdict on a plan that breaks a constraint (exit 3) is its report, {"feasible": false,
+"violations": [...], ...}, as for a plan that keeps them"""
 
 
 class UsageError(InputError):
