@@ -36,7 +36,7 @@ def test_the_digest_is_taken_before_the_solve_and_progress_covers_every_phase(mo
 
     monkeypatch.setattr(core, "Progress", Recorder)
     monkeypatch.setattr(core, "load_instance", wrap("load", core.load_instance))
-    monkeypatch.setattr(core, "instance_digest", wrap("digest", core.instance_digest))
+    monkeypatch.setattr(core, "digest_of", wrap("digest", core.digest_of))
     monkeypatch.setattr(core, "_solve_args", wrap("solve", core._solve_args))
     monkeypatch.setattr(core, "write_json", wrap("write", core.write_json))
     rc, out, err = cli_run(["solve", "placement-small-1", "-f", "baechi_etf", "--result", str(tmp_path / "r.json"), "--json"], capsys)

@@ -25,7 +25,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -871,6 +871,8 @@ class Folding:
 _FOLDERS: dict[str, Callable[[Any, dict[str, Any]], Folding]] = {}
 _EXACT_FOLDERS: set[str] = set()
 _BOUNDS: dict[str, Callable[[Any, float | None], list[Bound]]] = {}
+#: per kind, whether an instance's optimum is an integer (`register_bounds`)
+_INTEGRAL: dict[str, Callable[[Any], bool]] = {}
 
 
 def register_folder(kind: str, folder: Callable[[Any, dict[str, Any]], Folding], *, exact: bool = False) -> None:
@@ -901,12 +903,17 @@ def get_folder(kind: str) -> Callable[[Any, dict[str, Any]], Folding]:
     return _FOLDERS[kind]
 
 
-def register_bounds(kind: str, fn: Callable[..., list[Bound]], *, takes_deadline: bool = False) -> None:
+def register_bounds(kind: str, fn: Callable[..., list[Bound]], *, takes_deadline: bool = False, integral: Callable[[Any], bool] | None = None) -> None:
     """Declare the solver-free bounds of a kind (combined into every result's bound).
     ``takes_deadline``: ``fn(instance, deadline)`` stops its costlier bounds at that
     ``time.perf_counter()`` value (None: no limit) and keeps what it has; otherwise
-    ``fn(instance)``, which must be cheap (linear in the instance)."""
+    ``fn(instance)``, which must be cheap (linear in the instance). ``integral``: true of
+    an instance whose optimum is an integer (a pipeline's of integral durations and
+    delays): its bounds, once rounded down to be safe, are rounded up to an integer
+    (`solver_free_bounds`)."""
     _BOUNDS[kind] = fn if takes_deadline else (lambda instance, deadline: fn(instance))
+    if integral is not None:
+        _INTEGRAL[kind] = integral
 
 
 #: Relative amount by which solver-free bounds are rounded down. They are sums, maxima and
@@ -923,9 +930,18 @@ def round_down(value: float, relative: float = SOLVER_FREE_ROUNDING) -> float:
 
 
 def solver_free_bounds(instance: Any, deadline: float | None = None) -> list[Bound]:
-    """The kind's solver-free bounds (critical path, loads, ...), rounded down to be safe;
-    the costlier ones only as far as ``deadline`` (a ``time.perf_counter()`` value) allows."""
+    """The kind's solver-free bounds (critical path, loads, ...), rounded down to be safe
+    (then up to an integer where the kind declares the instance's optimum integral:
+    `register_bounds`); the costlier ones only as far as ``deadline`` (a
+    ``time.perf_counter()`` value) allows."""
     _load(instance.kind)
     fn = _BOUNDS.get(instance.kind)
     bounds = fn(instance, deadline) if fn is not None else []
-    return [Bound(round_down(b.value), b.source, "safe", kind="solver_free") for b in bounds if math.isfinite(b.value)]
+    safe = [Bound(round_down(b.value), b.source, "safe", kind="solver_free") for b in bounds if math.isfinite(b.value)]
+    integral = _INTEGRAL.get(instance.kind)
+    if safe and integral is not None and integral(instance):
+        # an integer optimum is at least the ceiling of any bound below it (pipeline_milp
+        # proved 108 = the bound before rounding, and ended "optimal" beside a bound of
+        # 107.9999996: status feasible at --mip-gap 0, review rev31 audit C)
+        safe = [replace(b, value=float(math.ceil(b.value))) for b in safe]
+    return safe

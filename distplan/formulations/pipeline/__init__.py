@@ -7,6 +7,7 @@ from __future__ import annotations
 from distplan.formulations.contract import Policy, time_limit_parameter
 from distplan.formulations.pipeline import baselines, milp, repetend, tessel
 from distplan.formulations.pipeline.bounds import pipeline_bounds
+from distplan.formulations.pipeline.common import integral_data
 from distplan.formulations.registry import Formulation, register, register_bounds
 
 TESSEL = "Lin et al., Tessel: Boosting Distributed Execution of Large DNN Models via Flexible Schedule Search, HPCA 2024 (arXiv 2311.15269)"
@@ -89,4 +90,4 @@ register(
     )
 )
 
-register_bounds("pipeline", pipeline_bounds)
+register_bounds("pipeline", pipeline_bounds, integral=lambda inst: integral_data(inst, exact=True))
