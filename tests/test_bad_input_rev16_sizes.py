@@ -39,7 +39,7 @@ OUT = "-o"
         (["make", "pipeline", "--shape", "interleaved", "--stages", "1000", "--chunks", "60", "--micro-batches", "8"], ["--chunks", "pipeline stages"]),
         (["make", "pipeline", "--shape", "interleaved", "--stages", "4", "--chunks", "100000", "--micro-batches", "8"], ["--chunks", str(MAX_CHUNKS)]),
         (["make", "sharding", "--model", "transformer", "--layers", "100000000", "--hidden", "128", "--heads", "4", "--seq", "64"], ["--layers", str(MAX_LAYERS)]),
-        (["make", "sharding", "--model", "transformer", "--layers", "2", "--hidden", "128", "--heads", "4", "--seq", "64", "--mesh", "10000000"], ["mesh.shape[0]"]),
+        (["make", "sharding", "--model", "transformer", "--layers", "2", "--hidden", "128", "--heads", "4", "--seq", "64", "--mesh", "10000000"], ["--mesh", "1048576"]),
         (["make", "placement", "--model", "gpt2-small", "--cluster", "dgx1", "--batch", "1000000000000"], ["--batch", str(MAX_BATCH)]),
         (["make", "placement", "--model", "llama3-8b", "--cluster", "h100-sxm", "--micro-batches", "1000"], ["--micro-batches", str(MAX_PLACEMENT_MICRO_BATCHES)]),
     ],
