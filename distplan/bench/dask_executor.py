@@ -73,6 +73,8 @@ def _client(scheduler: str | None) -> Any:
         return Client(scheduler, timeout=30)
     except OSError as exc:
         raise InputError("--scheduler", f"cannot reach the Dask scheduler at {scheduler}: {exc}", "start one with `dask scheduler` and workers with `dask worker ADDRESS`") from None
+    except (ValueError, TypeError) as exc:  # (no port, a port that is no number, an unknown scheme: review rev31 audit E)
+        raise InputError("--scheduler", f"{scheduler!r} is not a scheduler address: {exc}", "give --scheduler tcp://HOST:PORT") from None
 
 
 #: this many cluster failures before any run came back stop the campaign

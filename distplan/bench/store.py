@@ -118,7 +118,8 @@ class Store:
             return
         self.conn.close()
         what = "an empty file" if not tables else f"a SQLite database with tables {sorted(tables)}"
-        raise InputError(str(self.path), f"not a benchmark database ({what}, no runs table); nothing was written to it", "give a database written by distplan bench run")
+        lacking = " and ".join(t for t in ("runs", "meta") if t not in tables)
+        raise InputError(str(self.path), f"not a benchmark database ({what}, without distplan's {lacking} table{'s' if ' and ' in lacking else ''}); nothing was written to it", "give a database written by distplan bench run")
 
     def _create(self) -> None:
         cols = ",\n  ".join(f"{name} {sql}" for name, sql in RUN_COLUMNS)

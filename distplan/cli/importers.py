@@ -19,11 +19,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from distplan.cli.args import add_output, given_flags, positive_int
+from distplan.cli.args import add_output, given_flags, positive_int, positive_int_at_most
 from distplan.cli.output import say_wrote
 from distplan.cli.progress import Progress
 from distplan.errors import InputError
-from distplan.models.common import write_json
+from distplan.instances.generators import MAX_DEVICES
+from distplan.models.common import MAX_SECONDS, write_json
 
 
 def _load_factory(spec: str) -> Any:
@@ -90,6 +91,10 @@ def _op_times(pairs: list[str] | None) -> dict[str, float]:
             sep = ""
         if not sep or not key:
             raise InputError("--op-time", f"{pair!r} is not OP=SECONDS", "write e.g. --op-time aten._fft_r2c.default=2e-4")
+        # (the range an op's time has in an instance: -1 and inf were written as given and
+        # refused by `validate` after, NaN became a made-up 7e-6 s, review rev31 audit E)
+        if not 0.0 <= out[key] <= MAX_SECONDS:
+            raise InputError("--op-time", f"{pair!r}: {raw} is not a time in [0, {MAX_SECONDS:g}] seconds", "give a finite number of seconds >= 0, e.g. 2e-4")
     return out
 
 
@@ -215,7 +220,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--input-shape", action="append", required=True, help="shape of one input, e.g. 8,128 (repeat for several inputs)")
     p.add_argument("--device", default=None, help="catalogue device for roofline times (default V100; not with --cluster, whose devices set them)")
     p.add_argument("--cluster", default=None, help="catalogue cluster (default: --n-devices of --device on PCIe 3.0)")
-    p.add_argument("--n-devices", type=positive_int, default=None, help="devices of the default cluster (default 4; not with --cluster)")
+    p.add_argument("--n-devices", type=positive_int_at_most(MAX_DEVICES), default=None, help=f"devices of the default cluster (default 4, at most {MAX_DEVICES}; not with --cluster)")
     p.add_argument("--memory-limit", default=None, help="cap every device at this size (bytes, or e.g. 4GiB)")
     p.add_argument("--measure", action="store_true", help="time each op on this CPU with the torch profiler (median of 3 runs after a warm-up)")
     p.add_argument("--no-backward", action="store_true", help="forward pass only (inference)")

@@ -359,9 +359,14 @@ def dtensor_plan(inst: ShardingInstance, plan: ShardingPlan, modules: Mapping[st
             st.input_layout = None if st.input_layout == "Shard(1)" else st.input_layout
             st.output_layout = None if st.output_layout in (None, "Shard(1)") else st.output_layout
     by_module: dict[str, _Style] = {}
-    for st in styles.values():
+    owner: dict[str, str] = {}  # module -> the op whose style it takes
+    for name, st in styles.items():
         for m in st.modules:
-            by_module[m] = st
+            if m in by_module and _style_text(by_module[m]) != _style_text(st):
+                # (the last op's style replaced the first's: a plan DTensor then fails on,
+                # "a and b must have same reduction dim", review rev31 audit E)
+                raise fail(name, f"maps to module {m!r}, which op {owner[m]!r} maps to with another style ({_style_text(by_module[m])} against {_style_text(st)})", "map each module from one op, or from ops of one style")
+            by_module[m], owner[m] = st, owner.get(m, name)
     facts = {
         "tp_axis": tp,
         "tp_size": inst.mesh.shape[tp],

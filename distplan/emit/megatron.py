@@ -225,6 +225,18 @@ def _pipeline_flags(inst: PipelineInstance, plan: Any, num_layers: int | None) -
                 f"(warm-up p - r - 1 = {p - r - 1} forwards), and Megatron has no flag for a shorter 1F1B warm-up",
                 "emit it with --target torch-pipelining (the plan's own order), or solve with more memory per device",
             )
+        for r in range(p):
+            if orders[r] != megatron_1f1b_order(r, p, m):
+                # (the label alone was trusted: a GPipe-like order with split backwards,
+                # relabelled 1f1b, got Megatron's default flags, review rev31 audit E)
+                got, want = orders[r], megatron_1f1b_order(r, p, m)
+                k = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
+                raise InputError(
+                    "plan",
+                    f"labelled 1f1b, but rank {r} does not run Megatron-LM's 1F1B order: its action {k} is "
+                    f"{got[k] if k < len(got) else 'missing'!r} where 1F1B runs {want[k] if k < len(want) else 'nothing'!r}",
+                    "emit it with --target torch-pipelining (the plan's own order)",
+                )
         comments.append("Megatron-LM's default 1F1B schedule")
     elif schedule == "interleaved_1f1b" and shape == "interleaved":
         flags += ["--num-layers-per-virtual-pipeline-stage", str(layers // (p * v))]
@@ -253,6 +265,18 @@ def _pipeline_flags(inst: PipelineInstance, plan: Any, num_layers: int | None) -
     if schedule.startswith(("zb", "v_")):
         comments.append("the fork orders blocks from measured times; --target torch-pipelining keeps distplan's exact order")
     return _text(comments, flags)
+
+
+def megatron_1f1b_order(rank: int, ranks: int, micro_batches: int) -> list[str]:
+    """Megatron-LM's 1F1B on pipeline rank ``rank`` of ``ranks`` (stage = rank), as
+    `emit.pipeline.rank_orders` writes actions: min(p - r - 1, m) warm-up forwards, then
+    one forward and one backward in turn, then the remaining backwards."""
+    m = micro_batches
+    warm = min(ranks - rank - 1, m)
+    order = [f"{rank}F{k}" for k in range(warm)]
+    for k in range(m - warm):
+        order += [f"{rank}F{warm + k}", f"{rank}B{k}"]
+    return order + [f"{rank}B{k}" for k in range(m - warm, m)]
 
 
 def _pending_backward_per_rank(orders: list[list[str]]) -> list[int]:
