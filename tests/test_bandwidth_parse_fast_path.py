@@ -227,3 +227,28 @@ def test_names_checked_at_once_still_name_the_first_bad_one(items: list[Any], pa
 
 def test_plain_names_are_returned_in_order() -> None:
     assert name_list([{"name": "b"}, {"name": "a"}], "w", "things") == ["b", "a"]
+
+
+def test_gc_paused_promotes_what_a_large_read_left_alive() -> None:
+    """More than `PROMOTE_AFTER` objects made in the pause and alive after it go to the
+    oldest generation, so that no young collection walks them all at once; a small pause
+    (the list scheduler's) leaves the generations as they are."""
+    from distplan.models.common import PROMOTE_AFTER
+
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        gc.collect()
+        oldest = len(gc.get_objects(2))
+        with gc_paused():
+            kept = [[k] for k in range(2 * PROMOTE_AFTER)]
+        assert len(gc.get_objects(2)) - oldest >= 2 * PROMOTE_AFTER
+        del kept
+        gc.collect()
+        oldest = len(gc.get_objects(2))
+        with gc_paused():
+            small = [[k] for k in range(100)]
+        assert len(gc.get_objects(2)) - oldest < 100  # (still young)
+        del small
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -12,8 +12,9 @@ import numpy as np
 from distplan.errors import InfeasibleError, NoSolutionError
 from distplan.formulations.deadline import baseline_deadline
 from distplan.formulations.placement.listsched import Schedule, list_schedule, topological_positions
-from distplan.formulations.placement.listsched_data import StaticLists, gc_paused, static_lists
+from distplan.formulations.placement.listsched_data import StaticLists, static_lists
 from distplan.formulations.registry import Outcome, RunContext
+from distplan.models.common import gc_paused
 from distplan.models.placement_evaluate import memory_peaks
 from distplan.models.placement_instance import PlacementInstance, byte_text
 from distplan.models.placement_plan import make_plan

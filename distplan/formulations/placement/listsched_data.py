@@ -5,10 +5,7 @@ than on numpy arrays) and the infeasibility report. Times in seconds, memory in 
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -19,19 +16,6 @@ from distplan.models.graphs import edges_by, topological_order
 from distplan.models.placement_instance import PlacementInstance, byte_text
 
 _INF = math.inf
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector (the scheduler allocates many short-lived tuples
-    and no cycles: the collections they would trigger cost 3-6% of its time)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 class MemoryTimeline:
