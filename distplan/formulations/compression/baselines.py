@@ -80,25 +80,36 @@ def greedy_plan(inst: CompressionInstance) -> CompressionPlan:
         saving = cd.grad_allreduce_seconds[opt.gradient] - cost
         if saving > best_saving[opt.gradient]:
             best_saving[opt.gradient], best_method[opt.gradient] = saving, opt.method
-    trees: dict[int, np.ndarray] = {}
+    trees: dict[int, np.ndarray] = {}  # per sfb gradient, its tree's ops (ascending)
     fallback: dict[int, str] = {}
+    # each tree's ops and the candidate arcs into them, gathered once: a mask of every op
+    # and every arc per gradient took 1.2 s on 46,080 ops and 10,000 gradients (review
+    # rev31); gathered in ascending order, the sums below add the same numbers in the same
+    # order as the masks did
+    tree_of = np.where(inst.eligible, inst.tree, -1)
+    by_tree = np.argsort(tree_of, kind="stable")
+    tree_start = np.searchsorted(tree_of[by_tree], np.arange(G + 1))
+    by_dst = np.argsort(cd.cand_dst, kind="stable")
+    dst_start = np.searchsorted(cd.cand_dst[by_dst], np.arange(inst.n_ops + 1))
     for g in range(G):
         p = int(inst.grad_op[g])
         if not inst.eligible[p]:
             continue
-        tree = _tree_mask(inst, g)
-        into = tree[cd.cand_dst] & ~tree[cd.cand_src]
-        extra = float(((inst.replicas[tree] - 1)[:, None] * cd.class_time[tree]).sum(axis=0).max(initial=0.0))
+        ops = by_tree[tree_start[g] : tree_start[g + 1]]
+        arcs = np.sort(np.concatenate([by_dst[dst_start[v] : dst_start[v + 1]] for v in ops.tolist()])) if ops.size else np.zeros(0, dtype=np.int64)
+        into = arcs[tree_of[cd.cand_src[arcs]] != g]
+        extra = float(((inst.replicas[ops] - 1)[:, None] * cd.class_time[ops]).sum(axis=0).max(initial=0.0))
         saving = cd.grad_allreduce_seconds[g] - float(cd.cand_seconds[into].sum()) - extra
         if saving > best_saving[g]:
             fallback[g] = best_method[g]
             best_saving[g], best_method[g] = saving, "sfb"
-            trees[g] = tree
+            trees[g] = ops
     dup = np.zeros(inst.n_ops, dtype=bool)
     for g in np.argsort(-best_saving, kind="stable").tolist():
         if best_method[g] != "sfb":
             continue
-        trial = dup | trees[g]
+        trial = dup.copy()
+        trial[trees[g]] = True
         if np.all(_memory_use(inst, trial) <= memory_limit(inst.device_capacity)):
             dup = trial
         else:
