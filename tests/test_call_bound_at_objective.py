@@ -66,3 +66,28 @@ def test_the_audits_placement_verifies_clean_on_every_milp_backend(backend: str,
             if call.bound is not None and call.objective is not None:
                 assert call.bound <= call.objective, (formulation, call.backend)
         assert check_result(res.to_dict(), inst) == [], formulation
+
+
+def test_a_mip_bound_loses_the_absolute_gap_at_which_the_search_closes() -> None:
+    """Review rev31: codec_select's MILP (its objective in units of the warm start, ~1)
+    ended "optimal" with its dual bound at 1.0 beside a warm start of 0.999999; less a
+    margin of 1.001e-6 the bound passed the plan's evaluated time, and `distplan.solve`
+    raised PlanCheckError (random compression instance 2390)."""
+    from distplan.solvers.common import MIP_ABSOLUTE_GAP, solver_bound_margin
+
+    lp, mip = Model("lp"), Model("mip")
+    lp.add_vars("x", 1)
+    mip.add_vars("x", 1, vtype="integer")
+    for m in (lp, mip):
+        m.minimize(m["x"].sum())
+    assert solver_bound_margin(mip.to_arrays(), 1.0) - solver_bound_margin(lp.to_arrays(), 1.0) >= MIP_ABSOLUTE_GAP
+
+
+def test_random_compression_instance_2390_solves_with_its_bound_below_its_plan() -> None:
+    from distplan.models.compression import CompressionInstance
+    from tests.test_compression import random_doc
+
+    inst = CompressionInstance.from_dict(random_doc(2390))
+    res = distplan.solve(inst, "codec_select", time_limit=20, mip_gap=1e-9)
+    assert res.bound is not None and res.bound <= res.objective
+    assert check_result(res.to_dict(), inst) == []

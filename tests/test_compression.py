@@ -348,7 +348,9 @@ def test_no_baseline_beats_tag_sfb(name: str, bundled: dict[str, CompressionInst
     # the MILP's dual bound holds over TAG's plans; the result claims no instance optimum
     space = tag.info["tag_space"]
     assert space["termination"] == "optimal" and space["bound"] <= tag.objective
-    assert space["gap"] <= 2e-6 and tag.status.value == "feasible"
+    # (the gap is the bound's margin: 1e-6 of feasibility tolerance and 1e-6 of the MIP's
+    # absolute gap, `solvers.common.MIP_ABSOLUTE_GAP`, on an objective of ~1)
+    assert space["gap"] <= 3e-6 and tag.status.value == "feasible"
     if name in ("mlp-small", "vgg16"):
         sel = solve(inst, "codec_select", time_limit=30)
         assert sel.objective <= min(tag.objective, cut.objective, *base.values())

@@ -37,6 +37,13 @@ def primal_feasible(arrays: ModelArrays, x: np.ndarray, tol: float = 1e-6) -> bo
 #: feasible only within these, so a dual bound it proves is valid only within them too.
 MILP_FEASIBILITY_TOLERANCE = 1e-6
 LP_FEASIBILITY_TOLERANCE = 1e-7
+#: The absolute gap (objective units) at which a MIP search counts its tree closed (HiGHS's
+#: ``mip_abs_gap`` default; CBC's and SCIP's absolute gaps are smaller): nodes whose bound
+#: comes within it of the incumbent are pruned, so the dual bound reported at the end can
+#: stand this far above the model's optimum. Review rev31: codec_select's MILP (objective
+#: in units of the incumbent, ~1) ended with its dual bound at 1.0 beside a warm start of
+#: 0.999999, and the bound, less a margin of 1.001e-6, passed the plan's evaluated time.
+MIP_ABSOLUTE_GAP = 1e-6
 
 
 #: Relative precision of the values a solver hands back, hence of ``c @ x`` of them, which is
@@ -59,14 +66,15 @@ def solver_bound_margin(arrays: ModelArrays, bound: float, values: np.ndarray | 
     the value for the rounding of the objective's accumulation. E.g. a makespan objective
     (one cost of 1, seconds) loses 1e-6 s. (Charging every coordinate, ``eps * ||c||_1``,
     cost 3e-4 of the objective on Alpa's ILP for GPT-3 on 64 GPUs: more than the gap the
-    solver was asked to close.) With the solver's point ``values``, add the precision of
+    solver was asked to close.) A MIP's bound also loses `MIP_ABSOLUTE_GAP`, the gap at
+    which its search closes the tree. With the solver's point ``values``, add the precision of
     ``c @ x`` of them, `VALUE_PRECISION` x sum_j |c_j x_j| (1e-7 of a makespan objective):
     a bound taken from the point is known no better than its values. A bound valid in
     exact arithmetic is `safe_bound`'s job.
     """
     eps = MILP_FEASIBILITY_TOLERANCE if arrays.is_mip else LP_FEASIBILITY_TOLERANCE
     largest = float(np.abs(arrays.c).max()) if arrays.c.size else 0.0
-    margin = eps * largest + 1e-9 * abs(bound)
+    margin = eps * largest + 1e-9 * abs(bound) + (MIP_ABSOLUTE_GAP if arrays.is_mip else 0.0)
     if values is not None and np.shape(values) == (arrays.num_vars,) and arrays.c.size:
         weighted = float(np.abs(arrays.c) @ np.abs(np.asarray(values, dtype=float)))
         if math.isfinite(weighted):
