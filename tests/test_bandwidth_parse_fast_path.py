@@ -198,7 +198,7 @@ def test_gc_paused_restores_the_collector_as_it_was() -> None:
         assert gc.isenabled()
         gc.disable()
         with gc_paused():
-            pass
+            assert not gc.isenabled()
         assert not gc.isenabled()  # (it was off: it stays off)
         gc.enable()
         with pytest.raises(KeyError), gc_paused():

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from distplan.errors import InfeasibleError
-from distplan.formulations.compression.costs import cost_data, memory_terms
+from distplan.formulations.compression.costs import CostData, cost_data, memory_terms
 from distplan.formulations.registry import Outcome, RunContext
 from distplan.models.compression_eval import memory_limit
 from distplan.models.compression_instance import CompressionInstance
@@ -70,9 +70,15 @@ def greedy_plan(inst: CompressionInstance) -> CompressionPlan:
     """Per gradient the method with the largest serial saving over all-reduce; gradients by
     decreasing saving; sfb only while memory fits."""
     cd = cost_data(inst)
-    G = inst.n_gradients
-    best_method = ["allreduce"] * G
-    best_saving = np.zeros(G)
+    return greedy_from_savings(inst, *coded_savings(cd, inst.n_gradients), sfb_savings(inst, cd))
+
+
+def coded_savings(cd: CostData, n_gradients: int) -> tuple[list[str], np.ndarray]:
+    """Per gradient the coded method (a codec) of the largest serial saving over all-reduce
+    (seconds: all-reduce's channel time less the method's channel, encode and decode
+    time), and that saving; "allreduce" and 0 where none saves."""
+    best_method = ["allreduce"] * n_gradients
+    best_saving = np.zeros(n_gradients)
     for opt in cd.options:
         if opt.method == "allreduce":
             continue
@@ -80,36 +86,51 @@ def greedy_plan(inst: CompressionInstance) -> CompressionPlan:
         saving = cd.grad_allreduce_seconds[opt.gradient] - cost
         if saving > best_saving[opt.gradient]:
             best_saving[opt.gradient], best_method[opt.gradient] = saving, opt.method
-    trees: dict[int, np.ndarray] = {}  # per sfb gradient, its tree's ops (ascending)
-    fallback: dict[int, str] = {}
-    # each tree's ops and the candidate arcs into them, gathered once: a mask of every op
-    # and every arc per gradient took 1.2 s on 46,080 ops and 10,000 gradients (review
-    # rev31); gathered in ascending order, the sums below add the same numbers in the same
-    # order as the masks did
+    return best_method, best_saving
+
+
+def sfb_savings(inst: CompressionInstance, cd: CostData) -> dict[int, tuple[float, np.ndarray]]:
+    """Per gradient whose producer is eligible, the serial saving of sfb over all-reduce
+    (seconds: its all-reduce less the broadcasts into its tree and the tree's redundant
+    compute) and the tree's ops (ascending). Each tree's ops and the candidate arcs into
+    them are gathered once: a mask of every op and every arc per gradient took 1.2 s on
+    46,080 ops and 10,000 gradients (review rev31); gathered in ascending order, the sums
+    add the same numbers in the same order as the masks did."""
+    G = inst.n_gradients
     tree_of = np.where(inst.eligible, inst.tree, -1)
     by_tree = np.argsort(tree_of, kind="stable")
     tree_start = np.searchsorted(tree_of[by_tree], np.arange(G + 1))
     by_dst = np.argsort(cd.cand_dst, kind="stable")
     dst_start = np.searchsorted(cd.cand_dst[by_dst], np.arange(inst.n_ops + 1))
+    out: dict[int, tuple[float, np.ndarray]] = {}
     for g in range(G):
-        p = int(inst.grad_op[g])
-        if not inst.eligible[p]:
+        if not inst.eligible[int(inst.grad_op[g])]:
             continue
         ops = by_tree[tree_start[g] : tree_start[g + 1]]
         arcs = np.sort(np.concatenate([by_dst[dst_start[v] : dst_start[v + 1]] for v in ops.tolist()])) if ops.size else np.zeros(0, dtype=np.int64)
         into = arcs[tree_of[cd.cand_src[arcs]] != g]
         extra = float(((inst.replicas[ops] - 1)[:, None] * cd.class_time[ops]).sum(axis=0).max(initial=0.0))
-        saving = cd.grad_allreduce_seconds[g] - float(cd.cand_seconds[into].sum()) - extra
+        out[g] = (cd.grad_allreduce_seconds[g] - float(cd.cand_seconds[into].sum()) - extra, ops)
+    return out
+
+
+def greedy_from_savings(inst: CompressionInstance, best_method: list[str], best_saving: np.ndarray, sfb: dict[int, tuple[float, np.ndarray]]) -> CompressionPlan:
+    """The greedy plan from each gradient's best coded method (`coded_savings`) and its sfb
+    saving and tree (`sfb_savings`, the ops as indices or a mask): sfb where it saves more,
+    then gradients by decreasing saving, sfb admitted only while memory fits (else the
+    gradient keeps its coded method)."""
+    best_method, best_saving = list(best_method), best_saving.copy()
+    fallback: dict[int, str] = {}
+    for g, (saving, _) in sfb.items():
         if saving > best_saving[g]:
             fallback[g] = best_method[g]
             best_saving[g], best_method[g] = saving, "sfb"
-            trees[g] = ops
     dup = np.zeros(inst.n_ops, dtype=bool)
     for g in np.argsort(-best_saving, kind="stable").tolist():
         if best_method[g] != "sfb":
             continue
         trial = dup.copy()
-        trial[trees[g]] = True
+        trial[sfb[g][1]] = True
         if np.all(_memory_use(inst, trial) <= memory_limit(inst.device_capacity)):
             dup = trial
         else:
