@@ -2,8 +2,8 @@
 column (`bandwidth_parse._plain_layers`), any other layer by layer with every field checked
 (`_parse_layer`), review rev30 D6 (a 360,000-layer workload took 9 s to read, most of a
 2 s limit's run). Both paths give the same instance, a bad field anywhere is still named
-by its path, and the unknown-field walk (`schema._all_known`) agrees with the one that
-names the field (`unknown_field_error`)."""
+by its path, and the unknown-field walk made once per schema (`schema._unknown_finder`)
+names the field the former path-building walk named (`reference_unknown_field`)."""
 
 from __future__ import annotations
 
@@ -17,10 +17,11 @@ from hypothesis import strategies as st
 
 import distplan.models.bandwidth_parse as bp
 from distplan.errors import InputError
+from distplan.errors import InputError as _InputError
 from distplan.instances import bundled, load_document
 from distplan.kinds import KINDS
 from distplan.models.common import gc_paused, instance_from_dict, name_list
-from distplan.models.schema import _all_known, schema_for, unknown_field_error
+from distplan.models.schema import _closable, _may_close, schema_for, unknown_field_error, unknown_field_problem
 
 BANDWIDTH = sorted(n for n, e in bundled().items() if e.get("kind") == "bandwidth")
 
@@ -141,7 +142,7 @@ def test_equal_collectives_are_one_object() -> None:
     assert firsts[0] == firsts[1] and firsts[0] is firsts[1]
 
 
-# -- the unknown-field walk without paths --------------------------------------------------
+# -- the unknown-field walk made once per schema --------------------------------------------
 
 CLOSED: dict[str, Any] = {"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "array", "items": {"type": "integer"}}}, "additionalProperties": False}
 SCHEMA: dict[str, Any] = {
@@ -154,10 +155,44 @@ json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_f
 json_value = st.recursive(json_leaf, lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["a", "b", "c", "ops", "devices", "free", "x"]), inner, max_size=3)), max_leaves=12)
 
 
+def reference_unknown_field(value: Any, schema: dict[str, Any], path: str = "") -> _InputError | None:
+    """`unknown_field_error` as it was: a walk that made a path for every object."""
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        if props is None and not isinstance(extra, dict):
+            return None
+        props = props or {}
+        if extra is False and not value.keys() <= props.keys():
+            key = next(k for k in value if k not in props)
+            return _InputError(f"{path}.{key}" if path else str(key), unknown_field_problem(key, props), "correct or remove the field; see distplan/schema/ for the format")
+        for key, sub_schema in _closable(schema):
+            sub = value.get(key)
+            if isinstance(sub, dict | list) and (found := reference_unknown_field(sub, sub_schema, f"{path}.{key}" if path else str(key))) is not None:
+                return found
+        if isinstance(extra, dict) and _may_close(extra):
+            for key, sub in value.items():
+                if key not in props and isinstance(sub, dict | list) and (found := reference_unknown_field(sub, extra, f"{path}.{key}" if path else str(key))) is not None:
+                    return found
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        items = schema["items"]
+        if not _may_close(items):
+            return None
+        for k, item in enumerate(value):
+            if isinstance(item, dict | list) and (found := reference_unknown_field(item, items, f"{path}[{k}]")) is not None:
+                return found
+    return None
+
+
+def _same_error(value: Any, schema: dict[str, Any]) -> bool:
+    new, old = unknown_field_error(value, schema), reference_unknown_field(value, schema)
+    return (new is None and old is None) or (new is not None and old is not None and (new.path, new.problem) == (old.path, old.problem))
+
+
 @settings(max_examples=300, deadline=None)
 @given(doc=json_value)
 def test_the_walk_without_paths_agrees_with_the_one_that_names_the_field(doc: Any) -> None:
-    assert _all_known(doc, SCHEMA) == (unknown_field_error(doc, SCHEMA) is None)
+    assert _same_error(doc, SCHEMA)
 
 
 @pytest.mark.parametrize("name", sorted(bundled()))
@@ -167,7 +202,7 @@ def test_the_walk_without_paths_agrees_on_every_bundled_document_and_a_misspelli
     walks agree, and with one added to the document itself, both fail."""
     doc = copy.deepcopy(dict(load_document(name)))
     schema = schema_for(doc["kind"])
-    assert doc["kind"] in KINDS and _all_known(doc, schema) and unknown_field_error(doc, schema) is None
+    assert doc["kind"] in KINDS and unknown_field_error(doc, schema) is None and _same_error(doc, schema)
     # the deepest first object in document order: a misspelt field there must be found
     target, node = None, doc
     while isinstance(node, dict | list) and node:
@@ -178,9 +213,9 @@ def test_the_walk_without_paths_agrees_on_every_bundled_document_and_a_misspelli
             node = node[-1]
     assert target is not None
     target["zz_misspelt"] = 1
-    assert _all_known(doc, schema) == (unknown_field_error(doc, schema) is None)
+    assert _same_error(doc, schema)
     doc["zz_misspelt"] = 1
-    assert not _all_known(doc, schema)
+    assert _same_error(doc, schema)
     assert unknown_field_error(doc, schema) is not None
 
 
